@@ -1,0 +1,45 @@
+//! Documented defaults of the MiniCluster API, in one place.
+//!
+//! One deliberate change from the reference documentation: the headless Service is named
+//! after the MiniCluster, not `flux-service`, so that two MiniClusters in one namespace
+//! never share (and on deletion take down) the same Service.
+
+/// Default `spec.size`.
+pub fn size() -> i32 {
+    1
+}
+
+/// Default `spec.tasks`.
+pub const TASKS: i32 = 1;
+/// Default Job `backoffLimit`.
+pub const BACKOFF_LIMIT: i32 = 100;
+/// Default Job `activeDeadlineSeconds` (about a year).
+pub const DEADLINE_SECONDS: i64 = 31_500_000;
+/// Default `flux.connectTimeout`.
+pub const CONNECT_TIMEOUT: &str = "5s";
+/// Default `flux.logLevel`.
+pub const LOG_LEVEL: i32 = 6;
+/// Default `flux.scheduler.queuePolicy`.
+pub const QUEUE_POLICY: &str = "fcfs";
+/// Queue policies fluxion's qmanager accepts.
+pub const QUEUE_POLICIES: &[&str] = &["fcfs", "easy", "hybrid", "conservative"];
+/// Default flux view init container name.
+pub const VIEW_NAME: &str = "flux-view";
+/// Default flux view image.
+pub const VIEW_IMAGE: &str = "ghcr.io/converged-computing/flux-view-ubuntu:tag-noble";
+/// Default mount path of the flux view and configuration.
+pub const MOUNT_PATH: &str = "/mnt/flux";
+/// Default batch output directory.
+pub const BATCH_LOGS: &str = "/tmp/fluxout";
+/// Default Flux user name.
+pub const FLUX_USER_NAME: &str = "flux";
+/// Default Flux user id.
+pub const FLUX_USER_UID: i64 = 1000;
+/// Default cores per pod declared in R.
+pub const CORES: i32 = 1;
+/// Port the brokers listen on.
+pub const BROKER_PORT: i32 = 8050;
+/// Default pod restart policy.
+pub const RESTART_POLICY: &str = "OnFailure";
+/// Mount path of the emptyDir volumes a container declares.
+pub const EMPTY_DIR_PATH: &str = "/dev/shm";

@@ -1,0 +1,318 @@
+//! Accessors that apply the documented defaults to an optional field, so the planner,
+//! validator and renderer agree on every default.
+
+use std::sync::LazyLock;
+
+use super::defaults;
+use super::spec::*;
+
+static NO_FLUX: LazyLock<FluxSpec> = LazyLock::new(FluxSpec::default);
+static NO_LOGGING: LazyLock<LoggingSpec> = LazyLock::new(LoggingSpec::default);
+static NO_VIEW: LazyLock<FluxContainer> = LazyLock::new(FluxContainer::default);
+static NO_POD: LazyLock<PodSpec> = LazyLock::new(PodSpec::default);
+static NO_COMMANDS: LazyLock<Commands> = LazyLock::new(Commands::default);
+
+/// A burst cluster with its defaults applied.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ResolvedBurst {
+    /// Host prefix and Job name (`burst-<position>` by default).
+    pub name: String,
+    /// Number of brokers.
+    pub size: i32,
+    /// Spoke cluster that runs it (the burst's name by default).
+    pub cluster: String,
+}
+
+impl MiniClusterSpec {
+    /// `maxSize`, defaulting to `size`.
+    pub fn max_size(&self) -> i32 {
+        self.max_size.unwrap_or(self.size)
+    }
+
+    /// `tasks`, defaulting to 1.
+    pub fn tasks(&self) -> i32 {
+        self.tasks.unwrap_or(defaults::TASKS)
+    }
+
+    /// Job `backoffLimit`.
+    pub fn backoff_limit(&self) -> i32 {
+        self.backoff_limit.unwrap_or(defaults::BACKOFF_LIMIT)
+    }
+
+    /// Job `activeDeadlineSeconds`.
+    pub fn deadline_seconds(&self) -> i64 {
+        self.deadline_seconds.unwrap_or(defaults::DEADLINE_SECONDS)
+    }
+
+    /// Interactive mode.
+    pub fn interactive(&self) -> bool {
+        self.interactive.unwrap_or(false)
+    }
+
+    /// Flux settings (all defaults when `flux` is absent).
+    pub fn flux(&self) -> &FluxSpec {
+        self.flux.as_ref().unwrap_or(&NO_FLUX)
+    }
+
+    /// Logging settings.
+    pub fn logging(&self) -> &LoggingSpec {
+        self.logging.as_ref().unwrap_or(&NO_LOGGING)
+    }
+
+    /// Pod settings.
+    pub fn pod(&self) -> &PodSpec {
+        self.pod.as_ref().unwrap_or(&NO_POD)
+    }
+
+    /// Name of the headless Service, defaulting to the MiniCluster's own name.
+    pub fn headless_name<'a>(&'a self, name: &'a str) -> &'a str {
+        self.network
+            .as_ref()
+            .and_then(|n| n.headless_name.as_deref())
+            .filter(|n| !n.is_empty())
+            .unwrap_or(name)
+    }
+
+    /// Whether the one-pod-per-node affinity rules are dropped.
+    pub fn disable_affinity(&self) -> bool {
+        self.network
+            .as_ref()
+            .and_then(|n| n.disable_affinity)
+            .unwrap_or(false)
+    }
+
+    /// The lead broker this MiniCluster joins, from either accepted location.
+    pub fn lead_broker(&self) -> Option<&LeadBroker> {
+        let flux = self.flux.as_ref()?;
+        flux.lead_broker
+            .as_ref()
+            .or_else(|| flux.bursting.as_ref()?.lead_broker.as_ref())
+    }
+
+    /// A verbatim hostlist, from `flux.bursting.hostlist` or `leadBroker.hostlist`.
+    pub fn custom_hostlist(&self) -> Option<&str> {
+        let from_bursting = self
+            .flux
+            .as_ref()
+            .and_then(|f| f.bursting.as_ref())
+            .and_then(|b| b.hostlist.as_deref());
+        from_bursting
+            .or_else(|| self.lead_broker().and_then(|l| l.hostlist.as_deref()))
+            .filter(|h| !h.is_empty())
+    }
+
+    /// The declared burst clusters with defaults applied, in spec order.
+    pub fn bursts(&self) -> Vec<ResolvedBurst> {
+        let clusters = self
+            .flux
+            .as_ref()
+            .and_then(|f| f.bursting.as_ref())
+            .map(|b| b.clusters.as_slice())
+            .unwrap_or_default();
+        clusters
+            .iter()
+            .enumerate()
+            .map(|(i, c)| {
+                let name = c.name.clone().unwrap_or_else(|| format!("burst-{i}"));
+                ResolvedBurst {
+                    size: c.size.unwrap_or(self.size),
+                    cluster: c.cluster.clone().unwrap_or_else(|| name.clone()),
+                    name,
+                }
+            })
+            .collect()
+    }
+
+    /// Index of the container that runs Flux: the one with `runFlux: true`, or the only
+    /// container. `None` when that is ambiguous (validation reports it).
+    pub fn flux_runner_index(&self) -> Option<usize> {
+        if self.containers.len() == 1 {
+            return Some(0);
+        }
+        let mut runners = self
+            .containers
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| c.run_flux == Some(true));
+        match (runners.next(), runners.next()) {
+            (Some((i, _)), None) => Some(i),
+            _ => None,
+        }
+    }
+}
+
+impl FluxSpec {
+    /// The flux view init container settings.
+    pub fn view(&self) -> &FluxContainer {
+        self.container.as_ref().unwrap_or(&NO_VIEW)
+    }
+
+    /// `tbon.connect_timeout`; `None` when set to the empty string (omit the attribute).
+    pub fn connect_timeout(&self) -> Option<&str> {
+        match self.connect_timeout.as_deref() {
+            None => Some(defaults::CONNECT_TIMEOUT),
+            Some("") => None,
+            Some(t) => Some(t),
+        }
+    }
+
+    /// Broker log level.
+    pub fn log_level(&self) -> i32 {
+        self.log_level.unwrap_or(defaults::LOG_LEVEL)
+    }
+
+    /// Fluxion queue policy.
+    pub fn queue_policy(&self) -> &str {
+        self.scheduler
+            .as_ref()
+            .and_then(|s| s.queue_policy.as_deref())
+            .filter(|p| !p.is_empty())
+            .unwrap_or(defaults::QUEUE_POLICY)
+    }
+
+    /// Whether to stay on `sched-simple`.
+    pub fn simple_scheduler(&self) -> bool {
+        self.scheduler
+            .as_ref()
+            .and_then(|s| s.simple)
+            .unwrap_or(false)
+    }
+
+    /// `submitCommand`, defaulting to `flux submit`.
+    pub fn submit_command(&self) -> &str {
+        self.submit_command
+            .as_deref()
+            .filter(|s| !s.is_empty())
+            .unwrap_or("flux submit")
+    }
+
+    /// A custom broker.toml, when given.
+    pub fn broker_config(&self) -> Option<&str> {
+        self.broker_config
+            .as_deref()
+            .filter(|s| !s.trim().is_empty())
+    }
+
+    /// A custom curve certificate, when given.
+    pub fn curve_cert(&self) -> Option<&str> {
+        self.curve_cert.as_deref().filter(|s| !s.trim().is_empty())
+    }
+}
+
+impl FluxContainer {
+    /// Init container name.
+    pub fn name(&self) -> &str {
+        self.name
+            .as_deref()
+            .filter(|s| !s.is_empty())
+            .unwrap_or(defaults::VIEW_NAME)
+    }
+
+    /// View image.
+    pub fn image(&self) -> &str {
+        self.image
+            .as_deref()
+            .filter(|s| !s.is_empty())
+            .unwrap_or(defaults::VIEW_IMAGE)
+    }
+
+    /// Mount path of the view and the configuration, without a trailing slash.
+    pub fn mount_path(&self) -> &str {
+        self.mount_path
+            .as_deref()
+            .map(|p| p.trim_end_matches('/'))
+            .filter(|p| !p.is_empty())
+            .unwrap_or(defaults::MOUNT_PATH)
+    }
+
+    /// Whether the view is disabled (Flux comes from the application image).
+    pub fn disabled(&self) -> bool {
+        self.disable.unwrap_or(false)
+    }
+
+    /// Image pull policy of the view image.
+    pub fn pull_policy(&self) -> &'static str {
+        if self.pull_always.unwrap_or(false) {
+            "Always"
+        } else {
+            "IfNotPresent"
+        }
+    }
+}
+
+impl LoggingSpec {
+    /// Quiet mode.
+    pub fn quiet(&self) -> bool {
+        self.quiet.unwrap_or(false)
+    }
+    /// Strict mode (default on, as documented).
+    pub fn strict(&self) -> bool {
+        self.strict.unwrap_or(true)
+    }
+    /// Timed mode.
+    pub fn timed(&self) -> bool {
+        self.timed.unwrap_or(false)
+    }
+    /// Debug mode.
+    pub fn debug(&self) -> bool {
+        self.debug.unwrap_or(false)
+    }
+    /// ZeroMQ debug logging.
+    pub fn zeromq(&self) -> bool {
+        self.zeromq.unwrap_or(false)
+    }
+}
+
+impl MiniClusterContainer {
+    /// Hooks (all empty when `commands` is absent).
+    pub fn commands(&self) -> &Commands {
+        self.commands.as_ref().unwrap_or(&NO_COMMANDS)
+    }
+
+    /// The command, `None` when absent or blank.
+    pub fn command(&self) -> Option<&str> {
+        self.command.as_deref().filter(|c| !c.trim().is_empty())
+    }
+
+    /// Image pull policy: `pullAlways` wins, then `imagePullPolicy`, then `IfNotPresent`.
+    pub fn pull_policy(&self) -> &str {
+        if self.pull_always.unwrap_or(false) {
+            return "Always";
+        }
+        self.image_pull_policy
+            .as_deref()
+            .filter(|p| !p.is_empty())
+            .unwrap_or("IfNotPresent")
+    }
+
+    /// Cores per pod declared in R.
+    pub fn cores(&self) -> i32 {
+        self.cores.unwrap_or(defaults::CORES)
+    }
+
+    /// Batch output directory.
+    pub fn logs(&self) -> &str {
+        self.logs
+            .as_deref()
+            .filter(|l| !l.is_empty())
+            .unwrap_or(defaults::BATCH_LOGS)
+    }
+
+    /// Flux user name and uid.
+    pub fn flux_user(&self) -> (&str, i64) {
+        let user = self.flux_user.as_ref();
+        (
+            user.and_then(|u| u.name.as_deref())
+                .filter(|n| !n.is_empty())
+                .unwrap_or(defaults::FLUX_USER_NAME),
+            user.and_then(|u| u.uid).unwrap_or(defaults::FLUX_USER_UID),
+        )
+    }
+}
+
+impl Commands {
+    /// A hook's text, `None` when absent or blank.
+    pub fn hook(value: &Option<String>) -> Option<&str> {
+        value.as_deref().filter(|v| !v.trim().is_empty())
+    }
+}

@@ -1,0 +1,86 @@
+//! Where things live inside a broker pod. The init container, the entrypoint scripts,
+//! the broker.toml and the volume mounts all take their paths from here.
+
+use crate::api::MiniClusterSpec;
+
+/// Mount path of the ConfigMap holding the scripts, broker.toml and R.
+pub const CONFIG_MOUNT: &str = "/flux_operator";
+/// Mount path of the Secret holding the CURVE certificate.
+pub const CURVE_MOUNT: &str = "/flux_operator_curve";
+/// Key of the CURVE certificate in its Secret.
+pub const CURVE_KEY: &str = "curve.cert";
+/// Key of broker.toml in the ConfigMap.
+pub const BROKER_TOML_KEY: &str = "broker.toml";
+/// Key of the resource set R in the ConfigMap.
+pub const R_KEY: &str = "R";
+/// Key of the init container's script in the ConfigMap.
+pub const INIT_SCRIPT_KEY: &str = "flux-init.sh";
+/// Fallback home directory (an emptyDir) for images whose HOME is `/`.
+pub const HOME_MOUNT: &str = "/home/flux-operator";
+/// Where the view's spack install tree must sit for its symlinks to resolve.
+pub const SOFTWARE_MOUNT: &str = "/opt/software";
+
+/// ConfigMap key of the entrypoint of container `index` (the flux runner or a sidecar).
+pub fn entrypoint_key(index: usize, runs_flux: bool) -> String {
+    if runs_flux {
+        format!("broker-{index}.sh")
+    } else {
+        format!("start-{index}.sh")
+    }
+}
+
+/// Paths under the flux view mount.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Layout {
+    /// The shared emptyDir mount (default `/mnt/flux`).
+    pub mount: String,
+}
+
+impl Layout {
+    /// The layout of a MiniCluster.
+    pub fn of(spec: &MiniClusterSpec) -> Layout {
+        Layout {
+            mount: spec.flux().view().mount_path().to_string(),
+        }
+    }
+    /// Copy of the flux view (bin, lib, ...).
+    pub fn view(&self) -> String {
+        format!("{}/view", self.mount)
+    }
+    /// Copy of the view's spack install tree.
+    pub fn software(&self) -> String {
+        format!("{}/software", self.mount)
+    }
+    /// Root of Flux's configuration and state.
+    pub fn config_root(&self) -> String {
+        format!("{}/config", self.mount)
+    }
+    /// Directory holding broker.toml (`flux start --config-path`).
+    pub fn broker_config_dir(&self) -> String {
+        format!("{}/config/etc/flux/config", self.mount)
+    }
+    /// The resource set R.
+    pub fn r_path(&self) -> String {
+        format!("{}/config/etc/flux/system/R", self.mount)
+    }
+    /// The CURVE certificate as Flux reads it (mode 0600).
+    pub fn curve_cert(&self) -> String {
+        format!("{}/config/curve/curve.cert", self.mount)
+    }
+    /// Broker run directory.
+    pub fn rundir(&self) -> String {
+        format!("{}/config/run/flux", self.mount)
+    }
+    /// The broker's local socket.
+    pub fn local_socket(&self) -> String {
+        format!("{}/config/run/flux/local", self.mount)
+    }
+    /// Broker state directory.
+    pub fn statedir(&self) -> String {
+        format!("{}/config/var/lib/flux", self.mount)
+    }
+    /// Cron directory.
+    pub fn cron_dir(&self) -> String {
+        format!("{}/config/etc/flux/system/cron.d", self.mount)
+    }
+}

@@ -1,0 +1,11 @@
+//! Shared core of the Flux MiniCluster control plane: the MiniCluster API, Flux's
+//! formats (hostlists, CURVE certificates, broker.toml, R, entrypoint scripts), the
+//! planner and the renderer. Everything here is pure and synchronous.
+
+pub mod api;
+pub mod curve;
+pub mod flux_config;
+pub mod hostlist;
+pub mod layout;
+pub mod plan;
+pub mod validate;

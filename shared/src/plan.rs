@@ -1,0 +1,229 @@
+//! The planner: a validated MiniCluster plus its federated rank layout.
+//!
+//! Ranks are positions in one host list that every cluster sees in the same order: the
+//! root hosts `<name>-0 .. <name>-(maxSize-1)` first, then each burst `<burst>-0 ..` in
+//! spec order. A MiniCluster that joins a lead broker by hand (`leadBroker`) rebuilds the
+//! same list from the lead's name and size. A verbatim `hostlist` replaces the list.
+
+use crate::api::{MiniCluster, MiniClusterSpec, ResolvedBurst, defaults};
+use crate::hostlist;
+use crate::validate::{self, ValidationErrors};
+
+/// Where a lead broker is reachable from another cluster.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Endpoint {
+    /// IP address or DNS name.
+    pub address: String,
+    /// TCP port (a NodePort, or 8050).
+    pub port: i32,
+}
+
+impl Endpoint {
+    /// The ZeroMQ URI of the endpoint.
+    pub fn uri(&self) -> String {
+        if self.address.contains(':') {
+            // IPv6 literal
+            format!("tcp://[{}]:{}", self.address, self.port)
+        } else {
+            format!("tcp://{}:{}", self.address, self.port)
+        }
+    }
+}
+
+/// Which cluster's objects to render.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Role {
+    /// The root cluster: the MiniCluster's own Job, holding rank 0.
+    Root,
+    /// Burst `index` (position in `flux.bursting.clusters`), whose brokers reach the lead
+    /// broker at `lead`.
+    Burst {
+        /// Position of the burst in `flux.bursting.clusters`.
+        index: usize,
+        /// Externally reachable address of the lead broker.
+        lead: Endpoint,
+    },
+}
+
+/// A validated MiniCluster with its rank layout. Building one is the only way to get
+/// past validation, so everything downstream can rely on the invariants.
+#[derive(Clone, Debug)]
+pub struct Plan {
+    /// MiniCluster name.
+    pub name: String,
+    /// MiniCluster namespace.
+    pub namespace: String,
+    /// MiniCluster uid, when it came from the API server (used for owner references).
+    pub uid: Option<String>,
+    /// MiniCluster generation, when known.
+    pub generation: Option<i64>,
+    /// The validated spec.
+    pub spec: MiniClusterSpec,
+    /// Every host of the instance, in rank order.
+    pub hosts: Vec<String>,
+    /// Burst clusters with defaults applied.
+    pub bursts: Vec<ResolvedBurst>,
+    /// Index of the flux-running container.
+    pub runner: usize,
+}
+
+/// What one cluster runs: its Job and how its brokers reach each other.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Target {
+    /// Role this target was built for.
+    pub role: Role,
+    /// Job name; pods are `<job>-<index>`.
+    pub job: String,
+    /// Job parallelism and completions.
+    pub size: i32,
+    /// Name of the headless Service (pod subdomain).
+    pub headless: String,
+    /// Rank 0's host name.
+    pub lead_host: String,
+    /// How this cluster's brokers reach rank 0 when it is not local.
+    pub lead: Option<Endpoint>,
+}
+
+impl Target {
+    /// Whether rank 0 runs in this cluster.
+    pub fn is_root(&self) -> bool {
+        self.lead.is_none()
+    }
+}
+
+impl Plan {
+    /// Validate `mc` and compute its layout; every problem is reported at once.
+    pub fn new(mc: &MiniCluster) -> Result<Plan, ValidationErrors> {
+        validate::validate(mc)?;
+        let name = mc.metadata.name.clone().unwrap_or_default();
+        let namespace = mc
+            .metadata
+            .namespace
+            .clone()
+            .unwrap_or_else(|| "default".to_string());
+        let spec = mc.spec.clone();
+        let hosts = federated_hosts(&name, &spec)
+            .map_err(|e| ValidationErrors::single("spec.flux.bursting.hostlist", e.to_string()))?;
+        let runner = spec.flux_runner_index().ok_or_else(|| {
+            ValidationErrors::single("spec.containers", "exactly one container must run Flux")
+        })?;
+        Ok(Plan {
+            bursts: spec.bursts(),
+            name,
+            namespace,
+            uid: mc.metadata.uid.clone(),
+            generation: mc.metadata.generation,
+            spec,
+            hosts,
+            runner,
+        })
+    }
+
+    /// The compressed hostlist of every rank.
+    pub fn hostlist(&self) -> String {
+        hostlist::compress(&self.hosts)
+    }
+
+    /// Whether the instance spans more than one cluster.
+    pub fn is_federated(&self) -> bool {
+        !self.bursts.is_empty()
+            || self.spec.lead_broker().is_some()
+            || self.spec.custom_hostlist().is_some()
+    }
+
+    /// The role this MiniCluster plays in the cluster it was applied to: `Root`, or for a
+    /// MiniCluster with `leadBroker` the burst it names.
+    pub fn local_role(&self) -> Role {
+        match self.spec.lead_broker() {
+            None => Role::Root,
+            Some(lead) => Role::Burst {
+                index: self
+                    .bursts
+                    .iter()
+                    .position(|b| b.name == self.name)
+                    .unwrap_or(0),
+                lead: Endpoint {
+                    address: lead.address.clone(),
+                    port: lead.port.unwrap_or(defaults::BROKER_PORT),
+                },
+            },
+        }
+    }
+
+    /// Every role the hub renders for: the root, then each burst (given the lead's
+    /// external endpoint).
+    pub fn roles(&self, lead: &Endpoint) -> Vec<Role> {
+        std::iter::once(Role::Root)
+            .chain((0..self.bursts.len()).map(|index| Role::Burst {
+                index,
+                lead: lead.clone(),
+            }))
+            .collect()
+    }
+
+    /// The Job and networking of one role. `None` for a burst index out of range.
+    pub fn target(&self, role: &Role) -> Option<Target> {
+        let lead_host = self.hosts.first().cloned().unwrap_or_default();
+        match role {
+            Role::Root => Some(Target {
+                role: role.clone(),
+                job: self.name.clone(),
+                size: self.spec.size,
+                headless: self.spec.headless_name(&self.name).to_string(),
+                lead_host,
+                lead: None,
+            }),
+            Role::Burst { index, lead } => {
+                let burst = self.bursts.get(*index)?;
+                // A hand-applied burst MiniCluster keeps its own size and Service name.
+                let manual = self.spec.lead_broker().is_some() && burst.name == self.name;
+                Some(Target {
+                    role: role.clone(),
+                    job: burst.name.clone(),
+                    size: if manual { self.spec.size } else { burst.size },
+                    headless: if manual {
+                        self.spec.headless_name(&self.name).to_string()
+                    } else {
+                        burst.name.clone()
+                    },
+                    lead_host,
+                    lead: Some(lead.clone()),
+                })
+            }
+        }
+    }
+
+    /// Broker quorum for rank 0: `minSize`, else `size` when more hosts are declared
+    /// than start with the root Job (elastic or bursting), else every rank (`None`).
+    pub fn quorum(&self) -> Option<i32> {
+        if let Some(min) = self.spec.min_size {
+            return Some(min);
+        }
+        let declared = i32::try_from(self.hosts.len()).unwrap_or(i32::MAX);
+        (declared > self.spec.size).then_some(self.spec.size)
+    }
+}
+
+/// The rank-ordered host list of a MiniCluster (spec assumed validated).
+pub(crate) fn federated_hosts(
+    name: &str,
+    spec: &MiniClusterSpec,
+) -> Result<Vec<String>, hostlist::HostlistError> {
+    if let Some(custom) = spec.custom_hostlist() {
+        return hostlist::expand(custom);
+    }
+    let (lead_name, lead_size) = match spec.lead_broker() {
+        Some(lead) => (lead.name.as_str(), lead.size),
+        None => (name, spec.max_size()),
+    };
+    let mut hosts = Vec::new();
+    push_range(&mut hosts, lead_name, lead_size);
+    for burst in spec.bursts() {
+        push_range(&mut hosts, &burst.name, burst.size);
+    }
+    Ok(hosts)
+}
+
+fn push_range(hosts: &mut Vec<String>, prefix: &str, count: i32) {
+    hosts.extend((0..count.max(0)).map(|i| format!("{prefix}-{i}")));
+}
