@@ -1,1 +1,80 @@
-fn main() {}
+//! `flux-hub`: the hub controller and command-line tool for Flux MiniClusters.
+
+mod render_cmd;
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use flux_shared::plan::Endpoint;
+
+#[derive(Parser)]
+#[command(
+    name = "flux-hub",
+    version,
+    about = "Flux MiniCluster hub: controller and tools"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Print every object a MiniCluster turns into, in the root and in each burst cluster.
+    Render {
+        /// A YAML file with one or more MiniCluster documents.
+        file: PathBuf,
+        /// Only the objects of this cluster (`root`, a burst's spoke cluster, or `local`).
+        #[arg(long)]
+        cluster: Option<String>,
+        /// Output format.
+        #[arg(short, long, value_enum, default_value = "yaml")]
+        output: render_cmd::Format,
+        /// Lead broker address burst brokers connect to (the hub resolves the real one from
+        /// the lead broker's node at run time; this is for previewing).
+        #[arg(long, default_value = "192.0.2.1")]
+        lead_address: String,
+        /// Lead broker NodePort burst brokers connect to (previewing only, see above).
+        #[arg(long, default_value_t = 30050)]
+        lead_port: i32,
+    },
+    /// Print the MiniCluster CustomResourceDefinition.
+    Crd,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Render {
+            file,
+            cluster,
+            output,
+            lead_address,
+            lead_port,
+        } => render_cmd::run(
+            &file,
+            cluster.as_deref(),
+            output,
+            &Endpoint {
+                address: lead_address,
+                port: lead_port,
+            },
+        ),
+        Command::Crd => flux_shared::crd::crd_yaml().map_err(anyhow::Error::from),
+    };
+    match result {
+        Ok(out) => {
+            let mut stdout = std::io::stdout().lock();
+            if stdout.write_all(out.as_bytes()).is_err() {
+                return ExitCode::FAILURE;
+            }
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("{e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

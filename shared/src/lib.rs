@@ -3,9 +3,12 @@
 //! planner and the renderer. Everything here is pure and synchronous.
 
 pub mod api;
+pub mod crd;
 pub mod curve;
 pub mod flux_config;
 pub mod hostlist;
 pub mod layout;
 pub mod plan;
+pub mod render;
+pub mod scripts;
 pub mod validate;

@@ -602,7 +602,7 @@ impl Validator {
         }
         if let Some(p) = view.mount_path.as_deref().filter(|p| !p.is_empty()) {
             self.check(
-                p.starts_with('/') && p.trim_end_matches('/') != "",
+                p.starts_with('/') && !p.trim_end_matches('/').is_empty(),
                 "spec.flux.container.mountPath",
                 "must be an absolute path other than /",
             );
@@ -630,18 +630,14 @@ impl Validator {
                 format!("{t:?} must be kary:<k>, binomial, mincrit[:<k>] or custom"),
             );
         }
-        if let Some(cert) = flux.curve_cert() {
-            if let Err(e) = curve::CurveCert::parse(cert) {
-                self.err("spec.flux.curveCert", e.to_string());
-            }
+        if let Some(Err(e)) = flux.curve_cert().map(curve::CurveCert::parse) {
+            self.err("spec.flux.curveCert", e.to_string());
         }
-        if let Some(config) = flux.broker_config() {
-            if let Err(e) = config.parse::<toml::Table>() {
-                self.err(
-                    "spec.flux.brokerConfig",
-                    format!("is not valid TOML: {}", e.message()),
-                );
-            }
+        if let Some(Err(e)) = flux.broker_config().map(str::parse::<toml::Table>) {
+            self.err(
+                "spec.flux.brokerConfig",
+                format!("is not valid TOML: {}", e.message()),
+            );
         }
         self.bursting(name, spec);
     }

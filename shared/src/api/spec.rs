@@ -18,6 +18,8 @@ use super::defaults;
 use super::status::MiniClusterStatus;
 
 /// Desired state of a MiniCluster: an Indexed Job of `size` pods forming one Flux instance.
+// kube's `printcolumn(...)` repeats its keys once per column.
+#[allow(clippy::duplicated_attributes)]
 #[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
 #[kube(
     group = "flux-framework.org",

@@ -1,0 +1,220 @@
+//! The `flux-hub` binary as users run it: `crd`, `render` on every example, errors.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn hub(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_flux-hub"))
+        .args(args)
+        .current_dir(root())
+        .output()
+        .expect("run flux-hub")
+}
+
+fn examples() -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(root().join("examples"))
+        .expect("examples dir")
+        .map(|e| e.expect("entry").path())
+        .filter(|p| p.extension().is_some_and(|e| e == "yaml"))
+        .collect();
+    files.sort();
+    assert!(
+        files.len() >= 9,
+        "expected the documented examples, found {files:?}"
+    );
+    files
+}
+
+fn docs(yaml: &str) -> Vec<serde_yaml_ng::Value> {
+    use serde::Deserialize;
+    serde_yaml_ng::Deserializer::from_str(yaml)
+        .map(|d| serde_yaml_ng::Value::deserialize(d).expect("yaml document"))
+        .filter(|v| !v.is_null())
+        .collect()
+}
+
+#[test]
+fn checked_in_crd_matches_the_generated_one() {
+    let out = hub(&["crd"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let generated = String::from_utf8(out.stdout).expect("utf8");
+    let file = root().join("crds/miniclusters.flux-framework.org.yaml");
+    let checked_in = std::fs::read_to_string(&file).unwrap_or_default();
+    assert!(
+        generated == checked_in,
+        "{} is out of date: run `cargo run -p flux-hub -- crd > {}`",
+        file.display(),
+        file.display()
+    );
+    let crd = &docs(&generated)[0];
+    let version = &crd["spec"]["versions"][0];
+    assert_eq!(
+        version["subresources"]["scale"]["specReplicasPath"].as_str(),
+        Some(".spec.size")
+    );
+    assert_eq!(
+        version["subresources"]["scale"]["statusReplicasPath"].as_str(),
+        Some(".status.size")
+    );
+    assert_eq!(
+        version["subresources"]["scale"]["labelSelectorPath"].as_str(),
+        Some(".status.selector")
+    );
+    assert!(version["subresources"]["status"].is_mapping());
+    assert!(generated.contains("x-kubernetes-validations"));
+}
+
+#[test]
+fn every_example_renders_for_every_cluster() {
+    for file in examples() {
+        let f = file.to_str().expect("path");
+        let out = hub(&["render", f]);
+        assert!(
+            out.status.success(),
+            "{f}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let text = String::from_utf8(out.stdout).expect("utf8");
+        let objects = docs(&text);
+        let jobs = objects
+            .iter()
+            .filter(|o| o["kind"].as_str() == Some("Job"))
+            .count();
+        assert!(jobs >= 1, "{f}: no Job rendered");
+        for o in &objects {
+            assert!(
+                o["apiVersion"].is_string() && o["kind"].is_string(),
+                "{f}: {o:?}"
+            );
+        }
+    }
+}
+
+#[test]
+fn bursting_example_renders_root_and_each_burst_cluster() {
+    let out = hub(&["render", "examples/bursting.yaml", "-o", "json"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    let clusters: Vec<&str> = v["clusters"]
+        .as_array()
+        .expect("clusters")
+        .iter()
+        .map(|c| c["cluster"].as_str().expect("cluster"))
+        .collect();
+    assert_eq!(clusters, ["root", "gke-us-central1", "kind-spoke"]);
+    let root_kinds: Vec<String> = v["clusters"][0]["objects"]
+        .as_array()
+        .expect("objects")
+        .iter()
+        .map(|o| {
+            format!(
+                "{}/{}",
+                o["kind"].as_str().unwrap_or(""),
+                o["metadata"]["name"].as_str().unwrap_or("")
+            )
+        })
+        .collect();
+    assert_eq!(
+        root_kinds,
+        [
+            "ConfigMap/bursty-flux-config",
+            "Secret/bursty-curve",
+            "Service/bursty",
+            "Service/bursty-lead",
+            "Job/bursty"
+        ]
+    );
+    let gke_job = v["clusters"][1]["objects"]
+        .as_array()
+        .expect("objects")
+        .iter()
+        .find(|o| o["kind"] == "Job")
+        .expect("burst job");
+    assert_eq!(gke_job["metadata"]["name"], "burst-gke");
+    assert_eq!(gke_job["spec"]["parallelism"], 4);
+
+    let only = hub(&[
+        "render",
+        "examples/bursting.yaml",
+        "--cluster",
+        "kind-spoke",
+        "-o",
+        "json",
+    ]);
+    let v: serde_json::Value = serde_json::from_slice(&only.stdout).expect("json");
+    assert_eq!(v["clusters"].as_array().map(Vec::len), Some(1));
+    assert_eq!(v["clusters"][0]["cluster"], "kind-spoke");
+
+    let none = hub(&["render", "examples/bursting.yaml", "--cluster", "nowhere"]);
+    assert!(!none.status.success());
+    assert!(none.stdout.is_empty());
+}
+
+#[test]
+fn invalid_input_lists_every_problem_and_prints_nothing() {
+    let dir = std::env::temp_dir().join(format!("flux-hub-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("tmp");
+    let file = dir.join("bad.yaml");
+    std::fs::write(
+        &file,
+        r#"apiVersion: flux-framework.org/v1alpha2
+kind: MiniCluster
+metadata: {name: bad}
+spec:
+  size: 4
+  maxSize: 2
+  flux: {connectTimeout: soon}
+  containers:
+    - image: rockylinux:9
+      command: hostname
+      commands: {script: "echo hi"}
+"#,
+    )
+    .expect("write");
+    let f = file.to_str().expect("path");
+    let out = hub(&["render", f]);
+    assert!(!out.status.success());
+    assert!(out.stdout.is_empty(), "nothing on stdout");
+    let stderr = String::from_utf8(out.stderr).expect("utf8");
+    for expected in [
+        format!("{f}: spec.maxSize: must be greater than or equal to spec.size (2 < 4)"),
+        format!("{f}: spec.flux.connectTimeout: "),
+        format!("{f}: spec.containers[0].commands.script: script and command are exclusive"),
+    ] {
+        assert!(
+            stderr.contains(&expected),
+            "missing {expected:?} in:\n{stderr}"
+        );
+    }
+
+    std::fs::write(
+        &file,
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n",
+    )
+    .expect("write");
+    let out = hub(&["render", f]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("expected kind MiniCluster"));
+
+    std::fs::write(&file, "apiVersion: flux-framework.org/v1alpha2\nkind: MiniCluster\nmetadata: {name: x}\nspec: {size: many, containers: []}\n").expect("write");
+    let out = hub(&["render", f]);
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains(&format!("{f}: spec.size: ")),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -1,0 +1,321 @@
+//! Rendering: the objects of each role, field by field, and determinism.
+
+use flux_shared::api::MiniCluster;
+use flux_shared::plan::{Endpoint, Plan, Role};
+use flux_shared::render::{Object, render};
+
+const CERT: &str = "#  ZeroMQ CURVE **Secret** Certificate\n#  DO NOT DISTRIBUTE\n\nmetadata\n    name = \"test\"\ncurve\n    public-key = \"x\"\n    secret-key = \"y\"\n";
+
+fn plan(yaml: &str) -> Plan {
+    let mut mc: MiniCluster = serde_yaml_ng::from_str(yaml).expect("yaml");
+    mc.metadata.uid = Some("1234-5678".into());
+    Plan::new(&mc).expect("valid")
+}
+
+fn objects(plan: &Plan, role: &Role) -> Vec<serde_json::Value> {
+    render(plan, role, CERT)
+        .expect("role exists")
+        .iter()
+        .map(|o| serde_json::to_value(o).expect("json"))
+        .collect()
+}
+
+fn find<'a>(objects: &'a [serde_json::Value], kind: &str, name: &str) -> &'a serde_json::Value {
+    objects
+        .iter()
+        .find(|o| o["kind"] == kind && o["metadata"]["name"] == name)
+        .unwrap_or_else(|| panic!("{kind}/{name} not rendered"))
+}
+
+const SPEC: &str = r#"
+apiVersion: flux-framework.org/v1alpha2
+kind: MiniCluster
+metadata: {name: flux-sample, namespace: hpc}
+spec:
+  size: 4
+  maxSize: 6
+  deadlineSeconds: 600
+  jobLabels: {team: hpc}
+  pod:
+    labels: {tier: compute}
+    annotations: {note: yes}
+    nodeSelector: {pool: hpc}
+    nodeAffinity: {zone: [a, b]}
+    tolerations: [{key: hpc, operator: Exists, effect: NoSchedule}]
+  containers:
+    - image: rockylinux:9
+      command: hostname
+      environment: {B: "2", A: "1"}
+      secrets: {TOKEN: {name: creds, key: token}}
+      volumes:
+        data: {path: /data, claimName: data, readOnly: true}
+        shm: {emptyDir: true, emptyDirMedium: memory}
+      lifeCycle: {preStopExec: "echo bye"}
+"#;
+
+#[test]
+fn root_job_is_an_indexed_job_of_size_pods() {
+    let plan = plan(SPEC);
+    let objects = objects(&plan, &Role::Root);
+    let kinds: Vec<String> = objects
+        .iter()
+        .map(|o| {
+            format!(
+                "{}/{}",
+                o["kind"].as_str().unwrap_or(""),
+                o["metadata"]["name"].as_str().unwrap_or("")
+            )
+        })
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            "ConfigMap/flux-sample-flux-config",
+            "Secret/flux-sample-curve",
+            "Service/flux-sample",
+            "Job/flux-sample"
+        ]
+    );
+    let job = find(&objects, "Job", "flux-sample");
+    assert_eq!(job["apiVersion"], "batch/v1");
+    let spec = &job["spec"];
+    assert_eq!(spec["completionMode"], "Indexed");
+    assert_eq!(spec["completions"], 4);
+    assert_eq!(spec["parallelism"], 4);
+    assert_eq!(spec["backoffLimit"], 100);
+    assert_eq!(spec["activeDeadlineSeconds"], 600);
+    assert_eq!(job["metadata"]["labels"]["team"], "hpc");
+    assert_eq!(job["metadata"]["ownerReferences"][0]["uid"], "1234-5678");
+    assert_eq!(job["metadata"]["ownerReferences"][0]["controller"], true);
+    let template = &spec["template"];
+    assert_eq!(template["metadata"]["labels"]["tier"], "compute");
+    assert_eq!(
+        template["metadata"]["labels"]["flux-framework.org/job"],
+        "flux-sample"
+    );
+    assert_eq!(template["metadata"]["annotations"]["note"], "yes");
+    assert!(
+        template["metadata"]["labels"].get("team").is_none(),
+        "jobLabels stay on the Job"
+    );
+    let pod = &template["spec"];
+    assert_eq!(pod["subdomain"], "flux-sample");
+    assert_eq!(pod["restartPolicy"], "OnFailure");
+    assert_eq!(pod["automountServiceAccountToken"], false);
+    assert_eq!(pod["nodeSelector"]["pool"], "hpc");
+    assert_eq!(pod["tolerations"][0]["key"], "hpc");
+    assert_eq!(
+        pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+            [0]["matchExpressions"][0]["values"],
+        serde_json::json!(["a", "b"])
+    );
+    assert_eq!(pod["initContainers"][0]["name"], "flux-view");
+    assert_eq!(
+        pod["initContainers"][0]["image"],
+        "ghcr.io/converged-computing/flux-view-ubuntu:tag-noble"
+    );
+    let c = &pod["containers"][0];
+    assert_eq!(c["name"], "flux-sample");
+    assert_eq!(
+        c["command"],
+        serde_json::json!(["/bin/bash", "/flux_operator/broker-0.sh"])
+    );
+    let env: Vec<&str> = c["env"]
+        .as_array()
+        .expect("env")
+        .iter()
+        .map(|e| e["name"].as_str().expect("name"))
+        .collect();
+    assert_eq!(env, ["A", "B", "TOKEN"]);
+    assert_eq!(c["env"][2]["valueFrom"]["secretKeyRef"]["name"], "creds");
+    assert_eq!(
+        c["lifecycle"]["preStop"]["exec"]["command"],
+        serde_json::json!(["/bin/sh", "-c", "echo bye"])
+    );
+    let mounts: Vec<String> = c["volumeMounts"]
+        .as_array()
+        .expect("mounts")
+        .iter()
+        .map(|m| {
+            format!(
+                "{}:{}",
+                m["name"].as_str().unwrap_or(""),
+                m["mountPath"].as_str().unwrap_or("")
+            )
+        })
+        .collect();
+    for expected in [
+        "flux-view:/mnt/flux",
+        "flux-config:/flux_operator",
+        "flux-curve:/flux_operator_curve",
+        "data:/data",
+        "shm:/dev/shm",
+    ] {
+        assert!(
+            mounts.contains(&expected.to_string()),
+            "{expected} not in {mounts:?}"
+        );
+    }
+    let volumes = pod["volumes"].as_array().expect("volumes");
+    let shm = volumes.iter().find(|v| v["name"] == "shm").expect("shm");
+    assert_eq!(shm["emptyDir"]["medium"], "Memory");
+    let data = volumes.iter().find(|v| v["name"] == "data").expect("data");
+    assert_eq!(data["persistentVolumeClaim"]["claimName"], "data");
+    let curve = volumes
+        .iter()
+        .find(|v| v["name"] == "flux-curve")
+        .expect("curve");
+    assert_eq!(curve["secret"]["secretName"], "flux-sample-curve");
+}
+
+#[test]
+fn headless_service_publishes_pods_before_they_are_ready() {
+    let plan = plan(SPEC);
+    let objects = objects(&plan, &Role::Root);
+    let svc = find(&objects, "Service", "flux-sample");
+    assert_eq!(svc["spec"]["clusterIP"], "None");
+    assert_eq!(svc["spec"]["publishNotReadyAddresses"], true);
+    let job = find(&objects, "Job", "flux-sample");
+    for (k, v) in svc["spec"]["selector"].as_object().expect("selector") {
+        assert_eq!(
+            &job["spec"]["template"]["metadata"]["labels"][k], v,
+            "selector {k} matches the pods"
+        );
+    }
+}
+
+#[test]
+fn config_map_carries_flux_config_and_scripts() {
+    let plan = plan(SPEC);
+    let objects = objects(&plan, &Role::Root);
+    let cm = find(&objects, "ConfigMap", "flux-sample-flux-config");
+    let keys: Vec<&String> = cm["data"].as_object().expect("data").keys().collect();
+    assert_eq!(keys, ["R", "broker-0.sh", "broker.toml", "flux-init.sh"]);
+    assert!(
+        cm["data"]["broker.toml"]
+            .as_str()
+            .expect("toml")
+            .contains("flux-sample-[0-5]")
+    );
+    let secret = find(&objects, "Secret", "flux-sample-curve");
+    assert!(secret["data"]["curve.cert"].is_string());
+}
+
+const BURSTING: &str = r#"
+apiVersion: flux-framework.org/v1alpha2
+kind: MiniCluster
+metadata: {name: lead, namespace: hpc}
+spec:
+  size: 2
+  containers: [{image: ubuntu:noble}]
+  flux:
+    bursting:
+      clusters: [{name: burst-a, size: 3, cluster: spoke-1}]
+"#;
+
+#[test]
+fn root_of_a_bursting_minicluster_exposes_the_lead_broker() {
+    let plan = plan(BURSTING);
+    let objects = objects(&plan, &Role::Root);
+    let lead = find(&objects, "Service", "lead-lead");
+    assert_eq!(lead["spec"]["type"], "NodePort");
+    assert_eq!(lead["spec"]["ports"][0]["port"], 8050);
+    assert_eq!(
+        lead["spec"]["selector"]["batch.kubernetes.io/job-completion-index"],
+        "0"
+    );
+    assert_eq!(lead["spec"]["selector"]["flux-framework.org/job"], "lead");
+}
+
+#[test]
+fn burst_role_renders_the_burst_job_without_owner_references() {
+    let plan = plan(BURSTING);
+    let role = Role::Burst {
+        index: 0,
+        lead: Endpoint {
+            address: "198.51.100.4".into(),
+            port: 31000,
+        },
+    };
+    let objects = objects(&plan, &role);
+    let job = find(&objects, "Job", "burst-a");
+    assert_eq!(job["spec"]["parallelism"], 3);
+    assert_eq!(job["spec"]["template"]["spec"]["subdomain"], "burst-a");
+    assert!(
+        job["metadata"].get("ownerReferences").is_none(),
+        "other cluster: no owner"
+    );
+    assert_eq!(
+        job["metadata"]["labels"]["flux-framework.org/role"],
+        "burst"
+    );
+    assert_eq!(
+        job["metadata"]["labels"]["flux-framework.org/burst"],
+        "burst-a"
+    );
+    assert!(
+        objects.iter().all(|o| o["metadata"]["name"] != "lead-lead"),
+        "no NodePort in a burst"
+    );
+    let cm = find(&objects, "ConfigMap", "burst-a-flux-config");
+    let toml = cm["data"]["broker.toml"].as_str().expect("toml");
+    assert!(
+        toml.contains("{ host = \"lead-0\", connect = \"tcp://198.51.100.4:31000\" }"),
+        "{toml}"
+    );
+    assert!(
+        render(
+            &plan,
+            &Role::Burst {
+                index: 5,
+                lead: Endpoint {
+                    address: "x".into(),
+                    port: 1
+                }
+            },
+            CERT
+        )
+        .is_none()
+    );
+}
+
+#[test]
+fn minimal_service_selects_only_the_lead() {
+    let plan = plan(&SPEC.replace("  size: 4\n", "  size: 4\n  flux: {minimalService: true}\n"));
+    let objects = objects(&plan, &Role::Root);
+    let svc = find(&objects, "Service", "flux-sample");
+    assert!(svc["spec"].get("clusterIP").is_none());
+    assert_eq!(svc["spec"]["ports"][0]["port"], 8050);
+    assert_eq!(
+        svc["spec"]["selector"]["batch.kubernetes.io/job-completion-index"],
+        "0"
+    );
+}
+
+#[test]
+fn custom_curve_cert_wins() {
+    let cert = flux_shared::curve::CurveCert::from_secret([7; 32], "mine").to_zcert();
+    let indented: String = cert.lines().map(|l| format!("      {l}\n")).collect();
+    let plan = plan(&SPEC.replace(
+        "  size: 4\n",
+        &format!("  size: 4\n  flux:\n    curveCert: |\n{indented}"),
+    ));
+    let objects = objects(&plan, &Role::Root);
+    let secret = find(&objects, "Secret", "flux-sample-curve");
+    let stored = secret["data"]["curve.cert"].as_str().expect("base64");
+    let decoded: k8s_openapi::ByteString =
+        serde_json::from_value(serde_json::Value::String(stored.into())).expect("b64");
+    assert_eq!(String::from_utf8(decoded.0).expect("utf8"), cert);
+}
+
+#[test]
+fn rendering_is_deterministic() {
+    let plan = plan(SPEC);
+    let a = serde_json::to_string(&render(&plan, &Role::Root, CERT)).expect("json");
+    let b = serde_json::to_string(&render(&plan, &Role::Root, CERT)).expect("json");
+    assert_eq!(a, b);
+    assert!(matches!(
+        render(&plan, &Role::Root, CERT).expect("root").last(),
+        Some(Object::Job(_))
+    ));
+}

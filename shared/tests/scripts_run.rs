@@ -1,0 +1,610 @@
+//! Behavioural tests: the generated scripts are RUN with bash against fake `flux`,
+//! `hostname`, `getent`, `sleep`, `useradd` and `adduser` commands placed first on the
+//! PATH. The fakes record their argv (one line per call, arguments separated by 0x1f)
+//! to a log, so the tests check what Flux would have been asked to do.
+//!
+//! Every spec uses a temporary `flux.container.mountPath` and `flux.container.disable`
+//! (no view to copy), and the scripts' `FLUX_OPERATOR_CONFIG_DIR` /
+//! `FLUX_OPERATOR_CURVE_DIR` overrides point at temporary directories, so nothing
+//! outside the temporary directory is touched.
+
+use std::fs;
+use std::io::Read;
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::net::UnixListener;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::thread;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use flux_shared::api::MiniCluster;
+use flux_shared::plan::{Endpoint, Plan, Role, Target};
+use flux_shared::scripts;
+
+/// Longest a generated script may run before the test kills it and fails.
+const SCRIPT_TIMEOUT: Duration = Duration::from_secs(60);
+
+const CERT: &str = "#   fake certificate\ncurve\n    public-key = \"x\"\n";
+
+/// `flux`: records its argv; `flux start` exits with the next code of FAKE_FLUX_CODES
+/// (the last one repeats), or, with FAKE_FLUX_RUN=1, runs the initial program like the
+/// real broker would. `flux batch` keeps a copy of its script.
+const FAKE_FLUX: &str = r#"#!/bin/bash
+(IFS=$'\x1f'; printf '%s\n' "flux$IFS$*") >>"$FAKE_LOG"
+if [ "${1:-}" = start ]; then
+  n=$(cat "$FAKE_STATE/starts" 2>/dev/null || echo 0)
+  n=$((n + 1))
+  echo "$n" >"$FAKE_STATE/starts"
+  shift
+  while [ $# -gt 0 ]; do
+    case $1 in
+      -o) shift 2 ;;
+      -*) shift ;;
+      *) break ;;
+    esac
+  done
+  if [ $# -gt 0 ] && [ "${FAKE_FLUX_RUN:-0}" = 1 ]; then
+    exec "$@"
+  fi
+  read -ra codes <<<"${FAKE_FLUX_CODES:-0}"
+  if [ "$n" -le "${#codes[@]}" ]; then
+    exit "${codes[n - 1]}"
+  fi
+  exit "${codes[${#codes[@]} - 1]}"
+fi
+if [ "${1:-}" = batch ]; then
+  cp "${!#}" "$FAKE_STATE/batch-script"
+fi
+exit "${FAKE_FLUX_OTHER_CODE:-0}"
+"#;
+
+/// A recorder that exits with `$FAKE_<NAME>_CODE` (default 0).
+fn recorder(name: &str) -> String {
+    format!(
+        "#!/bin/bash\n(IFS=$'\\x1f'; printf '%s\\n' \"{name}$IFS$*\") >>\"$FAKE_LOG\"\nexit \"${{FAKE_{}_CODE:-0}}\"\n",
+        name.to_uppercase()
+    )
+}
+
+/// `getent`: records its argv and fails the first `$FAKE_GETENT_FAILS` times.
+const FAKE_GETENT: &str = r#"#!/bin/bash
+(IFS=$'\x1f'; printf '%s\n' "getent$IFS$*") >>"$FAKE_LOG"
+n=$(cat "$FAKE_STATE/getent" 2>/dev/null || echo 0)
+n=$((n + 1))
+echo "$n" >"$FAKE_STATE/getent"
+[ "$n" -gt "${FAKE_GETENT_FAILS:-0}" ]
+"#;
+
+/// A private directory tree removed when the test ends, pass or fail.
+struct Sandbox {
+    root: PathBuf,
+}
+
+impl Sandbox {
+    fn new() -> Sandbox {
+        static COUNTER: AtomicUsize = AtomicUsize::new(0);
+        let nanos = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or_default();
+        let root = std::env::temp_dir().join(format!(
+            "flux-scripts-run-{}-{nanos}-{}",
+            std::process::id(),
+            COUNTER.fetch_add(1, Ordering::SeqCst)
+        ));
+        for dir in ["bin", "mnt", "config", "curve", "state", "tmp", "home"] {
+            fs::create_dir_all(root.join(dir)).expect("create sandbox directory");
+        }
+        let sandbox = Sandbox { root };
+        sandbox.write_exec("bin/flux", FAKE_FLUX);
+        sandbox.write_exec("bin/getent", FAKE_GETENT);
+        sandbox.write_exec("bin/hostname", "#!/bin/bash\necho \"$FAKE_HOSTNAME\"\n");
+        for name in ["sleep", "useradd", "adduser", "fakecmd"] {
+            sandbox.write_exec(&format!("bin/{name}"), &recorder(name));
+        }
+        fs::write(sandbox.path("config/broker.toml"), "# broker.toml\n").expect("write");
+        fs::write(sandbox.path("config/R"), "{}\n").expect("write");
+        let cert = sandbox.path("curve/curve.cert");
+        fs::write(&cert, CERT).expect("write cert");
+        fs::set_permissions(&cert, fs::Permissions::from_mode(0o644)).expect("chmod cert");
+        sandbox
+    }
+
+    fn path(&self, rel: &str) -> PathBuf {
+        self.root.join(rel)
+    }
+
+    /// The mount path used in specs.
+    fn mount(&self) -> String {
+        self.path("mnt").display().to_string()
+    }
+
+    fn write_exec(&self, rel: &str, text: &str) {
+        let path = self.path(rel);
+        fs::write(&path, text).expect("write fake command");
+        fs::set_permissions(&path, fs::Permissions::from_mode(0o755)).expect("chmod fake");
+    }
+
+    /// Runs `script` with bash in the sandbox; returns (exit code, stdout, stderr).
+    fn run(&self, script: &str, env: &[(&str, &str)]) -> (i32, String, String) {
+        let file = self.path("script.sh");
+        fs::write(&file, script).expect("write script");
+        let mut cmd = Command::new("bash");
+        cmd.arg(&file)
+            .current_dir(&self.root)
+            .env_clear()
+            .env(
+                "PATH",
+                format!("{}:/usr/bin:/bin", self.path("bin").display()),
+            )
+            .env("HOME", self.path("home"))
+            .env("TMPDIR", self.path("tmp"))
+            .env("FLUX_OPERATOR_CONFIG_DIR", self.path("config"))
+            .env("FLUX_OPERATOR_CURVE_DIR", self.path("curve"))
+            .env("FAKE_LOG", self.path("calls.log"))
+            .env("FAKE_STATE", self.path("state"))
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let mut child = cmd.spawn().expect("run bash");
+        let mut stdout = child.stdout.take().expect("stdout");
+        let mut stderr = child.stderr.take().expect("stderr");
+        let out_reader = thread::spawn(move || {
+            let mut s = String::new();
+            let _ = stdout.read_to_string(&mut s);
+            s
+        });
+        let err_reader = thread::spawn(move || {
+            let mut s = String::new();
+            let _ = stderr.read_to_string(&mut s);
+            s
+        });
+        let deadline = Instant::now() + SCRIPT_TIMEOUT;
+        let status = loop {
+            if let Some(status) = child.try_wait().expect("wait for script") {
+                break status;
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!("script did not finish within {SCRIPT_TIMEOUT:?}");
+            }
+            thread::sleep(Duration::from_millis(10));
+        };
+        let out = out_reader.join().expect("stdout reader");
+        let err = err_reader.join().expect("stderr reader");
+        (status.code().unwrap_or(-1), out, err)
+    }
+
+    /// Every recorded call, as argv vectors (command name first).
+    fn calls(&self) -> Vec<Vec<String>> {
+        fs::read_to_string(self.path("calls.log"))
+            .unwrap_or_default()
+            .lines()
+            .map(|l| l.split('\u{1f}').map(str::to_string).collect())
+            .collect()
+    }
+
+    fn calls_of(&self, name: &str) -> Vec<Vec<String>> {
+        self.calls()
+            .into_iter()
+            .filter(|c| c.first().is_some_and(|n| n == name))
+            .map(|c| c[1..].to_vec())
+            .collect()
+    }
+}
+
+impl Drop for Sandbox {
+    fn drop(&mut self) {
+        let _ = fs::remove_dir_all(&self.root);
+    }
+}
+
+/// A MiniCluster `flux-sample` in `default` using the sandbox's mount, no view,
+/// with `extra_spec` appended under `spec:` (already indented by two spaces) and
+/// `extra_flux` under `spec.flux:` (indented by four).
+fn plan(sandbox: &Sandbox, extra_spec: &str, extra_flux: &str) -> Plan {
+    let yaml = format!(
+        "metadata: {{name: flux-sample, namespace: default}}\n\
+         spec:\n\
+         \x20 size: 2\n\
+         \x20 flux:\n\
+         \x20   container:\n\
+         \x20     disable: true\n\
+         \x20     mountPath: {mount}\n\
+         {extra_flux}\
+         {extra_spec}",
+        mount = sandbox.mount(),
+    );
+    let mc: MiniCluster = serde_yaml_ng::from_str(&yaml).expect("test YAML parses");
+    Plan::new(&mc).expect("test MiniCluster is valid")
+}
+
+fn root(plan: &Plan) -> Target {
+    plan.target(&Role::Root).expect("root target")
+}
+
+/// The argv `flux start` gets on every broker of `target`, before the initial program.
+fn start_args(sandbox: &Sandbox, plan: &Plan, target: &Target) -> Vec<String> {
+    let mut args = vec![
+        "start".to_string(),
+        "-o".to_string(),
+        format!("--config-path={}/config/etc/flux/config", sandbox.mount()),
+    ];
+    args.extend(scripts::broker_attributes(plan, target));
+    args
+}
+
+fn strings(words: &[&str]) -> Vec<String> {
+    words.iter().map(|w| w.to_string()).collect()
+}
+
+fn assert_cert_private(sandbox: &Sandbox) {
+    let cert = Path::new(&sandbox.mount()).join("config/curve/curve.cert");
+    let meta = fs::metadata(&cert).expect("curve cert copied");
+    assert_eq!(meta.permissions().mode() & 0o777, 0o600, "curve cert mode");
+    assert_eq!(fs::read_to_string(&cert).expect("read cert"), CERT);
+}
+
+const HELLO: &str = "  containers:\n    - image: rockylinux:9\n      command: echo hello world\n";
+
+#[test]
+fn lead_runs_flux_start_with_the_submit_program() {
+    let sb = Sandbox::new();
+    let plan = plan(&sb, HELLO, "");
+    let target = root(&plan);
+    let (code, out, err) = sb.run(
+        &scripts::broker_script(&plan, &target),
+        &[("FAKE_HOSTNAME", "flux-sample-0")],
+    );
+    assert_eq!(code, 0, "stdout:\n{out}\nstderr:\n{err}");
+    let mut expected = start_args(&sb, &plan, &target);
+    expected.extend(strings(&[
+        "flux", "submit", "-n", "1", "--quiet", "--watch", "echo", "hello", "world",
+    ]));
+    assert_eq!(sb.calls_of("flux"), vec![expected]);
+    assert!(sb.calls_of("getent").is_empty(), "the lead does not wait");
+    assert!(sb.calls_of("sleep").is_empty());
+    assert_cert_private(&sb);
+    let view = fs::read_to_string(sb.path("mnt/flux-view.sh")).expect("flux-view.sh written");
+    assert!(view.contains(&format!(
+        "export fluxsocket=local://{}/config/run/flux/local",
+        sb.mount()
+    )));
+    assert!(sb.path("mnt/flux-connect.sh").exists());
+}
+
+#[test]
+fn lead_initial_program_runs_inside_the_instance() {
+    let sb = Sandbox::new();
+    let archive = sb.path("state-archive.tar").display().to_string();
+    fs::write(&archive, "dump").expect("write archive");
+    let spec = format!("  archive: {{path: {archive}}}\n  tasks: 2\n{HELLO}");
+    let plan = plan(&sb, &spec, "");
+    let target = root(&plan);
+    let (code, out, err) = sb.run(
+        &scripts::broker_script(&plan, &target),
+        &[("FAKE_HOSTNAME", "flux-sample-0"), ("FAKE_FLUX_RUN", "1")],
+    );
+    assert_eq!(code, 0, "stdout:\n{out}\nstderr:\n{err}");
+    let mut start = start_args(&sb, &plan, &target);
+    start.push(format!("-Scontent.restore={archive}"));
+    let calls = sb.calls_of("flux");
+    assert_eq!(calls.len(), 3, "{calls:?}");
+    assert_eq!(calls[0][..start.len()], start[..], "restore is appended");
+    assert_eq!(
+        calls[1],
+        strings(&[
+            "submit", "-N", "2", "-n", "2", "--quiet", "--watch", "echo", "hello", "world"
+        ])
+    );
+    assert_eq!(calls[2], vec!["dump".to_string(), archive]);
+}
+
+#[test]
+fn lead_exits_with_flux_status_in_strict_and_lax_mode() {
+    for strict in [true, false] {
+        let sb = Sandbox::new();
+        let marker = sb.path("post-ran").display().to_string();
+        let spec = format!(
+            "  logging: {{strict: {strict}}}\n{HELLO}      commands:\n        post: touch {marker}\n"
+        );
+        let plan = plan(&sb, &spec, "");
+        let target = root(&plan);
+        let (code, out, err) = sb.run(
+            &scripts::broker_script(&plan, &target),
+            &[("FAKE_HOSTNAME", "flux-sample-0"), ("FAKE_FLUX_CODES", "3")],
+        );
+        assert_eq!(code, 3, "strict={strict}\nstdout:\n{out}\nstderr:\n{err}");
+        assert!(
+            Path::new(&marker).exists(),
+            "commands.post runs after a failure"
+        );
+        assert_eq!(sb.calls_of("flux").len(), 1, "the lead never restarts");
+    }
+}
+
+#[test]
+fn lead_batch_submits_the_generated_batch_script() {
+    let sb = Sandbox::new();
+    let logs = sb.path("out").display().to_string();
+    let spec = format!(
+        "  containers:\n    - image: rockylinux:9\n      batch: true\n      logs: {logs}\n      command: |\n        echo one\n\n        echo 'two' \"$HOME\"\n"
+    );
+    let plan = plan(&sb, &spec, "");
+    let target = root(&plan);
+    let (code, out, err) = sb.run(
+        &scripts::broker_script(&plan, &target),
+        &[("FAKE_HOSTNAME", "flux-sample-0"), ("FAKE_FLUX_RUN", "1")],
+    );
+    assert_eq!(code, 0, "stdout:\n{out}\nstderr:\n{err}");
+    assert!(Path::new(&logs).is_dir(), "batch output directory created");
+    let calls = sb.calls_of("flux");
+    assert_eq!(calls.len(), 3, "{calls:?}");
+    assert_eq!(
+        calls[1][..5],
+        strings(&["batch", "-n", "1", "--flags", "waitable"])[..]
+    );
+    assert_eq!(calls[2], strings(&["job", "wait", "--all"]));
+    let batch = fs::read_to_string(sb.path("state/batch-script")).expect("batch script");
+    assert_eq!(
+        batch,
+        format!(
+            "#!/bin/bash\n\
+             flux submit --flags waitable --error={logs}/job-0.err --output={logs}/job-0.out echo one\n\
+             flux submit --flags waitable --error={logs}/job-2.err --output={logs}/job-2.out echo 'two' \"$HOME\"\n\
+             flux queue idle\nflux jobs -a\nflux job wait --all\n"
+        )
+    );
+}
+
+#[test]
+fn command_is_split_into_words_but_never_interpreted() {
+    let sb = Sandbox::new();
+    let pwned = sb.path("pwned").display().to_string();
+    // Literal YAML block: the command text reaches the script byte for byte.
+    let spec = format!(
+        "  containers:\n    - image: rockylinux:9\n      launcher: true\n      command: |\n        fakecmd $(touch {pwned}) 'a b' * \"$HOME\" `touch {pwned}`;x\n"
+    );
+    let flux = "    wrap: \"it's,$(touch /nonexistent)\"\n    environment:\n      QUOTED: \"it's \\\"$HOME\\\" `id`\\nsecond line\"\n";
+    let plan = plan(&sb, &spec, flux);
+    let target = root(&plan);
+    let (code, out, err) = sb.run(
+        &scripts::broker_script(&plan, &target),
+        &[("FAKE_HOSTNAME", "flux-sample-0"), ("FAKE_FLUX_RUN", "1")],
+    );
+    assert_eq!(code, 0, "stdout:\n{out}\nstderr:\n{err}");
+    assert!(!Path::new(&pwned).exists(), "command substitution ran");
+    let start = &sb.calls_of("flux")[0];
+    assert_eq!(start[1], "--wrap=it's,$(touch /nonexistent)");
+    assert_eq!(
+        sb.calls_of("fakecmd"),
+        vec![vec![
+            "$(touch".to_string(),
+            format!("{pwned})"),
+            "'a".to_string(),
+            "b'".to_string(),
+            "*".to_string(),
+            "\"$HOME\"".to_string(),
+            "`touch".to_string(),
+            format!("{pwned}`;x"),
+        ]]
+    );
+    // flux-view.sh gives back the environment value exactly.
+    let probe = Command::new("bash")
+        .arg("-c")
+        .arg(". \"$1\"; printf %s \"$QUOTED\"")
+        .arg("probe")
+        .arg(sb.path("mnt/flux-view.sh"))
+        .output()
+        .expect("source flux-view.sh");
+    assert_eq!(
+        String::from_utf8_lossy(&probe.stdout),
+        "it's \"$HOME\" `id`\nsecond line"
+    );
+}
+
+#[test]
+fn worker_waits_for_the_lead_and_restarts_a_failed_broker() {
+    let sb = Sandbox::new();
+    let plan = plan(&sb, HELLO, "");
+    let target = root(&plan);
+    let (code, out, err) = sb.run(
+        &scripts::broker_script(&plan, &target),
+        &[
+            ("FAKE_HOSTNAME", "flux-sample-1"),
+            ("FAKE_GETENT_FAILS", "2"),
+            ("FAKE_FLUX_CODES", "1 2 0"),
+        ],
+    );
+    assert_eq!(code, 0, "stdout:\n{out}\nstderr:\n{err}");
+    let fqdn = "flux-sample-0.flux-sample.default.svc.cluster.local";
+    let names: Vec<String> = sb
+        .calls()
+        .iter()
+        .map(|c| c[0].clone())
+        .filter(|n| ["getent", "sleep", "flux"].contains(&n.as_str()))
+        .collect();
+    assert_eq!(
+        names,
+        strings(&[
+            "getent", "sleep", "getent", "sleep", "getent", "flux", "sleep", "flux", "sleep",
+            "flux"
+        ]),
+        "wait for the lead, then start, restarting after each failure"
+    );
+    assert_eq!(sb.calls_of("getent")[0], strings(&["hosts", fqdn]));
+    assert_eq!(
+        sb.calls_of("sleep"),
+        vec![
+            strings(&["1"]),
+            strings(&["1"]),
+            strings(&["15"]),
+            strings(&["15"])
+        ]
+    );
+    let start = start_args(&sb, &plan, &target);
+    assert!(
+        sb.calls_of("flux").iter().all(|c| *c == start),
+        "workers run no program"
+    );
+    assert!(err.contains("restarting"), "{err}");
+    assert_cert_private(&sb);
+}
+
+#[test]
+fn worker_wait_for_the_lead_is_bounded() {
+    let sb = Sandbox::new();
+    let plan = plan(&sb, HELLO, "");
+    let target = root(&plan);
+    let (code, _, err) = sb.run(
+        &scripts::broker_script(&plan, &target),
+        &[
+            ("FAKE_HOSTNAME", "flux-sample-1"),
+            ("FAKE_GETENT_FAILS", "1000"),
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(sb.calls_of("getent").len(), 60);
+    assert_eq!(sb.calls_of("flux").len(), 1, "starts anyway");
+    assert!(err.contains("starting anyway"), "{err}");
+}
+
+#[test]
+fn complete_workers_do_not_restart_and_report_the_failure() {
+    let sb = Sandbox::new();
+    let plan = plan(&sb, HELLO, "    completeWorkers: true\n");
+    let target = root(&plan);
+    let (code, out, err) = sb.run(
+        &scripts::broker_script(&plan, &target),
+        &[("FAKE_HOSTNAME", "flux-sample-1"), ("FAKE_FLUX_CODES", "1")],
+    );
+    assert_eq!(code, 1, "stdout:\n{out}\nstderr:\n{err}");
+    assert_eq!(sb.calls_of("flux").len(), 1);
+    assert!(!sb.calls_of("sleep").iter().any(|c| c == &strings(&["15"])));
+}
+
+#[test]
+fn burst_worker_waits_for_a_tcp_connection_to_the_lead() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind listener");
+    let port = listener.local_addr().expect("local addr").port();
+    let sb = Sandbox::new();
+    let plan = plan(
+        &sb,
+        HELLO,
+        "    bursting:\n      clusters:\n        - {name: burst-0, size: 2}\n",
+    );
+    let role = Role::Burst {
+        index: 0,
+        lead: Endpoint {
+            address: "127.0.0.1".into(),
+            port: i32::from(port),
+        },
+    };
+    let target = plan.target(&role).expect("burst target");
+    let script = scripts::broker_script(&plan, &target);
+    // Even a pod named like the lead is a worker in a burst cluster.
+    let (code, out, err) = sb.run(&script, &[("FAKE_HOSTNAME", "flux-sample-0")]);
+    assert_eq!(code, 0, "stdout:\n{out}\nstderr:\n{err}");
+    assert!(sb.calls_of("getent").is_empty());
+    assert!(
+        sb.calls_of("sleep").is_empty(),
+        "the lead is reachable at once"
+    );
+    assert_eq!(sb.calls_of("flux"), vec![start_args(&sb, &plan, &target)]);
+    assert!(
+        start_args(&sb, &plan, &target).contains(&"-Stbon.topo=kary:3".to_string()),
+        "flat tree under rank 0"
+    );
+    drop(listener);
+}
+
+#[test]
+fn sidecar_waits_for_the_socket_and_reports_its_command_status() {
+    let sb = Sandbox::new();
+    let spec = "  containers:\n    - image: rockylinux:9\n      runFlux: true\n      command: hostname\n    - image: busybox\n      name: helper\n      command: fakecmd --port 8080 'x y'\n";
+    let plan = plan(&sb, spec, "");
+    let target = root(&plan);
+    let rundir = sb.path("mnt/config/run/flux");
+    fs::create_dir_all(&rundir).expect("create rundir");
+    let _socket = UnixListener::bind(rundir.join("local")).expect("bind broker socket");
+    let (code, out, err) = sb.run(
+        &scripts::sidecar_script(&plan, &target, 1),
+        &[("FAKE_FAKECMD_CODE", "4")],
+    );
+    assert_eq!(code, 4, "stdout:\n{out}\nstderr:\n{err}");
+    assert_eq!(
+        sb.calls_of("fakecmd"),
+        vec![strings(&["--port", "8080", "'x", "y'"])]
+    );
+    assert!(sb.calls_of("sleep").is_empty(), "the socket already exists");
+}
+
+#[test]
+fn init_script_copies_the_configuration_into_the_layout() {
+    let sb = Sandbox::new();
+    let plan = plan(&sb, HELLO, "");
+    let target = root(&plan);
+    let (code, out, err) = sb.run(&scripts::init_script(&plan, &target), &[]);
+    assert_eq!(code, 0, "stdout:\n{out}\nstderr:\n{err}");
+    let cfg = sb.path("mnt/config");
+    assert_eq!(
+        fs::read_to_string(cfg.join("etc/flux/config/broker.toml")).expect("broker.toml"),
+        "# broker.toml\n"
+    );
+    assert_eq!(
+        fs::read_to_string(cfg.join("etc/flux/system/R")).expect("R"),
+        "{}\n"
+    );
+    for dir in [
+        "etc/flux/system/cron.d",
+        "run/flux",
+        "var/lib/flux",
+        "curve",
+    ] {
+        assert!(cfg.join(dir).is_dir(), "{dir} created");
+    }
+    assert!(
+        !sb.path("mnt/view").exists(),
+        "no view copied when disabled"
+    );
+}
+
+#[test]
+fn flux_user_is_created_only_as_root_and_never_fatally() {
+    let sb = Sandbox::new();
+    let spec = format!("{HELLO}      fluxUser: {{name: fluxscripttest, uid: 4321}}\n");
+    let plan = plan(&sb, &spec, "");
+    let target = root(&plan);
+    let (code, out, err) = sb.run(
+        &scripts::broker_script(&plan, &target),
+        &[
+            ("FAKE_HOSTNAME", "flux-sample-0"),
+            ("FAKE_USERADD_CODE", "9"),
+        ],
+    );
+    assert_eq!(code, 0, "stdout:\n{out}\nstderr:\n{err}");
+    let is_root = Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0");
+    if is_root {
+        assert_eq!(
+            sb.calls_of("useradd"),
+            vec![
+                strings(&["-m", "-u", "4321", "fluxscripttest"]),
+                strings(&["-m", "fluxscripttest"]),
+            ]
+        );
+        assert!(
+            err.contains("could not create user fluxscripttest"),
+            "{err}"
+        );
+    } else {
+        assert!(sb.calls_of("useradd").is_empty());
+    }
+}

@@ -1,0 +1,476 @@
+//! Validation: every rule, reported with its field path, all problems at once; and the
+//! CRD's CEL rules reject the same cross-field mistakes as the Rust validator.
+
+use flux_shared::api::{MiniCluster, MiniClusterSpec};
+use flux_shared::validate::validate;
+
+fn mc(yaml: &str) -> MiniCluster {
+    serde_yaml_ng::from_str(yaml).expect("test yaml parses")
+}
+
+const BASE: &str = "apiVersion: flux-framework.org/v1alpha2\nkind: MiniCluster\nmetadata: {name: flux-sample, namespace: default}\n";
+
+fn errors(spec: &str) -> Vec<String> {
+    match validate(&mc(&format!("{BASE}spec:\n{spec}"))) {
+        Ok(()) => Vec::new(),
+        Err(e) => e.0.iter().map(ToString::to_string).collect(),
+    }
+}
+
+fn assert_rejects(spec: &str, field: &str, rule_part: &str) {
+    let errs = errors(spec);
+    assert!(
+        errs.iter()
+            .any(|e| e.starts_with(&format!("{field}: ")) && e.contains(rule_part)),
+        "expected `{field}: ...{rule_part}...` for\n{spec}\ngot {errs:#?}"
+    );
+}
+
+#[test]
+fn a_minimal_minicluster_is_valid() {
+    assert_eq!(
+        errors("  containers: [{image: rockylinux:9}]\n"),
+        Vec::<String>::new()
+    );
+}
+
+#[test]
+fn size_rules() {
+    let c = "  containers: [{image: busybox}]\n";
+    assert_rejects(&format!("  size: 0\n{c}"), "spec.size", "at least 1");
+    assert_rejects(
+        &format!("  size: 4\n  maxSize: 2\n{c}"),
+        "spec.maxSize",
+        "greater than or equal",
+    );
+    assert_rejects(
+        &format!("  size: 2\n  minSize: 3\n{c}"),
+        "spec.minSize",
+        "between 1 and",
+    );
+    assert_rejects(&format!("  tasks: -1\n{c}"), "spec.tasks", "negative");
+    assert_rejects(
+        &format!("  deadlineSeconds: 0\n{c}"),
+        "spec.deadlineSeconds",
+        "at least 1",
+    );
+    assert_eq!(
+        errors(&format!(
+            "  size: 2\n  maxSize: 2\n  minSize: 1\n  tasks: 0\n{c}"
+        )),
+        Vec::<String>::new()
+    );
+}
+
+#[test]
+fn container_rules() {
+    assert_rejects(
+        "  containers: [{image: a, name: one}, {image: b, name: two}]\n",
+        "spec.containers",
+        "exactly one container must set runFlux",
+    );
+    assert_rejects(
+        "  containers: [{image: a, runFlux: true}, {image: b, runFlux: true, name: b}]\n",
+        "spec.containers",
+        "found 2",
+    );
+    assert_rejects(
+        "  containers: [{image: a, runFlux: true}, {image: b}]\n",
+        "spec.containers[1].name",
+        "required",
+    );
+    assert_rejects(
+        "  containers: [{image: a, runFlux: false}]\n",
+        "spec.containers[0].runFlux",
+        "always runs Flux",
+    );
+    assert_rejects(
+        "  containers: [{image: a, command: x, commands: {script: y}}]\n",
+        "spec.containers[0].commands.script",
+        "exclusive",
+    );
+    assert_rejects(
+        "  containers: [{image: a, batch: true, launcher: true}]\n",
+        "spec.containers[0].batch",
+        "launcher",
+    );
+    assert_rejects(
+        "  launcher: true\n  containers: [{image: a, batch: true}]\n",
+        "spec.containers[0].batch",
+        "launcher",
+    );
+    assert_rejects(
+        "  containers: [{image: a, batchRaw: true}]\n",
+        "spec.containers[0].batchRaw",
+        "batch: true",
+    );
+    assert_rejects(
+        "  containers: [{image: ''}]\n",
+        "spec.containers[0].image",
+        "required",
+    );
+    assert_rejects(
+        "  containers: [{image: a, ports: [0]}]\n",
+        "spec.containers[0].ports[0]",
+        "not a port",
+    );
+    assert_rejects(
+        "  containers: [{image: a, ports: [70000]}]\n",
+        "spec.containers[0].ports[0]",
+        "not a port",
+    );
+    assert_rejects(
+        "  containers: [{image: a, ports: [80, 80]}]\n",
+        "spec.containers[0].ports[1]",
+        "twice",
+    );
+    assert_rejects(
+        "  containers: [{image: a, runFlux: true}, {image: b, name: Bad_Name}]\n",
+        "spec.containers[1].name",
+        "DNS-1123",
+    );
+    assert_rejects(
+        "  containers: [{image: a, runFlux: true}, {image: b, name: flux-sample}]\n",
+        "spec.containers[1].name",
+        "more than one container",
+    );
+    assert_rejects(
+        "  containers: [{image: a, runFlux: true}, {image: b, name: w, batch: true}]\n",
+        "spec.containers[1].batch",
+        "only applies to the container that runs Flux",
+    );
+    assert_rejects(
+        "  containers: [{image: a, imagePullPolicy: Sometimes}]\n",
+        "spec.containers[0].imagePullPolicy",
+        "one of",
+    );
+    assert_rejects(
+        "  containers: [{image: a, workingDir: rel}]\n",
+        "spec.containers[0].workingDir",
+        "absolute",
+    );
+    assert_rejects(
+        "  containers: [{image: a, environment: {A: x}, secrets: {A: {name: s, key: k}}}]\n",
+        "spec.containers[0].secrets[\"A\"]",
+        "choose one",
+    );
+}
+
+#[test]
+fn volume_rules() {
+    let v = |vol: &str| format!("  containers:\n    - image: a\n      volumes:\n        {vol}\n");
+    assert_rejects(
+        &v("Data: {path: /d, claimName: c}"),
+        "spec.containers[0].volumes[\"Data\"]",
+        "DNS-1123",
+    );
+    assert_rejects(
+        &v("data: {claimName: c}"),
+        "spec.containers[0].volumes[\"data\"].path",
+        "required",
+    );
+    assert_rejects(
+        &v("data: {path: /d}"),
+        "spec.containers[0].volumes[\"data\"]",
+        "exactly one source",
+    );
+    assert_rejects(
+        &v("data: {path: /d, claimName: c, hostPath: /h}"),
+        "spec.containers[0].volumes[\"data\"]",
+        "several sources",
+    );
+    assert_rejects(
+        &v("shm: {emptyDir: true, emptyDirMedium: disk}"),
+        "spec.containers[0].volumes[\"shm\"].emptyDirMedium",
+        "memory",
+    );
+    assert_rejects(
+        &v("shm: {emptyDir: true, emptyDirSizeLimit: lots}"),
+        "spec.containers[0].volumes[\"shm\"].emptyDirSizeLimit",
+        "quantity",
+    );
+    assert_rejects(
+        &v("shm: {emptyDir: true, path: /data}"),
+        "spec.containers[0].volumes[\"shm\"].path",
+        "/dev/shm",
+    );
+    assert_rejects(
+        &v("d: {path: /d, claimName: c, items: {a: b}}"),
+        "spec.containers[0].volumes[\"d\"].items",
+        "configMapName",
+    );
+    assert_rejects(
+        &v("d: {path: /d, configMapName: c, items: {a: ../b}}"),
+        "spec.containers[0].volumes[\"d\"].items[\"a\"]",
+        "relative",
+    );
+    assert_rejects(
+        &v("flux-config: {path: /d, claimName: c}"),
+        "spec.containers[0].volumes[\"flux-config\"]",
+        "operator uses",
+    );
+    assert_eq!(
+        errors(&v(
+            "shm: {emptyDir: true, emptyDirMedium: memory, emptyDirSizeLimit: 64Gi}"
+        )),
+        Vec::<String>::new()
+    );
+    assert_rejects(
+        "  containers:\n    - {image: a, runFlux: true, volumes: {d: {path: /a, claimName: x}}}\n    - {image: b, name: s, volumes: {d: {path: /a, claimName: y}}}\n",
+        "spec.containers[1].volumes[\"d\"]",
+        "declared differently",
+    );
+}
+
+#[test]
+fn service_rules() {
+    let c = "  containers: [{image: a}]\n";
+    assert_rejects(
+        &format!("{c}  services: [{{image: nginx}}]\n"),
+        "spec.services[0].name",
+        "required",
+    );
+    assert_rejects(
+        &format!("{c}  services: [{{image: nginx, name: n, commands: {{pre: x}}}}]\n"),
+        "spec.services[0].commands.pre",
+        "broker hooks",
+    );
+    assert_rejects(
+        &format!("{c}  services: [{{image: nginx, name: n}}, {{image: x, name: n}}]\n"),
+        "spec.services[1].name",
+        "more than one",
+    );
+}
+
+#[test]
+fn flux_rules() {
+    let c = "  containers: [{image: a}]\n";
+    assert_rejects(
+        &format!("  flux: {{connectTimeout: soon}}\n{c}"),
+        "spec.flux.connectTimeout",
+        "duration",
+    );
+    assert_eq!(
+        errors(&format!("  flux: {{connectTimeout: ''}}\n{c}")),
+        Vec::<String>::new()
+    );
+    assert_eq!(
+        errors(&format!("  flux: {{connectTimeout: 500ms}}\n{c}")),
+        Vec::<String>::new()
+    );
+    assert_rejects(
+        &format!("  flux: {{scheduler: {{queuePolicy: lifo}}}}\n{c}"),
+        "spec.flux.scheduler.queuePolicy",
+        "one of",
+    );
+    assert_rejects(
+        &format!("  flux: {{topology: ring}}\n{c}"),
+        "spec.flux.topology",
+        "kary",
+    );
+    assert_rejects(
+        &format!("  flux: {{curveCert: 'not a cert'}}\n{c}"),
+        "spec.flux.curveCert",
+        "",
+    );
+    assert_rejects(
+        &format!("  flux: {{brokerConfig: '[access'}}\n{c}"),
+        "spec.flux.brokerConfig",
+        "TOML",
+    );
+    assert_rejects(
+        &format!("  flux: {{container: {{mountPath: relative}}}}\n{c}"),
+        "spec.flux.container.mountPath",
+        "absolute",
+    );
+}
+
+#[test]
+fn bursting_rules() {
+    let c = "  containers: [{image: a}]\n";
+    assert_rejects(
+        &format!("  flux: {{bursting: {{clusters: [{{name: flux-sample, size: 2}}]}}}}\n{c}"),
+        "spec.flux.bursting.clusters[0].name",
+        "differ from the MiniCluster's own name",
+    );
+    assert_rejects(
+        &format!(
+            "  flux: {{bursting: {{clusters: [{{name: b, size: 2}}, {{name: b, size: 1}}]}}}}\n{c}"
+        ),
+        "spec.flux.bursting.clusters[1].name",
+        "more than one burst",
+    );
+    assert_rejects(
+        &format!("  flux: {{bursting: {{clusters: [{{name: B_x}}]}}}}\n{c}"),
+        "spec.flux.bursting.clusters[0].name",
+        "DNS-1123",
+    );
+    // The default name of the second entry is burst-1, which collides.
+    assert_rejects(
+        &format!("  flux: {{bursting: {{clusters: [{{name: burst-1}}, {{size: 2}}]}}}}\n{c}"),
+        "spec.flux.bursting.clusters[1].name",
+        "more than one burst",
+    );
+    assert_rejects(
+        &format!("  flux: {{bursting: {{hostlist: 'x-[0-1]', clusters: [{{name: b}}]}}}}\n{c}"),
+        "spec.flux.bursting.hostlist",
+        "cannot be combined",
+    );
+    assert_rejects(
+        &format!("  flux: {{bursting: {{hostlist: 'other-[0-3]'}}}}\n{c}"),
+        "spec.flux.bursting.hostlist",
+        "flux-sample-0",
+    );
+    assert_rejects(
+        &format!("  flux: {{bursting: {{hostlist: 'flux-sample-[0-'}}}}\n{c}"),
+        "spec.flux.bursting.hostlist",
+        "",
+    );
+    assert_rejects(
+        &format!("  flux: {{topology: 'kary:2', bursting: {{clusters: [{{name: b}}]}}}}\n{c}"),
+        "spec.flux.topology",
+        "flat",
+    );
+    // A hand-applied burst must list itself and may not name itself as the lead.
+    assert_rejects(
+        &format!(
+            "  flux: {{leadBroker: {{name: lead, address: 10.0.0.1, size: 2}}, bursting: {{clusters: [{{name: other}}]}}}}\n{c}"
+        ),
+        "spec.flux.bursting.clusters",
+        "must list itself",
+    );
+    assert_rejects(
+        &format!(
+            "  size: 4\n  flux: {{leadBroker: {{name: lead, address: 10.0.0.1, size: 2}}, bursting: {{clusters: [{{name: flux-sample, size: 2}}]}}}}\n{c}"
+        ),
+        "spec.flux.bursting.clusters[0].size",
+        "declares 2 hosts",
+    );
+    assert_rejects(
+        &format!(
+            "  flux: {{leadBroker: {{name: lead, address: '', size: 2, port: 0}}, bursting: {{clusters: [{{name: flux-sample}}]}}}}\n{c}"
+        ),
+        "spec.flux.leadBroker.address",
+        "required",
+    );
+    assert_rejects(
+        &format!(
+            "  flux:\n    leadBroker: {{name: lead, address: a, size: 1}}\n    bursting: {{leadBroker: {{name: lead, address: a, size: 1}}, clusters: [{{name: flux-sample}}]}}\n{c}"
+        ),
+        "spec.flux.leadBroker",
+        "not both",
+    );
+    // Both documented places for leadBroker are accepted.
+    for yaml in [
+        "  flux: {leadBroker: {name: lead, address: 10.0.0.1, size: 2}, bursting: {clusters: [{name: flux-sample}]}}\n",
+        "  flux: {bursting: {leadBroker: {name: lead, address: 10.0.0.1, size: 2}, clusters: [{name: flux-sample}]}}\n",
+    ] {
+        assert_eq!(
+            errors(&format!("{yaml}{c}")),
+            Vec::<String>::new(),
+            "{yaml}"
+        );
+    }
+}
+
+#[test]
+fn pod_and_metadata_rules() {
+    let c = "  containers: [{image: a}]\n";
+    assert_rejects(
+        &format!("  pod: {{restartPolicy: Always}}\n{c}"),
+        "spec.pod.restartPolicy",
+        "OnFailure or Never",
+    );
+    assert_rejects(
+        &format!("  pod: {{dnsPolicy: Sometimes}}\n{c}"),
+        "spec.pod.dnsPolicy",
+        "one of",
+    );
+    assert_rejects(
+        &format!("  pod: {{resources: {{cpu: '4'}}}}\n{c}"),
+        "spec.pod.resources",
+        "runtimeClassName",
+    );
+    assert_rejects(
+        &format!("  pod: {{nodeAffinity: {{zone: []}}}}\n{c}"),
+        "spec.pod.nodeAffinity[\"zone\"]",
+        "at least one",
+    );
+    assert_rejects(
+        &format!("  archive: {{path: state.tar}}\n{c}"),
+        "spec.archive.path",
+        "absolute",
+    );
+    let long = format!(
+        "apiVersion: flux-framework.org/v1alpha2\nkind: MiniCluster\nmetadata: {{name: {}}}\nspec:\n  size: 10\n{c}",
+        "a".repeat(62)
+    );
+    let errs = validate(&mc(&long)).expect_err("too long");
+    assert!(
+        errs.0
+            .iter()
+            .any(|e| e.field == "metadata.name" && e.rule.contains("63 characters")),
+        "{errs}"
+    );
+    let unnamed = mc(&format!(
+        "apiVersion: flux-framework.org/v1alpha2\nkind: MiniCluster\nmetadata: {{}}\nspec:\n{c}"
+    ));
+    assert!(
+        validate(&unnamed)
+            .expect_err("no name")
+            .0
+            .iter()
+            .any(|e| e.field == "metadata.name")
+    );
+}
+
+#[test]
+fn every_problem_is_reported_at_once() {
+    let errs = errors(
+        "  size: 0\n  maxSize: -1\n  flux: {connectTimeout: x, scheduler: {queuePolicy: y}}\n  containers: [{image: '', ports: [0]}]\n",
+    );
+    assert!(errs.len() >= 5, "{errs:#?}");
+}
+
+/// The CRD's CEL rules, evaluated client-side, reject the same cross-field mistakes.
+#[test]
+fn cel_rules_agree_with_the_validator() {
+    let cases = [
+        (
+            "  size: 4\n  maxSize: 2\n  containers: [{image: a}]\n",
+            false,
+        ),
+        (
+            "  size: 2\n  minSize: 3\n  containers: [{image: a}]\n",
+            false,
+        ),
+        (
+            "  containers: [{image: a, name: x}, {image: b, name: y}]\n",
+            false,
+        ),
+        (
+            "  containers: [{image: a, runFlux: true}, {image: b}]\n",
+            false,
+        ),
+        (
+            "  flux:\n    leadBroker: {name: l, address: a, size: 1}\n    bursting: {leadBroker: {name: l, address: a, size: 1}}\n  containers: [{image: a}]\n",
+            false,
+        ),
+        (
+            "  size: 2\n  maxSize: 4\n  minSize: 1\n  containers: [{image: a}]\n",
+            true,
+        ),
+        (
+            "  containers: [{image: a, runFlux: true}, {image: b, name: side}]\n",
+            true,
+        ),
+    ];
+    for (spec, valid) in cases {
+        let mc = mc(&format!("{BASE}spec:\n{spec}"));
+        // The API server applies the schema default for size before CEL runs.
+        let value = serde_json::to_value(&mc.spec).expect("json");
+        let cel = MiniClusterSpec::validate_cel(&value, None);
+        assert_eq!(cel.is_ok(), valid, "CEL on\n{spec}\n{cel:?}");
+        assert_eq!(validate(&mc).is_ok(), valid, "validator on\n{spec}");
+    }
+}
