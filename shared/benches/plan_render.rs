@@ -27,20 +27,25 @@ spec:
     - image: ubuntu:noble
 "#;
 
-/// Runs `f` repeatedly for about `budget` and returns iterations per second.
+/// Iterations per second of `f`: the best of five trials of `budget` each, because this
+/// machine is shared (the best trial is the least disturbed one).
 fn rate(budget: Duration, mut f: impl FnMut()) -> f64 {
     for _ in 0..100 {
         f();
     }
-    let start = Instant::now();
-    let mut n = 0u64;
-    while start.elapsed() < budget {
-        for _ in 0..100 {
-            f();
+    let mut best = 0f64;
+    for _ in 0..5 {
+        let start = Instant::now();
+        let mut n = 0u64;
+        while start.elapsed() < budget {
+            for _ in 0..100 {
+                f();
+            }
+            n += 100;
         }
-        n += 100;
+        best = best.max(n as f64 / start.elapsed().as_secs_f64());
     }
-    n as f64 / start.elapsed().as_secs_f64()
+    best
 }
 
 fn main() {
@@ -51,22 +56,25 @@ fn main() {
         port: 30093,
     };
 
-    let per_second = rate(Duration::from_secs(3), || {
+    let per_second = rate(Duration::from_millis(600), || {
         let plan = Plan::new(black_box(&mc)).expect("valid");
         for role in plan.roles(&lead) {
             black_box(render(&plan, &role, &cert));
         }
     });
     println!("plan + render (root + 2 bursts): {per_second:.0} MiniClusters/s on one core");
+    if std::env::var_os("ONLY_MAIN").is_some() {
+        return;
+    }
 
     let plan = Plan::new(&mc).expect("valid");
-    let per_second = rate(Duration::from_secs(2), || {
+    let per_second = rate(Duration::from_millis(400), || {
         black_box(render(&plan, &plan.roles(&lead)[0], &cert));
     });
     println!("render root role only: {per_second:.0}/s");
 
     let hosts: Vec<String> = (0..1000).map(|i| format!("flux-sample-{i}")).collect();
-    let per_second = rate(Duration::from_secs(2), || {
+    let per_second = rate(Duration::from_millis(400), || {
         black_box(hostlist::compress(black_box(&hosts)));
     });
     println!(

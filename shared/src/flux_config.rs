@@ -7,10 +7,7 @@
 
 use std::fmt::Write;
 
-use serde_json::json;
-
 use crate::hostlist;
-use crate::layout::Layout;
 use crate::plan::{Plan, Target};
 
 /// The broker.toml of one target: `flux.brokerConfig` verbatim when given, else generated.
@@ -18,7 +15,7 @@ pub fn broker_toml(plan: &Plan, target: &Target) -> String {
     if let Some(custom) = plan.spec.flux().broker_config() {
         return custom.to_string();
     }
-    let layout = Layout::of(&plan.spec);
+    let layout = &plan.layout;
     let mut out = String::new();
     // Writing to a String cannot fail.
     let _ = write!(
@@ -54,7 +51,7 @@ pub fn broker_toml(plan: &Plan, target: &Target) -> String {
     );
     match &target.lead {
         None => {
-            let _ = writeln!(out, "  {{ host = {} }},", toml_string(&plan.hostlist()));
+            let _ = writeln!(out, "  {{ host = {} }},", toml_string(&plan.hostlist));
         }
         Some(lead) => {
             let (first, rest) = plan
@@ -87,28 +84,22 @@ pub fn broker_toml(plan: &Plan, target: &Target) -> String {
     out
 }
 
-/// The resource set R (version 1): every rank of the instance with the flux-running
-/// container's declared cores.
-pub fn resource_set(plan: &Plan) -> String {
-    let cores = plan
-        .spec
-        .containers
-        .get(plan.runner)
-        .map_or(1, |c| c.cores())
-        .max(1);
-    let r = json!({
-        "version": 1,
-        "execution": {
-            "R_lite": [{
-                "rank": idset(plan.hosts.len()),
-                "children": { "core": idset(usize::try_from(cores).unwrap_or(1)) },
-            }],
-            "nodelist": [plan.hostlist()],
-            "starttime": 0.0,
-            "expiration": 0.0,
-        }
-    });
-    r.to_string()
+/// The resource set R (version 1) for `ranks` hosts named by `hostlist`, each with
+/// `cores` cores. The planner computes it once per instance (`Plan::resources`); it is
+/// written by hand (fixed key order, no intermediate JSON tree) because it is on the
+/// planner's hot path.
+pub fn resource_set(ranks: usize, cores: i32, hostlist: &str) -> String {
+    let cores = usize::try_from(cores.max(1)).unwrap_or(1);
+    let mut out = String::with_capacity(hostlist.len() + 128);
+    out.push_str("{\"version\":1,\"execution\":{\"R_lite\":[{\"rank\":\"");
+    out.push_str(&idset(ranks));
+    out.push_str("\",\"children\":{\"core\":\"");
+    out.push_str(&idset(cores));
+    out.push_str("\"}}],\"nodelist\":[");
+    // A hostlist is plain printable ASCII without quotes, but encode it properly anyway.
+    out.push_str(&serde_json::Value::from(hostlist).to_string());
+    out.push_str("],\"starttime\":0.0,\"expiration\":0.0}}");
+    out
 }
 
 /// The idset `0-(n-1)` (`0` for one element).
@@ -254,7 +245,7 @@ spec:
     fn resource_set_covers_every_rank() {
         let yaml = BURSTING.replace("command: \"hostname\"", "command: \"hostname\", cores: 4");
         let plan = plan(&yaml);
-        let r: serde_json::Value = serde_json::from_str(&resource_set(&plan)).expect("json");
+        let r: serde_json::Value = serde_json::from_str(&plan.resources).expect("json");
         assert_eq!(r["version"], 1);
         assert_eq!(r["execution"]["R_lite"][0]["rank"], "0-5");
         assert_eq!(r["execution"]["R_lite"][0]["children"]["core"], "0-3");
@@ -269,7 +260,7 @@ spec:
         let plan = plan("metadata: {name: solo}\nspec:\n  containers: [{image: busybox}]\n");
         let text = broker_toml(&plan, &plan.target(&Role::Root).expect("root"));
         assert!(text.contains("{ host = \"solo-0\" }"), "{text}");
-        assert!(resource_set(&plan).contains("\"rank\":\"0\""));
+        assert!(plan.resources.contains("\"rank\":\"0\""));
     }
 
     #[test]

@@ -29,58 +29,80 @@ pub fn entrypoint_key(index: usize, runs_flux: bool) -> String {
     }
 }
 
-/// Paths under the flux view mount.
+/// Paths under the flux view mount, computed once per plan (scripts use them a lot).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Layout {
     /// The shared emptyDir mount (default `/mnt/flux`).
     pub mount: String,
+    view: String,
+    software: String,
+    config_root: String,
+    broker_config_dir: String,
+    r_path: String,
+    curve_cert: String,
+    rundir: String,
+    local_socket: String,
+    statedir: String,
+    cron_dir: String,
 }
 
 impl Layout {
     /// The layout of a MiniCluster.
     pub fn of(spec: &MiniClusterSpec) -> Layout {
+        let mount = spec.flux().view().mount_path();
+        let config = format!("{mount}/config");
         Layout {
-            mount: spec.flux().view().mount_path().to_string(),
+            view: format!("{mount}/view"),
+            software: format!("{mount}/software"),
+            broker_config_dir: format!("{config}/etc/flux/config"),
+            r_path: format!("{config}/etc/flux/system/R"),
+            curve_cert: format!("{config}/curve/curve.cert"),
+            rundir: format!("{config}/run/flux"),
+            local_socket: format!("{config}/run/flux/local"),
+            statedir: format!("{config}/var/lib/flux"),
+            cron_dir: format!("{config}/etc/flux/system/cron.d"),
+            config_root: config,
+            mount: mount.to_string(),
         }
     }
     /// Copy of the flux view (bin, lib, ...).
-    pub fn view(&self) -> String {
-        format!("{}/view", self.mount)
+    pub fn view(&self) -> &str {
+        &self.view
     }
     /// Copy of the view's spack install tree.
-    pub fn software(&self) -> String {
-        format!("{}/software", self.mount)
+    pub fn software(&self) -> &str {
+        &self.software
     }
     /// Root of Flux's configuration and state.
-    pub fn config_root(&self) -> String {
-        format!("{}/config", self.mount)
+    pub fn config_root(&self) -> &str {
+        &self.config_root
     }
     /// Directory holding broker.toml (`flux start --config-path`).
-    pub fn broker_config_dir(&self) -> String {
-        format!("{}/config/etc/flux/config", self.mount)
+    pub fn broker_config_dir(&self) -> &str {
+        &self.broker_config_dir
     }
     /// The resource set R.
-    pub fn r_path(&self) -> String {
-        format!("{}/config/etc/flux/system/R", self.mount)
+    pub fn r_path(&self) -> &str {
+        &self.r_path
     }
     /// The CURVE certificate as Flux reads it (mode 0600).
-    pub fn curve_cert(&self) -> String {
-        format!("{}/config/curve/curve.cert", self.mount)
+    pub fn curve_cert(&self) -> &str {
+        &self.curve_cert
     }
     /// Broker run directory.
-    pub fn rundir(&self) -> String {
-        format!("{}/config/run/flux", self.mount)
+    pub fn rundir(&self) -> &str {
+        &self.rundir
     }
     /// The broker's local socket.
-    pub fn local_socket(&self) -> String {
-        format!("{}/config/run/flux/local", self.mount)
+    pub fn local_socket(&self) -> &str {
+        &self.local_socket
     }
     /// Broker state directory.
-    pub fn statedir(&self) -> String {
-        format!("{}/config/var/lib/flux", self.mount)
+    pub fn statedir(&self) -> &str {
+        &self.statedir
     }
     /// Cron directory.
-    pub fn cron_dir(&self) -> String {
-        format!("{}/config/etc/flux/system/cron.d", self.mount)
+    pub fn cron_dir(&self) -> &str {
+        &self.cron_dir
     }
 }

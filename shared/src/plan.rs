@@ -7,6 +7,7 @@
 
 use crate::api::{MiniCluster, MiniClusterSpec, ResolvedBurst, defaults};
 use crate::hostlist;
+use crate::layout::Layout;
 use crate::validate::{self, ValidationErrors};
 
 /// Where a lead broker is reachable from another cluster.
@@ -61,10 +62,16 @@ pub struct Plan {
     pub spec: MiniClusterSpec,
     /// Every host of the instance, in rank order.
     pub hosts: Vec<String>,
+    /// `hosts` as a compressed hostlist (computed once; every config file uses it).
+    pub hostlist: String,
+    /// The resource set R of the instance (identical in every cluster).
+    pub resources: String,
     /// Burst clusters with defaults applied.
     pub bursts: Vec<ResolvedBurst>,
     /// Index of the flux-running container.
     pub runner: usize,
+    /// Paths inside the broker pods.
+    pub layout: Layout,
 }
 
 /// What one cluster runs: its Job and how its brokers reach each other.
@@ -94,7 +101,7 @@ impl Target {
 impl Plan {
     /// Validate `mc` and compute its layout; every problem is reported at once.
     pub fn new(mc: &MiniCluster) -> Result<Plan, ValidationErrors> {
-        validate::validate(mc)?;
+        let hosts = validate::validate_hosts(mc)?;
         let name = mc.metadata.name.clone().unwrap_or_default();
         let namespace = mc
             .metadata
@@ -102,26 +109,24 @@ impl Plan {
             .clone()
             .unwrap_or_else(|| "default".to_string());
         let spec = mc.spec.clone();
-        let hosts = federated_hosts(&name, &spec)
-            .map_err(|e| ValidationErrors::single("spec.flux.bursting.hostlist", e.to_string()))?;
         let runner = spec.flux_runner_index().ok_or_else(|| {
             ValidationErrors::single("spec.containers", "exactly one container must run Flux")
         })?;
+        let hostlist = hostlist::compress(&hosts);
+        let cores = spec.containers.get(runner).map_or(1, |c| c.cores());
         Ok(Plan {
+            resources: crate::flux_config::resource_set(hosts.len(), cores, &hostlist),
+            hostlist,
             bursts: spec.bursts(),
             name,
             namespace,
             uid: mc.metadata.uid.clone(),
             generation: mc.metadata.generation,
+            layout: Layout::of(&spec),
             spec,
             hosts,
             runner,
         })
-    }
-
-    /// The compressed hostlist of every rank.
-    pub fn hostlist(&self) -> String {
-        hostlist::compress(&self.hosts)
     }
 
     /// Whether the instance spans more than one cluster.

@@ -129,11 +129,16 @@ pub fn render(plan: &Plan, role: &Role, curve_cert: &str) -> Option<Vec<Object>>
 struct Renderer<'a> {
     plan: &'a Plan,
     target: &'a Target,
+    labels: BTreeMap<String, String>,
 }
 
 impl<'a> Renderer<'a> {
     fn new(plan: &'a Plan, target: &'a Target) -> Self {
-        Renderer { plan, target }
+        Renderer {
+            plan,
+            target,
+            labels: common_labels(plan, target),
+        }
     }
 
     /// Objects of the root, and of a hand-applied burst MiniCluster, live next to the
@@ -154,21 +159,7 @@ impl<'a> Renderer<'a> {
     }
 
     fn labels(&self) -> BTreeMap<String, String> {
-        let mut l = BTreeMap::from([
-            (labels::MINICLUSTER.to_string(), self.plan.name.clone()),
-            (labels::APP_NAME.to_string(), self.plan.name.clone()),
-            (labels::MANAGED_BY.to_string(), labels::MANAGER.to_string()),
-        ]);
-        match &self.target.role {
-            Role::Root => {
-                l.insert(labels::ROLE.into(), "root".into());
-            }
-            Role::Burst { .. } => {
-                l.insert(labels::ROLE.into(), "burst".into());
-                l.insert(labels::BURST.into(), self.target.job.clone());
-            }
-        }
-        l
+        self.labels.clone()
     }
 
     fn meta(&self, name: String) -> ObjectMeta {
@@ -187,10 +178,7 @@ impl<'a> Renderer<'a> {
                 layout::BROKER_TOML_KEY.to_string(),
                 flux_config::broker_toml(self.plan, self.target),
             ),
-            (
-                layout::R_KEY.to_string(),
-                flux_config::resource_set(self.plan),
-            ),
+            (layout::R_KEY.to_string(), self.plan.resources.clone()),
             (
                 layout::INIT_SCRIPT_KEY.to_string(),
                 scripts::init_script(self.plan, self.target),
@@ -650,6 +638,24 @@ impl<'a> Renderer<'a> {
             ..Default::default()
         }
     }
+}
+
+fn common_labels(plan: &Plan, target: &Target) -> BTreeMap<String, String> {
+    let mut l = BTreeMap::from([
+        (labels::MINICLUSTER.to_string(), plan.name.clone()),
+        (labels::APP_NAME.to_string(), plan.name.clone()),
+        (labels::MANAGED_BY.to_string(), labels::MANAGER.to_string()),
+    ]);
+    match &target.role {
+        Role::Root => {
+            l.insert(labels::ROLE.into(), "root".into());
+        }
+        Role::Burst { .. } => {
+            l.insert(labels::ROLE.into(), "burst".into());
+            l.insert(labels::BURST.into(), target.job.clone());
+        }
+    }
+    l
 }
 
 fn broker_port() -> ServicePort {

@@ -55,14 +55,22 @@ const RESERVED_VOLUMES: &[&str] = &["flux-config", "flux-curve", "flux-home", "s
 
 /// Check a MiniCluster; `Ok` means the planner and renderer can run without surprises.
 pub fn validate(mc: &MiniCluster) -> Result<(), ValidationErrors> {
+    validate_hosts(mc).map(drop)
+}
+
+/// Validate, and hand the planner the rank-ordered host list computed on the way.
+pub(crate) fn validate_hosts(mc: &MiniCluster) -> Result<Vec<String>, ValidationErrors> {
     let mut v = Validator::default();
     let name = mc.metadata.name.as_deref().unwrap_or("");
     v.metadata(name, mc.metadata.namespace.as_deref());
     v.spec(name, &mc.spec);
-    if v.errors.is_empty() {
-        Ok(())
-    } else {
-        Err(ValidationErrors(v.errors))
+    match v.hosts.take() {
+        Some(hosts) if v.errors.is_empty() => Ok(hosts),
+        _ if v.errors.is_empty() => Err(ValidationErrors::single(
+            "spec.flux.bursting.hostlist",
+            "does not describe any host",
+        )),
+        _ => Err(ValidationErrors(v.errors)),
     }
 }
 
@@ -133,9 +141,21 @@ fn is_topology(t: &str) -> bool {
     matches!(t, "binomial" | "mincrit" | "custom") || with_k("kary:") || with_k("mincrit:")
 }
 
+/// Record a problem when `ok` is false; field and rule are only formatted on failure
+/// (validation runs on every reconcile, so the passing path must not allocate).
+macro_rules! check {
+    ($v:expr, $ok:expr, $field:expr, $rule:expr $(,)?) => {
+        if !$ok {
+            $v.err($field, $rule);
+        }
+    };
+}
+
 #[derive(Default)]
 struct Validator {
     errors: Vec<FieldError>,
+    /// The instance's hosts in rank order, once computed.
+    hosts: Option<Vec<String>>,
 }
 
 impl Validator {
@@ -146,17 +166,14 @@ impl Validator {
         });
     }
 
-    fn check(&mut self, ok: bool, field: impl Into<String>, rule: impl Into<String>) {
-        if !ok {
-            self.err(field, rule);
-        }
-    }
-
     fn dns_label(&mut self, value: &str, field: impl Into<String>) {
-        self.check(
+        check!(
+            self,
             is_dns_label(value),
             field,
-            format!("{value:?} must be a DNS-1123 label: at most 63 lowercase letters, digits or '-', starting and ending with a letter or digit"),
+            format!(
+                "{value:?} must be a DNS-1123 label: at most 63 lowercase letters, digits or '-', starting and ending with a letter or digit"
+            ),
         );
     }
 
@@ -178,7 +195,8 @@ impl Validator {
         self.flux(name, spec);
         self.pod(spec);
         if let Some(path) = spec.archive.as_ref().and_then(|a| a.path.as_deref()) {
-            self.check(
+            check!(
+                self,
                 path.starts_with('/'),
                 "spec.archive.path",
                 "must be an absolute path",
@@ -198,17 +216,24 @@ impl Validator {
                 .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
             && name.as_bytes()[0].is_ascii_alphanumeric()
             && name.as_bytes()[name.len() - 1].is_ascii_alphanumeric();
-        self.check(ok, field, "must be a valid label key (optional DNS prefix and '/', then at most 63 alphanumerics, '-', '_' or '.')");
+        check!(
+            self,
+            ok,
+            field,
+            "must be a valid label key (optional DNS prefix and '/', then at most 63 alphanumerics, '-', '_' or '.')"
+        );
     }
 
     fn sizes(&mut self, name: &str, spec: &MiniClusterSpec) {
-        self.check(
+        check!(
+            self,
             spec.size >= 1,
             "spec.size",
             format!("must be at least 1 (got {})", spec.size),
         );
         if let Some(max) = spec.max_size {
-            self.check(
+            check!(
+                self,
                 max >= spec.size,
                 "spec.maxSize",
                 format!(
@@ -218,7 +243,8 @@ impl Validator {
             );
         }
         if let Some(min) = spec.min_size {
-            self.check(
+            check!(
+                self,
                 (1..=spec.size).contains(&min),
                 "spec.minSize",
                 format!(
@@ -228,18 +254,29 @@ impl Validator {
             );
         }
         if let Some(tasks) = spec.tasks {
-            self.check(tasks >= 0, "spec.tasks", "must not be negative");
+            check!(self, tasks >= 0, "spec.tasks", "must not be negative");
         }
         if let Some(limit) = spec.backoff_limit {
-            self.check(limit >= 0, "spec.backoffLimit", "must not be negative");
+            check!(
+                self,
+                limit >= 0,
+                "spec.backoffLimit",
+                "must not be negative"
+            );
         }
         if let Some(deadline) = spec.deadline_seconds {
-            self.check(deadline >= 1, "spec.deadlineSeconds", "must be at least 1");
+            check!(
+                self,
+                deadline >= 1,
+                "spec.deadlineSeconds",
+                "must be at least 1"
+            );
         }
         // Pod hostnames are `<name>-<index>` and must fit in a DNS label.
         if is_dns_label(name) && spec.max_size() >= 1 {
             let longest = format!("{name}-{}", spec.max_size() - 1);
-            self.check(
+            check!(
+                self,
                 longest.len() <= 63,
                 "metadata.name",
                 format!("is too long: pod hostname {longest:?} would exceed 63 characters"),
@@ -260,7 +297,8 @@ impl Validator {
             .map(|(i, _)| i)
             .collect();
         if spec.containers.len() == 1 {
-            self.check(
+            check!(
+                self,
                 spec.containers[0].run_flux != Some(false),
                 "spec.containers[0].runFlux",
                 "the only container always runs Flux; remove runFlux: false",
@@ -297,15 +335,19 @@ impl Validator {
                     if !runs_flux {
                         self.dns_label(n, format!("{field}.name"));
                     }
-                    self.check(
+                    check!(
+                        self,
                         n != view_name,
                         format!("{field}.name"),
                         format!("{n:?} is the name of the flux view init container"),
                     );
-                    self.check(
+                    check!(
+                        self,
                         names.insert(n.to_string()),
                         format!("{field}.name"),
-                        format!("{n:?} is used by more than one container (the flux runner is named after the MiniCluster)"),
+                        format!(
+                            "{n:?} is used by more than one container (the flux runner is named after the MiniCluster)"
+                        ),
                     );
                 }
                 _ => {}
@@ -316,7 +358,8 @@ impl Validator {
                     .script
                     .as_deref()
                     .filter(|s| !s.trim().is_empty());
-                self.check(
+                check!(
+                    self,
                     !(script.is_some() && c.command().is_some()),
                     format!("{field}.commands.script"),
                     "script and command are exclusive: the script becomes the command",
@@ -327,7 +370,8 @@ impl Validator {
                     ("batch", c.batch),
                     ("diagnostics", c.diagnostics),
                 ] {
-                    self.check(
+                    check!(
+                        self,
                         flag.1 != Some(true),
                         format!("{field}.{}", flag.0),
                         "only applies to the container that runs Flux",
@@ -335,12 +379,14 @@ impl Validator {
                 }
             }
             let launcher = c.launcher.or(spec.launcher).unwrap_or(false);
-            self.check(
+            check!(
+                self,
                 !(launcher && c.batch == Some(true)),
                 format!("{field}.batch"),
                 "batch and launcher are exclusive: choose one",
             );
-            self.check(
+            check!(
+                self,
                 !(c.batch_raw == Some(true) && c.batch != Some(true)),
                 format!("{field}.batchRaw"),
                 "only applies with batch: true",
@@ -350,31 +396,36 @@ impl Validator {
     }
 
     fn container(&mut self, field: &str, c: &MiniClusterContainer, runs_flux: bool) {
-        self.check(
+        check!(
+            self,
             !c.image.trim().is_empty(),
             format!("{field}.image"),
             "is required",
         );
         let mut seen = BTreeSet::new();
         for (j, port) in c.ports.iter().enumerate() {
-            self.check(
+            check!(
+                self,
                 (1..=65535).contains(port),
                 format!("{field}.ports[{j}]"),
                 format!("{port} is not a port number (1-65535)"),
             );
-            self.check(
+            check!(
+                self,
                 *port != defaults::BROKER_PORT || !runs_flux,
                 format!("{field}.ports[{j}]"),
                 "8050 is the Flux broker's own port",
             );
-            self.check(
+            check!(
+                self,
                 seen.insert(*port),
                 format!("{field}.ports[{j}]"),
                 format!("{port} is listed twice"),
             );
         }
         for key in c.environment.keys().chain(c.secrets.keys()) {
-            self.check(
+            check!(
+                self,
                 !key.is_empty() && !key.contains('='),
                 format!("{field}.environment[{key:?}]"),
                 "environment variable names must be non-empty and must not contain '='",
@@ -387,28 +438,32 @@ impl Validator {
             );
         }
         for (key, secret) in &c.secrets {
-            self.check(
+            check!(
+                self,
                 !secret.name.is_empty() && !secret.key.is_empty(),
                 format!("{field}.secrets[{key:?}]"),
                 "needs both name and key",
             );
         }
         if let Some(policy) = c.image_pull_policy.as_deref().filter(|p| !p.is_empty()) {
-            self.check(
+            check!(
+                self,
                 matches!(policy, "Always" | "IfNotPresent" | "Never"),
                 format!("{field}.imagePullPolicy"),
                 format!("{policy:?} must be one of Always, IfNotPresent, Never"),
             );
         }
         if let Some(dir) = c.working_dir.as_deref().filter(|d| !d.is_empty()) {
-            self.check(
+            check!(
+                self,
                 dir.starts_with('/'),
                 format!("{field}.workingDir"),
                 "must be an absolute path",
             );
         }
         if let Some(logs) = c.logs.as_deref().filter(|d| !d.is_empty()) {
-            self.check(
+            check!(
+                self,
                 logs.starts_with('/'),
                 format!("{field}.logs"),
                 "must be an absolute path",
@@ -421,7 +476,8 @@ impl Validator {
                     b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-'
                 })
                 && !user.starts_with('-');
-            self.check(
+            check!(
+                self,
                 ok,
                 format!("{field}.fluxUser.name"),
                 "must be a POSIX user name (lowercase letters, digits, '_' or '-')",
@@ -436,7 +492,8 @@ impl Validator {
             match s.name.as_deref() {
                 Some(n) if !n.is_empty() => {
                     self.dns_label(n, format!("{field}.name"));
-                    self.check(
+                    check!(
+                        self,
                         names.insert(n),
                         format!("{field}.name"),
                         format!("{n:?} is used by more than one service"),
@@ -447,12 +504,14 @@ impl Validator {
                     "is required for service containers",
                 ),
             }
-            self.check(
+            check!(
+                self,
                 !s.image.trim().is_empty(),
                 format!("{field}.image"),
                 "is required",
             );
-            self.check(
+            check!(
+                self,
                 s.run_flux != Some(true),
                 format!("{field}.runFlux"),
                 "service containers cannot run Flux",
@@ -463,7 +522,8 @@ impl Validator {
                 ("brokerPre", &cmds.broker_pre),
                 ("workerPre", &cmds.worker_pre),
             ] {
-                self.check(
+                check!(
+                    self,
                     value.as_deref().is_none_or(|v| v.trim().is_empty()),
                     format!("{field}.commands.{hook}"),
                     "service containers do not run broker hooks",
@@ -479,7 +539,8 @@ impl Validator {
             for (name, volume) in &c.volumes {
                 let field = format!("{list}[{i}].volumes[{name:?}]");
                 self.dns_label(name, field.clone());
-                self.check(
+                check!(
+                    self,
                     !RESERVED_VOLUMES.contains(&name.as_str()),
                     field.clone(),
                     format!("{name:?} is a volume name the operator uses itself"),
@@ -524,12 +585,14 @@ impl Validator {
         let empty_dir = v.empty_dir == Some(true);
         match v.path.as_deref().filter(|p| !p.is_empty()) {
             Some(path) => {
-                self.check(
+                check!(
+                    self,
                     path.starts_with('/'),
                     format!("{field}.path"),
                     "must be an absolute path",
                 );
-                self.check(
+                check!(
+                    self,
                     !empty_dir || path == defaults::EMPTY_DIR_PATH,
                     format!("{field}.path"),
                     format!(
@@ -545,48 +608,56 @@ impl Validator {
             None => {}
         }
         if let Some(medium) = v.empty_dir_medium.as_deref().filter(|m| !m.is_empty()) {
-            self.check(
+            check!(
+                self,
                 empty_dir,
                 format!("{field}.emptyDirMedium"),
                 "only applies with emptyDir: true",
             );
-            self.check(
+            check!(
+                self,
                 medium == "memory",
                 format!("{field}.emptyDirMedium"),
                 format!("{medium:?} must be \"memory\""),
             );
         }
         if let Some(limit) = v.empty_dir_size_limit.as_deref().filter(|m| !m.is_empty()) {
-            self.check(
+            check!(
+                self,
                 empty_dir,
                 format!("{field}.emptyDirSizeLimit"),
                 "only applies with emptyDir: true",
             );
-            self.check(
+            check!(
+                self,
                 is_quantity(limit),
                 format!("{field}.emptyDirSizeLimit"),
                 format!("{limit:?} is not a quantity such as 64Gi"),
             );
         }
-        self.check(
+        check!(
+            self,
             v.items.is_empty() || set(&v.config_map_name),
             format!("{field}.items"),
             "only applies to configMapName volumes",
         );
         for (key, path) in &v.items {
-            self.check(
+            check!(
+                self,
                 !path.is_empty() && !path.starts_with('/') && !path.split('/').any(|p| p == ".."),
                 format!("{field}.items[{key:?}]"),
                 "must be a relative path without '..'",
             );
         }
-        self.check(
+        check!(
+            self,
             v.csi_driver_attributes.is_empty() || set(&v.csi_driver),
             format!("{field}.csiDriverAttributes"),
             "only applies to csiDriver volumes",
         );
         if let Some(host) = v.host_path.as_deref().filter(|p| !p.is_empty()) {
-            self.check(
+            check!(
+                self,
                 host.starts_with('/'),
                 format!("{field}.hostPath"),
                 "must be an absolute path",
@@ -601,21 +672,24 @@ impl Validator {
             self.dns_label(n, "spec.flux.container.name");
         }
         if let Some(p) = view.mount_path.as_deref().filter(|p| !p.is_empty()) {
-            self.check(
+            check!(
+                self,
                 p.starts_with('/') && !p.trim_end_matches('/').is_empty(),
                 "spec.flux.container.mountPath",
                 "must be an absolute path other than /",
             );
         }
         if let Some(t) = flux.connect_timeout.as_deref().filter(|t| !t.is_empty()) {
-            self.check(
+            check!(
+                self,
                 is_fsd(t),
                 "spec.flux.connectTimeout",
                 format!("{t:?} must be a duration such as 5s, 500ms, 1m (or \"\" to omit it)"),
             );
         }
         let policy = flux.queue_policy();
-        self.check(
+        check!(
+            self,
             defaults::QUEUE_POLICIES.contains(&policy),
             "spec.flux.scheduler.queuePolicy",
             format!(
@@ -624,7 +698,8 @@ impl Validator {
             ),
         );
         if let Some(t) = flux.topology.as_deref().filter(|t| !t.is_empty()) {
-            self.check(
+            check!(
+                self,
                 is_topology(t),
                 "spec.flux.topology",
                 format!("{t:?} must be kary:<k>, binomial, mincrit[:<k>] or custom"),
@@ -670,8 +745,14 @@ impl Validator {
         for (i, (b, declared)) in bursts.iter().zip(clusters).enumerate() {
             let field = format!("spec.flux.bursting.clusters[{i}]");
             self.dns_label(&b.name, format!("{field}.name"));
-            self.check(b.size >= 1, format!("{field}.size"), "must be at least 1");
-            self.check(
+            check!(
+                self,
+                b.size >= 1,
+                format!("{field}.size"),
+                "must be at least 1"
+            );
+            check!(
+                self,
                 names.insert(b.name.as_str()),
                 format!("{field}.name"),
                 format!("{:?} is used by more than one burst cluster", b.name),
@@ -681,7 +762,8 @@ impl Validator {
             }
             if is_dns_label(&b.name) && b.size >= 1 {
                 let longest = format!("{}-{}", b.name, b.size - 1);
-                self.check(
+                check!(
+                    self,
                     longest.len() <= 63,
                     format!("{field}.name"),
                     format!("is too long: host {longest:?} would exceed 63 characters"),
@@ -692,7 +774,8 @@ impl Validator {
             None => {
                 // A root instance: bursts must not reuse the root's host prefix.
                 for (i, b) in bursts.iter().enumerate() {
-                    self.check(
+                    check!(
+                        self,
                         b.name != name,
                         format!("spec.flux.bursting.clusters[{i}].name"),
                         "must differ from the MiniCluster's own name (its hosts would collide with the root's)",
@@ -700,30 +783,35 @@ impl Validator {
                 }
             }
             Some(lead) => {
-                self.check(
+                check!(
+                    self,
                     !lead.address.trim().is_empty(),
                     format!("{lead_field}.address"),
                     "is required",
                 );
-                self.check(
+                check!(
+                    self,
                     !lead.address.contains(['/', ' ']),
                     format!("{lead_field}.address"),
                     "must be an IP address or host name",
                 );
                 self.dns_label(&lead.name, format!("{lead_field}.name"));
-                self.check(
+                check!(
+                    self,
                     lead.size >= 1,
                     format!("{lead_field}.size"),
                     "must be at least 1",
                 );
                 if let Some(port) = lead.port {
-                    self.check(
+                    check!(
+                        self,
                         (1..=65535).contains(&port),
                         format!("{lead_field}.port"),
                         "must be a port number (1-65535)",
                     );
                 }
-                self.check(
+                check!(
+                    self,
                     lead.name != name,
                     format!("{lead_field}.name"),
                     "names the lead MiniCluster, which must differ from this (burst) MiniCluster's name",
@@ -734,7 +822,7 @@ impl Validator {
                             "spec.flux.bursting.clusters",
                             format!("a MiniCluster joining a lead broker must list itself (name {name:?}) among the burst clusters so its hosts have ranks"),
                         ),
-                        Some(i) => self.check(
+                        Some(i) => check!(self,
                             bursts[i].size >= spec.max_size(),
                             format!("spec.flux.bursting.clusters[{i}].size"),
                             format!("declares {} hosts but this MiniCluster can run {}", bursts[i].size, spec.max_size()),
@@ -775,20 +863,23 @@ impl Validator {
                     format!("host {dup:?} appears twice in the instance's host list; every broker needs a unique host name"),
                 );
             }
+            self.hosts = (!hosts.is_empty()).then_some(hosts);
         }
     }
 
     fn pod(&mut self, spec: &MiniClusterSpec) {
         let pod = spec.pod();
         if let Some(policy) = pod.restart_policy.as_deref().filter(|p| !p.is_empty()) {
-            self.check(
+            check!(
+                self,
                 matches!(policy, "OnFailure" | "Never"),
                 "spec.pod.restartPolicy",
                 format!("{policy:?} must be OnFailure or Never (Jobs do not allow Always)"),
             );
         }
         if let Some(dns) = pod.dns_policy.as_deref().filter(|p| !p.is_empty()) {
-            self.check(
+            check!(
+                self,
                 matches!(
                     dns,
                     "ClusterFirst" | "ClusterFirstWithHostNet" | "Default" | "None"
@@ -800,14 +891,18 @@ impl Validator {
             );
         }
         if !pod.resources.is_empty() {
-            self.check(
-                pod.runtime_class_name.as_deref().is_some_and(|r| !r.is_empty()),
+            check!(
+                self,
+                pod.runtime_class_name
+                    .as_deref()
+                    .is_some_and(|r| !r.is_empty()),
                 "spec.pod.resources",
                 "becomes the pod overhead, which Kubernetes only accepts together with spec.pod.runtimeClassName naming a RuntimeClass that defines the same overhead",
             );
         }
         for (k, q) in &pod.resources {
-            self.check(
+            check!(
+                self,
                 is_quantity(&q.0),
                 format!("spec.pod.resources[{k:?}]"),
                 format!("{:?} is not a quantity", q.0),
@@ -817,7 +912,8 @@ impl Validator {
             self.label_key(key, format!("spec.pod.labels[{key:?}]"));
         }
         for (key, values) in &pod.node_affinity {
-            self.check(
+            check!(
+                self,
                 !values.is_empty(),
                 format!("spec.pod.nodeAffinity[{key:?}]"),
                 "needs at least one value",
