@@ -41,8 +41,8 @@ pub fn broker_toml(plan: &Plan, target: &Target) -> String {
         ns = plan.namespace,
         name = plan.name,
         job = target.job,
-        r = toml_string(&layout.r_path()),
-        cert = toml_string(&layout.curve_cert()),
+        r = toml_string(layout.r_path()),
+        cert = toml_string(layout.curve_cert()),
         port = crate::api::defaults::BROKER_PORT,
         connect = toml_string(&format!(
             "tcp://%h.{}.{}.svc.cluster.local:%p",

@@ -101,11 +101,11 @@ pub fn init_script(plan: &Plan, target: &Target) -> String {
     ctx.say(&mut sh, &format!("preparing {}", l.mount));
     sh.linef(format_args!(
         "mkdir -p {} {} {} {} {}",
-        word(&l.broker_config_dir()),
-        word(&l.cron_dir()),
-        word(&l.rundir()),
-        word(&l.statedir()),
-        word(parent(&l.curve_cert()))
+        word(l.broker_config_dir()),
+        word(l.cron_dir()),
+        word(l.rundir()),
+        word(l.statedir()),
+        word(parent(l.curve_cert()))
     ));
     sh.linef(format_args!(
         "cp \"$config_dir/{}\" {}",
@@ -119,7 +119,7 @@ pub fn init_script(plan: &Plan, target: &Target) -> String {
     sh.linef(format_args!(
         "cp \"$config_dir/{}\" {}",
         layout::R_KEY,
-        word(&l.r_path())
+        word(l.r_path())
     ));
     if ctx.view_disabled {
         sh.line(
@@ -143,13 +143,13 @@ pub fn init_script(plan: &Plan, target: &Target) -> String {
             &mut sh,
             &format!(
                 "copying the flux view ${{views[0]}} to {}",
-                dq_text(&l.view())
+                dq_text(l.view())
             ),
         );
         sh.linef(format_args!(
             "mkdir -p {} {}",
-            word(&l.view()),
-            word(&l.software())
+            word(l.view()),
+            word(l.software())
         ));
         sh.linef(format_args!(
             "cp -a \"${{views[0]}}.\" {}",
@@ -302,7 +302,7 @@ pub fn sidecar_script(plan: &Plan, target: &Target, index: usize) -> String {
     ctx.hook(&mut sh, "servicePre", Commands::hook(&hooks.service_pre));
 
     sh.line("");
-    sh.linef(format_args!("socket={}", word(&l.local_socket())));
+    sh.linef(format_args!("socket={}", word(l.local_socket())));
     if ctx.spec.flux().no_wait_socket.unwrap_or(false) {
         sh.line("# flux.noWaitSocket: not waiting for the broker socket.");
     } else {
@@ -591,7 +591,7 @@ impl<'a> Ctx<'a> {
             sh.line("# flux.container.disable: Flux comes from the image itself.");
         } else {
             sh.line("# Flux from the view.");
-            sh.linef(format_args!("view={}", word(&l.view())));
+            sh.linef(format_args!("view={}", word(l.view())));
             sh.line("export PATH=\"$PATH:$view/bin\"");
             match self
                 .spec
@@ -744,14 +744,14 @@ impl<'a> Ctx<'a> {
     /// Copy the CURVE certificate where broker.toml expects it, private to this user.
     fn curve_cert(&self, sh: &mut Sh) {
         let cert = self.layout.curve_cert();
-        let dest = word(&cert);
+        let dest = word(cert);
         sh.line("# Flux refuses a CURVE certificate that group or others can read.");
         sh.linef(format_args!(
             "curve_source=\"${{{CURVE_DIR_ENV}:-{}}}/{}\"",
             dq_text(layout::CURVE_MOUNT),
             layout::CURVE_KEY
         ));
-        sh.linef(format_args!("mkdir -p {}", word(parent(&cert))));
+        sh.linef(format_args!("mkdir -p {}", word(parent(cert))));
         sh.linef(format_args!("rm -f {dest}"));
         sh.linef(format_args!(
             "(umask 077 && cp \"$curve_source\" {dest}) || die \"cannot copy $curve_source\""
