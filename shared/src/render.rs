@@ -506,7 +506,7 @@ impl<'a> Renderer<'a> {
         let view = self.plan.spec.flux().view();
         Container {
             name: view.name().into(),
-            image: Some(view.image().into()),
+            image: Some(self.plan.spec.flux().view_image().into()),
             image_pull_policy: Some(view.pull_policy().into()),
             command: Some(vec![
                 "/bin/bash".into(),

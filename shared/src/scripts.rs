@@ -29,8 +29,8 @@
 //! - an absent command counts as interactive (`-Sbroker.rc2_none`, no initial program),
 //!   so the instance stays up instead of running a shell on a missing TTY;
 //!   `diagnostics` wins over `interactive`, which wins over `batch` and `launcher`;
-//! - with `flux.completeWorkers` a worker does not restart its broker and exits with
-//!   the broker's status (pair it with `restartPolicy: Never` to keep a failed pod down);
+//! - with `flux.completeWorkers` a worker does not restart its broker and exits 0 so
+//!   its pod completes instead of being recreated, as documented;
 //! - non-raw batch scripts end with `flux job wait --all` after the documented
 //!   `flux queue idle` / `flux jobs -a`, so a failed job fails the batch job;
 //! - the archive is restored on rank 0 only; it is saved with `flux dump` by the initial
@@ -967,8 +967,14 @@ impl<'a> Ctx<'a> {
         };
         self.say(sh, "starting Flux");
         if self.spec.flux().complete_workers.unwrap_or(false) {
-            sh.line("# flux.completeWorkers: the broker is not restarted.");
+            // Documented: the worker completes (is not recreated) whatever the broker's
+            // exit status, e.g. after `flux resource drain` and a scale-down.
+            sh.line("# flux.completeWorkers: the broker is not restarted and the pod completes.");
             sh.linef(format_args!("{start} || flux_status=$?"));
+            sh.open("if [ \"$flux_status\" -ne 0 ]; then");
+            sh.line("echo \"flux-operator: broker exited with status $flux_status; completing (flux.completeWorkers)\" >&2");
+            sh.line("flux_status=0");
+            sh.close("fi");
         } else {
             sh.open("while :; do");
             sh.line("flux_status=0");

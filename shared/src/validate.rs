@@ -679,6 +679,14 @@ impl Validator {
                 "must be an absolute path other than /",
             );
         }
+        if let Some(arch) = flux.arch.as_deref().filter(|a| !a.is_empty()) {
+            check!(
+                self,
+                defaults::ARCH_ARM.contains(&arch) || defaults::ARCH_X86.contains(&arch),
+                "spec.flux.arch",
+                format!("{arch:?} must be one of arm, arm64, aarch64, amd64, x86_64")
+            );
+        }
         if let Some(t) = flux.connect_timeout.as_deref().filter(|t| !t.is_empty()) {
             check!(
                 self,

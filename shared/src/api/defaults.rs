@@ -27,6 +27,12 @@ pub const QUEUE_POLICIES: &[&str] = &["fcfs", "easy", "hybrid", "conservative"];
 pub const VIEW_NAME: &str = "flux-view";
 /// Default flux view image.
 pub const VIEW_IMAGE: &str = "ghcr.io/converged-computing/flux-view-ubuntu:tag-noble";
+/// Default flux view image for `flux.arch: arm` (ARM64 nodes).
+pub const VIEW_IMAGE_ARM: &str = "ghcr.io/converged-computing/flux-view-ubuntu:arm-jammy";
+/// Accepted `flux.arch` values for ARM64 and for x86-64.
+pub const ARCH_ARM: &[&str] = &["arm", "arm64", "aarch64"];
+/// Accepted `flux.arch` values for x86-64.
+pub const ARCH_X86: &[&str] = &["amd64", "x86_64"];
 /// Default mount path of the flux view and configuration.
 pub const MOUNT_PATH: &str = "/mnt/flux";
 /// Default batch output directory.

@@ -147,6 +147,17 @@ impl FluxSpec {
         self.container.as_ref().unwrap_or(&NO_VIEW)
     }
 
+    /// The flux view image: `flux.container.image`, else the default for `flux.arch`.
+    pub fn view_image(&self) -> &str {
+        if let Some(image) = self.view().image.as_deref().filter(|s| !s.is_empty()) {
+            return image;
+        }
+        match self.arch.as_deref() {
+            Some(arch) if defaults::ARCH_ARM.contains(&arch) => defaults::VIEW_IMAGE_ARM,
+            _ => defaults::VIEW_IMAGE,
+        }
+    }
+
     /// `tbon.connect_timeout`; `None` when set to the empty string (omit the attribute).
     pub fn connect_timeout(&self) -> Option<&str> {
         match self.connect_timeout.as_deref() {
@@ -206,14 +217,6 @@ impl FluxContainer {
             .as_deref()
             .filter(|s| !s.is_empty())
             .unwrap_or(defaults::VIEW_NAME)
-    }
-
-    /// View image.
-    pub fn image(&self) -> &str {
-        self.image
-            .as_deref()
-            .filter(|s| !s.is_empty())
-            .unwrap_or(defaults::VIEW_IMAGE)
     }
 
     /// Mount path of the view and the configuration, without a trailing slash.

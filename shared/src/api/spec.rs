@@ -183,7 +183,8 @@ pub struct FluxSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub container: Option<FluxContainer>,
 
-    /// Architecture hint (`arm`) for images of the flux view.
+    /// Node architecture: `arm` (or `arm64`, `aarch64`) picks the ARM build of the default
+    /// flux view image; `amd64` / `x86_64` keep the default. An explicit image wins.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub arch: Option<String>,
 
@@ -283,7 +284,8 @@ pub struct FluxContainer {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub image_pull_secret: Option<String>,
 
-    /// View image (default `ghcr.io/converged-computing/flux-view-ubuntu:tag-noble`).
+    /// View image (default `ghcr.io/converged-computing/flux-view-ubuntu:tag-noble`, or
+    /// `...:arm-jammy` with `flux.arch: arm`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub image: Option<String>,
 

@@ -112,8 +112,12 @@ echo worker
     done
   fi
   echo 'flux-operator: starting Flux'
-  # flux.completeWorkers: the broker is not restarted.
+  # flux.completeWorkers: the broker is not restarted and the pod completes.
   flux start "${broker_args[@]}" || flux_status=$?
+  if [ "$flux_status" -ne 0 ]; then
+    echo "flux-operator: broker exited with status $flux_status; completing (flux.completeWorkers)" >&2
+    flux_status=0
+  fi
 fi
 
 echo "flux-operator: flux exited with status $flux_status"
