@@ -1,6 +1,6 @@
 //! `flux-hub`: the hub controller and command-line tool for Flux MiniClusters.
 
-mod render_cmd;
+use flux_hub::render_cmd;
 
 use std::io::Write;
 use std::path::PathBuf;

@@ -1,0 +1,53 @@
+//! Every Kubernetes API permission the hub uses. The mock-API tests check that each
+//! request the controller makes is covered by this list, and the install manifests'
+//! RBAC test checks that `deploy/` grants exactly this list: so the RBAC is
+//! least-privilege and complete.
+
+/// One RBAC rule: API group, resource (with subresource, e.g. `miniclusters/status`),
+/// whether it is namespaced to the hub's own namespace only, and the verbs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Permission {
+    /// API group (`""` for core).
+    pub group: &'static str,
+    /// Resource, or `resource/subresource`.
+    pub resource: &'static str,
+    /// Only in the hub's own namespace (a Role), instead of cluster-wide (a ClusterRole).
+    pub own_namespace_only: bool,
+    /// Verbs.
+    pub verbs: &'static [&'static str],
+}
+
+const fn cluster(group: &'static str, resource: &'static str, verbs: &'static [&'static str]) -> Permission {
+    Permission {
+        group,
+        resource,
+        own_namespace_only: false,
+        verbs,
+    }
+}
+
+/// What the controller needs. Server-side apply of an object that may not exist yet
+/// needs both `create` and `patch`.
+pub const REQUIRED: &[Permission] = &[
+    cluster("flux-framework.org", "miniclusters", &["list", "watch", "patch", "delete"]),
+    cluster("flux-framework.org", "miniclusters/status", &["patch"]),
+    cluster("batch", "jobs", &["list", "watch", "create", "patch"]),
+    cluster("", "services", &["list", "watch", "create", "patch"]),
+    cluster("", "configmaps", &["list", "watch", "create", "patch"]),
+    cluster("", "secrets", &["list", "watch", "create", "patch"]),
+    cluster("", "pods", &["list", "watch", "create", "patch"]),
+    cluster("events.k8s.io", "events", &["create", "patch"]),
+    Permission {
+        group: "coordination.k8s.io",
+        resource: "leases",
+        own_namespace_only: true,
+        verbs: &["get", "create", "update"],
+    },
+];
+
+/// Whether `REQUIRED` grants `verb` on `group`/`resource`.
+pub fn allows(group: &str, resource: &str, verb: &str) -> bool {
+    REQUIRED
+        .iter()
+        .any(|p| p.group == group && p.resource == resource && p.verbs.contains(&verb))
+}

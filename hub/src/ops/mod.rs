@@ -1,0 +1,1 @@
+//! Operations plumbing: metrics, health endpoints, leader election, logging.
