@@ -1,12 +1,11 @@
 //! `flux-hub`: the hub controller and command-line tool for Flux MiniClusters.
 
-use flux_hub::render_cmd;
-
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+use flux_hub::render_cmd;
 use flux_shared::plan::Endpoint;
 
 #[derive(Parser)]
@@ -42,11 +41,12 @@ enum Command {
     },
     /// Print the MiniCluster CustomResourceDefinition.
     Crd,
+    /// Run the MiniCluster controller against the cluster of KUBECONFIG (or in-cluster).
+    Run(flux_hub::controller::RunOptions),
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
-    let result = match cli.command {
+    let result = match Cli::parse().command {
         Command::Render {
             file,
             cluster,
@@ -63,6 +63,15 @@ fn main() -> ExitCode {
             },
         ),
         Command::Crd => flux_shared::crd::crd_yaml().map_err(anyhow::Error::from),
+        Command::Run(opts) => {
+            return match run_controller(opts) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("flux-hub: {e:#}");
+                    ExitCode::FAILURE
+                }
+            };
+        }
     };
     match result {
         Ok(out) => {
@@ -77,4 +86,11 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+fn run_controller(opts: flux_hub::controller::RunOptions) -> anyhow::Result<()> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?
+        .block_on(flux_hub::controller::run(opts))
 }

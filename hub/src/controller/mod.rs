@@ -32,3 +32,207 @@ pub struct RunOptions {
     #[arg(long, default_value_t = 16)]
     pub concurrency: u16,
 }
+
+pub mod diff;
+pub mod reconcile;
+pub mod sizing;
+pub mod status;
+
+use std::sync::Arc;
+
+use anyhow::Context as _;
+use flux_shared::api::MiniCluster;
+use flux_shared::render::labels;
+use futures::StreamExt;
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret, Service};
+use kube::runtime::events::{Recorder, Reporter};
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::{Controller, WatchStreamExt, controller, watcher};
+use kube::{Api, Client, Resource};
+use serde::de::DeserializeOwned;
+use tracing::{error, info};
+
+use crate::ops;
+
+/// Size of the buffer between a shared watch and its subscribers.
+const SHARED_BUFFER: usize = 256;
+
+/// Watch one kind of managed object (only ours, by label) into a shared cache; returns
+/// the cache, a trigger stream for the controller and the future driving the watch.
+fn shared_watch<K>(
+    client: &Client,
+    namespace: Option<&str>,
+) -> (
+    Store<K>,
+    impl futures::Stream<Item = Arc<K>> + Send + 'static,
+    impl std::future::Future<Output = ()> + Send + 'static,
+)
+where
+    K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + std::fmt::Debug
+        + DeserializeOwned
+        + Send
+        + Sync
+        + 'static,
+{
+    let api: Api<K> = match namespace {
+        Some(ns) => Api::namespaced(client.clone(), ns),
+        None => Api::all(client.clone()),
+    };
+    let (reader, writer) = reflector::store_shared(SHARED_BUFFER);
+    let subscriber = writer
+        .subscribe()
+        .expect("a shared store always has subscribers");
+    let config =
+        watcher::Config::default().labels(&format!("{}={}", labels::MANAGED_BY, labels::MANAGER));
+    let driver = watcher(api, config)
+        .default_backoff()
+        .reflect_shared(writer)
+        .for_each(|event| async move {
+            if let Err(error) = event {
+                error!(%error, kind = %K::kind(&()), "watch error");
+            }
+        });
+    (reader, subscriber, driver)
+}
+
+/// `flux-hub run`: the MiniCluster controller with its metrics and health server.
+pub async fn run(opts: RunOptions) -> anyhow::Result<()> {
+    ops::logging::init(opts.log_json);
+    let client = Client::try_default()
+        .await
+        .context("no Kubernetes configuration: set KUBECONFIG or run inside a cluster")?;
+    let metrics = Arc::new(ops::metrics::Metrics::new());
+    let health = Arc::new(ops::health::Health::new());
+    let (stop_tx, mut stop_rx) = tokio::sync::watch::channel(false);
+    let stopped = async move {
+        let _ = stop_rx.wait_for(|stop| *stop).await;
+    };
+    let server = tokio::spawn(ops::server::serve(
+        opts.metrics_addr,
+        metrics.clone(),
+        health.clone(),
+        stopped,
+    ));
+
+    // Fail fast with an install hint when the CRD is missing.
+    let probe: Api<MiniCluster> = match opts.namespace.as_deref() {
+        Some(ns) => Api::namespaced(client.clone(), ns),
+        None => Api::all(client.clone()),
+    };
+    probe
+        .list(&kube::api::ListParams::default().limit(1))
+        .await
+        .context("cannot list MiniClusters: is the CRD installed? kubectl apply --server-side -f crds/miniclusters.flux-framework.org.yaml")?;
+
+    // A standby replica is healthy and ready (so rollouts and drains proceed); the
+    // leader is ready once its caches are synced.
+    health.set_ready(true);
+    let identity = opts
+        .identity
+        .clone()
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .unwrap_or_else(|| "flux-hub".to_string());
+    let election = if opts.leader_elect {
+        let lease = ops::leader::LeaderElection::new(
+            Api::namespaced(client.clone(), &opts.lease_namespace),
+            &opts.lease_name,
+            &identity,
+        );
+        info!(lease = %opts.lease_name, %identity, "waiting for leadership");
+        tokio::select! {
+            acquired = lease.acquire() => acquired.context("leader election")?,
+            () = ops::shutdown::signal() => return Ok(()),
+        }
+        metrics.set_leader(true);
+        health.set_ready(false);
+        info!("leading");
+        Some(lease)
+    } else {
+        None
+    };
+
+    let ns = opts.namespace.as_deref();
+    let (jobs, job_events, jobs_watch) = shared_watch::<Job>(&client, ns);
+    let (secrets, secret_events, secrets_watch) = shared_watch::<Secret>(&client, ns);
+    let (config_maps, cm_events, cms_watch) = shared_watch::<ConfigMap>(&client, ns);
+    let (services, svc_events, svcs_watch) = shared_watch::<Service>(&client, ns);
+    let (pods, pod_events, pods_watch) = shared_watch::<Pod>(&client, ns);
+    let stores = reconcile::Stores {
+        jobs,
+        secrets,
+        config_maps,
+        services,
+        pods,
+    };
+    let recorder = Recorder::new(
+        client.clone(),
+        Reporter {
+            controller: reconcile::MANAGER.into(),
+            instance: Some(identity.clone()),
+        },
+    );
+    let ctx = Arc::new(reconcile::Context::new(
+        client.clone(),
+        stores.clone(),
+        recorder,
+        metrics.clone(),
+    ));
+    let miniclusters: Api<MiniCluster> = match ns {
+        Some(ns) => Api::namespaced(client.clone(), ns),
+        None => Api::all(client.clone()),
+    };
+    let watches = tokio::spawn(futures::future::join5(
+        jobs_watch,
+        secrets_watch,
+        cms_watch,
+        svcs_watch,
+        pods_watch,
+    ));
+    let synced = {
+        let (stores, health) = (stores.clone(), health.clone());
+        tokio::spawn(async move {
+            stores.wait_until_ready().await;
+            health.set_ready(true);
+            info!("caches synced");
+        })
+    };
+
+    let controller = Controller::new(miniclusters, watcher::Config::default())
+        .with_config(controller::Config::default().concurrency(opts.concurrency))
+        .owns_shared_stream(job_events)
+        .owns_shared_stream(secret_events)
+        .owns_shared_stream(cm_events)
+        .owns_shared_stream(svc_events)
+        .owns_shared_stream(pod_events)
+        .graceful_shutdown_on(ops::shutdown::signal())
+        .run(reconcile::reconcile, reconcile::error_policy, ctx)
+        .for_each(|result| async move {
+            if let Err(error) = result {
+                tracing::debug!(%error, "reconcile error");
+            }
+        });
+    let lost = async {
+        match &election {
+            Some(lease) => lease.hold().await.map_err(anyhow::Error::from),
+            None => std::future::pending().await,
+        }
+    };
+    let outcome = tokio::select! {
+        () = controller => Ok(()),
+        result = lost => result.context("lost leadership; exiting so another replica takes over"),
+    };
+    watches.abort();
+    synced.abort();
+    health.set_ready(false);
+    if let Some(lease) = &election {
+        lease.release().await;
+        metrics.set_leader(false);
+    }
+    let _ = stop_tx.send(true);
+    let _ = server.await;
+    info!("stopped");
+    outcome
+}

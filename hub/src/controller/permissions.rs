@@ -17,7 +17,11 @@ pub struct Permission {
     pub verbs: &'static [&'static str],
 }
 
-const fn cluster(group: &'static str, resource: &'static str, verbs: &'static [&'static str]) -> Permission {
+const fn cluster(
+    group: &'static str,
+    resource: &'static str,
+    verbs: &'static [&'static str],
+) -> Permission {
     Permission {
         group,
         resource,
@@ -29,8 +33,15 @@ const fn cluster(group: &'static str, resource: &'static str, verbs: &'static [&
 /// What the controller needs. Server-side apply of an object that may not exist yet
 /// needs both `create` and `patch`.
 pub const REQUIRED: &[Permission] = &[
-    cluster("flux-framework.org", "miniclusters", &["list", "watch", "patch", "delete"]),
+    cluster(
+        "flux-framework.org",
+        "miniclusters",
+        &["list", "watch", "delete"],
+    ),
     cluster("flux-framework.org", "miniclusters/status", &["patch"]),
+    // Owner references with blockOwnerDeletion need this where the
+    // OwnerReferencesPermissionEnforcement admission plugin is on (e.g. OpenShift).
+    cluster("flux-framework.org", "miniclusters/finalizers", &["update"]),
     cluster("batch", "jobs", &["list", "watch", "create", "patch"]),
     cluster("", "services", &["list", "watch", "create", "patch"]),
     cluster("", "configmaps", &["list", "watch", "create", "patch"]),

@@ -1,0 +1,984 @@
+//! Helpers of the end-to-end tests: cluster access, one namespace and one hub process per
+//! test, polling with deadlines, and the diagnostics printed when a test fails.
+//!
+//! Environment:
+//! - `KUBECONFIG` (required, else every test prints why it skips and passes);
+//! - `FLUX_HUB_BIN`: the `flux-hub` binary to run (default: `cargo build -p flux-hub` in
+//!   this workspace, a no-op when it is up to date, then `<target>/<profile>/flux-hub`);
+//! - `FLUX_HUB_ARGS`: extra arguments for `flux-hub run`, split on whitespace;
+//! - `FLUX_E2E_TIMEOUT_SCALE`: multiplies every deadline (e.g. `3` for a slow cluster);
+//! - `FLUX_E2E_KEEP_NAMESPACE=1`: keep the namespace of a failed test for inspection;
+//! - `RUST_LOG`: passed to the hub (default `info,kube=warn,flux_hub=debug`).
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::fs::File;
+use std::io::{Read as _, Write as _};
+use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
+use std::panic::AssertUnwindSafe;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Mutex, MutexGuard, OnceLock, PoisonError};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, Result, anyhow, bail};
+use flux_shared::api::MiniCluster;
+use futures::FutureExt as _;
+use k8s_openapi::NamespaceResourceScope;
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::{Namespace, Pod};
+use k8s_openapi::api::events::v1::Event;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta};
+use kube::api::{Api, DeleteParams, ListParams, LogParams, Patch, PatchParams, PostParams};
+use kube::config::KubeConfigOptions;
+use kube::runtime::wait::{await_condition, conditions};
+use kube::{Client, Config, Resource, ResourceExt as _};
+use serde::Serialize;
+use serde_json::{Value, json};
+
+/// Field manager of every server-side apply the tests make.
+pub const FIELD_MANAGER: &str = "flux-e2e";
+
+/// Label on every test namespace (`kubectl delete ns -l flux-e2e=true` removes leftovers).
+pub const NAMESPACE_LABEL: &str = "flux-e2e";
+
+/// How often conditions are polled.
+const POLL: Duration = Duration::from_millis(500);
+
+/// The workspace root (`crds/`, `examples/`).
+pub fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("the e2e crate lives inside the workspace")
+        .to_path_buf()
+}
+
+/// `n` seconds, times `FLUX_E2E_TIMEOUT_SCALE` (default 1).
+pub fn secs(n: u64) -> Duration {
+    static SCALE: OnceLock<f64> = OnceLock::new();
+    let scale = *SCALE.get_or_init(|| {
+        std::env::var("FLUX_E2E_TIMEOUT_SCALE")
+            .ok()
+            .and_then(|s| s.trim().parse::<f64>().ok())
+            .filter(|s| s.is_finite() && *s > 0.0)
+            .unwrap_or(1.0)
+    });
+    Duration::from_secs_f64(n as f64 * scale)
+}
+
+/// A client for the cluster named by `KUBECONFIG`, or `None` (after saying why) when it is
+/// unset. A set but unusable `KUBECONFIG` is a failure, not a skip.
+pub async fn client() -> Option<(Client, Config)> {
+    if std::env::var_os("KUBECONFIG").is_none_or(|v| v.is_empty()) {
+        eprintln!("skipping: KUBECONFIG is not set (e2e tests need a real cluster)");
+        return None;
+    }
+    let config = Config::from_kubeconfig(&KubeConfigOptions::default())
+        .await
+        .unwrap_or_else(|e| panic!("KUBECONFIG is set but cannot be loaded: {e}"));
+    let client = Client::try_from(config.clone())
+        .unwrap_or_else(|e| panic!("cannot build a client from KUBECONFIG: {e}"));
+    match client.apiserver_version().await {
+        Ok(v) => eprintln!(
+            "cluster {} (Kubernetes {})",
+            config.cluster_url, v.git_version
+        ),
+        Err(e) => panic!(
+            "KUBECONFIG names {} but its API server does not answer: {e}",
+            config.cluster_url
+        ),
+    }
+    Some((client, config))
+}
+
+/// The outcome of one probe of [`TestEnv::eventually`].
+pub enum Probe<T> {
+    /// The condition holds; stop polling.
+    Done(T),
+    /// Not yet; the text describes what was observed (printed on timeout).
+    Waiting(String),
+}
+
+/// Runs one test: a fresh namespace (and a hub when `hub`), the body, diagnostics when it
+/// fails, then cleanup. Returns at once, after printing why, without `KUBECONFIG`.
+pub async fn run(test: &'static str, hub: bool, body: impl AsyncFnOnce(&TestEnv) -> Result<()>) {
+    let Some(env) = TestEnv::start(test, hub).await else {
+        return;
+    };
+    let result = AssertUnwindSafe(body(&env)).catch_unwind().await;
+    env.finish(result).await;
+}
+
+/// One test's namespace and hub process. Cleaned up by [`TestEnv::finish`]; if that
+/// never runs (a panic during setup), `Drop` kills the hub and deletes the namespace.
+pub struct TestEnv {
+    /// Client of the cluster under test.
+    pub client: Client,
+    /// The test namespace (unique, `flux-e2e-<test>-<random>`).
+    pub ns: String,
+    test: &'static str,
+    config: Config,
+    hub: Mutex<Option<Hub>>,
+    hub_logs: Mutex<Vec<PathBuf>>,
+    cleaned: bool,
+}
+
+impl TestEnv {
+    /// Installs the CRD, creates the namespace and, when `hub`, starts `flux-hub run`
+    /// watching that namespace. `None` without `KUBECONFIG`.
+    pub async fn start(test: &'static str, hub: bool) -> Option<TestEnv> {
+        let (client, config) = client().await?;
+        install_crd(&client)
+            .await
+            .unwrap_or_else(|e| panic!("{test}: installing the MiniCluster CRD: {e:?}"));
+        let ns = create_namespace(&client, test)
+            .await
+            .unwrap_or_else(|e| panic!("{test}: creating the test namespace: {e:?}"));
+        eprintln!("{test}: namespace {ns}");
+        let env = TestEnv {
+            client,
+            ns,
+            test,
+            config,
+            hub: Mutex::new(None),
+            hub_logs: Mutex::new(Vec::new()),
+            cleaned: false,
+        };
+        if hub && let Err(e) = env.start_hub().await {
+            env.finish(Ok(Err(e.context("starting the hub")))).await;
+            unreachable!("finish panics on failure");
+        }
+        Some(env)
+    }
+
+    /// An API of namespaced objects in the test namespace.
+    pub fn api<K>(&self) -> Api<K>
+    where
+        K: Resource<Scope = NamespaceResourceScope>,
+        <K as Resource>::DynamicType: Default,
+    {
+        Api::namespaced(self.client.clone(), &self.ns)
+    }
+
+    /// Server-side applies `examples/<file>` into the test namespace.
+    pub async fn apply_example(&self, file: &str) -> Result<MiniCluster> {
+        let doc = example(file)?;
+        self.apply_minicluster(&doc)
+            .await
+            .with_context(|| format!("applying examples/{file}"))
+    }
+
+    /// Server-side applies a MiniCluster document (its namespace is replaced by the test
+    /// namespace). Retries what a just-installed CRD or a busy API server can answer
+    /// (404 for the resource, 429, 5xx, transport errors) for a few seconds; any other
+    /// error, such as a validation failure (422), is returned as is.
+    pub async fn apply_minicluster(&self, doc: &Value) -> Result<MiniCluster, kube::Error> {
+        let mut doc = doc.clone();
+        doc["metadata"]["namespace"] = json!(self.ns);
+        let name = doc["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        let api: Api<MiniCluster> = self.api();
+        let params = PatchParams::apply(FIELD_MANAGER).force();
+        let deadline = Instant::now() + secs(15);
+        loop {
+            match api.patch(&name, &params, &Patch::Apply(&doc)).await {
+                Err(e) if is_transient(&e) && Instant::now() < deadline => {
+                    eprintln!("{}: applying MiniCluster {name}: {e}; retrying", self.test);
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                }
+                other => return other,
+            }
+        }
+    }
+
+    /// Polls `probe` until it is done or `timeout` passes. `Ok(Err(last observation))`
+    /// on timeout; `Err` only when the hub process died meanwhile. Probe errors (API
+    /// hiccups, objects not there yet) count as "not yet".
+    pub async fn poll<T>(
+        &self,
+        timeout: Duration,
+        mut probe: impl AsyncFnMut() -> Result<Probe<T>>,
+    ) -> Result<Result<T, String>> {
+        let start = Instant::now();
+        loop {
+            let last = match probe().await {
+                Ok(Probe::Done(v)) => return Ok(Ok(v)),
+                Ok(Probe::Waiting(state)) => state,
+                Err(e) => format!("error: {e:#}"),
+            };
+            if let Some(exit) = self.hub_exit() {
+                bail!("the hub exited ({exit}); last observed:\n{last}");
+            }
+            if start.elapsed() >= timeout {
+                return Ok(Err(last));
+            }
+            tokio::time::sleep(POLL).await;
+        }
+    }
+
+    /// [`TestEnv::poll`], failing with `what` and the last observation on timeout.
+    pub async fn eventually<T>(
+        &self,
+        what: &str,
+        timeout: Duration,
+        probe: impl AsyncFnMut() -> Result<Probe<T>>,
+    ) -> Result<T> {
+        match self
+            .poll(timeout, probe)
+            .await
+            .with_context(|| format!("waiting for {what}"))?
+        {
+            Ok(v) => Ok(v),
+            Err(last) => {
+                bail!("timed out after {timeout:?} waiting for {what}; last observed:\n{last}")
+            }
+        }
+    }
+
+    /// Checks for `window` that `check` keeps finding nothing wrong: it returns
+    /// `Ok(Some(violation))` to fail, `Ok(None)` when fine; its errors are API hiccups and
+    /// are ignored.
+    pub async fn holds_for(
+        &self,
+        what: &str,
+        window: Duration,
+        mut check: impl AsyncFnMut() -> Result<Option<String>>,
+    ) -> Result<()> {
+        let start = Instant::now();
+        loop {
+            match check().await {
+                Ok(Some(violation)) => {
+                    bail!("{what}: violated after {:?}: {violation}", start.elapsed())
+                }
+                Ok(None) => {}
+                Err(e) => eprintln!("{}: {what}: {e:#} (ignored)", self.test),
+            }
+            if let Some(exit) = self.hub_exit() {
+                bail!("{what}: the hub exited ({exit})");
+            }
+            if start.elapsed() >= window {
+                return Ok(());
+            }
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+    }
+
+    /// Events (events.k8s.io/v1, which also shows core/v1 Events) about one object.
+    pub async fn events_about(&self, kind: &str, name: &str) -> Result<Vec<Event>> {
+        let events = self.api::<Event>().list(&ListParams::default()).await?;
+        Ok(events
+            .items
+            .into_iter()
+            .filter(|e| {
+                e.regarding.as_ref().is_some_and(|r| {
+                    r.kind.as_deref() == Some(kind) && r.name.as_deref() == Some(name)
+                })
+            })
+            .collect())
+    }
+
+    /// The pods of a Job, by the Job's own selector.
+    pub async fn job_pods(&self, job: &Job) -> Result<Vec<Pod>> {
+        let selector = job
+            .spec
+            .as_ref()
+            .and_then(|s| s.selector.as_ref())
+            .and_then(|s| s.match_labels.as_ref())
+            .filter(|l| !l.is_empty())
+            .map(|l| {
+                l.iter()
+                    .map(|(k, v)| format!("{k}={v}"))
+                    .collect::<Vec<_>>()
+                    .join(",")
+            })
+            .with_context(|| format!("Job {} has no selector yet", job.name_any()))?;
+        Ok(self
+            .api::<Pod>()
+            .list(&ListParams::default().labels(&selector))
+            .await?
+            .items)
+    }
+
+    /// Pod phases and waiting reasons, and the last log lines of every container that
+    /// started, for failure messages.
+    pub async fn pod_report(&self, pods: &[Pod]) -> String {
+        let mut out = pod_summary(pods);
+        let api = self.api::<Pod>();
+        for pod in pods {
+            let Some(status) = &pod.status else { continue };
+            let started = status
+                .init_container_statuses
+                .iter()
+                .chain(status.container_statuses.iter())
+                .flatten()
+                .filter(|c| {
+                    c.state
+                        .as_ref()
+                        .is_some_and(|s| s.running.is_some() || s.terminated.is_some())
+                })
+                .map(|c| c.name.clone());
+            for container in started {
+                let params = LogParams {
+                    container: Some(container.clone()),
+                    tail_lines: Some(30),
+                    ..LogParams::default()
+                };
+                let logs = api
+                    .logs(&pod.name_any(), &params)
+                    .await
+                    .unwrap_or_else(|e| format!("(no logs: {e})"));
+                let _ = writeln!(
+                    out,
+                    "--- logs of {}/{container} (tail):\n{logs}",
+                    pod.name_any()
+                );
+            }
+        }
+        out
+    }
+
+    /// Kills the hub and starts a new one (as after a crash or an upgrade).
+    pub async fn restart_hub(&self) -> Result<()> {
+        let old = lock(&self.hub).take();
+        drop(old);
+        self.start_hub().await
+    }
+
+    async fn start_hub(&self) -> Result<()> {
+        let bin = tokio::task::spawn_blocking(hub_binary).await??;
+        let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, free_port()?));
+        let n = lock(&self.hub_logs).len();
+        let log = log_dir()?.join(format!("{}-hub-{n}.log", self.ns));
+        let file = File::create(&log).with_context(|| format!("creating {}", log.display()))?;
+        let mut cmd = Command::new(&bin);
+        cmd.arg("run")
+            .arg("--namespace")
+            .arg(&self.ns)
+            .arg("--metrics-addr")
+            .arg(addr.to_string())
+            .args(extra_hub_args())
+            .stdin(Stdio::null())
+            .stdout(file.try_clone()?)
+            .stderr(file);
+        if std::env::var_os("RUST_LOG").is_none() {
+            cmd.env("RUST_LOG", "info,kube=warn,flux_hub=debug");
+        }
+        let child = cmd
+            .spawn()
+            .with_context(|| format!("spawning {}", bin.display()))?;
+        eprintln!(
+            "{}: hub pid {} serving {addr}, log {}",
+            self.test,
+            child.id(),
+            log.display()
+        );
+        lock(&self.hub_logs).push(log.clone());
+        *lock(&self.hub) = Some(Hub { child });
+        self.wait_hub_ready(addr, &log).await
+    }
+
+    async fn wait_hub_ready(&self, addr: SocketAddr, log: &Path) -> Result<()> {
+        let timeout = secs(60);
+        let start = Instant::now();
+        loop {
+            if let Some(exit) = self.hub_exit() {
+                bail!(
+                    "the hub exited ({exit}) before it was ready; its log:\n{}",
+                    tail(log, 60)
+                );
+            }
+            let last =
+                match tokio::task::spawn_blocking(move || http_status(addr, "/readyz")).await? {
+                    Ok(200) => return Ok(()),
+                    Ok(code) => format!("HTTP {code}"),
+                    Err(e) => e.to_string(),
+                };
+            if start.elapsed() >= timeout {
+                bail!(
+                    "the hub was not ready on http://{addr}/readyz after {timeout:?} (last answer: {last}); its log:\n{}",
+                    tail(log, 60)
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+    }
+
+    /// How the hub exited, when it did.
+    fn hub_exit(&self) -> Option<String> {
+        let mut hub = lock(&self.hub);
+        let hub = hub.as_mut()?;
+        match hub.child.try_wait() {
+            Ok(Some(status)) => Some(status.to_string()),
+            Ok(None) => None,
+            Err(e) => Some(format!("unknown: {e}")),
+        }
+    }
+
+    /// Ends the test: diagnostics when it failed, cleanup, then the failure (if any) is
+    /// raised again.
+    pub async fn finish(mut self, result: std::thread::Result<Result<()>>) {
+        let failed = !matches!(result, Ok(Ok(())));
+        if failed {
+            if let Ok(Err(e)) = &result {
+                eprintln!("{}: FAILED: {e:?}", self.test);
+            }
+            self.dump().await;
+        }
+        let keep = failed && std::env::var_os("FLUX_E2E_KEEP_NAMESPACE").is_some_and(|v| v == "1");
+        self.teardown(keep).await;
+        match result {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => panic!("{} (namespace {}): {e:?}", self.test, self.ns),
+            Err(panic) => std::panic::resume_unwind(panic),
+        }
+    }
+
+    async fn teardown(&mut self, keep: bool) {
+        if keep {
+            drop(lock(&self.hub).take());
+            eprintln!(
+                "{}: keeping namespace {} (FLUX_E2E_KEEP_NAMESPACE=1); delete it with kubectl delete ns {}",
+                self.test, self.ns, self.ns
+            );
+            self.cleaned = true;
+            return;
+        }
+        // MiniClusters go first while the hub still runs, so it can release any
+        // finalizer it put on them; then nothing may block the namespace's deletion.
+        let mcs: Api<MiniCluster> = self.api();
+        if let Ok(list) = mcs.list(&ListParams::default()).await {
+            for mc in list {
+                let _ = mcs
+                    .delete(&mc.name_any(), &DeleteParams::background())
+                    .await;
+            }
+            let _ = tokio::time::timeout(secs(20), async {
+                while mcs
+                    .list(&ListParams::default())
+                    .await
+                    .is_ok_and(|l| !l.items.is_empty())
+                {
+                    tokio::time::sleep(POLL).await;
+                }
+            })
+            .await;
+        }
+        drop(lock(&self.hub).take());
+        if let Err(e) = delete_namespace(&self.client, &self.ns).await {
+            eprintln!("{}: deleting namespace {}: {e:#}", self.test, self.ns);
+        }
+        self.cleaned = true;
+    }
+
+    /// Prints what the namespace holds and the hub's logs.
+    async fn dump(&self) {
+        let mut out = format!(
+            "===== diagnostics of test {} (namespace {}) =====\n",
+            self.test, self.ns
+        );
+        match self.api::<MiniCluster>().list(&ListParams::default()).await {
+            Ok(list) => {
+                for mc in list {
+                    let _ = writeln!(out, "--- MiniCluster {}:\n{}", mc.name_any(), yaml(&mc));
+                }
+            }
+            Err(e) => {
+                let _ = writeln!(out, "--- cannot list MiniClusters: {e}");
+            }
+        }
+        match self.api::<Job>().list(&ListParams::default()).await {
+            Ok(list) => {
+                for job in list {
+                    let _ = writeln!(
+                        out,
+                        "--- Job {}: spec.parallelism {:?}, status:\n{}",
+                        job.name_any(),
+                        job.spec.as_ref().and_then(|s| s.parallelism),
+                        yaml(&job.status)
+                    );
+                }
+            }
+            Err(e) => {
+                let _ = writeln!(out, "--- cannot list Jobs: {e}");
+            }
+        }
+        match self.api::<Pod>().list(&ListParams::default()).await {
+            Ok(list) => {
+                let _ = writeln!(out, "--- Pods:\n{}", pod_summary(&list.items));
+            }
+            Err(e) => {
+                let _ = writeln!(out, "--- cannot list Pods: {e}");
+            }
+        }
+        match self.api::<Event>().list(&ListParams::default()).await {
+            Ok(list) => {
+                let _ = writeln!(out, "--- Events:");
+                for e in &list.items {
+                    let _ = writeln!(out, "{}", describe_event(e));
+                }
+            }
+            Err(e) => {
+                let _ = writeln!(out, "--- cannot list Events: {e}");
+            }
+        }
+        for log in lock(&self.hub_logs).iter() {
+            let _ = writeln!(
+                out,
+                "--- hub log {} (tail):\n{}",
+                log.display(),
+                tail(log, 200)
+            );
+        }
+        let _ = writeln!(out, "===== end of diagnostics of test {} =====", self.test);
+        eprintln!("{out}");
+    }
+}
+
+impl Drop for TestEnv {
+    fn drop(&mut self) {
+        if self.cleaned {
+            return;
+        }
+        // Setup failed or the test was torn down abnormally: kill the hub, then delete
+        // the namespace from a fresh runtime (this one may be unusable while unwinding).
+        drop(lock(&self.hub).take());
+        eprintln!("{}: drop guard: deleting namespace {}", self.test, self.ns);
+        let (config, ns) = (self.config.clone(), self.ns.clone());
+        let cleanup = std::thread::spawn(move || -> Result<()> {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()?;
+            rt.block_on(async move {
+                let client = Client::try_from(config)?;
+                tokio::time::timeout(secs(30), delete_namespace(&client, &ns))
+                    .await
+                    .map_err(|_| anyhow!("timed out"))?
+            })
+        });
+        match cleanup.join() {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => eprintln!("{}: drop guard: {e:#}", self.test),
+            Err(_) => eprintln!("{}: drop guard: cleanup thread panicked", self.test),
+        }
+    }
+}
+
+/// The hub process; killed when dropped.
+struct Hub {
+    child: Child,
+}
+
+impl Drop for Hub {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Errors worth retrying: unknown resource right after the CRD was installed, throttling,
+/// server errors, transport failures.
+fn is_transient(e: &kube::Error) -> bool {
+    match e {
+        kube::Error::Api(s) => s.code == 404 || s.code == 429 || s.code >= 500,
+        kube::Error::HyperError(_) | kube::Error::Service(_) => true,
+        _ => false,
+    }
+}
+
+/// Server-side applies `crds/miniclusters.flux-framework.org.yaml` and waits until the
+/// CRD is Established.
+async fn install_crd(client: &Client) -> Result<()> {
+    let path = workspace_root().join("crds/miniclusters.flux-framework.org.yaml");
+    let text =
+        std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
+    let crd: Value =
+        serde_yaml_ng::from_str(&text).with_context(|| format!("parsing {}", path.display()))?;
+    let name = crd["metadata"]["name"]
+        .as_str()
+        .context("the CRD has no metadata.name")?
+        .to_string();
+    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
+    api.patch(
+        &name,
+        &PatchParams::apply(FIELD_MANAGER).force(),
+        &Patch::Apply(&crd),
+    )
+    .await
+    .with_context(|| format!("server-side applying CRD {name}"))?;
+    let timeout = secs(30);
+    match tokio::time::timeout(
+        timeout,
+        await_condition(api.clone(), &name, conditions::is_crd_established()),
+    )
+    .await
+    {
+        Ok(Ok(_)) => Ok(()),
+        Ok(Err(e)) => Err(e).with_context(|| format!("watching CRD {name}")),
+        Err(_) => {
+            let status = api.get(&name).await.map(|c| yaml(&c.status));
+            bail!("CRD {name} not Established after {timeout:?}; status: {status:?}")
+        }
+    }
+}
+
+async fn create_namespace(client: &Client, test: &str) -> Result<String> {
+    let ns = Namespace {
+        metadata: ObjectMeta {
+            generate_name: Some(format!("flux-e2e-{test}-")),
+            labels: Some(BTreeMap::from([
+                (NAMESPACE_LABEL.to_string(), "true".to_string()),
+                ("flux-e2e/test".to_string(), test.to_string()),
+            ])),
+            ..ObjectMeta::default()
+        },
+        ..Namespace::default()
+    };
+    let created = Api::<Namespace>::all(client.clone())
+        .create(&PostParams::default(), &ns)
+        .await?;
+    created
+        .metadata
+        .name
+        .context("created namespace has no name")
+}
+
+/// Deletes the namespace (without waiting for it to go), after removing finalizers from
+/// any MiniCluster left in it: with the hub gone nothing would ever release them.
+async fn delete_namespace(client: &Client, ns: &str) -> Result<()> {
+    let mcs: Api<MiniCluster> = Api::namespaced(client.clone(), ns);
+    if let Ok(list) = mcs.list(&ListParams::default()).await {
+        for mc in list {
+            if !mc.finalizers().is_empty() {
+                let _ = mcs
+                    .patch(
+                        &mc.name_any(),
+                        &PatchParams::default(),
+                        &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+                    )
+                    .await;
+            }
+        }
+    }
+    match Api::<Namespace>::all(client.clone())
+        .delete(ns, &DeleteParams::background())
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// `examples/<file>` as JSON.
+pub fn example(file: &str) -> Result<Value> {
+    let path = workspace_root().join("examples").join(file);
+    let text =
+        std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
+    serde_yaml_ng::from_str(&text).with_context(|| format!("parsing {}", path.display()))
+}
+
+/// The `flux-hub` binary: `FLUX_HUB_BIN`, or this workspace's, built once per test run.
+fn hub_binary() -> Result<PathBuf> {
+    if let Some(bin) = std::env::var_os("FLUX_HUB_BIN").filter(|v| !v.is_empty()) {
+        let bin = PathBuf::from(bin);
+        if !bin.is_file() {
+            bail!("FLUX_HUB_BIN={} is not a file", bin.display());
+        }
+        return Ok(bin);
+    }
+    static BUILT: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    BUILT
+        .get_or_init(|| build_hub().map_err(|e| format!("{e:#}")))
+        .clone()
+        .map_err(|e| anyhow!(e))
+}
+
+/// `<target>/<profile>`, the directory of this test executable's `deps/`.
+fn profile_dir() -> Result<PathBuf> {
+    let exe = std::env::current_exe().context("locating the test executable")?;
+    exe.parent()
+        .and_then(Path::parent)
+        .map(Path::to_path_buf)
+        .with_context(|| format!("{} is not in <target>/<profile>/deps", exe.display()))
+}
+
+/// Runs `cargo build -p flux-hub` for this test's profile and target directory (fast when
+/// nothing changed, and never runs a stale binary), then returns the binary's path.
+fn build_hub() -> Result<PathBuf> {
+    let profile_dir = profile_dir()?;
+    let bin = profile_dir.join(format!("flux-hub{}", std::env::consts::EXE_SUFFIX));
+    let target_dir = profile_dir
+        .parent()
+        .context("the profile directory has no parent")?;
+    let profile = profile_dir
+        .file_name()
+        .and_then(|p| p.to_str())
+        .unwrap_or("debug");
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let mut cmd = Command::new(cargo);
+    cmd.current_dir(workspace_root())
+        .args(["build", "-p", "flux-hub", "--bin", "flux-hub"])
+        .env("CARGO_TARGET_DIR", target_dir);
+    match profile {
+        "debug" => {}
+        "release" => {
+            cmd.arg("--release");
+        }
+        other => {
+            cmd.args(["--profile", other]);
+        }
+    }
+    eprintln!("building the hub: {cmd:?}");
+    match cmd.output() {
+        Ok(out) if out.status.success() => {}
+        Ok(out) => bail!(
+            "cargo build -p flux-hub failed ({}):\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        ),
+        Err(e) if bin.is_file() => {
+            eprintln!(
+                "cannot run cargo ({e}); using the existing {}",
+                bin.display()
+            );
+        }
+        Err(e) => bail!("cannot run cargo to build flux-hub ({e}); set FLUX_HUB_BIN"),
+    }
+    if !bin.is_file() {
+        bail!("cargo built flux-hub but {} does not exist", bin.display());
+    }
+    Ok(bin)
+}
+
+fn extra_hub_args() -> Vec<String> {
+    std::env::var("FLUX_HUB_ARGS")
+        .map(|a| a.split_whitespace().map(str::to_string).collect())
+        .unwrap_or_default()
+}
+
+/// `<target>/flux-e2e-logs`, where hub logs go.
+fn log_dir() -> Result<PathBuf> {
+    let dir = profile_dir()?
+        .parent()
+        .context("the profile directory has no parent")?
+        .join("flux-e2e-logs");
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    Ok(dir)
+}
+
+fn free_port() -> Result<u16> {
+    Ok(TcpListener::bind((Ipv4Addr::LOCALHOST, 0))?
+        .local_addr()?
+        .port())
+}
+
+/// The status code of `GET path` (a tiny HTTP/1.1 client: the tests need no more).
+fn http_status(addr: SocketAddr, path: &str) -> std::io::Result<u16> {
+    let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(1))?;
+    stream.set_read_timeout(Some(Duration::from_secs(2)))?;
+    stream.set_write_timeout(Some(Duration::from_secs(2)))?;
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )?;
+    let mut head = Vec::new();
+    let mut buf = [0u8; 256];
+    while !head.windows(2).any(|w| w == b"\r\n") && head.len() < 4096 {
+        let n = stream.read(&mut buf)?;
+        if n == 0 {
+            break;
+        }
+        head.extend_from_slice(&buf[..n]);
+    }
+    let head = String::from_utf8_lossy(&head);
+    head.split_whitespace()
+        .nth(1)
+        .and_then(|code| code.parse().ok())
+        .ok_or_else(|| {
+            std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                format!("not an HTTP response: {head:?}"),
+            )
+        })
+}
+
+/// The last `n` lines of a file.
+fn tail(path: &Path, n: usize) -> String {
+    match std::fs::read(path) {
+        Ok(bytes) => {
+            let text = String::from_utf8_lossy(&bytes);
+            let lines: Vec<&str> = text.lines().collect();
+            lines[lines.len().saturating_sub(n)..].join("\n")
+        }
+        Err(e) => format!("(cannot read {}: {e})", path.display()),
+    }
+}
+
+/// An object as YAML for messages, without managedFields and with Secret values hidden.
+pub fn yaml<T: Serialize>(obj: &T) -> String {
+    let mut v = serde_json::to_value(obj).unwrap_or(Value::Null);
+    if let Some(meta) = v.get_mut("metadata").and_then(Value::as_object_mut) {
+        meta.remove("managedFields");
+    }
+    if v.get("kind").and_then(Value::as_str) == Some("Secret")
+        && let Some(data) = v.get_mut("data").and_then(Value::as_object_mut)
+    {
+        for value in data.values_mut() {
+            *value = json!("<redacted>");
+        }
+    }
+    serde_yaml_ng::to_string(&v).unwrap_or_else(|e| format!("<unprintable: {e}>"))
+}
+
+/// One line per Event.
+pub fn describe_event(e: &Event) -> String {
+    let regarding = e.regarding.as_ref().map_or_else(String::new, |r| {
+        format!(
+            "{}/{}",
+            r.kind.as_deref().unwrap_or(""),
+            r.name.as_deref().unwrap_or("")
+        )
+    });
+    format!(
+        "{} {} {regarding}: {}",
+        e.type_.as_deref().unwrap_or(""),
+        e.reason.as_deref().unwrap_or(""),
+        e.note.as_deref().unwrap_or("")
+    )
+}
+
+/// One line per pod: phase, why it is not scheduled, why containers wait or ended.
+pub fn pod_summary(pods: &[Pod]) -> String {
+    if pods.is_empty() {
+        return "(no pods)\n".into();
+    }
+    let mut out = String::new();
+    for pod in pods {
+        let status = pod.status.as_ref();
+        let _ = write!(
+            out,
+            "{}: {}",
+            pod.name_any(),
+            status.and_then(|s| s.phase.as_deref()).unwrap_or("?")
+        );
+        for c in status
+            .and_then(|s| s.conditions.as_ref())
+            .into_iter()
+            .flatten()
+        {
+            if c.status != "True" && c.reason.is_some() {
+                let _ = write!(
+                    out,
+                    "; {} {}: {}",
+                    c.type_,
+                    c.reason.as_deref().unwrap_or(""),
+                    c.message.as_deref().unwrap_or("")
+                );
+            }
+        }
+        let containers = status
+            .into_iter()
+            .flat_map(|s| {
+                s.init_container_statuses
+                    .iter()
+                    .chain(s.container_statuses.iter())
+            })
+            .flatten();
+        for c in containers {
+            let state = c.state.as_ref();
+            if let Some(w) = state.and_then(|s| s.waiting.as_ref()) {
+                let _ = write!(
+                    out,
+                    "; {} waiting: {} {}",
+                    c.name,
+                    w.reason.as_deref().unwrap_or(""),
+                    w.message.as_deref().unwrap_or("")
+                );
+            } else if let Some(t) = state.and_then(|s| s.terminated.as_ref()) {
+                let _ = write!(
+                    out,
+                    "; {} exited {} {}",
+                    c.name,
+                    t.exit_code,
+                    t.reason.as_deref().unwrap_or("")
+                );
+            } else if state.is_some_and(|s| s.running.is_some()) {
+                let _ = write!(out, "; {} running (restarts {})", c.name, c.restart_count);
+            }
+        }
+        out.push('\n');
+    }
+    out
+}
+
+/// Whether a pod has started running (or already finished).
+pub fn pod_ran(pod: &Pod) -> bool {
+    matches!(
+        pod.status.as_ref().and_then(|s| s.phase.as_deref()),
+        Some("Running" | "Succeeded")
+    )
+}
+
+/// Whether an equality-based label selector (`a=b,c==d,e!=f,g,!h`, as in
+/// `status.selector`) matches `labels`.
+pub fn selector_matches(selector: &str, labels: &BTreeMap<String, String>) -> Result<bool> {
+    for term in selector.split(',').map(str::trim).filter(|t| !t.is_empty()) {
+        let ok = if let Some((k, v)) = term.split_once("!=") {
+            labels.get(k.trim()).map(String::as_str) != Some(v.trim())
+        } else if let Some((k, v)) = term.split_once("==").or_else(|| term.split_once('=')) {
+            labels.get(k.trim()).map(String::as_str) == Some(v.trim())
+        } else if term.contains(' ') || term.contains('(') {
+            bail!("set-based selector term {term:?} is not supported here");
+        } else if let Some(k) = term.strip_prefix('!') {
+            !labels.contains_key(k.trim())
+        } else {
+            labels.contains_key(term)
+        };
+        if !ok {
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}
+
+/// Checks that `meta` names `mc` as its controlling owner.
+pub fn ensure_controlled_by(what: &str, meta: &ObjectMeta, mc: &MiniCluster) -> Result<()> {
+    let uid = mc
+        .metadata
+        .uid
+        .as_deref()
+        .context("the MiniCluster has no uid")?;
+    let refs = meta.owner_references.as_deref().unwrap_or_default();
+    let owned = refs.iter().any(|r| {
+        r.api_version == "flux-framework.org/v1alpha2"
+            && r.kind == "MiniCluster"
+            && r.name == mc.name_any()
+            && r.uid == uid
+            && r.controller == Some(true)
+    });
+    if !owned {
+        bail!(
+            "{what} is not controlled by MiniCluster {} (uid {uid}); ownerReferences: {}",
+            mc.name_any(),
+            yaml(&refs)
+        );
+    }
+    Ok(())
+}
+
+/// The conditions of a MiniCluster's status.
+pub fn mc_conditions(mc: &MiniCluster) -> &[Condition] {
+    mc.status.as_ref().map_or(&[], |s| s.conditions.as_slice())
+}
+
+/// Whether a text talks about a maximum (`maxSize`, "maximum size", ...).
+pub fn mentions_max(text: &str) -> bool {
+    text.to_lowercase().contains("max")
+}

@@ -1,0 +1,512 @@
+//! One reconcile of one MiniCluster: compute desired objects -> apply what differs from
+//! the cache -> compute status -> patch it if it changed. Decisions live in pure
+//! functions (`sizing`, `status`, `diff`, the shared planner and renderer); this module
+//! only reads caches and talks to the API server.
+
+use std::collections::HashMap;
+use std::fmt::Debug;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use flux_shared::api::{MiniCluster, MiniClusterStatus};
+use flux_shared::curve::CurveCert;
+use flux_shared::layout;
+use flux_shared::plan::{Plan, Role};
+use flux_shared::render::{self, Object};
+use k8s_openapi::NamespaceResourceScope;
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret, Service};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::api::{DeleteParams, Patch, PatchParams};
+use kube::runtime::controller::Action;
+use kube::runtime::events::{Event, EventType, Recorder};
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::{Api, Client, Resource, ResourceExt};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use tracing::{info, warn};
+
+use super::diff::is_subset;
+use super::sizing;
+use super::status::{self, Problem, phase};
+use crate::ops::metrics::Metrics;
+
+/// Field manager of every write the hub makes.
+pub const MANAGER: &str = "flux-hub";
+
+/// Caches of the objects the hub manages, fed by watches.
+#[derive(Clone)]
+pub struct Stores {
+    /// Jobs.
+    pub jobs: Store<Job>,
+    /// Secrets (CURVE certificates).
+    pub secrets: Store<Secret>,
+    /// ConfigMaps (scripts and Flux configuration).
+    pub config_maps: Store<ConfigMap>,
+    /// Services.
+    pub services: Store<Service>,
+    /// Pods (services pods).
+    pub pods: Store<Pod>,
+}
+
+impl Stores {
+    /// Resolves once every cache holds its initial list.
+    pub async fn wait_until_ready(&self) {
+        // A dropped writer means the hub is shutting down; nothing to wait for then.
+        let _ = futures::join!(
+            self.jobs.wait_until_ready(),
+            self.secrets.wait_until_ready(),
+            self.config_maps.wait_until_ready(),
+            self.services.wait_until_ready(),
+            self.pods.wait_until_ready(),
+        );
+    }
+}
+
+/// Everything a reconcile needs.
+pub struct Context {
+    /// API client.
+    pub client: Client,
+    /// Caches of managed objects.
+    pub stores: Stores,
+    /// Event recorder.
+    pub recorder: Recorder,
+    /// Metrics.
+    pub metrics: Arc<Metrics>,
+    /// Consecutive failures per MiniCluster, for capped exponential backoff.
+    pub failures: Mutex<HashMap<(String, String), u32>>,
+    /// Certificates this process generated, until the Secret cache shows them: a
+    /// reconcile triggered by the new Job can run before the Secret's watch event arrives,
+    /// and must not generate (and force-apply) a second certificate.
+    pub generated_certs: Mutex<HashMap<(String, String), String>>,
+    /// The current time (a parameter so tests are deterministic).
+    pub now: fn() -> Time,
+}
+
+impl Context {
+    /// A context with the real clock.
+    pub fn new(client: Client, stores: Stores, recorder: Recorder, metrics: Arc<Metrics>) -> Self {
+        Context {
+            client,
+            stores,
+            recorder,
+            metrics,
+            failures: Mutex::new(HashMap::new()),
+            generated_certs: Mutex::new(HashMap::new()),
+            now: || Time(k8s_openapi::jiff::Timestamp::now()),
+        }
+    }
+}
+
+/// Errors that make a reconcile retry later.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// An API call failed.
+    #[error("{action}: {source}")]
+    Kube {
+        /// What was being done.
+        action: String,
+        /// The API error.
+        #[source]
+        source: kube::Error,
+    },
+    /// The MiniCluster has no namespace (the API server always sets one).
+    #[error("MiniCluster {0} has no namespace")]
+    NoNamespace(String),
+}
+
+impl Error {
+    /// Short category for metrics.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Error::Kube {
+                source: kube::Error::Api(e),
+                ..
+            } if e.code == 409 => "conflict",
+            Error::Kube {
+                source: kube::Error::Api(e),
+                ..
+            } if e.code >= 500 => "server",
+            Error::Kube {
+                source: kube::Error::Api(_),
+                ..
+            } => "api",
+            Error::Kube { .. } => "transport",
+            Error::NoNamespace(_) => "invalid",
+        }
+    }
+}
+
+fn kube_err(action: impl Into<String>) -> impl FnOnce(kube::Error) -> Error {
+    let action = action.into();
+    move |source| Error::Kube { action, source }
+}
+
+/// Reconcile one MiniCluster.
+#[tracing::instrument(skip_all, fields(namespace = mc.namespace().unwrap_or_default(), name = mc.name_any(), generation = mc.metadata.generation))]
+pub async fn reconcile(mc: Arc<MiniCluster>, ctx: Arc<Context>) -> Result<Action, Error> {
+    let _timer = ctx.metrics.reconcile_timer();
+    let ns = mc
+        .namespace()
+        .ok_or_else(|| Error::NoNamespace(mc.name_any()))?;
+    let name = mc.name_any();
+    if mc.metadata.deletion_timestamp.is_some() {
+        // Owner references let the garbage collector remove the children.
+        return Ok(Action::await_change());
+    }
+    // Only with complete caches: an absent Secret must mean "never created", or a
+    // restarted hub would generate a new CURVE certificate.
+    ctx.stores.wait_until_ready().await;
+    let result = reconcile_inner(&mc, &ctx, &ns, &name).await;
+    if result.is_ok()
+        && let Ok(mut failures) = ctx.failures.lock()
+    {
+        failures.remove(&(ns, name));
+    }
+    result
+}
+
+async fn reconcile_inner(
+    mc: &MiniCluster,
+    ctx: &Context,
+    ns: &str,
+    name: &str,
+) -> Result<Action, Error> {
+    let now = (ctx.now)();
+    let live_job = get(&ctx.stores.jobs, ns, name);
+
+    // Changes the running brokers cannot follow are refused, never half-applied.
+    let effective = match sizing::effective(mc) {
+        Ok(effective) => effective,
+        Err(refusal) => {
+            let problem = Problem {
+                reason: refusal.reason.to_string(),
+                message: refusal.message,
+                invalid: false,
+            };
+            let declared = mc.status.as_ref().map(|s| s.maximum_size);
+            finish(ctx, mc, declared, live_job.as_deref(), Some(&problem), &now).await?;
+            return Ok(Action::await_change());
+        }
+    };
+    let plan = match Plan::new(&effective) {
+        Ok(plan) => plan,
+        Err(errors) => {
+            let problem = Problem {
+                reason: "InvalidSpec".into(),
+                message: errors.to_string(),
+                invalid: true,
+            };
+            finish(ctx, mc, None, live_job.as_deref(), Some(&problem), &now).await?;
+            return Ok(Action::await_change());
+        }
+    };
+
+    let cert = certificate(ctx, ns, name);
+
+    let objects = render::render(&plan, &Role::Root, &cert).unwrap_or_default();
+    let mut job = live_job.as_deref().cloned();
+    let mut problem = None;
+    let mut created = false;
+    for object in &objects {
+        match apply_if_changed(ctx, ns, object).await {
+            Ok(Applied::Unchanged) => {}
+            Ok(Applied::Job(applied)) => {
+                created |= live_job.is_none();
+                job = Some(*applied);
+            }
+            Ok(Applied::Other) => {}
+            Err(Error::Kube {
+                source: kube::Error::Api(e),
+                ..
+            }) if e.code == 422 && matches!(object, Object::Job(_)) => {
+                // The pod template of a running Job is immutable.
+                problem = Some(Problem {
+                    reason: "JobSpecImmutable".into(),
+                    message: format!(
+                        "this change alters the broker pods, which a running Job cannot take ({}); delete and re-create the MiniCluster to apply it",
+                        e.message
+                    ),
+                    invalid: false,
+                });
+            }
+            Err(e) => return Err(e),
+        }
+    }
+
+    let old_size = live_job.as_ref().and_then(|j| j.spec.as_ref()?.parallelism);
+    let new_size = job.as_ref().and_then(|j| j.spec.as_ref()?.parallelism);
+    if created {
+        publish(
+            ctx,
+            mc,
+            EventType::Normal,
+            "Created",
+            format!("created Job {name} with {} brokers", plan.spec.size),
+        )
+        .await;
+    } else if let (Some(old), Some(new)) = (old_size, new_size)
+        && old != new
+    {
+        publish(
+            ctx,
+            mc,
+            EventType::Normal,
+            "Scaled",
+            format!("scaled from {old} to {new} brokers"),
+        )
+        .await;
+    }
+    ctx.metrics
+        .set_objects_managed(managed_objects(&ctx.stores));
+
+    let status = finish(
+        ctx,
+        mc,
+        Some(plan.spec.max_size()),
+        job.as_ref(),
+        problem.as_ref(),
+        &now,
+    )
+    .await?;
+    if plan.spec.cleanup.unwrap_or(false)
+        && matches!(
+            status.phase.as_deref(),
+            Some(phase::SUCCEEDED | phase::FAILED)
+        )
+    {
+        info!("cleanup: the Job finished; deleting the MiniCluster");
+        let api: Api<MiniCluster> = Api::namespaced(ctx.client.clone(), ns);
+        api.delete(name, &DeleteParams::background())
+            .await
+            .map_err(kube_err(format!("deleting MiniCluster {ns}/{name}")))?;
+        ctx.metrics.api_write("MiniCluster", "delete");
+    }
+    Ok(Action::await_change())
+}
+
+/// The MiniCluster's CURVE certificate: created once and reused forever. The Secret
+/// cache is synced before the first reconcile, so after a hub restart the stored
+/// certificate is always found.
+fn certificate(ctx: &Context, ns: &str, name: &str) -> String {
+    let key = (ns.to_string(), name.to_string());
+    let stored = get(&ctx.stores.secrets, ns, &render::curve_secret_name(name))
+        .and_then(|s| s.data.as_ref()?.get(layout::CURVE_KEY).cloned())
+        .and_then(|bytes| String::from_utf8(bytes.0).ok());
+    let Ok(mut generated) = ctx.generated_certs.lock() else {
+        return stored.unwrap_or_else(|| CurveCert::generate(name).to_zcert());
+    };
+    match stored {
+        Some(cert) => {
+            generated.remove(&key);
+            cert
+        }
+        None => generated
+            .entry(key)
+            .or_insert_with(|| CurveCert::generate(name).to_zcert())
+            .clone(),
+    }
+}
+
+/// Compute the status; write it, with Events for new problems and outcomes, only when it
+/// differs from the current one.
+async fn finish(
+    ctx: &Context,
+    mc: &MiniCluster,
+    declared_max: Option<i32>,
+    job: Option<&Job>,
+    problem: Option<&Problem>,
+    now: &Time,
+) -> Result<MiniClusterStatus, Error> {
+    let status = status::compute(mc, declared_max, job, problem, now);
+    let previous = mc.status.clone().unwrap_or_default();
+    if status == previous {
+        return Ok(status);
+    }
+    if let Some(p) = problem {
+        let already = previous
+            .conditions
+            .iter()
+            .any(|c| c.type_ == "Degraded" && c.status == "True" && c.message == p.message);
+        if !already {
+            warn!(reason = %p.reason, message = %p.message, "spec not applied");
+            publish(ctx, mc, EventType::Warning, &p.reason, p.message.clone()).await;
+        }
+    }
+    if status.phase != previous.phase {
+        match status.phase.as_deref() {
+            Some(phase::FAILED) => {
+                publish(
+                    ctx,
+                    mc,
+                    EventType::Warning,
+                    "JobFailed",
+                    "the Job failed".into(),
+                )
+                .await
+            }
+            Some(phase::SUCCEEDED) => {
+                publish(
+                    ctx,
+                    mc,
+                    EventType::Normal,
+                    "Completed",
+                    "the Job completed".into(),
+                )
+                .await
+            }
+            _ => {}
+        }
+    }
+    let ns = mc.namespace().unwrap_or_default();
+    let name = mc.name_any();
+    let api: Api<MiniCluster> = Api::namespaced(ctx.client.clone(), &ns);
+    let body = serde_json::json!({
+        "apiVersion": "flux-framework.org/v1alpha2",
+        "kind": "MiniCluster",
+        "status": status,
+    });
+    api.patch_status(
+        &name,
+        &PatchParams::apply(MANAGER).force(),
+        &Patch::Apply(&body),
+    )
+    .await
+    .map_err(kube_err(format!(
+        "updating status of MiniCluster {ns}/{name}"
+    )))?;
+    ctx.metrics.api_write("MiniCluster", "patch-status");
+    Ok(status)
+}
+
+enum Applied {
+    Unchanged,
+    Job(Box<Job>),
+    Other,
+}
+
+async fn apply_if_changed(ctx: &Context, ns: &str, object: &Object) -> Result<Applied, Error> {
+    let s = &ctx.stores;
+    Ok(match object {
+        Object::ConfigMap(o) => apply(ctx, ns, o, &s.config_maps)
+            .await?
+            .map_or(Applied::Unchanged, |_| Applied::Other),
+        Object::Secret(o) => apply(ctx, ns, o, &s.secrets)
+            .await?
+            .map_or(Applied::Unchanged, |_| Applied::Other),
+        Object::Service(o) => apply(ctx, ns, o, &s.services)
+            .await?
+            .map_or(Applied::Unchanged, |_| Applied::Other),
+        Object::Pod(o) => apply(ctx, ns, o, &s.pods)
+            .await?
+            .map_or(Applied::Unchanged, |_| Applied::Other),
+        Object::Job(o) => apply(ctx, ns, o, &s.jobs)
+            .await?
+            .map_or(Applied::Unchanged, |j| Applied::Job(Box::new(j))),
+    })
+}
+
+/// Server-side apply `desired` unless the cached live object already has every field.
+async fn apply<K>(
+    ctx: &Context,
+    ns: &str,
+    desired: &K,
+    store: &Store<K>,
+) -> Result<Option<K>, Error>
+where
+    K: Resource<Scope = NamespaceResourceScope, DynamicType = ()>
+        + Clone
+        + Debug
+        + Serialize
+        + DeserializeOwned,
+{
+    let name = desired.meta().name.clone().unwrap_or_default();
+    let kind = K::kind(&());
+    if let Some(live) = get(store, ns, &name) {
+        let (Ok(want), Ok(have)) = (serde_json::to_value(desired), serde_json::to_value(&*live))
+        else {
+            return Ok(None);
+        };
+        if is_subset(&want, &have) {
+            return Ok(None);
+        }
+    }
+    let api: Api<K> = Api::namespaced(ctx.client.clone(), ns);
+    let applied = api
+        .patch(
+            &name,
+            &PatchParams::apply(MANAGER).force(),
+            &Patch::Apply(desired),
+        )
+        .await
+        .map_err(kube_err(format!("applying {kind} {ns}/{name}")))?;
+    ctx.metrics.api_write(&kind, "apply");
+    info!(kind = %kind, object = %name, "applied");
+    Ok(Some(applied))
+}
+
+fn get<K>(store: &Store<K>, ns: &str, name: &str) -> Option<Arc<K>>
+where
+    K: Resource<DynamicType = ()> + Clone,
+{
+    store.get(&ObjectRef::new(name).within(ns))
+}
+
+fn managed_objects(s: &Stores) -> i64 {
+    let n = s.jobs.len() + s.secrets.len() + s.config_maps.len() + s.services.len() + s.pods.len();
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+async fn publish(ctx: &Context, mc: &MiniCluster, type_: EventType, reason: &str, note: String) {
+    let event = Event {
+        type_,
+        reason: reason.to_string(),
+        note: Some(note),
+        action: "Reconcile".into(),
+        secondary: None,
+    };
+    // An Event that cannot be written must not fail the reconcile.
+    match ctx.recorder.publish(&event, &mc.object_ref(&())).await {
+        Ok(()) => ctx.metrics.api_write("Event", "create"),
+        Err(error) => warn!(%error, reason, "could not publish event"),
+    }
+}
+
+/// Retry with capped exponential backoff per MiniCluster: 1 s, 2 s, 4 s ... 5 min.
+pub fn error_policy(mc: Arc<MiniCluster>, error: &Error, ctx: Arc<Context>) -> Action {
+    ctx.metrics.reconcile_failed(error.kind());
+    let key = (mc.namespace().unwrap_or_default(), mc.name_any());
+    let attempt = ctx
+        .failures
+        .lock()
+        .map(|mut failures| {
+            let n = failures.entry(key).or_insert(0);
+            *n = n.saturating_add(1);
+            *n
+        })
+        .unwrap_or(1);
+    let delay = backoff(attempt);
+    warn!(%error, attempt, delay_ms = delay.as_millis() as u64, "reconcile failed; retrying");
+    Action::requeue(delay)
+}
+
+/// Delay before retry `attempt` (1-based).
+pub fn backoff(attempt: u32) -> Duration {
+    let exp = attempt.saturating_sub(1).min(16);
+    Duration::from_secs(1u64 << exp).min(Duration::from_secs(300))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_is_exponential_and_capped() {
+        assert_eq!(backoff(1), Duration::from_secs(1));
+        assert_eq!(backoff(2), Duration::from_secs(2));
+        assert_eq!(backoff(5), Duration::from_secs(16));
+        assert_eq!(backoff(9), Duration::from_secs(256));
+        assert_eq!(backoff(10), Duration::from_secs(300));
+        assert_eq!(backoff(u32::MAX), Duration::from_secs(300));
+    }
+}

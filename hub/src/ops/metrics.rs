@@ -1,0 +1,214 @@
+//! Prometheus metrics of the hub, exposed in the OpenMetrics text format on `/metrics`.
+//!
+//! | name | type | labels |
+//! |------|------|--------|
+//! | `flux_hub_reconciles_total` | counter | |
+//! | `flux_hub_reconcile_errors_total` | counter | `kind` |
+//! | `flux_hub_reconcile_duration_seconds` | histogram (1 ms to 60 s) | |
+//! | `flux_hub_objects_managed` | gauge | |
+//! | `flux_hub_api_writes_total` | counter | `kind`, `verb` |
+//! | `flux_hub_leader` | gauge (0 or 1) | |
+
+use std::time::Instant;
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets_range};
+use prometheus_client::registry::{Registry, Unit};
+
+/// Smallest bucket of the reconcile duration histogram, in seconds.
+const DURATION_MIN_SECONDS: f64 = 0.001;
+/// Largest bucket of the reconcile duration histogram, in seconds.
+const DURATION_MAX_SECONDS: f64 = 60.0;
+/// Number of buckets between them (each about twice the previous one).
+const DURATION_BUCKETS: u16 = 17;
+
+/// Labels of `flux_hub_reconcile_errors_total`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ErrorLabels {
+    kind: String,
+}
+
+/// Labels of `flux_hub_api_writes_total`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct WriteLabels {
+    kind: String,
+    verb: String,
+}
+
+/// The hub's metrics and the registry they are encoded from.
+///
+/// Every method takes `&self` and the type is `Send + Sync`: share one instance behind an
+/// `Arc` between the controller, the leader election and the HTTP server.
+#[derive(Debug)]
+pub struct Metrics {
+    registry: Registry,
+    reconciles: Counter,
+    reconcile_errors: Family<ErrorLabels, Counter>,
+    reconcile_duration: Histogram,
+    objects_managed: Gauge,
+    api_writes: Family<WriteLabels, Counter>,
+    leader: Gauge,
+}
+
+impl Metrics {
+    /// A registry with every hub metric registered, all at zero.
+    pub fn new() -> Metrics {
+        let reconciles = Counter::default();
+        let reconcile_errors = Family::<ErrorLabels, Counter>::default();
+        let reconcile_duration = Histogram::new(duration_buckets());
+        let objects_managed = Gauge::default();
+        let api_writes = Family::<WriteLabels, Counter>::default();
+        let leader = Gauge::default();
+
+        let mut registry = Registry::default();
+        // Counters get their `_total` suffix, and metrics with a unit their `_seconds`
+        // suffix, from the registry.
+        registry.register(
+            "flux_hub_reconciles",
+            "MiniCluster reconciliations started",
+            reconciles.clone(),
+        );
+        registry.register(
+            "flux_hub_reconcile_errors",
+            "MiniCluster reconciliations that failed, by error kind",
+            reconcile_errors.clone(),
+        );
+        registry.register_with_unit(
+            "flux_hub_reconcile_duration",
+            "Duration of MiniCluster reconciliations",
+            Unit::Seconds,
+            reconcile_duration.clone(),
+        );
+        registry.register(
+            "flux_hub_objects_managed",
+            "Kubernetes objects the hub manages",
+            objects_managed.clone(),
+        );
+        registry.register(
+            "flux_hub_api_writes",
+            "Writes to the Kubernetes API, by object kind and verb",
+            api_writes.clone(),
+        );
+        registry.register(
+            "flux_hub_leader",
+            "1 while this replica holds the leader election Lease, else 0",
+            leader.clone(),
+        );
+
+        Metrics {
+            registry,
+            reconciles,
+            reconcile_errors,
+            reconcile_duration,
+            objects_managed,
+            api_writes,
+            leader,
+        }
+    }
+
+    /// Counts a reconciliation and times it: the duration is observed when the returned
+    /// guard is dropped. The guard owns what it needs, so it can move into a task.
+    pub fn reconcile_timer(&self) -> ReconcileTimer {
+        self.reconciles.inc();
+        ReconcileTimer {
+            histogram: self.reconcile_duration.clone(),
+            start: Instant::now(),
+        }
+    }
+
+    /// Counts a failed reconciliation; `kind` is a short error category (such as
+    /// `invalid_spec` or `api`), never a message, to keep the label's cardinality low.
+    pub fn reconcile_failed(&self, kind: &str) {
+        self.reconcile_errors
+            .get_or_create(&ErrorLabels {
+                kind: kind.to_owned(),
+            })
+            .inc();
+    }
+
+    /// Sets the number of Kubernetes objects the hub manages.
+    pub fn set_objects_managed(&self, n: i64) {
+        self.objects_managed.set(n);
+    }
+
+    /// Counts a write to the Kubernetes API: `kind` is the object kind (`Job`, `Service`,
+    /// ...), `verb` the RBAC verb (`create`, `patch`, `update`, `delete`).
+    pub fn api_write(&self, kind: &str, verb: &str) {
+        self.api_writes
+            .get_or_create(&WriteLabels {
+                kind: kind.to_owned(),
+                verb: verb.to_owned(),
+            })
+            .inc();
+    }
+
+    /// Records whether this replica is the leader.
+    pub fn set_leader(&self, leader: bool) {
+        self.leader.set(i64::from(leader));
+    }
+
+    /// Every metric in the OpenMetrics text format, ending with `# EOF`.
+    pub fn encode(&self) -> String {
+        let mut out = String::new();
+        // Writing to a `String` cannot fail, and the registry holds only metrics that
+        // encode; keep whatever was written should that ever change.
+        if let Err(error) = encode(&mut out, &self.registry) {
+            tracing::error!(%error, "encoding metrics failed");
+        }
+        out
+    }
+}
+
+impl Default for Metrics {
+    fn default() -> Metrics {
+        Metrics::new()
+    }
+}
+
+/// Exponential buckets from 1 ms to 60 s, rounded to the microsecond so that the `le`
+/// labels stay readable.
+fn duration_buckets() -> Vec<f64> {
+    exponential_buckets_range(DURATION_MIN_SECONDS, DURATION_MAX_SECONDS, DURATION_BUCKETS)
+        .map(|b| (b * 1e6).round() / 1e6)
+        .collect()
+}
+
+/// Times one reconciliation (see [`Metrics::reconcile_timer`]): observes the elapsed
+/// time in `flux_hub_reconcile_duration_seconds` when dropped.
+#[derive(Debug)]
+#[must_use = "the duration is observed when the timer is dropped"]
+pub struct ReconcileTimer {
+    histogram: Histogram,
+    start: Instant,
+}
+
+impl Drop for ReconcileTimer {
+    fn drop(&mut self) {
+        self.histogram.observe(self.start.elapsed().as_secs_f64());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn buckets_span_one_millisecond_to_a_minute() {
+        let b = duration_buckets();
+        assert_eq!(b.len(), usize::from(DURATION_BUCKETS));
+        assert_eq!(b.first().copied(), Some(0.001));
+        assert_eq!(b.last().copied(), Some(60.0));
+        assert!(b.windows(2).all(|w| w[1] > w[0] * 1.9 && w[1] < w[0] * 2.1));
+    }
+
+    #[test]
+    fn metrics_are_send_and_sync() {
+        fn check<T: Send + Sync + 'static>() {}
+        check::<Metrics>();
+        check::<ReconcileTimer>();
+    }
+}

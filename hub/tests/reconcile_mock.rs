@@ -1,0 +1,612 @@
+//! The reconciler against kube's mock service: every request it makes is recorded and
+//! answered like an API server would; the tests assert on the exact writes.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use flux_hub::controller::permissions;
+use flux_hub::controller::reconcile::{self, Context, Stores};
+use flux_hub::ops::metrics::Metrics;
+use flux_shared::api::MiniCluster;
+use http::{Request, Response, StatusCode};
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret, Service};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::client::Body;
+use kube::runtime::events::{Recorder, Reporter};
+use kube::runtime::reflector::{self, store::Writer};
+use kube::runtime::watcher;
+use kube::{Client, Resource};
+use serde_json::{Value, json};
+
+/// One request the controller made.
+#[derive(Clone, Debug)]
+struct Call {
+    method: String,
+    path: String,
+    query: String,
+    body: Value,
+}
+
+impl Call {
+    fn short(&self) -> String {
+        format!("{} {}", self.method, self.path)
+    }
+}
+
+type Responder = Arc<dyn Fn(&Call) -> (StatusCode, Value) + Send + Sync>;
+
+/// API-server double: answers with `respond` and records every call.
+struct ApiServer {
+    calls: Arc<Mutex<Vec<Call>>>,
+}
+
+impl ApiServer {
+    fn start(respond: Responder) -> (Client, ApiServer) {
+        let (mock, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+        let calls = Arc::new(Mutex::new(Vec::new()));
+        let recorded = calls.clone();
+        tokio::spawn(async move {
+            while let Some((request, send)) = handle.next_request().await {
+                let (parts, body) = request.into_parts();
+                let bytes = body.collect_bytes().await.expect("request body");
+                let call = Call {
+                    method: parts.method.to_string(),
+                    path: parts.uri.path().to_string(),
+                    query: parts.uri.query().unwrap_or("").to_string(),
+                    body: serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+                };
+                let (status, reply) = respond(&call);
+                recorded.lock().expect("calls").push(call);
+                send.send_response(
+                    Response::builder()
+                        .status(status)
+                        .body(Body::from(serde_json::to_vec(&reply).expect("json")))
+                        .expect("response"),
+                );
+            }
+        });
+        (Client::new(mock, "default"), ApiServer { calls })
+    }
+
+    fn calls(&self) -> Vec<Call> {
+        self.calls.lock().expect("calls").clone()
+    }
+}
+
+/// What an API server answers to a server-side apply: the object, with server fields.
+fn echo(call: &Call) -> (StatusCode, Value) {
+    if call.method == "DELETE" {
+        return (
+            StatusCode::OK,
+            json!({"kind": "Status", "apiVersion": "v1", "status": "Success", "code": 200}),
+        );
+    }
+    let mut body = call.body.clone();
+    if let Some(meta) = body.get_mut("metadata").and_then(Value::as_object_mut) {
+        meta.insert("uid".into(), json!("uid-1"));
+        meta.insert("resourceVersion".into(), json!("1"));
+    }
+    if call.path.ends_with("/status") {
+        // A status patch returns the whole MiniCluster.
+        let mut mc = serde_json::to_value(minicluster(SPEC)).expect("json");
+        mc["status"] = call.body["status"].clone();
+        return (StatusCode::OK, mc);
+    }
+    (StatusCode::OK, body)
+}
+
+fn ok_responder() -> Responder {
+    Arc::new(echo)
+}
+
+struct Writers {
+    jobs: Writer<Job>,
+    secrets: Writer<Secret>,
+    config_maps: Writer<ConfigMap>,
+    services: Writer<Service>,
+    pods: Writer<Pod>,
+}
+
+fn context(client: Client) -> (Arc<Context>, Writers) {
+    let (jobs, jw) = reflector::store();
+    let (secrets, sw) = reflector::store();
+    let (config_maps, cw) = reflector::store();
+    let (services, vw) = reflector::store();
+    let (pods, pw) = reflector::store();
+    let stores = Stores {
+        jobs,
+        secrets,
+        config_maps,
+        services,
+        pods,
+    };
+    let (mut jw, mut sw, mut cw, mut vw, mut pw) = (jw, sw, cw, vw, pw);
+    // The caches have their initial (empty) lists.
+    jw.apply_watcher_event(&watcher::Event::InitDone);
+    sw.apply_watcher_event(&watcher::Event::InitDone);
+    cw.apply_watcher_event(&watcher::Event::InitDone);
+    vw.apply_watcher_event(&watcher::Event::InitDone);
+    pw.apply_watcher_event(&watcher::Event::InitDone);
+    let recorder = Recorder::new(
+        client.clone(),
+        Reporter {
+            controller: "flux-hub".into(),
+            instance: Some("test".into()),
+        },
+    );
+    let mut ctx = Context::new(client, stores, recorder, Arc::new(Metrics::new()));
+    ctx.now = || Time(k8s_openapi::jiff::Timestamp::from_second(1_800_000_000).expect("time"));
+    (
+        Arc::new(ctx),
+        Writers {
+            jobs: jw,
+            secrets: sw,
+            config_maps: cw,
+            services: vw,
+            pods: pw,
+        },
+    )
+}
+
+const SPEC: &str = r#"
+apiVersion: flux-framework.org/v1alpha2
+kind: MiniCluster
+metadata: {name: flux-sample, namespace: hpc, uid: mc-uid, generation: 1}
+spec:
+  size: 2
+  maxSize: 4
+  containers: [{image: "rockylinux:9", command: hostname}]
+"#;
+
+fn minicluster(yaml: &str) -> MiniCluster {
+    serde_yaml_ng::from_str(yaml).expect("test MiniCluster")
+}
+
+/// Feed what a first reconcile applied into the caches, as the watches would.
+fn observe(calls: &[Call], writers: &mut Writers) -> Option<Value> {
+    let mut status = None;
+    for call in calls.iter().filter(|c| c.method == "PATCH") {
+        let (_, mut obj) = echo(call);
+        if call.path.ends_with("/status") {
+            status = Some(call.body["status"].clone());
+            continue;
+        }
+        obj["metadata"]["resourceVersion"] = json!("1");
+        match obj["kind"].as_str() {
+            Some("Job") => writers.jobs.apply_watcher_event(&watcher::Event::Apply(
+                serde_json::from_value(obj).expect("job"),
+            )),
+            Some("Secret") => writers.secrets.apply_watcher_event(&watcher::Event::Apply(
+                serde_json::from_value(obj).expect("secret"),
+            )),
+            Some("ConfigMap") => writers
+                .config_maps
+                .apply_watcher_event(&watcher::Event::Apply(
+                    serde_json::from_value(obj).expect("cm"),
+                )),
+            Some("Service") => writers.services.apply_watcher_event(&watcher::Event::Apply(
+                serde_json::from_value(obj).expect("svc"),
+            )),
+            Some("Pod") => writers.pods.apply_watcher_event(&watcher::Event::Apply(
+                serde_json::from_value(obj).expect("pod"),
+            )),
+            other => panic!("unexpected kind {other:?}"),
+        }
+    }
+    status
+}
+
+/// Map a request to (group, resource, verb) and check the RBAC list allows it.
+fn assert_permitted(calls: &[Call]) {
+    for c in calls {
+        let parts: Vec<&str> = c.path.trim_start_matches('/').split('/').collect();
+        let (group, rest) = match parts.first() {
+            Some(&"api") => ("", &parts[2..]),
+            Some(&"apis") => (parts[1], &parts[3..]),
+            _ => panic!("unexpected path {}", c.path),
+        };
+        let rest = if rest.first() == Some(&"namespaces") && rest.len() > 2 {
+            &rest[2..]
+        } else {
+            rest
+        };
+        let resource = match rest {
+            [r] | [r, _] => (*r).to_string(),
+            [r, _, sub] => format!("{r}/{sub}"),
+            _ => panic!("unexpected path {}", c.path),
+        };
+        let verb = match (c.method.as_str(), rest.len()) {
+            ("GET", 1) => "list",
+            ("GET", _) => "get",
+            ("POST", _) => "create",
+            ("PATCH", _) => "patch",
+            ("PUT", _) => "update",
+            ("DELETE", _) => "delete",
+            (m, _) => panic!("unexpected method {m}"),
+        };
+        assert!(
+            permissions::allows(group, &resource, verb),
+            "{} needs {verb} on {group}/{resource}, missing from REQUIRED",
+            c.short()
+        );
+        if verb == "patch" && c.query.contains("fieldManager") {
+            // Server-side apply may create: it needs create too.
+            assert!(
+                permissions::allows(group, &resource, "create") || resource.ends_with("/status"),
+                "apply on {resource} needs create"
+            );
+        }
+    }
+}
+
+async fn run(
+    ctx: &Arc<Context>,
+    mc: MiniCluster,
+) -> Result<kube::runtime::controller::Action, reconcile::Error> {
+    tokio::time::timeout(
+        Duration::from_secs(10),
+        reconcile::reconcile(Arc::new(mc), ctx.clone()),
+    )
+    .await
+    .expect("reconcile finished")
+}
+
+#[tokio::test]
+async fn creates_every_object_from_nothing_then_makes_no_writes() {
+    let (client, server) = ApiServer::start(ok_responder());
+    let (ctx, mut writers) = context(client);
+    let mc = minicluster(SPEC);
+    run(&ctx, mc.clone()).await.expect("reconcile");
+    let calls = server.calls();
+    let writes: Vec<String> = calls.iter().map(Call::short).collect();
+    assert_eq!(
+        writes,
+        [
+            "PATCH /api/v1/namespaces/hpc/configmaps/flux-sample-flux-config",
+            "PATCH /api/v1/namespaces/hpc/secrets/flux-sample-curve",
+            "PATCH /api/v1/namespaces/hpc/services/flux-sample",
+            "PATCH /apis/batch/v1/namespaces/hpc/jobs/flux-sample",
+            "POST /apis/events.k8s.io/v1/namespaces/hpc/events",
+            "PATCH /apis/flux-framework.org/v1alpha2/namespaces/hpc/miniclusters/flux-sample/status",
+        ],
+        "at most 6 requests per MiniCluster created"
+    );
+    for c in calls.iter().filter(|c| c.method == "PATCH") {
+        assert!(
+            c.query.contains("fieldManager=flux-hub") && c.query.contains("force=true"),
+            "server-side apply: {}",
+            c.query
+        );
+    }
+    assert_eq!(calls[4].body["reason"], "Created");
+    let status = &calls[5].body["status"];
+    assert_eq!(status["maximumSize"], 4);
+    assert_eq!(status["size"], 2);
+    assert_eq!(status["selector"], "flux-framework.org/job=flux-sample");
+    assert_eq!(status["phase"], "Pending");
+    assert_eq!(status["observedGeneration"], 1);
+    assert_permitted(&calls);
+
+    // Second pass with the caches holding what was applied: no writes at all.
+    let applied_status = observe(&calls, &mut writers).expect("status");
+    let mut again = mc.clone();
+    again.status = Some(serde_json::from_value(applied_status).expect("status"));
+    let before = server.calls().len();
+    run(&ctx, again).await.expect("reconcile");
+    let extra: Vec<String> = server.calls()[before..].iter().map(Call::short).collect();
+    assert!(
+        extra.is_empty(),
+        "a no-op reconcile made requests: {extra:?}"
+    );
+}
+
+#[tokio::test]
+async fn reuses_the_certificate_it_created() {
+    let (client, server) = ApiServer::start(ok_responder());
+    let (ctx, mut writers) = context(client);
+    let mc = minicluster(SPEC);
+    run(&ctx, mc.clone()).await.expect("reconcile");
+    let first = server.calls();
+    let secret_body = first
+        .iter()
+        .find(|c| c.path.ends_with("/secrets/flux-sample-curve"))
+        .expect("secret")
+        .body
+        .clone();
+    observe(&first, &mut writers);
+    // A restarted hub (fresh context) with the same caches renders the same Secret.
+    let mut changed = mc.clone();
+    changed.spec.size = 3;
+    let before = server.calls().len();
+    run(&ctx, changed).await.expect("reconcile");
+    let later = &server.calls()[before..];
+    assert!(
+        later.iter().all(|c| !c.path.contains("/secrets/")),
+        "the certificate was rewritten: {:?}",
+        later.iter().map(Call::short).collect::<Vec<_>>()
+    );
+    assert!(secret_body["data"]["curve.cert"].is_string());
+}
+
+#[tokio::test]
+async fn a_reconcile_before_the_secret_reaches_the_cache_keeps_the_same_certificate() {
+    let (client, server) = ApiServer::start(ok_responder());
+    let (ctx, _writers) = context(client);
+    let mc = minicluster(SPEC);
+    run(&ctx, mc.clone()).await.expect("reconcile");
+    // The Job's watch event triggers a second pass before the Secret's event arrived.
+    run(&ctx, mc).await.expect("reconcile");
+    let certs: Vec<Value> = server
+        .calls()
+        .iter()
+        .filter(|c| c.path.ends_with("/secrets/flux-sample-curve"))
+        .map(|c| c.body["data"]["curve.cert"].clone())
+        .collect();
+    assert_eq!(certs.len(), 2);
+    assert_eq!(
+        certs[0], certs[1],
+        "a second certificate would split the instance"
+    );
+}
+
+#[tokio::test]
+async fn scaling_within_the_maximum_patches_only_the_job_and_status() {
+    let (client, server) = ApiServer::start(ok_responder());
+    let (ctx, mut writers) = context(client);
+    let mc = minicluster(SPEC);
+    run(&ctx, mc.clone()).await.expect("reconcile");
+    let status = observe(&server.calls(), &mut writers).expect("status");
+    let mut scaled = mc.clone();
+    scaled.status = Some(serde_json::from_value(status).expect("status"));
+    scaled.spec.size = 3;
+    scaled.metadata.generation = Some(2);
+    let before = server.calls().len();
+    run(&ctx, scaled).await.expect("reconcile");
+    let calls = server.calls()[before..].to_vec();
+    let writes: Vec<String> = calls.iter().map(Call::short).collect();
+    assert!(
+        writes.contains(&"PATCH /apis/batch/v1/namespaces/hpc/jobs/flux-sample".to_string()),
+        "{writes:?}"
+    );
+    assert!(
+        !writes.iter().any(|w| w.contains("/services/")),
+        "the Service does not change: {writes:?}"
+    );
+    let job = calls
+        .iter()
+        .find(|c| c.path.ends_with("/jobs/flux-sample"))
+        .expect("job patch");
+    assert_eq!(job.body["spec"]["parallelism"], 3);
+    assert_eq!(job.body["spec"]["completions"], 3);
+    let event = calls.iter().find(|c| c.method == "POST").expect("event");
+    assert_eq!(event.body["reason"], "Scaled");
+    assert_eq!(event.body["note"], "scaled from 2 to 3 brokers");
+    let status = calls
+        .iter()
+        .find(|c| c.path.ends_with("/status"))
+        .expect("status");
+    assert_eq!(status.body["status"]["size"], 3);
+    assert_eq!(
+        status.body["status"]["maximumSize"], 4,
+        "the declared hosts do not change"
+    );
+    assert_permitted(&calls);
+}
+
+#[tokio::test]
+async fn a_size_above_the_maximum_is_refused_with_a_condition_and_an_event() {
+    let (client, server) = ApiServer::start(ok_responder());
+    let (ctx, mut writers) = context(client);
+    let mc = minicluster(SPEC);
+    run(&ctx, mc.clone()).await.expect("reconcile");
+    let status = observe(&server.calls(), &mut writers).expect("status");
+    let mut too_big = mc.clone();
+    too_big.status = Some(serde_json::from_value(status).expect("status"));
+    too_big.spec.max_size = None;
+    too_big.spec.size = 9;
+    let before = server.calls().len();
+    let action = run(&ctx, too_big.clone())
+        .await
+        .expect("refusal is not an error");
+    assert_eq!(
+        action,
+        kube::runtime::controller::Action::await_change(),
+        "no retry loop"
+    );
+    let calls = server.calls()[before..].to_vec();
+    let writes: Vec<String> = calls.iter().map(Call::short).collect();
+    assert_eq!(
+        writes,
+        [
+            "POST /apis/events.k8s.io/v1/namespaces/hpc/events",
+            "PATCH /apis/flux-framework.org/v1alpha2/namespaces/hpc/miniclusters/flux-sample/status",
+        ]
+    );
+    assert_eq!(calls[0].body["type"], "Warning");
+    assert_eq!(calls[0].body["reason"], "SizeAboveMaximum");
+    let degraded = calls[1].body["status"]["conditions"]
+        .as_array()
+        .expect("conditions")
+        .iter()
+        .find(|c| c["type"] == "Degraded")
+        .expect("degraded")
+        .clone();
+    assert_eq!(degraded["status"], "True");
+    assert!(
+        degraded["message"]
+            .as_str()
+            .expect("message")
+            .starts_with("spec.size: 9 is above the maximum size 4")
+    );
+
+    // Reconciling the same refused spec again writes nothing new.
+    too_big.status = Some(serde_json::from_value(calls[1].body["status"].clone()).expect("status"));
+    let before = server.calls().len();
+    run(&ctx, too_big).await.expect("reconcile");
+    assert!(
+        server.calls()[before..].is_empty(),
+        "repeated refusal must not spam events or writes"
+    );
+}
+
+#[tokio::test]
+async fn an_invalid_spec_gets_a_status_and_an_event_but_no_objects() {
+    let (client, server) = ApiServer::start(ok_responder());
+    let (ctx, _writers) = context(client);
+    let mc = minicluster(&SPEC.replace("maxSize: 4", "maxSize: 4\n  flux: {connectTimeout: soon}"));
+    let action = run(&ctx, mc).await.expect("invalid spec is not retried");
+    assert_eq!(action, kube::runtime::controller::Action::await_change());
+    let calls = server.calls();
+    assert!(
+        calls
+            .iter()
+            .all(|c| c.path.contains("/events") || c.path.ends_with("/status")),
+        "{:?}",
+        calls.iter().map(Call::short).collect::<Vec<_>>()
+    );
+    let status = calls
+        .iter()
+        .find(|c| c.path.ends_with("/status"))
+        .expect("status");
+    assert_eq!(status.body["status"]["phase"], "Invalid");
+    let event = calls.iter().find(|c| c.method == "POST").expect("event");
+    assert_eq!(event.body["reason"], "InvalidSpec");
+    assert!(
+        event.body["note"]
+            .as_str()
+            .expect("note")
+            .contains("spec.flux.connectTimeout")
+    );
+}
+
+#[tokio::test]
+async fn api_errors_fail_the_reconcile_and_back_off() {
+    let responder: Responder = Arc::new(|call: &Call| {
+        if call.path.contains("/jobs/") {
+            (
+                StatusCode::CONFLICT,
+                json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "message": "conflict", "reason": "Conflict", "code": 409}),
+            )
+        } else {
+            echo(call)
+        }
+    });
+    let (client, _server) = ApiServer::start(responder);
+    let (ctx, _writers) = context(client);
+    let mc = Arc::new(minicluster(SPEC));
+    let err = reconcile::reconcile(mc.clone(), ctx.clone())
+        .await
+        .expect_err("conflict");
+    assert_eq!(err.kind(), "conflict");
+    assert!(
+        err.to_string().contains("applying Job hpc/flux-sample"),
+        "{err}"
+    );
+    let first = reconcile::error_policy(mc.clone(), &err, ctx.clone());
+    let second = reconcile::error_policy(mc.clone(), &err, ctx.clone());
+    assert_eq!(
+        first,
+        kube::runtime::controller::Action::requeue(Duration::from_secs(1))
+    );
+    assert_eq!(
+        second,
+        kube::runtime::controller::Action::requeue(Duration::from_secs(2))
+    );
+    assert!(
+        ctx.metrics
+            .encode()
+            .contains("flux_hub_reconcile_errors_total")
+    );
+
+    let server_error: Responder = Arc::new(|call: &Call| {
+        if call.method == "PATCH" {
+            (
+                StatusCode::INTERNAL_SERVER_ERROR,
+                json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "message": "etcd timeout", "reason": "InternalError", "code": 500}),
+            )
+        } else {
+            echo(call)
+        }
+    });
+    let (client, _server) = ApiServer::start(server_error);
+    let (ctx, _writers) = context(client);
+    let err = reconcile::reconcile(mc, ctx).await.expect_err("500");
+    assert_eq!(err.kind(), "server");
+}
+
+#[tokio::test]
+async fn an_immutable_job_change_is_reported_not_retried() {
+    let responder: Responder = Arc::new(|call: &Call| {
+        if call.path.contains("/jobs/") {
+            (
+                StatusCode::UNPROCESSABLE_ENTITY,
+                json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "message": "Job.batch \"flux-sample\" is invalid: spec.template: Invalid value: field is immutable", "reason": "Invalid", "code": 422}),
+            )
+        } else {
+            echo(call)
+        }
+    });
+    let (client, server) = ApiServer::start(responder);
+    let (ctx, _writers) = context(client);
+    run(&ctx, minicluster(SPEC))
+        .await
+        .expect("reported, not an error");
+    let calls = server.calls();
+    let event = calls.iter().find(|c| c.method == "POST").expect("event");
+    assert_eq!(event.body["reason"], "JobSpecImmutable");
+    let status = calls
+        .iter()
+        .find(|c| c.path.ends_with("/status"))
+        .expect("status");
+    assert!(
+        status.body["status"]["conditions"]
+            .to_string()
+            .contains("JobSpecImmutable")
+    );
+}
+
+#[tokio::test]
+async fn finished_jobs_with_cleanup_delete_the_minicluster() {
+    let (client, server) = ApiServer::start(ok_responder());
+    let (ctx, mut writers) = context(client);
+    let mc = minicluster(&SPEC.replace("maxSize: 4", "maxSize: 4\n  cleanup: true"));
+    run(&ctx, mc.clone()).await.expect("reconcile");
+    observe(&server.calls(), &mut writers);
+    // The Job completes.
+    let mut job: Job = (*writers.jobs.as_reader().state()[0]).clone();
+    job.status = Some(
+        serde_json::from_value(
+            json!({"conditions": [{"type": "Complete", "status": "True"}], "ready": 0}),
+        )
+        .expect("status"),
+    );
+    writers
+        .jobs
+        .apply_watcher_event(&watcher::Event::Apply(job));
+    let before = server.calls().len();
+    run(&ctx, mc).await.expect("reconcile");
+    let writes: Vec<String> = server.calls()[before..].iter().map(Call::short).collect();
+    assert!(
+        writes.contains(
+            &"DELETE /apis/flux-framework.org/v1alpha2/namespaces/hpc/miniclusters/flux-sample"
+                .to_string()
+        ),
+        "{writes:?}"
+    );
+    assert_permitted(&server.calls());
+}
+
+#[test]
+fn objects_carry_owner_references_to_the_minicluster() {
+    let mc = minicluster(SPEC);
+    let plan = flux_shared::plan::Plan::new(&mc).expect("plan");
+    for object in
+        flux_shared::render::render(&plan, &flux_shared::plan::Role::Root, "cert").expect("render")
+    {
+        let value = serde_json::to_value(&object).expect("json");
+        let owner = &value["metadata"]["ownerReferences"][0];
+        assert_eq!(owner["uid"], "mc-uid", "{}", object.describe());
+        assert_eq!(owner["kind"], MiniCluster::kind(&()).as_ref());
+    }
+}
