@@ -597,6 +597,50 @@ async fn finished_jobs_with_cleanup_delete_the_minicluster() {
     assert_permitted(&server.calls());
 }
 
+#[tokio::test]
+async fn broker_pods_get_their_job_index_label_once() {
+    let (client, server) = ApiServer::start(ok_responder());
+    let (ctx, mut writers) = context(client);
+    let mc = minicluster(SPEC);
+    run(&ctx, mc.clone()).await.expect("reconcile");
+    let status = observe(&server.calls(), &mut writers).expect("status");
+    let pod = |name: &str, index: &str, labelled: bool| -> Pod {
+        let mut labels = json!({"flux-framework.org/job": "flux-sample", "app.kubernetes.io/managed-by": "flux-hub"});
+        if labelled {
+            labels["job-index"] = json!(index);
+        }
+        serde_json::from_value(json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": "hpc", "labels": labels,
+                         "annotations": {"batch.kubernetes.io/job-completion-index": index}},
+        }))
+        .expect("pod")
+    };
+    writers.pods.apply_watcher_event(&watcher::Event::Apply(pod(
+        "flux-sample-0-abcde",
+        "0",
+        false,
+    )));
+    writers.pods.apply_watcher_event(&watcher::Event::Apply(pod(
+        "flux-sample-1-fghij",
+        "1",
+        true,
+    )));
+    let mut steady = mc.clone();
+    steady.status = Some(serde_json::from_value(status).expect("status"));
+    let before = server.calls().len();
+    run(&ctx, steady).await.expect("reconcile");
+    let calls = server.calls()[before..].to_vec();
+    let writes: Vec<String> = calls.iter().map(Call::short).collect();
+    assert_eq!(
+        writes,
+        ["PATCH /api/v1/namespaces/hpc/pods/flux-sample-0-abcde"],
+        "only the unlabelled pod"
+    );
+    assert_eq!(calls[0].body["metadata"]["labels"]["job-index"], "0");
+    assert_permitted(&calls);
+}
+
 #[test]
 fn objects_carry_owner_references_to_the_minicluster() {
     let mc = minicluster(SPEC);

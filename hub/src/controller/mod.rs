@@ -122,10 +122,13 @@ pub async fn run(opts: RunOptions) -> anyhow::Result<()> {
         Some(ns) => Api::namespaced(client.clone(), ns),
         None => Api::all(client.clone()),
     };
-    probe
-        .list(&kube::api::ListParams::default().limit(1))
-        .await
-        .context("cannot list MiniClusters: is the CRD installed? kubectl apply --server-side -f crds/miniclusters.flux-framework.org.yaml")?;
+    match probe.list(&kube::api::ListParams::default().limit(1)).await {
+        Ok(_) => {}
+        Err(kube::Error::Api(e)) if e.code == 404 => anyhow::bail!(
+            "the MiniCluster CRD is not installed: kubectl apply --server-side -f crds/miniclusters.flux-framework.org.yaml"
+        ),
+        Err(e) => return Err(anyhow::Error::from(e).context("cannot list MiniClusters")),
+    }
 
     // A standby replica is healthy and ready (so rollouts and drains proceed); the
     // leader is ready once its caches are synced.

@@ -234,6 +234,8 @@ async fn reconcile_inner(
         }
     }
 
+    label_pods_with_their_index(ctx, ns, name).await?;
+
     let old_size = live_job.as_ref().and_then(|j| j.spec.as_ref()?.parallelism);
     let new_size = job.as_ref().and_then(|j| j.spec.as_ref()?.parallelism);
     if created {
@@ -284,6 +286,44 @@ async fn reconcile_inner(
     }
     Ok(Action::await_change())
 }
+
+/// Label each broker pod with `job-index=<completion index>`, as the MiniCluster docs
+/// promise (a selector for, e.g., a Service of the lead broker). Only this Job's pods are
+/// touched, each once.
+async fn label_pods_with_their_index(ctx: &Context, ns: &str, job: &str) -> Result<(), Error> {
+    let pods: Vec<(String, String)> = ctx
+        .stores
+        .pods
+        .state()
+        .iter()
+        .filter(|p| p.metadata.namespace.as_deref() == Some(ns))
+        .filter(|p| p.labels().get(render::labels::JOB).map(String::as_str) == Some(job))
+        .filter(|p| !p.labels().contains_key(JOB_INDEX))
+        .filter_map(|p| {
+            let index = p.annotations().get(COMPLETION_INDEX)?;
+            Some((p.name_any(), index.clone()))
+        })
+        .collect();
+    let api: Api<Pod> = Api::namespaced(ctx.client.clone(), ns);
+    for (pod, index) in pods {
+        let patch = serde_json::json!({"metadata": {"labels": {JOB_INDEX: index}}});
+        match api
+            .patch(&pod, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+        {
+            Ok(_) => ctx.metrics.api_write("Pod", "patch"),
+            // Gone already (a finished or replaced pod): nothing to label.
+            Err(kube::Error::Api(e)) if e.code == 404 => {}
+            Err(e) => return Err(kube_err(format!("labelling Pod {ns}/{pod}"))(e)),
+        }
+    }
+    Ok(())
+}
+
+/// The label the MiniCluster docs promise on every broker pod.
+pub const JOB_INDEX: &str = "job-index";
+/// Annotation Kubernetes puts on Indexed Job pods.
+const COMPLETION_INDEX: &str = "batch.kubernetes.io/job-completion-index";
 
 /// The MiniCluster's CURVE certificate: created once and reused forever. The Secret
 /// cache is synced before the first reconcile, so after a hub restart the stored
