@@ -188,14 +188,16 @@ impl LeaderElection {
     /// Renews the Lease every [`renew_every`](Self::renew_every) (a GET then a
     /// conditional PUT) while this replica holds it, and returns as soon as leadership
     /// is lost: another holder (or none) in the Lease, a 409 Conflict on renewal, or no
-    /// successful renewal for [`lease_duration`](Self::lease_duration). It never returns
+    /// successful renewal for two thirds of [`lease_duration`](Self::lease_duration) (the
+    /// remaining third is the margin before another replica may take the Lease, as in
+    /// client-go's renew deadline). It never returns
     /// `Ok`. Call it after [`acquire`](Self::acquire), and exit when it returns.
     pub async fn hold(&self) -> Result<(), LeaderError> {
         let mut last_renewed = self.last_renewed().unwrap_or_else(Instant::now);
         let mut last_attempt = last_renewed;
         let mut last_error: Option<kube::Error> = None;
         loop {
-            let deadline = last_renewed + self.lease_duration;
+            let deadline = last_renewed + self.renew_deadline();
             tokio::time::sleep_until((last_attempt + self.renew_every).min(deadline)).await;
             let started = Instant::now();
             if started >= deadline {
@@ -421,6 +423,12 @@ impl LeaderElection {
             elapsed,
             last_error,
         }
+    }
+
+    /// How long renewals may fail before this replica stops leading: two thirds of the
+    /// lease, so it stops well before another replica may take over.
+    fn renew_deadline(&self) -> Duration {
+        (self.lease_duration * 2 / 3).max(self.renew_every)
     }
 
     fn lease_duration_seconds(&self) -> i32 {
