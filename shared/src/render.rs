@@ -339,15 +339,12 @@ impl<'a> Renderer<'a> {
         let spec = &self.plan.spec;
         let pod = spec.pod();
         let view = spec.flux().view();
-        let mut pull_secrets: Vec<String> = spec
-            .containers
-            .iter()
-            .filter_map(|c| c.image_pull_secret.clone())
-            .chain(view.image_pull_secret.clone())
-            .filter(|s| !s.is_empty())
-            .collect();
-        pull_secrets.sort();
-        pull_secrets.dedup();
+        let pull_secrets = image_pull_secrets(
+            spec.containers
+                .iter()
+                .map(|c| &c.image_pull_secret)
+                .chain([&view.image_pull_secret]),
+        );
         let containers = spec
             .containers
             .iter()
@@ -376,12 +373,7 @@ impl<'a> Renderer<'a> {
             runtime_class_name: pod.runtime_class_name.clone(),
             security_context: pod.security_context.clone(),
             overhead: non_empty(pod.resources.clone()),
-            image_pull_secrets: (!pull_secrets.is_empty()).then(|| {
-                pull_secrets
-                    .into_iter()
-                    .map(|name| LocalObjectReference { name })
-                    .collect()
-            }),
+            image_pull_secrets: pull_secrets,
             affinity: (!spec.disable_affinity()).then(|| self.affinity()),
             volumes: Some(self.volumes()),
             init_containers: Some(vec![self.view_container()]),
@@ -399,33 +391,29 @@ impl<'a> Renderer<'a> {
             }]),
             ..Default::default()
         };
+        let preferred = |topology_key: &str| {
+            Some(vec![WeightedPodAffinityTerm {
+                weight: 100,
+                pod_affinity_term: PodAffinityTerm {
+                    label_selector: Some(same_job()),
+                    topology_key: topology_key.into(),
+                    ..Default::default()
+                },
+            }])
+        };
         let node_affinity = &self.plan.spec.pod().node_affinity;
         Affinity {
             // Keep the brokers in one zone, one per node where possible.
             pod_affinity: Some(PodAffinity {
-                preferred_during_scheduling_ignored_during_execution: Some(vec![
-                    WeightedPodAffinityTerm {
-                        weight: 100,
-                        pod_affinity_term: PodAffinityTerm {
-                            label_selector: Some(same_job()),
-                            topology_key: "topology.kubernetes.io/zone".into(),
-                            ..Default::default()
-                        },
-                    },
-                ]),
+                preferred_during_scheduling_ignored_during_execution: preferred(
+                    "topology.kubernetes.io/zone",
+                ),
                 ..Default::default()
             }),
             pod_anti_affinity: Some(PodAntiAffinity {
-                preferred_during_scheduling_ignored_during_execution: Some(vec![
-                    WeightedPodAffinityTerm {
-                        weight: 100,
-                        pod_affinity_term: PodAffinityTerm {
-                            label_selector: Some(same_job()),
-                            topology_key: "kubernetes.io/hostname".into(),
-                            ..Default::default()
-                        },
-                    },
-                ]),
+                preferred_during_scheduling_ignored_during_execution: preferred(
+                    "kubernetes.io/hostname",
+                ),
                 ..Default::default()
             }),
             node_affinity: (!node_affinity.is_empty()).then(|| NodeAffinity {
@@ -598,15 +586,12 @@ impl<'a> Renderer<'a> {
                 ..Default::default()
             })
             .collect();
-        let mut pull_secrets: Vec<String> = spec
-            .containers
-            .iter()
-            .chain(&spec.services)
-            .filter_map(|c| c.image_pull_secret.clone())
-            .filter(|s| !s.is_empty())
-            .collect();
-        pull_secrets.sort();
-        pull_secrets.dedup();
+        let pull_secrets = image_pull_secrets(
+            spec.containers
+                .iter()
+                .chain(&spec.services)
+                .map(|c| &c.image_pull_secret),
+        );
         Pod {
             metadata: meta,
             spec: Some(PodSpec {
@@ -625,12 +610,7 @@ impl<'a> Renderer<'a> {
                 node_selector: non_empty(pod.node_selector.clone()),
                 dns_policy: pod.dns_policy.clone(),
                 runtime_class_name: pod.runtime_class_name.clone(),
-                image_pull_secrets: non_empty_vec(
-                    pull_secrets
-                        .into_iter()
-                        .map(|name| LocalObjectReference { name })
-                        .collect(),
-                ),
+                image_pull_secrets: pull_secrets,
                 volumes: non_empty_vec(user_volumes(&spec.services)),
                 containers,
                 ..Default::default()
@@ -656,6 +636,22 @@ fn common_labels(plan: &Plan, target: &Target) -> BTreeMap<String, String> {
         }
     }
     l
+}
+
+/// The distinct, non-empty pull secrets named by containers, sorted.
+fn image_pull_secrets<'a>(
+    names: impl Iterator<Item = &'a Option<String>>,
+) -> Option<Vec<LocalObjectReference>> {
+    let names: std::collections::BTreeSet<&str> = names
+        .filter_map(|n| n.as_deref())
+        .filter(|n| !n.is_empty())
+        .collect();
+    non_empty_vec(
+        names
+            .into_iter()
+            .map(|name| LocalObjectReference { name: name.into() })
+            .collect(),
+    )
 }
 
 fn broker_port() -> ServicePort {
