@@ -39,8 +39,20 @@ enum Command {
         #[arg(long, default_value_t = 30050)]
         lead_port: i32,
     },
+    /// Convert v1alpha1 MiniCluster documents to v1alpha2 (exit 0: lossless, 3: something
+    /// had no v1alpha2 equivalent, reported on stderr; 1: invalid input).
+    Convert {
+        /// A YAML file with one or more documents; only v1alpha1 MiniClusters change.
+        file: PathBuf,
+        /// Output format.
+        #[arg(short, long, value_enum, default_value = "yaml")]
+        output: flux_hub::convert_cmd::Format,
+    },
     /// Print the MiniCluster CustomResourceDefinition.
     Crd,
+    /// Create the federation CA (or reuse the one in --out) and issue the hub's server
+    /// certificate and spoke / admin client certificates.
+    Certs(flux_hub::certs_cmd::CertsOptions),
     /// Run the MiniCluster controller against the cluster of KUBECONFIG (or in-cluster).
     Run(flux_hub::controller::RunOptions),
 }
@@ -62,7 +74,9 @@ fn main() -> ExitCode {
                 port: lead_port,
             },
         ),
+        Command::Convert { file, output } => return flux_hub::convert_cmd::run(&file, output),
         Command::Crd => flux_shared::crd::crd_yaml().map_err(anyhow::Error::from),
+        Command::Certs(opts) => flux_hub::certs_cmd::run(&opts),
         Command::Run(opts) => {
             return match run_controller(opts) {
                 Ok(()) => ExitCode::SUCCESS,

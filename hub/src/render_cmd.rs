@@ -41,8 +41,9 @@ pub fn parse_documents(file: &str, text: &str) -> Result<Vec<MiniCluster>, Vec<S
             Ok(serde_yaml_ng::Value::Null) => continue,
             Ok(v) => v,
             Err(e) => {
+                // A syntax error ends the stream: the YAML parser would repeat it forever.
                 errors.push(format!("{file}: document {}: {e}", i + 1));
-                continue;
+                break;
             }
         };
         let kind = value.get("kind").and_then(|k| k.as_str()).unwrap_or("");

@@ -3,8 +3,10 @@
 //! planner and the renderer. Everything here is pure and synchronous.
 
 pub mod api;
+pub mod convert;
 pub mod crd;
 pub mod curve;
+pub mod federation;
 pub mod flux_config;
 pub mod hostlist;
 pub mod layout;

@@ -1,0 +1,260 @@
+//! `flux-hub certs`: create the federation's CA and issue the hub's server certificate and
+//! spoke / admin client certificates.
+//!
+//! Files written into `--out` (keys mode 0600, certificates 0644, a new directory 0700):
+//!
+//! | file | what |
+//! |---|---|
+//! | `ca.crt`, `ca.key` | the CA (created when absent, reused when both exist) |
+//! | `hub.crt`, `hub.key` | the hub's server certificate (with `--hub-dns` / `--hub-ip`) |
+//! | `spoke-<name>.crt`, `spoke-<name>.key` | per `--spoke`: `spiffe://flux-framework.org/spoke/<name>` |
+//! | `admin-<name>.crt`, `admin-<name>.key` | per `--admin`: `spiffe://flux-framework.org/admin/<name>` |
+//!
+//! Existing files are never overwritten without `--force`, and nothing is written unless
+//! every file can be. An existing CA is always reused (also with `--force`), so spokes can
+//! be added later; delete `ca.crt` and `ca.key` to start over with a new CA (which
+//! invalidates every certificate issued before).
+
+use std::collections::BTreeSet;
+use std::fs;
+use std::io::Write;
+use std::net::IpAddr;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, bail};
+use flux_shared::federation::Identity;
+use flux_shared::federation::pki::{
+    Ca, DEFAULT_CA_VALIDITY_DAYS, DEFAULT_LEAF_VALIDITY_DAYS, IssuedCert,
+};
+
+/// Options of `flux-hub certs`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct CertsOptions {
+    /// Directory to write into (created, mode 0700, when missing).
+    #[arg(long, value_name = "DIR")]
+    pub out: PathBuf,
+    /// DNS names for the hub's server certificate (repeat the flag or separate with commas).
+    #[arg(long = "hub-dns", value_name = "NAME", num_args = 1.., value_delimiter = ',')]
+    pub hub_dns: Vec<String>,
+    /// IP addresses for the hub's server certificate.
+    #[arg(long = "hub-ip", value_name = "IP", num_args = 1.., value_delimiter = ',')]
+    pub hub_ip: Vec<IpAddr>,
+    /// Spoke (burst cluster) names to issue client certificates for (DNS-1123 labels).
+    #[arg(long = "spoke", value_name = "NAME", num_args = 1.., value_delimiter = ',')]
+    pub spokes: Vec<String>,
+    /// Admin names to issue client certificates for (DNS-1123 labels).
+    #[arg(long = "admin", value_name = "NAME", num_args = 1.., value_delimiter = ',')]
+    pub admins: Vec<String>,
+    /// Lifetime of the hub, spoke and admin certificates, in days (capped at the CA's).
+    #[arg(long, value_name = "DAYS", default_value_t = DEFAULT_LEAF_VALIDITY_DAYS)]
+    pub days: u32,
+    /// Lifetime of a newly created CA, in days.
+    #[arg(long, value_name = "DAYS", default_value_t = DEFAULT_CA_VALIDITY_DAYS)]
+    pub ca_days: u32,
+    /// Common name of a newly created CA.
+    #[arg(long, value_name = "NAME", default_value = "flux-federation CA")]
+    pub ca_name: String,
+    /// Overwrite existing certificates and keys (the CA is still reused).
+    #[arg(long)]
+    pub force: bool,
+}
+
+const CA_CERT: &str = "ca.crt";
+const CA_KEY: &str = "ca.key";
+const CERT_MODE: u32 = 0o644;
+const KEY_MODE: u32 = 0o600;
+
+/// One file to write.
+struct Output {
+    name: String,
+    contents: String,
+    mode: u32,
+}
+
+/// Runs `flux-hub certs`; returns the summary to print.
+pub fn run(opts: &CertsOptions) -> anyhow::Result<String> {
+    let identities = identities(opts)?;
+    let want_hub = !opts.hub_dns.is_empty() || !opts.hub_ip.is_empty();
+
+    let dir = &opts.out;
+    let (ca, ca_is_new) = load_or_create_ca(dir, opts)?;
+    if !ca_is_new && !want_hub && identities.is_empty() {
+        bail!(
+            "{}: the CA exists and nothing else was asked for; name --hub-dns/--hub-ip, \
+             --spoke or --admin",
+            dir.display()
+        );
+    }
+
+    // Issue everything in memory first: a bad name must not leave half the files behind.
+    let mut outputs = Vec::new();
+    let mut summary = Vec::new();
+    if ca_is_new {
+        outputs.push(cert_output(CA_CERT, ca.cert_pem().to_string()));
+        outputs.push(key_output(CA_KEY, ca.key_pem()));
+        summary.push(format!(
+            "{CA_CERT}, {CA_KEY}: new CA {:?}, valid until {}",
+            opts.ca_name,
+            date(ca.not_after())
+        ));
+    } else {
+        summary.push(format!(
+            "{CA_CERT}, {CA_KEY}: existing CA reused, valid until {}",
+            date(ca.not_after())
+        ));
+    }
+    if want_hub {
+        let hub = ca
+            .issue_server(&opts.hub_dns, &opts.hub_ip, opts.days)
+            .context("hub certificate")?;
+        let names: Vec<String> = opts
+            .hub_dns
+            .iter()
+            .cloned()
+            .chain(opts.hub_ip.iter().map(IpAddr::to_string))
+            .collect();
+        summary.push(format!("hub.crt, hub.key: server {}", names.join(", ")));
+        push_leaf(&mut outputs, "hub", hub);
+    }
+    for identity in &identities {
+        let stem = format!("{}-{}", identity.kind(), identity.name());
+        let cert = ca
+            .issue_client(identity, opts.days)
+            .with_context(|| format!("{stem} certificate"))?;
+        summary.push(format!(
+            "{stem}.crt, {stem}.key: client {}",
+            identity.spiffe_id()
+        ));
+        push_leaf(&mut outputs, &stem, cert);
+    }
+
+    if !opts.force {
+        let existing: Vec<String> = outputs
+            .iter()
+            .map(|o| dir.join(&o.name))
+            .filter(|p| p.exists())
+            .map(|p| p.display().to_string())
+            .collect();
+        if !existing.is_empty() {
+            bail!(
+                "refusing to overwrite {} (pass --force to replace them)",
+                existing.join(", ")
+            );
+        }
+    }
+
+    if !dir.exists() {
+        fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+            .with_context(|| format!("creating {}", dir.display()))?;
+    }
+    for output in &outputs {
+        write_file(dir, output)?;
+    }
+
+    let mut out = format!("{}:\n", dir.display());
+    for line in summary {
+        out.push_str("  ");
+        out.push_str(&line);
+        out.push('\n');
+    }
+    Ok(out)
+}
+
+/// The requested client identities, validated, without duplicates.
+fn identities(opts: &CertsOptions) -> anyhow::Result<Vec<Identity>> {
+    let mut seen = BTreeSet::new();
+    let mut out = Vec::new();
+    let spokes = opts.spokes.iter().map(|n| Identity::spoke(n));
+    let admins = opts.admins.iter().map(|n| Identity::admin(n));
+    for identity in spokes.chain(admins) {
+        let identity = identity?;
+        if !seen.insert(identity.clone()) {
+            bail!("{identity} is named twice");
+        }
+        out.push(identity);
+    }
+    Ok(out)
+}
+
+fn load_or_create_ca(dir: &Path, opts: &CertsOptions) -> anyhow::Result<(Ca, bool)> {
+    let (cert_path, key_path) = (dir.join(CA_CERT), dir.join(CA_KEY));
+    match (cert_path.exists(), key_path.exists()) {
+        (true, true) => {
+            let cert = fs::read_to_string(&cert_path)
+                .with_context(|| format!("reading {}", cert_path.display()))?;
+            let key = fs::read_to_string(&key_path)
+                .with_context(|| format!("reading {}", key_path.display()))?;
+            let ca = Ca::from_pem(&cert, &key)
+                .with_context(|| format!("loading the CA from {}", dir.display()))?;
+            Ok((ca, false))
+        }
+        (false, false) => Ok((
+            Ca::generate_with_validity(&opts.ca_name, opts.ca_days)?,
+            true,
+        )),
+        (true, false) => bail!(
+            "{} exists but {} does not: both or neither are needed",
+            cert_path.display(),
+            key_path.display()
+        ),
+        (false, true) => bail!(
+            "{} exists but {} does not: both or neither are needed",
+            key_path.display(),
+            cert_path.display()
+        ),
+    }
+}
+
+/// `YYYY-MM-DD` (UTC).
+fn date(t: time::OffsetDateTime) -> String {
+    format!("{:04}-{:02}-{:02}", t.year(), u8::from(t.month()), t.day())
+}
+
+fn cert_output(name: &str, contents: String) -> Output {
+    Output {
+        name: name.to_string(),
+        contents,
+        mode: CERT_MODE,
+    }
+}
+
+fn key_output(name: &str, contents: String) -> Output {
+    Output {
+        name: name.to_string(),
+        contents,
+        mode: KEY_MODE,
+    }
+}
+
+fn push_leaf(outputs: &mut Vec<Output>, stem: &str, cert: IssuedCert) {
+    outputs.push(cert_output(&format!("{stem}.crt"), cert.cert_pem));
+    outputs.push(key_output(&format!("{stem}.key"), cert.key_pem));
+}
+
+/// Writes through a temporary file created with the final mode, then renames it into
+/// place: a key is never readable by others, not even briefly, and a reader never sees a
+/// half-written file.
+fn write_file(dir: &Path, output: &Output) -> anyhow::Result<()> {
+    let path = dir.join(&output.name);
+    let tmp = dir.join(format!(".{}.tmp-{}", output.name, std::process::id()));
+    let result = (|| -> std::io::Result<()> {
+        let mut file = fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(output.mode)
+            .open(&tmp)?;
+        // The umask may have removed bits; set exactly the intended mode.
+        file.set_permissions(fs::Permissions::from_mode(output.mode))?;
+        file.write_all(output.contents.as_bytes())?;
+        file.sync_all()?;
+        fs::rename(&tmp, &path)
+    })();
+    if result.is_err() {
+        let _ = fs::remove_file(&tmp);
+    }
+    result.with_context(|| format!("writing {}", path.display()))
+}
