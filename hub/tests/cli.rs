@@ -199,6 +199,14 @@ spec:
         );
     }
 
+    std::fs::write(&file, "apiVersion: [unclosed\n").expect("write");
+    let out = hub(&["render", f]);
+    assert!(
+        !out.status.success(),
+        "a YAML syntax error fails (and does not hang)"
+    );
+    assert!(out.stdout.is_empty());
+
     std::fs::write(
         &file,
         "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n",
