@@ -4,6 +4,8 @@
 //! context line up with what `flux-hub run` needs, every object passes the strict
 //! `kubernetes-validate` oracle, and `kustomization.yaml` installs all of it plus the CRD.
 
+mod common;
+
 use std::any::TypeId;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Component, Path, PathBuf};
@@ -33,9 +35,7 @@ const CRD: &str = "crds/miniclusters.flux-framework.org.yaml";
 const UID: i64 = 65532;
 const RBAC_GROUP: &str = "rbac.authorization.k8s.io";
 
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
+use common::root;
 
 fn deploy_dir() -> PathBuf {
     root().join("deploy")
@@ -782,16 +782,7 @@ fn pod_disruption_budget_lets_one_replica_go() {
 // ---------------------------------------------------------------------------------------
 
 fn validator() -> PathBuf {
-    let python = std::env::var_os("ORACLE_PYTHON")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root().join(".venv/bin/python"));
-    let bin = python.with_file_name("kubernetes-validate");
-    assert!(
-        bin.exists(),
-        "{} not found: run scripts/test.sh, which installs the test oracles",
-        bin.display()
-    );
-    bin
+    common::kubernetes_validate()
 }
 
 #[test]

@@ -1,24 +1,15 @@
 //! Oracle: `kubernetes-validate --strict` (the upstream OpenAPI schemas) accepts every
 //! object rendered from every example, for every cluster.
 
-use std::path::{Path, PathBuf};
+mod common;
+
+use std::path::PathBuf;
 use std::process::Command;
 
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
+use common::root;
 
 fn validator() -> PathBuf {
-    let python = std::env::var_os("ORACLE_PYTHON")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root().join(".venv/bin/python"));
-    let bin = python.with_file_name("kubernetes-validate");
-    assert!(
-        bin.exists(),
-        "{} not found: run scripts/test.sh, which installs the test oracles",
-        bin.display()
-    );
-    bin
+    common::kubernetes_validate()
 }
 
 #[test]
