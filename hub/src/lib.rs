@@ -2,6 +2,7 @@
 
 pub mod certs_cmd;
 pub mod controller;
+pub mod federation;
 pub mod convert_cmd;
 pub mod ops;
 pub mod render_cmd;

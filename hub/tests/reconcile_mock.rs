@@ -166,7 +166,11 @@ fn minicluster(yaml: &str) -> MiniCluster {
 /// Feed what a first reconcile applied into the caches, as the watches would.
 fn observe(calls: &[Call], writers: &mut Writers) -> Option<Value> {
     let mut status = None;
-    for call in calls.iter().filter(|c| c.method == "PATCH") {
+    // Server-side applies only (the finalizer merge patch is not an object of ours).
+    for call in calls
+        .iter()
+        .filter(|c| c.method == "PATCH" && c.query.contains("fieldManager"))
+    {
         let (_, mut obj) = echo(call);
         if call.path.ends_with("/status") {
             status = Some(call.body["status"].clone());
@@ -653,4 +657,239 @@ fn objects_carry_owner_references_to_the_minicluster() {
         assert_eq!(owner["uid"], "mc-uid", "{}", object.describe());
         assert_eq!(owner["kind"], MiniCluster::kind(&()).as_ref());
     }
+}
+
+// ---------------------------------------------------------------------------------------
+// Bursting: finalizer, lead broker endpoint, assignments, status.bursts, deletion.
+// ---------------------------------------------------------------------------------------
+
+const BURSTING: &str = r#"
+apiVersion: flux-framework.org/v1alpha2
+kind: MiniCluster
+metadata: {name: flux-sample, namespace: hpc, uid: mc-uid, generation: 1, resourceVersion: "7"}
+spec:
+  size: 2
+  containers: [{image: "rockylinux:9", command: hostname}]
+  flux:
+    bursting:
+      clusters: [{name: burst-gke, size: 3, cluster: gke}]
+"#;
+
+/// Answers like `echo`, plus a Node with addresses for `GET /api/v1/nodes/n1`.
+fn with_node(call: &Call) -> (StatusCode, Value) {
+    if call.method == "GET" && call.path == "/api/v1/nodes/n1" {
+        return (
+            StatusCode::OK,
+            json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1"},
+                   "status": {"addresses": [
+                       {"type": "InternalIP", "address": "10.0.0.4"},
+                       {"type": "ExternalIP", "address": "203.0.113.4"}]}}),
+        );
+    }
+    if call.path.ends_with("/miniclusters/flux-sample") && call.method == "PATCH" {
+        let mut mc = serde_json::to_value(minicluster(BURSTING)).expect("json");
+        mc["metadata"]["finalizers"] = call.body["metadata"]["finalizers"].clone();
+        return (StatusCode::OK, mc);
+    }
+    echo(call)
+}
+
+fn lead_pod() -> Pod {
+    serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "flux-sample-0-abcde", "namespace": "hpc", "labels": {
+            "flux-framework.org/job": "flux-sample",
+            "batch.kubernetes.io/job-completion-index": "0"}},
+        "spec": {"nodeName": "n1", "containers": [{"name": "flux", "image": "x"}]}
+    }))
+    .expect("pod")
+}
+
+#[tokio::test]
+async fn a_bursting_minicluster_gets_a_finalizer_and_waits_for_its_lead_endpoint_then_assigns() {
+    let (client, server) = ApiServer::start(Arc::new(with_node));
+    let (ctx, mut writers) = context(client);
+    let mc = minicluster(BURSTING);
+    run(&ctx, mc.clone()).await.expect("reconcile");
+    let calls = server.calls();
+    let finalizer = calls
+        .iter()
+        .find(|c| {
+            c.path == "/apis/flux-framework.org/v1alpha2/namespaces/hpc/miniclusters/flux-sample"
+        })
+        .expect("finalizer patch");
+    assert_eq!(
+        finalizer.body["metadata"]["finalizers"],
+        json!(["flux-framework.org/bursts"])
+    );
+    assert_eq!(
+        finalizer.body["metadata"]["resourceVersion"], "7",
+        "guarded by resourceVersion"
+    );
+    assert!(
+        calls
+            .iter()
+            .any(|c| c.path.ends_with("/services/flux-sample-lead"))
+    );
+    assert_permitted(&calls);
+    let status = observe(&calls, &mut writers).expect("status");
+    assert_eq!(status["bursts"][0]["name"], "burst-gke");
+    assert_eq!(status["bursts"][0]["cluster"], "gke");
+    assert_eq!(status["bursts"][0]["phase"], "Pending");
+    assert_eq!(
+        status["bursts"][0]["message"],
+        "waiting for the lead broker Service's NodePort"
+    );
+    assert!(
+        ctx.registry
+            .spokes()
+            .spokes
+            .iter()
+            .all(|s| s.assignments == 0)
+    );
+
+    // The API server allocated the NodePort and the lead pod runs on n1.
+    let mut lead: Service = writers_service(&calls);
+    lead.spec
+        .as_mut()
+        .expect("spec")
+        .ports
+        .as_mut()
+        .expect("ports")[0]
+        .node_port = Some(30093);
+    writers
+        .services
+        .apply_watcher_event(&watcher::Event::Apply(lead));
+    writers
+        .pods
+        .apply_watcher_event(&watcher::Event::Apply(lead_pod()));
+    let mut next = mc.clone();
+    next.metadata.finalizers = Some(vec!["flux-framework.org/bursts".into()]);
+    next.status = Some(serde_json::from_value(status).expect("status"));
+    let before = server.calls().len();
+    run(&ctx, next.clone()).await.expect("reconcile");
+    let calls = server.calls()[before..].to_vec();
+    assert_permitted(&calls);
+    assert!(calls.iter().any(|c| c.short() == "GET /api/v1/nodes/n1"));
+    let status = calls
+        .iter()
+        .find(|c| c.path.ends_with("/status"))
+        .expect("status")
+        .body["status"]
+        .clone();
+    assert_eq!(
+        status["leadBroker"],
+        json!({"address": "203.0.113.4", "port": 30093, "node": "n1"})
+    );
+    assert_eq!(
+        status["bursts"][0]["phase"], "Unreachable",
+        "spoke gke never connected"
+    );
+    let bursts_ready = status["conditions"]
+        .as_array()
+        .expect("conditions")
+        .iter()
+        .find(|c| c["type"] == "BurstsReady")
+        .expect("BurstsReady");
+    assert_eq!(bursts_ready["reason"], "SpokeUnreachable");
+    let spokes = ctx.registry.spokes().spokes;
+    assert_eq!((spokes[0].name.as_str(), spokes[0].assignments), ("gke", 1));
+
+    // Same state again: the node is not looked up again, nothing is written.
+    next.status = Some(serde_json::from_value(status).expect("status"));
+    let before = server.calls().len();
+    run(&ctx, next).await.expect("reconcile");
+    let extra: Vec<String> = server.calls()[before..].iter().map(Call::short).collect();
+    assert!(extra.is_empty(), "{extra:?}");
+}
+
+fn writers_service(calls: &[Call]) -> Service {
+    let call = calls
+        .iter()
+        .find(|c| c.path.ends_with("/services/flux-sample-lead"))
+        .expect("lead service");
+    serde_json::from_value(echo(call).1).expect("service")
+}
+
+fn deleted(seconds_ago: i64) -> MiniCluster {
+    let mut mc = minicluster(BURSTING);
+    mc.metadata.finalizers = Some(vec!["flux-framework.org/bursts".into()]);
+    mc.metadata.deletion_timestamp = Some(Time(
+        k8s_openapi::jiff::Timestamp::from_second(1_800_000_000 - seconds_ago).expect("time"),
+    ));
+    mc
+}
+
+#[tokio::test]
+async fn deletion_waits_for_the_spoke_then_releases_the_finalizer() {
+    let (client, server) = ApiServer::start(Arc::new(with_node));
+    let (ctx, _writers) = context(client);
+    ctx.registry.set_primed();
+    let _spoke = ctx.registry.subscribe("gke", "test").expect("primed");
+    let action = run(&ctx, deleted(10)).await.expect("reconcile");
+    assert_eq!(
+        action,
+        kube::runtime::controller::Action::requeue(Duration::from_secs(290)),
+        "waits until the deletion timeout at most"
+    );
+    let calls = server.calls();
+    let status = calls
+        .iter()
+        .find(|c| c.path.ends_with("/status"))
+        .expect("status");
+    assert_eq!(status.body["status"]["bursts"][0]["phase"], "Deleting");
+    assert!(
+        calls
+            .iter()
+            .all(|c| !c.body["metadata"]["finalizers"].is_array())
+    );
+
+    // The spoke applies the snapshot without the burst and acknowledges it.
+    let version = ctx.registry.spokes().spokes[0].current_version;
+    ctx.registry.report(
+        "gke",
+        flux_shared::federation::proto::ReportRequest {
+            hub_epoch: ctx.registry.epoch().to_string(),
+            applied_version: version,
+            statuses: vec![],
+        },
+    );
+    let before = server.calls().len();
+    let action = run(&ctx, deleted(12)).await.expect("reconcile");
+    assert_eq!(action, kube::runtime::controller::Action::await_change());
+    let calls = server.calls()[before..].to_vec();
+    assert_permitted(&calls);
+    let event = calls.iter().find(|c| c.method == "POST").expect("event");
+    assert_eq!(event.body["reason"], "BurstsDeleted");
+    let release = calls
+        .iter()
+        .find(|c| c.path.ends_with("/miniclusters/flux-sample"))
+        .expect("finalizer released");
+    assert_eq!(release.body["metadata"]["finalizers"], json!([]));
+    assert!(ctx.registry.admin_snapshot("").miniclusters.is_empty());
+}
+
+#[tokio::test]
+async fn an_unreachable_spoke_delays_deletion_only_until_the_timeout() {
+    let (client, server) = ApiServer::start(Arc::new(with_node));
+    let (ctx, _writers) = context(client);
+    let action = run(&ctx, deleted(301)).await.expect("reconcile");
+    assert_eq!(action, kube::runtime::controller::Action::await_change());
+    let calls = server.calls();
+    let event = calls.iter().find(|c| c.method == "POST").expect("event");
+    assert_eq!(event.body["type"], "Warning");
+    assert_eq!(event.body["reason"], "SpokeUnreachable");
+    assert!(
+        event.body["note"]
+            .as_str()
+            .expect("note")
+            .contains("spoke gke did not confirm deleting burst burst-gke"),
+        "{}",
+        event.body["note"]
+    );
+    let release = calls
+        .iter()
+        .find(|c| c.path.ends_with("/miniclusters/flux-sample"))
+        .expect("finalizer released");
+    assert_eq!(release.body["metadata"]["finalizers"], json!([]));
 }

@@ -258,7 +258,16 @@ impl<'a> Renderer<'a> {
             spec: Some(ServiceSpec {
                 type_: Some("NodePort".into()),
                 selector: Some(selector),
-                ports: Some(vec![broker_port()]),
+                ports: Some(vec![ServicePort {
+                    node_port: self
+                        .plan
+                        .spec
+                        .flux()
+                        .bursting
+                        .as_ref()
+                        .and_then(|b| b.lead_node_port),
+                    ..broker_port()
+                }]),
                 ..Default::default()
             }),
             ..Default::default()

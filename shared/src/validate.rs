@@ -86,6 +86,15 @@ pub fn is_dns_label(s: &str) -> bool {
         && b[b.len() - 1] != b'-'
 }
 
+/// Whether `s` is an IP address or a DNS name (DNS-1123 subdomain, upper case allowed).
+pub fn is_host_address(s: &str) -> bool {
+    if s.parse::<std::net::IpAddr>().is_ok() {
+        return true;
+    }
+    let lower = s.to_ascii_lowercase();
+    lower.len() <= 253 && lower.split('.').all(is_dns_label)
+}
+
 /// Whether `s` is a Flux Standard Duration: a non-negative number with an optional unit
 /// `ms`, `s`, `m`, `h` or `d`.
 pub fn is_fsd(s: &str) -> bool {
@@ -775,6 +784,37 @@ impl Validator {
                     longest.len() <= 63,
                     format!("{field}.name"),
                     format!("is too long: host {longest:?} would exceed 63 characters"),
+                );
+            }
+        }
+        if let Some(b) = bursting {
+            let root_with_bursts = !clusters.is_empty() && spec.lead_broker().is_none();
+            if let Some(address) = b.lead_address.as_deref() {
+                check!(
+                    self,
+                    root_with_bursts,
+                    "spec.flux.bursting.leadAddress",
+                    "only a root MiniCluster with bursting.clusters exposes its lead broker",
+                );
+                check!(
+                    self,
+                    is_host_address(address),
+                    "spec.flux.bursting.leadAddress",
+                    "must be an IP address or a DNS name",
+                );
+            }
+            if let Some(port) = b.lead_node_port {
+                check!(
+                    self,
+                    root_with_bursts,
+                    "spec.flux.bursting.leadNodePort",
+                    "only a root MiniCluster with bursting.clusters exposes its lead broker",
+                );
+                check!(
+                    self,
+                    (1..=65535).contains(&port),
+                    "spec.flux.bursting.leadNodePort",
+                    "must be a port number (1-65535)",
                 );
             }
         }

@@ -158,6 +158,7 @@ impl TestHub {
             hub_epoch: "test-epoch".into(),
             version: 1,
             assignments: self.by_spoke.get(spoke).cloned().unwrap_or_default(),
+            retained_keys: vec![],
         }
     }
 
@@ -174,6 +175,7 @@ impl TestHub {
                         size: 2,
                         brokers_ready: 2,
                         bursts: vec![],
+                        lead_endpoint: None,
                     })
                     .bursts
                     .push(flux_shared::federation::proto::BurstStatus {

@@ -3,6 +3,9 @@
 pub mod permissions;
 
 use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use flux_shared::federation::tls::{ServerSecurity, TlsPem, TransportSettings};
 
 /// Flags of `flux-hub run`.
 #[derive(Clone, Debug, clap::Args)]
@@ -31,6 +34,66 @@ pub struct RunOptions {
     /// How many MiniClusters are reconciled at once.
     #[arg(long, default_value_t = 16)]
     pub concurrency: u16,
+    /// Address of the federation gRPC server (spokes and `flux-hub status`); without it
+    /// no spoke can connect and bursts stay Unreachable.
+    #[arg(long, env = "FLUX_GRPC_ADDR")]
+    pub grpc_addr: Option<SocketAddr>,
+    /// CA certificate (PEM) that issued spoke and admin client certificates.
+    #[arg(long, env = "FLUX_CA", value_name = "FILE")]
+    pub ca: Option<PathBuf>,
+    /// The hub's server certificate (PEM), from `flux-hub certs`.
+    #[arg(long, env = "FLUX_CERT", value_name = "FILE")]
+    pub cert: Option<PathBuf>,
+    /// The hub's server key (PEM).
+    #[arg(long, env = "FLUX_KEY", value_name = "FILE")]
+    pub key: Option<PathBuf>,
+    /// LOCAL DEVELOPMENT ONLY: serve gRPC in plaintext; callers name themselves, so anyone
+    /// who can reach the port can act as any spoke and read every curve certificate.
+    #[arg(long, conflicts_with_all = ["ca", "cert", "key"])]
+    pub insecure: bool,
+    /// Address burst brokers reach the lead broker's NodePort at, for MiniClusters that do
+    /// not set spec.flux.bursting.leadAddress (default: the lead pod's node address).
+    #[arg(long, env = "FLUX_LEAD_BROKER_ADDRESS")]
+    pub lead_broker_address: Option<String>,
+    /// How long a deleted MiniCluster with bursts waits for every spoke to confirm its
+    /// burst deleted before the finalizer is released anyway (with a Warning Event).
+    #[arg(long, default_value_t = 300)]
+    pub burst_deletion_timeout_seconds: u64,
+}
+
+impl RunOptions {
+    /// The gRPC server's security, when the server is enabled; errors name the flag.
+    pub fn grpc_security(&self) -> anyhow::Result<Option<ServerSecurity>> {
+        if self.grpc_addr.is_none() {
+            if self.insecure || self.ca.is_some() || self.cert.is_some() || self.key.is_some() {
+                anyhow::bail!(
+                    "--ca, --cert, --key and --insecure configure the gRPC server: set --grpc-addr too"
+                );
+            }
+            return Ok(None);
+        }
+        if self.insecure {
+            return Ok(Some(ServerSecurity::InsecureDevelopment));
+        }
+        match (&self.ca, &self.cert, &self.key) {
+            (Some(ca), Some(cert), Some(key)) => Ok(Some(ServerSecurity::Mtls(
+                TlsPem::from_files(ca, cert, key).context("loading the gRPC server's TLS files")?,
+            ))),
+            _ => anyhow::bail!(
+                "--grpc-addr needs --ca, --cert and --key (from `flux-hub certs`), or --insecure for local development"
+            ),
+        }
+    }
+
+    /// `--lead-broker-address`, checked.
+    pub fn lead_address(&self) -> anyhow::Result<Option<String>> {
+        match &self.lead_broker_address {
+            Some(a) if !flux_shared::validate::is_host_address(a) => {
+                anyhow::bail!("--lead-broker-address {a:?}: must be an IP address or a DNS name")
+            }
+            other => Ok(other.clone()),
+        }
+    }
 }
 
 pub mod diff;
@@ -101,6 +164,8 @@ where
 /// `flux-hub run`: the MiniCluster controller with its metrics and health server.
 pub async fn run(opts: RunOptions) -> anyhow::Result<()> {
     ops::logging::init(opts.log_json);
+    let grpc_security = opts.grpc_security()?;
+    let lead_address = opts.lead_address()?;
     let client = Client::try_default()
         .await
         .context("no Kubernetes configuration: set KUBECONFIG or run inside a cluster")?;
@@ -177,12 +242,43 @@ pub async fn run(opts: RunOptions) -> anyhow::Result<()> {
             instance: Some(identity.clone()),
         },
     );
-    let ctx = Arc::new(reconcile::Context::new(
-        client.clone(),
-        stores.clone(),
-        recorder,
-        metrics.clone(),
-    ));
+    let registry = crate::federation::Registry::new();
+    let changes = registry
+        .take_changes()
+        .map(tokio_stream::wrappers::UnboundedReceiverStream::new)
+        .context("the federation registry's change stream was taken twice")?
+        .map(|(ns, name)| reflector::ObjectRef::<MiniCluster>::new(&name).within(&ns));
+    let ctx = Arc::new(
+        reconcile::Context::new(client.clone(), stores.clone(), recorder, metrics.clone())
+            .with_federation(
+                registry.clone(),
+                lead_address,
+                std::time::Duration::from_secs(opts.burst_deletion_timeout_seconds),
+            ),
+    );
+    let grpc = match (opts.grpc_addr, grpc_security) {
+        (Some(addr), Some(security)) => {
+            let listener = crate::federation::service::bind(addr).await?;
+            info!(%addr, insecure = opts.insecure, "federation gRPC server listening");
+            let services = crate::federation::service::Services::new(
+                registry.clone(),
+                security.authenticator(),
+                metrics.clone(),
+            )
+            .with_stop(stop_tx.subscribe());
+            let mut stop = stop_tx.subscribe();
+            Some(tokio::spawn(crate::federation::service::serve(
+                listener,
+                security,
+                TransportSettings::default(),
+                services,
+                async move {
+                    let _ = stop.wait_for(|stop| *stop).await;
+                },
+            )))
+        }
+        _ => None,
+    };
     let miniclusters: Api<MiniCluster> = match ns {
         Some(ns) => Api::namespaced(client.clone(), ns),
         None => Api::all(client.clone()),
@@ -195,11 +291,31 @@ pub async fn run(opts: RunOptions) -> anyhow::Result<()> {
         pods_watch,
     ));
     let synced = {
-        let (stores, health) = (stores.clone(), health.clone());
+        let (stores, health, ctx, miniclusters) = (
+            stores.clone(),
+            health.clone(),
+            ctx.clone(),
+            miniclusters.clone(),
+        );
         tokio::spawn(async move {
             stores.wait_until_ready().await;
-            health.set_ready(true);
             info!("caches synced");
+            // Spokes are let in only once the registry holds what they ran before.
+            let mut delay = std::time::Duration::from_secs(1);
+            loop {
+                match miniclusters.list(&kube::api::ListParams::default()).await {
+                    Ok(list) => {
+                        reconcile::prime(&ctx, &list.items);
+                        break;
+                    }
+                    Err(error) => {
+                        error!(%error, "cannot list MiniClusters to rebuild the federation state; retrying");
+                        tokio::time::sleep(delay).await;
+                        delay = (delay * 2).min(std::time::Duration::from_secs(60));
+                    }
+                }
+            }
+            health.set_ready(true);
         })
     };
 
@@ -210,6 +326,7 @@ pub async fn run(opts: RunOptions) -> anyhow::Result<()> {
         .owns_shared_stream(cm_events)
         .owns_shared_stream(svc_events)
         .owns_shared_stream(pod_events)
+        .reconcile_on(changes)
         .graceful_shutdown_on(ops::shutdown::signal())
         .run(reconcile::reconcile, reconcile::error_policy, ctx)
         .for_each(|result| async move {
@@ -223,9 +340,21 @@ pub async fn run(opts: RunOptions) -> anyhow::Result<()> {
             None => std::future::pending().await,
         }
     };
+    let mut grpc = grpc;
+    let grpc_ended = async {
+        match grpc.as_mut() {
+            Some(task) => match task.await {
+                Ok(Ok(())) => anyhow::bail!("the federation gRPC server stopped"),
+                Ok(Err(e)) => Err(anyhow::Error::from(e)),
+                Err(e) => Err(anyhow::Error::from(e).context("federation gRPC server task")),
+            },
+            None => std::future::pending().await,
+        }
+    };
     let outcome = tokio::select! {
         () = controller => Ok(()),
         result = lost => result.context("lost leadership; exiting so another replica takes over"),
+        result = grpc_ended => result,
     };
     watches.abort();
     synced.abort();
@@ -236,6 +365,12 @@ pub async fn run(opts: RunOptions) -> anyhow::Result<()> {
     }
     let _ = stop_tx.send(true);
     let _ = server.await;
+    if let Some(task) = grpc
+        && !task.is_finished()
+    {
+        // Stopped by stop_tx above; wait for streams to close.
+        let _ = task.await;
+    }
     info!("stopped");
     outcome
 }

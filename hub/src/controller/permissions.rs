@@ -36,7 +36,7 @@ pub const REQUIRED: &[Permission] = &[
     cluster(
         "flux-framework.org",
         "miniclusters",
-        &["list", "watch", "delete"],
+        &["list", "watch", "patch", "delete"],
     ),
     cluster("flux-framework.org", "miniclusters/status", &["patch"]),
     // Owner references with blockOwnerDeletion need this where the
@@ -47,6 +47,7 @@ pub const REQUIRED: &[Permission] = &[
     cluster("", "configmaps", &["list", "watch", "create", "patch"]),
     cluster("", "secrets", &["list", "watch", "create", "patch"]),
     cluster("", "pods", &["list", "watch", "create", "patch"]),
+    cluster("", "nodes", &["get"]),
     cluster("events.k8s.io", "events", &["create", "patch"]),
     Permission {
         group: "coordination.k8s.io",

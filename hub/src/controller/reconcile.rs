@@ -8,14 +8,16 @@ use std::fmt::Debug;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use flux_shared::api::{MiniCluster, MiniClusterStatus};
+use flux_shared::api::{LeadBrokerStatus, MiniCluster, MiniClusterStatus};
 use flux_shared::curve::CurveCert;
+use flux_shared::federation::assignment::{self, SpokeAssignment};
+use flux_shared::federation::assignment_key;
 use flux_shared::layout;
 use flux_shared::plan::{Plan, Role};
 use flux_shared::render::{self, Object};
 use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret, Service};
+use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod, Secret, Service};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{DeleteParams, Patch, PatchParams};
 use kube::runtime::controller::Action;
@@ -29,6 +31,7 @@ use tracing::{info, warn};
 use super::diff::is_subset;
 use super::sizing;
 use super::status::{self, Problem, phase};
+use crate::federation::{self, BurstInfo, McInfo, McKey, Registry, bursts, lead};
 use crate::ops::metrics::Metrics;
 
 /// Field manager of every write the hub makes.
@@ -81,6 +84,13 @@ pub struct Context {
     pub generated_certs: Mutex<HashMap<(String, String), String>>,
     /// The current time (a parameter so tests are deterministic).
     pub now: fn() -> Time,
+    /// Assignments for spokes and what they reported.
+    pub registry: Arc<Registry>,
+    /// `--lead-broker-address`: the address burst brokers reach the lead broker at, unless
+    /// the spec sets one.
+    pub lead_address: Option<String>,
+    /// How long a deleted MiniCluster waits for spokes to confirm its bursts are gone.
+    pub deletion_timeout: Duration,
 }
 
 impl Context {
@@ -94,9 +104,29 @@ impl Context {
             failures: Mutex::new(HashMap::new()),
             generated_certs: Mutex::new(HashMap::new()),
             now: || Time(k8s_openapi::jiff::Timestamp::now()),
+            registry: Registry::new(),
+            lead_address: None,
+            deletion_timeout: DEFAULT_DELETION_TIMEOUT,
         }
     }
+
+    /// Use `registry` for assignments, `lead_address` (`--lead-broker-address`) and
+    /// `deletion_timeout` for bursting MiniClusters.
+    pub fn with_federation(
+        mut self,
+        registry: Arc<Registry>,
+        lead_address: Option<String>,
+        deletion_timeout: Duration,
+    ) -> Self {
+        self.registry = registry;
+        self.lead_address = lead_address;
+        self.deletion_timeout = deletion_timeout;
+        self
+    }
 }
+
+/// Default of `--burst-deletion-timeout-seconds`.
+pub const DEFAULT_DELETION_TIMEOUT: Duration = Duration::from_secs(300);
 
 /// Errors that make a reconcile retry later.
 #[derive(Debug, thiserror::Error)]
@@ -151,8 +181,9 @@ pub async fn reconcile(mc: Arc<MiniCluster>, ctx: Arc<Context>) -> Result<Action
         .ok_or_else(|| Error::NoNamespace(mc.name_any()))?;
     let name = mc.name_any();
     if mc.metadata.deletion_timestamp.is_some() {
-        // Owner references let the garbage collector remove the children.
-        return Ok(Action::await_change());
+        // Owner references let the garbage collector remove the local children; bursts
+        // in other clusters need their spokes (and the finalizer holds until they answer).
+        return finalize(&mc, &ctx, &ns, &name).await;
     }
     // Only with complete caches: an absent Secret must mean "never created", or a
     // restarted hub would generate a new CURVE certificate.
@@ -185,7 +216,17 @@ async fn reconcile_inner(
                 invalid: false,
             };
             let declared = mc.status.as_ref().map(|s| s.maximum_size);
-            finish(ctx, mc, declared, live_job.as_deref(), Some(&problem), &now).await?;
+            retain_from_status(ctx, mc);
+            finish(
+                ctx,
+                mc,
+                declared,
+                live_job.as_deref(),
+                Some(&problem),
+                &now,
+                None,
+            )
+            .await?;
             return Ok(Action::await_change());
         }
     };
@@ -197,7 +238,17 @@ async fn reconcile_inner(
                 message: errors.to_string(),
                 invalid: true,
             };
-            finish(ctx, mc, None, live_job.as_deref(), Some(&problem), &now).await?;
+            retain_from_status(ctx, mc);
+            finish(
+                ctx,
+                mc,
+                None,
+                live_job.as_deref(),
+                Some(&problem),
+                &now,
+                None,
+            )
+            .await?;
             return Ok(Action::await_change());
         }
     };
@@ -262,6 +313,7 @@ async fn reconcile_inner(
     ctx.metrics
         .set_objects_managed(managed_objects(&ctx.stores));
 
+    let fed = federate(ctx, mc, &plan, &cert, ns, name).await?;
     let status = finish(
         ctx,
         mc,
@@ -269,6 +321,7 @@ async fn reconcile_inner(
         job.as_ref(),
         problem.as_ref(),
         &now,
+        Some(fed),
     )
     .await?;
     if plan.spec.cleanup.unwrap_or(false)
@@ -325,14 +378,19 @@ pub const JOB_INDEX: &str = "job-index";
 /// Annotation Kubernetes puts on Indexed Job pods.
 const COMPLETION_INDEX: &str = "batch.kubernetes.io/job-completion-index";
 
+/// The certificate in the MiniCluster's curve Secret, if the cache has one.
+fn stored_certificate(ctx: &Context, ns: &str, name: &str) -> Option<String> {
+    get(&ctx.stores.secrets, ns, &render::curve_secret_name(name))
+        .and_then(|s| s.data.as_ref()?.get(layout::CURVE_KEY).cloned())
+        .and_then(|bytes| String::from_utf8(bytes.0).ok())
+}
+
 /// The MiniCluster's CURVE certificate: created once and reused forever. The Secret
 /// cache is synced before the first reconcile, so after a hub restart the stored
 /// certificate is always found.
 fn certificate(ctx: &Context, ns: &str, name: &str) -> String {
     let key = (ns.to_string(), name.to_string());
-    let stored = get(&ctx.stores.secrets, ns, &render::curve_secret_name(name))
-        .and_then(|s| s.data.as_ref()?.get(layout::CURVE_KEY).cloned())
-        .and_then(|bytes| String::from_utf8(bytes.0).ok());
+    let stored = stored_certificate(ctx, ns, name);
     let Ok(mut generated) = ctx.generated_certs.lock() else {
         return stored.unwrap_or_else(|| CurveCert::generate(name).to_zcert());
     };
@@ -357,11 +415,49 @@ async fn finish(
     job: Option<&Job>,
     problem: Option<&Problem>,
     now: &Time,
+    fed: Option<Federated>,
 ) -> Result<MiniClusterStatus, Error> {
-    let status = status::compute(mc, declared_max, job, problem, now);
+    let mut status = status::compute(mc, declared_max, job, problem, now);
     let previous = mc.status.clone().unwrap_or_default();
+    let mut burst_events = Vec::new();
+    if let Some(fed) = fed {
+        let key = mc_key(mc);
+        let info = McInfo {
+            uid: mc.metadata.uid.clone().unwrap_or_default(),
+            generation: mc.metadata.generation.unwrap_or_default(),
+            phase: status.phase.clone().unwrap_or_default(),
+            size: status.size,
+            brokers_ready: status.brokers_ready,
+            lead: fed.lead.as_ref().map(|l| flux_shared::plan::Endpoint {
+                address: l.address.clone(),
+                port: l.port,
+            }),
+        };
+        ctx.registry.set(&key, info, fed.bursts, fed.assignments);
+        let views = ctx.registry.bursts(&key);
+        let statuses = bursts::statuses(&views, fed.waiting.as_deref(), &previous.bursts);
+        burst_events = bursts::events(&previous.bursts, &statuses);
+        status = status::with_bursts(
+            status,
+            &previous,
+            fed.lead,
+            statuses,
+            mc.metadata.generation,
+            now,
+        );
+        let (connected, assignments) = ctx.registry.counts();
+        ctx.metrics.set_federation(connected, assignments);
+    }
     if status == previous {
         return Ok(status);
+    }
+    for (warning, reason, note) in burst_events {
+        let type_ = if warning {
+            EventType::Warning
+        } else {
+            EventType::Normal
+        };
+        publish(ctx, mc, type_, reason, note).await;
     }
     if let Some(p) = problem {
         let already = previous
@@ -398,6 +494,15 @@ async fn finish(
             _ => {}
         }
     }
+    write_status(ctx, mc, &status).await?;
+    Ok(status)
+}
+
+async fn write_status(
+    ctx: &Context,
+    mc: &MiniCluster,
+    status: &MiniClusterStatus,
+) -> Result<(), Error> {
     let ns = mc.namespace().unwrap_or_default();
     let name = mc.name_any();
     let api: Api<MiniCluster> = Api::namespaced(ctx.client.clone(), &ns);
@@ -416,7 +521,367 @@ async fn finish(
         "updating status of MiniCluster {ns}/{name}"
     )))?;
     ctx.metrics.api_write("MiniCluster", "patch-status");
-    Ok(status)
+    Ok(())
+}
+
+/// A MiniCluster whose spec cannot be applied keeps its bursts running as they are: its
+/// spokes are told to retain what they run for bursts the registry has no assignment for
+/// (after a hub restart), taken from the status.
+fn retain_from_status(ctx: &Context, mc: &MiniCluster) {
+    let (ns, name) = mc_key(mc);
+    let bursts: Vec<BurstInfo> = mc
+        .status
+        .iter()
+        .flat_map(|s| s.bursts.iter())
+        .map(|b| BurstInfo {
+            key: assignment_key(&ns, &name, &b.name),
+            name: b.name.clone(),
+            spoke: b.cluster.clone(),
+            size: b.size,
+        })
+        .collect();
+    if !bursts.is_empty() {
+        ctx.registry.retain(&(ns, name), &bursts);
+    }
+}
+
+/// Rebuild the registry from the MiniClusters that exist (hub start-up, caches synced),
+/// then let spokes in: every spoke's first snapshot lists exactly what it ran before the
+/// restart, so nothing running is deleted. Uses the last known lead broker endpoint from
+/// each status and the stored certificates; reconciles refine it afterwards.
+pub fn prime(ctx: &Context, miniclusters: &[MiniCluster]) {
+    for mc in miniclusters {
+        let key = mc_key(mc);
+        let previous = mc.status.clone().unwrap_or_default();
+        if mc.metadata.deletion_timestamp.is_some() {
+            if has_finalizer(mc) {
+                let bursts = Plan::new(mc).map(|p| burst_infos(&p)).unwrap_or_default();
+                ctx.registry.withdraw(&key, McInfo::default(), bursts);
+            }
+            continue;
+        }
+        let plan = sizing::effective(mc).ok().and_then(|e| Plan::new(&e).ok());
+        let Some(plan) = plan else {
+            retain_from_status(ctx, mc);
+            continue;
+        };
+        let lead = previous.lead_broker.clone();
+        let cert = stored_certificate(ctx, &key.0, &key.1)
+            .or_else(|| plan.spec.flux().curve_cert().map(str::to_string));
+        let assignments = match (&lead, cert) {
+            (Some(l), Some(cert)) if !plan.bursts.is_empty() => assignment::build(
+                &plan,
+                &cert,
+                &flux_shared::plan::Endpoint {
+                    address: l.address.clone(),
+                    port: l.port,
+                },
+            )
+            .unwrap_or_default(),
+            _ => Vec::new(),
+        };
+        let info = McInfo {
+            uid: mc.metadata.uid.clone().unwrap_or_default(),
+            generation: mc.metadata.generation.unwrap_or_default(),
+            phase: previous.phase.clone().unwrap_or_default(),
+            size: previous.size,
+            brokers_ready: previous.brokers_ready,
+            lead: lead.map(|l| flux_shared::plan::Endpoint {
+                address: l.address,
+                port: l.port,
+            }),
+        };
+        ctx.registry
+            .set(&key, info, burst_infos(&plan), assignments);
+    }
+    ctx.registry.set_primed();
+    info!(
+        miniclusters = miniclusters.len(),
+        "federation state rebuilt; serving spokes"
+    );
+}
+
+/// What the federation decided in one reconcile of a planned MiniCluster.
+pub struct Federated {
+    /// The lead broker's endpoint, when known.
+    lead: Option<LeadBrokerStatus>,
+    /// Why the endpoint is not known.
+    waiting: Option<String>,
+    /// The declared bursts.
+    bursts: Vec<BurstInfo>,
+    /// Assignments to send (none until the endpoint is known).
+    assignments: Vec<SpokeAssignment>,
+}
+
+fn mc_key(mc: &MiniCluster) -> McKey {
+    (mc.namespace().unwrap_or_default(), mc.name_any())
+}
+
+fn burst_infos(plan: &Plan) -> Vec<BurstInfo> {
+    plan.bursts
+        .iter()
+        .enumerate()
+        .map(|(index, b)| BurstInfo {
+            key: assignment_key(&plan.namespace, &plan.name, &b.name),
+            name: b.name.clone(),
+            spoke: b.cluster.clone(),
+            size: plan
+                .target(&Role::Burst {
+                    index,
+                    lead: flux_shared::plan::Endpoint {
+                        address: String::new(),
+                        port: 0,
+                    },
+                })
+                .map_or(b.size, |t| t.size),
+        })
+        .collect()
+}
+
+fn has_finalizer(mc: &MiniCluster) -> bool {
+    mc.finalizers().iter().any(|f| f == federation::FINALIZER)
+}
+
+/// Replace the MiniCluster's finalizers, guarded by its resourceVersion (a concurrent
+/// change makes this fail with 409 and the reconcile retry).
+async fn set_finalizers(
+    ctx: &Context,
+    mc: &MiniCluster,
+    finalizers: Vec<String>,
+) -> Result<(), Error> {
+    let ns = mc.namespace().unwrap_or_default();
+    let name = mc.name_any();
+    let mut metadata = serde_json::json!({ "finalizers": finalizers });
+    if let Some(rv) = &mc.metadata.resource_version {
+        metadata["resourceVersion"] = serde_json::Value::String(rv.clone());
+    }
+    let api: Api<MiniCluster> = Api::namespaced(ctx.client.clone(), &ns);
+    match api
+        .patch(
+            &name,
+            &PatchParams::default(),
+            &Patch::Merge(&serde_json::json!({ "metadata": metadata })),
+        )
+        .await
+    {
+        Ok(_) => {
+            ctx.metrics.api_write("MiniCluster", "patch");
+            Ok(())
+        }
+        Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
+        Err(e) => Err(kube_err(format!(
+            "updating finalizers of MiniCluster {ns}/{name}"
+        ))(e)),
+    }
+}
+
+/// Bursts: keep the finalizer, resolve the lead broker's endpoint, build the assignments.
+async fn federate(
+    ctx: &Context,
+    mc: &MiniCluster,
+    plan: &Plan,
+    cert: &str,
+    ns: &str,
+    name: &str,
+) -> Result<Federated, Error> {
+    let bursts = burst_infos(plan);
+    if bursts.is_empty() {
+        // Bursts removed from the spec: release the finalizer once spokes confirmed.
+        if has_finalizer(mc) && !ctx.registry.has_unconfirmed_withdrawals(&mc_key(mc)) {
+            let rest = mc
+                .finalizers()
+                .iter()
+                .filter(|f| *f != federation::FINALIZER)
+                .cloned()
+                .collect();
+            set_finalizers(ctx, mc, rest).await?;
+        }
+        return Ok(Federated {
+            lead: None,
+            waiting: None,
+            bursts,
+            assignments: Vec::new(),
+        });
+    }
+    if !has_finalizer(mc) {
+        let mut all: Vec<String> = mc.finalizers().to_vec();
+        all.push(federation::FINALIZER.to_string());
+        set_finalizers(ctx, mc, all).await?;
+    }
+    let previous = mc.status.as_ref().and_then(|s| s.lead_broker.as_ref());
+    let node_port = get(&ctx.stores.services, ns, &render::lead_service_name(plan))
+        .and_then(|s| s.spec.as_ref()?.ports.as_ref()?.first()?.node_port);
+    let lead_node = lead_pod_node(&ctx.stores, ns, name);
+    let spec_address = plan
+        .spec
+        .flux()
+        .bursting
+        .as_ref()
+        .and_then(|b| b.lead_address.as_deref());
+    let mut inputs = lead::Inputs {
+        spec_address,
+        flag_address: ctx.lead_address.as_deref(),
+        node_port,
+        lead_node: lead_node.as_deref(),
+        node_addresses: None,
+        previous,
+    };
+    let node_addresses;
+    if lead::needs_node_lookup(&inputs)
+        && let Some(node) = lead_node.as_deref()
+    {
+        let api: Api<Node> = Api::all(ctx.client.clone());
+        let found = api
+            .get_opt(node)
+            .await
+            .map_err(kube_err(format!("reading Node {node}")))?;
+        node_addresses = found.and_then(|n| n.status?.addresses).unwrap_or_default();
+        inputs.node_addresses = Some(&node_addresses);
+    }
+    let (lead, waiting) = match lead::resolve(&inputs) {
+        Ok(lead) => (Some(lead), None),
+        Err(reason) => (None, Some(reason)),
+    };
+    let assignments = match &lead {
+        None => Vec::new(),
+        Some(l) => {
+            let endpoint = flux_shared::plan::Endpoint {
+                address: l.address.clone(),
+                port: l.port,
+            };
+            // Serialising a validated spec cannot fail; should it, nothing is sent and
+            // the reason shows in the bursts' status.
+            match assignment::build(plan, cert, &endpoint) {
+                Ok(a) => a,
+                Err(e) => {
+                    warn!(error = %e, "cannot build assignments");
+                    return Ok(Federated {
+                        lead,
+                        waiting: Some(e.to_string()),
+                        bursts,
+                        assignments: Vec::new(),
+                    });
+                }
+            }
+        }
+    };
+    Ok(Federated {
+        lead,
+        waiting,
+        bursts,
+        assignments,
+    })
+}
+
+/// The node running the lead broker (completion index 0) pod of Job `job`.
+fn lead_pod_node(stores: &Stores, ns: &str, job: &str) -> Option<String> {
+    stores
+        .pods
+        .state()
+        .iter()
+        .filter(|p| p.metadata.namespace.as_deref() == Some(ns))
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+        .filter(|p| p.labels().get(render::labels::JOB).map(String::as_str) == Some(job))
+        .filter(|p| {
+            p.labels()
+                .get(render::labels::COMPLETION_INDEX)
+                .map(String::as_str)
+                == Some("0")
+                || p.annotations().get(COMPLETION_INDEX).map(String::as_str) == Some("0")
+        })
+        .find_map(|p| p.spec.as_ref()?.node_name.clone())
+}
+
+/// A deleted MiniCluster: withdraw its bursts, wait (bounded) for every spoke to confirm
+/// them gone, then release the finalizer.
+async fn finalize(mc: &MiniCluster, ctx: &Context, ns: &str, name: &str) -> Result<Action, Error> {
+    if !has_finalizer(mc) {
+        return Ok(Action::await_change());
+    }
+    let key = (ns.to_string(), name.to_string());
+    // An invalid spec has no bursts the registry could know of.
+    let bursts = Plan::new(mc).map(|p| burst_infos(&p)).unwrap_or_default();
+    let previous = mc.status.clone().unwrap_or_default();
+    let info = McInfo {
+        uid: mc.metadata.uid.clone().unwrap_or_default(),
+        generation: mc.metadata.generation.unwrap_or_default(),
+        phase: previous.phase.clone().unwrap_or_default(),
+        size: previous.size,
+        brokers_ready: previous.brokers_ready,
+        lead: None,
+    };
+    ctx.registry.withdraw(&key, info, bursts);
+    let progress = ctx.registry.deletion_progress(&key);
+    let pending: Vec<_> = progress.iter().filter(|p| !p.confirmed).collect();
+    let now = (ctx.now)();
+    let elapsed_ms = mc
+        .metadata
+        .deletion_timestamp
+        .as_ref()
+        .map_or(0, |t| now.0.as_millisecond() - t.0.as_millisecond());
+    let timeout_ms = i64::try_from(ctx.deletion_timeout.as_millis()).unwrap_or(i64::MAX);
+    if pending.is_empty() {
+        if !progress.is_empty() {
+            publish(
+                ctx,
+                mc,
+                EventType::Normal,
+                "BurstsDeleted",
+                format!(
+                    "every spoke confirmed deleting the bursts ({})",
+                    progress
+                        .iter()
+                        .map(|p| format!("{} on {}", p.burst, p.spoke))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            )
+            .await;
+        }
+    } else if elapsed_ms >= timeout_ms {
+        for p in &pending {
+            publish(
+                ctx,
+                mc,
+                EventType::Warning,
+                "SpokeUnreachable",
+                format!(
+                    "spoke {} did not confirm deleting burst {} within {}s; its objects may remain in that cluster",
+                    p.spoke,
+                    p.burst,
+                    ctx.deletion_timeout.as_secs()
+                ),
+            )
+            .await;
+        }
+    } else {
+        let views = ctx.registry.bursts(&key);
+        let statuses = bursts::statuses(&views, None, &previous.bursts);
+        if statuses != previous.bursts {
+            let status = status::with_bursts(
+                previous.clone(),
+                &previous,
+                previous.lead_broker.clone(),
+                statuses,
+                mc.metadata.generation,
+                &now,
+            );
+            write_status(ctx, mc, &status).await?;
+        }
+        let remaining = u64::try_from(timeout_ms - elapsed_ms).unwrap_or(0);
+        // Reports wake the reconcile earlier; this is the deadline.
+        return Ok(Action::requeue(Duration::from_millis(remaining.max(1))));
+    }
+    let rest = mc
+        .finalizers()
+        .iter()
+        .filter(|f| *f != federation::FINALIZER)
+        .cloned()
+        .collect();
+    set_finalizers(ctx, mc, rest).await?;
+    ctx.registry.forget(&key);
+    info!("bursts withdrawn; finalizer released");
+    Ok(Action::await_change())
 }
 
 enum Applied {

@@ -1,6 +1,6 @@
 //! The MiniCluster status, as a pure function of what the controller observed.
 
-use flux_shared::api::{MiniCluster, MiniClusterStatus};
+use flux_shared::api::{BurstStatus, LeadBrokerStatus, MiniCluster, MiniClusterStatus};
 use flux_shared::render::labels;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
@@ -164,8 +164,55 @@ pub fn compute(
         brokers: Some(format!("{ready}/{size}")),
         brokers_ready: ready,
         observed_generation: generation,
-        conditions: vec![ready_cond, progressing, degraded, failed_cond],
+        conditions: vec![ready_cond, progressing, degraded, failed_cond]
+            .into_iter()
+            .chain(
+                previous
+                    .conditions
+                    .iter()
+                    .find(|c| c.type_ == BURSTS_READY)
+                    .cloned(),
+            )
+            .collect(),
+        // The federation fills these in when it has news (see `with_bursts`).
+        lead_broker: previous.lead_broker.clone(),
+        bursts: previous.bursts.clone(),
     }
+}
+
+/// Condition type summarising the bursts of a MiniCluster with burst clusters.
+pub const BURSTS_READY: &str = "BurstsReady";
+
+/// Fill in the federation's part of a status: the lead broker endpoint, the bursts, and
+/// the `BurstsReady` condition (transition time kept while its status does not change;
+/// dropped when the MiniCluster has no bursts).
+pub fn with_bursts(
+    mut status: MiniClusterStatus,
+    previous: &MiniClusterStatus,
+    lead: Option<LeadBrokerStatus>,
+    bursts: Vec<BurstStatus>,
+    generation: Option<i64>,
+    now: &Time,
+) -> MiniClusterStatus {
+    status.conditions.retain(|c| c.type_ != BURSTS_READY);
+    if let Some((ok, reason, message)) = crate::federation::bursts::ready_condition(&bursts) {
+        let value = if ok { "True" } else { "False" };
+        status.conditions.push(Condition {
+            type_: BURSTS_READY.to_string(),
+            status: value.to_string(),
+            reason: reason.to_string(),
+            message,
+            observed_generation: generation,
+            last_transition_time: previous
+                .conditions
+                .iter()
+                .find(|c| c.type_ == BURSTS_READY && c.status == value)
+                .map_or_else(|| now.clone(), |c| c.last_transition_time.clone()),
+        });
+    }
+    status.lead_broker = lead;
+    status.bursts = bursts;
+    status
 }
 
 #[cfg(test)]

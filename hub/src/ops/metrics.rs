@@ -8,6 +8,10 @@
 //! | `flux_hub_objects_managed` | gauge | |
 //! | `flux_hub_api_writes_total` | counter | `kind`, `verb` |
 //! | `flux_hub_leader` | gauge (0 or 1) | |
+//! | `flux_hub_snapshots_sent_total` | counter | |
+//! | `flux_hub_reports_received_total` | counter | |
+//! | `flux_hub_spokes_connected` | gauge | |
+//! | `flux_hub_assignments` | gauge | |
 
 use std::time::Instant;
 
@@ -52,6 +56,10 @@ pub struct Metrics {
     objects_managed: Gauge,
     api_writes: Family<WriteLabels, Counter>,
     leader: Gauge,
+    snapshots_sent: Counter,
+    reports_received: Counter,
+    spokes_connected: Gauge,
+    assignments: Gauge,
 }
 
 impl Metrics {
@@ -63,6 +71,10 @@ impl Metrics {
         let objects_managed = Gauge::default();
         let api_writes = Family::<WriteLabels, Counter>::default();
         let leader = Gauge::default();
+        let snapshots_sent = Counter::default();
+        let reports_received = Counter::default();
+        let spokes_connected = Gauge::default();
+        let assignments = Gauge::default();
 
         let mut registry = Registry::default();
         // Counters get their `_total` suffix, and metrics with a unit their `_seconds`
@@ -98,6 +110,26 @@ impl Metrics {
             "1 while this replica holds the leader election Lease, else 0",
             leader.clone(),
         );
+        registry.register(
+            "flux_hub_snapshots_sent",
+            "Assignment snapshots sent to spokes",
+            snapshots_sent.clone(),
+        );
+        registry.register(
+            "flux_hub_reports_received",
+            "Status reports received from spokes",
+            reports_received.clone(),
+        );
+        registry.register(
+            "flux_hub_spokes_connected",
+            "Spokes holding a Watch stream open",
+            spokes_connected.clone(),
+        );
+        registry.register(
+            "flux_hub_assignments",
+            "Burst assignments over all spokes",
+            assignments.clone(),
+        );
 
         Metrics {
             registry,
@@ -107,7 +139,29 @@ impl Metrics {
             objects_managed,
             api_writes,
             leader,
+            snapshots_sent,
+            reports_received,
+            spokes_connected,
+            assignments,
         }
+    }
+
+    /// Counts a snapshot sent to a spoke.
+    pub fn snapshot_sent(&self) {
+        self.snapshots_sent.inc();
+    }
+
+    /// Counts a report received from a spoke.
+    pub fn report_received(&self) {
+        self.reports_received.inc();
+    }
+
+    /// Sets the number of connected spokes and of assignments.
+    pub fn set_federation(&self, spokes_connected: usize, assignments: usize) {
+        self.spokes_connected
+            .set(i64::try_from(spokes_connected).unwrap_or(i64::MAX));
+        self.assignments
+            .set(i64::try_from(assignments).unwrap_or(i64::MAX));
     }
 
     /// Counts a reconciliation and times it: the duration is observed when the returned

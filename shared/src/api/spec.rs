@@ -328,6 +328,18 @@ pub struct Bursting {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hostlist: Option<String>,
 
+    /// Root instance with burst clusters: the address (IP or DNS name) at which burst
+    /// brokers reach the lead broker's NodePort. Default: the hub's `--lead-broker-address`,
+    /// else the ExternalIP, then InternalIP, of the node running the lead broker.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lead_address: Option<String>,
+
+    /// Root instance with burst clusters: a fixed node port for the lead broker's NodePort
+    /// Service (for firewall rules); default: one the cluster allocates.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 65535))]
+    pub lead_node_port: Option<i32>,
+
     /// Burst clusters, in rank order after the root hosts.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 64))]

@@ -1,6 +1,6 @@
 //! Observed state of a MiniCluster, written by the hub controller.
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -36,7 +36,73 @@ pub struct MiniClusterStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
 
-    /// Standard conditions: Ready, Progressing, Degraded, Failed.
+    /// Standard conditions: Ready, Progressing, Degraded, Failed, and BurstsReady for a
+    /// MiniCluster with burst clusters.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,
+
+    /// Where burst brokers reach the lead broker (address and NodePort), once known. Kept
+    /// here so a restarted hub hands spokes the same endpoint.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lead_broker: Option<LeadBrokerStatus>,
+
+    /// One entry per burst cluster, in spec order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub bursts: Vec<BurstStatus>,
+}
+
+/// The lead broker's externally reachable endpoint.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct LeadBrokerStatus {
+    /// IP address or DNS name.
+    pub address: String,
+    /// NodePort of the lead broker Service.
+    pub port: i32,
+    /// The node whose address this is, when it came from the lead broker's node.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
+}
+
+/// How one burst is doing in its spoke cluster.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct BurstStatus {
+    /// Burst name (its Job name and host prefix).
+    pub name: String,
+
+    /// The spoke (burst cluster) that runs it.
+    pub cluster: String,
+
+    /// Pending (waiting for the lead broker's endpoint or for the spoke), Dispatched (sent,
+    /// brokers starting), Running, Succeeded, Failed, Unreachable (the spoke is not
+    /// connected) or Deleting.
+    pub phase: String,
+
+    /// Brokers the burst runs.
+    #[serde(default)]
+    pub size: i32,
+
+    /// Brokers the spoke last reported ready.
+    #[serde(default)]
+    pub brokers_ready: i32,
+
+    /// Version of the spoke's snapshot that last changed this burst (within the hub's
+    /// current incarnation).
+    #[serde(default)]
+    pub assigned_version: i64,
+
+    /// Version the spoke last reported applying for this burst; behind `assignedVersion`
+    /// while it catches up.
+    #[serde(default)]
+    pub acknowledged_version: i64,
+
+    /// When the spoke last reported on this burst (refreshed at least every few minutes
+    /// while it reports).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_seen: Option<Time>,
+
+    /// Why the burst is in this phase.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
 }

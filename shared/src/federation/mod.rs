@@ -16,6 +16,7 @@
 // become its docs, and CI (clippy -D warnings) turns a missing one into an error.
 #![warn(missing_docs)]
 
+pub mod assignment;
 pub mod auth;
 pub mod pki;
 pub mod tls;

@@ -1,0 +1,400 @@
+//! `MiniCluster.status.bursts[]`, the `BurstsReady` condition and burst Events, as pure
+//! functions of what the registry knows.
+
+use std::time::{Duration, SystemTime};
+
+use flux_shared::api::BurstStatus;
+use flux_shared::federation::proto::BurstPhase;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
+
+use super::registry::BurstView;
+
+/// Phases of `status.bursts[].phase`.
+pub mod phase {
+    /// Waiting for the lead broker's endpoint (nothing sent yet).
+    pub const PENDING: &str = "Pending";
+    /// Sent to a connected spoke; not applied yet, or brokers starting.
+    pub const DISPATCHED: &str = "Dispatched";
+    /// Every broker of the burst is ready.
+    pub const RUNNING: &str = "Running";
+    /// The burst's Job completed.
+    pub const SUCCEEDED: &str = "Succeeded";
+    /// The burst's Job failed, or the spoke refused the assignment.
+    pub const FAILED: &str = "Failed";
+    /// The spoke does not hold a connection to the hub.
+    pub const UNREACHABLE: &str = "Unreachable";
+    /// The MiniCluster is being deleted; waiting for the spoke to confirm.
+    pub const DELETING: &str = "Deleting";
+}
+
+/// How long a `lastSeen` may lag before it is refreshed (so periodic reports do not cause
+/// a status write each).
+pub const LAST_SEEN_REFRESH: Duration = Duration::from_secs(300);
+
+fn time(t: SystemTime) -> Option<Time> {
+    Timestamp::try_from(t).ok().map(Time)
+}
+
+fn to_system(t: &Time) -> SystemTime {
+    SystemTime::from(t.0)
+}
+
+/// One status entry per burst view. `waiting` says why nothing was sent yet (lead
+/// endpoint unknown); `previous` supplies `lastSeen` values that need no refresh.
+pub fn statuses(
+    views: &[BurstView],
+    waiting: Option<&str>,
+    previous: &[BurstStatus],
+) -> Vec<BurstStatus> {
+    views
+        .iter()
+        .map(|v| {
+            let b = &v.burst;
+            let report = v.report.as_ref();
+            let reported = report.map(|(r, _)| r);
+            let (phase, message) = if v.deleting {
+                (
+                    phase::DELETING,
+                    format!("waiting for spoke {} to delete the burst", b.spoke),
+                )
+            } else if !v.assigned {
+                (
+                    phase::PENDING,
+                    waiting.unwrap_or("waiting to be assigned").to_string(),
+                )
+            } else if !v.connected {
+                (
+                    phase::UNREACHABLE,
+                    format!("spoke {} is not connected to the hub", b.spoke),
+                )
+            } else {
+                match reported {
+                    Some(r) if r.observed_version >= v.assigned_version => {
+                        match BurstPhase::try_from(r.phase).unwrap_or_default() {
+                            BurstPhase::Running => (
+                                phase::RUNNING,
+                                format!("{}/{} brokers ready", r.brokers_ready, r.size),
+                            ),
+                            BurstPhase::Succeeded => {
+                                (phase::SUCCEEDED, "the burst Job completed".to_string())
+                            }
+                            BurstPhase::Failed => {
+                                (phase::FAILED, non_empty(&r.message, "the burst Job failed"))
+                            }
+                            BurstPhase::Invalid => (
+                                phase::FAILED,
+                                non_empty(&r.message, "the spoke refused the assignment"),
+                            ),
+                            _ => (
+                                phase::DISPATCHED,
+                                format!("brokers starting: {}/{} ready", r.brokers_ready, r.size),
+                            ),
+                        }
+                    }
+                    _ => (
+                        phase::DISPATCHED,
+                        format!("sent to spoke {}; waiting for it to apply", b.spoke),
+                    ),
+                }
+            };
+            let old = previous.iter().find(|p| p.name == b.name);
+            let seen = report.map(|(_, at)| *at).or(v.spoke_last_seen);
+            let last_seen = match (seen, old.and_then(|o| o.last_seen.as_ref())) {
+                (Some(now), Some(kept))
+                    if now.duration_since(to_system(kept)).unwrap_or_default()
+                        < LAST_SEEN_REFRESH =>
+                {
+                    Some(kept.clone())
+                }
+                (Some(now), _) => time(now),
+                (None, kept) => kept.cloned(),
+            };
+            BurstStatus {
+                name: b.name.clone(),
+                cluster: b.spoke.clone(),
+                phase: phase.to_string(),
+                size: b.size,
+                brokers_ready: if v.deleting {
+                    0
+                } else {
+                    reported.map_or(0, |r| r.brokers_ready)
+                },
+                assigned_version: i64::try_from(v.assigned_version).unwrap_or(i64::MAX),
+                acknowledged_version: reported
+                    .map_or(0, |r| i64::try_from(r.observed_version).unwrap_or(i64::MAX)),
+                last_seen,
+                message: Some(message),
+            }
+        })
+        .collect()
+}
+
+fn non_empty(s: &str, default: &str) -> String {
+    if s.is_empty() { default } else { s }.to_string()
+}
+
+/// The `BurstsReady` condition: `(true, reason, message)` when every burst runs.
+pub fn ready_condition(bursts: &[BurstStatus]) -> Option<(bool, &'static str, String)> {
+    if bursts.is_empty() {
+        return None;
+    }
+    let running = bursts.iter().filter(|b| b.phase == phase::RUNNING).count();
+    if running == bursts.len() {
+        return Some((
+            true,
+            "BurstsRunning",
+            format!("{running}/{running} bursts running"),
+        ));
+    }
+    let first = |p: &str| bursts.iter().find(|b| b.phase == p);
+    let (reason, culprit) = if let Some(b) = first(phase::FAILED) {
+        ("BurstFailed", b)
+    } else if let Some(b) = first(phase::UNREACHABLE) {
+        ("SpokeUnreachable", b)
+    } else if let Some(b) = first(phase::DELETING) {
+        ("Deleting", b)
+    } else if let Some(b) = first(phase::PENDING) {
+        ("WaitingForLeadBroker", b)
+    } else if let Some(b) = first(phase::SUCCEEDED) {
+        ("BurstFinished", b)
+    } else {
+        (
+            "BurstsStarting",
+            bursts
+                .iter()
+                .find(|b| b.phase != phase::RUNNING)
+                .unwrap_or(&bursts[0]),
+        )
+    };
+    Some((
+        false,
+        reason,
+        format!(
+            "{running}/{} bursts running; {} ({}): {}",
+            bursts.len(),
+            culprit.name,
+            culprit.cluster,
+            culprit.message.as_deref().unwrap_or(&culprit.phase)
+        ),
+    ))
+}
+
+/// An Event to publish: warning?, reason, note.
+pub type BurstEvent = (bool, &'static str, String);
+
+/// Events for bursts whose phase changed.
+pub fn events(previous: &[BurstStatus], current: &[BurstStatus]) -> Vec<BurstEvent> {
+    current
+        .iter()
+        .filter_map(|b| {
+            let before = previous
+                .iter()
+                .find(|p| p.name == b.name)
+                .map(|p| p.phase.as_str());
+            if before == Some(b.phase.as_str()) {
+                return None;
+            }
+            let what = format!("burst {} on spoke {}", b.name, b.cluster);
+            let message = b.message.as_deref().unwrap_or("");
+            match b.phase.as_str() {
+                phase::DISPATCHED if before.is_none_or(|p| p == phase::PENDING) => Some((
+                    false,
+                    "BurstDispatched",
+                    format!("{what}: sent to the spoke"),
+                )),
+                phase::RUNNING => Some((false, "BurstRunning", format!("{what}: {message}"))),
+                phase::SUCCEEDED => Some((false, "BurstCompleted", format!("{what}: {message}"))),
+                phase::FAILED => Some((true, "BurstFailed", format!("{what}: {message}"))),
+                phase::UNREACHABLE => {
+                    Some((true, "SpokeUnreachable", format!("{what}: {message}")))
+                }
+                _ => None,
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::federation::registry::BurstInfo;
+    use flux_shared::federation::proto::AssignmentStatus;
+
+    fn view() -> BurstView {
+        BurstView {
+            burst: BurstInfo {
+                key: "ns/m/b".into(),
+                name: "b".into(),
+                spoke: "gke".into(),
+                size: 3,
+            },
+            connected: true,
+            assigned: true,
+            assigned_version: 4,
+            report: None,
+            spoke_last_seen: None,
+            deleting: false,
+        }
+    }
+
+    fn reported(
+        phase: BurstPhase,
+        observed: u64,
+        ready: i32,
+        at: SystemTime,
+    ) -> Option<(AssignmentStatus, SystemTime)> {
+        Some((
+            AssignmentStatus {
+                key: "ns/m/b".into(),
+                observed_version: observed,
+                phase: phase as i32,
+                brokers_ready: ready,
+                size: 3,
+                message: "boom".into(),
+                ..Default::default()
+            },
+            at,
+        ))
+    }
+
+    fn one(v: BurstView) -> BurstStatus {
+        statuses(
+            &[v],
+            Some("waiting for the lead broker Service's NodePort"),
+            &[],
+        )
+        .remove(0)
+    }
+
+    #[test]
+    fn phases() {
+        let t = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000);
+        assert_eq!(
+            one(BurstView {
+                assigned: false,
+                ..view()
+            })
+            .phase,
+            phase::PENDING
+        );
+        assert_eq!(
+            one(BurstView {
+                assigned: false,
+                ..view()
+            })
+            .message
+            .as_deref(),
+            Some("waiting for the lead broker Service's NodePort")
+        );
+        assert_eq!(
+            one(BurstView {
+                connected: false,
+                ..view()
+            })
+            .phase,
+            phase::UNREACHABLE
+        );
+        assert_eq!(one(view()).phase, phase::DISPATCHED);
+        // A report for an older version does not count yet.
+        let old = BurstView {
+            report: reported(BurstPhase::Running, 3, 3, t),
+            ..view()
+        };
+        assert_eq!(one(old).phase, phase::DISPATCHED);
+        let running = one(BurstView {
+            report: reported(BurstPhase::Running, 4, 3, t),
+            ..view()
+        });
+        assert_eq!(
+            (
+                running.phase.as_str(),
+                running.brokers_ready,
+                running.acknowledged_version
+            ),
+            (phase::RUNNING, 3, 4)
+        );
+        assert_eq!(running.last_seen, time(t));
+        let invalid = one(BurstView {
+            report: reported(BurstPhase::Invalid, 4, 0, t),
+            ..view()
+        });
+        assert_eq!(
+            (invalid.phase.as_str(), invalid.message.as_deref()),
+            (phase::FAILED, Some("boom"))
+        );
+        assert_eq!(
+            one(BurstView {
+                deleting: true,
+                ..view()
+            })
+            .phase,
+            phase::DELETING
+        );
+    }
+
+    #[test]
+    fn last_seen_is_refreshed_only_every_few_minutes() {
+        let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000);
+        let first = statuses(
+            &[BurstView {
+                report: reported(BurstPhase::Running, 4, 3, t0),
+                ..view()
+            }],
+            None,
+            &[],
+        );
+        let soon = statuses(
+            &[BurstView {
+                report: reported(BurstPhase::Running, 4, 3, t0 + Duration::from_secs(60)),
+                ..view()
+            }],
+            None,
+            &first,
+        );
+        assert_eq!(
+            soon, first,
+            "a periodic report one minute later writes nothing"
+        );
+        let later = statuses(
+            &[BurstView {
+                report: reported(BurstPhase::Running, 4, 3, t0 + LAST_SEEN_REFRESH),
+                ..view()
+            }],
+            None,
+            &first,
+        );
+        assert_ne!(later[0].last_seen, first[0].last_seen);
+    }
+
+    #[test]
+    fn condition_and_events() {
+        let t = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000);
+        let running = statuses(
+            &[BurstView {
+                report: reported(BurstPhase::Running, 4, 3, t),
+                ..view()
+            }],
+            None,
+            &[],
+        );
+        assert!(ready_condition(&running).unwrap().0);
+        let unreachable = statuses(
+            &[BurstView {
+                connected: false,
+                ..view()
+            }],
+            None,
+            &running,
+        );
+        let (ok, reason, message) = ready_condition(&unreachable).unwrap();
+        assert_eq!((ok, reason), (false, "SpokeUnreachable"));
+        assert!(message.contains("b (gke)"), "{message}");
+        assert_eq!(events(&running, &unreachable)[0].1, "SpokeUnreachable");
+        assert!(events(&running, &running).is_empty());
+        let dispatched = statuses(&[view()], None, &[]);
+        assert_eq!(events(&[], &dispatched)[0].1, "BurstDispatched");
+        assert_eq!(events(&dispatched, &running)[0].1, "BurstRunning");
+        assert!(ready_condition(&[]).is_none());
+    }
+}

@@ -1,0 +1,14 @@
+//! The hub's side of the federation: the assignment registry, the gRPC services spokes
+//! and admins call, and the pure decisions behind `status.bursts[]` and the lead broker
+//! endpoint.
+
+pub mod bursts;
+pub mod lead;
+pub mod registry;
+pub mod service;
+
+pub use registry::{BurstInfo, BurstView, McInfo, McKey, Registry};
+
+/// Finalizer on MiniClusters with bursts: removed once every spoke confirmed the burst's
+/// objects gone, or the deletion timeout passed.
+pub const FINALIZER: &str = "flux-framework.org/bursts";

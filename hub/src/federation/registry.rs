@@ -1,0 +1,1031 @@
+//! The hub's in-memory index of who runs what: every spoke's assignments and snapshot
+//! version, what each spoke last reported, and which bursts are waiting for a spoke to
+//! confirm their deletion.
+//!
+//! Nothing here is durable on purpose: the controller rebuilds the index from MiniCluster
+//! objects and their Secrets after a restart ([`Registry::set_primed`] opens the gRPC
+//! service only then), and a new random epoch tells spokes that versions restarted.
+//!
+//! Every method takes one short lock and never awaits while holding it; snapshots go out
+//! through `tokio::sync::watch` channels (one per spoke), so a slow spoke cannot stall the
+//! controller and only ever sees the newest snapshot.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use flux_shared::federation::assignment::SpokeAssignment;
+use flux_shared::federation::proto::{self, AssignmentStatus, BurstPhase, Snapshot};
+use flux_shared::plan::Endpoint;
+use tokio::sync::{mpsc, watch};
+
+/// A MiniCluster, by namespace and name.
+pub type McKey = (String, String);
+
+/// What the registry knows of a MiniCluster besides its assignments (for admin clients).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct McInfo {
+    /// `metadata.uid`.
+    pub uid: String,
+    /// `metadata.generation`.
+    pub generation: i64,
+    /// `status.phase` of the root Job.
+    pub phase: String,
+    /// Root brokers.
+    pub size: i32,
+    /// Root brokers ready.
+    pub brokers_ready: i32,
+    /// The lead broker's external endpoint, once known.
+    pub lead: Option<Endpoint>,
+}
+
+/// One burst of a MiniCluster as declared in its spec.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BurstInfo {
+    /// Assignment key.
+    pub key: String,
+    /// Burst name.
+    pub name: String,
+    /// Spoke that runs it.
+    pub spoke: String,
+    /// Brokers.
+    pub size: i32,
+}
+
+/// What the registry knows about one burst, for the MiniCluster's status.
+#[derive(Clone, Debug, PartialEq)]
+pub struct BurstView {
+    /// The declared burst.
+    pub burst: BurstInfo,
+    /// Whether its spoke holds a Watch stream open.
+    pub connected: bool,
+    /// Whether the assignment is currently listed in the spoke's snapshot.
+    pub assigned: bool,
+    /// Snapshot version in which the assignment last changed (0 if not assigned).
+    pub assigned_version: u64,
+    /// The spoke's last report on this burst in this hub epoch, and when it came.
+    pub report: Option<(AssignmentStatus, SystemTime)>,
+    /// When the hub last heard from the spoke at all.
+    pub spoke_last_seen: Option<SystemTime>,
+    /// The MiniCluster is being deleted and the spoke has not confirmed the burst gone.
+    pub deleting: bool,
+}
+
+/// Whether each burst of a deleted MiniCluster is confirmed gone.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DeletionProgress {
+    /// Burst name.
+    pub burst: String,
+    /// Spoke.
+    pub spoke: String,
+    /// The spoke has applied a snapshot without the burst (or reported it deleted).
+    pub confirmed: bool,
+}
+
+#[derive(Debug)]
+struct Slot {
+    assignment: Arc<proto::Assignment>,
+    version: u64,
+}
+
+#[derive(Debug)]
+struct SpokeState {
+    version: u64,
+    assignments: BTreeMap<String, Slot>,
+    /// Keys removed from the snapshot, with the version that removed them.
+    withdrawn: BTreeMap<String, u64>,
+    /// Keys the spoke must leave alone (see `Snapshot.retained_keys`).
+    retained: BTreeSet<String>,
+    tx: watch::Sender<Arc<Snapshot>>,
+    connections: usize,
+    last_seen: Option<SystemTime>,
+    acknowledged: u64,
+    spoke_version: String,
+    reports: HashMap<String, (AssignmentStatus, SystemTime)>,
+}
+
+impl SpokeState {
+    fn new(epoch: &str) -> SpokeState {
+        let (tx, _) = watch::channel(Arc::new(Snapshot {
+            hub_epoch: epoch.to_string(),
+            version: 1,
+            assignments: Vec::new(),
+            retained_keys: Vec::new(),
+        }));
+        SpokeState {
+            version: 1,
+            assignments: BTreeMap::new(),
+            withdrawn: BTreeMap::new(),
+            retained: BTreeSet::new(),
+            tx,
+            connections: 0,
+            last_seen: None,
+            acknowledged: 0,
+            spoke_version: String::new(),
+            reports: HashMap::new(),
+        }
+    }
+
+    fn confirmed_gone(&self, key: &str) -> bool {
+        match self.withdrawn.get(key) {
+            None => !self.assignments.contains_key(key),
+            Some(version) => {
+                self.acknowledged >= *version
+                    || self
+                        .reports
+                        .get(key)
+                        .is_some_and(|(s, _)| s.phase == BurstPhase::Deleted as i32)
+            }
+        }
+    }
+}
+
+#[derive(Debug)]
+struct McEntry {
+    info: McInfo,
+    bursts: Vec<BurstInfo>,
+    deleting: bool,
+}
+
+#[derive(Debug, Default)]
+struct Inner {
+    spokes: BTreeMap<String, SpokeState>,
+    miniclusters: BTreeMap<McKey, McEntry>,
+    admin_version: u64,
+}
+
+/// The index. Share it as `Arc<Registry>` between the controller and the gRPC services.
+#[derive(Debug)]
+pub struct Registry {
+    epoch: String,
+    inner: Mutex<Inner>,
+    admin: watch::Sender<u64>,
+    primed: watch::Sender<bool>,
+    changes: mpsc::UnboundedSender<McKey>,
+    changes_rx: Mutex<Option<mpsc::UnboundedReceiver<McKey>>>,
+}
+
+/// A connected spoke's subscription: newest snapshot first, then every change. Dropping
+/// it marks the spoke disconnected (when it was its last stream).
+#[derive(Debug)]
+pub struct Subscription {
+    /// Snapshots.
+    pub snapshots: watch::Receiver<Arc<Snapshot>>,
+    guard: ConnectionGuard,
+}
+
+impl Subscription {
+    /// Split into the receiver and the guard that keeps the spoke marked connected.
+    pub fn into_parts(self) -> (watch::Receiver<Arc<Snapshot>>, ConnectionGuard) {
+        (self.snapshots, self.guard)
+    }
+}
+
+/// Keeps a spoke marked connected while alive.
+#[derive(Debug)]
+pub struct ConnectionGuard {
+    registry: Arc<Registry>,
+    spoke: String,
+}
+
+impl Drop for ConnectionGuard {
+    fn drop(&mut self) {
+        let registry = self.registry.clone();
+        let mut inner = registry.lock();
+        if let Some(state) = inner.spokes.get_mut(&self.spoke) {
+            state.connections = state.connections.saturating_sub(1);
+            if state.connections == 0 {
+                let affected = affected_by_spoke(&inner, &self.spoke);
+                registry.bump_admin(&mut inner);
+                drop(inner);
+                for mc in affected {
+                    let _ = registry.changes.send(mc);
+                }
+            }
+        }
+    }
+}
+
+fn affected_by_spoke(inner: &Inner, spoke: &str) -> Vec<McKey> {
+    inner
+        .miniclusters
+        .iter()
+        .filter(|(_, e)| e.bursts.iter().any(|b| b.spoke == spoke))
+        .map(|(k, _)| k.clone())
+        .collect()
+}
+
+/// Milliseconds since the Unix epoch (0 for `None`).
+pub fn unix_millis(t: Option<SystemTime>) -> i64 {
+    t.and_then(|t| t.duration_since(UNIX_EPOCH).ok())
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+impl Registry {
+    /// An empty, unprimed registry with a random epoch.
+    pub fn new() -> Arc<Registry> {
+        Registry::with_epoch(format!("{:016x}", rand::random::<u64>()))
+    }
+
+    /// An empty, unprimed registry with the given epoch (tests).
+    pub fn with_epoch(epoch: String) -> Arc<Registry> {
+        let (changes, rx) = mpsc::unbounded_channel();
+        Arc::new(Registry {
+            epoch,
+            inner: Mutex::new(Inner::default()),
+            admin: watch::channel(0).0,
+            primed: watch::channel(false).0,
+            changes,
+            changes_rx: Mutex::new(Some(rx)),
+        })
+    }
+
+    /// This hub incarnation's epoch.
+    pub fn epoch(&self) -> &str {
+        &self.epoch
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        // The state stays consistent across a panicking holder: every method completes
+        // its updates before anything that could panic.
+        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The MiniClusters whose burst status changed (reports, spokes connecting or going
+    /// away): the controller reconciles them. Can be taken once.
+    pub fn take_changes(&self) -> Option<mpsc::UnboundedReceiver<McKey>> {
+        self.changes_rx
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take()
+    }
+
+    /// Mark the index as rebuilt from the API server: spokes may now receive snapshots.
+    pub fn set_primed(&self) {
+        self.primed.send_replace(true);
+    }
+
+    /// Whether [`Registry::set_primed`] was called.
+    pub fn is_primed(&self) -> bool {
+        *self.primed.borrow()
+    }
+
+    fn bump_admin(&self, inner: &mut Inner) {
+        inner.admin_version += 1;
+        self.admin.send_replace(inner.admin_version);
+    }
+
+    /// Changes whenever anything an admin sees changes.
+    pub fn admin_changes(&self) -> watch::Receiver<u64> {
+        self.admin.subscribe()
+    }
+
+    /// Record a MiniCluster's declared bursts and the assignments to send (empty while
+    /// the lead endpoint is unknown). Spokes whose set changes get a new snapshot;
+    /// assignments of this MiniCluster that are no longer listed are withdrawn.
+    pub fn set(
+        &self,
+        mc: &McKey,
+        info: McInfo,
+        bursts: Vec<BurstInfo>,
+        assignments: Vec<SpokeAssignment>,
+    ) {
+        let mut inner = self.lock();
+        let mut admin_changed = match inner.miniclusters.get(mc) {
+            Some(e) => e.info != info || e.bursts != bursts || e.deleting,
+            None => true,
+        };
+        let previous_keys = self.keys_of(&inner, mc);
+        let mut wanted: BTreeMap<String, BTreeMap<String, proto::Assignment>> = BTreeMap::new();
+        for sa in assignments {
+            wanted
+                .entry(sa.spoke)
+                .or_default()
+                .insert(sa.assignment.key.clone(), sa.assignment);
+        }
+        let prefix = format!("{}/{}/", mc.0, mc.1);
+        let spokes: BTreeSet<String> = previous_keys
+            .iter()
+            .map(|(spoke, _)| spoke.clone())
+            .chain(wanted.keys().cloned())
+            .chain(
+                inner
+                    .spokes
+                    .iter()
+                    .filter(|(_, s)| s.retained.iter().any(|k| k.starts_with(&prefix)))
+                    .map(|(name, _)| name.clone()),
+            )
+            .collect();
+        for spoke in spokes {
+            let mut want = wanted.remove(&spoke).unwrap_or_default();
+            let state = inner
+                .spokes
+                .entry(spoke.clone())
+                .or_insert_with(|| SpokeState::new(&self.epoch));
+            let next = state.version + 1;
+            let prefix = format!("{}/{}/", mc.0, mc.1);
+            let before = state.retained.len();
+            state.retained.retain(|k| !k.starts_with(&prefix));
+            let mut changed = before != state.retained.len();
+            let stale: Vec<String> = previous_keys
+                .iter()
+                .filter(|(s, k)| *s == spoke && !want.contains_key(k))
+                .map(|(_, k)| k.clone())
+                .collect();
+            for key in stale {
+                if state.assignments.remove(&key).is_some() {
+                    state.withdrawn.insert(key, next);
+                    changed = true;
+                }
+            }
+            for (key, assignment) in std::mem::take(&mut want) {
+                state.withdrawn.remove(&key);
+                let same = state
+                    .assignments
+                    .get(&key)
+                    .is_some_and(|slot| *slot.assignment == assignment);
+                if !same {
+                    state.assignments.insert(
+                        key,
+                        Slot {
+                            assignment: Arc::new(assignment),
+                            version: next,
+                        },
+                    );
+                    changed = true;
+                }
+            }
+            if changed {
+                self.publish(state, next);
+                admin_changed = true;
+            }
+        }
+        let entry = inner.miniclusters.entry(mc.clone()).or_insert(McEntry {
+            info: McInfo::default(),
+            bursts: Vec::new(),
+            deleting: false,
+        });
+        entry.info = info;
+        entry.bursts = bursts;
+        entry.deleting = false;
+        if admin_changed {
+            self.bump_admin(&mut inner);
+        }
+    }
+
+    /// The MiniCluster exists but its assignments cannot be computed now (its spec is
+    /// refused or invalid). Bursts it has no assignment for are retained: their spokes
+    /// keep whatever they run. Bursts already assigned keep their assignment.
+    pub fn retain(&self, mc: &McKey, bursts: &[BurstInfo]) {
+        let mut inner = self.lock();
+        let mut changed = false;
+        for b in bursts {
+            let state = inner
+                .spokes
+                .entry(b.spoke.clone())
+                .or_insert_with(|| SpokeState::new(&self.epoch));
+            if !state.assignments.contains_key(&b.key) && state.retained.insert(b.key.clone()) {
+                let next = state.version + 1;
+                self.publish(state, next);
+                changed = true;
+            }
+        }
+        if !inner.miniclusters.contains_key(mc) {
+            inner.miniclusters.insert(
+                mc.clone(),
+                McEntry {
+                    info: McInfo::default(),
+                    bursts: bursts.to_vec(),
+                    deleting: false,
+                },
+            );
+            changed = true;
+        }
+        if changed {
+            self.bump_admin(&mut inner);
+        }
+    }
+
+    /// Every (spoke, key) currently assigned for `mc`.
+    fn keys_of(&self, inner: &Inner, mc: &McKey) -> Vec<(String, String)> {
+        let prefix = format!("{}/{}/", mc.0, mc.1);
+        inner
+            .spokes
+            .iter()
+            .flat_map(|(spoke, state)| {
+                state
+                    .assignments
+                    .keys()
+                    .filter(|k| k.starts_with(&prefix))
+                    .map(move |k| (spoke.clone(), k.clone()))
+            })
+            .collect()
+    }
+
+    fn publish(&self, state: &mut SpokeState, version: u64) {
+        state.version = version;
+        let snapshot = Snapshot {
+            hub_epoch: self.epoch.clone(),
+            version,
+            assignments: state
+                .assignments
+                .values()
+                .map(|slot| (*slot.assignment).clone())
+                .collect(),
+            retained_keys: state.retained.iter().cloned().collect(),
+        };
+        state.tx.send_replace(Arc::new(snapshot));
+    }
+
+    /// The MiniCluster is being deleted: withdraw every burst (also bursts the registry
+    /// never assigned, e.g. after a hub restart, so each spoke gets a newer snapshot to
+    /// acknowledge), and remember that their deletion must be confirmed.
+    pub fn withdraw(&self, mc: &McKey, info: McInfo, bursts: Vec<BurstInfo>) {
+        let mut inner = self.lock();
+        if inner.miniclusters.get(mc).is_some_and(|e| e.deleting) {
+            return;
+        }
+        let mut by_spoke: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        for b in &bursts {
+            by_spoke
+                .entry(b.spoke.clone())
+                .or_default()
+                .push(b.key.clone());
+        }
+        for (spoke, key) in self.keys_of(&inner, mc) {
+            by_spoke.entry(spoke).or_default().push(key);
+        }
+        for (spoke, keys) in by_spoke {
+            let state = inner
+                .spokes
+                .entry(spoke)
+                .or_insert_with(|| SpokeState::new(&self.epoch));
+            let next = state.version + 1;
+            for key in keys {
+                state.assignments.remove(&key);
+                state.retained.remove(&key);
+                state.withdrawn.entry(key).or_insert(next);
+            }
+            self.publish(state, next);
+        }
+        inner.miniclusters.insert(
+            mc.clone(),
+            McEntry {
+                info,
+                bursts,
+                deleting: true,
+            },
+        );
+        self.bump_admin(&mut inner);
+    }
+
+    /// Whether each burst of a withdrawn MiniCluster is confirmed gone.
+    pub fn deletion_progress(&self, mc: &McKey) -> Vec<DeletionProgress> {
+        let inner = self.lock();
+        let Some(entry) = inner.miniclusters.get(mc) else {
+            return Vec::new();
+        };
+        entry
+            .bursts
+            .iter()
+            .map(|b| DeletionProgress {
+                burst: b.name.clone(),
+                spoke: b.spoke.clone(),
+                confirmed: inner
+                    .spokes
+                    .get(&b.spoke)
+                    .is_none_or(|s| s.confirmed_gone(&b.key)),
+            })
+            .collect()
+    }
+
+    /// Whether any burst withdrawn from `mc` (deleted from its spec, or the MiniCluster
+    /// deleted) still waits for its spoke's confirmation.
+    pub fn has_unconfirmed_withdrawals(&self, mc: &McKey) -> bool {
+        let prefix = format!("{}/{}/", mc.0, mc.1);
+        let inner = self.lock();
+        inner.spokes.values().any(|s| {
+            s.withdrawn
+                .keys()
+                .any(|k| k.starts_with(&prefix) && !s.confirmed_gone(k))
+        })
+    }
+
+    /// Drop everything about a MiniCluster whose deletion is complete (finalizer
+    /// released): it disappears from admin listings.
+    pub fn forget(&self, mc: &McKey) {
+        let prefix = format!("{}/{}/", mc.0, mc.1);
+        let mut inner = self.lock();
+        let mut changed = inner.miniclusters.remove(mc).is_some();
+        for state in inner.spokes.values_mut() {
+            let before = state.withdrawn.len() + state.reports.len();
+            state.withdrawn.retain(|k, _| !k.starts_with(&prefix));
+            state.reports.retain(|k, _| !k.starts_with(&prefix));
+            changed |= before != state.withdrawn.len() + state.reports.len();
+        }
+        if changed {
+            self.bump_admin(&mut inner);
+        }
+    }
+
+    /// The bursts of a MiniCluster as the registry sees them, in spec order.
+    pub fn bursts(&self, mc: &McKey) -> Vec<BurstView> {
+        let inner = self.lock();
+        let Some(entry) = inner.miniclusters.get(mc) else {
+            return Vec::new();
+        };
+        entry
+            .bursts
+            .iter()
+            .map(|b| {
+                let state = inner.spokes.get(&b.spoke);
+                let slot = state.and_then(|s| s.assignments.get(&b.key));
+                BurstView {
+                    burst: b.clone(),
+                    connected: state.is_some_and(|s| s.connections > 0),
+                    assigned: slot.is_some(),
+                    assigned_version: slot.map_or(0, |s| s.version),
+                    report: state.and_then(|s| s.reports.get(&b.key).cloned()),
+                    spoke_last_seen: state.and_then(|s| s.last_seen),
+                    deleting: entry.deleting && state.is_some_and(|s| !s.confirmed_gone(&b.key)),
+                }
+            })
+            .collect()
+    }
+
+    /// A spoke opens its Watch stream. Refused (`None`) until the registry is primed.
+    pub fn subscribe(self: &Arc<Self>, spoke: &str, spoke_version: &str) -> Option<Subscription> {
+        if !self.is_primed() {
+            return None;
+        }
+        let mut inner = self.lock();
+        let state = inner
+            .spokes
+            .entry(spoke.to_string())
+            .or_insert_with(|| SpokeState::new(&self.epoch));
+        state.connections += 1;
+        state.last_seen = Some(SystemTime::now());
+        state.spoke_version = spoke_version.to_string();
+        let snapshots = state.tx.subscribe();
+        let first = state.connections == 1;
+        let affected = if first {
+            affected_by_spoke(&inner, spoke)
+        } else {
+            Vec::new()
+        };
+        self.bump_admin(&mut inner);
+        drop(inner);
+        for mc in affected {
+            let _ = self.changes.send(mc);
+        }
+        Some(Subscription {
+            snapshots,
+            guard: ConnectionGuard {
+                registry: self.clone(),
+                spoke: spoke.to_string(),
+            },
+        })
+    }
+
+    /// A spoke reports. Statuses for keys it is not assigned (and has not been withdrawn
+    /// from) are ignored; versions from another epoch are ignored.
+    pub fn report(&self, spoke: &str, request: proto::ReportRequest) {
+        let now = SystemTime::now();
+        let mut inner = self.lock();
+        let current_epoch = request.hub_epoch == self.epoch;
+        let state = inner
+            .spokes
+            .entry(spoke.to_string())
+            .or_insert_with(|| SpokeState::new(&self.epoch));
+        state.last_seen = Some(now);
+        let mut notify: BTreeSet<McKey> = BTreeSet::new();
+        if current_epoch && request.applied_version > state.acknowledged {
+            let confirmed_before: Vec<bool> = state
+                .withdrawn
+                .keys()
+                .map(|k| state.confirmed_gone(k))
+                .collect();
+            state.acknowledged = request.applied_version.min(state.version);
+            for ((key, _), before) in state.withdrawn.iter().zip(confirmed_before) {
+                if !before && state.confirmed_gone(key) {
+                    notify.extend(mc_of(key));
+                }
+            }
+        }
+        for mut status in request.statuses {
+            let known = state.assignments.contains_key(&status.key)
+                || state.withdrawn.contains_key(&status.key);
+            if !known {
+                continue;
+            }
+            if !current_epoch {
+                status.observed_version = 0;
+            }
+            let significant = state.reports.get(&status.key).is_none_or(|(old, _)| {
+                old.phase != status.phase
+                    || old.brokers_ready != status.brokers_ready
+                    || old.size != status.size
+                    || old.observed_version != status.observed_version
+                    || old.message != status.message
+                    || old.conditions != status.conditions
+            });
+            if significant {
+                notify.extend(mc_of(&status.key));
+            }
+            state.reports.insert(status.key.clone(), (status, now));
+        }
+        self.bump_admin(&mut inner);
+        drop(inner);
+        for mc in notify {
+            let _ = self.changes.send(mc);
+        }
+    }
+
+    /// Every MiniCluster (optionally of one namespace) with its bursts, for admins.
+    pub fn admin_snapshot(&self, namespace: &str) -> proto::MiniClusterSnapshot {
+        let inner = self.lock();
+        let miniclusters = inner
+            .miniclusters
+            .iter()
+            .filter(|((ns, _), _)| namespace.is_empty() || ns == namespace)
+            .map(|((ns, name), entry)| proto::MiniClusterStatus {
+                minicluster: Some(proto::MiniClusterRef {
+                    namespace: ns.clone(),
+                    name: name.clone(),
+                    uid: entry.info.uid.clone(),
+                    generation: entry.info.generation,
+                }),
+                phase: if entry.deleting {
+                    "Deleting".to_string()
+                } else {
+                    entry.info.phase.clone()
+                },
+                size: entry.info.size,
+                brokers_ready: entry.info.brokers_ready,
+                lead_endpoint: entry.info.lead.as_ref().map(proto::Endpoint::from),
+                bursts: entry
+                    .bursts
+                    .iter()
+                    .map(|b| {
+                        let state = inner.spokes.get(&b.spoke);
+                        let slot = state.and_then(|s| s.assignments.get(&b.key));
+                        let report = state.and_then(|s| s.reports.get(&b.key));
+                        proto::BurstStatus {
+                            key: b.key.clone(),
+                            burst_name: b.name.clone(),
+                            spoke: b.spoke.clone(),
+                            spoke_connected: state.is_some_and(|s| s.connections > 0),
+                            size: b.size,
+                            brokers_ready: report.map_or(0, |(r, _)| r.brokers_ready),
+                            phase: report.map_or(0, |(r, _)| r.phase),
+                            assigned_version: slot.map_or(0, |s| s.version),
+                            observed_version: report.map_or(0, |(r, _)| r.observed_version),
+                            conditions: report
+                                .map(|(r, _)| r.conditions.clone())
+                                .unwrap_or_default(),
+                            message: report.map(|(r, _)| r.message.clone()).unwrap_or_default(),
+                            last_report_unix_millis: unix_millis(report.map(|(_, at)| *at)),
+                        }
+                    })
+                    .collect(),
+            })
+            .collect();
+        proto::MiniClusterSnapshot {
+            hub_epoch: self.epoch.clone(),
+            version: inner.admin_version,
+            miniclusters,
+        }
+    }
+
+    /// Every known spoke, for admins.
+    pub fn spokes(&self) -> proto::ListSpokesResponse {
+        let inner = self.lock();
+        proto::ListSpokesResponse {
+            hub_epoch: self.epoch.clone(),
+            spokes: inner
+                .spokes
+                .iter()
+                .map(|(name, s)| proto::SpokeInfo {
+                    name: name.clone(),
+                    connected: s.connections > 0,
+                    last_seen_unix_millis: unix_millis(s.last_seen),
+                    current_version: s.version,
+                    acknowledged_version: s.acknowledged,
+                    assignments: u32::try_from(s.assignments.len()).unwrap_or(u32::MAX),
+                    spoke_version: s.spoke_version.clone(),
+                })
+                .collect(),
+        }
+    }
+
+    /// Number of connected spokes, and of assignments over all spokes (metrics).
+    pub fn counts(&self) -> (usize, usize) {
+        let inner = self.lock();
+        (
+            inner.spokes.values().filter(|s| s.connections > 0).count(),
+            inner.spokes.values().map(|s| s.assignments.len()).sum(),
+        )
+    }
+}
+
+/// The MiniCluster of an assignment key `<ns>/<name>/<burst>`.
+fn mc_of(key: &str) -> Option<McKey> {
+    let mut parts = key.splitn(3, '/');
+    Some((parts.next()?.to_string(), parts.next()?.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn assignment(key: &str, spec: &str) -> proto::Assignment {
+        proto::Assignment {
+            key: key.into(),
+            minicluster_spec_json: spec.into(),
+            ..Default::default()
+        }
+    }
+
+    fn burst(key: &str, spoke: &str) -> BurstInfo {
+        BurstInfo {
+            key: key.into(),
+            name: key.rsplit('/').next().unwrap().into(),
+            spoke: spoke.into(),
+            size: 2,
+        }
+    }
+
+    fn sa(spoke: &str, key: &str, spec: &str) -> SpokeAssignment {
+        SpokeAssignment {
+            spoke: spoke.into(),
+            assignment: assignment(key, spec),
+        }
+    }
+
+    fn mc() -> McKey {
+        ("ns".into(), "m".into())
+    }
+
+    fn primed() -> Arc<Registry> {
+        let r = Registry::with_epoch("e1".into());
+        r.set_primed();
+        r
+    }
+
+    #[test]
+    fn spokes_get_only_their_assignments_and_versions_only_move_on_change() {
+        let r = primed();
+        let a = r.subscribe("a", "v").unwrap();
+        let b = r.subscribe("b", "v").unwrap();
+        r.set(
+            &mc(),
+            McInfo::default(),
+            vec![burst("ns/m/x", "a"), burst("ns/m/y", "b")],
+            vec![sa("a", "ns/m/x", "1"), sa("b", "ns/m/y", "1")],
+        );
+        let snap_a = a.snapshots.borrow().clone();
+        assert_eq!(snap_a.hub_epoch, "e1");
+        assert_eq!(snap_a.version, 2);
+        let keys: Vec<_> = snap_a.assignments.iter().map(|a| a.key.as_str()).collect();
+        assert_eq!(keys, ["ns/m/x"]);
+        let keys: Vec<_> = b
+            .snapshots
+            .borrow()
+            .assignments
+            .iter()
+            .map(|a| a.key.clone())
+            .collect();
+        assert_eq!(keys, ["ns/m/y"]);
+        // Same content: no new snapshot.
+        r.set(
+            &mc(),
+            McInfo::default(),
+            vec![burst("ns/m/x", "a"), burst("ns/m/y", "b")],
+            vec![sa("a", "ns/m/x", "1"), sa("b", "ns/m/y", "1")],
+        );
+        assert_eq!(a.snapshots.borrow().version, 2);
+        // Changed for a only.
+        r.set(
+            &mc(),
+            McInfo::default(),
+            vec![burst("ns/m/x", "a"), burst("ns/m/y", "b")],
+            vec![sa("a", "ns/m/x", "2"), sa("b", "ns/m/y", "1")],
+        );
+        assert_eq!(a.snapshots.borrow().version, 3);
+        assert_eq!(b.snapshots.borrow().version, 2);
+    }
+
+    #[test]
+    fn unprimed_registries_refuse_watches() {
+        let r = Registry::with_epoch("e".into());
+        assert!(r.subscribe("a", "v").is_none());
+        r.set_primed();
+        assert!(r.subscribe("a", "v").is_some());
+    }
+
+    #[test]
+    fn deletion_is_confirmed_by_an_acknowledged_snapshot_or_a_deleted_report() {
+        let r = primed();
+        let bursts = vec![burst("ns/m/x", "a"), burst("ns/m/y", "b")];
+        r.set(
+            &mc(),
+            McInfo::default(),
+            bursts.clone(),
+            vec![sa("a", "ns/m/x", "1"), sa("b", "ns/m/y", "1")],
+        );
+        r.withdraw(&mc(), McInfo::default(), bursts);
+        let progress = r.deletion_progress(&mc());
+        assert!(progress.iter().all(|p| !p.confirmed));
+        // a acknowledges the snapshot without x.
+        let version = r.spokes().spokes[0].current_version;
+        r.report(
+            "a",
+            proto::ReportRequest {
+                hub_epoch: "e1".into(),
+                applied_version: version,
+                statuses: vec![],
+            },
+        );
+        // b acknowledges an old epoch's version: ignored; then reports DELETED.
+        r.report(
+            "b",
+            proto::ReportRequest {
+                hub_epoch: "old".into(),
+                applied_version: 99,
+                statuses: vec![],
+            },
+        );
+        let progress = r.deletion_progress(&mc());
+        assert_eq!(
+            progress.iter().map(|p| p.confirmed).collect::<Vec<_>>(),
+            [true, false]
+        );
+        r.report(
+            "b",
+            proto::ReportRequest {
+                hub_epoch: "e1".into(),
+                applied_version: 0,
+                statuses: vec![AssignmentStatus {
+                    key: "ns/m/y".into(),
+                    phase: BurstPhase::Deleted as i32,
+                    ..Default::default()
+                }],
+            },
+        );
+        assert!(r.deletion_progress(&mc()).iter().all(|p| p.confirmed));
+        assert!(!r.has_unconfirmed_withdrawals(&mc()));
+        r.forget(&mc());
+        assert!(r.admin_snapshot("").miniclusters.is_empty());
+    }
+
+    #[test]
+    fn a_restarted_hub_still_asks_spokes_to_confirm() {
+        // Nothing was ever assigned in this epoch; withdrawing still bumps the spoke's
+        // version so that only a newer acknowledgement confirms.
+        let r = primed();
+        let sub = r.subscribe("a", "v").unwrap();
+        r.withdraw(&mc(), McInfo::default(), vec![burst("ns/m/x", "a")]);
+        assert_eq!(sub.snapshots.borrow().version, 2);
+        assert!(r.has_unconfirmed_withdrawals(&mc()));
+        r.report(
+            "a",
+            proto::ReportRequest {
+                hub_epoch: "e1".into(),
+                applied_version: 1,
+                statuses: vec![],
+            },
+        );
+        assert!(r.has_unconfirmed_withdrawals(&mc()));
+        r.report(
+            "a",
+            proto::ReportRequest {
+                hub_epoch: "e1".into(),
+                applied_version: 2,
+                statuses: vec![],
+            },
+        );
+        assert!(!r.has_unconfirmed_withdrawals(&mc()));
+    }
+
+    #[test]
+    fn reports_for_foreign_keys_are_ignored_and_changes_notify_the_controller() {
+        let r = primed();
+        let mut changes = r.take_changes().unwrap();
+        r.set(
+            &mc(),
+            McInfo::default(),
+            vec![burst("ns/m/x", "a")],
+            vec![sa("a", "ns/m/x", "1")],
+        );
+        let status = |key: &str, ready| AssignmentStatus {
+            key: key.into(),
+            phase: BurstPhase::Pending as i32,
+            brokers_ready: ready,
+            size: 2,
+            ..Default::default()
+        };
+        r.report(
+            "b",
+            proto::ReportRequest {
+                hub_epoch: "e1".into(),
+                applied_version: 1,
+                statuses: vec![status("ns/m/x", 2)],
+            },
+        );
+        assert!(r.bursts(&mc())[0].report.is_none(), "b does not run x");
+        assert!(changes.try_recv().is_err());
+        r.report(
+            "a",
+            proto::ReportRequest {
+                hub_epoch: "e1".into(),
+                applied_version: 2,
+                statuses: vec![status("ns/m/x", 1)],
+            },
+        );
+        assert_eq!(changes.try_recv().unwrap(), mc());
+        // The same report again (periodic): no reconcile.
+        r.report(
+            "a",
+            proto::ReportRequest {
+                hub_epoch: "e1".into(),
+                applied_version: 2,
+                statuses: vec![status("ns/m/x", 1)],
+            },
+        );
+        assert!(changes.try_recv().is_err());
+        let view = &r.bursts(&mc())[0];
+        assert_eq!(view.report.as_ref().unwrap().0.brokers_ready, 1);
+        assert_eq!(view.assigned_version, 2);
+    }
+
+    #[test]
+    fn connecting_and_disconnecting_notify_and_show_in_listings() {
+        let r = primed();
+        let mut changes = r.take_changes().unwrap();
+        r.set(&mc(), McInfo::default(), vec![burst("ns/m/x", "a")], vec![]);
+        let sub = r.subscribe("a", "0.1.0").unwrap();
+        assert_eq!(changes.try_recv().unwrap(), mc());
+        assert!(r.bursts(&mc())[0].connected);
+        let spokes = r.spokes();
+        assert_eq!(spokes.spokes[0].name, "a");
+        assert!(spokes.spokes[0].connected);
+        assert_eq!(spokes.spokes[0].spoke_version, "0.1.0");
+        drop(sub);
+        assert_eq!(changes.try_recv().unwrap(), mc());
+        assert!(!r.bursts(&mc())[0].connected);
+        assert!(!r.spokes().spokes[0].connected);
+    }
+
+    #[test]
+    fn retained_bursts_stay_listed_until_assigned_or_withdrawn() {
+        let r = primed();
+        let sub = r.subscribe("a", "v").unwrap();
+        r.retain(&mc(), &[burst("ns/m/x", "a")]);
+        let snap = sub.snapshots.borrow().clone();
+        assert_eq!(snap.retained_keys, ["ns/m/x"]);
+        assert!(snap.assignments.is_empty());
+        r.set(
+            &mc(),
+            McInfo::default(),
+            vec![burst("ns/m/x", "a")],
+            vec![sa("a", "ns/m/x", "1")],
+        );
+        let snap = sub.snapshots.borrow().clone();
+        assert!(snap.retained_keys.is_empty());
+        assert_eq!(snap.assignments.len(), 1);
+        // Assigned bursts are not demoted to retained.
+        r.retain(&mc(), &[burst("ns/m/x", "a")]);
+        assert_eq!(sub.snapshots.borrow().assignments.len(), 1);
+        assert!(sub.snapshots.borrow().retained_keys.is_empty());
+        r.withdraw(&mc(), McInfo::default(), vec![burst("ns/m/x", "a")]);
+        let snap = sub.snapshots.borrow().clone();
+        assert!(snap.assignments.is_empty() && snap.retained_keys.is_empty());
+    }
+
+    #[test]
+    fn removing_a_burst_from_the_spec_withdraws_only_it() {
+        let r = primed();
+        let sub = r.subscribe("a", "v").unwrap();
+        r.set(
+            &mc(),
+            McInfo::default(),
+            vec![burst("ns/m/x", "a"), burst("ns/m/z", "a")],
+            vec![sa("a", "ns/m/x", "1"), sa("a", "ns/m/z", "1")],
+        );
+        r.set(
+            &mc(),
+            McInfo::default(),
+            vec![burst("ns/m/x", "a")],
+            vec![sa("a", "ns/m/x", "1")],
+        );
+        let keys: Vec<_> = sub
+            .snapshots
+            .borrow()
+            .assignments
+            .iter()
+            .map(|a| a.key.clone())
+            .collect();
+        assert_eq!(keys, ["ns/m/x"]);
+        assert!(r.has_unconfirmed_withdrawals(&mc()));
+    }
+}

@@ -1,0 +1,210 @@
+//! The hub's gRPC services over the [`Registry`]: `Spoke` (Watch, Report) for spoke
+//! controllers and `Admin` for `flux-hub status`, plus the standard gRPC health service,
+//! all on one mTLS listener.
+
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use flux_shared::federation::Authenticator;
+use flux_shared::federation::proto::admin_server::Admin;
+use flux_shared::federation::proto::spoke_server::Spoke;
+use flux_shared::federation::proto::{
+    ListMiniClustersRequest, ListSpokesRequest, ListSpokesResponse, MiniClusterSnapshot,
+    ReportRequest, ReportResponse, Snapshot, WatchMiniClustersRequest, WatchRequest,
+};
+use flux_shared::federation::tls::{ServerSecurity, TransportSettings};
+use futures::{Stream, StreamExt};
+use tokio_stream::wrappers::WatchStream;
+use tonic::{Request, Response, Status};
+use tracing::{info, info_span, warn};
+
+use super::registry::Registry;
+use crate::ops::metrics::Metrics;
+
+type BoxStream<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send>>;
+
+/// Status of a Watch refused because the registry is not rebuilt yet (or this replica is
+/// not the leader): spokes retry with backoff.
+fn not_ready() -> Status {
+    Status::unavailable(
+        "the hub is not serving assignments yet (rebuilding its state from the API server, or not the leader); retry",
+    )
+}
+
+/// Both services, sharing the registry.
+#[derive(Clone)]
+pub struct Services {
+    registry: Arc<Registry>,
+    auth: Authenticator,
+    metrics: Arc<Metrics>,
+    stop: tokio::sync::watch::Receiver<bool>,
+}
+
+impl Services {
+    /// Services over `registry`, authorizing callers with `auth`.
+    pub fn new(registry: Arc<Registry>, auth: Authenticator, metrics: Arc<Metrics>) -> Self {
+        Services {
+            registry,
+            auth,
+            metrics,
+            stop: tokio::sync::watch::channel(false).1,
+        }
+    }
+
+    /// End every open stream once `stop` turns true, so that a graceful server shutdown
+    /// does not wait forever for spokes' and admins' watches.
+    pub fn with_stop(mut self, stop: tokio::sync::watch::Receiver<bool>) -> Self {
+        self.stop = stop;
+        self
+    }
+
+    fn stopped(&self) -> impl std::future::Future<Output = ()> + Send + 'static {
+        let mut stop = self.stop.clone();
+        async move {
+            // A dropped sender means nobody can stop us: run until the client goes away.
+            if stop.wait_for(|s| *s).await.is_err() {
+                std::future::pending::<()>().await;
+            }
+        }
+    }
+}
+
+#[tonic::async_trait]
+impl Spoke for Services {
+    type WatchStream = BoxStream<Snapshot>;
+
+    async fn watch(
+        &self,
+        request: Request<WatchRequest>,
+    ) -> Result<Response<Self::WatchStream>, Status> {
+        let spoke = self.auth.require_spoke(&request)?;
+        let req = request.into_inner();
+        let span = info_span!("watch", %spoke, spoke_version = %req.spoke_version);
+        let subscription = self
+            .registry
+            .subscribe(&spoke, &req.spoke_version)
+            .ok_or_else(not_ready)?;
+        span.in_scope(|| {
+            info!(
+                applied_epoch = %req.applied_hub_epoch,
+                applied_version = req.applied_version,
+                "spoke connected"
+            )
+        });
+        let (snapshots, guard) = subscription.into_parts();
+        let metrics = self.metrics.clone();
+        let stream = WatchStream::new(snapshots)
+            .map(move |snapshot| {
+                // The guard lives as long as the stream: dropping the stream (the spoke went
+                // away) marks the spoke disconnected.
+                let _connected = &guard;
+                metrics.snapshot_sent();
+                Ok(Snapshot::clone(&snapshot))
+            })
+            .take_until(self.stopped());
+        Ok(Response::new(Box::pin(stream)))
+    }
+
+    async fn report(
+        &self,
+        request: Request<ReportRequest>,
+    ) -> Result<Response<ReportResponse>, Status> {
+        let spoke = self.auth.require_spoke(&request)?;
+        let req = request.into_inner();
+        let _span = info_span!("report", %spoke, applied_version = req.applied_version).entered();
+        self.metrics.report_received();
+        self.registry.report(&spoke, req);
+        Ok(Response::new(ReportResponse {}))
+    }
+}
+
+#[tonic::async_trait]
+impl Admin for Services {
+    async fn list_mini_clusters(
+        &self,
+        request: Request<ListMiniClustersRequest>,
+    ) -> Result<Response<MiniClusterSnapshot>, Status> {
+        self.auth.require_admin(&request)?;
+        Ok(Response::new(
+            self.registry.admin_snapshot(&request.get_ref().namespace),
+        ))
+    }
+
+    type WatchMiniClustersStream = BoxStream<MiniClusterSnapshot>;
+
+    async fn watch_mini_clusters(
+        &self,
+        request: Request<WatchMiniClustersRequest>,
+    ) -> Result<Response<Self::WatchMiniClustersStream>, Status> {
+        let admin = self.auth.require_admin(&request)?;
+        let namespace = request.into_inner().namespace;
+        let registry = self.registry.clone();
+        let stream = WatchStream::new(self.registry.admin_changes())
+            .map(move |_| Ok(registry.admin_snapshot(&namespace)))
+            .take_until(self.stopped());
+        info!(%admin, "admin watching MiniClusters");
+        Ok(Response::new(Box::pin(stream)))
+    }
+
+    async fn list_spokes(
+        &self,
+        request: Request<ListSpokesRequest>,
+    ) -> Result<Response<ListSpokesResponse>, Status> {
+        self.auth.require_admin(&request)?;
+        Ok(Response::new(self.registry.spokes()))
+    }
+}
+
+/// Errors starting the gRPC server.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    /// TLS configuration.
+    #[error(transparent)]
+    Tls(#[from] flux_shared::federation::tls::TlsError),
+    /// Binding or serving.
+    #[error("gRPC server: {0}")]
+    Transport(#[from] tonic::transport::Error),
+    /// Binding the listener.
+    #[error("binding {0}: {1}")]
+    Bind(SocketAddr, std::io::Error),
+}
+
+/// Serve `Spoke`, `Admin` and `grpc.health.v1.Health` on `listener` until `shutdown`.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    security: ServerSecurity,
+    settings: TransportSettings,
+    services: Services,
+    shutdown: impl std::future::Future<Output = ()> + Send,
+) -> Result<(), ServeError> {
+    if matches!(security, ServerSecurity::InsecureDevelopment) {
+        warn!(
+            "federation gRPC server in INSECURE development mode: no TLS, callers name themselves"
+        );
+    }
+    let auth = security.authenticator();
+    let (health_reporter, health) = tonic_health::server::health_reporter();
+    health_reporter
+        .set_serving::<flux_shared::federation::proto::spoke_server::SpokeServer<Services>>()
+        .await;
+    health_reporter
+        .set_serving::<flux_shared::federation::proto::admin_server::AdminServer<Services>>()
+        .await;
+    let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
+    settings
+        .server(&security)?
+        .add_service(health)
+        .add_service(settings.spoke_service(services.clone(), auth))
+        .add_service(settings.admin_service(services, auth))
+        .serve_with_incoming_shutdown(incoming, shutdown)
+        .await?;
+    Ok(())
+}
+
+/// Bind the gRPC listener (port 0 picks a free port).
+pub async fn bind(addr: SocketAddr) -> Result<tokio::net::TcpListener, ServeError> {
+    tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|e| ServeError::Bind(addr, e))
+}

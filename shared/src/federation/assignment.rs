@@ -1,0 +1,474 @@
+//! Assignments: what the hub sends a spoke for one burst ([`build`]), and the objects a
+//! spoke makes of one ([`realize`]).
+//!
+//! Both sides run the same planner and renderer. The hub ships the MiniCluster's spec
+//! verbatim together with the broker.toml and R it rendered; the spoke re-plans, renders the
+//! burst role and refuses the assignment unless its broker.toml and R are byte-identical to
+//! the hub's (mismatched rank maps would make brokers refuse each other at run time).
+//!
+//! Objects a spoke creates carry `app.kubernetes.io/managed-by: flux-spoke` and the
+//! assignment key in the [`ASSIGNMENT_ANNOTATION`] annotation: the spoke rebuilds what it
+//! owns from those after a restart ([`owned_key`]).
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+use super::assignment_key;
+use super::proto;
+use crate::api::{MiniCluster, MiniClusterSpec};
+use crate::flux_config;
+use crate::plan::{Endpoint, Plan, Role};
+use crate::render::{self, Object, labels};
+
+/// Value of `app.kubernetes.io/managed-by` on every object a spoke creates.
+pub const SPOKE_MANAGER: &str = "flux-spoke";
+
+/// Annotation holding the assignment key (`<namespace>/<name>/<burst>`) on every object a
+/// spoke creates.
+pub const ASSIGNMENT_ANNOTATION: &str = "flux-framework.org/assignment";
+
+/// Annotation holding the uid of the MiniCluster (in the hub's cluster) an object of a
+/// spoke belongs to.
+pub const MINICLUSTER_UID_ANNOTATION: &str = "flux-framework.org/minicluster-uid";
+
+/// Label selector of every object a spoke owns.
+pub fn spoke_selector() -> String {
+    format!("{}={}", labels::MANAGED_BY, SPOKE_MANAGER)
+}
+
+/// One assignment and the spoke it is for.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SpokeAssignment {
+    /// Name of the spoke (the burst's `cluster`).
+    pub spoke: String,
+    /// The assignment, complete but for versions (which the hub's registry keeps).
+    pub assignment: proto::Assignment,
+}
+
+/// Errors building an assignment on the hub.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum BuildError {
+    /// The spec cannot be serialised (never happens for a spec that validated).
+    #[error("cannot serialise the MiniCluster spec: {0}")]
+    Spec(String),
+}
+
+/// The assignments of every burst of `plan`, in spec order: the MiniCluster's spec,
+/// `curve_cert` (zcert text; the spec's own `curveCert` wins, as in the renderer), the
+/// lead broker's external endpoint, and the burst's broker.toml and R.
+pub fn build(
+    plan: &Plan,
+    curve_cert: &str,
+    lead: &Endpoint,
+) -> Result<Vec<SpokeAssignment>, BuildError> {
+    if plan.bursts.is_empty() {
+        return Ok(Vec::new());
+    }
+    let spec_json =
+        serde_json::to_string(&plan.spec).map_err(|e| BuildError::Spec(e.to_string()))?;
+    let cert = plan.spec.flux().curve_cert().unwrap_or(curve_cert);
+    let minicluster = proto::MiniClusterRef {
+        namespace: plan.namespace.clone(),
+        name: plan.name.clone(),
+        uid: plan.uid.clone().unwrap_or_default(),
+        generation: plan.generation.unwrap_or_default(),
+    };
+    let mut out = Vec::with_capacity(plan.bursts.len());
+    for (index, burst) in plan.bursts.iter().enumerate() {
+        let role = Role::Burst {
+            index,
+            lead: lead.clone(),
+        };
+        let Some(target) = plan.target(&role) else {
+            continue;
+        };
+        out.push(SpokeAssignment {
+            spoke: burst.cluster.clone(),
+            assignment: proto::Assignment {
+                key: assignment_key(&plan.namespace, &plan.name, &burst.name),
+                minicluster: Some(minicluster.clone()),
+                burst_name: burst.name.clone(),
+                burst_size: target.size,
+                burst_index: u32::try_from(index).unwrap_or(u32::MAX),
+                minicluster_spec_json: spec_json.clone(),
+                curve_cert: cert.to_string(),
+                lead_endpoint: Some(lead.into()),
+                broker_toml: flux_config::broker_toml(plan, &target),
+                resource_set: plan.resources.clone(),
+            },
+        });
+    }
+    Ok(out)
+}
+
+/// Why a spoke refuses an assignment (reported as `BURST_PHASE_INVALID`).
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum RealizeError {
+    /// A required field is missing or malformed.
+    #[error("assignment {key:?}: {problem}")]
+    Malformed {
+        /// Assignment key.
+        key: String,
+        /// What is wrong.
+        problem: String,
+    },
+    /// The shipped spec does not validate here (for example a hub/spoke version skew).
+    #[error("assignment {key:?}: the MiniCluster spec does not validate in this spoke: {problem}")]
+    InvalidSpec {
+        /// Assignment key.
+        key: String,
+        /// Validation errors.
+        problem: String,
+    },
+    /// The spoke renders a different broker.toml or R than the hub did.
+    #[error(
+        "assignment {key:?}: this spoke renders a different {what} than the hub; refusing to start brokers with a different rank map (is the spoke's version {version} the hub's?)"
+    )]
+    ConfigMismatch {
+        /// Assignment key.
+        key: String,
+        /// `broker.toml` or `R`.
+        what: &'static str,
+        /// This spoke's version.
+        version: &'static str,
+    },
+}
+
+/// The objects of one assignment, ready to apply in the spoke's cluster.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Realized {
+    /// Assignment key.
+    pub key: String,
+    /// Namespace of every object (the MiniCluster's namespace in the hub's cluster).
+    pub namespace: String,
+    /// Name of the burst's Indexed Job.
+    pub job: String,
+    /// Brokers the Job runs.
+    pub size: i32,
+    /// Objects in apply order (ConfigMap and Secret before the Job).
+    pub objects: Vec<Object>,
+}
+
+/// Re-plan and render one assignment's burst role, checking config identity with the hub,
+/// and label every object as the spoke's own.
+pub fn realize(a: &proto::Assignment) -> Result<Realized, RealizeError> {
+    let key = a.key.clone();
+    let malformed = |problem: &str| RealizeError::Malformed {
+        key: key.clone(),
+        problem: problem.to_string(),
+    };
+    let mc_ref = a
+        .minicluster
+        .as_ref()
+        .ok_or_else(|| malformed("no MiniCluster reference"))?;
+    if a.key != assignment_key(&mc_ref.namespace, &mc_ref.name, &a.burst_name) {
+        return Err(malformed(
+            "the key does not match the MiniCluster reference and burst name",
+        ));
+    }
+    let lead: Endpoint = a
+        .lead_endpoint
+        .as_ref()
+        .ok_or_else(|| malformed("no lead broker endpoint"))?
+        .into();
+    if lead.address.is_empty() || !(1..=65535).contains(&lead.port) {
+        return Err(malformed(
+            "the lead broker endpoint needs an address and a port",
+        ));
+    }
+    let spec: MiniClusterSpec = serde_json::from_str(&a.minicluster_spec_json)
+        .map_err(|e| malformed(&format!("the MiniCluster spec does not parse: {e}")))?;
+    let mc = MiniCluster {
+        metadata: ObjectMeta {
+            name: Some(mc_ref.name.clone()),
+            namespace: Some(mc_ref.namespace.clone()),
+            ..Default::default()
+        },
+        spec,
+        status: None,
+    };
+    let plan = Plan::new(&mc).map_err(|e| RealizeError::InvalidSpec {
+        key: key.clone(),
+        problem: e.to_string(),
+    })?;
+    let index = usize::try_from(a.burst_index).unwrap_or(usize::MAX);
+    match plan.bursts.get(index) {
+        Some(b) if b.name == a.burst_name => {}
+        _ => {
+            return Err(malformed(
+                "the burst index does not name this burst in the spec",
+            ));
+        }
+    }
+    let role = Role::Burst { index, lead };
+    let target = plan
+        .target(&role)
+        .ok_or_else(|| malformed("the burst index is out of range"))?;
+    if target.size != a.burst_size {
+        return Err(malformed("the burst size does not match the spec"));
+    }
+    let version = env!("CARGO_PKG_VERSION");
+    if flux_config::broker_toml(&plan, &target) != a.broker_toml {
+        return Err(RealizeError::ConfigMismatch {
+            key,
+            what: "broker.toml",
+            version,
+        });
+    }
+    if plan.resources != a.resource_set {
+        return Err(RealizeError::ConfigMismatch {
+            key,
+            what: "R",
+            version,
+        });
+    }
+    let mut objects = render::render(&plan, &role, &a.curve_cert)
+        .ok_or_else(|| malformed("the burst index is out of range"))?;
+    for object in &mut objects {
+        claim(object, &key, &mc_ref.uid);
+    }
+    Ok(Realized {
+        key,
+        namespace: plan.namespace.clone(),
+        job: target.job,
+        size: target.size,
+        objects,
+    })
+}
+
+/// Mark an object (and a Job's pod template) as the spoke's, for assignment `key`.
+fn claim(object: &mut Object, key: &str, uid: &str) {
+    let mark = |meta: &mut ObjectMeta| {
+        meta.labels
+            .get_or_insert_with(BTreeMap::new)
+            .insert(labels::MANAGED_BY.into(), SPOKE_MANAGER.into());
+        let annotations = meta.annotations.get_or_insert_with(BTreeMap::new);
+        annotations.insert(ASSIGNMENT_ANNOTATION.into(), key.into());
+        if !uid.is_empty() {
+            annotations.insert(MINICLUSTER_UID_ANNOTATION.into(), uid.into());
+        }
+        // The MiniCluster lives in another cluster: nothing here can own these objects.
+        meta.owner_references = None;
+    };
+    match object {
+        Object::ConfigMap(o) => mark(&mut o.metadata),
+        Object::Secret(o) => mark(&mut o.metadata),
+        Object::Service(o) => mark(&mut o.metadata),
+        Object::Pod(o) => mark(&mut o.metadata),
+        Object::Job(o) => {
+            mark(&mut o.metadata);
+            if let Some(template) = o.spec.as_mut().and_then(|s| s.template.metadata.as_mut())
+                && let Some(l) = template.labels.as_mut()
+                && l.contains_key(labels::MANAGED_BY)
+            {
+                l.insert(labels::MANAGED_BY.into(), SPOKE_MANAGER.into());
+            }
+        }
+    }
+}
+
+/// The assignment key of an object a spoke owns (`managed-by: flux-spoke` and the
+/// assignment annotation), `None` for anything else.
+pub fn owned_key(meta: &ObjectMeta) -> Option<&str> {
+    let managed = meta.labels.as_ref()?.get(labels::MANAGED_BY)?;
+    if managed != SPOKE_MANAGER {
+        return None;
+    }
+    meta.annotations
+        .as_ref()?
+        .get(ASSIGNMENT_ANNOTATION)
+        .map(String::as_str)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn bursting() -> Plan {
+        let yaml = r#"
+apiVersion: flux-framework.org/v1alpha2
+kind: MiniCluster
+metadata: {name: root, namespace: hpc, uid: u-1, generation: 3}
+spec:
+  size: 2
+  containers: [{image: "ghcr.io/converged-computing/metric-lammps:latest", command: "lmp -in in.reaxc.hns"}]
+  flux:
+    bursting:
+      clusters:
+        - {name: gke, size: 3}
+        - {name: kind-b, size: 1, cluster: edge}
+"#;
+        let mc: MiniCluster = serde_yaml_ng::from_str(yaml).unwrap();
+        Plan::new(&mc).unwrap()
+    }
+
+    fn lead() -> Endpoint {
+        Endpoint {
+            address: "203.0.113.9".into(),
+            port: 30093,
+        }
+    }
+
+    #[test]
+    fn one_assignment_per_burst_for_its_spoke() {
+        let plan = bursting();
+        let out = build(&plan, "CERT", &lead()).unwrap();
+        let spokes: Vec<_> = out.iter().map(|s| s.spoke.as_str()).collect();
+        assert_eq!(spokes, ["gke", "edge"]);
+        let a = &out[1].assignment;
+        assert_eq!(a.key, "hpc/root/kind-b");
+        assert_eq!(a.burst_index, 1);
+        assert_eq!(a.burst_size, 1);
+        assert_eq!(a.curve_cert, "CERT");
+        assert_eq!(a.minicluster.as_ref().unwrap().uid, "u-1");
+        assert_eq!(a.minicluster.as_ref().unwrap().generation, 3);
+        assert!(a.broker_toml.contains("tcp://203.0.113.9:30093"));
+    }
+
+    #[test]
+    fn a_spoke_realizes_what_the_hub_built() {
+        let plan = bursting();
+        for sa in build(&plan, "CERT", &lead()).unwrap() {
+            let r = realize(&sa.assignment).unwrap();
+            assert_eq!(r.namespace, "hpc");
+            assert_eq!(r.job, sa.assignment.burst_name);
+            let expected = render::render(
+                &plan,
+                &Role::Burst {
+                    index: sa.assignment.burst_index as usize,
+                    lead: lead(),
+                },
+                "CERT",
+            )
+            .unwrap();
+            assert_eq!(r.objects.len(), expected.len());
+            for o in &r.objects {
+                let value = serde_json::to_value(o).unwrap();
+                let meta: ObjectMeta = serde_json::from_value(value["metadata"].clone()).unwrap();
+                assert_eq!(owned_key(&meta), Some(sa.assignment.key.as_str()));
+                assert!(meta.owner_references.is_none());
+                assert_eq!(
+                    meta.annotations.as_ref().unwrap()[MINICLUSTER_UID_ANNOTATION],
+                    "u-1"
+                );
+            }
+            let job = r
+                .objects
+                .iter()
+                .find_map(|o| match o {
+                    Object::Job(j) => Some(j),
+                    _ => None,
+                })
+                .unwrap();
+            let template_labels = job
+                .spec
+                .as_ref()
+                .unwrap()
+                .template
+                .metadata
+                .as_ref()
+                .unwrap()
+                .labels
+                .as_ref()
+                .unwrap();
+            assert_eq!(template_labels[labels::MANAGED_BY], SPOKE_MANAGER);
+        }
+    }
+
+    #[test]
+    fn config_identity_is_enforced() {
+        let plan = bursting();
+        let mut a = build(&plan, "CERT", &lead()).unwrap().remove(0).assignment;
+        a.broker_toml.push('\n');
+        assert!(matches!(
+            realize(&a),
+            Err(RealizeError::ConfigMismatch {
+                what: "broker.toml",
+                ..
+            })
+        ));
+        let mut a = build(&plan, "CERT", &lead()).unwrap().remove(0).assignment;
+        a.resource_set = a.resource_set.replace("root", "other");
+        assert!(matches!(
+            realize(&a),
+            Err(RealizeError::ConfigMismatch { what: "R", .. })
+        ));
+    }
+
+    #[test]
+    fn malformed_assignments_are_refused_with_the_reason() {
+        let plan = bursting();
+        let good = build(&plan, "CERT", &lead()).unwrap().remove(0).assignment;
+        let cases: Vec<(proto::Assignment, &str)> = vec![
+            (
+                proto::Assignment {
+                    lead_endpoint: None,
+                    ..good.clone()
+                },
+                "no lead broker endpoint",
+            ),
+            (
+                proto::Assignment {
+                    key: "hpc/root/other".into(),
+                    ..good.clone()
+                },
+                "key does not match",
+            ),
+            (
+                proto::Assignment {
+                    burst_index: 1,
+                    ..good.clone()
+                },
+                "burst index",
+            ),
+            (
+                proto::Assignment {
+                    burst_size: 7,
+                    ..good.clone()
+                },
+                "burst size",
+            ),
+            (
+                proto::Assignment {
+                    minicluster_spec_json: "{".into(),
+                    ..good.clone()
+                },
+                "does not parse",
+            ),
+            (
+                proto::Assignment {
+                    minicluster_spec_json: r#"{"size": 0, "containers": []}"#.into(),
+                    ..good.clone()
+                },
+                "does not validate",
+            ),
+        ];
+        for (a, needle) in cases {
+            let err = realize(&a).unwrap_err().to_string();
+            assert!(err.contains(needle), "{err} lacks {needle}");
+        }
+    }
+
+    #[test]
+    fn only_spoke_objects_have_an_owner_key() {
+        let mut meta = ObjectMeta {
+            labels: Some(BTreeMap::from([(
+                labels::MANAGED_BY.to_string(),
+                labels::MANAGER.to_string(),
+            )])),
+            annotations: Some(BTreeMap::from([(
+                ASSIGNMENT_ANNOTATION.to_string(),
+                "a/b/c".to_string(),
+            )])),
+            ..Default::default()
+        };
+        assert_eq!(owned_key(&meta), None);
+        meta.labels
+            .as_mut()
+            .unwrap()
+            .insert(labels::MANAGED_BY.into(), SPOKE_MANAGER.into());
+        assert_eq!(owned_key(&meta), Some("a/b/c"));
+        assert_eq!(spoke_selector(), "app.kubernetes.io/managed-by=flux-spoke");
+    }
+}

@@ -1,0 +1,1 @@
+//! The spoke controller: runs the bursts a Flux hub assigns to this cluster.

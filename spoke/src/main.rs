@@ -1,0 +1,2 @@
+//! `flux-spoke`: the spoke controller binary.
+fn main() {}
