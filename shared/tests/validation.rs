@@ -374,6 +374,45 @@ fn bursting_rules() {
 }
 
 #[test]
+fn lead_endpoint_settings_are_for_a_root_with_bursts() {
+    let c = "  containers: [{image: a}]\n";
+    assert!(
+        errors(&format!(
+            "  flux: {{bursting: {{leadAddress: lead.example.org, leadNodePort: 30093, clusters: [{{name: b}}]}}}}\n{c}"
+        ))
+        .is_empty()
+    );
+    assert!(
+        errors(&format!(
+            "  flux: {{bursting: {{leadAddress: '2001:db8::7', clusters: [{{name: b}}]}}}}\n{c}"
+        ))
+        .is_empty()
+    );
+    assert_rejects(
+        &format!("  flux: {{bursting: {{leadAddress: 'not an address', clusters: [{{name: b}}]}}}}\n{c}"),
+        "spec.flux.bursting.leadAddress",
+        "IP address or a DNS name",
+    );
+    assert_rejects(
+        &format!("  flux: {{bursting: {{leadAddress: 10.0.0.1}}}}\n{c}"),
+        "spec.flux.bursting.leadAddress",
+        "only a root MiniCluster with bursting.clusters",
+    );
+    assert_rejects(
+        &format!("  flux: {{bursting: {{leadNodePort: 70000, clusters: [{{name: b}}]}}}}\n{c}"),
+        "spec.flux.bursting.leadNodePort",
+        "port number",
+    );
+    assert_rejects(
+        &format!(
+            "  flux: {{leadBroker: {{name: lead, address: 10.0.0.1, size: 2}}, bursting: {{leadNodePort: 30093, clusters: [{{name: flux-sample}}]}}}}\n{c}"
+        ),
+        "spec.flux.bursting.leadNodePort",
+        "only a root MiniCluster",
+    );
+}
+
+#[test]
 fn pod_and_metadata_rules() {
     let c = "  containers: [{image: a}]\n";
     assert_rejects(
