@@ -1,22 +1,28 @@
 # syntax=docker/dockerfile:1
-# The hub controller image: ghcr.io/flux-framework/flux-hub (see deploy/).
+# The controller image: ghcr.io/flux-framework/flux-hub. It ships both binaries:
+#   /usr/local/bin/flux-hub    the hub controller and CLI (the default entrypoint; deploy/)
+#   /usr/local/bin/flux-spoke  the spoke controller of burst clusters (deploy/spoke/ runs
+#                              it with `command: ["/usr/local/bin/flux-spoke"]`)
 #   docker build -t ghcr.io/flux-framework/flux-hub:0.1.0 .
 
 FROM rust:1.95-bookworm AS build
 WORKDIR /src
 COPY . .
 # Cargo.lock is checked in; --locked refuses to build if it is stale. The cache mounts
-# keep the registry and target/ between builds (BuildKit); the binary is copied out of
-# the cached target/ so the next stage can take it.
+# keep the registry and target/ between builds (BuildKit); the binaries are copied out of
+# the cached target/ so the next stage can take them.
 RUN --mount=type=cache,target=/usr/local/cargo/registry \
     --mount=type=cache,target=/src/target \
-    cargo build --release -p flux-hub --locked \
-    && install -D -m 0755 target/release/flux-hub /out/flux-hub
+    cargo build --release -p flux-hub -p flux-spoke --locked \
+    && install -D -m 0755 target/release/flux-hub /out/flux-hub \
+    && install -D -m 0755 target/release/flux-spoke /out/flux-spoke
 
-# glibc + libgcc (all the binary links: TLS is rustls/ring) and a nonroot user, no shell.
+# glibc + libgcc (all the binaries link: TLS is rustls/ring) and a nonroot user, no shell.
 FROM gcr.io/distroless/cc-debian12:nonroot
 COPY --from=build /out/flux-hub /usr/local/bin/flux-hub
+COPY --from=build /out/flux-spoke /usr/local/bin/flux-spoke
 USER 65532:65532
-EXPOSE 8080
+# 8080: the hub's metrics and probes; 8081: the spoke's.
+EXPOSE 8080 8081
 ENTRYPOINT ["/usr/local/bin/flux-hub"]
 CMD ["run"]

@@ -2,7 +2,8 @@
 
 pub mod certs_cmd;
 pub mod controller;
-pub mod federation;
 pub mod convert_cmd;
+pub mod federation;
 pub mod ops;
 pub mod render_cmd;
+pub mod status_cmd;

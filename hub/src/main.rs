@@ -55,6 +55,9 @@ enum Command {
     Certs(flux_hub::certs_cmd::CertsOptions),
     /// Run the MiniCluster controller against the cluster of KUBECONFIG (or in-cluster).
     Run(flux_hub::controller::RunOptions),
+    /// Show every MiniCluster, its bursts and the spokes, from the hub's admin gRPC service
+    /// (mTLS with an admin certificate from `flux-hub certs --admin NAME`).
+    Status(flux_hub::status_cmd::StatusOptions),
 }
 
 fn main() -> ExitCode {
@@ -77,6 +80,7 @@ fn main() -> ExitCode {
         Command::Convert { file, output } => return flux_hub::convert_cmd::run(&file, output),
         Command::Crd => flux_shared::crd::crd_yaml().map_err(anyhow::Error::from),
         Command::Certs(opts) => flux_hub::certs_cmd::run(&opts),
+        Command::Status(opts) => return flux_hub::status_cmd::main(&opts),
         Command::Run(opts) => {
             return match run_controller(opts) {
                 Ok(()) => ExitCode::SUCCESS,

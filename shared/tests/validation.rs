@@ -389,7 +389,9 @@ fn lead_endpoint_settings_are_for_a_root_with_bursts() {
         .is_empty()
     );
     assert_rejects(
-        &format!("  flux: {{bursting: {{leadAddress: 'not an address', clusters: [{{name: b}}]}}}}\n{c}"),
+        &format!(
+            "  flux: {{bursting: {{leadAddress: 'not an address', clusters: [{{name: b}}]}}}}\n{c}"
+        ),
         "spec.flux.bursting.leadAddress",
         "IP address or a DNS name",
     );

@@ -1,1 +1,51 @@
 //! The spoke controller: runs the bursts a Flux hub assigns to this cluster.
+//!
+//! `flux-spoke run` dials the hub's federation endpoint (mutual TLS with a spoke client
+//! certificate from `flux-hub certs`; plaintext only with `--insecure`), opens the
+//! `Spoke.Watch` stream and, for every snapshot it receives (the full list of this
+//! spoke's assignments, level-triggered like xDS "state of the world"):
+//!
+//! 1. re-plans and renders each assignment's burst role with the shared renderer
+//!    (`flux_shared::federation::assignment::realize`), refusing it as
+//!    `BURST_PHASE_INVALID` when it does not render or renders a broker.toml or R other
+//!    than the hub's (the same content is not examined again until it changes);
+//! 2. creates the target namespace when missing and server-side applies the objects
+//!    (field manager `flux-spoke`, forced), skipping content it already applied while
+//!    its objects exist;
+//! 3. deletes every object it owns (`app.kubernetes.io/managed-by=flux-spoke` plus the
+//!    assignment annotation) whose key the snapshot lists neither as an assignment nor
+//!    as retained, and reports those keys `BURST_PHASE_DELETED`;
+//! 4. sends `Spoke.Report` acknowledging the snapshot (`applied_version`) with the status
+//!    of every assignment.
+//!
+//! It also watches its Jobs and reports phase (pending, running, succeeded, failed),
+//! brokers ready, size and Job conditions whenever they change and every report interval.
+//! It reconnects forever with exponential backoff and jitter; a hub outage never deletes
+//! anything. Nothing is stored locally: after a restart the spoke finds its objects by
+//! their labels and reconciles them to the first snapshot.
+//!
+//! Operations: `/metrics` (see [`metrics`]), `/healthz`, `/readyz` (ready once the first
+//! snapshot is applied) on `--metrics-addr`; JSON (`--log-json`) or text logs on standard
+//! error, filtered by `RUST_LOG`; SIGTERM stops it gracefully.
+//!
+//! ```text
+//! flux-spoke run --hub https://hub.example.org:8443 --name gke \
+//!     --ca ca.crt --cert spoke-gke.crt --key spoke-gke.key
+//! ```
+//!
+//! Modules: [`agent`] (the connect/watch/apply/report loop), [`reconcile`] (pure
+//! decisions), [`cluster`] (the Kubernetes reads and writes behind a trait, and their
+//! real implementation), [`metrics`], and [`testing`] (an in-memory cluster for tests).
+
+#![warn(missing_docs)]
+
+pub mod agent;
+pub mod cluster;
+pub mod metrics;
+pub mod reconcile;
+pub mod testing;
+
+pub use agent::{Agent, AgentConfig, AppliedSnapshot};
+pub use cluster::{Cluster, ClusterError, KubeCluster, OwnedObject};
+pub use metrics::Metrics;
+pub use testing::FakeCluster;

@@ -1,2 +1,264 @@
-//! `flux-spoke`: the spoke controller binary.
-fn main() {}
+//! `flux-spoke`: the spoke controller binary (see the `flux_spoke` library for what it
+//! does).
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use clap::{Args, Parser, Subcommand};
+use flux_shared::federation::tls::{ClientSecurity, TlsPem, TransportSettings};
+use flux_shared::federation::{Identity, identity_from_pem};
+use flux_shared::ops::{Health, logging, server, shutdown};
+use flux_spoke::{Agent, AgentConfig, KubeCluster, Metrics};
+use tokio::sync::watch;
+
+/// Spoke controller: runs the bursts a Flux hub assigns to this cluster.
+#[derive(Debug, Parser)]
+#[command(name = "flux-spoke", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Connect to the hub, apply this cluster's assignments and report their status.
+    Run(RunArgs),
+}
+
+#[derive(Debug, Args)]
+struct RunArgs {
+    /// The hub's federation endpoint, e.g. `https://hub.example.org:8443` (`http://` with
+    /// --insecure).
+    #[arg(long, env = "FLUX_HUB", value_name = "URL")]
+    hub: String,
+
+    /// This spoke's name: the cluster name MiniClusters burst to. Must be the name in the
+    /// client certificate.
+    #[arg(long, env = "FLUX_SPOKE_NAME", value_name = "NAME")]
+    name: String,
+
+    /// CA certificate of the federation (PEM), e.g. `ca.crt` from `flux-hub certs`.
+    #[arg(long, env = "FLUX_CA", value_name = "FILE")]
+    ca: Option<PathBuf>,
+
+    /// This spoke's client certificate (PEM), e.g. `spoke-<name>.crt`.
+    #[arg(long, env = "FLUX_CERT", value_name = "FILE")]
+    cert: Option<PathBuf>,
+
+    /// This spoke's private key (PEM), e.g. `spoke-<name>.key`.
+    #[arg(long, env = "FLUX_KEY", value_name = "FILE")]
+    key: Option<PathBuf>,
+
+    /// The name the hub's certificate must carry [default: the host of --hub].
+    #[arg(long, value_name = "DNS")]
+    hub_domain: Option<String>,
+
+    /// LOCAL DEVELOPMENT ONLY: plaintext to an insecure hub, naming this spoke in a request
+    /// header that anyone could forge.
+    #[arg(long)]
+    insecure: bool,
+
+    /// Address of the /metrics, /healthz and /readyz HTTP server.
+    #[arg(long, default_value = "0.0.0.0:8081", value_name = "ADDR")]
+    metrics_addr: SocketAddr,
+
+    /// Log JSON lines instead of text.
+    #[arg(long)]
+    log_json: bool,
+
+    /// Report every assignment's status at least this often, in seconds.
+    #[arg(long, default_value_t = 30, value_name = "SECONDS",
+          value_parser = clap::value_parser!(u64).range(1..))]
+    report_interval_seconds: u64,
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Run(args) => run(args).await,
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("flux-spoke: {}", chain(&error));
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// `error: cause: cause...`, leaving out causes whose text an earlier message already
+/// contains (several errors repeat their source in their own message).
+fn chain(error: &anyhow::Error) -> String {
+    let mut text = String::new();
+    for cause in error.chain() {
+        let message = cause.to_string();
+        if text.contains(&message) {
+            continue;
+        }
+        if !text.is_empty() {
+            text.push_str(": ");
+        }
+        text.push_str(&message);
+    }
+    text
+}
+
+/// How to reach the hub, from the flags; every mistake is reported before anything
+/// connects.
+fn client_security(args: &RunArgs) -> Result<ClientSecurity> {
+    let identity =
+        Identity::spoke(&args.name).with_context(|| format!("--name {:?}", args.name))?;
+    if args.insecure {
+        let given: Vec<&str> = [
+            ("--ca", &args.ca),
+            ("--cert", &args.cert),
+            ("--key", &args.key),
+        ]
+        .iter()
+        .filter(|(_, v)| v.is_some())
+        .map(|(flag, _)| *flag)
+        .collect();
+        if !given.is_empty() {
+            bail!(
+                "--insecure connects without TLS; drop {} (or drop --insecure to use mTLS)",
+                given.join(", ")
+            );
+        }
+        return Ok(ClientSecurity::InsecureDevelopment(identity));
+    }
+    let (Some(ca), Some(cert), Some(key)) = (&args.ca, &args.cert, &args.key) else {
+        let missing: Vec<&str> = [
+            ("--ca", &args.ca),
+            ("--cert", &args.cert),
+            ("--key", &args.key),
+        ]
+        .iter()
+        .filter(|(_, v)| v.is_none())
+        .map(|(flag, _)| *flag)
+        .collect();
+        bail!(
+            "mutual TLS needs --ca, --cert and --key (missing: {}); --insecure is for local development only",
+            missing.join(", ")
+        );
+    };
+    let tls = TlsPem::from_files(ca, cert, key).context("loading the TLS files")?;
+    let cert_identity = identity_from_pem(tls.cert_pem()).with_context(|| {
+        format!(
+            "{}: not a federation client certificate (issue one with `flux-hub certs --spoke {}`)",
+            cert.display(),
+            args.name
+        )
+    })?;
+    match cert_identity {
+        Identity::Spoke(name) if name == args.name => {}
+        Identity::Spoke(name) => bail!(
+            "the client certificate {} is for spoke {name:?}, but --name is {:?}: use the certificate issued for this spoke (`flux-hub certs --spoke {}`) or fix --name",
+            cert.display(),
+            args.name,
+            args.name
+        ),
+        Identity::Admin(name) => bail!(
+            "the client certificate {} is an admin certificate ({name:?}), not a spoke certificate for {:?}",
+            cert.display(),
+            args.name
+        ),
+    }
+    let domain = match &args.hub_domain {
+        Some(domain) => domain.clone(),
+        None => hub_host(&args.hub)?,
+    };
+    Ok(ClientSecurity::Mtls { tls, domain })
+}
+
+/// The host of the hub URL (without IPv6 brackets).
+fn hub_host(hub: &str) -> Result<String> {
+    let uri: tonic::transport::Uri = hub
+        .parse()
+        .with_context(|| format!("--hub {hub:?} is not a URL"))?;
+    match uri.host() {
+        Some(host) if !host.is_empty() => Ok(host
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .to_string()),
+        _ => bail!(
+            "--hub {hub:?} names no host; give one, or the hub's certificate name with --hub-domain"
+        ),
+    }
+}
+
+async fn run(args: RunArgs) -> Result<()> {
+    logging::init(args.log_json);
+    let security = client_security(&args)?;
+    let settings = TransportSettings::default();
+    // Reject a URL that does not fit the security mode now rather than in the retry loop.
+    settings.endpoint(&args.hub, &security).with_context(|| {
+        let mode = if args.insecure {
+            "--insecure uses plaintext http://"
+        } else {
+            "mutual TLS uses https://"
+        };
+        format!("--hub {:?} ({mode})", args.hub)
+    })?;
+
+    let client = kube::Client::try_default().await.context(
+        "connecting to this cluster's Kubernetes API (in-cluster service account or KUBECONFIG)",
+    )?;
+    let cluster = KubeCluster::new(client);
+
+    let metrics = Arc::new(Metrics::new());
+    let health = Arc::new(Health::new());
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let stopped = move || {
+        let mut rx = stop_rx.clone();
+        async move {
+            // The sender lives until the end of `run`.
+            let _ = rx.wait_for(|stop| *stop).await;
+        }
+    };
+
+    let listener = server::bind(args.metrics_addr)
+        .await
+        .with_context(|| format!("binding --metrics-addr {}", args.metrics_addr))?;
+    let encoder = {
+        let metrics = Arc::clone(&metrics);
+        move || metrics.encode()
+    };
+    let http = tokio::spawn(server::serve_listener(
+        listener,
+        encoder,
+        Arc::clone(&health),
+        stopped(),
+    ));
+
+    let config = AgentConfig {
+        settings,
+        report_interval: Duration::from_secs(args.report_interval_seconds),
+        spoke_version: env!("CARGO_PKG_VERSION").to_string(),
+        ..AgentConfig::new(args.hub.clone(), security)
+    };
+    tracing::info!(spoke = %args.name, hub = %args.hub, version = %config.spoke_version, "flux-spoke starting");
+    let agent = Agent::new(config, cluster, metrics);
+    let mut applied = agent.applied();
+    let ready = Arc::clone(&health);
+    tokio::spawn(async move {
+        if applied.wait_for(Option::is_some).await.is_ok() {
+            ready.set_ready(true);
+        }
+    });
+    tokio::spawn(async move {
+        shutdown::signal().await;
+        stop_tx.send_replace(true);
+    });
+
+    agent.run(stopped()).await;
+    health.set_ready(false);
+    match http.await {
+        Ok(result) => result.context("the metrics server failed"),
+        Err(e) => Err(e).context("the metrics server task failed"),
+    }
+}

@@ -8,7 +8,17 @@
 //! - `FLUX_HUB_ARGS`: extra arguments for `flux-hub run`, split on whitespace;
 //! - `FLUX_E2E_TIMEOUT_SCALE`: multiplies every deadline (e.g. `3` for a slow cluster);
 //! - `FLUX_E2E_KEEP_NAMESPACE=1`: keep the namespace of a failed test for inspection;
-//! - `RUST_LOG`: passed to the hub (default `info,kube=warn,flux_hub=debug`).
+//! - `RUST_LOG`: passed to the hub (default `info,kube=warn,flux_hub=debug`) and the spoke
+//!   (default `info,kube=warn,flux_spoke=debug`).
+//!
+//! Two-cluster tests (`bursting.rs`) also need:
+//! - `SPOKE_KUBECONFIG`: the burst cluster, where a `flux-spoke run` child process applies
+//!   what the hub assigns (else those tests print why they skip and pass);
+//! - `FLUX_SPOKE_BIN`: the `flux-spoke` binary (default: `cargo build -p flux-spoke`, as for
+//!   the hub); `FLUX_SPOKE_ARGS`: extra arguments for `flux-spoke run`.
+
+// Each test crate (hub.rs, bursting.rs) uses part of these helpers.
+#![allow(dead_code)]
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -31,7 +41,7 @@ use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta};
 use kube::api::{Api, DeleteParams, ListParams, LogParams, Patch, PatchParams, PostParams};
-use kube::config::KubeConfigOptions;
+use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::runtime::wait::{await_condition, conditions};
 use kube::{Client, Config, Resource, ResourceExt as _};
 use serde::Serialize;
@@ -119,9 +129,25 @@ pub struct TestEnv {
     pub ns: String,
     test: &'static str,
     config: Config,
-    hub: Mutex<Option<Hub>>,
+    hub: Mutex<Option<Proc>>,
     hub_logs: Mutex<Vec<PathBuf>>,
+    /// Arguments of `flux-hub run` besides `--namespace` and `--metrics-addr`.
+    hub_args: Mutex<Vec<String>>,
+    /// The burst cluster and its spoke process, in two-cluster tests.
+    spoke: Mutex<Option<SpokeSide>>,
     cleaned: bool,
+}
+
+/// The burst cluster of a two-cluster test and the `flux-spoke run` process serving it.
+struct SpokeSide {
+    client: Client,
+    config: Config,
+    /// `SPOKE_KUBECONFIG`, given to the spoke process as its `KUBECONFIG`.
+    kubeconfig: PathBuf,
+    /// Arguments of `flux-spoke run` besides `--metrics-addr`.
+    args: Vec<String>,
+    process: Option<Proc>,
+    logs: Vec<PathBuf>,
 }
 
 impl TestEnv {
@@ -143,6 +169,8 @@ impl TestEnv {
             config,
             hub: Mutex::new(None),
             hub_logs: Mutex::new(Vec::new()),
+            hub_args: Mutex::new(Vec::new()),
+            spoke: Mutex::new(None),
             cleaned: false,
         };
         if hub && let Err(e) = env.start_hub().await {
@@ -209,8 +237,8 @@ impl TestEnv {
                 Ok(Probe::Waiting(state)) => state,
                 Err(e) => format!("error: {e:#}"),
             };
-            if let Some(exit) = self.hub_exit() {
-                bail!("the hub exited ({exit}); last observed:\n{last}");
+            if let Some(exit) = self.exited() {
+                bail!("{exit}; last observed:\n{last}");
             }
             if start.elapsed() >= timeout {
                 return Ok(Err(last));
@@ -256,8 +284,8 @@ impl TestEnv {
                 Ok(None) => {}
                 Err(e) => eprintln!("{}: {what}: {e:#} (ignored)", self.test),
             }
-            if let Some(exit) = self.hub_exit() {
-                bail!("{what}: the hub exited ({exit})");
+            if let Some(exit) = self.exited() {
+                bail!("{what}: {exit}");
             }
             if start.elapsed() >= window {
                 return Ok(());
@@ -342,12 +370,24 @@ impl TestEnv {
 
     /// Kills the hub and starts a new one (as after a crash or an upgrade).
     pub async fn restart_hub(&self) -> Result<()> {
-        let old = lock(&self.hub).take();
-        drop(old);
+        self.stop_hub();
         self.start_hub().await
     }
 
-    async fn start_hub(&self) -> Result<()> {
+    /// Kills the hub (SIGKILL, as in a crash), if one runs.
+    pub fn stop_hub(&self) {
+        let old = lock(&self.hub).take();
+        drop(old);
+    }
+
+    /// Arguments of every later `flux-hub run` of this test (besides `--namespace`,
+    /// `--metrics-addr` and `FLUX_HUB_ARGS`).
+    pub fn set_hub_args(&self, args: Vec<String>) {
+        *lock(&self.hub_args) = args;
+    }
+
+    /// Starts `flux-hub run` watching the test namespace and waits until it is ready.
+    pub async fn start_hub(&self) -> Result<()> {
         let bin = tokio::task::spawn_blocking(hub_binary).await??;
         let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, free_port()?));
         let n = lock(&self.hub_logs).len();
@@ -359,7 +399,8 @@ impl TestEnv {
             .arg(&self.ns)
             .arg("--metrics-addr")
             .arg(addr.to_string())
-            .args(extra_hub_args())
+            .args(lock(&self.hub_args).iter())
+            .args(extra_args("FLUX_HUB_ARGS"))
             .stdin(Stdio::null())
             .stdout(file.try_clone()?)
             .stderr(file);
@@ -376,29 +417,36 @@ impl TestEnv {
             log.display()
         );
         lock(&self.hub_logs).push(log.clone());
-        *lock(&self.hub) = Some(Hub { child });
-        self.wait_hub_ready(addr, &log).await
+        *lock(&self.hub) = Some(Proc { child });
+        self.wait_ready("hub", addr, "/readyz", &log).await
     }
 
-    async fn wait_hub_ready(&self, addr: SocketAddr, log: &Path) -> Result<()> {
+    /// Waits until `GET path` on `addr` answers 200, failing early when a process of the
+    /// test exits.
+    async fn wait_ready(
+        &self,
+        what: &str,
+        addr: SocketAddr,
+        path: &'static str,
+        log: &Path,
+    ) -> Result<()> {
         let timeout = secs(60);
         let start = Instant::now();
         loop {
-            if let Some(exit) = self.hub_exit() {
+            if let Some(exit) = self.exited() {
                 bail!(
-                    "the hub exited ({exit}) before it was ready; its log:\n{}",
+                    "{exit} before the {what} was ready; its log:\n{}",
                     tail(log, 60)
                 );
             }
-            let last =
-                match tokio::task::spawn_blocking(move || http_status(addr, "/readyz")).await? {
-                    Ok(200) => return Ok(()),
-                    Ok(code) => format!("HTTP {code}"),
-                    Err(e) => e.to_string(),
-                };
+            let last = match tokio::task::spawn_blocking(move || http_status(addr, path)).await? {
+                Ok(200) => return Ok(()),
+                Ok(code) => format!("HTTP {code}"),
+                Err(e) => e.to_string(),
+            };
             if start.elapsed() >= timeout {
                 bail!(
-                    "the hub was not ready on http://{addr}/readyz after {timeout:?} (last answer: {last}); its log:\n{}",
+                    "the {what} was not ready on http://{addr}{path} after {timeout:?} (last answer: {last}); its log:\n{}",
                     tail(log, 60)
                 );
             }
@@ -406,15 +454,113 @@ impl TestEnv {
         }
     }
 
-    /// How the hub exited, when it did.
-    fn hub_exit(&self) -> Option<String> {
-        let mut hub = lock(&self.hub);
-        let hub = hub.as_mut()?;
-        match hub.child.try_wait() {
-            Ok(Some(status)) => Some(status.to_string()),
-            Ok(None) => None,
-            Err(e) => Some(format!("unknown: {e}")),
+    /// Why the test cannot go on: the hub or the spoke process exited on its own.
+    fn exited(&self) -> Option<String> {
+        if let Some(hub) = lock(&self.hub).as_mut()
+            && let Some(status) = hub.exit()
+        {
+            return Some(format!("the hub exited ({status})"));
         }
+        let mut spoke = lock(&self.spoke);
+        let status = spoke.as_mut()?.process.as_mut()?.exit()?;
+        Some(format!("the spoke exited ({status})"))
+    }
+
+    /// Makes this a two-cluster test: `client` (`config`, from the file `kubeconfig`) is the
+    /// burst cluster, where [`TestEnv::start_spoke`] runs `flux-spoke run <args>`. The
+    /// test namespace is deleted there too at the end.
+    pub fn attach_spoke(
+        &self,
+        client: Client,
+        config: Config,
+        kubeconfig: PathBuf,
+        args: Vec<String>,
+    ) {
+        *lock(&self.spoke) = Some(SpokeSide {
+            client,
+            config,
+            kubeconfig,
+            args,
+            process: None,
+            logs: Vec::new(),
+        });
+    }
+
+    /// Client of the burst cluster (after [`TestEnv::attach_spoke`]).
+    pub fn spoke_client(&self) -> Client {
+        lock(&self.spoke)
+            .as_ref()
+            .map(|s| s.client.clone())
+            .expect("attach_spoke was not called")
+    }
+
+    /// An API of namespaced objects in the test namespace of the burst cluster.
+    pub fn spoke_api<K>(&self) -> Api<K>
+    where
+        K: Resource<Scope = NamespaceResourceScope>,
+        <K as Resource>::DynamicType: Default,
+    {
+        Api::namespaced(self.spoke_client(), &self.ns)
+    }
+
+    /// Starts `flux-spoke run` against the burst cluster and waits until it serves
+    /// `/healthz` (not `/readyz`: a spoke is not ready while the hub is away, and tests
+    /// start it in that state too).
+    pub async fn start_spoke(&self) -> Result<()> {
+        let bin = tokio::task::spawn_blocking(spoke_binary).await??;
+        let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, free_port()?));
+        let (kubeconfig, args, n) = {
+            let spoke = lock(&self.spoke);
+            let spoke = spoke.as_ref().context("attach_spoke was not called")?;
+            (
+                spoke.kubeconfig.clone(),
+                spoke.args.clone(),
+                spoke.logs.len(),
+            )
+        };
+        let log = log_dir()?.join(format!("{}-spoke-{n}.log", self.ns));
+        let file = File::create(&log).with_context(|| format!("creating {}", log.display()))?;
+        let mut cmd = Command::new(&bin);
+        cmd.arg("run")
+            .args(&args)
+            .arg("--metrics-addr")
+            .arg(addr.to_string())
+            .args(extra_args("FLUX_SPOKE_ARGS"))
+            .env("KUBECONFIG", &kubeconfig)
+            .stdin(Stdio::null())
+            .stdout(file.try_clone()?)
+            .stderr(file);
+        if std::env::var_os("RUST_LOG").is_none() {
+            cmd.env("RUST_LOG", "info,kube=warn,flux_spoke=debug");
+        }
+        let child = cmd
+            .spawn()
+            .with_context(|| format!("spawning {}", bin.display()))?;
+        eprintln!(
+            "{}: spoke pid {} serving {addr}, log {}",
+            self.test,
+            child.id(),
+            log.display()
+        );
+        {
+            let mut spoke = lock(&self.spoke);
+            let spoke = spoke.as_mut().context("attach_spoke was not called")?;
+            spoke.logs.push(log.clone());
+            spoke.process = Some(Proc { child });
+        }
+        self.wait_ready("spoke", addr, "/healthz", &log).await
+    }
+
+    /// Kills the spoke (SIGKILL, as in a crash), if one runs.
+    pub fn stop_spoke(&self) {
+        let old = lock(&self.spoke).as_mut().and_then(|s| s.process.take());
+        drop(old);
+    }
+
+    /// Kills the spoke and starts a new one.
+    pub async fn restart_spoke(&self) -> Result<()> {
+        self.stop_spoke();
+        self.start_spoke().await
     }
 
     /// Ends the test: diagnostics when it failed, cleanup, then the failure (if any) is
@@ -438,7 +584,8 @@ impl TestEnv {
 
     async fn teardown(&mut self, keep: bool) {
         if keep {
-            drop(lock(&self.hub).take());
+            self.stop_hub();
+            self.stop_spoke();
             eprintln!(
                 "{}: keeping namespace {} (FLUX_E2E_KEEP_NAMESPACE=1); delete it with kubectl delete ns {}",
                 self.test, self.ns, self.ns
@@ -455,7 +602,13 @@ impl TestEnv {
                     .delete(&mc.name_any(), &DeleteParams::background())
                     .await;
             }
-            let _ = tokio::time::timeout(secs(20), async {
+            // A bursting MiniCluster's finalizer waits for the spoke to delete its objects.
+            let wait = if lock(&self.spoke).is_some() {
+                secs(90)
+            } else {
+                secs(20)
+            };
+            let _ = tokio::time::timeout(wait, async {
                 while mcs
                     .list(&ListParams::default())
                     .await
@@ -466,9 +619,19 @@ impl TestEnv {
             })
             .await;
         }
-        drop(lock(&self.hub).take());
+        self.stop_hub();
+        self.stop_spoke();
         if let Err(e) = delete_namespace(&self.client, &self.ns).await {
             eprintln!("{}: deleting namespace {}: {e:#}", self.test, self.ns);
+        }
+        let spoke_client = lock(&self.spoke).as_ref().map(|s| s.client.clone());
+        if let Some(client) = spoke_client
+            && let Err(e) = delete_spoke_namespace(&client, &self.ns).await
+        {
+            eprintln!(
+                "{}: deleting namespace {} in the burst cluster: {e:#}",
+                self.test, self.ns
+            );
         }
         self.cleaned = true;
     }
@@ -532,6 +695,21 @@ impl TestEnv {
                 tail(log, 200)
             );
         }
+        let spoke = lock(&self.spoke)
+            .as_ref()
+            .map(|s| (s.client.clone(), s.logs.clone()));
+        if let Some((client, logs)) = spoke {
+            let _ = writeln!(out, "--- burst cluster, namespace {}:", self.ns);
+            out.push_str(&describe_spoke_namespace(&client, &self.ns).await);
+            for log in &logs {
+                let _ = writeln!(
+                    out,
+                    "--- spoke log {} (tail):\n{}",
+                    log.display(),
+                    tail(log, 200)
+                );
+            }
+        }
         let _ = writeln!(out, "===== end of diagnostics of test {} =====", self.test);
         eprintln!("{out}");
     }
@@ -542,11 +720,14 @@ impl Drop for TestEnv {
         if self.cleaned {
             return;
         }
-        // Setup failed or the test was torn down abnormally: kill the hub, then delete
-        // the namespace from a fresh runtime (this one may be unusable while unwinding).
-        drop(lock(&self.hub).take());
+        // Setup failed or the test was torn down abnormally: kill the hub (and spoke), then
+        // delete the namespace (in both clusters) from a fresh runtime (this one may be
+        // unusable while unwinding).
+        self.stop_hub();
+        self.stop_spoke();
         eprintln!("{}: drop guard: deleting namespace {}", self.test, self.ns);
         let (config, ns) = (self.config.clone(), self.ns.clone());
+        let spoke_config = lock(&self.spoke).as_ref().map(|s| s.config.clone());
         let cleanup = std::thread::spawn(move || -> Result<()> {
             let rt = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
@@ -555,7 +736,14 @@ impl Drop for TestEnv {
                 let client = Client::try_from(config)?;
                 tokio::time::timeout(secs(30), delete_namespace(&client, &ns))
                     .await
-                    .map_err(|_| anyhow!("timed out"))?
+                    .map_err(|_| anyhow!("timed out"))??;
+                if let Some(config) = spoke_config {
+                    let client = Client::try_from(config)?;
+                    tokio::time::timeout(secs(30), delete_spoke_namespace(&client, &ns))
+                        .await
+                        .map_err(|_| anyhow!("timed out in the burst cluster"))??;
+                }
+                Ok(())
             })
         });
         match cleanup.join() {
@@ -566,12 +754,23 @@ impl Drop for TestEnv {
     }
 }
 
-/// The hub process; killed when dropped.
-struct Hub {
+/// A hub or spoke process; killed when dropped.
+struct Proc {
     child: Child,
 }
 
-impl Drop for Hub {
+impl Proc {
+    /// How it exited, when it did.
+    fn exit(&mut self) -> Option<String> {
+        match self.child.try_wait() {
+            Ok(Some(status)) => Some(status.to_string()),
+            Ok(None) => None,
+            Err(e) => Some(format!("unknown: {e}")),
+        }
+    }
+}
+
+impl Drop for Proc {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
@@ -676,6 +875,313 @@ async fn delete_namespace(client: &Client, ns: &str) -> Result<()> {
     }
 }
 
+/// Deletes the test namespace in the burst cluster (created there by the spoke), if it
+/// exists. Nothing in it carries a finalizer of ours.
+async fn delete_spoke_namespace(client: &Client, ns: &str) -> Result<()> {
+    match Api::<Namespace>::all(client.clone())
+        .delete(ns, &DeleteParams::background())
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// What the test namespace of the burst cluster holds, for diagnostics.
+async fn describe_spoke_namespace(client: &Client, ns: &str) -> String {
+    let mut out = String::new();
+    match Api::<Namespace>::all(client.clone()).get_opt(ns).await {
+        Ok(Some(n)) => {
+            let _ = writeln!(
+                out,
+                "namespace {ns}: {}",
+                n.status.and_then(|s| s.phase).unwrap_or_else(|| "?".into())
+            );
+        }
+        Ok(None) => {
+            let _ = writeln!(out, "namespace {ns} does not exist");
+            return out;
+        }
+        Err(e) => {
+            let _ = writeln!(out, "cannot read namespace {ns}: {e}");
+            return out;
+        }
+    }
+    let all = ListParams::default();
+    match Api::<Job>::namespaced(client.clone(), ns).list(&all).await {
+        Ok(list) => {
+            for job in list {
+                let _ = writeln!(
+                    out,
+                    "--- Job {} (uid {}): labels {:?}, annotations {:?}, spec.parallelism {:?}, status:\n{}",
+                    job.name_any(),
+                    job.metadata.uid.as_deref().unwrap_or("?"),
+                    job.metadata.labels.clone().unwrap_or_default(),
+                    job.metadata.annotations.clone().unwrap_or_default(),
+                    job.spec.as_ref().and_then(|s| s.parallelism),
+                    yaml(&job.status)
+                );
+            }
+        }
+        Err(e) => {
+            let _ = writeln!(out, "--- cannot list Jobs: {e}");
+        }
+    }
+    let names = |kind: &str, items: Result<Vec<String>, kube::Error>| match items {
+        Ok(names) => format!("--- {kind}: {}\n", names.join(", ")),
+        Err(e) => format!("--- cannot list {kind}: {e}\n"),
+    };
+    let cms = Api::<k8s_openapi::api::core::v1::ConfigMap>::namespaced(client.clone(), ns)
+        .list(&all)
+        .await
+        .map(|l| l.items.iter().map(|o| o.name_any()).collect());
+    out.push_str(&names("ConfigMaps", cms));
+    let secrets = Api::<k8s_openapi::api::core::v1::Secret>::namespaced(client.clone(), ns)
+        .list(&all)
+        .await
+        .map(|l| l.items.iter().map(|o| o.name_any()).collect());
+    out.push_str(&names("Secrets", secrets));
+    let services = Api::<k8s_openapi::api::core::v1::Service>::namespaced(client.clone(), ns)
+        .list(&all)
+        .await
+        .map(|l| l.items.iter().map(|o| o.name_any()).collect());
+    out.push_str(&names("Services", services));
+    match Api::<Pod>::namespaced(client.clone(), ns).list(&all).await {
+        Ok(list) => {
+            let _ = writeln!(out, "--- Pods:\n{}", pod_summary(&list.items));
+        }
+        Err(e) => {
+            let _ = writeln!(out, "--- cannot list Pods: {e}");
+        }
+    }
+    match Api::<Event>::namespaced(client.clone(), ns)
+        .list(&all)
+        .await
+    {
+        Ok(list) => {
+            let _ = writeln!(out, "--- Events:");
+            for e in &list.items {
+                let _ = writeln!(out, "{}", describe_event(e));
+            }
+        }
+        Err(e) => {
+            let _ = writeln!(out, "--- cannot list Events: {e}");
+        }
+    }
+    out
+}
+
+/// A client for the burst cluster named by `SPOKE_KUBECONFIG` (one kubeconfig file) and
+/// that file, or `None` when it is unset. A set but unusable file is a failure.
+pub async fn spoke_cluster() -> Option<(Client, Config, PathBuf)> {
+    let path = PathBuf::from(std::env::var_os("SPOKE_KUBECONFIG").filter(|v| !v.is_empty())?);
+    let kubeconfig = Kubeconfig::read_from(&path).unwrap_or_else(|e| {
+        panic!(
+            "SPOKE_KUBECONFIG={} cannot be read (one kubeconfig file is expected): {e}",
+            path.display()
+        )
+    });
+    let config = Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+        .await
+        .unwrap_or_else(|e| panic!("SPOKE_KUBECONFIG={} cannot be loaded: {e}", path.display()));
+    let client = Client::try_from(config.clone())
+        .unwrap_or_else(|e| panic!("cannot build a client from SPOKE_KUBECONFIG: {e}"));
+    match client.apiserver_version().await {
+        Ok(v) => eprintln!(
+            "burst cluster {} (Kubernetes {})",
+            config.cluster_url, v.git_version
+        ),
+        Err(e) => panic!(
+            "SPOKE_KUBECONFIG names {} but its API server does not answer: {e}",
+            config.cluster_url
+        ),
+    }
+    Some((client, config, path))
+}
+
+/// The federation of a two-cluster test: certificates from `flux-hub certs`, the hub's
+/// gRPC address, and the spoke's name. The hub runs with `--grpc-addr` and mTLS, the spoke
+/// dials it with its client certificate.
+pub struct Federation {
+    /// Directory of `ca.crt`, `hub.crt`, `spoke-<name>.crt`, `admin-e2e.crt` and keys.
+    pub certs: PathBuf,
+    /// Where the hub serves gRPC (127.0.0.1).
+    pub grpc: SocketAddr,
+    /// The spoke's name (the `cluster` of the bursts it runs).
+    pub spoke: String,
+    /// Whether `SPOKE_KUBECONFIG` names the same API server as `KUBECONFIG`.
+    pub same_cluster: bool,
+}
+
+/// Name of the admin certificate the tests issue.
+pub const ADMIN: &str = "e2e";
+
+impl Federation {
+    /// Issues the certificates, starts the hub with its gRPC server and the spoke.
+    async fn setup(
+        env: &TestEnv,
+        spoke: &str,
+        spoke_client: Client,
+        spoke_config: Config,
+        spoke_kubeconfig: PathBuf,
+    ) -> Result<Federation> {
+        let same_cluster = spoke_config.cluster_url == env.config.cluster_url;
+        if same_cluster {
+            eprintln!(
+                "{}: SPOKE_KUBECONFIG names the same cluster as KUBECONFIG; the burst runs next to the root",
+                env.test
+            );
+        }
+        let certs = profile_dir()?
+            .parent()
+            .context("the profile directory has no parent")?
+            .join("flux-e2e-certs")
+            .join(&env.ns);
+        let _ = std::fs::remove_dir_all(&certs);
+        let hub = tokio::task::spawn_blocking(hub_binary).await??;
+        let out = Command::new(&hub)
+            .arg("certs")
+            .arg("--out")
+            .arg(&certs)
+            .args(["--hub-dns", "localhost", "--hub-ip", "127.0.0.1"])
+            .args(["--spoke", spoke, "--admin", ADMIN])
+            .output()
+            .context("running flux-hub certs")?;
+        if !out.status.success() {
+            bail!(
+                "flux-hub certs failed ({}):\n{}",
+                out.status,
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        let grpc = SocketAddr::from((Ipv4Addr::LOCALHOST, free_port()?));
+        let fed = Federation {
+            certs,
+            grpc,
+            spoke: spoke.to_string(),
+            same_cluster,
+        };
+        env.set_hub_args(vec![
+            "--grpc-addr".into(),
+            grpc.to_string(),
+            "--ca".into(),
+            fed.file("ca.crt"),
+            "--cert".into(),
+            fed.file("hub.crt"),
+            "--key".into(),
+            fed.file("hub.key"),
+        ]);
+        env.start_hub().await.context("starting the hub")?;
+        env.attach_spoke(
+            spoke_client,
+            spoke_config,
+            spoke_kubeconfig,
+            vec![
+                "--hub".into(),
+                fed.hub_url(),
+                "--hub-domain".into(),
+                "localhost".into(),
+                "--name".into(),
+                spoke.to_string(),
+                "--ca".into(),
+                fed.file("ca.crt"),
+                "--cert".into(),
+                fed.file(&format!("spoke-{spoke}.crt")),
+                "--key".into(),
+                fed.file(&format!("spoke-{spoke}.key")),
+            ],
+        );
+        env.start_spoke().await.context("starting the spoke")?;
+        Ok(fed)
+    }
+
+    /// A file of the certificate directory.
+    pub fn file(&self, name: &str) -> String {
+        self.certs.join(name).display().to_string()
+    }
+
+    /// The hub's gRPC URL.
+    pub fn hub_url(&self) -> String {
+        format!("https://{}", self.grpc)
+    }
+
+    /// `flux-hub status -o json` with the admin certificate, parsed.
+    pub async fn hub_status(&self, ns: &str) -> Result<Value> {
+        let hub = tokio::task::spawn_blocking(hub_binary).await??;
+        let mut cmd = Command::new(hub);
+        cmd.arg("status")
+            .args(["--hub", &self.hub_url(), "--hub-domain", "localhost"])
+            .args(["--ca", &self.file("ca.crt")])
+            .args(["--cert", &self.file(&format!("admin-{ADMIN}.crt"))])
+            .args(["--key", &self.file(&format!("admin-{ADMIN}.key"))])
+            .args(["--namespace", ns, "-o", "json"])
+            .env_remove("FLUX_HUB")
+            .env_remove("FLUX_CA")
+            .env_remove("FLUX_CERT")
+            .env_remove("FLUX_KEY")
+            .stdin(Stdio::null());
+        let out = tokio::task::spawn_blocking(move || cmd.output())
+            .await?
+            .context("running flux-hub status")?;
+        if !out.status.success() {
+            bail!(
+                "flux-hub status failed ({}): {}",
+                out.status,
+                String::from_utf8_lossy(&out.stderr).trim()
+            );
+        }
+        serde_json::from_slice(&out.stdout).with_context(|| {
+            format!(
+                "flux-hub status -o json printed no JSON: {}",
+                String::from_utf8_lossy(&out.stdout)
+            )
+        })
+    }
+}
+
+/// Runs one two-cluster test: like [`run`] without a hub, then issues certificates and
+/// starts the hub (with its gRPC server) and a spoke named `spoke` against
+/// `SPOKE_KUBECONFIG`. Returns at once, after printing why, without `KUBECONFIG` or
+/// `SPOKE_KUBECONFIG`.
+///
+/// These tests run one at a time: a spoke owns every object labelled
+/// `app.kubernetes.io/managed-by=flux-spoke` in its cluster and deletes those its hub does
+/// not list, so two spokes of different hubs must never share a burst cluster.
+pub async fn run_federated(
+    test: &'static str,
+    spoke: &str,
+    body: impl AsyncFnOnce(&TestEnv, &Federation) -> Result<()>,
+) {
+    static ONE_SPOKE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+    if std::env::var_os("KUBECONFIG").is_none_or(|v| v.is_empty()) {
+        eprintln!("skipping: KUBECONFIG is not set (e2e tests need a real cluster)");
+        return;
+    }
+    if std::env::var_os("SPOKE_KUBECONFIG").is_none_or(|v| v.is_empty()) {
+        eprintln!(
+            "skipping: SPOKE_KUBECONFIG is not set (two-cluster tests need a burst cluster as well as KUBECONFIG's)"
+        );
+        return;
+    }
+    let _serial = ONE_SPOKE_AT_A_TIME.lock().await;
+    let Some((spoke_client, spoke_config, path)) = spoke_cluster().await else {
+        return;
+    };
+    let Some(env) = TestEnv::start(test, false).await else {
+        return;
+    };
+    let result = AssertUnwindSafe(async {
+        let fed = Federation::setup(&env, spoke, spoke_client, spoke_config, path)
+            .await
+            .context("setting up the hub and the spoke")?;
+        body(&env, &fed).await
+    })
+    .catch_unwind()
+    .await;
+    env.finish(result).await;
+}
+
 /// `examples/<file>` as JSON.
 pub fn example(file: &str) -> Result<Value> {
     let path = workspace_root().join("examples").join(file);
@@ -685,17 +1191,33 @@ pub fn example(file: &str) -> Result<Value> {
 }
 
 /// The `flux-hub` binary: `FLUX_HUB_BIN`, or this workspace's, built once per test run.
-fn hub_binary() -> Result<PathBuf> {
-    if let Some(bin) = std::env::var_os("FLUX_HUB_BIN").filter(|v| !v.is_empty()) {
+pub fn hub_binary() -> Result<PathBuf> {
+    static BUILT: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    binary("FLUX_HUB_BIN", "flux-hub", &BUILT)
+}
+
+/// The `flux-spoke` binary: `FLUX_SPOKE_BIN`, or this workspace's, built once per test run.
+pub fn spoke_binary() -> Result<PathBuf> {
+    static BUILT: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    binary("FLUX_SPOKE_BIN", "flux-spoke", &BUILT)
+}
+
+/// The binary named by the variable `var`, else `package`'s (its binary has the same name),
+/// built once per test run.
+fn binary(
+    var: &str,
+    package: &'static str,
+    built: &'static OnceLock<Result<PathBuf, String>>,
+) -> Result<PathBuf> {
+    if let Some(bin) = std::env::var_os(var).filter(|v| !v.is_empty()) {
         let bin = PathBuf::from(bin);
         if !bin.is_file() {
-            bail!("FLUX_HUB_BIN={} is not a file", bin.display());
+            bail!("{var}={} is not a file", bin.display());
         }
         return Ok(bin);
     }
-    static BUILT: OnceLock<Result<PathBuf, String>> = OnceLock::new();
-    BUILT
-        .get_or_init(|| build_hub().map_err(|e| format!("{e:#}")))
+    built
+        .get_or_init(|| build(package, var).map_err(|e| format!("{e:#}")))
         .clone()
         .map_err(|e| anyhow!(e))
 }
@@ -709,11 +1231,11 @@ fn profile_dir() -> Result<PathBuf> {
         .with_context(|| format!("{} is not in <target>/<profile>/deps", exe.display()))
 }
 
-/// Runs `cargo build -p flux-hub` for this test's profile and target directory (fast when
-/// nothing changed, and never runs a stale binary), then returns the binary's path.
-fn build_hub() -> Result<PathBuf> {
+/// Runs `cargo build -p <package>` for this test's profile and target directory (fast
+/// when nothing changed, and never runs a stale binary), then returns the binary's path.
+fn build(package: &str, var: &str) -> Result<PathBuf> {
     let profile_dir = profile_dir()?;
-    let bin = profile_dir.join(format!("flux-hub{}", std::env::consts::EXE_SUFFIX));
+    let bin = profile_dir.join(format!("{package}{}", std::env::consts::EXE_SUFFIX));
     let target_dir = profile_dir
         .parent()
         .context("the profile directory has no parent")?;
@@ -724,7 +1246,7 @@ fn build_hub() -> Result<PathBuf> {
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let mut cmd = Command::new(cargo);
     cmd.current_dir(workspace_root())
-        .args(["build", "-p", "flux-hub", "--bin", "flux-hub"])
+        .args(["build", "-p", package, "--bin", package])
         .env("CARGO_TARGET_DIR", target_dir);
     match profile {
         "debug" => {}
@@ -735,11 +1257,11 @@ fn build_hub() -> Result<PathBuf> {
             cmd.args(["--profile", other]);
         }
     }
-    eprintln!("building the hub: {cmd:?}");
+    eprintln!("building {package}: {cmd:?}");
     match cmd.output() {
         Ok(out) if out.status.success() => {}
         Ok(out) => bail!(
-            "cargo build -p flux-hub failed ({}):\n{}",
+            "cargo build -p {package} failed ({}):\n{}",
             out.status,
             String::from_utf8_lossy(&out.stderr)
         ),
@@ -749,21 +1271,22 @@ fn build_hub() -> Result<PathBuf> {
                 bin.display()
             );
         }
-        Err(e) => bail!("cannot run cargo to build flux-hub ({e}); set FLUX_HUB_BIN"),
+        Err(e) => bail!("cannot run cargo to build {package} ({e}); set {var}"),
     }
     if !bin.is_file() {
-        bail!("cargo built flux-hub but {} does not exist", bin.display());
+        bail!("cargo built {package} but {} does not exist", bin.display());
     }
     Ok(bin)
 }
 
-fn extra_hub_args() -> Vec<String> {
-    std::env::var("FLUX_HUB_ARGS")
+/// Extra arguments from the variable `var`, split on whitespace.
+fn extra_args(var: &str) -> Vec<String> {
+    std::env::var(var)
         .map(|a| a.split_whitespace().map(str::to_string).collect())
         .unwrap_or_default()
 }
 
-/// `<target>/flux-e2e-logs`, where hub logs go.
+/// `<target>/flux-e2e-logs`, where hub and spoke logs go.
 fn log_dir() -> Result<PathBuf> {
     let dir = profile_dir()?
         .parent()
@@ -773,7 +1296,8 @@ fn log_dir() -> Result<PathBuf> {
     Ok(dir)
 }
 
-fn free_port() -> Result<u16> {
+/// A TCP port free on 127.0.0.1 right now.
+pub fn free_port() -> Result<u16> {
     Ok(TcpListener::bind((Ipv4Addr::LOCALHOST, 0))?
         .local_addr()?
         .port())

@@ -6,9 +6,11 @@
 //! objects and their Secrets after a restart ([`Registry::set_primed`] opens the gRPC
 //! service only then), and a new random epoch tells spokes that versions restarted.
 //!
-//! Every method takes one short lock and never awaits while holding it; snapshots go out
-//! through `tokio::sync::watch` channels (one per spoke), so a slow spoke cannot stall the
-//! controller and only ever sees the newest snapshot.
+//! Every method takes one short lock and never awaits while holding it. Each spoke has a
+//! `tokio::sync::watch` channel of its snapshot version: a stream wakes on a new version
+//! and builds the snapshot message from the registry only then ([`Registry::snapshot`]),
+//! so a slow spoke cannot stall the controller, only ever sees the newest snapshot, and
+//! the registry holds each assignment once.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -84,7 +86,7 @@ pub struct DeletionProgress {
 
 #[derive(Debug)]
 struct Slot {
-    assignment: Arc<proto::Assignment>,
+    assignment: proto::Assignment,
     version: u64,
 }
 
@@ -96,7 +98,7 @@ struct SpokeState {
     withdrawn: BTreeMap<String, u64>,
     /// Keys the spoke must leave alone (see `Snapshot.retained_keys`).
     retained: BTreeSet<String>,
-    tx: watch::Sender<Arc<Snapshot>>,
+    tx: watch::Sender<u64>,
     connections: usize,
     last_seen: Option<SystemTime>,
     acknowledged: u64,
@@ -106,12 +108,8 @@ struct SpokeState {
 
 impl SpokeState {
     fn new(epoch: &str) -> SpokeState {
-        let (tx, _) = watch::channel(Arc::new(Snapshot {
-            hub_epoch: epoch.to_string(),
-            version: 1,
-            assignments: Vec::new(),
-            retained_keys: Vec::new(),
-        }));
+        let _ = epoch;
+        let (tx, _) = watch::channel(1);
         SpokeState {
             version: 1,
             assignments: BTreeMap::new(),
@@ -169,15 +167,15 @@ pub struct Registry {
 /// it marks the spoke disconnected (when it was its last stream).
 #[derive(Debug)]
 pub struct Subscription {
-    /// Snapshots.
-    pub snapshots: watch::Receiver<Arc<Snapshot>>,
+    /// The spoke's snapshot version; build the snapshot with [`Registry::snapshot`].
+    pub versions: watch::Receiver<u64>,
     guard: ConnectionGuard,
 }
 
 impl Subscription {
     /// Split into the receiver and the guard that keeps the spoke marked connected.
-    pub fn into_parts(self) -> (watch::Receiver<Arc<Snapshot>>, ConnectionGuard) {
-        (self.snapshots, self.guard)
+    pub fn into_parts(self) -> (watch::Receiver<u64>, ConnectionGuard) {
+        (self.versions, self.guard)
     }
 }
 
@@ -343,12 +341,12 @@ impl Registry {
                 let same = state
                     .assignments
                     .get(&key)
-                    .is_some_and(|slot| *slot.assignment == assignment);
+                    .is_some_and(|slot| slot.assignment == assignment);
                 if !same {
                     state.assignments.insert(
                         key,
                         Slot {
-                            assignment: Arc::new(assignment),
+                            assignment,
                             version: next,
                         },
                     );
@@ -424,17 +422,30 @@ impl Registry {
 
     fn publish(&self, state: &mut SpokeState, version: u64) {
         state.version = version;
-        let snapshot = Snapshot {
-            hub_epoch: self.epoch.clone(),
-            version,
-            assignments: state
-                .assignments
-                .values()
-                .map(|slot| (*slot.assignment).clone())
-                .collect(),
-            retained_keys: state.retained.iter().cloned().collect(),
-        };
-        state.tx.send_replace(Arc::new(snapshot));
+        state.tx.send_replace(version);
+    }
+
+    /// The spoke's current snapshot: every assignment (ordered by key) and retained key.
+    pub fn snapshot(&self, spoke: &str) -> Snapshot {
+        let inner = self.lock();
+        match inner.spokes.get(spoke) {
+            None => Snapshot {
+                hub_epoch: self.epoch.clone(),
+                version: 1,
+                assignments: Vec::new(),
+                retained_keys: Vec::new(),
+            },
+            Some(state) => Snapshot {
+                hub_epoch: self.epoch.clone(),
+                version: state.version,
+                assignments: state
+                    .assignments
+                    .values()
+                    .map(|slot| proto::Assignment::clone(&slot.assignment))
+                    .collect(),
+                retained_keys: state.retained.iter().cloned().collect(),
+            },
+        }
     }
 
     /// The MiniCluster is being deleted: withdraw every burst (also bursts the registry
@@ -566,7 +577,7 @@ impl Registry {
         state.connections += 1;
         state.last_seen = Some(SystemTime::now());
         state.spoke_version = spoke_version.to_string();
-        let snapshots = state.tx.subscribe();
+        let versions = state.tx.subscribe();
         let first = state.connections == 1;
         let affected = if first {
             affected_by_spoke(&inner, spoke)
@@ -579,7 +590,7 @@ impl Registry {
             let _ = self.changes.send(mc);
         }
         Some(Subscription {
-            snapshots,
+            versions,
             guard: ConnectionGuard {
                 registry: self.clone(),
                 spoke: spoke.to_string(),
@@ -783,14 +794,14 @@ mod tests {
             vec![burst("ns/m/x", "a"), burst("ns/m/y", "b")],
             vec![sa("a", "ns/m/x", "1"), sa("b", "ns/m/y", "1")],
         );
-        let snap_a = a.snapshots.borrow().clone();
+        let snap_a = r.snapshot("a");
+        assert_eq!(*a.versions.borrow(), 2);
         assert_eq!(snap_a.hub_epoch, "e1");
         assert_eq!(snap_a.version, 2);
         let keys: Vec<_> = snap_a.assignments.iter().map(|a| a.key.as_str()).collect();
         assert_eq!(keys, ["ns/m/x"]);
-        let keys: Vec<_> = b
-            .snapshots
-            .borrow()
+        let keys: Vec<_> = r
+            .snapshot("b")
             .assignments
             .iter()
             .map(|a| a.key.clone())
@@ -803,7 +814,7 @@ mod tests {
             vec![burst("ns/m/x", "a"), burst("ns/m/y", "b")],
             vec![sa("a", "ns/m/x", "1"), sa("b", "ns/m/y", "1")],
         );
-        assert_eq!(a.snapshots.borrow().version, 2);
+        assert_eq!(*a.versions.borrow(), 2);
         // Changed for a only.
         r.set(
             &mc(),
@@ -811,8 +822,8 @@ mod tests {
             vec![burst("ns/m/x", "a"), burst("ns/m/y", "b")],
             vec![sa("a", "ns/m/x", "2"), sa("b", "ns/m/y", "1")],
         );
-        assert_eq!(a.snapshots.borrow().version, 3);
-        assert_eq!(b.snapshots.borrow().version, 2);
+        assert_eq!(*a.versions.borrow(), 3);
+        assert_eq!(*b.versions.borrow(), 2);
     }
 
     #[test]
@@ -885,7 +896,7 @@ mod tests {
         let r = primed();
         let sub = r.subscribe("a", "v").unwrap();
         r.withdraw(&mc(), McInfo::default(), vec![burst("ns/m/x", "a")]);
-        assert_eq!(sub.snapshots.borrow().version, 2);
+        assert_eq!(*sub.versions.borrow(), 2);
         assert!(r.has_unconfirmed_withdrawals(&mc()));
         r.report(
             "a",
@@ -979,9 +990,9 @@ mod tests {
     #[test]
     fn retained_bursts_stay_listed_until_assigned_or_withdrawn() {
         let r = primed();
-        let sub = r.subscribe("a", "v").unwrap();
+        let _connected = r.subscribe("a", "v").unwrap();
         r.retain(&mc(), &[burst("ns/m/x", "a")]);
-        let snap = sub.snapshots.borrow().clone();
+        let snap = r.snapshot("a");
         assert_eq!(snap.retained_keys, ["ns/m/x"]);
         assert!(snap.assignments.is_empty());
         r.set(
@@ -990,22 +1001,22 @@ mod tests {
             vec![burst("ns/m/x", "a")],
             vec![sa("a", "ns/m/x", "1")],
         );
-        let snap = sub.snapshots.borrow().clone();
+        let snap = r.snapshot("a");
         assert!(snap.retained_keys.is_empty());
         assert_eq!(snap.assignments.len(), 1);
         // Assigned bursts are not demoted to retained.
         r.retain(&mc(), &[burst("ns/m/x", "a")]);
-        assert_eq!(sub.snapshots.borrow().assignments.len(), 1);
-        assert!(sub.snapshots.borrow().retained_keys.is_empty());
+        assert_eq!(r.snapshot("a").assignments.len(), 1);
+        assert!(r.snapshot("a").retained_keys.is_empty());
         r.withdraw(&mc(), McInfo::default(), vec![burst("ns/m/x", "a")]);
-        let snap = sub.snapshots.borrow().clone();
+        let snap = r.snapshot("a");
         assert!(snap.assignments.is_empty() && snap.retained_keys.is_empty());
     }
 
     #[test]
     fn removing_a_burst_from_the_spec_withdraws_only_it() {
         let r = primed();
-        let sub = r.subscribe("a", "v").unwrap();
+        let _connected = r.subscribe("a", "v").unwrap();
         r.set(
             &mc(),
             McInfo::default(),
@@ -1018,9 +1029,8 @@ mod tests {
             vec![burst("ns/m/x", "a")],
             vec![sa("a", "ns/m/x", "1")],
         );
-        let keys: Vec<_> = sub
-            .snapshots
-            .borrow()
+        let keys: Vec<_> = r
+            .snapshot("a")
             .assignments
             .iter()
             .map(|a| a.key.clone())

@@ -92,15 +92,15 @@ impl Spoke for Services {
                 "spoke connected"
             )
         });
-        let (snapshots, guard) = subscription.into_parts();
-        let metrics = self.metrics.clone();
-        let stream = WatchStream::new(snapshots)
-            .map(move |snapshot| {
+        let (versions, guard) = subscription.into_parts();
+        let (metrics, registry) = (self.metrics.clone(), self.registry.clone());
+        let stream = WatchStream::new(versions)
+            .map(move |_| {
                 // The guard lives as long as the stream: dropping the stream (the spoke went
                 // away) marks the spoke disconnected.
                 let _connected = &guard;
                 metrics.snapshot_sent();
-                Ok(Snapshot::clone(&snapshot))
+                Ok(registry.snapshot(&spoke))
             })
             .take_until(self.stopped());
         Ok(Response::new(Box::pin(stream)))

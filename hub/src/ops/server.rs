@@ -1,80 +1,33 @@
-//! HTTP server for the kubelet's probes and Prometheus' scrapes:
+//! HTTP server for the kubelet's probes and Prometheus' scrapes, serving the hub's
+//! [`Metrics`] with the shared [`flux_shared::ops::server`]:
 //!
 //! - `GET /metrics`: [`Metrics::encode`], as `application/openmetrics-text`;
 //! - `GET /healthz`: 200 `ok` while [`Health::alive`], else 503 `not alive`;
 //! - `GET /readyz`: 200 `ok` once [`Health::ready`], else 503 `not ready`;
 //! - any other path: 404 `not found` (other methods on the paths above: 405).
 
-use std::future::{Future, IntoFuture};
+use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Duration;
 
 use axum::Router;
-use axum::extract::State;
-use axum::http::{StatusCode, header};
-use axum::response::IntoResponse;
-use axum::routing::get;
+use flux_shared::ops::server as shared;
 use tokio::net::TcpListener;
-use tokio::sync::Notify;
+
+pub use flux_shared::ops::server::{OPENMETRICS_CONTENT_TYPE, SHUTDOWN_GRACE, bind};
 
 use super::health::Health;
 use super::metrics::Metrics;
 
-/// Content type of `/metrics`.
-pub const OPENMETRICS_CONTENT_TYPE: &str =
-    "application/openmetrics-text; version=1.0.0; charset=utf-8";
-
-/// How long [`serve_listener`] waits, once shutdown begins, for requests in flight.
-pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
-
-#[derive(Clone)]
-struct AppState {
-    metrics: Arc<Metrics>,
-    health: Arc<Health>,
+/// The encoder of `/metrics` for the hub's metrics.
+fn encoder(metrics: Arc<Metrics>) -> impl Fn() -> String + Send + Sync + 'static {
+    move || metrics.encode()
 }
 
 /// The routes of the server, for callers that want to serve them themselves.
 pub fn router(metrics: Arc<Metrics>, health: Arc<Health>) -> Router {
-    Router::new()
-        .route("/metrics", get(metrics_handler))
-        .route("/healthz", get(healthz))
-        .route("/readyz", get(readyz))
-        .fallback(not_found)
-        .with_state(AppState { metrics, health })
-}
-
-async fn metrics_handler(State(state): State<AppState>) -> impl IntoResponse {
-    (
-        [(header::CONTENT_TYPE, OPENMETRICS_CONTENT_TYPE)],
-        state.metrics.encode(),
-    )
-}
-
-async fn healthz(State(state): State<AppState>) -> (StatusCode, &'static str) {
-    if state.health.alive() {
-        (StatusCode::OK, "ok")
-    } else {
-        (StatusCode::SERVICE_UNAVAILABLE, "not alive")
-    }
-}
-
-async fn readyz(State(state): State<AppState>) -> (StatusCode, &'static str) {
-    if state.health.ready() {
-        (StatusCode::OK, "ok")
-    } else {
-        (StatusCode::SERVICE_UNAVAILABLE, "not ready")
-    }
-}
-
-async fn not_found() -> (StatusCode, &'static str) {
-    (StatusCode::NOT_FOUND, "not found")
-}
-
-/// Binds the server's socket (port 0 picks a free port: see `local_addr`).
-pub async fn bind(addr: SocketAddr) -> io::Result<TcpListener> {
-    TcpListener::bind(addr).await
+    shared::router(encoder(metrics), health)
 }
 
 /// Binds `addr` and serves until `shutdown` resolves: see [`serve_listener`].
@@ -84,8 +37,7 @@ pub async fn serve(
     health: Arc<Health>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> io::Result<()> {
-    let listener = bind(addr).await?;
-    serve_listener(listener, metrics, health, shutdown).await
+    shared::serve(addr, encoder(metrics), health, shutdown).await
 }
 
 /// Serves [`router`] on `listener` until `shutdown` resolves. Then it closes the listener
@@ -97,38 +49,5 @@ pub async fn serve_listener(
     health: Arc<Health>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> io::Result<()> {
-    let addr = listener.local_addr()?;
-    tracing::info!(%addr, "serving /metrics, /healthz and /readyz");
-
-    let begun = Arc::new(Notify::new());
-    let signal = {
-        let begun = Arc::clone(&begun);
-        async move {
-            shutdown.await;
-            tracing::info!(%addr, "HTTP server shutting down");
-            // Stores a permit if the grace timer below is not waiting yet.
-            begun.notify_one();
-        }
-    };
-    let server = axum::serve(listener, router(metrics, health))
-        .with_graceful_shutdown(signal)
-        .into_future();
-    let grace = async {
-        begun.notified().await;
-        tokio::time::sleep(SHUTDOWN_GRACE).await;
-    };
-    tokio::select! {
-        result = server => {
-            tracing::info!(%addr, "HTTP server stopped");
-            result
-        }
-        () = grace => {
-            tracing::warn!(
-                %addr,
-                grace = ?SHUTDOWN_GRACE,
-                "HTTP requests still in flight after the grace period; not waiting for them"
-            );
-            Ok(())
-        }
-    }
+    shared::serve_listener(listener, encoder(metrics), health, shutdown).await
 }

@@ -1,0 +1,1068 @@
+//! Two-cluster end-to-end tests: `flux-hub run` (with its federation gRPC server, mTLS)
+//! against the root cluster named by `KUBECONFIG`, and `flux-spoke run` against the burst
+//! cluster named by `SPOKE_KUBECONFIG`, both as child processes of the test.
+//!
+//! A bursting MiniCluster applied in the root cluster must end up as a burst Job in the
+//! burst cluster, configured to join the root's lead broker through its NodePort; the
+//! MiniCluster's status and `flux-hub status` must show it; deleting the MiniCluster must
+//! delete the burst (the hub's finalizer waits for the spoke). Restarting the spoke, or
+//! losing the hub for a while, must never delete or re-create the burst.
+//!
+//! The tests assert on what the control planes produce, and check that brokers really
+//! connect across the clusters only when the pods run (kind and GKE both can; a cluster
+//! whose nodes cannot pull the images just skips those checks, saying so). Without
+//! `KUBECONFIG` or `SPOKE_KUBECONFIG` each test prints why it skips and passes. See
+//! README.md.
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use anyhow::{Context as _, Result, bail, ensure};
+use flux_shared::api::MiniCluster;
+use flux_shared::curve::CurveCert;
+use flux_shared::federation::assignment;
+use flux_shared::layout::{BROKER_TOML_KEY, CURVE_KEY};
+use flux_shared::plan::{Endpoint, Plan, Role};
+use flux_shared::render::{self, Object};
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod, Secret, Service};
+use kube::ResourceExt as _;
+use kube::api::{Api, DeleteParams, ListParams};
+use serde_json::{Value, json};
+use support::{Federation, Probe, TestEnv, pod_ran, pod_summary, secs, yaml};
+
+/// The MiniCluster of these tests.
+const NAME: &str = "bursty";
+/// Root brokers.
+const ROOT_SIZE: i32 = 2;
+/// Brokers of the one burst.
+const BURST_SIZE: i32 = 2;
+/// The label and annotation a spoke puts on everything it creates.
+const MANAGED_BY: &str = "app.kubernetes.io/managed-by";
+const SPOKE_MANAGER: &str = "flux-spoke";
+const ASSIGNMENT_ANNOTATION: &str = "flux-framework.org/assignment";
+
+/// How long the hub and the spoke get to create, change or delete objects (two clusters,
+/// and a spoke that may be in its reconnect backoff).
+fn objects_deadline() -> Duration {
+    secs(90)
+}
+
+/// How long broker pods get to start before pod-level checks are skipped.
+fn pods_deadline() -> Duration {
+    secs(120)
+}
+
+/// `FLUX_E2E_LEAD_ADDRESS`: the address burst pods reach the root cluster's nodes at
+/// (`spec.flux.bursting.leadAddress`). Unset: the hub uses the lead pod's node address.
+fn lead_address_override() -> Option<String> {
+    std::env::var("FLUX_E2E_LEAD_ADDRESS")
+        .ok()
+        .map(|a| a.trim().to_string())
+        .filter(|a| !a.is_empty())
+}
+
+/// `FLUX_E2E_IMAGE`: the application image (default `rockylinux:9`).
+fn image() -> String {
+    std::env::var("FLUX_E2E_IMAGE")
+        .ok()
+        .filter(|i| !i.trim().is_empty())
+        .unwrap_or_else(|| "rockylinux:9".into())
+}
+
+// ---------------------------------------------------------------------------------------
+// The tests.
+
+/// The whole life of a burst: dispatched to the spoke, configured to join the lead broker,
+/// shown in the status and by `flux-hub status`, (when pods run) joined, and deleted with
+/// its MiniCluster.
+#[tokio::test]
+async fn burst_runs_in_the_spoke_cluster_and_goes_with_its_minicluster() {
+    support::run_federated("burst-life", "e2e-spoke", burst_lifecycle).await;
+}
+
+/// Restarting the spoke, stopping the hub, restarting the spoke while the hub is away and
+/// bringing the hub back never deletes or re-creates the burst's objects.
+#[tokio::test]
+async fn spoke_restart_and_hub_outage_keep_the_burst() {
+    support::run_federated("burst-outage", "e2e-spoke", outage).await;
+}
+
+/// Without a cluster: the checks these tests make accept exactly what the hub's
+/// assignment and the spoke's rendering of it produce (and reject wrong objects), so a
+/// failure points at the clusters or the binaries, never at a test expecting something
+/// the code does not make.
+#[test]
+fn checks_agree_with_the_assignment() -> Result<()> {
+    const NS: &str = "flux-e2e-offline";
+    let burst = "burst-abcde";
+    let mut doc = minicluster(burst, "e2e-spoke", None);
+    doc["metadata"]["namespace"] = json!(NS);
+    doc["metadata"]["uid"] = json!("8d5e9c1a-0000-4000-8000-000000000002");
+    let mc: MiniCluster = serde_json::from_value(doc)?;
+    let plan = Plan::new(&mc).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let cert = CurveCert::generate(NAME).to_zcert();
+    let root = render::render(&plan, &Role::Root, &cert).context("no root objects")?;
+    let root_config = config_map(&root, &format!("{NAME}-flux-config"))?;
+    let lead = Endpoint {
+        address: "192.0.2.9".into(),
+        port: 30123,
+    };
+    let assignments = assignment::build(&plan, &cert, &lead)?;
+    ensure!(assignments.len() == 1, "one assignment: {assignments:?}");
+    ensure!(assignments[0].spoke == "e2e-spoke");
+    let realized = assignment::realize(&assignments[0].assignment)?;
+    ensure!(realized.namespace == NS && realized.job == burst);
+    let job = realized
+        .objects
+        .iter()
+        .find_map(|o| match o {
+            Object::Job(j) if j.name_any() == burst => Some(j.clone()),
+            _ => None,
+        })
+        .context("no burst Job")?;
+    check_burst_job(&job, NS, burst)?;
+    let burst_config = config_map(&realized.objects, &format!("{burst}-flux-config"))?;
+    check_burst_config(&burst_config, &root_config, &lead.address, lead.port)?;
+    ensure!(
+        check_burst_config(&burst_config, &root_config, &lead.address, lead.port + 1).is_err(),
+        "a wrong lead port must be caught"
+    );
+    ensure!(
+        check_burst_config(&root_config, &root_config, &lead.address, lead.port).is_err(),
+        "a config without the lead's connect override must be caught"
+    );
+    let root_job = root
+        .iter()
+        .find_map(|o| match o {
+            Object::Job(j) => Some(j.clone()),
+            _ => None,
+        })
+        .context("no root Job")?;
+    ensure!(
+        check_burst_job(&root_job, NS, burst).is_err(),
+        "a Job not made by the spoke must be caught"
+    );
+    // The curve certificate is the root's, byte for byte.
+    let secret = realized
+        .objects
+        .iter()
+        .find_map(|o| match o {
+            Object::Secret(s) if s.name_any() == format!("{burst}-curve") => Some(s.clone()),
+            _ => None,
+        })
+        .context("no burst curve Secret")?;
+    ensure!(secret_cert(&secret)? == cert);
+    ensure!(
+        realized
+            .objects
+            .iter()
+            .any(|o| matches!(o, Object::Service(s) if s.name_any() == burst)),
+        "no burst Service {burst}"
+    );
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------
+// Test bodies.
+
+async fn burst_lifecycle(env: &TestEnv, fed: &Federation) -> Result<()> {
+    let burst = dispatch(env, fed).await?;
+
+    // Pod level, only where pods run.
+    brokers_join(env, &burst).await?;
+
+    // Deleting the MiniCluster (like `kubectl delete`) deletes the burst in the spoke
+    // cluster; the hub's finalizer holds the MiniCluster until the spoke confirms.
+    let jobs = env.spoke_api::<Job>();
+    let job = jobs.get(&burst.name).await?;
+    let selector = job_selector(&job)?;
+    env.api::<MiniCluster>()
+        .delete(NAME, &DeleteParams::background())
+        .await
+        .context("deleting the MiniCluster")?;
+    let pods = env.spoke_api::<Pod>();
+    env.eventually(
+        &format!(
+            "the spoke to delete the burst's Job, ConfigMap, Secret, Service and pods in namespace {} of the burst cluster",
+            env.ns
+        ),
+        secs(150),
+        async || {
+            let mut left = still_there(env, &burst.objects).await?;
+            let running = pods.list(&ListParams::default().labels(&selector)).await?;
+            left.extend(running.items.iter().map(|p| format!("Pod {}", p.name_any())));
+            Ok(if left.is_empty() {
+                Probe::Done(())
+            } else {
+                Probe::Waiting(format!("still there: {}", left.join(", ")))
+            })
+        },
+    )
+    .await?;
+    let mcs = env.api::<MiniCluster>();
+    env.eventually(
+        "the MiniCluster to disappear (the hub releases its finalizer once the spoke confirmed)",
+        objects_deadline(),
+        async || {
+            Ok(match mcs.get_opt(NAME).await? {
+                None => Probe::Done(()),
+                Some(mc) => Probe::Waiting(format!(
+                    "metadata:\n{}status:\n{}",
+                    yaml(&mc.metadata),
+                    yaml(&mc.status)
+                )),
+            })
+        },
+    )
+    .await?;
+    // Nothing comes back.
+    env.holds_for(
+        "no object of the burst re-appears in the burst cluster",
+        Duration::from_secs(5),
+        async || {
+            let again = spoke_objects_of(env, &burst.name).await?;
+            Ok((!again.is_empty()).then(|| format!("re-created: {}", again.join(", "))))
+        },
+    )
+    .await
+}
+
+async fn outage(env: &TestEnv, fed: &Federation) -> Result<()> {
+    let burst = dispatch(env, fed).await?;
+    let objects = &burst.objects;
+
+    // A restarted spoke rebuilds its state from the cluster and the hub's snapshot: it
+    // adopts the burst's objects, neither deleting nor re-creating them.
+    let restarted = now_millis();
+    env.restart_spoke().await?;
+    spoke_synced(env, fed, &burst.name, restarted).await?;
+    env.holds_for(
+        "the burst's objects survive a spoke restart (same uids)",
+        Duration::from_secs(10),
+        async || same_objects(env, objects).await,
+    )
+    .await?;
+
+    // The hub goes away: the spoke keeps what it runs.
+    env.stop_hub();
+    eprintln!("outage: hub stopped");
+    env.holds_for(
+        "the burst's objects stay while the hub is stopped",
+        secs(30),
+        async || same_objects(env, objects).await,
+    )
+    .await?;
+
+    // A spoke that starts while the hub is away knows only its cluster: it must not
+    // delete anything either.
+    env.restart_spoke().await?;
+    env.holds_for(
+        "the burst's objects stay when the spoke restarts while the hub is stopped",
+        secs(15),
+        async || same_objects(env, objects).await,
+    )
+    .await?;
+
+    // The hub comes back (a new epoch, rebuilt from the API server): the spoke reconnects,
+    // applies the new snapshot, and still nothing is re-created.
+    let back = now_millis();
+    env.start_hub().await?;
+    eprintln!("outage: hub restarted");
+    spoke_synced(env, fed, &burst.name, back).await?;
+    env.holds_for(
+        "the burst's objects survive the hub's return (same uids)",
+        Duration::from_secs(10),
+        async || same_objects(env, objects).await,
+    )
+    .await?;
+    burst_status(env, fed, &burst.name).await?;
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------
+// Steps.
+
+/// What [`dispatch`] found.
+struct Burst {
+    /// Burst name (Job name and host prefix in the burst cluster).
+    name: String,
+    /// The burst's objects in the burst cluster.
+    objects: Vec<SpokeObject>,
+}
+
+/// An object of the burst in the burst cluster, by uid.
+#[derive(Clone, Debug)]
+struct SpokeObject {
+    kind: &'static str,
+    name: String,
+    uid: Option<String>,
+}
+
+/// The test's MiniCluster: `ROOT_SIZE` interactive brokers and one burst of `BURST_SIZE`
+/// on `spoke`.
+fn minicluster(burst: &str, spoke: &str, lead_address: Option<&str>) -> Value {
+    let mut bursting = json!({
+        "clusters": [{"name": burst, "size": BURST_SIZE, "cluster": spoke}],
+    });
+    if let Some(address) = lead_address {
+        bursting["leadAddress"] = json!(address);
+    }
+    json!({
+        "apiVersion": "flux-framework.org/v1alpha2",
+        "kind": "MiniCluster",
+        "metadata": {"name": NAME},
+        "spec": {
+            "size": ROOT_SIZE,
+            "interactive": true,
+            "flux": {"bursting": bursting},
+            "containers": [{"image": image()}],
+        },
+    })
+}
+
+/// A burst name unique to this test run: `burst-<the namespace's random suffix>`.
+fn burst_name(ns: &str) -> String {
+    let suffix = ns.rsplit('-').next().unwrap_or("x");
+    format!("burst-{suffix}")
+}
+
+/// Applies the MiniCluster and follows its burst into the burst cluster: the root Job and
+/// lead Service, the lead endpoint in the status, the spoke's namespace, Job, ConfigMap,
+/// Secret and Service with their key fields, the burst in the status and in
+/// `flux-hub status`.
+async fn dispatch(env: &TestEnv, fed: &Federation) -> Result<Burst> {
+    let burst = burst_name(&env.ns);
+    let lead_override = lead_address_override();
+    let doc = minicluster(&burst, &fed.spoke, lead_override.as_deref());
+    env.apply_minicluster(&doc)
+        .await
+        .context("applying the bursting MiniCluster")?;
+    eprintln!(
+        "{}: MiniCluster {NAME} with burst {burst} on spoke {}",
+        env.ns, fed.spoke
+    );
+
+    // Root cluster: the Job and the lead broker's NodePort Service.
+    let jobs = env.api::<Job>();
+    env.eventually(
+        &format!("the root Job {NAME}"),
+        objects_deadline(),
+        async || {
+            Ok(match jobs.get_opt(NAME).await? {
+                Some(job) => Probe::Done(job),
+                None => Probe::Waiting(status_of(env).await),
+            })
+        },
+    )
+    .await?;
+    let services = env.api::<Service>();
+    let lead_name = format!("{NAME}-lead");
+    let node_port = env
+        .eventually(
+            &format!("the NodePort Service {lead_name} with its node port"),
+            objects_deadline(),
+            async || {
+                let Some(svc) = services.get_opt(&lead_name).await? else {
+                    return Ok(Probe::Waiting(format!("no Service {lead_name}")));
+                };
+                let spec = svc.spec.clone().unwrap_or_default();
+                let port = spec
+                    .ports
+                    .unwrap_or_default()
+                    .first()
+                    .and_then(|p| p.node_port);
+                Ok(match port {
+                    Some(port) if spec.type_.as_deref() == Some("NodePort") && port > 0 => {
+                        Probe::Done(port)
+                    }
+                    _ => Probe::Waiting(yaml(&svc)),
+                })
+            },
+        )
+        .await?;
+
+    // The lead endpoint bursts connect to.
+    let mcs = env.api::<MiniCluster>();
+    let (lead_address, lead_port) = env
+        .eventually(
+            &format!(
+                "status.leadBroker of {NAME} (address and port {node_port}); without FLUX_E2E_LEAD_ADDRESS the hub needs the lead pod scheduled on a node with an address"
+            ),
+            objects_deadline(),
+            async || {
+                let mc = mcs.get(NAME).await?;
+                let lead = mc.status.as_ref().and_then(|s| s.lead_broker.clone());
+                Ok(match lead {
+                    Some(l) if !l.address.is_empty() && l.port == node_port => {
+                        Probe::Done((l.address, l.port))
+                    }
+                    _ => Probe::Waiting(format!(
+                        "status:\n{}root pods:\n{}",
+                        yaml(&mc.status),
+                        root_pods(env).await
+                    )),
+                })
+            },
+        )
+        .await?;
+    if let Some(expected) = &lead_override {
+        ensure!(
+            &lead_address == expected,
+            "status.leadBroker.address is {lead_address}, but spec.flux.bursting.leadAddress is {expected}"
+        );
+    }
+    eprintln!("{}: lead broker at {lead_address}:{lead_port}", env.ns);
+
+    // Burst cluster: the namespace, then the Job, ConfigMap, Secret and Service.
+    let namespaces: Api<Namespace> = Api::all(env.spoke_client());
+    env.eventually(
+        &format!(
+            "namespace {} in the burst cluster (created by the spoke)",
+            env.ns
+        ),
+        objects_deadline(),
+        async || {
+            Ok(match namespaces.get_opt(&env.ns).await? {
+                Some(_) => Probe::Done(()),
+                None => Probe::Waiting(status_of(env).await),
+            })
+        },
+    )
+    .await?;
+    let spoke_jobs = env.spoke_api::<Job>();
+    let job = env
+        .eventually(
+            &format!("the burst Job {burst} in the burst cluster"),
+            objects_deadline(),
+            async || {
+                Ok(match spoke_jobs.get_opt(&burst).await? {
+                    Some(job) => Probe::Done(job),
+                    None => Probe::Waiting(status_of(env).await),
+                })
+            },
+        )
+        .await?;
+    check_burst_job(&job, &env.ns, &burst)?;
+
+    let config_name = format!("{burst}-flux-config");
+    let secret_name = format!("{burst}-curve");
+    let burst_config = wait_spoke_object::<ConfigMap>(env, &config_name).await?;
+    let root_config = env
+        .api::<ConfigMap>()
+        .get(&format!("{NAME}-flux-config"))
+        .await?;
+    check_burst_config(&burst_config, &root_config, &lead_address, lead_port)?;
+    let burst_secret = wait_spoke_object::<Secret>(env, &secret_name).await?;
+    let root_secret = env.api::<Secret>().get(&format!("{NAME}-curve")).await?;
+    ensure!(
+        secret_cert(&burst_secret)? == secret_cert(&root_secret)?,
+        "Secret {secret_name} in the burst cluster must hold the root's CURVE certificate (Secret {NAME}-curve): brokers with different certificates cannot connect"
+    );
+    let burst_service = wait_spoke_object::<Service>(env, &burst).await?;
+    ensure!(
+        burst_service
+            .spec
+            .as_ref()
+            .and_then(|s| s.cluster_ip.as_deref())
+            == Some("None"),
+        "Service {burst} in the burst cluster must be headless:\n{}",
+        yaml(&burst_service)
+    );
+
+    burst_status(env, fed, &burst).await?;
+
+    let objects = vec![
+        spoke_object("Job", &job),
+        spoke_object("ConfigMap", &burst_config),
+        spoke_object("Secret", &burst_secret),
+        spoke_object("Service", &burst_service),
+    ];
+    Ok(Burst {
+        name: burst,
+        objects,
+    })
+}
+
+/// The burst in `status.bursts` (cluster = the spoke, phase Dispatched or Running) and in
+/// `flux-hub status -o json` (its spoke connected).
+async fn burst_status(env: &TestEnv, fed: &Federation, burst: &str) -> Result<()> {
+    let mcs = env.api::<MiniCluster>();
+    let phase = env
+        .eventually(
+            &format!(
+                "status.bursts[0] of {NAME}: name {burst}, cluster {}, phase Dispatched or Running",
+                fed.spoke
+            ),
+            objects_deadline(),
+            async || {
+                let mc = mcs.get(NAME).await?;
+                let bursts = mc
+                    .status
+                    .as_ref()
+                    .map(|s| s.bursts.clone())
+                    .unwrap_or_default();
+                Ok(match bursts.first() {
+                    Some(b)
+                        if b.name == burst
+                            && b.cluster == fed.spoke
+                            && matches!(b.phase.as_str(), "Dispatched" | "Running") =>
+                    {
+                        Probe::Done(b.phase.clone())
+                    }
+                    _ => Probe::Waiting(yaml(&mc.status)),
+                })
+            },
+        )
+        .await?;
+    eprintln!("{}: burst {burst} is {phase}", env.ns);
+
+    let view = env
+        .eventually(
+            &format!(
+                "flux-hub status to list burst {burst} of {NAME} on spoke {} (connected)",
+                fed.spoke
+            ),
+            objects_deadline(),
+            async || {
+                let status = fed.hub_status(&env.ns).await?;
+                let listed = status["miniClusters"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter(|m| m["namespace"] == env.ns.as_str() && m["name"] == NAME)
+                    .flat_map(|m| m["bursts"].as_array().cloned().unwrap_or_default())
+                    .any(|b| {
+                        b["name"] == burst
+                            && b["spoke"] == fed.spoke.as_str()
+                            && b["spokeConnected"] == true
+                    });
+                let spoke_connected = status["spokes"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .any(|s| s["name"] == fed.spoke.as_str() && s["connected"] == true);
+                Ok(if listed && spoke_connected {
+                    Probe::Done(status)
+                } else {
+                    Probe::Waiting(serde_json::to_string_pretty(&status)?)
+                })
+            },
+        )
+        .await?;
+    let mc = view["miniClusters"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|m| m["name"] == NAME)
+        .cloned()
+        .unwrap_or_default();
+    let status_lead = mcs
+        .get(NAME)
+        .await?
+        .status
+        .and_then(|s| s.lead_broker)
+        .map(|l| json!({"address": l.address, "port": l.port}));
+    ensure!(
+        status_lead.is_none() || mc["leadEndpoint"] == status_lead.clone().unwrap_or_default(),
+        "flux-hub status shows lead endpoint {} but the MiniCluster's status.leadBroker is {:?}",
+        mc["leadEndpoint"],
+        status_lead
+    );
+    Ok(())
+}
+
+/// Unix time in milliseconds (the hub runs on this machine: same clock).
+fn now_millis() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+/// Waits until `flux-hub status` shows the spoke connected and up to date (it
+/// acknowledged the latest snapshot the hub sent it) and reporting on `burst` since
+/// `since` (Unix milliseconds): so a spoke (re)started at `since` has applied the
+/// snapshot, not just opened its stream.
+async fn spoke_synced(env: &TestEnv, fed: &Federation, burst: &str, since: i64) -> Result<()> {
+    env.eventually(
+        &format!(
+            "spoke {} to be connected, to acknowledge the hub's latest snapshot and to report on burst {burst} again",
+            fed.spoke
+        ),
+        objects_deadline(),
+        async || {
+            let status = fed.hub_status(&env.ns).await?;
+            let spoke = status["spokes"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .find(|s| s["name"] == fed.spoke.as_str())
+                .cloned()
+                .unwrap_or_default();
+            let synced = spoke["connected"] == true
+                && spoke["currentVersion"].as_u64().is_some_and(|v| v > 0)
+                && spoke["acknowledgedVersion"] == spoke["currentVersion"];
+            let reported = status["miniClusters"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .flat_map(|m| m["bursts"].as_array().cloned().unwrap_or_default())
+                .any(|b| {
+                    b["name"] == burst
+                        && b["lastReportUnixMillis"].as_i64().is_some_and(|t| t >= since)
+                });
+            Ok(if synced && reported {
+                Probe::Done(())
+            } else {
+                Probe::Waiting(serde_json::to_string_pretty(&status)?)
+            })
+        },
+    )
+    .await
+}
+
+/// Pod level: when the lead broker and every burst broker run, the burst reports its
+/// brokers ready and (with kubectl) the lead broker's overlay shows the burst ranks online.
+async fn brokers_join(env: &TestEnv, burst: &Burst) -> Result<()> {
+    let root_job = env.api::<Job>().get(NAME).await?;
+    let burst_job = env.spoke_api::<Job>().get(&burst.name).await?;
+    let burst_selector = job_selector(&burst_job)?;
+    let spoke_pods = env.spoke_api::<Pod>();
+    let running = env
+        .poll(pods_deadline(), async || {
+            let root = env.job_pods(&root_job).await?;
+            let lead = root.iter().find(|p| {
+                p.labels()
+                    .get("batch.kubernetes.io/job-completion-index")
+                    .map(String::as_str)
+                    == Some("0")
+                    && pod_ran(p)
+            });
+            let bursts = spoke_pods
+                .list(&ListParams::default().labels(&burst_selector))
+                .await?
+                .items;
+            let all_burst = bursts.len() == BURST_SIZE as usize && bursts.iter().all(pod_ran);
+            Ok(match lead {
+                Some(lead) if all_burst => Probe::Done(lead.name_any()),
+                _ => Probe::Waiting(format!(
+                    "root pods:\n{}burst pods:\n{}",
+                    pod_summary(&root),
+                    pod_summary(&bursts)
+                )),
+            })
+        })
+        .await?;
+    let lead_pod = match running {
+        Ok(pod) => pod,
+        Err(pods) => {
+            eprintln!(
+                "{}: the lead and burst broker pods did not all reach Running within {:?}; pod-level checks (brokers joining across the clusters) skipped. Pods:\n{pods}",
+                env.ns,
+                pods_deadline()
+            );
+            return Ok(());
+        }
+    };
+
+    let mcs = env.api::<MiniCluster>();
+    let joined = env
+        .poll(secs(180), async || {
+            let mc = mcs.get(NAME).await?;
+            let b = mc
+                .status
+                .as_ref()
+                .and_then(|s| s.bursts.first().cloned())
+                .unwrap_or_default();
+            Ok(if b.brokers_ready == BURST_SIZE && b.phase == "Running" {
+                Probe::Done(())
+            } else {
+                Probe::Waiting(yaml(&mc.status))
+            })
+        })
+        .await?;
+    if let Err(last) = joined {
+        let burst_pods = spoke_pods
+            .list(&ListParams::default().labels(&burst_selector))
+            .await?
+            .items;
+        bail!(
+            "the burst's pods run but the burst never reported {BURST_SIZE} brokers ready and phase Running; last status:\n{last}burst pods:\n{}",
+            pod_report(&spoke_pods, &burst_pods).await
+        );
+    }
+    eprintln!(
+        "{}: burst {} reports {BURST_SIZE} brokers ready",
+        env.ns, burst.name
+    );
+
+    // The lead broker's own view: every burst rank online in its overlay.
+    let kubectl_works = tokio::process::Command::new("kubectl")
+        .args(["version", "--client"])
+        .output()
+        .await
+        .is_ok_and(|o| o.status.success());
+    if !kubectl_works {
+        eprintln!(
+            "{}: kubectl is not on PATH; the overlay check (flux overlay status on the lead broker) skipped",
+            env.ns
+        );
+        return Ok(());
+    }
+    let hosts: Vec<String> = (0..BURST_SIZE)
+        .map(|i| format!("{}-{i}", burst.name))
+        .collect();
+    let overlay = env
+        .poll(secs(180), async || {
+            let text = overlay_status(env, &lead_pod).await?;
+            let online = hosts.iter().all(|h| {
+                text.lines()
+                    .any(|l| l.contains(&format!("{h}:")) && l.contains("full"))
+            });
+            Ok(if online {
+                Probe::Done(text)
+            } else {
+                Probe::Waiting(text)
+            })
+        })
+        .await?;
+    match overlay {
+        Ok(text) => {
+            eprintln!(
+                "{}: flux overlay status on the lead broker:\n{text}",
+                env.ns
+            );
+            Ok(())
+        }
+        Err(last) => {
+            let lead = env.api::<Pod>().get(&lead_pod).await?;
+            bail!(
+                "the burst brokers {} never came online in the lead broker's overlay; last `flux overlay status`:\n{last}\nlead pod:\n{}",
+                hosts.join(", "),
+                env.pod_report(&[lead]).await
+            )
+        }
+    }
+}
+
+/// `flux overlay status` inside the lead broker's container (kubectl exec, KUBECONFIG).
+async fn overlay_status(env: &TestEnv, pod: &str) -> Result<String> {
+    let script =
+        ". /mnt/flux/flux-view.sh && FLUX_URI=\"$fluxsocket\" flux overlay status --no-pretty";
+    let out = tokio::time::timeout(
+        secs(30),
+        tokio::process::Command::new("kubectl")
+            .args(["--namespace", &env.ns, "exec", pod, "-c", NAME, "--"])
+            .args(["bash", "-c", script])
+            .output(),
+    )
+    .await
+    .context("kubectl exec timed out")??;
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    if !out.status.success() {
+        bail!("kubectl exec {pod} failed ({}): {text}", out.status);
+    }
+    Ok(text)
+}
+
+// ---------------------------------------------------------------------------------------
+// Checks.
+
+/// The burst Job as the spoke must create it: labelled as the spoke's, annotated with its
+/// assignment key, an Indexed Job of `BURST_SIZE` brokers.
+fn check_burst_job(job: &Job, ns: &str, burst: &str) -> Result<()> {
+    let labels = job.labels();
+    ensure!(
+        labels.get(MANAGED_BY).map(String::as_str) == Some(SPOKE_MANAGER),
+        "Job {burst} must carry {MANAGED_BY}={SPOKE_MANAGER}; labels {labels:?}"
+    );
+    let key = format!("{ns}/{NAME}/{burst}");
+    let annotations = job.annotations();
+    ensure!(
+        annotations.get(ASSIGNMENT_ANNOTATION) == Some(&key),
+        "Job {burst} must carry the annotation {ASSIGNMENT_ANNOTATION}={key}; annotations {annotations:?}"
+    );
+    let spec = job.spec.as_ref().context("Job without spec")?;
+    ensure!(
+        spec.parallelism == Some(BURST_SIZE) && spec.completions == Some(BURST_SIZE),
+        "Job {burst} must run {BURST_SIZE} brokers (parallelism = completions = {BURST_SIZE}):\n{}",
+        yaml(job)
+    );
+    ensure!(
+        spec.completion_mode.as_deref() == Some("Indexed"),
+        "Job {burst} must be an Indexed Job:\n{}",
+        yaml(job)
+    );
+    Ok(())
+}
+
+/// Every host of broker.toml's `[bootstrap] hosts`, in rank order, with its `connect`
+/// override.
+fn bootstrap_hosts(config_map: &ConfigMap) -> Result<Vec<(String, Option<String>)>> {
+    let name = config_map.name_any();
+    let text = config_map
+        .data
+        .as_ref()
+        .and_then(|d| d.get(BROKER_TOML_KEY))
+        .with_context(|| format!("ConfigMap {name} has no {BROKER_TOML_KEY}"))?;
+    let doc: toml::Table = text
+        .parse()
+        .with_context(|| format!("{BROKER_TOML_KEY} of ConfigMap {name} is not TOML:\n{text}"))?;
+    let entries = doc
+        .get("bootstrap")
+        .and_then(|b| b.get("hosts"))
+        .and_then(|h| h.as_array())
+        .with_context(|| {
+            format!("{BROKER_TOML_KEY} of ConfigMap {name} has no [bootstrap] hosts:\n{text}")
+        })?;
+    let mut hosts = Vec::new();
+    for entry in entries {
+        let hostlist = entry
+            .get("host")
+            .and_then(|h| h.as_str())
+            .with_context(|| format!("a hosts entry without host in ConfigMap {name}: {entry}"))?;
+        let connect = entry
+            .get("connect")
+            .and_then(|c| c.as_str())
+            .map(str::to_string);
+        let expanded = flux_shared::hostlist::expand(hostlist)
+            .map_err(|e| anyhow::anyhow!("hostlist {hostlist:?} in ConfigMap {name}: {e}"))?;
+        ensure!(
+            connect.is_none() || expanded.len() == 1,
+            "ConfigMap {name}: a connect override for several hosts ({hostlist})"
+        );
+        hosts.extend(expanded.into_iter().map(|h| (h, connect.clone())));
+    }
+    Ok(hosts)
+}
+
+/// The burst's broker.toml: the same hosts in the same order as the root's (ranks must
+/// agree), the rank-0 host connecting to the lead broker's `address:port`, no other
+/// override.
+fn check_burst_config(
+    burst: &ConfigMap,
+    root: &ConfigMap,
+    lead_address: &str,
+    lead_port: i32,
+) -> Result<()> {
+    let burst_hosts = bootstrap_hosts(burst)?;
+    let root_hosts = bootstrap_hosts(root)?;
+    let names =
+        |h: &[(String, Option<String>)]| h.iter().map(|(n, _)| n.clone()).collect::<Vec<_>>();
+    ensure!(
+        names(&burst_hosts) == names(&root_hosts),
+        "the burst's broker.toml must list the root's hosts in the same order (ranks must agree):\nburst {:?}\nroot  {:?}",
+        names(&burst_hosts),
+        names(&root_hosts)
+    );
+    let expected = [
+        format!("tcp://{lead_address}:{lead_port}"),
+        format!("tcp://[{lead_address}]:{lead_port}"),
+    ];
+    let (rank0, connect) = burst_hosts.first().context("no hosts")?;
+    ensure!(
+        rank0 == &format!("{NAME}-0") && connect.as_ref().is_some_and(|c| expected.contains(c)),
+        "the burst's rank-0 host must be {NAME}-0 with connect = {}, has {rank0} with connect {connect:?}:\n{}",
+        expected[0],
+        burst
+            .data
+            .as_ref()
+            .and_then(|d| d.get(BROKER_TOML_KEY))
+            .map_or("", String::as_str)
+    );
+    if let Some((host, connect)) = burst_hosts[1..].iter().find(|(_, c)| c.is_some()) {
+        bail!("only rank 0 may have a connect override; {host} has {connect:?}");
+    }
+    Ok(())
+}
+
+/// The CURVE certificate in a curve Secret.
+fn secret_cert(secret: &Secret) -> Result<String> {
+    let name = secret.name_any();
+    let bytes = secret
+        .data
+        .as_ref()
+        .and_then(|d| d.get(CURVE_KEY))
+        .with_context(|| format!("Secret {name} has no {CURVE_KEY}"))?;
+    String::from_utf8(bytes.0.clone())
+        .with_context(|| format!("{CURVE_KEY} in Secret {name} is not UTF-8"))
+}
+
+// ---------------------------------------------------------------------------------------
+// Helpers.
+
+fn config_map(objects: &[Object], name: &str) -> Result<ConfigMap> {
+    objects
+        .iter()
+        .find_map(|o| match o {
+            Object::ConfigMap(c) if c.name_any() == name => Some(c.clone()),
+            _ => None,
+        })
+        .with_context(|| format!("no ConfigMap {name} rendered"))
+}
+
+/// Waits for a namespaced object in the test namespace of the burst cluster.
+async fn wait_spoke_object<K>(env: &TestEnv, name: &str) -> Result<K>
+where
+    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug,
+    <K as kube::Resource>::DynamicType: Default,
+{
+    let api = env.spoke_api::<K>();
+    let kind = K::kind(&Default::default()).to_string();
+    env.eventually(
+        &format!("{kind} {name} in the burst cluster"),
+        objects_deadline(),
+        async || {
+            Ok(match api.get_opt(name).await? {
+                Some(o) => Probe::Done(o),
+                None => Probe::Waiting(status_of(env).await),
+            })
+        },
+    )
+    .await
+}
+
+fn spoke_object<K: kube::Resource>(kind: &'static str, o: &K) -> SpokeObject {
+    SpokeObject {
+        kind,
+        name: o.name_any(),
+        uid: o.meta().uid.clone(),
+    }
+}
+
+/// The uid of an object of the burst cluster's test namespace, `None` when it is absent.
+async fn spoke_uid(env: &TestEnv, kind: &str, name: &str) -> Result<Option<String>> {
+    let uid = |meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta| meta.uid.clone();
+    Ok(match kind {
+        "Job" => env
+            .spoke_api::<Job>()
+            .get_opt(name)
+            .await?
+            .and_then(|o| uid(&o.metadata)),
+        "ConfigMap" => env
+            .spoke_api::<ConfigMap>()
+            .get_opt(name)
+            .await?
+            .and_then(|o| uid(&o.metadata)),
+        "Secret" => env
+            .spoke_api::<Secret>()
+            .get_opt(name)
+            .await?
+            .and_then(|o| uid(&o.metadata)),
+        "Service" => env
+            .spoke_api::<Service>()
+            .get_opt(name)
+            .await?
+            .and_then(|o| uid(&o.metadata)),
+        other => bail!("unexpected kind {other}"),
+    })
+}
+
+/// Which of `objects` (the very objects, by uid) still exist.
+async fn still_there(env: &TestEnv, objects: &[SpokeObject]) -> Result<Vec<String>> {
+    let mut left = Vec::new();
+    for o in objects {
+        let uid = spoke_uid(env, o.kind, &o.name).await?;
+        if uid.is_some() && uid == o.uid {
+            left.push(format!("{} {}", o.kind, o.name));
+        }
+    }
+    Ok(left)
+}
+
+/// `None` while every one of `objects` exists with its uid, else what changed.
+async fn same_objects(env: &TestEnv, objects: &[SpokeObject]) -> Result<Option<String>> {
+    let mut changed = Vec::new();
+    for o in objects {
+        match spoke_uid(env, o.kind, &o.name).await? {
+            None => changed.push(format!("{} {} was deleted", o.kind, o.name)),
+            Some(uid) if Some(&uid) != o.uid.as_ref() => {
+                changed.push(format!("{} {} was re-created (uid {uid})", o.kind, o.name))
+            }
+            Some(_) => {}
+        }
+    }
+    Ok((!changed.is_empty()).then(|| changed.join("; ")))
+}
+
+/// Objects of the burst (`flux-framework.org/burst=<burst>`) in the burst cluster.
+async fn spoke_objects_of(env: &TestEnv, burst: &str) -> Result<Vec<String>> {
+    let by_label = ListParams::default().labels(&format!("{}={burst}", render::labels::BURST));
+    let mut found = Vec::new();
+    for o in env.spoke_api::<Job>().list(&by_label).await? {
+        found.push(format!("Job {}", o.name_any()));
+    }
+    for o in env.spoke_api::<ConfigMap>().list(&by_label).await? {
+        found.push(format!("ConfigMap {}", o.name_any()));
+    }
+    for o in env.spoke_api::<Secret>().list(&by_label).await? {
+        found.push(format!("Secret {}", o.name_any()));
+    }
+    for o in env.spoke_api::<Service>().list(&by_label).await? {
+        found.push(format!("Service {}", o.name_any()));
+    }
+    Ok(found)
+}
+
+/// A Job's pod selector as a label selector string.
+fn job_selector(job: &Job) -> Result<String> {
+    job.spec
+        .as_ref()
+        .and_then(|s| s.selector.as_ref())
+        .and_then(|s| s.match_labels.as_ref())
+        .filter(|l| !l.is_empty())
+        .map(|l: &BTreeMap<String, String>| {
+            l.iter()
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect::<Vec<_>>()
+                .join(",")
+        })
+        .with_context(|| format!("Job {} has no selector yet", job.name_any()))
+}
+
+/// The MiniCluster's status, for waiting messages.
+async fn status_of(env: &TestEnv) -> String {
+    match env.api::<MiniCluster>().get_opt(NAME).await {
+        Ok(Some(mc)) => format!("MiniCluster status:\n{}", yaml(&mc.status)),
+        Ok(None) => "the MiniCluster does not exist".into(),
+        Err(e) => format!("cannot read the MiniCluster: {e}"),
+    }
+}
+
+/// The root Job's pods, for waiting messages.
+async fn root_pods(env: &TestEnv) -> String {
+    let Ok(job) = env.api::<Job>().get(NAME).await else {
+        return "(no root Job)\n".into();
+    };
+    match env.job_pods(&job).await {
+        Ok(pods) => pod_summary(&pods),
+        Err(e) => format!("(cannot list them: {e:#})\n"),
+    }
+}
+
+/// Pod phases and the last log lines of started containers in the burst cluster.
+async fn pod_report(api: &Api<Pod>, pods: &[Pod]) -> String {
+    let mut out = pod_summary(pods);
+    for pod in pods.iter().filter(|p| pod_ran(p)) {
+        let params = kube::api::LogParams {
+            container: Some(NAME.to_string()),
+            tail_lines: Some(30),
+            ..Default::default()
+        };
+        let logs = api
+            .logs(&pod.name_any(), &params)
+            .await
+            .unwrap_or_else(|e| format!("(no logs: {e})"));
+        out.push_str(&format!("--- logs of {} (tail):\n{logs}\n", pod.name_any()));
+    }
+    out
+}

@@ -1,0 +1,205 @@
+//! Hub memory with 1,000 bursting MiniClusters (target <= 60 MiB): everything the hub
+//! holds for them in steady state — the MiniCluster objects, the watch caches of the
+//! objects it manages (ConfigMap, Secret, Services, Job of each root), and the federation
+//! registry with every burst assignment (2 bursts per MiniCluster over 100 spokes), each
+//! spoke's current snapshot, and a report per burst.
+//!
+//! Live heap bytes are counted exactly by a counting global allocator; the process RSS is
+//! read from /proc for comparison. Run with `cargo bench -p flux-hub --bench
+//! federation_memory`.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use flux_hub::federation::registry::{BurstInfo, McInfo, Registry};
+use flux_shared::api::MiniCluster;
+use flux_shared::curve::CurveCert;
+use flux_shared::federation::assignment;
+use flux_shared::federation::proto::{AssignmentStatus, BurstPhase, ReportRequest};
+use flux_shared::plan::{Endpoint, Plan, Role};
+use flux_shared::render::{self, Object};
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service};
+use kube::runtime::reflector;
+use kube::runtime::watcher;
+
+struct Counting;
+
+static LIVE: AtomicUsize = AtomicUsize::new(0);
+
+// SAFETY: forwards to the system allocator, only counting sizes.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        LIVE.fetch_add(layout.size(), Ordering::Relaxed);
+        // SAFETY: same contract as the caller's.
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
+        // SAFETY: same contract as the caller's.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        LIVE.fetch_add(new_size, Ordering::Relaxed);
+        LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
+        // SAFETY: same contract as the caller's.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static ALLOCATOR: Counting = Counting;
+
+const MINICLUSTERS: usize = 1_000;
+const SPOKES: usize = 100;
+
+fn rss_kib() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .unwrap_or(0)
+}
+
+fn minicluster(i: usize) -> MiniCluster {
+    let yaml = format!(
+        r#"
+apiVersion: flux-framework.org/v1alpha2
+kind: MiniCluster
+metadata: {{name: mc-{i}, namespace: team-{ns}, uid: uid-{i}, generation: 1}}
+spec:
+  size: 4
+  containers: [{{image: "ghcr.io/converged-computing/metric-lammps:latest", command: "lmp -v x 2 -in in.reaxc.hns"}}]
+  flux:
+    bursting:
+      clusters:
+        - {{name: b{i}-a, size: 4, cluster: spoke-{a}}}
+        - {{name: b{i}-b, size: 2, cluster: spoke-{b}}}
+"#,
+        ns = i % 20,
+        a = i % SPOKES,
+        b = (i + 1) % SPOKES,
+    );
+    serde_yaml_ng::from_str(&yaml).expect("bench MiniCluster")
+}
+
+fn main() {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let _guard = rt.enter();
+    let lead = Endpoint {
+        address: "203.0.113.10".into(),
+        port: 30093,
+    };
+    let heap_before = LIVE.load(Ordering::Relaxed);
+    let rss_before = rss_kib();
+
+    let (mcs, mut mc_writer) = reflector::store::<MiniCluster>();
+    let (jobs, mut job_writer) = reflector::store::<Job>();
+    let (cms, mut cm_writer) = reflector::store::<ConfigMap>();
+    let (secrets, mut secret_writer) = reflector::store::<Secret>();
+    let (services, mut svc_writer) = reflector::store::<Service>();
+    let registry = Registry::new();
+    registry.set_primed();
+    // Each spoke holds a Watch stream (its snapshot receiver) as a connected spoke would.
+    let subscriptions: Vec<_> = (0..SPOKES)
+        .map(|s| {
+            registry
+                .subscribe(&format!("spoke-{s}"), "bench")
+                .expect("primed")
+        })
+        .collect();
+
+    for i in 0..MINICLUSTERS {
+        let mc = minicluster(i);
+        let plan = Plan::new(&mc).expect("valid");
+        let cert = CurveCert::generate(&plan.name).to_zcert();
+        for object in render::render(&plan, &Role::Root, &cert).expect("root") {
+            match object {
+                Object::ConfigMap(o) => cm_writer.apply_watcher_event(&watcher::Event::Apply(o)),
+                Object::Secret(o) => secret_writer.apply_watcher_event(&watcher::Event::Apply(o)),
+                Object::Service(o) => svc_writer.apply_watcher_event(&watcher::Event::Apply(o)),
+                Object::Job(o) => job_writer.apply_watcher_event(&watcher::Event::Apply(o)),
+                Object::Pod(_) => {}
+            }
+        }
+        let bursts: Vec<BurstInfo> = plan
+            .bursts
+            .iter()
+            .map(|b| BurstInfo {
+                key: flux_shared::federation::assignment_key(&plan.namespace, &plan.name, &b.name),
+                name: b.name.clone(),
+                spoke: b.cluster.clone(),
+                size: b.size,
+            })
+            .collect();
+        let assignments = assignment::build(&plan, &cert, &lead).expect("assignments");
+        let key = (plan.namespace.clone(), plan.name.clone());
+        registry.set(
+            &key,
+            McInfo {
+                uid: format!("uid-{i}"),
+                generation: 1,
+                phase: "Running".into(),
+                size: 4,
+                brokers_ready: 4,
+                lead: Some(lead.clone()),
+            },
+            bursts.clone(),
+            assignments,
+        );
+        for b in &bursts {
+            registry.report(
+                &b.spoke,
+                ReportRequest {
+                    hub_epoch: registry.epoch().to_string(),
+                    applied_version: 0,
+                    statuses: vec![AssignmentStatus {
+                        key: b.key.clone(),
+                        observed_version: 1,
+                        phase: BurstPhase::Running as i32,
+                        brokers_ready: b.size,
+                        size: b.size,
+                        ..Default::default()
+                    }],
+                },
+            );
+        }
+        mc_writer.apply_watcher_event(&watcher::Event::Apply(mc));
+    }
+    // The payload of every spoke's current snapshot (built on demand when sent).
+    let snapshot_bytes: usize = (0..SPOKES)
+        .map(|s| {
+            registry
+                .snapshot(&format!("spoke-{s}"))
+                .assignments
+                .iter()
+                .map(|a| {
+                    a.minicluster_spec_json.len()
+                        + a.broker_toml.len()
+                        + a.resource_set.len()
+                        + a.curve_cert.len()
+                })
+                .sum::<usize>()
+        })
+        .sum();
+
+    let heap = LIVE.load(Ordering::Relaxed).saturating_sub(heap_before);
+    let rss = rss_kib().saturating_sub(rss_before);
+    let (connected, assignments) = registry.counts();
+    println!(
+        "hub memory with {MINICLUSTERS} bursting MiniClusters ({} cached objects, {assignments} assignments over {connected} connected spokes, snapshots ~{:.1} MiB of payload):",
+        mcs.len() + jobs.len() + cms.len() + secrets.len() + services.len(),
+        snapshot_bytes as f64 / 1_048_576.0,
+    );
+    println!(
+        "  live heap {:.1} MiB (target <= 60 MiB); RSS growth {:.1} MiB; RSS total {:.1} MiB",
+        heap as f64 / 1_048_576.0,
+        rss as f64 / 1024.0,
+        rss_kib() as f64 / 1024.0
+    );
+    drop(subscriptions);
+}

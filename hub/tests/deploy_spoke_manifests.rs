@@ -1,0 +1,758 @@
+//! The spoke's install manifests under `deploy/spoke/`: every document parses into its
+//! `k8s_openapi` type, the RBAC grants exactly what the spoke needs (least privilege,
+//! nothing missing), the Deployment runs `flux-spoke run` with the hub URL, domain and
+//! spoke name from the ConfigMap, its certificates from the Secret `flux-spoke-tls`
+//! mounted read-only, probes on the port `--metrics-addr` serves, a restricted security
+//! context; every object passes the strict `kubernetes-validate` oracle;
+//! `kustomization.yaml` installs all of it; the image (Dockerfile) ships the binary.
+
+mod common;
+
+use std::any::TypeId;
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{
+    ConfigMap, Container, Namespace, PodSpec, SecretVolumeSource, ServiceAccount,
+};
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use k8s_openapi::{Metadata, NamespaceResourceScope, Resource};
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
+
+use common::root;
+
+const NAMESPACE: &str = "flux-spoke-system";
+const SERVICE_ACCOUNT: &str = "flux-spoke";
+const DEPLOYMENT: &str = "flux-spoke";
+const CONFIG_MAP: &str = "flux-spoke-config";
+const TLS_SECRET: &str = "flux-spoke-tls";
+/// The hub's image, which ships both binaries.
+const IMAGE: &str = "ghcr.io/flux-framework/flux-hub:0.1.0";
+const BINARY: &str = "/usr/local/bin/flux-spoke";
+const PROBE_PORT: i32 = 8081;
+const UID: i64 = 65532;
+const RBAC_GROUP: &str = "rbac.authorization.k8s.io";
+
+/// Exactly what the spoke may do, cluster-wide: `(API group, resource) -> verbs`.
+fn required() -> Grants {
+    let object_verbs = ["get", "list", "watch", "patch", "create", "delete"];
+    let mut grants = Grants::new();
+    let mut grant = |group: &str, resource: &str, verbs: &[&str]| {
+        grants.insert(
+            (group.to_owned(), resource.to_owned()),
+            verbs.iter().map(|v| (*v).to_owned()).collect(),
+        );
+    };
+    grant("", "namespaces", &["get", "create"]);
+    grant("", "configmaps", &object_verbs);
+    grant("", "secrets", &object_verbs);
+    grant("", "services", &object_verbs);
+    grant("batch", "jobs", &object_verbs);
+    grant("", "pods", &["list", "watch", "delete"]);
+    grants
+}
+
+fn spoke_dir() -> PathBuf {
+    root().join("deploy/spoke")
+}
+
+fn canonical(path: &Path) -> PathBuf {
+    path.canonicalize()
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+fn is_kustomization(path: &Path) -> bool {
+    matches!(
+        path.file_name().and_then(|n| n.to_str()),
+        Some("kustomization.yaml" | "kustomization.yml" | "Kustomization")
+    )
+}
+
+/// Every manifest file in `deploy/spoke/` (no subdirectories expected), sorted.
+fn manifest_files() -> Vec<PathBuf> {
+    let dir = spoke_dir();
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .map(|e| e.expect("directory entry").path())
+        .inspect(|p| assert!(!p.is_dir(), "unexpected directory {}", p.display()))
+        .filter(|p| p.extension().is_some_and(|e| e == "yaml" || e == "yml"))
+        .filter(|p| !is_kustomization(p))
+        .collect();
+    files.sort();
+    assert!(!files.is_empty(), "no manifests in deploy/spoke/");
+    files
+}
+
+struct Doc {
+    origin: String,
+    value: serde_yaml_ng::Value,
+}
+
+impl Doc {
+    fn field(&self, name: &str) -> &str {
+        self.value
+            .get(name)
+            .and_then(|v| v.as_str())
+            .unwrap_or_else(|| panic!("{}: no {name}", self.origin))
+    }
+}
+
+fn documents() -> Vec<Doc> {
+    let mut docs = Vec::new();
+    for file in manifest_files() {
+        let text = std::fs::read_to_string(&file).expect("read manifest");
+        let rel = file
+            .strip_prefix(root())
+            .unwrap_or(&file)
+            .display()
+            .to_string();
+        for (i, de) in serde_yaml_ng::Deserializer::from_str(&text).enumerate() {
+            let origin = format!("{rel} document {i}");
+            let value = serde_yaml_ng::Value::deserialize(de)
+                .unwrap_or_else(|e| panic!("{origin}: invalid YAML: {e}"));
+            if !value.is_null() {
+                docs.push(Doc { origin, value });
+            }
+        }
+    }
+    docs
+}
+
+/// Every object of `deploy/spoke/`, typed.
+#[derive(Default)]
+struct Manifests {
+    namespaces: Vec<Namespace>,
+    service_accounts: Vec<ServiceAccount>,
+    cluster_roles: Vec<ClusterRole>,
+    cluster_role_bindings: Vec<ClusterRoleBinding>,
+    config_maps: Vec<ConfigMap>,
+    deployments: Vec<Deployment>,
+    ids: BTreeSet<(String, String, String)>,
+}
+
+/// Parses `doc` into `out` when it is a `T`; namespaced objects must be in the spoke's
+/// namespace, cluster-scoped ones in none.
+fn take<T>(doc: &Doc, ids: &mut BTreeSet<(String, String, String)>, out: &mut Vec<T>) -> bool
+where
+    T: Resource + Metadata<Ty = k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta>,
+    T: DeserializeOwned,
+    T::Scope: 'static,
+{
+    if doc.field("apiVersion") != T::API_VERSION || doc.field("kind") != T::KIND {
+        return false;
+    }
+    let object: T = serde_yaml_ng::from_value(doc.value.clone())
+        .unwrap_or_else(|e| panic!("{}: not a valid {}: {e}", doc.origin, T::KIND));
+    let meta = object.metadata();
+    let name = meta
+        .name
+        .clone()
+        .unwrap_or_else(|| panic!("{}: {} without a name", doc.origin, T::KIND));
+    let namespace = meta.namespace.clone().unwrap_or_default();
+    if TypeId::of::<T::Scope>() == TypeId::of::<NamespaceResourceScope>() {
+        assert_eq!(
+            namespace,
+            NAMESPACE,
+            "{}: {} {name} must set metadata.namespace {NAMESPACE}",
+            doc.origin,
+            T::KIND
+        );
+    } else {
+        assert!(
+            namespace.is_empty(),
+            "{}: cluster-scoped {} {name} has a namespace",
+            doc.origin,
+            T::KIND
+        );
+    }
+    assert!(
+        ids.insert((T::KIND.to_owned(), namespace, name.clone())),
+        "{}: a second {} {name}",
+        doc.origin,
+        T::KIND
+    );
+    out.push(object);
+    true
+}
+
+fn manifests() -> Manifests {
+    let mut m = Manifests::default();
+    for doc in documents() {
+        let ids = &mut m.ids;
+        let known = take(&doc, ids, &mut m.namespaces)
+            || take(&doc, ids, &mut m.service_accounts)
+            || take(&doc, ids, &mut m.cluster_roles)
+            || take(&doc, ids, &mut m.cluster_role_bindings)
+            || take(&doc, ids, &mut m.config_maps)
+            || take(&doc, ids, &mut m.deployments);
+        assert!(
+            known,
+            "{}: {} {} is not one of the kinds this test checks",
+            doc.origin,
+            doc.field("apiVersion"),
+            doc.field("kind")
+        );
+    }
+    m
+}
+
+// ---------------------------------------------------------------------------------------
+// RBAC
+// ---------------------------------------------------------------------------------------
+
+type Grants = BTreeMap<(String, String), BTreeSet<String>>;
+
+/// One plain rule per group/resource: one API group, one resource, no wildcard, no
+/// resourceNames or nonResourceURLs, no duplicate verb.
+fn rule_grants(owner: &str, rules: &[PolicyRule], out: &mut Grants) {
+    for (i, rule) in rules.iter().enumerate() {
+        let at = format!("{owner} rule {i}");
+        let groups = rule.api_groups.as_deref().unwrap_or_default();
+        let resources = rule.resources.as_deref().unwrap_or_default();
+        assert!(
+            groups.len() == 1 && resources.len() == 1,
+            "{at}: one API group and one resource per rule, got {groups:?} {resources:?}"
+        );
+        assert!(
+            rule.resource_names.is_none() && rule.non_resource_urls.is_none(),
+            "{at}: resourceNames/nonResourceURLs are not expected"
+        );
+        let (group, resource) = (&groups[0], &resources[0]);
+        assert!(
+            group != "*" && resource != "*" && !rule.verbs.iter().any(|v| v == "*"),
+            "{at}: wildcard"
+        );
+        let verbs: BTreeSet<String> = rule.verbs.iter().cloned().collect();
+        assert_eq!(verbs.len(), rule.verbs.len(), "{at}: a verb twice");
+        assert!(
+            out.insert((group.clone(), resource.clone()), verbs)
+                .is_none(),
+            "{owner}: a second rule for {group:?}/{resource}"
+        );
+    }
+}
+
+fn is_spoke_account(s: &k8s_openapi::api::rbac::v1::Subject) -> bool {
+    s.kind == "ServiceAccount"
+        && s.name == SERVICE_ACCOUNT
+        && s.namespace.as_deref() == Some(NAMESPACE)
+        && s.api_group.as_deref().unwrap_or_default().is_empty()
+}
+
+#[test]
+fn every_manifest_parses_into_a_known_kind() {
+    let m = manifests();
+    assert_eq!(m.namespaces.len(), 1, "one Namespace");
+    assert_eq!(m.namespaces[0].metadata.name.as_deref(), Some(NAMESPACE));
+    let labels = m.namespaces[0].metadata.labels.clone().unwrap_or_default();
+    assert_eq!(
+        labels
+            .get("pod-security.kubernetes.io/enforce")
+            .map(String::as_str),
+        Some("restricted"),
+        "Pod Security restricted is enforced in {NAMESPACE}"
+    );
+    for (kind, count) in [
+        ("ServiceAccount", m.service_accounts.len()),
+        ("ClusterRole", m.cluster_roles.len()),
+        ("ClusterRoleBinding", m.cluster_role_bindings.len()),
+        ("ConfigMap", m.config_maps.len()),
+        ("Deployment", m.deployments.len()),
+    ] {
+        assert_eq!(count, 1, "one {kind} in deploy/spoke/");
+    }
+}
+
+#[test]
+fn cluster_role_grants_exactly_what_the_spoke_needs() {
+    let m = manifests();
+    let mut granted = Grants::new();
+    for binding in &m.cluster_role_bindings {
+        let subjects = binding.subjects.as_deref().unwrap_or_default();
+        assert!(
+            subjects.len() == 1 && is_spoke_account(&subjects[0]),
+            "ClusterRoleBinding {:?} must bind exactly ServiceAccount {NAMESPACE}/{SERVICE_ACCOUNT}: {subjects:?}",
+            binding.metadata.name
+        );
+        assert_eq!(binding.role_ref.api_group, RBAC_GROUP);
+        assert_eq!(binding.role_ref.kind, "ClusterRole");
+        let role = m
+            .cluster_roles
+            .iter()
+            .find(|r| r.metadata.name.as_deref() == Some(binding.role_ref.name.as_str()))
+            .unwrap_or_else(|| {
+                panic!(
+                    "ClusterRole {} is not in deploy/spoke/",
+                    binding.role_ref.name
+                )
+            });
+        assert!(
+            role.aggregation_rule.is_none(),
+            "the ClusterRole aggregates"
+        );
+        rule_grants(
+            &format!("ClusterRole {}", binding.role_ref.name),
+            role.rules.as_deref().unwrap_or_default(),
+            &mut granted,
+        );
+    }
+    let expected = required();
+    let empty = BTreeSet::new();
+    let mut problems = Vec::new();
+    for (key @ (group, resource), want) in &expected {
+        for verb in want.difference(granted.get(key).unwrap_or(&empty)) {
+            problems.push(format!("missing {verb} on {group:?}/{resource}"));
+        }
+    }
+    for (key @ (group, resource), have) in &granted {
+        for verb in have.difference(expected.get(key).unwrap_or(&empty)) {
+            problems.push(format!(
+                "{verb} on {group:?}/{resource} is more than the spoke needs"
+            ));
+        }
+    }
+    assert!(
+        problems.is_empty(),
+        "the spoke's RBAC:\n  {}",
+        problems.join("\n  ")
+    );
+
+    let accounts: Vec<&str> = m
+        .service_accounts
+        .iter()
+        .filter_map(|a| a.metadata.name.as_deref())
+        .collect();
+    assert_eq!(accounts, [SERVICE_ACCOUNT]);
+    assert_ne!(
+        m.service_accounts[0].automount_service_account_token,
+        Some(false),
+        "the spoke needs its token"
+    );
+}
+
+// ---------------------------------------------------------------------------------------
+// Deployment
+// ---------------------------------------------------------------------------------------
+
+fn deployment(m: &Manifests) -> &Deployment {
+    let d = &m.deployments[0];
+    assert_eq!(d.metadata.name.as_deref(), Some(DEPLOYMENT));
+    d
+}
+
+fn pod_spec(d: &Deployment) -> &PodSpec {
+    d.spec
+        .as_ref()
+        .and_then(|s| s.template.spec.as_ref())
+        .expect("Deployment pod spec")
+}
+
+fn container(d: &Deployment) -> &Container {
+    let containers = &pod_spec(d).containers;
+    assert_eq!(containers.len(), 1, "one container");
+    &containers[0]
+}
+
+/// `--flag=value` or `--flag value` in `args`.
+fn flag_value<'a>(args: &'a [String], flag: &str) -> Option<&'a str> {
+    let prefix = format!("{flag}=");
+    args.iter().enumerate().find_map(|(i, a)| {
+        if let Some(v) = a.strip_prefix(&prefix) {
+            Some(v)
+        } else if a == flag {
+            args.get(i + 1).map(String::as_str)
+        } else {
+            None
+        }
+    })
+}
+
+/// The `$(VAR)` references in `text` (Kubernetes expands them from the container's env).
+fn var_refs(text: &str) -> Vec<String> {
+    let mut refs = Vec::new();
+    let mut rest = text;
+    while let Some(at) = rest.find("$(") {
+        let after = &rest[at + 2..];
+        let end = after.find(')').expect("unterminated $(");
+        refs.push(after[..end].to_string());
+        rest = &after[end + 1..];
+    }
+    refs
+}
+
+#[test]
+fn deployment_runs_one_spoke() {
+    let m = manifests();
+    let d = deployment(&m);
+    let spec = d.spec.as_ref().expect("Deployment spec");
+    assert_eq!(spec.replicas, Some(1), "exactly one spoke per cluster");
+    assert_eq!(
+        spec.strategy.as_ref().and_then(|s| s.type_.as_deref()),
+        Some("Recreate"),
+        "never two spokes of the same name at once, not even during a rollout"
+    );
+    let pod_labels = spec
+        .template
+        .metadata
+        .as_ref()
+        .and_then(|m| m.labels.clone())
+        .unwrap_or_default();
+    let selector = spec.selector.match_labels.clone().unwrap_or_default();
+    assert!(!selector.is_empty(), "a selector");
+    assert!(
+        selector.iter().all(|(k, v)| pod_labels.get(k) == Some(v)),
+        "the selector {selector:?} selects the pod labels {pod_labels:?}"
+    );
+    let pod = pod_spec(d);
+    assert_eq!(pod.service_account_name.as_deref(), Some(SERVICE_ACCOUNT));
+    assert_ne!(pod.automount_service_account_token, Some(false));
+}
+
+#[test]
+fn container_runs_flux_spoke_with_the_config_map_and_the_tls_secret() {
+    let m = manifests();
+    let d = deployment(&m);
+    let c = container(d);
+    assert_eq!(c.image.as_deref(), Some(IMAGE));
+    assert_eq!(c.command.as_deref(), Some(&[BINARY.to_string()][..]));
+    let args = c.args.clone().unwrap_or_default();
+    assert_eq!(
+        args.first().map(String::as_str),
+        Some("run"),
+        "flux-spoke run"
+    );
+
+    // Hub URL, domain and spoke name come from the ConfigMap through env expansion.
+    let env = c.env.clone().unwrap_or_default();
+    let config_map = &m.config_maps[0];
+    assert_eq!(config_map.metadata.name.as_deref(), Some(CONFIG_MAP));
+    let data = config_map.data.clone().unwrap_or_default();
+    for flag in ["--hub", "--hub-domain", "--name"] {
+        let value = flag_value(&args, flag).unwrap_or_else(|| panic!("{flag} is set"));
+        let refs = var_refs(value);
+        assert_eq!(refs.len(), 1, "{flag}={value} comes from one variable");
+        let var = env
+            .iter()
+            .find(|e| e.name == refs[0])
+            .unwrap_or_else(|| panic!("{flag}: $({}) is not in the container's env", refs[0]));
+        let key_ref = var
+            .value_from
+            .as_ref()
+            .and_then(|v| v.config_map_key_ref.as_ref())
+            .unwrap_or_else(|| panic!("{} comes from a ConfigMap", var.name));
+        assert_eq!(key_ref.name, CONFIG_MAP);
+        assert_ne!(key_ref.optional, Some(true), "{}: required", var.name);
+        let value = data
+            .get(&key_ref.key)
+            .unwrap_or_else(|| panic!("ConfigMap {CONFIG_MAP} has no key {}", key_ref.key));
+        assert!(!value.trim().is_empty(), "{} is empty", key_ref.key);
+        if flag == "--hub" {
+            assert!(
+                value.starts_with("https://"),
+                "the hub URL is https:// (mTLS): {value}"
+            );
+        }
+    }
+    // Every $(VAR) in the args is defined before use (else Kubernetes leaves it verbatim).
+    for arg in &args {
+        for var in var_refs(arg) {
+            assert!(
+                env.iter().any(|e| e.name == var),
+                "{arg}: $({var}) undefined"
+            );
+        }
+    }
+    assert!(!args.iter().any(|a| a == "--insecure"), "no plaintext");
+
+    // Certificates: files of the Secret flux-spoke-tls, mounted read-only.
+    let pod = pod_spec(d);
+    let volumes = pod.volumes.clone().unwrap_or_default();
+    let (volume, secret): (String, SecretVolumeSource) = volumes
+        .iter()
+        .find_map(|v| {
+            v.secret
+                .as_ref()
+                .filter(|s| s.secret_name.as_deref() == Some(TLS_SECRET))
+                .map(|s| (v.name.clone(), s.clone()))
+        })
+        .unwrap_or_else(|| panic!("a volume of the Secret {TLS_SECRET}"));
+    assert_ne!(
+        secret.optional,
+        Some(true),
+        "the spoke cannot run without its certificate"
+    );
+    let mode = secret.default_mode.expect("a defaultMode");
+    assert_eq!(
+        mode & 0o007,
+        0,
+        "the key is not world-readable (mode {mode:o})"
+    );
+    let mount = c
+        .volume_mounts
+        .iter()
+        .flatten()
+        .find(|vm| vm.name == volume)
+        .expect("the TLS volume is mounted");
+    assert_eq!(mount.read_only, Some(true), "mounted read-only");
+    let items: BTreeMap<String, String> = secret
+        .items
+        .iter()
+        .flatten()
+        .map(|i| (i.path.clone(), i.key.clone()))
+        .collect();
+    for flag in ["--ca", "--cert", "--key"] {
+        let path = flag_value(&args, flag).unwrap_or_else(|| panic!("{flag} is set"));
+        let file = Path::new(path)
+            .strip_prefix(&mount.mount_path)
+            .unwrap_or_else(|_| panic!("{flag}={path} is not under {}", mount.mount_path))
+            .to_str()
+            .unwrap();
+        assert!(
+            items.is_empty() || items.contains_key(file),
+            "{flag}={path}: the Secret volume projects no {file} (items {items:?})"
+        );
+    }
+    // The pod's fsGroup owns the projected files, so the non-root user can read them.
+    let fs_group = pod.security_context.as_ref().and_then(|s| s.fs_group);
+    assert_eq!(
+        fs_group,
+        Some(UID),
+        "fsGroup lets user {UID} read the certificate files"
+    );
+    assert_eq!(mode & 0o040, 0o040, "group-readable (mode {mode:o})");
+}
+
+#[test]
+fn probes_use_the_metrics_port() {
+    let m = manifests();
+    let c = container(deployment(&m));
+    let args = c.args.clone().unwrap_or_default();
+    let addr: std::net::SocketAddr = flag_value(&args, "--metrics-addr")
+        .expect("--metrics-addr")
+        .parse()
+        .expect("--metrics-addr is an address");
+    assert!(addr.ip().is_unspecified(), "the kubelet must reach {addr}");
+    assert_eq!(i32::from(addr.port()), PROBE_PORT);
+    let ports = c.ports.clone().unwrap_or_default();
+    let http = ports
+        .iter()
+        .find(|p| p.name.as_deref() == Some("http"))
+        .expect("a port named http");
+    assert_eq!(http.container_port, PROBE_PORT);
+    for (what, probe, path) in [
+        ("livenessProbe", &c.liveness_probe, "/healthz"),
+        ("readinessProbe", &c.readiness_probe, "/readyz"),
+    ] {
+        let get = probe
+            .as_ref()
+            .and_then(|p| p.http_get.as_ref())
+            .unwrap_or_else(|| panic!("an HTTP {what}"));
+        assert_eq!(get.path.as_deref(), Some(path), "{what} path");
+        let port = match &get.port {
+            IntOrString::Int(p) => *p,
+            IntOrString::String(name) => {
+                ports
+                    .iter()
+                    .find(|p| p.name.as_deref() == Some(name.as_str()))
+                    .unwrap_or_else(|| panic!("{what}: no port named {name}"))
+                    .container_port
+            }
+        };
+        assert_eq!(port, PROBE_PORT, "{what} port");
+    }
+    let resources = c.resources.as_ref().expect("resources");
+    for r in ["cpu", "memory"] {
+        assert!(
+            resources
+                .requests
+                .as_ref()
+                .is_some_and(|q| q.contains_key(r)),
+            "a {r} request"
+        );
+    }
+    assert!(
+        resources
+            .limits
+            .as_ref()
+            .is_some_and(|q| q.contains_key("memory")),
+        "a memory limit"
+    );
+}
+
+#[test]
+fn security_context_is_restricted() {
+    let m = manifests();
+    let d = deployment(&m);
+    let pod = pod_spec(d);
+    for (what, v) in [
+        ("hostNetwork", pod.host_network),
+        ("hostPID", pod.host_pid),
+        ("hostIPC", pod.host_ipc),
+    ] {
+        assert_ne!(v, Some(true), "{what}");
+    }
+    let pod_ctx = pod.security_context.clone().unwrap_or_default();
+    let ctx = container(d)
+        .security_context
+        .clone()
+        .expect("a container securityContext");
+    assert_eq!(ctx.run_as_non_root.or(pod_ctx.run_as_non_root), Some(true));
+    assert_eq!(ctx.run_as_user.or(pod_ctx.run_as_user), Some(UID));
+    assert_eq!(ctx.read_only_root_filesystem, Some(true));
+    assert_eq!(ctx.allow_privilege_escalation, Some(false));
+    assert_ne!(ctx.privileged, Some(true));
+    let caps = ctx.capabilities.clone().unwrap_or_default();
+    assert!(caps.drop.iter().flatten().any(|c| c == "ALL"), "drop ALL");
+    assert!(
+        caps.add.unwrap_or_default().is_empty(),
+        "no capabilities added"
+    );
+    let seccomp = ctx
+        .seccomp_profile
+        .or(pod_ctx.seccomp_profile)
+        .map(|s| s.type_);
+    assert_eq!(seccomp.as_deref(), Some("RuntimeDefault"));
+}
+
+// ---------------------------------------------------------------------------------------
+// Oracle, kustomization, Dockerfile
+// ---------------------------------------------------------------------------------------
+
+#[test]
+fn kubernetes_validate_accepts_every_manifest() {
+    let validator = common::kubernetes_validate();
+    let files = manifest_files();
+    // Every document must be checked: the oracle only warns on a kind it has no schema for.
+    let expected = documents().len();
+    for version in ["1.33.0", "1.37.0"] {
+        let out = Command::new(&validator)
+            .args(["--strict", "-k", version])
+            .args(&files)
+            .output()
+            .expect("run kubernetes-validate");
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(
+            out.status.success(),
+            "kubernetes-validate --strict -k {version} rejected deploy/spoke/:\n{text}"
+        );
+        let passed = text.matches("passed for resource").count();
+        assert_eq!(
+            passed, expected,
+            "kubernetes-validate -k {version} checked {passed} of {expected} objects:\n{text}"
+        );
+    }
+}
+
+#[derive(Deserialize)]
+struct Kustomization {
+    #[serde(rename = "apiVersion")]
+    api_version: String,
+    kind: String,
+    #[serde(default)]
+    resources: Vec<String>,
+}
+
+#[test]
+fn kustomization_lists_every_manifest() {
+    let dir = spoke_dir();
+    let text = std::fs::read_to_string(dir.join("kustomization.yaml"))
+        .expect("deploy/spoke/kustomization.yaml");
+    let k: Kustomization = serde_yaml_ng::from_str(&text).expect("kustomization");
+    assert_eq!(k.api_version, "kustomize.config.k8s.io/v1beta1");
+    assert_eq!(k.kind, "Kustomization");
+    let listed: BTreeSet<PathBuf> = k
+        .resources
+        .iter()
+        .map(|e| {
+            assert!(
+                !e.contains("..") && !e.contains("://"),
+                "{e}: outside deploy/spoke/"
+            );
+            canonical(&dir.join(e))
+        })
+        .collect();
+    assert_eq!(listed.len(), k.resources.len(), "a resource listed twice");
+    let files: BTreeSet<PathBuf> = manifest_files().iter().map(|p| canonical(p)).collect();
+    assert_eq!(
+        listed, files,
+        "kustomization.yaml resources vs the YAML files"
+    );
+}
+
+/// `kubectl kustomize deploy/spoke/` (offline) builds exactly the manifests, when kubectl
+/// is on PATH.
+#[test]
+fn kubectl_kustomize_builds_every_object() {
+    let out = match Command::new("kubectl")
+        .arg("kustomize")
+        .arg(spoke_dir())
+        .output()
+    {
+        Ok(out) => out,
+        Err(e) => {
+            eprintln!("kubectl not runnable ({e}); skipping the kustomize build");
+            return;
+        }
+    };
+    assert!(
+        out.status.success(),
+        "kubectl kustomize deploy/spoke/ failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).expect("utf-8");
+    let mut built = BTreeSet::new();
+    for de in serde_yaml_ng::Deserializer::from_str(&text) {
+        let v = serde_yaml_ng::Value::deserialize(de).expect("kustomize output");
+        let get = |path: &[&str]| {
+            path.iter()
+                .try_fold(&v, |v, k| v.get(*k))
+                .and_then(|v| v.as_str())
+                .unwrap_or_default()
+                .to_owned()
+        };
+        built.insert((get(&["kind"]), get(&["metadata", "name"])));
+    }
+    let expected: BTreeSet<(String, String)> = documents()
+        .iter()
+        .map(|d| {
+            let name = d
+                .value
+                .get("metadata")
+                .and_then(|m| m.get("name"))
+                .and_then(|n| n.as_str())
+                .unwrap_or_default();
+            (d.field("kind").to_owned(), name.to_owned())
+        })
+        .collect();
+    assert_eq!(built, expected);
+}
+
+#[test]
+fn the_image_ships_the_spoke_binary() {
+    let dockerfile = std::fs::read_to_string(root().join("Dockerfile")).expect("Dockerfile");
+    assert!(
+        dockerfile.contains("cargo build --release -p flux-hub -p flux-spoke --locked"),
+        "the Dockerfile builds both binaries"
+    );
+    let lines: Vec<&str> = dockerfile.lines().map(str::trim).collect();
+    assert!(
+        lines.contains(&format!("COPY --from=build /out/flux-spoke {BINARY}").as_str()),
+        "the image has {BINARY}"
+    );
+    assert!(
+        dockerfile.contains("install -D -m 0755 target/release/flux-spoke /out/flux-spoke"),
+        "the build stage copies the spoke binary out"
+    );
+    assert!(
+        lines.contains(&format!("USER {UID}:{UID}").as_str()),
+        "the image runs as the Deployment's runAsUser"
+    );
+}

@@ -1,0 +1,16 @@
+//! Operations plumbing shared by the hub and spoke binaries (cargo feature `ops`):
+//! liveness/readiness flags, the `/metrics` + `/healthz` + `/readyz` HTTP server, logging
+//! setup and the shutdown signal.
+//!
+//! Unlike the rest of this crate, this module does I/O (it needs tokio, axum and
+//! tracing-subscriber), which is why it sits behind a feature that only the binaries'
+//! crates enable.
+
+#![warn(missing_docs)]
+
+pub mod health;
+pub mod logging;
+pub mod server;
+pub mod shutdown;
+
+pub use health::Health;

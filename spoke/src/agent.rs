@@ -1,0 +1,770 @@
+//! The spoke agent: dial the hub, consume `Watch` snapshots, make the cluster match each
+//! one, and report how every assignment is doing.
+//!
+//! One task runs everything (snapshots, Job changes, the report timer) so the state needs
+//! no locks; the decisions themselves are the pure functions of [`crate::reconcile`].
+//!
+//! Guarantees:
+//!
+//! * Deletions happen only while applying a snapshot: a hub outage, a refused connection
+//!   or a broken stream never deletes anything.
+//! * The first snapshot of every connection is reconciled in full (owned objects listed,
+//!   unlisted ones deleted), also after a spoke restart. Within a connection a snapshot
+//!   already fully applied (a heartbeat: same `hub_epoch` and `version`) is a no-op, and
+//!   an assignment whose content this process already applied is not applied again while
+//!   its objects exist.
+//! * `Report.applied_version` acknowledges a snapshot only once every assignment in it is
+//!   applied or refused and every unlisted object is deleted; a partly applied snapshot is
+//!   retried every report interval.
+//! * Reconnects forever: exponential backoff with jitter (`backon`), from
+//!   [`AgentConfig::min_reconnect_delay`] to [`AgentConfig::max_reconnect_delay`] (jitter
+//!   adds up to 100 %), reset after a connection that delivered a snapshot. A refused
+//!   certificate is retried at the maximum delay.
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use backon::{BackoffBuilder, ExponentialBuilder};
+use flux_shared::federation::assignment::Realized;
+use flux_shared::federation::auth::IdentityInterceptor;
+use flux_shared::federation::proto::spoke_client::SpokeClient;
+use flux_shared::federation::proto::{AssignmentStatus, ReportRequest, Snapshot, WatchRequest};
+use flux_shared::federation::tls::{ClientSecurity, TlsError, TransportSettings};
+use futures::{Stream, StreamExt};
+use k8s_openapi::api::batch::v1::Job;
+use tokio::sync::watch;
+use tokio::time::{Instant, MissedTickBehavior};
+use tonic::service::interceptor::InterceptedService;
+use tonic::transport::Channel;
+use tonic::{Code, Status};
+use tracing::{Instrument, debug, error, info, info_span, warn};
+
+use crate::cluster::{Cluster, Kind, error_chain};
+use crate::metrics::{ErrorKind, Metrics};
+use crate::reconcile::{
+    Applied, Decision, Memory, Outcome, Tracked, find_job, plan_snapshot, status,
+};
+
+/// How the agent reaches the hub and how often it reports.
+#[derive(Clone, Debug)]
+pub struct AgentConfig {
+    /// The hub's federation address: `https://host:port` for mTLS, `http://` with
+    /// [`ClientSecurity::InsecureDevelopment`].
+    pub hub_uri: String,
+    /// mTLS material (or the insecure development identity).
+    pub security: ClientSecurity,
+    /// Keepalives, timeouts, message size limits and the unary deadline.
+    pub settings: TransportSettings,
+    /// Every assignment's status is reported at least this often while connected (and
+    /// a partly applied snapshot retried).
+    pub report_interval: Duration,
+    /// This spoke's software version, sent with every Watch.
+    pub spoke_version: String,
+    /// First reconnect delay (before jitter).
+    pub min_reconnect_delay: Duration,
+    /// Largest reconnect delay (before jitter).
+    pub max_reconnect_delay: Duration,
+    /// After a Job change, how long to wait for more before reporting.
+    pub report_debounce: Duration,
+}
+
+impl AgentConfig {
+    /// Default [`AgentConfig::report_interval`].
+    pub const DEFAULT_REPORT_INTERVAL: Duration = Duration::from_secs(30);
+    /// Default [`AgentConfig::min_reconnect_delay`].
+    pub const DEFAULT_MIN_RECONNECT_DELAY: Duration = Duration::from_millis(200);
+    /// Default [`AgentConfig::max_reconnect_delay`].
+    pub const DEFAULT_MAX_RECONNECT_DELAY: Duration = Duration::from_secs(30);
+    /// Default [`AgentConfig::report_debounce`].
+    pub const DEFAULT_REPORT_DEBOUNCE: Duration = Duration::from_millis(250);
+
+    /// A configuration for `hub_uri` with `security` and every default: recommended
+    /// transport settings, reports every 30 s, reconnects after 200 ms up to 30 s, this
+    /// crate's version.
+    pub fn new(hub_uri: impl Into<String>, security: ClientSecurity) -> AgentConfig {
+        AgentConfig {
+            hub_uri: hub_uri.into(),
+            security,
+            settings: TransportSettings::default(),
+            report_interval: Self::DEFAULT_REPORT_INTERVAL,
+            spoke_version: env!("CARGO_PKG_VERSION").to_string(),
+            min_reconnect_delay: Self::DEFAULT_MIN_RECONNECT_DELAY,
+            max_reconnect_delay: Self::DEFAULT_MAX_RECONNECT_DELAY,
+            report_debounce: Self::DEFAULT_REPORT_DEBOUNCE,
+        }
+    }
+}
+
+/// A snapshot the agent fully applied.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AppliedSnapshot {
+    /// Its `hub_epoch`.
+    pub hub_epoch: String,
+    /// Its `version`.
+    pub version: u64,
+}
+
+type Client = SpokeClient<InterceptedService<Channel, IdentityInterceptor>>;
+type Changes = Pin<Box<dyn Stream<Item = ()> + Send>>;
+
+/// The agent. Build it with [`Agent::new`], keep what you need of [`Agent::applied`] and
+/// [`Agent::metrics`], then [`Agent::run`] it.
+pub struct Agent<C: Cluster> {
+    config: AgentConfig,
+    cluster: C,
+    metrics: Arc<Metrics>,
+    applied: watch::Sender<Option<AppliedSnapshot>>,
+}
+
+impl<C: Cluster> std::fmt::Debug for Agent<C> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Agent")
+            .field("hub_uri", &self.config.hub_uri)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What the agent knows between snapshots (and connections).
+#[derive(Debug, Default)]
+struct State {
+    memory: Memory,
+    /// Epoch of the last snapshot processed: the epoch reports are about.
+    epoch: String,
+    /// Last version of `epoch` fully applied (0: none).
+    acked: u64,
+    /// Last snapshot fully applied, in any epoch (sent with Watch).
+    applied: Option<AppliedSnapshot>,
+    /// Epoch and version of the last snapshot processed.
+    last: Option<(String, u64)>,
+    /// Whether it was fully applied.
+    complete: bool,
+    /// It, while it is not fully applied (retried).
+    pending: Option<Snapshot>,
+    /// One entry per assignment of that snapshot, plus the keys it removed.
+    tracked: Vec<Tracked>,
+    /// Statuses of the last report the hub accepted.
+    last_sent: Option<Vec<AssignmentStatus>>,
+}
+
+/// Why a connection ended.
+#[derive(Debug)]
+enum SessionError {
+    /// The hub URI or TLS settings are unusable.
+    Endpoint(TlsError),
+    /// TCP or TLS connection failed.
+    Connect(tonic::transport::Error),
+    /// The Watch call was refused.
+    Open(Status),
+    /// The Watch call did not answer within the unary deadline.
+    OpenTimeout,
+    /// The stream failed.
+    Stream(Status),
+    /// The hub ended the stream.
+    Ended,
+}
+
+struct SessionEnd {
+    got_snapshot: bool,
+    error: SessionError,
+}
+
+/// How soon to reconnect.
+enum Retry {
+    /// The next delay of the exponential backoff.
+    Backoff,
+    /// The maximum delay: retrying sooner will not help.
+    Slow,
+}
+
+impl<C: Cluster> Agent<C> {
+    /// An agent applying snapshots to `cluster`, recording into `metrics`.
+    pub fn new(config: AgentConfig, cluster: C, metrics: Arc<Metrics>) -> Agent<C> {
+        Agent {
+            config,
+            cluster,
+            metrics,
+            applied: watch::channel(None).0,
+        }
+    }
+
+    /// The last snapshot fully applied (`None` until the first one): readiness, and a way
+    /// for tests to wait for progress.
+    pub fn applied(&self) -> watch::Receiver<Option<AppliedSnapshot>> {
+        self.applied.subscribe()
+    }
+
+    /// The agent's metrics.
+    pub fn metrics(&self) -> Arc<Metrics> {
+        Arc::clone(&self.metrics)
+    }
+
+    /// Runs until `shutdown` resolves (whatever it is doing then is abandoned, which is
+    /// safe: the next start reconciles from scratch). Never fails: every error is logged,
+    /// counted and retried.
+    pub async fn run(self, shutdown: impl Future<Output = ()> + Send) {
+        let mut shutdown = std::pin::pin!(shutdown);
+        let mut changes: Changes = Box::pin(self.cluster.changes());
+        let mut state = State::default();
+        let builder = ExponentialBuilder::default()
+            .with_jitter()
+            .with_min_delay(self.config.min_reconnect_delay)
+            .with_max_delay(self.config.max_reconnect_delay)
+            .without_max_times();
+        let mut backoff = builder.build();
+        if matches!(self.config.security, ClientSecurity::InsecureDevelopment(_)) {
+            warn!(hub = %self.config.hub_uri, "INSECURE development mode: plaintext, no certificates");
+        }
+        loop {
+            let end = tokio::select! {
+                end = self.session(&mut state, &mut changes) => end,
+                () = &mut shutdown => break,
+            };
+            self.metrics.set_connected(false);
+            if end.got_snapshot {
+                backoff = builder.build();
+            }
+            let delay = match self.explain(&end.error) {
+                Retry::Backoff => backoff.next().unwrap_or(self.config.max_reconnect_delay),
+                Retry::Slow => self
+                    .config
+                    .max_reconnect_delay
+                    .mul_f32(1.0 + rand::random::<f32>()),
+            };
+            debug!(?delay, "reconnecting after a delay");
+            tokio::select! {
+                () = tokio::time::sleep(delay) => {}
+                () = &mut shutdown => break,
+            }
+        }
+        self.metrics.set_connected(false);
+        info!("spoke agent stopped");
+    }
+
+    /// Logs and counts why a connection ended, and says how soon to retry.
+    fn explain(&self, error: &SessionError) -> Retry {
+        let hub = &self.config.hub_uri;
+        match error {
+            SessionError::Endpoint(e) => {
+                error!(%hub, error = %e, "cannot use the hub address");
+                self.metrics.error(ErrorKind::Connect);
+                Retry::Slow
+            }
+            SessionError::Connect(e) => {
+                let text = error_chain(e);
+                self.metrics.error(ErrorKind::Connect);
+                if looks_like_tls(&text) {
+                    error!(%hub, error = %text, "TLS handshake with the hub failed: check --ca (the federation CA), --cert/--key (a spoke certificate from that CA) and --hub-domain (a name in the hub's certificate)");
+                    Retry::Slow
+                } else {
+                    warn!(%hub, error = %text, "cannot reach the hub");
+                    Retry::Backoff
+                }
+            }
+            SessionError::Open(status) | SessionError::Stream(status) => {
+                let text = status_text(status);
+                match status.code() {
+                    Code::Unauthenticated | Code::PermissionDenied => {
+                        self.metrics.error(ErrorKind::Auth);
+                        error!(%hub, code = ?status.code(), error = %text, "the hub refused this spoke's certificate: it must be a spoke certificate (spiffe://flux-framework.org/spoke/<name>) issued by the hub's CA; retrying slowly");
+                        Retry::Slow
+                    }
+                    _ if looks_like_tls(&text) => {
+                        self.metrics.error(ErrorKind::Auth);
+                        error!(%hub, error = %text, "TLS with the hub failed (certificate refused?): check --ca, --cert/--key and --hub-domain; retrying slowly");
+                        Retry::Slow
+                    }
+                    Code::Unavailable if matches!(error, SessionError::Open(_)) => {
+                        self.metrics.error(ErrorKind::NotReady);
+                        info!(%hub, reason = %text, "the hub is not serving assignments yet; retrying");
+                        Retry::Backoff
+                    }
+                    code => {
+                        self.metrics.error(ErrorKind::Stream);
+                        warn!(%hub, ?code, error = %text, "the Watch stream failed; reconnecting");
+                        Retry::Backoff
+                    }
+                }
+            }
+            SessionError::OpenTimeout => {
+                self.metrics.error(ErrorKind::Stream);
+                warn!(%hub, deadline = ?self.config.settings.unary_deadline, "the hub did not answer Watch in time; reconnecting");
+                Retry::Backoff
+            }
+            SessionError::Ended => {
+                info!(%hub, "the hub ended the Watch stream; reconnecting");
+                Retry::Backoff
+            }
+        }
+    }
+
+    /// One connection: open Watch, then handle snapshots, Job changes and the report
+    /// timer until the stream fails or ends.
+    async fn session(&self, state: &mut State, changes: &mut Changes) -> SessionEnd {
+        let fail = |error| SessionEnd {
+            got_snapshot: false,
+            error,
+        };
+        let settings = &self.config.settings;
+        let endpoint = match settings.endpoint(&self.config.hub_uri, &self.config.security) {
+            Ok(e) => e,
+            Err(e) => return fail(SessionError::Endpoint(e)),
+        };
+        let channel = match endpoint.connect().await {
+            Ok(c) => c,
+            Err(e) => return fail(SessionError::Connect(e)),
+        };
+        let mut client = SpokeClient::with_interceptor(channel, self.config.security.interceptor())
+            .max_decoding_message_size(settings.max_decoding_message_size)
+            .max_encoding_message_size(settings.max_decoding_message_size);
+        let request = WatchRequest {
+            applied_hub_epoch: state
+                .applied
+                .as_ref()
+                .map(|a| a.hub_epoch.clone())
+                .unwrap_or_default(),
+            applied_version: state.applied.as_ref().map_or(0, |a| a.version),
+            spoke_version: self.config.spoke_version.clone(),
+        };
+        // No grpc-timeout on a stream (it would end it); bound only the time to open it.
+        let mut stream =
+            match tokio::time::timeout(settings.unary_deadline, client.watch(request)).await {
+                Ok(Ok(response)) => response.into_inner(),
+                Ok(Err(status)) => return fail(SessionError::Open(status)),
+                Err(_) => return fail(SessionError::OpenTimeout),
+            };
+        self.metrics.set_connected(true);
+        info!(hub = %self.config.hub_uri, "connected to the hub");
+
+        let interval = self.config.report_interval;
+        let mut ticks = tokio::time::interval_at(Instant::now() + interval, interval);
+        ticks.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        let mut report_at: Option<Instant> = None;
+        let mut got_snapshot = false;
+        let mut changes_open = true;
+        loop {
+            tokio::select! {
+                message = stream.message() => match message {
+                    Ok(Some(snapshot)) => {
+                        self.metrics.snapshot_received(snapshot.assignments.len());
+                        self.process(state, snapshot, !got_snapshot).await;
+                        got_snapshot = true;
+                        self.report(&mut client, state, true).await;
+                    }
+                    Ok(None) => return SessionEnd { got_snapshot, error: SessionError::Ended },
+                    Err(status) => return SessionEnd { got_snapshot, error: SessionError::Stream(status) },
+                },
+                change = changes.next(), if changes_open => match change {
+                    Some(()) => {
+                        report_at.get_or_insert_with(|| Instant::now() + self.config.report_debounce);
+                    }
+                    None => {
+                        warn!("the Job change stream ended; reporting on the timer only");
+                        changes_open = false;
+                    }
+                },
+                () = sleep_until(report_at), if report_at.is_some() => {
+                    report_at = None;
+                    self.report(&mut client, state, false).await;
+                }
+                _ = ticks.tick() => {
+                    if !state.complete && let Some(snapshot) = state.pending.clone() {
+                        info!(version = snapshot.version, "retrying the snapshot not fully applied");
+                        self.process(state, snapshot, true).await;
+                    }
+                    self.report(&mut client, state, true).await;
+                }
+            }
+        }
+    }
+
+    /// Applies `snapshot` unless it is the one already fully applied (and not `force`).
+    async fn process(&self, state: &mut State, snapshot: Snapshot, force: bool) {
+        let id = (snapshot.hub_epoch.clone(), snapshot.version);
+        if !force && state.complete && state.last.as_ref() == Some(&id) {
+            debug!(hub_epoch = %id.0, version = id.1, "snapshot already applied (heartbeat)");
+            return;
+        }
+        let span = info_span!(
+            "snapshot",
+            hub_epoch = %snapshot.hub_epoch,
+            version = snapshot.version,
+            assignments = snapshot.assignments.len(),
+            retained = snapshot.retained_keys.len(),
+        );
+        self.apply_snapshot(state, snapshot).instrument(span).await;
+    }
+
+    async fn apply_snapshot(&self, state: &mut State, snapshot: Snapshot) {
+        let version = snapshot.version;
+        if snapshot.hub_epoch != state.epoch {
+            if !state.epoch.is_empty() {
+                info!(old = %state.epoch, new = %snapshot.hub_epoch, "new hub epoch (the hub restarted)");
+            }
+            state.epoch = snapshot.hub_epoch.clone();
+            state.acked = 0;
+            // Versions of another epoch mean nothing in this one.
+            for t in &mut state.tracked {
+                t.observed_version = 0;
+            }
+        }
+        state.last = Some((snapshot.hub_epoch.clone(), version));
+        state.complete = false;
+        state.pending = Some(snapshot.clone());
+
+        let owned = match self.cluster.owned().await {
+            Ok(owned) => owned,
+            Err(e) => {
+                self.metrics.error(ErrorKind::List);
+                error!(error = %e, "cannot list the spoke's objects; nothing applied or deleted, retrying later");
+                return;
+            }
+        };
+        let plan = plan_snapshot(&snapshot, &owned, &state.memory);
+        let previous: BTreeMap<String, Tracked> = std::mem::take(&mut state.tracked)
+            .into_iter()
+            .map(|t| (t.key.clone(), t))
+            .collect();
+        let mut failed = false;
+
+        // Namespaces first, once each.
+        let mut namespaces: BTreeMap<String, Result<(), String>> = BTreeMap::new();
+        for p in &plan.assignments {
+            if let Decision::Apply(r) = &p.decision {
+                namespaces.entry(r.namespace.clone()).or_insert(Ok(()));
+            }
+        }
+        for (namespace, result) in &mut namespaces {
+            if let Err(e) = self.cluster.ensure_namespace(namespace).await {
+                self.metrics.error(ErrorKind::Namespace);
+                error!(%namespace, error = %e, "cannot create the namespace");
+                *result = Err(e.to_string());
+            }
+        }
+
+        let mut tracked = Vec::with_capacity(plan.assignments.len() + plan.removed.len());
+        for p in plan.assignments {
+            let key = p.key;
+            match p.decision {
+                Decision::Apply(realized) => {
+                    let result = match namespaces.get(&realized.namespace) {
+                        Some(Err(e)) => Err(e.clone()),
+                        _ => self.apply_objects(&realized).await,
+                    };
+                    let job = Some((realized.namespace.clone(), realized.job.clone()));
+                    let size = realized.size;
+                    match result {
+                        Ok(()) => {
+                            info!(%key, objects = realized.objects.len(), "assignment applied");
+                            state.memory.refused.remove(&key);
+                            if let Some(assignment) =
+                                snapshot.assignments.iter().find(|a| a.key == key)
+                            {
+                                state.memory.applied.insert(
+                                    key.clone(),
+                                    Applied {
+                                        assignment: assignment.clone(),
+                                        realized: *realized,
+                                    },
+                                );
+                            }
+                            tracked.push(Tracked {
+                                key,
+                                observed_version: version,
+                                job,
+                                size,
+                                outcome: Outcome::Applied,
+                            });
+                        }
+                        Err(message) => {
+                            failed = true;
+                            state.memory.applied.remove(&key);
+                            let observed_version = previous
+                                .get(&key)
+                                .filter(|t| {
+                                    matches!(t.outcome, Outcome::Applied | Outcome::Failed { .. })
+                                })
+                                .map_or(0, |t| t.observed_version);
+                            tracked.push(Tracked {
+                                key,
+                                observed_version,
+                                job,
+                                size,
+                                outcome: Outcome::Failed { message },
+                            });
+                        }
+                    }
+                }
+                Decision::Unchanged => {
+                    state.memory.refused.remove(&key);
+                    if let Some(applied) = state.memory.applied.get(&key) {
+                        let r = &applied.realized;
+                        tracked.push(Tracked {
+                            key,
+                            observed_version: version,
+                            job: Some((r.namespace.clone(), r.job.clone())),
+                            size: r.size,
+                            outcome: Outcome::Applied,
+                        });
+                    }
+                }
+                Decision::Refuse(refusal) => {
+                    self.metrics.error(ErrorKind::Invalid);
+                    warn!(%key, reason = refusal.reason, error = %refusal.message, "assignment refused");
+                    tracked.push(refused(
+                        &key,
+                        version,
+                        &refusal.assignment,
+                        refusal.reason,
+                        &refusal.message,
+                    ));
+                    state.memory.refused.insert(key, *refusal);
+                }
+                Decision::StillRefused => {
+                    if let Some(r) = state.memory.refused.get(&key) {
+                        tracked.push(refused(&key, version, &r.assignment, r.reason, &r.message));
+                    }
+                }
+            }
+        }
+
+        let mut delete_errors: BTreeMap<String, String> = BTreeMap::new();
+        for o in &plan.delete {
+            match self.cluster.delete(o).await {
+                Ok(()) => {
+                    self.metrics.deleted(o.object.kind.as_str());
+                    info!(object = %o.object, key = %o.key, "deleted");
+                }
+                Err(e) => {
+                    failed = true;
+                    self.metrics.error(ErrorKind::Delete);
+                    error!(object = %o.object, key = %o.key, error = %e, "delete failed");
+                    delete_errors
+                        .entry(o.key.clone())
+                        .or_insert_with(|| e.to_string());
+                }
+            }
+        }
+        // Stale objects of an assignment that could not be pruned.
+        for t in &mut tracked {
+            if let Some(message) = delete_errors.get(&t.key)
+                && t.outcome == Outcome::Applied
+            {
+                t.outcome = Outcome::Failed {
+                    message: message.clone(),
+                };
+            }
+        }
+        for key in plan.removed {
+            let outcome = match delete_errors.get(&key) {
+                Some(message) => Outcome::Deleting {
+                    message: message.clone(),
+                },
+                None => Outcome::Deleted,
+            };
+            state.memory.applied.remove(&key);
+            state.memory.refused.remove(&key);
+            tracked.push(Tracked {
+                key,
+                observed_version: version,
+                job: None,
+                size: 0,
+                outcome,
+            });
+        }
+        for key in plan.forget {
+            state.memory.applied.remove(&key);
+            state.memory.refused.remove(&key);
+        }
+        tracked.sort_by(|a, b| a.key.cmp(&b.key));
+        state.tracked = tracked;
+
+        if failed {
+            warn!(retry_in = ?self.config.report_interval, "snapshot partly applied; retrying");
+        } else {
+            state.complete = true;
+            state.pending = None;
+            state.acked = version;
+            let applied = AppliedSnapshot {
+                hub_epoch: snapshot.hub_epoch.clone(),
+                version,
+            };
+            state.applied = Some(applied.clone());
+            self.applied.send_replace(Some(applied));
+            self.metrics.snapshot_applied(version);
+            info!("snapshot applied");
+        }
+    }
+
+    /// Applies one assignment's objects in order, stopping at the first error.
+    async fn apply_objects(&self, realized: &Realized) -> Result<(), String> {
+        for object in &realized.objects {
+            let kind = Kind::of(object);
+            match self.cluster.apply(object).await {
+                Ok(()) => self.metrics.applied(kind.as_str()),
+                Err(e) => {
+                    self.metrics.error(ErrorKind::Apply);
+                    error!(key = %realized.key, object = %object.describe(), error = %e, "apply failed");
+                    return Err(e.to_string());
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Sends every tracked status with the acknowledgement: always when `force`, else only
+    /// when a status changed since the last accepted report.
+    async fn report(&self, client: &mut Client, state: &mut State, force: bool) {
+        if state.epoch.is_empty() {
+            return;
+        }
+        let jobs = match self.cluster.jobs().await {
+            Ok(jobs) => Some(jobs),
+            Err(e) => {
+                self.metrics.error(ErrorKind::Jobs);
+                warn!(error = %e, "cannot read the spoke's Jobs; reporting without their status");
+                None
+            }
+        };
+        let statuses = statuses(&state.tracked, jobs.as_deref());
+        if !force && state.last_sent.as_ref() == Some(&statuses) {
+            return;
+        }
+        let request = ReportRequest {
+            hub_epoch: state.epoch.clone(),
+            applied_version: state.acked,
+            statuses: statuses.clone(),
+        };
+        let applied_version = request.applied_version;
+        match client
+            .report(self.config.settings.unary_request(request))
+            .await
+        {
+            Ok(_) => {
+                self.metrics.report_sent();
+                debug!(applied_version, statuses = statuses.len(), "reported");
+                state.last_sent = Some(statuses);
+            }
+            Err(status) => {
+                self.metrics.error(ErrorKind::Report);
+                warn!(code = ?status.code(), error = %status_text(&status), "Report failed; retrying later");
+                state.last_sent = None;
+            }
+        }
+    }
+}
+
+fn refused(
+    key: &str,
+    version: u64,
+    assignment: &flux_shared::federation::proto::Assignment,
+    reason: &str,
+    message: &str,
+) -> Tracked {
+    Tracked {
+        key: key.to_string(),
+        observed_version: version,
+        job: None,
+        size: assignment.burst_size,
+        outcome: Outcome::Refused {
+            reason: reason.to_string(),
+            message: message.to_string(),
+        },
+    }
+}
+
+/// The statuses of `tracked`; those that depend on a Job are left out when `jobs` could
+/// not be read.
+fn statuses(tracked: &[Tracked], jobs: Option<&[Job]>) -> Vec<AssignmentStatus> {
+    tracked
+        .iter()
+        .filter_map(|t| {
+            let needs_job = matches!(t.outcome, Outcome::Applied | Outcome::Failed { .. });
+            let job = match (needs_job, jobs) {
+                (false, _) => None,
+                (true, None) => return None,
+                (true, Some(jobs)) => t
+                    .job
+                    .as_ref()
+                    .and_then(|(namespace, name)| find_job(jobs, namespace, name)),
+            };
+            Some(status(t, job))
+        })
+        .collect()
+}
+
+async fn sleep_until(deadline: Option<Instant>) {
+    match deadline {
+        Some(deadline) => tokio::time::sleep_until(deadline).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// A status's message with its source chain (TLS alerts hide there).
+fn status_text(status: &Status) -> String {
+    let mut text = status.message().to_string();
+    let mut source = std::error::Error::source(status);
+    while let Some(s) = source {
+        let next = s.to_string();
+        if !text.contains(&next) {
+            text.push_str(": ");
+            text.push_str(&next);
+        }
+        source = s.source();
+    }
+    text
+}
+
+/// Whether an error reads like a TLS handshake or certificate problem.
+fn looks_like_tls(text: &str) -> bool {
+    let text = text.to_ascii_lowercase();
+    [
+        "alert",
+        "certificate",
+        "handshake",
+        "unknownissuer",
+        "notvalidforname",
+    ]
+    .iter()
+    .any(|needle| text.contains(needle))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tls_problems_are_recognised() {
+        for text in [
+            "transport error: received fatal alert: UnknownCA",
+            "invalid peer certificate: UnknownIssuer",
+            "invalid peer certificate: NotValidForName",
+            "tls handshake eof",
+        ] {
+            assert!(looks_like_tls(text), "{text}");
+        }
+        for text in [
+            "connection refused",
+            "the hub is not serving assignments yet",
+        ] {
+            assert!(!looks_like_tls(text), "{text}");
+        }
+    }
+
+    #[test]
+    fn statuses_skip_job_dependent_entries_without_jobs() {
+        let t = |key: &str, outcome| Tracked {
+            key: key.into(),
+            observed_version: 1,
+            job: Some(("ns".into(), key.into())),
+            size: 1,
+            outcome,
+        };
+        let tracked = [t("a", Outcome::Applied), t("b", Outcome::Deleted)];
+        let keys = |s: Vec<AssignmentStatus>| s.into_iter().map(|s| s.key).collect::<Vec<_>>();
+        assert_eq!(keys(statuses(&tracked, None)), ["b"]);
+        assert_eq!(keys(statuses(&tracked, Some(&[]))), ["a", "b"]);
+    }
+}

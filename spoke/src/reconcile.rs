@@ -1,0 +1,718 @@
+//! Pure decisions of the spoke: what to apply and delete for a snapshot
+//! ([`plan_snapshot`]), and how each assignment is doing ([`burst_phase`], [`status`]).
+//!
+//! No I/O here: the agent reads the cluster, calls these functions and carries out the
+//! result.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use flux_shared::federation::assignment::{RealizeError, Realized, realize};
+use flux_shared::federation::proto::{
+    Assignment, AssignmentStatus, BurstPhase, Condition, Snapshot,
+};
+use k8s_openapi::api::batch::v1::Job;
+
+use crate::cluster::{ObjectRef, OwnedObject};
+
+/// Type of the spoke's own condition saying whether it renders exactly the hub's
+/// broker.toml and R for an assignment (`True`), renders something else (`False`), or
+/// could not tell because the assignment was refused for another reason (`Unknown`).
+pub const CONFIG_IDENTICAL: &str = "ConfigIdentical";
+
+/// An assignment this process applied, and the objects it made of it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Applied {
+    /// The assignment as received.
+    pub assignment: Assignment,
+    /// Its objects.
+    pub realized: Realized,
+}
+
+/// An assignment this process refused (`BURST_PHASE_INVALID`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Refusal {
+    /// The assignment as received; the same content is not examined again.
+    pub assignment: Assignment,
+    /// Machine-readable reason: `Malformed`, `InvalidSpec` or `ConfigMismatch`.
+    pub reason: &'static str,
+    /// Why, for humans (the [`RealizeError`] message).
+    pub message: String,
+}
+
+impl Refusal {
+    /// The refusal of `assignment` for `error`.
+    pub fn new(assignment: &Assignment, error: &RealizeError) -> Refusal {
+        let reason = match error {
+            RealizeError::Malformed { .. } => "Malformed",
+            RealizeError::InvalidSpec { .. } => "InvalidSpec",
+            RealizeError::ConfigMismatch { .. } => "ConfigMismatch",
+        };
+        Refusal {
+            assignment: assignment.clone(),
+            reason,
+            message: error.to_string(),
+        }
+    }
+}
+
+/// What this process remembers between snapshots: the content it applied and the content
+/// it refused, per assignment key. Lost on restart, which only costs re-applying (a no-op
+/// for the API server) and re-examining.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Memory {
+    /// Assignments applied completely, by key.
+    pub applied: BTreeMap<String, Applied>,
+    /// Assignments refused, by key.
+    pub refused: BTreeMap<String, Refusal>,
+}
+
+/// What to do with one assignment of a snapshot.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Decision {
+    /// Apply these objects (new or changed content, or objects missing from the cluster).
+    Apply(Box<Realized>),
+    /// Identical to what this process applied, and every object is still there.
+    Unchanged,
+    /// Refuse it (it does not realize): report `BURST_PHASE_INVALID`.
+    Refuse(Box<Refusal>),
+    /// Identical to content refused before: refused again without re-examining it.
+    StillRefused,
+}
+
+/// One assignment of a snapshot and what to do with it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Planned {
+    /// Assignment key.
+    pub key: String,
+    /// The decision.
+    pub decision: Decision,
+}
+
+/// Everything to do to make the cluster match one snapshot.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct SnapshotPlan {
+    /// The snapshot's assignments in its order (a repeated key is planned once).
+    pub assignments: Vec<Planned>,
+    /// Owned objects to delete, Jobs first: every object whose key the snapshot lists
+    /// neither as an assignment nor as retained, and objects of an applied assignment that
+    /// it no longer renders.
+    pub delete: Vec<OwnedObject>,
+    /// Keys no longer listed whose objects are in `delete` (report them `DELETED` once
+    /// those deletions succeed).
+    pub removed: BTreeSet<String>,
+    /// Keys to forget from [`Memory`]: no longer listed at all.
+    pub forget: BTreeSet<String>,
+}
+
+/// Plans `snapshot` against the objects the spoke owns (`owned`) and what this process
+/// remembers (`memory`).
+///
+/// * An assignment whose content equals the one applied before, with every one of its
+///   objects still present, is left alone; any other realizable one is applied.
+/// * An assignment that does not realize is refused; the same content refused before is
+///   not examined again. Its existing objects (from an earlier, valid version) are kept.
+/// * Owned objects whose key is neither assigned nor retained are deleted; so are owned
+///   objects of an applied assignment that its current rendering no longer contains.
+/// * Retained keys are neither applied nor deleted.
+pub fn plan_snapshot(snapshot: &Snapshot, owned: &[OwnedObject], memory: &Memory) -> SnapshotPlan {
+    let present: BTreeSet<(&str, &ObjectRef)> =
+        owned.iter().map(|o| (o.key.as_str(), &o.object)).collect();
+    let mut plan = SnapshotPlan::default();
+    let mut seen: BTreeSet<&str> = BTreeSet::new();
+    // Keys whose current rendering is known, with the objects it contains.
+    let mut rendered: BTreeMap<&str, BTreeSet<ObjectRef>> = BTreeMap::new();
+
+    for a in &snapshot.assignments {
+        if !seen.insert(a.key.as_str()) {
+            continue;
+        }
+        let decision = decide(a, memory, &present);
+        match &decision {
+            Decision::Apply(r) => {
+                rendered.insert(&a.key, r.objects.iter().map(ObjectRef::of).collect());
+            }
+            Decision::Unchanged => {
+                if let Some(applied) = memory.applied.get(&a.key) {
+                    rendered.insert(
+                        &a.key,
+                        applied.realized.objects.iter().map(ObjectRef::of).collect(),
+                    );
+                }
+            }
+            Decision::Refuse(_) | Decision::StillRefused => {}
+        }
+        plan.assignments.push(Planned {
+            key: a.key.clone(),
+            decision,
+        });
+    }
+
+    let retained: BTreeSet<&str> = snapshot.retained_keys.iter().map(String::as_str).collect();
+    for o in owned {
+        let key = o.key.as_str();
+        if seen.contains(key) {
+            if let Some(objects) = rendered.get(key)
+                && !objects.contains(&o.object)
+            {
+                plan.delete.push(o.clone());
+            }
+        } else if !retained.contains(key) {
+            plan.delete.push(o.clone());
+            plan.removed.insert(o.key.clone());
+        }
+    }
+    plan.delete
+        .sort_by(|a, b| a.object.cmp(&b.object).then(a.key.cmp(&b.key)));
+
+    plan.forget = memory
+        .applied
+        .keys()
+        .chain(memory.refused.keys())
+        .filter(|k| !seen.contains(k.as_str()) && !retained.contains(k.as_str()))
+        .cloned()
+        .collect();
+    plan
+}
+
+fn decide(a: &Assignment, memory: &Memory, present: &BTreeSet<(&str, &ObjectRef)>) -> Decision {
+    if memory
+        .refused
+        .get(&a.key)
+        .is_some_and(|r| r.assignment == *a)
+    {
+        return Decision::StillRefused;
+    }
+    if let Some(applied) = memory.applied.get(&a.key)
+        && applied.assignment == *a
+    {
+        let complete = applied
+            .realized
+            .objects
+            .iter()
+            .all(|o| present.contains(&(a.key.as_str(), &ObjectRef::of(o))));
+        if complete {
+            return Decision::Unchanged;
+        }
+        return Decision::Apply(Box::new(applied.realized.clone()));
+    }
+    match realize(a) {
+        Ok(realized) => Decision::Apply(Box::new(realized)),
+        Err(error) => Decision::Refuse(Box::new(Refusal::new(a, &error))),
+    }
+}
+
+/// How an assignment of the current snapshot (or a removed one) ended up.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// Its objects are applied; the phase comes from its Job.
+    Applied,
+    /// Applying failed (it is retried); `message` says why. The phase comes from its Job
+    /// if an earlier version of it exists.
+    Failed {
+        /// The error.
+        message: String,
+    },
+    /// Refused: `BURST_PHASE_INVALID`.
+    Refused {
+        /// Machine-readable reason (see [`Refusal::reason`]).
+        reason: String,
+        /// Why.
+        message: String,
+    },
+    /// No longer assigned, and its objects are deleted: `BURST_PHASE_DELETED`.
+    Deleted,
+    /// No longer assigned, but deleting its objects failed (it is retried):
+    /// `BURST_PHASE_DELETING`.
+    Deleting {
+        /// The error.
+        message: String,
+    },
+}
+
+/// What the agent tracks of one assignment, to report its status.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Tracked {
+    /// Assignment key.
+    pub key: String,
+    /// Snapshot version (of the report's hub_epoch) whose copy of the assignment was last
+    /// applied or confirmed; 0 if none.
+    pub observed_version: u64,
+    /// Namespace and name of its Job, when it has one.
+    pub job: Option<(String, String)>,
+    /// Brokers it should run (reported while its Job does not exist).
+    pub size: i32,
+    /// How it ended up.
+    pub outcome: Outcome,
+}
+
+/// Phase of a burst from its Job: absent → `PENDING` (just applied, not seen yet);
+/// condition `Complete` true → `SUCCEEDED`; condition `Failed` true → `FAILED`; every
+/// broker ready (`status.ready` reaches `spec.parallelism`, at least 1) → `RUNNING`;
+/// anything else → `PENDING`.
+pub fn burst_phase(job: Option<&Job>) -> BurstPhase {
+    let Some(job) = job else {
+        return BurstPhase::Pending;
+    };
+    if condition_true(job, "Complete") {
+        return BurstPhase::Succeeded;
+    }
+    if condition_true(job, "Failed") {
+        return BurstPhase::Failed;
+    }
+    let parallelism = job.spec.as_ref().and_then(|s| s.parallelism).unwrap_or(1);
+    if parallelism > 0 && ready(job) >= parallelism {
+        BurstPhase::Running
+    } else {
+        BurstPhase::Pending
+    }
+}
+
+fn condition_true(job: &Job, type_: &str) -> bool {
+    job.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|cs| cs.iter().any(|c| c.type_ == type_ && c.status == "True"))
+}
+
+fn ready(job: &Job) -> i32 {
+    job.status.as_ref().and_then(|s| s.ready).unwrap_or(0)
+}
+
+/// A Job's conditions as protocol conditions.
+pub fn job_conditions(job: &Job) -> Vec<Condition> {
+    job.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .map(|cs| {
+            cs.iter()
+                .map(|c| Condition {
+                    r#type: c.type_.clone(),
+                    status: c.status.clone(),
+                    reason: c.reason.clone().unwrap_or_default(),
+                    message: c.message.clone().unwrap_or_default(),
+                    last_transition_unix_millis: c
+                        .last_transition_time
+                        .as_ref()
+                        .map_or(0, |t| t.0.as_millisecond()),
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn config_identical(status: &str, reason: &str, message: &str) -> Condition {
+    Condition {
+        r#type: CONFIG_IDENTICAL.to_string(),
+        status: status.to_string(),
+        reason: reason.to_string(),
+        message: message.to_string(),
+        last_transition_unix_millis: 0,
+    }
+}
+
+/// The Job `namespace/name` among `jobs`.
+pub fn find_job<'a>(jobs: &'a [Job], namespace: &str, name: &str) -> Option<&'a Job> {
+    jobs.iter().find(|j| {
+        j.metadata.namespace.as_deref() == Some(namespace)
+            && j.metadata.name.as_deref() == Some(name)
+    })
+}
+
+/// The status to report for `tracked`, whose Job (if it has one and it exists) is `job`.
+pub fn status(tracked: &Tracked, job: Option<&Job>) -> AssignmentStatus {
+    let mut status = AssignmentStatus {
+        key: tracked.key.clone(),
+        observed_version: tracked.observed_version,
+        phase: BurstPhase::Pending.into(),
+        brokers_ready: 0,
+        size: tracked.size,
+        conditions: Vec::new(),
+        message: String::new(),
+    };
+    let from_job = |status: &mut AssignmentStatus| {
+        status.phase = burst_phase(job).into();
+        if let Some(job) = job {
+            status.brokers_ready = ready(job);
+            if let Some(p) = job.spec.as_ref().and_then(|s| s.parallelism) {
+                status.size = p;
+            }
+            status.conditions = job_conditions(job);
+        }
+    };
+    match &tracked.outcome {
+        Outcome::Applied => {
+            from_job(&mut status);
+            status.conditions.push(config_identical(
+                "True",
+                "Identical",
+                "this spoke renders the hub's broker.toml and R byte for byte",
+            ));
+        }
+        Outcome::Failed { message } => {
+            from_job(&mut status);
+            status.message = message.clone();
+        }
+        Outcome::Refused { reason, message } => {
+            status.phase = BurstPhase::Invalid.into();
+            let identical = if reason == "ConfigMismatch" {
+                "False"
+            } else {
+                "Unknown"
+            };
+            status
+                .conditions
+                .push(config_identical(identical, reason, message));
+            status.message = message.clone();
+        }
+        Outcome::Deleted => {
+            status.phase = BurstPhase::Deleted.into();
+            status.size = 0;
+        }
+        Outcome::Deleting { message } => {
+            status.phase = BurstPhase::Deleting.into();
+            status.size = 0;
+            status.message = message.clone();
+        }
+    }
+    status
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cluster::Kind;
+    use crate::testing::sample_assignments;
+    use k8s_openapi::api::batch::v1::{JobCondition, JobSpec, JobStatus};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
+    fn snapshot(assignments: Vec<Assignment>, retained: &[&str]) -> Snapshot {
+        Snapshot {
+            hub_epoch: "e".into(),
+            version: 3,
+            assignments,
+            retained_keys: retained.iter().map(|s| s.to_string()).collect(),
+        }
+    }
+
+    fn owned_of(realized: &Realized) -> Vec<OwnedObject> {
+        realized
+            .objects
+            .iter()
+            .map(|o| OwnedObject {
+                object: ObjectRef::of(o),
+                key: realized.key.clone(),
+            })
+            .collect()
+    }
+
+    fn leftover(key: &str, kind: Kind, name: &str) -> OwnedObject {
+        OwnedObject {
+            object: ObjectRef {
+                kind,
+                namespace: "hpc".into(),
+                name: name.into(),
+            },
+            key: key.into(),
+        }
+    }
+
+    fn remember(memory: &mut Memory, a: &Assignment) -> Realized {
+        let realized = realize(a).unwrap();
+        memory.applied.insert(
+            a.key.clone(),
+            Applied {
+                assignment: a.clone(),
+                realized: realized.clone(),
+            },
+        );
+        realized
+    }
+
+    #[test]
+    fn new_assignments_are_applied_in_snapshot_order() {
+        let a = sample_assignments("hpc", "m", &[("x", 2), ("y", 1)]);
+        let plan = plan_snapshot(&snapshot(a.clone(), &[]), &[], &Memory::default());
+        let keys: Vec<_> = plan.assignments.iter().map(|p| p.key.as_str()).collect();
+        assert_eq!(keys, ["hpc/m/x", "hpc/m/y"]);
+        for p in &plan.assignments {
+            let Decision::Apply(r) = &p.decision else {
+                panic!("{p:?}")
+            };
+            assert_eq!(r.key, p.key);
+            assert!(r.objects.iter().any(|o| Kind::of(o) == Kind::Job));
+        }
+        assert!(plan.delete.is_empty() && plan.removed.is_empty() && plan.forget.is_empty());
+    }
+
+    #[test]
+    fn identical_content_with_every_object_present_is_left_alone() {
+        let a = sample_assignments("hpc", "m", &[("x", 2)]);
+        let mut memory = Memory::default();
+        let realized = remember(&mut memory, &a[0]);
+        let owned = owned_of(&realized);
+        let plan = plan_snapshot(&snapshot(a.clone(), &[]), &owned, &memory);
+        assert_eq!(plan.assignments[0].decision, Decision::Unchanged);
+        assert!(plan.delete.is_empty());
+
+        // An object deleted behind the spoke's back: applied again.
+        let plan = plan_snapshot(&snapshot(a.clone(), &[]), &owned[1..], &memory);
+        assert!(matches!(plan.assignments[0].decision, Decision::Apply(_)));
+
+        // Changed content: applied again.
+        let mut changed = a[0].clone();
+        changed.minicluster.as_mut().unwrap().generation += 1;
+        let plan = plan_snapshot(&snapshot(vec![changed], &[]), &owned, &memory);
+        assert!(matches!(plan.assignments[0].decision, Decision::Apply(_)));
+    }
+
+    #[test]
+    fn unlisted_keys_are_deleted_jobs_first_and_retained_ones_kept() {
+        let a = sample_assignments("hpc", "m", &[("x", 2), ("y", 1), ("z", 1)]);
+        let mut owned = Vec::new();
+        for r in a.iter().map(|a| realize(a).unwrap()) {
+            owned.extend(owned_of(&r));
+        }
+        // Only x stays assigned; z is retained; y goes.
+        let plan = plan_snapshot(
+            &snapshot(vec![a[0].clone()], &["hpc/m/z"]),
+            &owned,
+            &Memory::default(),
+        );
+        assert_eq!(plan.removed, BTreeSet::from(["hpc/m/y".to_string()]));
+        assert!(!plan.delete.is_empty());
+        assert!(plan.delete.iter().all(|o| o.key == "hpc/m/y"));
+        assert_eq!(plan.delete[0].object.kind, Kind::Job);
+        let expected: BTreeSet<_> = owned_of(&realize(&a[1]).unwrap()).into_iter().collect();
+        let got: BTreeSet<_> = plan.delete.iter().cloned().collect();
+        assert_eq!(got, expected);
+
+        // An empty snapshot deletes everything the spoke owns, retained or not listed.
+        let plan = plan_snapshot(&snapshot(vec![], &[]), &owned, &Memory::default());
+        assert_eq!(plan.delete.len(), owned.len());
+        assert_eq!(plan.removed.len(), 3);
+    }
+
+    #[test]
+    fn stale_objects_of_an_applied_assignment_are_pruned() {
+        let a = sample_assignments("hpc", "m", &[("x", 2)]);
+        let mut owned = owned_of(&realize(&a[0]).unwrap());
+        let stale = leftover("hpc/m/x", Kind::Service, "x-old-sidecar");
+        owned.push(stale.clone());
+        let plan = plan_snapshot(&snapshot(a, &[]), &owned, &Memory::default());
+        assert_eq!(plan.delete, vec![stale]);
+        assert!(plan.removed.is_empty(), "the key is still assigned");
+    }
+
+    #[test]
+    fn refused_assignments_keep_their_objects_and_are_not_reexamined() {
+        let a = sample_assignments("hpc", "m", &[("x", 2)]);
+        let owned = owned_of(&realize(&a[0]).unwrap());
+        let mut bad = a[0].clone();
+        bad.broker_toml.push_str("# tampered\n");
+        let plan = plan_snapshot(
+            &snapshot(vec![bad.clone()], &[]),
+            &owned,
+            &Memory::default(),
+        );
+        let Decision::Refuse(refusal) = &plan.assignments[0].decision else {
+            panic!("{:?}", plan.assignments[0])
+        };
+        assert_eq!(refusal.reason, "ConfigMismatch");
+        assert!(
+            refusal.message.contains("broker.toml"),
+            "{}",
+            refusal.message
+        );
+        assert!(plan.delete.is_empty(), "a refused key's objects stay");
+
+        let mut memory = Memory::default();
+        memory
+            .refused
+            .insert(bad.key.clone(), Refusal::clone(refusal));
+        let plan = plan_snapshot(&snapshot(vec![bad.clone()], &[]), &owned, &memory);
+        assert_eq!(plan.assignments[0].decision, Decision::StillRefused);
+        // Fixed content is examined again.
+        let plan = plan_snapshot(&snapshot(a.clone(), &[]), &owned, &memory);
+        assert!(matches!(plan.assignments[0].decision, Decision::Apply(_)));
+    }
+
+    #[test]
+    fn memory_of_unlisted_keys_is_forgotten_but_retained_is_kept() {
+        let a = sample_assignments("hpc", "m", &[("x", 2), ("y", 1)]);
+        let mut memory = Memory::default();
+        remember(&mut memory, &a[0]);
+        remember(&mut memory, &a[1]);
+        let plan = plan_snapshot(&snapshot(vec![], &["hpc/m/y"]), &[], &memory);
+        assert_eq!(plan.forget, BTreeSet::from(["hpc/m/x".to_string()]));
+    }
+
+    #[test]
+    fn repeated_keys_are_planned_once() {
+        let a = sample_assignments("hpc", "m", &[("x", 2)]);
+        let plan = plan_snapshot(
+            &snapshot(vec![a[0].clone(), a[0].clone()], &[]),
+            &[],
+            &Memory::default(),
+        );
+        assert_eq!(plan.assignments.len(), 1);
+    }
+
+    fn job(parallelism: Option<i32>, ready: Option<i32>, conditions: &[(&str, &str)]) -> Job {
+        Job {
+            spec: Some(JobSpec {
+                parallelism,
+                ..Default::default()
+            }),
+            status: Some(JobStatus {
+                ready,
+                conditions: Some(
+                    conditions
+                        .iter()
+                        .map(|(t, s)| JobCondition {
+                            type_: t.to_string(),
+                            status: s.to_string(),
+                            reason: Some(format!("{t}Reason")),
+                            message: Some(format!("{t} message")),
+                            last_transition_time: Some(Time(
+                                k8s_openapi::jiff::Timestamp::from_millisecond(1_700_000_000_123)
+                                    .unwrap(),
+                            )),
+                            ..Default::default()
+                        })
+                        .collect(),
+                ),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn phase_from_the_job() {
+        use BurstPhase::*;
+        let cases = [
+            (None, Pending),
+            (Some(job(Some(3), None, &[])), Pending),
+            (Some(job(Some(3), Some(2), &[])), Pending),
+            (Some(job(Some(3), Some(3), &[])), Running),
+            (Some(job(None, Some(1), &[])), Running),
+            (Some(job(Some(0), Some(0), &[])), Pending),
+            (
+                Some(job(Some(3), Some(0), &[("Complete", "True")])),
+                Succeeded,
+            ),
+            (Some(job(Some(3), Some(3), &[("Failed", "True")])), Failed),
+            (Some(job(Some(3), Some(3), &[("Failed", "False")])), Running),
+            (
+                Some(job(Some(3), Some(1), &[("Suspended", "True")])),
+                Pending,
+            ),
+        ];
+        for (job, expected) in cases {
+            assert_eq!(burst_phase(job.as_ref()), expected, "{job:?}");
+        }
+    }
+
+    fn tracked(outcome: Outcome) -> Tracked {
+        Tracked {
+            key: "hpc/m/x".into(),
+            observed_version: 7,
+            job: Some(("hpc".into(), "x".into())),
+            size: 3,
+            outcome,
+        }
+    }
+
+    #[test]
+    fn status_of_an_applied_assignment_comes_from_its_job() {
+        let j = job(Some(3), Some(2), &[("Suspended", "False")]);
+        let s = status(&tracked(Outcome::Applied), Some(&j));
+        assert_eq!(s.key, "hpc/m/x");
+        assert_eq!(s.observed_version, 7);
+        assert_eq!(s.phase, BurstPhase::Pending as i32);
+        assert_eq!((s.brokers_ready, s.size), (2, 3));
+        assert_eq!(s.conditions.len(), 2);
+        assert_eq!(s.conditions[0].r#type, "Suspended");
+        assert_eq!(s.conditions[0].status, "False");
+        assert_eq!(s.conditions[0].reason, "SuspendedReason");
+        assert_eq!(s.conditions[0].message, "Suspended message");
+        assert_eq!(
+            s.conditions[0].last_transition_unix_millis,
+            1_700_000_000_123
+        );
+        assert_eq!(s.conditions[1].r#type, CONFIG_IDENTICAL);
+        assert_eq!(s.conditions[1].status, "True");
+        assert!(s.message.is_empty());
+
+        // Job not there yet: pending, with the size the spoke applied.
+        let s = status(&tracked(Outcome::Applied), None);
+        assert_eq!(s.phase, BurstPhase::Pending as i32);
+        assert_eq!((s.brokers_ready, s.size), (0, 3));
+    }
+
+    #[test]
+    fn status_of_refused_failed_and_removed_assignments() {
+        let s = status(
+            &tracked(Outcome::Refused {
+                reason: "ConfigMismatch".into(),
+                message: "different broker.toml".into(),
+            }),
+            None,
+        );
+        assert_eq!(s.phase, BurstPhase::Invalid as i32);
+        assert_eq!(s.message, "different broker.toml");
+        assert_eq!(s.conditions[0].r#type, CONFIG_IDENTICAL);
+        assert_eq!(s.conditions[0].status, "False");
+
+        let s = status(
+            &tracked(Outcome::Refused {
+                reason: "Malformed".into(),
+                message: "no lead".into(),
+            }),
+            None,
+        );
+        assert_eq!(s.conditions[0].status, "Unknown");
+
+        let running = job(Some(3), Some(3), &[]);
+        let s = status(
+            &tracked(Outcome::Failed {
+                message: "apply Job: immutable".into(),
+            }),
+            Some(&running),
+        );
+        assert_eq!(
+            s.phase,
+            BurstPhase::Running as i32,
+            "the old Job still runs"
+        );
+        assert_eq!(s.message, "apply Job: immutable");
+
+        let s = status(&tracked(Outcome::Deleted), Some(&running));
+        assert_eq!(s.phase, BurstPhase::Deleted as i32);
+        assert_eq!((s.brokers_ready, s.size), (0, 0));
+
+        let s = status(
+            &tracked(Outcome::Deleting {
+                message: "forbidden".into(),
+            }),
+            None,
+        );
+        assert_eq!(s.phase, BurstPhase::Deleting as i32);
+        assert_eq!(s.message, "forbidden");
+    }
+
+    #[test]
+    fn jobs_are_found_by_namespace_and_name() {
+        let mut a = job(Some(1), None, &[]);
+        a.metadata.namespace = Some("hpc".into());
+        a.metadata.name = Some("x".into());
+        let mut b = a.clone();
+        b.metadata.namespace = Some("other".into());
+        let jobs = [b, a];
+        assert_eq!(
+            find_job(&jobs, "hpc", "x").and_then(|j| j.metadata.namespace.as_deref()),
+            Some("hpc")
+        );
+        assert!(find_job(&jobs, "hpc", "y").is_none());
+    }
+}

@@ -1,0 +1,372 @@
+//! Test support: [`FakeCluster`], an in-memory [`Cluster`] that records what the agent
+//! does, lets a test set Job statuses, and can be made to fail; and
+//! [`sample_assignments`], valid assignments built the way the hub builds them.
+//!
+//! ```
+//! # use flux_spoke::testing::{FakeCluster, Op};
+//! let cluster = FakeCluster::new();
+//! assert!(cluster.ops().is_empty());
+//! ```
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use flux_shared::api::MiniCluster;
+use flux_shared::federation::assignment::{SPOKE_MANAGER, build};
+use flux_shared::federation::proto::Assignment;
+use flux_shared::plan::{Endpoint, Plan};
+use flux_shared::render::{Object, labels};
+use futures::{Stream, StreamExt};
+use k8s_openapi::api::batch::v1::{Job, JobStatus};
+use tokio::sync::watch;
+use tokio_stream::wrappers::WatchStream;
+
+use crate::cluster::{Cluster, ClusterError, Kind, ObjectRef, OwnedObject, metadata};
+
+/// One recorded call of the agent.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Op {
+    /// `ensure_namespace(namespace)`.
+    EnsureNamespace(String),
+    /// `apply(object)` that succeeded.
+    Apply(ObjectRef),
+    /// `delete(object)` that succeeded.
+    Delete(ObjectRef),
+}
+
+/// The operations of [`Cluster`], to select which ones fail.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FakeOp {
+    /// `ensure_namespace`.
+    EnsureNamespace,
+    /// `apply`.
+    Apply,
+    /// `owned`.
+    Owned,
+    /// `delete`.
+    Delete,
+    /// `jobs`.
+    Jobs,
+}
+
+#[derive(Clone, Debug)]
+struct Failure {
+    op: FakeOp,
+    kind: Option<Kind>,
+    message: String,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    objects: BTreeMap<ObjectRef, Object>,
+    namespaces: BTreeSet<String>,
+    ops: Vec<Op>,
+    failures: Vec<Failure>,
+}
+
+/// An in-memory cluster.
+///
+/// Behaves like an API server where it matters to the agent: applying into a namespace
+/// that does not exist fails (404), applying a Job keeps its status (server-side apply
+/// does not touch it), deleting a missing object succeeds, `owned` finds objects by the
+/// same labels and annotation as the real implementation, and `jobs` only returns Jobs
+/// labelled as the spoke's.
+#[derive(Clone, Debug)]
+pub struct FakeCluster {
+    state: Arc<Mutex<State>>,
+    changes: Arc<watch::Sender<u64>>,
+}
+
+impl Default for FakeCluster {
+    fn default() -> FakeCluster {
+        FakeCluster::new()
+    }
+}
+
+impl FakeCluster {
+    /// An empty cluster: no namespaces, no objects.
+    pub fn new() -> FakeCluster {
+        FakeCluster {
+            state: Arc::new(Mutex::new(State::default())),
+            changes: Arc::new(watch::channel(0).0),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // A test that panicked while holding the lock has failed already; keep going.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn notify(&self) {
+        self.changes.send_modify(|n| *n = n.wrapping_add(1));
+    }
+
+    fn check(&self, op: FakeOp, kind: Option<Kind>, action: &str) -> Result<(), ClusterError> {
+        let state = self.lock();
+        let failure = state
+            .failures
+            .iter()
+            .find(|f| f.op == op && (f.kind.is_none() || f.kind == kind));
+        match failure {
+            Some(f) => Err(ClusterError {
+                action: action.to_string(),
+                code: Some(500),
+                message: f.message.clone(),
+            }),
+            None => Ok(()),
+        }
+    }
+
+    /// Puts `object` in the cluster (creating its namespace) without recording an
+    /// operation: for objects left over from an earlier run of the spoke, or someone
+    /// else's.
+    pub fn insert(&self, object: Object) {
+        let r = ObjectRef::of(&object);
+        let is_job = r.kind == Kind::Job;
+        {
+            let mut state = self.lock();
+            state.namespaces.insert(r.namespace.clone());
+            state.objects.insert(r, object);
+        }
+        if is_job {
+            self.notify();
+        }
+    }
+
+    /// Creates a namespace without recording an operation.
+    pub fn insert_namespace(&self, namespace: &str) {
+        self.lock().namespaces.insert(namespace.to_string());
+    }
+
+    /// Sets the status of Job `namespace/name` and wakes [`Cluster::changes`]. False if
+    /// there is no such Job.
+    pub fn set_job_status(&self, namespace: &str, name: &str, status: JobStatus) -> bool {
+        let r = ObjectRef {
+            kind: Kind::Job,
+            namespace: namespace.to_string(),
+            name: name.to_string(),
+        };
+        let found = match self.lock().objects.get_mut(&r) {
+            Some(Object::Job(job)) => {
+                job.status = Some(status);
+                true
+            }
+            _ => false,
+        };
+        if found {
+            self.notify();
+        }
+        found
+    }
+
+    /// Makes every call of `op` fail with `message` until [`FakeCluster::heal`].
+    pub fn fail(&self, op: FakeOp, message: &str) {
+        self.fail_kind(op, None, message);
+    }
+
+    /// Makes calls of `op` on objects of `kind` (every kind when `None`) fail with
+    /// `message` until [`FakeCluster::heal`].
+    pub fn fail_kind(&self, op: FakeOp, kind: Option<Kind>, message: &str) {
+        self.lock().failures.push(Failure {
+            op,
+            kind,
+            message: message.to_string(),
+        });
+    }
+
+    /// Ends every failure set with [`FakeCluster::fail`].
+    pub fn heal(&self) {
+        self.lock().failures.clear();
+    }
+
+    /// Every operation recorded so far, in order.
+    pub fn ops(&self) -> Vec<Op> {
+        self.lock().ops.clone()
+    }
+
+    /// Forgets the recorded operations.
+    pub fn clear_ops(&self) {
+        self.lock().ops.clear();
+    }
+
+    /// The objects applied so far, in order (repeats included).
+    pub fn applied(&self) -> Vec<ObjectRef> {
+        self.ops()
+            .into_iter()
+            .filter_map(|op| match op {
+                Op::Apply(r) => Some(r),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// The objects deleted so far, in order.
+    pub fn deleted(&self) -> Vec<ObjectRef> {
+        self.ops()
+            .into_iter()
+            .filter_map(|op| match op {
+                Op::Delete(r) => Some(r),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// Every object in the cluster, ordered by kind, namespace and name.
+    pub fn objects(&self) -> Vec<Object> {
+        self.lock().objects.values().cloned().collect()
+    }
+
+    /// The references of every object in the cluster.
+    pub fn refs(&self) -> Vec<ObjectRef> {
+        self.lock().objects.keys().cloned().collect()
+    }
+
+    /// One object.
+    pub fn get(&self, kind: Kind, namespace: &str, name: &str) -> Option<Object> {
+        let r = ObjectRef {
+            kind,
+            namespace: namespace.to_string(),
+            name: name.to_string(),
+        };
+        self.lock().objects.get(&r).cloned()
+    }
+
+    /// The existing namespaces.
+    pub fn namespaces(&self) -> Vec<String> {
+        self.lock().namespaces.iter().cloned().collect()
+    }
+}
+
+impl Cluster for FakeCluster {
+    async fn ensure_namespace(&self, namespace: &str) -> Result<(), ClusterError> {
+        self.check(
+            FakeOp::EnsureNamespace,
+            None,
+            &format!("create namespace {namespace}"),
+        )?;
+        let mut state = self.lock();
+        if state.namespaces.insert(namespace.to_string()) {
+            state.ops.push(Op::EnsureNamespace(namespace.to_string()));
+        }
+        Ok(())
+    }
+
+    async fn apply(&self, object: &Object) -> Result<(), ClusterError> {
+        let r = ObjectRef::of(object);
+        let action = format!("apply {r}");
+        self.check(FakeOp::Apply, Some(r.kind), &action)?;
+        let is_job = r.kind == Kind::Job;
+        {
+            let mut state = self.lock();
+            if !state.namespaces.contains(&r.namespace) {
+                return Err(ClusterError {
+                    action,
+                    code: Some(404),
+                    message: format!("namespaces \"{}\" not found", r.namespace),
+                });
+            }
+            let mut object = object.clone();
+            if let (Object::Job(new), Some(Object::Job(old))) = (&mut object, state.objects.get(&r))
+            {
+                new.status = old.status.clone();
+            }
+            state.objects.insert(r.clone(), object);
+            state.ops.push(Op::Apply(r));
+        }
+        if is_job {
+            self.notify();
+        }
+        Ok(())
+    }
+
+    async fn owned(&self) -> Result<Vec<OwnedObject>, ClusterError> {
+        self.check(FakeOp::Owned, None, "list owned objects")?;
+        Ok(self
+            .lock()
+            .objects
+            .iter()
+            .filter_map(|(r, o)| OwnedObject::from_meta(r.kind, metadata(o)))
+            .collect())
+    }
+
+    async fn delete(&self, object: &OwnedObject) -> Result<(), ClusterError> {
+        let r = &object.object;
+        self.check(FakeOp::Delete, Some(r.kind), &format!("delete {r}"))?;
+        {
+            let mut state = self.lock();
+            state.objects.remove(r);
+            state.ops.push(Op::Delete(r.clone()));
+        }
+        if r.kind == Kind::Job {
+            self.notify();
+        }
+        Ok(())
+    }
+
+    async fn jobs(&self) -> Result<Vec<Job>, ClusterError> {
+        self.check(FakeOp::Jobs, Some(Kind::Job), "watch Jobs")?;
+        Ok(self
+            .lock()
+            .objects
+            .values()
+            .filter_map(|o| match o {
+                Object::Job(job)
+                    if job
+                        .metadata
+                        .labels
+                        .as_ref()
+                        .and_then(|l| l.get(labels::MANAGED_BY))
+                        .is_some_and(|m| m == SPOKE_MANAGER) =>
+                {
+                    Some(job.clone())
+                }
+                _ => None,
+            })
+            .collect())
+    }
+
+    fn changes(&self) -> impl Stream<Item = ()> + Send + 'static {
+        WatchStream::from_changes(self.changes.subscribe()).map(|_| ())
+    }
+}
+
+/// Curve certificate of [`sample_assignments`] (a fixed, valid zcert).
+pub fn sample_curve_cert() -> String {
+    flux_shared::curve::CurveCert::from_secret([7; 32], "sample").to_zcert()
+}
+
+/// The assignments the hub would send for MiniCluster `namespace/name` (2 root brokers
+/// running `hostname`) bursting to `bursts` (name, size), in order, built with the hub's
+/// own [`build`]: they realize in a spoke of the same version.
+///
+/// # Panics
+///
+/// If the MiniCluster does not validate (a burst name that is not a DNS label, a size
+/// below 1): this is test support.
+pub fn sample_assignments(namespace: &str, name: &str, bursts: &[(&str, i32)]) -> Vec<Assignment> {
+    let clusters: Vec<serde_json::Value> = bursts
+        .iter()
+        .map(|(burst, size)| serde_json::json!({"name": burst, "size": size}))
+        .collect();
+    let mc: MiniCluster = serde_json::from_value(serde_json::json!({
+        "apiVersion": "flux-framework.org/v1alpha2",
+        "kind": "MiniCluster",
+        "metadata": {"name": name, "namespace": namespace, "uid": format!("uid-{name}"), "generation": 1},
+        "spec": {
+            "size": 2,
+            "containers": [{"image": "ghcr.io/converged-computing/metric-lammps:latest", "command": "hostname"}],
+            "flux": {"bursting": {"clusters": clusters}},
+        },
+    }))
+    .expect("sample MiniCluster");
+    let plan = Plan::new(&mc).expect("sample MiniCluster validates");
+    let lead = Endpoint {
+        address: "203.0.113.9".into(),
+        port: 30093,
+    };
+    build(&plan, &sample_curve_cert(), &lead)
+        .expect("sample assignments")
+        .into_iter()
+        .map(|s| s.assignment)
+        .collect()
+}

@@ -1,0 +1,828 @@
+//! The real [`Agent`] against a small in-process hub (tonic over loopback mutual TLS, the
+//! library's transport settings and authorization), with the spoke's Kubernetes reads and
+//! writes captured by [`FakeCluster`].
+
+use std::collections::BTreeSet;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use flux_shared::federation::assignment::realize;
+use flux_shared::federation::pki::{Ca, IssuedCert};
+use flux_shared::federation::proto::spoke_server::Spoke;
+use flux_shared::federation::proto::{
+    Assignment, AssignmentStatus, BurstPhase, ReportRequest, ReportResponse, Snapshot, WatchRequest,
+};
+use flux_shared::federation::tls::{ClientSecurity, ServerSecurity, TlsPem, TransportSettings};
+use flux_shared::federation::{Authenticator, Identity};
+use flux_shared::render::Object;
+use flux_spoke::cluster::{Kind, ObjectRef};
+use flux_spoke::testing::{FakeCluster, FakeOp, Op, sample_assignments};
+use flux_spoke::{Agent, AgentConfig, AppliedSnapshot, Metrics};
+use futures::{Stream, StreamExt};
+use k8s_openapi::api::batch::v1::{JobCondition, JobStatus};
+use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use tokio::sync::{oneshot, watch};
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+use tokio_stream::wrappers::WatchStream;
+use tonic::{Request, Response, Status};
+
+const HUB_DNS: &str = "hub.flux.test";
+const SPOKE: &str = "gke";
+/// How long any expected progress may take before a test fails.
+const PATIENCE: Duration = Duration::from_secs(30);
+
+// ---------------------------------------------------------------------------------------
+// Certificates
+// ---------------------------------------------------------------------------------------
+
+struct Pki {
+    ca: Ca,
+    hub: IssuedCert,
+    spoke: IssuedCert,
+    admin: IssuedCert,
+}
+
+impl Pki {
+    fn new() -> Pki {
+        let ca = Ca::generate("flux-spoke test CA").unwrap();
+        let hub = ca
+            .issue_server(&[HUB_DNS.to_string()], &["127.0.0.1".parse().unwrap()], 1)
+            .unwrap();
+        let spoke = ca
+            .issue_client(&Identity::spoke(SPOKE).unwrap(), 1)
+            .unwrap();
+        let admin = ca
+            .issue_client(&Identity::admin("ops").unwrap(), 1)
+            .unwrap();
+        Pki {
+            ca,
+            hub,
+            spoke,
+            admin,
+        }
+    }
+
+    fn pem(&self, leaf: &IssuedCert) -> TlsPem {
+        TlsPem::new(
+            self.ca.cert_pem().to_string(),
+            leaf.cert_pem.clone(),
+            leaf.key_pem.clone(),
+        )
+        .unwrap()
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// The fake hub
+// ---------------------------------------------------------------------------------------
+
+/// What the hub serves and what it heard. Survives server restarts (tests decide what a
+/// "restarted" hub sends by replacing the snapshot).
+#[derive(Clone)]
+struct HubState {
+    snapshots: Arc<watch::Sender<Snapshot>>,
+    /// Bumping it makes every open Watch stream fail with an error status.
+    breaks: Arc<watch::Sender<u64>>,
+    watches: Arc<Mutex<Vec<(String, WatchRequest)>>>,
+    reports: Arc<Mutex<Vec<(String, ReportRequest)>>>,
+}
+
+impl HubState {
+    fn new(first: Snapshot) -> HubState {
+        HubState {
+            snapshots: Arc::new(watch::channel(first).0),
+            breaks: Arc::new(watch::channel(0).0),
+            watches: Arc::default(),
+            reports: Arc::default(),
+        }
+    }
+
+    /// Sends `snapshot` on every open stream (and to every later one).
+    fn publish(&self, snapshot: Snapshot) {
+        self.snapshots.send_replace(snapshot);
+    }
+
+    fn break_streams(&self) {
+        self.breaks.send_modify(|n| *n += 1);
+    }
+
+    fn reports(&self) -> Vec<ReportRequest> {
+        self.reports
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|(_, r)| r.clone())
+            .collect()
+    }
+
+    fn watches(&self) -> Vec<WatchRequest> {
+        self.watches
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|(_, w)| w.clone())
+            .collect()
+    }
+
+    /// How many reports the hub has received so far.
+    fn report_count(&self) -> usize {
+        self.reports.lock().unwrap().len()
+    }
+
+    /// The first report after the first `seen` ones that satisfies `check`.
+    async fn report_where(
+        &self,
+        seen: usize,
+        what: &str,
+        check: impl Fn(&ReportRequest) -> bool,
+    ) -> ReportRequest {
+        eventually(what, || {
+            self.reports().into_iter().skip(seen).find(|r| check(r))
+        })
+        .await
+    }
+
+    /// The first report ever received that acknowledges `epoch`/`version`.
+    async fn ack(&self, epoch: &str, version: u64) -> ReportRequest {
+        eventually(&format!("an acknowledgement of {epoch}/{version}"), || {
+            self.reports()
+                .into_iter()
+                .find(|r| r.hub_epoch == epoch && r.applied_version == version)
+        })
+        .await
+    }
+}
+
+type BoxStream<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send>>;
+
+#[derive(Clone)]
+struct HubService {
+    state: HubState,
+    auth: Authenticator,
+    stop: watch::Receiver<bool>,
+}
+
+#[tonic::async_trait]
+impl Spoke for HubService {
+    type WatchStream = BoxStream<Snapshot>;
+
+    async fn watch(
+        &self,
+        request: Request<WatchRequest>,
+    ) -> Result<Response<Self::WatchStream>, Status> {
+        let spoke = self.auth.require_spoke(&request)?;
+        self.state
+            .watches
+            .lock()
+            .unwrap()
+            .push((spoke, request.into_inner()));
+        let snapshots = WatchStream::new(self.state.snapshots.subscribe()).map(Ok);
+        let breaks = WatchStream::from_changes(self.state.breaks.subscribe())
+            .map(|_| Err(Status::internal("stream broken by the test")));
+        let mut stop = self.stop.clone();
+        let stopped = async move {
+            let _ = stop.wait_for(|s| *s).await;
+        };
+        Ok(Response::new(Box::pin(
+            futures::stream::select(snapshots, breaks).take_until(stopped),
+        )))
+    }
+
+    async fn report(
+        &self,
+        request: Request<ReportRequest>,
+    ) -> Result<Response<ReportResponse>, Status> {
+        let spoke = self.auth.require_spoke(&request)?;
+        self.state
+            .reports
+            .lock()
+            .unwrap()
+            .push((spoke, request.into_inner()));
+        Ok(Response::new(ReportResponse {}))
+    }
+}
+
+/// A hub serving `state` on `addr` (port 0: any free port) until stopped.
+struct RunningHub {
+    addr: SocketAddr,
+    stop: watch::Sender<bool>,
+    task: JoinHandle<()>,
+}
+
+impl RunningHub {
+    async fn start(pki: &Pki, state: &HubState, addr: SocketAddr) -> RunningHub {
+        let settings = TransportSettings::default();
+        let security = ServerSecurity::Mtls(pki.pem(&pki.hub));
+        let listener = bind_eventually(addr).await;
+        let addr = listener.local_addr().unwrap();
+        let (stop, stop_rx) = watch::channel(false);
+        let service = HubService {
+            state: state.clone(),
+            auth: security.authenticator(),
+            stop: stop_rx.clone(),
+        };
+        let router = settings
+            .server(&security)
+            .unwrap()
+            .add_service(settings.spoke_service(service, security.authenticator()));
+        let mut shutdown = stop_rx;
+        let task = tokio::spawn(async move {
+            router
+                .serve_with_incoming_shutdown(
+                    tokio_stream::wrappers::TcpListenerStream::new(listener),
+                    async move {
+                        let _ = shutdown.wait_for(|s| *s).await;
+                    },
+                )
+                .await
+                .unwrap();
+        });
+        RunningHub { addr, stop, task }
+    }
+
+    /// Ends every stream, stops serving and waits until the port is closed.
+    async fn stop(self) {
+        self.stop.send_replace(true);
+        tokio::time::timeout(PATIENCE, self.task)
+            .await
+            .expect("the hub stops")
+            .unwrap();
+    }
+}
+
+/// Binds `addr`, retrying for a while (a just-closed port can be briefly unavailable).
+async fn bind_eventually(addr: SocketAddr) -> tokio::net::TcpListener {
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        match tokio::net::TcpListener::bind(addr).await {
+            Ok(l) => return l,
+            Err(e) if Instant::now() < deadline => {
+                eprintln!("binding {addr}: {e}; retrying");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            Err(e) => panic!("binding {addr}: {e}"),
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// The agent under test
+// ---------------------------------------------------------------------------------------
+
+struct RunningAgent {
+    applied: watch::Receiver<Option<AppliedSnapshot>>,
+    metrics: Arc<Metrics>,
+    stop: oneshot::Sender<()>,
+    task: JoinHandle<()>,
+}
+
+impl RunningAgent {
+    fn start(
+        pki: &Pki,
+        leaf: &IssuedCert,
+        addr: SocketAddr,
+        cluster: &FakeCluster,
+        report_interval: Duration,
+    ) -> RunningAgent {
+        let security = ClientSecurity::Mtls {
+            tls: pki.pem(leaf),
+            domain: HUB_DNS.to_string(),
+        };
+        let config = AgentConfig {
+            report_interval,
+            spoke_version: "test-version".into(),
+            ..AgentConfig::new(format!("https://{addr}"), security)
+        };
+        let agent = Agent::new(config, cluster.clone(), Arc::new(Metrics::new()));
+        let applied = agent.applied();
+        let metrics = agent.metrics();
+        let (stop, stopped) = oneshot::channel::<()>();
+        let task = tokio::spawn(agent.run(async move {
+            let _ = stopped.await;
+        }));
+        RunningAgent {
+            applied,
+            metrics,
+            stop,
+            task,
+        }
+    }
+
+    /// Asks the agent to stop and waits until it has.
+    async fn stop(self) {
+        let _ = self.stop.send(());
+        tokio::time::timeout(PATIENCE, self.task)
+            .await
+            .expect("the agent stops on shutdown")
+            .unwrap();
+    }
+
+    /// The value of one metric line (`name{labels}`), 0 when absent.
+    fn metric(&self, series: &str) -> f64 {
+        self.metrics
+            .encode()
+            .lines()
+            .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
+            .unwrap_or(0.0)
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Helpers
+// ---------------------------------------------------------------------------------------
+
+/// Polls `check` until it yields a value, failing the test after [`PATIENCE`].
+async fn eventually<T>(what: &str, mut check: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        if let Some(value) = check() {
+            return value;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+fn snapshot(epoch: &str, version: u64, assignments: Vec<Assignment>) -> Snapshot {
+    Snapshot {
+        hub_epoch: epoch.into(),
+        version,
+        assignments,
+        retained_keys: vec![],
+    }
+}
+
+/// The one assignment of burst `burst` (size `size`) of MiniCluster `hpc/<mc>`.
+fn assignment(mc: &str, burst: &str, size: i32) -> Assignment {
+    sample_assignments("hpc", mc, &[(burst, size)]).remove(0)
+}
+
+/// The objects an assignment becomes.
+fn refs_of(a: &Assignment) -> BTreeSet<ObjectRef> {
+    realize(a)
+        .unwrap()
+        .objects
+        .iter()
+        .map(ObjectRef::of)
+        .collect()
+}
+
+fn status<'a>(report: &'a ReportRequest, key: &str) -> Option<&'a AssignmentStatus> {
+    report.statuses.iter().find(|s| s.key == key)
+}
+
+fn phase_of(report: &ReportRequest, key: &str) -> Option<BurstPhase> {
+    status(report, key).and_then(|s| BurstPhase::try_from(s.phase).ok())
+}
+
+fn any_port() -> SocketAddr {
+    "127.0.0.1:0".parse().unwrap()
+}
+
+const LONG: Duration = Duration::from_secs(3600);
+
+// ---------------------------------------------------------------------------------------
+// Tests
+// ---------------------------------------------------------------------------------------
+
+#[tokio::test]
+async fn first_snapshot_is_applied_and_acknowledged_and_heartbeats_are_noops() {
+    let pki = Pki::new();
+    let x = assignment("m1", "x", 2);
+    let y = assignment("m2", "y", 1);
+    let hub = HubState::new(snapshot("e1", 1, vec![x.clone(), y.clone()]));
+    let server = RunningHub::start(&pki, &hub, any_port()).await;
+    let cluster = FakeCluster::new();
+    let mut agent = RunningAgent::start(&pki, &pki.spoke, server.addr, &cluster, LONG);
+
+    let report = hub.ack("e1", 1).await;
+    // Namespace first, then every object of both assignments, nothing deleted.
+    let ops = cluster.ops();
+    assert_eq!(ops[0], Op::EnsureNamespace("hpc".into()), "{ops:?}");
+    let applied: BTreeSet<_> = cluster.applied().into_iter().collect();
+    let expected: BTreeSet<_> = refs_of(&x).union(&refs_of(&y)).cloned().collect();
+    assert_eq!(applied, expected);
+    assert_eq!(cluster.applied().len(), expected.len(), "each object once");
+    assert!(cluster.deleted().is_empty());
+    // The Job the hub asked for.
+    let Some(Object::Job(job)) = cluster.get(Kind::Job, "hpc", "x") else {
+        panic!("no Job hpc/x")
+    };
+    assert_eq!(job.spec.unwrap().parallelism, Some(2));
+
+    for (key, size) in [("hpc/m1/x", 2), ("hpc/m2/y", 1)] {
+        let s = status(&report, key).unwrap();
+        assert_eq!(phase_of(&report, key), Some(BurstPhase::Pending), "{s:?}");
+        assert_eq!((s.observed_version, s.size, s.brokers_ready), (1, size, 0));
+        assert!(
+            s.conditions
+                .iter()
+                .any(|c| c.r#type == "ConfigIdentical" && c.status == "True"),
+            "{s:?}"
+        );
+    }
+    let watches = hub.watches();
+    assert_eq!(watches[0].applied_hub_epoch, "");
+    assert_eq!(watches[0].spoke_version, "test-version");
+    agent.applied.wait_for(Option::is_some).await.unwrap();
+    assert_eq!(
+        *agent.applied.borrow(),
+        Some(AppliedSnapshot {
+            hub_epoch: "e1".into(),
+            version: 1
+        })
+    );
+    assert_eq!(agent.metric("flux_spoke_snapshot_version"), 1.0);
+    assert_eq!(agent.metric("flux_spoke_connected"), 1.0);
+
+    // A heartbeat (the same snapshot again) is received but changes nothing.
+    let before = cluster.ops();
+    hub.publish(snapshot("e1", 1, vec![x.clone(), y.clone()]));
+    eventually("the heartbeat", || {
+        (agent.metric("flux_spoke_snapshots_received_total") >= 2.0).then_some(())
+    })
+    .await;
+    // And a real change after it is applied, proving the heartbeat was handled first.
+    let z = assignment("m3", "z", 1);
+    hub.publish(snapshot("e1", 2, vec![x.clone(), y.clone(), z.clone()]));
+    hub.ack("e1", 2).await;
+    let after: Vec<_> = cluster.ops()[before.len()..].to_vec();
+    let expected: Vec<_> = realize(&z)
+        .unwrap()
+        .objects
+        .iter()
+        .map(|o| Op::Apply(ObjectRef::of(o)))
+        .collect();
+    assert_eq!(after, expected, "only the new assignment is applied");
+
+    agent.stop().await;
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn an_updated_assignment_is_applied_again_and_an_unchanged_one_is_not() {
+    let pki = Pki::new();
+    let x = assignment("m1", "x", 2);
+    let y = assignment("m2", "y", 1);
+    let hub = HubState::new(snapshot("e1", 1, vec![x.clone(), y.clone()]));
+    let server = RunningHub::start(&pki, &hub, any_port()).await;
+    let cluster = FakeCluster::new();
+    let agent = RunningAgent::start(&pki, &pki.spoke, server.addr, &cluster, LONG);
+    hub.ack("e1", 1).await;
+    cluster.clear_ops();
+
+    let x3 = assignment("m1", "x", 3);
+    assert_eq!(x3.key, x.key);
+    hub.publish(snapshot("e1", 2, vec![x3.clone(), y.clone()]));
+    let report = hub.ack("e1", 2).await;
+    let applied: BTreeSet<_> = cluster.applied().into_iter().collect();
+    assert_eq!(applied, refs_of(&x3), "only the changed assignment");
+    assert!(cluster.deleted().is_empty());
+    let Some(Object::Job(job)) = cluster.get(Kind::Job, "hpc", "x") else {
+        panic!("no Job hpc/x")
+    };
+    assert_eq!(job.spec.unwrap().parallelism, Some(3));
+    let s = status(&report, "hpc/m1/x").unwrap();
+    assert_eq!((s.observed_version, s.size), (2, 3));
+
+    agent.stop().await;
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn a_removed_assignment_is_deleted_and_reported_deleted() {
+    let pki = Pki::new();
+    let x = assignment("m1", "x", 2);
+    let y = assignment("m2", "y", 1);
+    let hub = HubState::new(snapshot("e1", 1, vec![x.clone(), y.clone()]));
+    let server = RunningHub::start(&pki, &hub, any_port()).await;
+    let cluster = FakeCluster::new();
+    let agent = RunningAgent::start(&pki, &pki.spoke, server.addr, &cluster, LONG);
+    hub.ack("e1", 1).await;
+
+    hub.publish(snapshot("e1", 2, vec![x.clone()]));
+    let report = hub.ack("e1", 2).await;
+    assert_eq!(phase_of(&report, "hpc/m2/y"), Some(BurstPhase::Deleted));
+    assert_eq!(phase_of(&report, "hpc/m1/x"), Some(BurstPhase::Pending));
+    let deleted = cluster.deleted();
+    assert_eq!(
+        deleted.iter().cloned().collect::<BTreeSet<_>>(),
+        refs_of(&y)
+    );
+    assert_eq!(deleted[0].kind, Kind::Job, "the Job goes first");
+    let left: BTreeSet<_> = cluster.refs().into_iter().collect();
+    assert_eq!(left, refs_of(&x));
+    assert_eq!(agent.metric("flux_spoke_deletes_total{kind=\"Job\"}"), 1.0);
+
+    // An empty snapshot is acknowledged too (the hub needs it to confirm deletions).
+    hub.publish(snapshot("e1", 3, vec![]));
+    let report = hub.ack("e1", 3).await;
+    assert_eq!(phase_of(&report, "hpc/m1/x"), Some(BurstPhase::Deleted));
+    assert!(cluster.refs().is_empty());
+
+    agent.stop().await;
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn after_a_restart_leftovers_are_deleted_and_retained_keys_kept() {
+    let pki = Pki::new();
+    let cluster = FakeCluster::new();
+    // Left by an earlier run: an assignment since removed, and one the hub retains.
+    let old = assignment("old", "z", 1);
+    let kept = assignment("kept", "k", 1);
+    for a in [&old, &kept] {
+        for o in realize(a).unwrap().objects {
+            cluster.insert(o);
+        }
+    }
+    // Someone else's object in the same namespace.
+    let foreign = ConfigMap {
+        metadata: ObjectMeta {
+            name: Some("not-ours".into()),
+            namespace: Some("hpc".into()),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    cluster.insert(Object::ConfigMap(foreign));
+
+    let x = assignment("m1", "x", 2);
+    let mut first = snapshot("e1", 7, vec![x.clone()]);
+    first.retained_keys = vec![kept.key.clone()];
+    let hub = HubState::new(first);
+    let server = RunningHub::start(&pki, &hub, any_port()).await;
+    let agent = RunningAgent::start(&pki, &pki.spoke, server.addr, &cluster, LONG);
+
+    let report = hub.ack("e1", 7).await;
+    assert_eq!(phase_of(&report, &old.key), Some(BurstPhase::Deleted));
+    assert_eq!(
+        status(&report, &old.key).unwrap().observed_version,
+        7,
+        "{report:?}"
+    );
+    assert!(
+        status(&report, &kept.key).is_none(),
+        "retained: not reported"
+    );
+    let deleted: BTreeSet<_> = cluster.deleted().into_iter().collect();
+    assert_eq!(deleted, refs_of(&old));
+    let left: BTreeSet<_> = cluster.refs().into_iter().collect();
+    let mut expected: BTreeSet<_> = refs_of(&x).union(&refs_of(&kept)).cloned().collect();
+    expected.insert(ObjectRef {
+        kind: Kind::ConfigMap,
+        namespace: "hpc".into(),
+        name: "not-ours".into(),
+    });
+    assert_eq!(left, expected);
+    let applied: BTreeSet<_> = cluster.applied().into_iter().collect();
+    assert_eq!(applied, refs_of(&x), "retained keys are not applied");
+
+    agent.stop().await;
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn a_broken_stream_or_a_hub_outage_deletes_nothing_and_the_agent_resumes() {
+    let pki = Pki::new();
+    let x = assignment("m1", "x", 2);
+    let hub = HubState::new(snapshot("e1", 1, vec![x.clone()]));
+    let server = RunningHub::start(&pki, &hub, any_port()).await;
+    let addr = server.addr;
+    let cluster = FakeCluster::new();
+    let agent = RunningAgent::start(&pki, &pki.spoke, addr, &cluster, LONG);
+    hub.ack("e1", 1).await;
+    let applies = cluster.applied().len();
+
+    // The stream fails: the agent reconnects to the same hub and reconciles again.
+    let seen = hub.report_count();
+    hub.break_streams();
+    eventually("a second Watch", || {
+        (hub.watches().len() >= 2).then_some(())
+    })
+    .await;
+    hub.report_where(seen, "a report after reconnecting", |r| {
+        r.applied_version == 1
+    })
+    .await;
+    assert!(
+        cluster.deleted().is_empty(),
+        "a broken stream deletes nothing"
+    );
+    assert_eq!(cluster.applied().len(), applies, "nor applies anything");
+    assert_eq!(hub.watches()[1].applied_hub_epoch, "e1");
+    assert_eq!(hub.watches()[1].applied_version, 1);
+
+    // The hub goes away altogether.
+    server.stop().await;
+    eventually("the agent to notice", || {
+        (agent.metric("flux_spoke_connected") == 0.0).then_some(())
+    })
+    .await;
+    eventually("failed reconnection attempts", || {
+        (agent.metric("flux_spoke_errors_total{kind=\"connect\"}") >= 2.0).then_some(())
+    })
+    .await;
+    assert!(cluster.deleted().is_empty(), "an outage deletes nothing");
+    assert_eq!(cluster.applied().len(), applies, "nor applies anything");
+
+    // A restarted hub (new epoch) on the same port, with one more assignment.
+    let w = assignment("m3", "w", 1);
+    hub.publish(snapshot("e2", 1, vec![x.clone(), w.clone()]));
+    let server = RunningHub::start(&pki, &hub, addr).await;
+    let report = hub.ack("e2", 1).await;
+    let last_watch = hub.watches().pop().unwrap();
+    assert_eq!(
+        (
+            last_watch.applied_hub_epoch.as_str(),
+            last_watch.applied_version
+        ),
+        ("e1", 1)
+    );
+    assert!(cluster.deleted().is_empty());
+    let new: BTreeSet<_> = cluster.applied()[applies..].iter().cloned().collect();
+    assert_eq!(new, refs_of(&w), "x is unchanged and not applied again");
+    let s = status(&report, &x.key).unwrap();
+    assert_eq!(s.observed_version, 1, "observed in the new epoch");
+    assert_eq!(agent.metric("flux_spoke_connected"), 1.0);
+
+    agent.stop().await;
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn an_invalid_assignment_is_reported_and_not_applied_until_it_changes() {
+    let pki = Pki::new();
+    let x = assignment("m1", "x", 2);
+    let mut tampered = x.clone();
+    tampered.broker_toml = tampered.broker_toml.replace("hosts", "hostz");
+    assert_ne!(tampered.broker_toml, x.broker_toml);
+    let hub = HubState::new(snapshot("e1", 1, vec![tampered.clone()]));
+    let server = RunningHub::start(&pki, &hub, any_port()).await;
+    let cluster = FakeCluster::new();
+    let agent = RunningAgent::start(&pki, &pki.spoke, server.addr, &cluster, LONG);
+
+    let report = hub.ack("e1", 1).await;
+    let s = status(&report, &x.key).unwrap();
+    assert_eq!(phase_of(&report, &x.key), Some(BurstPhase::Invalid));
+    assert!(s.message.contains("broker.toml"), "{}", s.message);
+    assert!(
+        s.conditions
+            .iter()
+            .any(|c| c.r#type == "ConfigIdentical" && c.status == "False")
+    );
+    assert!(
+        cluster.ops().is_empty(),
+        "nothing applied: {:?}",
+        cluster.ops()
+    );
+
+    // Resent (with another, valid assignment): still refused, not re-examined.
+    let y = assignment("m2", "y", 1);
+    hub.publish(snapshot("e1", 2, vec![tampered.clone(), y.clone()]));
+    let report = hub.ack("e1", 2).await;
+    assert_eq!(phase_of(&report, &x.key), Some(BurstPhase::Invalid));
+    assert_eq!(status(&report, &x.key).unwrap().observed_version, 2);
+    assert_eq!(
+        cluster.applied().into_iter().collect::<BTreeSet<_>>(),
+        refs_of(&y)
+    );
+    assert_eq!(
+        agent.metric("flux_spoke_errors_total{kind=\"invalid\"}"),
+        1.0
+    );
+
+    // Fixed: applied.
+    hub.publish(snapshot("e1", 3, vec![x.clone(), y.clone()]));
+    let report = hub.ack("e1", 3).await;
+    assert_eq!(phase_of(&report, &x.key), Some(BurstPhase::Pending));
+    assert!(cluster.get(Kind::Job, "hpc", "x").is_some());
+
+    agent.stop().await;
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn job_status_changes_are_reported_without_waiting_for_the_timer() {
+    let pki = Pki::new();
+    let x = assignment("m1", "x", 2);
+    let hub = HubState::new(snapshot("e1", 1, vec![x.clone()]));
+    let server = RunningHub::start(&pki, &hub, any_port()).await;
+    let cluster = FakeCluster::new();
+    // The timer would report only after an hour.
+    let agent = RunningAgent::start(&pki, &pki.spoke, server.addr, &cluster, LONG);
+    let report = hub.ack("e1", 1).await;
+    assert_eq!(phase_of(&report, &x.key), Some(BurstPhase::Pending));
+
+    let seen = hub.report_count();
+    assert!(cluster.set_job_status(
+        "hpc",
+        "x",
+        JobStatus {
+            ready: Some(2),
+            active: Some(2),
+            ..Default::default()
+        }
+    ));
+    let report = hub
+        .report_where(seen, "RUNNING", |r| {
+            phase_of(r, "hpc/m1/x") == Some(BurstPhase::Running)
+        })
+        .await;
+    let s = status(&report, &x.key).unwrap();
+    assert_eq!((s.brokers_ready, s.size, s.observed_version), (2, 2, 1));
+    assert_eq!(report.applied_version, 1);
+
+    let seen = hub.report_count();
+    assert!(cluster.set_job_status(
+        "hpc",
+        "x",
+        JobStatus {
+            ready: Some(0),
+            succeeded: Some(2),
+            conditions: Some(vec![JobCondition {
+                type_: "Complete".into(),
+                status: "True".into(),
+                reason: Some("CompletionsReached".into()),
+                ..Default::default()
+            }]),
+            ..Default::default()
+        }
+    ));
+    let report = hub
+        .report_where(seen, "SUCCEEDED", |r| {
+            phase_of(r, "hpc/m1/x") == Some(BurstPhase::Succeeded)
+        })
+        .await;
+    let s = status(&report, &x.key).unwrap();
+    assert!(
+        s.conditions
+            .iter()
+            .any(|c| c.r#type == "Complete" && c.reason == "CompletionsReached"),
+        "{s:?}"
+    );
+
+    agent.stop().await;
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn a_failed_apply_is_not_acknowledged_and_is_retried() {
+    let pki = Pki::new();
+    let x = assignment("m1", "x", 2);
+    let hub = HubState::new(snapshot("e1", 1, vec![x.clone()]));
+    let server = RunningHub::start(&pki, &hub, any_port()).await;
+    let cluster = FakeCluster::new();
+    cluster.fail_kind(FakeOp::Apply, Some(Kind::Job), "admission webhook said no");
+    let agent = RunningAgent::start(
+        &pki,
+        &pki.spoke,
+        server.addr,
+        &cluster,
+        Duration::from_millis(300),
+    );
+
+    let report = hub
+        .report_where(0, "a report of the failure", |r| {
+            status(r, "hpc/m1/x").is_some_and(|s| s.message.contains("admission webhook"))
+        })
+        .await;
+    assert_eq!(report.hub_epoch, "e1");
+    assert_eq!(report.applied_version, 0, "not acknowledged");
+    assert_eq!(status(&report, &x.key).unwrap().observed_version, 0);
+    assert!(agent.applied.borrow().is_none());
+
+    cluster.heal();
+    let report = hub.ack("e1", 1).await;
+    let s = status(&report, &x.key).unwrap();
+    assert!(s.message.is_empty(), "{s:?}");
+    assert_eq!(s.observed_version, 1);
+    assert!(cluster.get(Kind::Job, "hpc", "x").is_some());
+
+    agent.stop().await;
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn a_refused_certificate_is_retried_without_touching_the_cluster() {
+    let pki = Pki::new();
+    let hub = HubState::new(snapshot("e1", 1, vec![assignment("m1", "x", 2)]));
+    let server = RunningHub::start(&pki, &hub, any_port()).await;
+    let cluster = FakeCluster::new();
+    // An admin certificate: the hub answers PERMISSION_DENIED.
+    let agent = RunningAgent::start(&pki, &pki.admin, server.addr, &cluster, LONG);
+    eventually("the refusal", || {
+        (agent.metric("flux_spoke_errors_total{kind=\"auth\"}") >= 1.0).then_some(())
+    })
+    .await;
+    assert!(cluster.ops().is_empty());
+    assert!(hub.reports().is_empty());
+    assert_eq!(agent.metric("flux_spoke_connected"), 0.0);
+    // Shutdown interrupts the (long) wait before the next attempt.
+    agent.stop().await;
+    server.stop().await;
+}

@@ -1,0 +1,378 @@
+//! [`KubeCluster`] against a mock API server (kube's `tower_test` pattern): the exact
+//! requests it makes (paths, query parameters, bodies) and how it reads the answers.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use flux_shared::federation::assignment::realize;
+use flux_spoke::cluster::{Cluster, Kind, KubeCluster, ObjectRef, OwnedObject};
+use flux_spoke::testing::sample_assignments;
+use futures::StreamExt;
+use http::{Method, Request, Response, StatusCode};
+use kube::client::Body;
+use serde_json::{Value, json};
+use tower_test::mock::{self, SendResponse};
+
+const SELECTOR: &str = "app.kubernetes.io/managed-by=flux-spoke";
+const LIMIT: Duration = Duration::from_secs(30);
+
+/// One request the mock API server received.
+#[derive(Clone, Debug)]
+struct Seen {
+    method: Method,
+    path: String,
+    query: Vec<(String, String)>,
+    content_type: Option<String>,
+    body: Value,
+}
+
+impl Seen {
+    fn param(&self, name: &str) -> Option<&str> {
+        self.query
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+fn decode_query(query: &str) -> Vec<(String, String)> {
+    query
+        .split('&')
+        .filter(|p| !p.is_empty())
+        .map(|pair| {
+            let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+            (unescape(k), unescape(v))
+        })
+        .collect()
+}
+
+fn unescape(s: &str) -> String {
+    let bytes = s.as_bytes();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'%' if i + 2 < bytes.len() => {
+                let hex = std::str::from_utf8(&bytes[i + 1..i + 3]).unwrap();
+                out.push(u8::from_str_radix(hex, 16).unwrap());
+                i += 3;
+            }
+            b'+' => {
+                out.push(b' ');
+                i += 1;
+            }
+            b => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8(out).unwrap()
+}
+
+fn status(code: u16, reason: &str) -> Value {
+    json!({
+        "kind": "Status", "apiVersion": "v1", "metadata": {},
+        "status": if code < 300 { "Success" } else { "Failure" },
+        "message": format!("canned {reason}"), "reason": reason, "code": code,
+    })
+}
+
+fn meta_item(name: &str, key: Option<&str>) -> Value {
+    let mut metadata = json!({
+        "name": name,
+        "namespace": "hpc",
+        "labels": {"app.kubernetes.io/managed-by": "flux-spoke"},
+    });
+    if let Some(key) = key {
+        metadata["annotations"] = json!({"flux-framework.org/assignment": key});
+    }
+    json!({"apiVersion": "meta.k8s.io/v1", "kind": "PartialObjectMetadata", "metadata": metadata})
+}
+
+fn job_json(name: &str, ready: i32) -> Value {
+    json!({
+        "apiVersion": "batch/v1", "kind": "Job",
+        "metadata": {"name": name, "namespace": "hpc", "resourceVersion": "3",
+                     "labels": {"app.kubernetes.io/managed-by": "flux-spoke"}},
+        "spec": {"parallelism": 2, "template": {"spec": {"containers": []}}},
+        "status": {"ready": ready},
+    })
+}
+
+/// Canned answers, by request. `None`: keep the request pending (watches).
+fn answer(seen: &Seen) -> Option<(u16, Value)> {
+    let path = seen.path.as_str();
+    let list_meta = |items: Vec<Value>| {
+        Some((
+            200,
+            json!({"apiVersion": "meta.k8s.io/v1", "kind": "PartialObjectMetadataList",
+                   "metadata": {"resourceVersion": "9"}, "items": items}),
+        ))
+    };
+    match (seen.method.clone(), path) {
+        (Method::GET, "/apis/batch/v1/jobs") if seen.param("watch") == Some("true") => None,
+        (Method::GET, "/apis/batch/v1/jobs")
+            if seen.content_type.is_none() && !is_metadata(seen) =>
+        {
+            Some((
+                200,
+                json!({"apiVersion": "batch/v1", "kind": "JobList",
+                       "metadata": {"resourceVersion": "5"}, "items": [job_json("x", 2)]}),
+            ))
+        }
+        (Method::GET, "/apis/batch/v1/jobs") => list_meta(vec![meta_item("x", Some("hpc/m/x"))]),
+        (Method::GET, "/api/v1/configmaps") => list_meta(vec![
+            meta_item("x-flux-config", Some("hpc/m/x")),
+            // Labelled but without the assignment annotation: not the spoke's.
+            meta_item("stray", None),
+        ]),
+        (Method::GET, "/api/v1/pods" | "/api/v1/services" | "/api/v1/secrets") => list_meta(vec![]),
+        (Method::GET, "/api/v1/namespaces/hpc") => Some((404, status(404, "NotFound"))),
+        (Method::GET, "/api/v1/namespaces/present") => Some((
+            200,
+            json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "present"}}),
+        )),
+        (Method::GET, "/api/v1/namespaces/racing") => Some((404, status(404, "NotFound"))),
+        (Method::POST, "/api/v1/namespaces") => {
+            if seen.body["metadata"]["name"] == "racing" {
+                Some((409, status(409, "AlreadyExists")))
+            } else {
+                Some((201, seen.body.clone()))
+            }
+        }
+        (Method::PATCH, _) => Some((200, seen.body.clone())),
+        (Method::DELETE, "/apis/batch/v1/namespaces/hpc/jobs/x") => {
+            Some((200, status(200, "Deleted")))
+        }
+        (Method::DELETE, "/api/v1/namespaces/hpc/configmaps/gone") => {
+            Some((404, status(404, "NotFound")))
+        }
+        (Method::DELETE, "/api/v1/namespaces/hpc/secrets/locked") => {
+            Some((403, status(403, "Forbidden")))
+        }
+        (method, path) => panic!("unexpected request {method} {path}"),
+    }
+}
+
+fn is_metadata(seen: &Seen) -> bool {
+    // kube asks for metadata-only lists through the Accept header, which the recorder
+    // folds into `content_type` for GETs.
+    seen.content_type
+        .as_deref()
+        .is_some_and(|a| a.contains("PartialObjectMetadata"))
+}
+
+/// A `KubeCluster` over a mock API server that answers with [`answer`] and records every
+/// request.
+fn setup() -> (KubeCluster, Arc<Mutex<Vec<Seen>>>) {
+    let (service, mut handle) = mock::pair::<Request<Body>, Response<Body>>();
+    let seen: Arc<Mutex<Vec<Seen>>> = Arc::default();
+    let log = Arc::clone(&seen);
+    tokio::spawn(async move {
+        let mut pending: Vec<SendResponse<Response<Body>>> = Vec::new();
+        while let Some((request, reply)) = handle.next_request().await {
+            let method = request.method().clone();
+            let path = request.uri().path().to_string();
+            let query = decode_query(request.uri().query().unwrap_or(""));
+            let header = if method == Method::GET {
+                http::header::ACCEPT
+            } else {
+                http::header::CONTENT_TYPE
+            };
+            let content_type = request
+                .headers()
+                .get(header)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_string);
+            let bytes = request.into_body().collect_bytes().await.unwrap();
+            let body = if bytes.is_empty() {
+                Value::Null
+            } else if let Ok(v) = serde_json::from_slice(&bytes) {
+                v
+            } else {
+                Value::String(String::from_utf8_lossy(&bytes).into_owned())
+            };
+            let s = Seen {
+                method,
+                path,
+                query,
+                content_type: content_type.filter(|c| c != "application/json"),
+                body,
+            };
+            log.lock().unwrap().push(s.clone());
+            match answer(&s) {
+                None => pending.push(reply),
+                Some((code, body)) => reply.send_response(
+                    Response::builder()
+                        .status(StatusCode::from_u16(code).unwrap())
+                        .header("content-type", "application/json")
+                        .body(Body::from(serde_json::to_vec(&body).unwrap()))
+                        .unwrap(),
+                ),
+            }
+        }
+    });
+    let client = kube::Client::new(service, "default");
+    (KubeCluster::new(client), seen)
+}
+
+fn requests(seen: &Arc<Mutex<Vec<Seen>>>, method: Method) -> Vec<Seen> {
+    seen.lock()
+        .unwrap()
+        .iter()
+        .filter(|s| s.method == method)
+        .cloned()
+        .collect()
+}
+
+#[tokio::test]
+async fn namespaces_are_created_only_when_missing() {
+    let (cluster, seen) = setup();
+    cluster.ensure_namespace("present").await.unwrap();
+    assert!(requests(&seen, Method::POST).is_empty());
+    cluster.ensure_namespace("hpc").await.unwrap();
+    let posts = requests(&seen, Method::POST);
+    assert_eq!(posts.len(), 1);
+    assert_eq!(posts[0].body["metadata"]["name"], "hpc");
+    // Someone else created it meanwhile.
+    cluster.ensure_namespace("racing").await.unwrap();
+}
+
+#[tokio::test]
+async fn objects_are_server_side_applied_with_force() {
+    let (cluster, seen) = setup();
+    let realized = realize(&sample_assignments("hpc", "m", &[("x", 2)])[0]).unwrap();
+    for o in &realized.objects {
+        cluster.apply(o).await.unwrap();
+    }
+    let patches = requests(&seen, Method::PATCH);
+    assert_eq!(patches.len(), realized.objects.len());
+    for (patch, object) in patches.iter().zip(&realized.objects) {
+        let r = ObjectRef::of(object);
+        let plural = match r.kind {
+            Kind::Job => "jobs",
+            Kind::Pod => "pods",
+            Kind::Service => "services",
+            Kind::Secret => "secrets",
+            Kind::ConfigMap => "configmaps",
+        };
+        let group = if r.kind == Kind::Job {
+            "/apis/batch/v1"
+        } else {
+            "/api/v1"
+        };
+        assert_eq!(
+            patch.path,
+            format!("{group}/namespaces/hpc/{plural}/{}", r.name)
+        );
+        assert_eq!(patch.param("fieldManager"), Some("flux-spoke"));
+        assert_eq!(patch.param("force"), Some("true"));
+        assert_eq!(
+            patch.content_type.as_deref(),
+            Some("application/apply-patch+yaml")
+        );
+        assert_eq!(patch.body["kind"], r.kind.as_str());
+        assert_eq!(patch.body["metadata"]["name"], r.name.as_str());
+        assert_eq!(
+            patch.body["metadata"]["labels"]["app.kubernetes.io/managed-by"],
+            "flux-spoke"
+        );
+        assert_eq!(
+            patch.body["metadata"]["annotations"]["flux-framework.org/assignment"],
+            "hpc/m/x"
+        );
+    }
+}
+
+#[tokio::test]
+async fn owned_objects_are_found_by_label_and_annotation_in_every_namespace() {
+    let (cluster, seen) = setup();
+    let owned = cluster.owned().await.unwrap();
+    let expected = vec![
+        OwnedObject {
+            object: ObjectRef {
+                kind: Kind::Job,
+                namespace: "hpc".into(),
+                name: "x".into(),
+            },
+            key: "hpc/m/x".into(),
+        },
+        OwnedObject {
+            object: ObjectRef {
+                kind: Kind::ConfigMap,
+                namespace: "hpc".into(),
+                name: "x-flux-config".into(),
+            },
+            key: "hpc/m/x".into(),
+        },
+    ];
+    assert_eq!(owned, expected);
+    let lists: Vec<Seen> = requests(&seen, Method::GET)
+        .into_iter()
+        .filter(is_metadata)
+        .collect();
+    let paths: Vec<&str> = lists.iter().map(|s| s.path.as_str()).collect();
+    assert_eq!(
+        paths,
+        [
+            "/apis/batch/v1/jobs",
+            "/api/v1/pods",
+            "/api/v1/services",
+            "/api/v1/secrets",
+            "/api/v1/configmaps"
+        ]
+    );
+    for list in &lists {
+        assert_eq!(list.param("labelSelector"), Some(SELECTOR), "{list:?}");
+    }
+}
+
+#[tokio::test]
+async fn jobs_are_deleted_in_the_background_and_missing_objects_are_fine() {
+    let (cluster, seen) = setup();
+    let owned = |kind, name: &str| OwnedObject {
+        object: ObjectRef {
+            kind,
+            namespace: "hpc".into(),
+            name: name.into(),
+        },
+        key: "hpc/m/x".into(),
+    };
+    cluster.delete(&owned(Kind::Job, "x")).await.unwrap();
+    cluster
+        .delete(&owned(Kind::ConfigMap, "gone"))
+        .await
+        .unwrap();
+    let err = cluster
+        .delete(&owned(Kind::Secret, "locked"))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code, Some(403));
+    assert!(err.to_string().contains("Secret/hpc/locked"), "{err}");
+    let deletes = requests(&seen, Method::DELETE);
+    assert_eq!(deletes[0].body["propagationPolicy"], "Background");
+    assert_eq!(deletes.len(), 3);
+}
+
+#[tokio::test]
+async fn jobs_come_from_the_watch_cache_and_changes_wake_the_reporter() {
+    let (cluster, seen) = setup();
+    let mut changes = cluster.changes();
+    let jobs = tokio::time::timeout(LIMIT, cluster.jobs())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(jobs.len(), 1);
+    assert_eq!(jobs[0].status.as_ref().unwrap().ready, Some(2));
+    // The end of the initial listing is a change.
+    tokio::time::timeout(LIMIT, changes.next())
+        .await
+        .unwrap()
+        .unwrap();
+    let watch_list = requests(&seen, Method::GET)
+        .into_iter()
+        .find(|s| s.path == "/apis/batch/v1/jobs" && !is_metadata(s))
+        .unwrap();
+    assert_eq!(watch_list.param("labelSelector"), Some(SELECTOR));
+}
