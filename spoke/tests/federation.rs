@@ -1,0 +1,448 @@
+//! Hub and spokes over real gRPC with real mutual TLS on loopback, in one process: the
+//! hub's registry and services, the spoke's agent, and the spoke's Kubernetes writes
+//! captured by the in-memory cluster.
+
+#[path = "support/federation.rs"]
+mod federation;
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use federation::{Hub, Pki, SpokeAgent, assign, cert, minicluster, version_of};
+use flux_hub::federation::registry::{McInfo, Registry};
+use flux_shared::federation::proto::admin_client::AdminClient;
+use flux_shared::federation::proto::spoke_client::SpokeClient;
+use flux_shared::federation::proto::{
+    BurstPhase, ListMiniClustersRequest, ListSpokesRequest, WatchRequest,
+};
+use flux_shared::federation::tls::{ClientSecurity, TransportSettings};
+use flux_shared::layout;
+use flux_shared::render::Object;
+use flux_spoke::cluster::Kind;
+use flux_spoke::testing::FakeCluster;
+use k8s_openapi::api::batch::v1::JobStatus;
+use tokio::time::Instant;
+use tonic::Code;
+
+const PATIENCE: Duration = Duration::from_secs(30);
+const NS: &str = "hpc";
+
+fn spokes(names: &[&str]) -> Vec<String> {
+    names.iter().map(|s| s.to_string()).collect()
+}
+
+fn any_port() -> SocketAddr {
+    "127.0.0.1:0".parse().expect("addr")
+}
+
+async fn eventually<T>(what: &str, mut check: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        if let Some(v) = check() {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+fn job_image(cluster: &FakeCluster, job: &str) -> Option<String> {
+    match cluster.get(Kind::Job, NS, job)? {
+        Object::Job(j) => j.spec?.template.spec?.containers.first()?.image.clone(),
+        _ => None,
+    }
+}
+
+fn job_parallelism(cluster: &FakeCluster, job: &str) -> Option<i32> {
+    match cluster.get(Kind::Job, NS, job)? {
+        Object::Job(j) => j.spec?.parallelism,
+        _ => None,
+    }
+}
+
+fn curve_cert_in(cluster: &FakeCluster, job: &str) -> Option<String> {
+    match cluster.get(Kind::Secret, NS, &format!("{job}-curve"))? {
+        Object::Secret(s) => String::from_utf8(s.data?.get(layout::CURVE_KEY)?.0.clone()).ok(),
+        _ => None,
+    }
+}
+
+fn primed() -> std::sync::Arc<Registry> {
+    let r = Registry::new();
+    r.set_primed();
+    r
+}
+
+#[tokio::test]
+async fn first_snapshot_update_status_and_removal() {
+    let pki = Pki::new(&spokes(&["a"]));
+    let hub = Hub::start(&pki, primed(), any_port()).await;
+    let registry = hub.registry.clone();
+    let mc = minicluster(NS, "lammps", "ghcr.io/x/lammps:1", &[("burst-a", "a", 3)]);
+    assign(&registry, &mc);
+    let mut spoke = SpokeAgent::start(&pki, "a", &hub.uri(), FakeCluster::new());
+    spoke
+        .applied_version(registry.epoch(), version_of(&registry, "a"))
+        .await;
+
+    // The burst Job and its companions exist, with the MiniCluster's certificate.
+    assert_eq!(job_parallelism(&spoke.cluster, "burst-a"), Some(3));
+    assert_eq!(
+        curve_cert_in(&spoke.cluster, "burst-a"),
+        Some(cert("lammps"))
+    );
+    assert!(spoke.cluster.namespaces().contains(&NS.to_string()));
+    let key = ("hpc".to_string(), "lammps".to_string());
+    // The hub hears the acknowledgement and the burst's status.
+    eventually("the first report", || {
+        let view = registry.bursts(&key).pop()?;
+        let (status, _) = view.report?;
+        (status.observed_version == view.assigned_version).then_some(())
+    })
+    .await;
+    assert!(registry.bursts(&key)[0].connected);
+
+    // The brokers become ready: the hub sees Running.
+    spoke.cluster.set_job_status(
+        NS,
+        "burst-a",
+        JobStatus {
+            ready: Some(3),
+            active: Some(3),
+            ..Default::default()
+        },
+    );
+    eventually("a Running report", || {
+        let (status, _) = registry.bursts(&key).pop()?.report?;
+        (status.phase == BurstPhase::Running as i32 && status.brokers_ready == 3).then_some(())
+    })
+    .await;
+
+    // An update (new image) reaches the spoke's Job.
+    let updated = minicluster(NS, "lammps", "ghcr.io/x/lammps:2", &[("burst-a", "a", 3)]);
+    assign(&registry, &updated);
+    spoke
+        .applied_version(registry.epoch(), version_of(&registry, "a"))
+        .await;
+    assert_eq!(
+        job_image(&spoke.cluster, "burst-a").as_deref(),
+        Some("ghcr.io/x/lammps:2")
+    );
+
+    // The burst is removed from the spec: the spoke deletes its objects and the hub
+    // counts the withdrawal as confirmed.
+    registry.set(&key, McInfo::default(), vec![], vec![]);
+    assert!(registry.has_unconfirmed_withdrawals(&key));
+    spoke
+        .applied_version(registry.epoch(), version_of(&registry, "a"))
+        .await;
+    assert!(
+        spoke.cluster.refs().is_empty(),
+        "{:?}",
+        spoke.cluster.refs()
+    );
+    eventually("the withdrawal confirmed", || {
+        (!registry.has_unconfirmed_withdrawals(&key)).then_some(())
+    })
+    .await;
+    spoke.stop().await;
+    hub.stop().await;
+}
+
+#[tokio::test]
+async fn two_spokes_each_get_only_their_own_bursts_and_certificates() {
+    let pki = Pki::new(&spokes(&["a", "b"]));
+    let hub = Hub::start(&pki, primed(), any_port()).await;
+    let registry = hub.registry.clone();
+    assign(
+        &registry,
+        &minicluster(NS, "shared", "img:1", &[("sa", "a", 1), ("sb", "b", 2)]),
+    );
+    assign(
+        &registry,
+        &minicluster(NS, "only-a", "img:1", &[("oa", "a", 1)]),
+    );
+    let mut a = SpokeAgent::start(&pki, "a", &hub.uri(), FakeCluster::new());
+    let mut b = SpokeAgent::start(&pki, "b", &hub.uri(), FakeCluster::new());
+    a.applied_version(registry.epoch(), version_of(&registry, "a"))
+        .await;
+    b.applied_version(registry.epoch(), version_of(&registry, "b"))
+        .await;
+    let jobs = |c: &FakeCluster| -> Vec<String> {
+        c.refs()
+            .into_iter()
+            .filter(|r| r.kind == Kind::Job)
+            .map(|r| r.name)
+            .collect()
+    };
+    assert_eq!(jobs(&a.cluster), ["oa", "sa"]);
+    assert_eq!(jobs(&b.cluster), ["sb"]);
+    // b never holds only-a's certificate.
+    let certs_b: Vec<String> = b
+        .cluster
+        .objects()
+        .into_iter()
+        .filter_map(|o| match o {
+            Object::Secret(s) => String::from_utf8(s.data?.get(layout::CURVE_KEY)?.0.clone()).ok(),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(certs_b, [cert("shared")]);
+    assert!(!certs_b.contains(&cert("only-a")));
+
+    // On the wire: b's Watch lists b's assignments only.
+    let channel = TransportSettings::default()
+        .endpoint(&hub.uri(), &pki.spoke("b"))
+        .expect("endpoint")
+        .connect()
+        .await
+        .expect("connect");
+    let mut client = SpokeClient::new(channel);
+    let mut stream = client
+        .watch(WatchRequest::default())
+        .await
+        .expect("watch")
+        .into_inner();
+    let first = stream.message().await.expect("snapshot").expect("one");
+    let keys: Vec<String> = first.assignments.iter().map(|a| a.key.clone()).collect();
+    assert_eq!(keys, ["hpc/shared/sb"]);
+    a.stop().await;
+    b.stop().await;
+    hub.stop().await;
+}
+
+#[tokio::test]
+async fn a_restarted_spoke_prunes_what_was_withdrawn_while_it_was_down() {
+    let pki = Pki::new(&spokes(&["a"]));
+    let hub = Hub::start(&pki, primed(), any_port()).await;
+    let registry = hub.registry.clone();
+    assign(
+        &registry,
+        &minicluster(NS, "keep", "img:1", &[("k", "a", 1)]),
+    );
+    assign(
+        &registry,
+        &minicluster(NS, "gone", "img:1", &[("g", "a", 1)]),
+    );
+    let mut spoke = SpokeAgent::start(&pki, "a", &hub.uri(), FakeCluster::new());
+    spoke
+        .applied_version(registry.epoch(), version_of(&registry, "a"))
+        .await;
+    let cluster = spoke.stop().await;
+    assert!(cluster.get(Kind::Job, NS, "g").is_some());
+
+    // While the spoke is down, "gone" loses its burst.
+    registry.set(
+        &(NS.to_string(), "gone".to_string()),
+        McInfo::default(),
+        vec![],
+        vec![],
+    );
+    cluster.clear_ops();
+    let mut spoke = SpokeAgent::start(&pki, "a", &hub.uri(), cluster);
+    spoke
+        .applied_version(registry.epoch(), version_of(&registry, "a"))
+        .await;
+    assert!(spoke.cluster.get(Kind::Job, NS, "g").is_none(), "pruned");
+    assert!(spoke.cluster.get(Kind::Job, NS, "k").is_some(), "kept");
+    assert!(
+        spoke
+            .cluster
+            .deleted()
+            .iter()
+            .all(|r| r.name.starts_with('g')),
+        "{:?}",
+        spoke.cluster.deleted()
+    );
+    spoke.stop().await;
+    hub.stop().await;
+}
+
+#[tokio::test]
+async fn a_hub_outage_and_restart_delete_nothing_and_the_state_is_rebuilt() {
+    let pki = Pki::new(&spokes(&["a"]));
+    let hub = Hub::start(&pki, primed(), any_port()).await;
+    let first_epoch = hub.registry.epoch().to_string();
+    let mc = minicluster(NS, "lammps", "img:1", &[("burst-a", "a", 2)]);
+    assign(&hub.registry, &mc);
+    let mut spoke = SpokeAgent::start(&pki, "a", &hub.uri(), FakeCluster::new());
+    spoke
+        .applied_version(&first_epoch, version_of(&hub.registry, "a"))
+        .await;
+    let objects = spoke.cluster.refs();
+    spoke.cluster.clear_ops();
+
+    // The link drops: the hub goes away mid-stream.
+    let addr = hub.stop().await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(spoke.cluster.deleted().is_empty());
+
+    // A restarted hub that has not rebuilt its state refuses Watch: still nothing deleted.
+    let restarted = Registry::new();
+    let hub = Hub::start(&pki, restarted.clone(), addr).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(
+        spoke.cluster.deleted().is_empty(),
+        "an unprimed hub sends nothing"
+    );
+
+    // The state is rebuilt from the MiniClusters (what the hub does at start-up), then
+    // spokes are let in: the spoke acknowledges the new epoch, nothing was deleted and the
+    // unchanged objects were not rewritten.
+    assign(&restarted, &mc);
+    restarted.set_primed();
+    spoke
+        .applied_version(restarted.epoch(), version_of(&restarted, "a"))
+        .await;
+    assert_ne!(restarted.epoch(), first_epoch);
+    assert!(spoke.cluster.deleted().is_empty());
+    assert_eq!(spoke.cluster.refs(), objects);
+    assert!(
+        spoke.cluster.applied().is_empty(),
+        "identical assignments are not re-applied: {:?}",
+        spoke.cluster.applied()
+    );
+    eventually("the acknowledgement of the new epoch", || {
+        let s = restarted.spokes().spokes.pop()?;
+        (s.connected && s.acknowledged_version == s.current_version).then_some(())
+    })
+    .await;
+    spoke.stop().await;
+    hub.stop().await;
+}
+
+#[tokio::test]
+async fn refused_identities() {
+    let pki = Pki::new(&spokes(&["a"]));
+    let hub = Hub::start(&pki, primed(), any_port()).await;
+    assign(
+        &hub.registry,
+        &minicluster(NS, "m", "img:1", &[("ba", "a", 1)]),
+    );
+    let settings = TransportSettings::default();
+    let connect = |security: ClientSecurity| {
+        let endpoint = settings.endpoint(&hub.uri(), &security).expect("endpoint");
+        async move { endpoint.connect().await }
+    };
+
+    // An admin certificate cannot watch a spoke's assignments.
+    let channel = connect(pki.admin()).await.expect("admin connects");
+    let err = SpokeClient::new(channel)
+        .watch(WatchRequest::default())
+        .await
+        .expect_err("admin on Spoke");
+    assert_eq!(err.code(), Code::PermissionDenied);
+
+    // A spoke certificate cannot use the admin service.
+    let channel = connect(pki.spoke("a")).await.expect("spoke connects");
+    let err = AdminClient::new(channel)
+        .list_mini_clusters(ListMiniClustersRequest::default())
+        .await
+        .expect_err("spoke on Admin");
+    assert_eq!(err.code(), Code::PermissionDenied);
+
+    // A certificate from another CA is refused during the handshake or on the first call.
+    let refused = match connect(pki.impostor()).await {
+        Err(_) => true,
+        Ok(channel) => SpokeClient::new(channel)
+            .watch(WatchRequest::default())
+            .await
+            .is_err(),
+    };
+    assert!(
+        refused,
+        "a foreign CA's certificate must not get a snapshot"
+    );
+    hub.stop().await;
+}
+
+#[tokio::test]
+async fn the_admin_client_shows_bursts_and_spokes() {
+    let pki = Pki::new(&spokes(&["a", "b"]));
+    let hub = Hub::start(&pki, primed(), any_port()).await;
+    let registry = hub.registry.clone();
+    assign(
+        &registry,
+        &minicluster(
+            NS,
+            "lammps",
+            "img:1",
+            &[("burst-a", "a", 2), ("burst-b", "b", 1)],
+        ),
+    );
+    let mut a = SpokeAgent::start(&pki, "a", &hub.uri(), FakeCluster::new());
+    a.applied_version(registry.epoch(), version_of(&registry, "a"))
+        .await;
+    a.cluster.set_job_status(
+        NS,
+        "burst-a",
+        JobStatus {
+            ready: Some(2),
+            ..Default::default()
+        },
+    );
+    let key = (NS.to_string(), "lammps".to_string());
+    eventually("burst-a running", || {
+        let (s, _) = registry.bursts(&key).first()?.report.clone()?;
+        (s.phase == BurstPhase::Running as i32).then_some(())
+    })
+    .await;
+
+    let channel = TransportSettings::default()
+        .endpoint(&hub.uri(), &pki.admin())
+        .expect("endpoint")
+        .connect()
+        .await
+        .expect("connect");
+    let mut admin = AdminClient::new(channel);
+    let snapshot = admin
+        .list_mini_clusters(ListMiniClustersRequest::default())
+        .await
+        .expect("list")
+        .into_inner();
+    let spokes = admin
+        .list_spokes(ListSpokesRequest {})
+        .await
+        .expect("spokes")
+        .into_inner();
+    let now = i64::try_from(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .expect("clock")
+            .as_millis(),
+    )
+    .expect("millis");
+    let table = flux_hub::status_cmd::table(&snapshot, &spokes, now);
+    let row = |burst: &str| {
+        table
+            .lines()
+            .find(|l| l.split_whitespace().nth(2) == Some(burst))
+            .unwrap_or_else(|| panic!("no row for {burst} in\n{table}"))
+            .split_whitespace()
+            .map(str::to_string)
+            .collect::<Vec<_>>()
+    };
+    let burst_a = row("burst-a");
+    assert_eq!(
+        &burst_a[..8],
+        [
+            "hpc",
+            "lammps",
+            "burst-a",
+            "a",
+            "yes",
+            "Running",
+            "2/2",
+            "203.0.113.9:30093"
+        ],
+        "{table}"
+    );
+    let burst_b = row("burst-b");
+    assert_eq!(&burst_b[3..5], ["b", "no"], "b never connected:\n{table}");
+    let view = flux_hub::status_cmd::view(&snapshot, &spokes);
+    let json = serde_json::to_value(&view).expect("json");
+    assert_eq!(json["spokes"][0]["name"], "a");
+    assert_eq!(json["spokes"][0]["connected"], true);
+    a.stop().await;
+    hub.stop().await;
+}

@@ -1,0 +1,321 @@
+//! A real hub (the hub's registry and gRPC services, mTLS on 127.0.0.1) and real spokes
+//! (the spoke agent with an in-memory cluster) in one process, shared by the federation
+//! tests and the propagation benchmark (`#[path]`-included from both).
+
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use flux_hub::federation::registry::{BurstInfo, McInfo, Registry};
+use flux_hub::federation::service::{self, Services};
+use flux_hub::ops::metrics::Metrics as HubMetrics;
+use flux_shared::api::MiniCluster;
+use flux_shared::federation::assignment::{self, SpokeAssignment};
+use flux_shared::federation::pki::{Ca, IssuedCert};
+use flux_shared::federation::tls::{ClientSecurity, ServerSecurity, TlsPem, TransportSettings};
+use flux_shared::federation::{Identity, assignment_key};
+use flux_shared::plan::{Endpoint, Plan};
+use flux_spoke::testing::FakeCluster;
+use flux_spoke::{Agent, AgentConfig, AppliedSnapshot, Metrics};
+use tokio::sync::{oneshot, watch};
+use tokio::task::JoinHandle;
+
+/// DNS name in the hub's server certificate.
+pub const HUB_DNS: &str = "hub.flux.test";
+/// The lead broker endpoint the hub hands out.
+pub const LEAD: (&str, i32) = ("203.0.113.9", 30093);
+
+/// A CA, the hub's certificate, one client certificate per spoke, an admin's, and a
+/// certificate from another CA.
+pub struct Pki {
+    /// The federation CA.
+    pub ca: Ca,
+    hub: IssuedCert,
+    spokes: BTreeMap<String, IssuedCert>,
+    admin: IssuedCert,
+    foreign: (Ca, IssuedCert),
+}
+
+impl Pki {
+    /// Certificates for `spokes`.
+    pub fn new(spokes: &[String]) -> Pki {
+        let ca = Ca::generate("federation test CA").expect("CA");
+        let hub = ca
+            .issue_server(
+                &[HUB_DNS.to_string()],
+                &["127.0.0.1".parse().expect("ip")],
+                1,
+            )
+            .expect("hub cert");
+        let spokes = spokes
+            .iter()
+            .map(|name| {
+                let id = Identity::spoke(name).expect("spoke name");
+                (name.clone(), ca.issue_client(&id, 1).expect("spoke cert"))
+            })
+            .collect();
+        let admin = ca
+            .issue_client(&Identity::admin("ops").expect("admin"), 1)
+            .expect("admin cert");
+        let other = Ca::generate("someone else's CA").expect("CA");
+        let impostor = other
+            .issue_client(&Identity::spoke("a").expect("spoke"), 1)
+            .expect("impostor");
+        Pki {
+            ca,
+            hub,
+            spokes,
+            admin,
+            foreign: (other, impostor),
+        }
+    }
+
+    fn pem(&self, ca: &Ca, leaf: &IssuedCert) -> TlsPem {
+        TlsPem::new(
+            ca.cert_pem().to_string(),
+            leaf.cert_pem.clone(),
+            leaf.key_pem.clone(),
+        )
+        .expect("pem")
+    }
+
+    /// The hub's server side.
+    pub fn server(&self) -> ServerSecurity {
+        ServerSecurity::Mtls(self.pem(&self.ca, &self.hub))
+    }
+
+    fn client(&self, leaf: &IssuedCert) -> ClientSecurity {
+        ClientSecurity::Mtls {
+            tls: self.pem(&self.ca, leaf),
+            domain: HUB_DNS.to_string(),
+        }
+    }
+
+    /// Spoke `name`'s client side.
+    pub fn spoke(&self, name: &str) -> ClientSecurity {
+        self.client(&self.spokes[name])
+    }
+
+    /// The admin's client side.
+    pub fn admin(&self) -> ClientSecurity {
+        self.client(&self.admin)
+    }
+
+    /// A spoke certificate for `a` from another CA (trusting the real CA for the hub).
+    pub fn impostor(&self) -> ClientSecurity {
+        let (_, leaf) = &self.foreign;
+        ClientSecurity::Mtls {
+            tls: TlsPem::new(
+                self.ca.cert_pem().to_string(),
+                leaf.cert_pem.clone(),
+                leaf.key_pem.clone(),
+            )
+            .expect("pem"),
+            domain: HUB_DNS.to_string(),
+        }
+    }
+}
+
+/// The hub: a registry served over mTLS.
+pub struct Hub {
+    /// The registry (what a controller would fill in).
+    pub registry: Arc<Registry>,
+    /// Where it listens.
+    pub addr: SocketAddr,
+    stop: watch::Sender<bool>,
+    task: JoinHandle<()>,
+}
+
+impl Hub {
+    /// Serve `registry` on `addr` (port 0: any free port). Rebinding the port of a hub
+    /// that just stopped is retried briefly.
+    pub async fn start(pki: &Pki, registry: Arc<Registry>, addr: SocketAddr) -> Hub {
+        let listener = {
+            let mut attempt = 0;
+            loop {
+                match service::bind(addr).await {
+                    Ok(l) => break l,
+                    Err(e) if attempt < 50 => {
+                        attempt += 1;
+                        let _ = e;
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                    }
+                    Err(e) => panic!("bind {addr}: {e}"),
+                }
+            }
+        };
+        let addr = listener.local_addr().expect("addr");
+        let (stop, _) = watch::channel(false);
+        let services = Services::new(
+            registry.clone(),
+            pki.server().authenticator(),
+            Arc::new(HubMetrics::new()),
+        )
+        .with_stop(stop.subscribe());
+        let mut stopped = stop.subscribe();
+        let security = pki.server();
+        let task = tokio::spawn(async move {
+            service::serve(
+                listener,
+                security,
+                TransportSettings::default(),
+                services,
+                async move {
+                    let _ = stopped.wait_for(|s| *s).await;
+                },
+            )
+            .await
+            .expect("hub serves");
+        });
+        Hub {
+            registry,
+            addr,
+            stop,
+            task,
+        }
+    }
+
+    /// The URI spokes dial.
+    pub fn uri(&self) -> String {
+        format!("https://{}", self.addr)
+    }
+
+    /// Stop serving; open streams end.
+    pub async fn stop(self) -> SocketAddr {
+        let _ = self.stop.send(true);
+        tokio::time::timeout(Duration::from_secs(20), self.task)
+            .await
+            .expect("the hub stops")
+            .expect("hub task");
+        self.addr
+    }
+}
+
+/// One spoke agent applying into an in-memory cluster.
+pub struct SpokeAgent {
+    /// Its cluster (survives restarts of the agent).
+    pub cluster: FakeCluster,
+    /// The last snapshot it fully applied.
+    pub applied: watch::Receiver<Option<AppliedSnapshot>>,
+    stop: oneshot::Sender<()>,
+    task: JoinHandle<()>,
+}
+
+impl SpokeAgent {
+    /// Start spoke `name` against `hub_uri`, applying into `cluster`.
+    pub fn start(pki: &Pki, name: &str, hub_uri: &str, cluster: FakeCluster) -> SpokeAgent {
+        let config = AgentConfig {
+            // Reconnect quickly: tests restart hubs.
+            min_reconnect_delay: Duration::from_millis(20),
+            max_reconnect_delay: Duration::from_millis(500),
+            report_debounce: Duration::from_millis(10),
+            ..AgentConfig::new(hub_uri, pki.spoke(name))
+        };
+        let agent = Agent::new(config, cluster.clone(), Arc::new(Metrics::new()));
+        let applied = agent.applied();
+        let (stop, stopped) = oneshot::channel::<()>();
+        let task = tokio::spawn(agent.run(async move {
+            let _ = stopped.await;
+        }));
+        SpokeAgent {
+            cluster,
+            applied,
+            stop,
+            task,
+        }
+    }
+
+    /// Stop the agent; returns its cluster.
+    pub async fn stop(self) -> FakeCluster {
+        let _ = self.stop.send(());
+        tokio::time::timeout(Duration::from_secs(20), self.task)
+            .await
+            .expect("the agent stops")
+            .expect("agent task");
+        self.cluster
+    }
+
+    /// Wait until the agent has applied `version` (or later) of `epoch`.
+    pub async fn applied_version(&mut self, epoch: &str, version: u64) {
+        let wait = self.applied.wait_for(|a| {
+            a.as_ref()
+                .is_some_and(|a| a.hub_epoch == epoch && a.version >= version)
+        });
+        tokio::time::timeout(Duration::from_secs(30), wait)
+            .await
+            .unwrap_or_else(|_| panic!("spoke never applied {epoch}/{version}"))
+            .expect("agent alive");
+    }
+}
+
+/// A bursting MiniCluster `ns/name` of 2 root brokers, with `bursts` (burst, spoke, size)
+/// and container `image`.
+pub fn minicluster(ns: &str, name: &str, image: &str, bursts: &[(&str, &str, i32)]) -> MiniCluster {
+    let clusters: Vec<serde_json::Value> = bursts
+        .iter()
+        .map(|(burst, spoke, size)| serde_json::json!({"name": burst, "cluster": spoke, "size": size}))
+        .collect();
+    serde_json::from_value(serde_json::json!({
+        "apiVersion": "flux-framework.org/v1alpha2",
+        "kind": "MiniCluster",
+        "metadata": {"name": name, "namespace": ns, "uid": format!("uid-{name}"), "generation": 1},
+        "spec": {
+            "size": 2,
+            "containers": [{"image": image, "command": "hostname"}],
+            "flux": {"bursting": {"clusters": clusters}},
+        },
+    }))
+    .expect("test MiniCluster")
+}
+
+/// The curve certificate of MiniCluster `name` (fixed per name).
+pub fn cert(name: &str) -> String {
+    let mut seed = [0u8; 32];
+    for (i, b) in name.bytes().enumerate() {
+        seed[i % 32] ^= b;
+    }
+    flux_shared::curve::CurveCert::from_secret(seed, name).to_zcert()
+}
+
+/// What the hub controller does for a planned bursting MiniCluster once its lead endpoint
+/// is known: record its bursts and assignments in the registry. Returns the assignments.
+pub fn assign(registry: &Registry, mc: &MiniCluster) -> Vec<SpokeAssignment> {
+    let plan = Plan::new(mc).expect("valid MiniCluster");
+    let lead = Endpoint {
+        address: LEAD.0.to_string(),
+        port: LEAD.1,
+    };
+    let assignments = assignment::build(&plan, &cert(&plan.name), &lead).expect("assignments");
+    let bursts = plan
+        .bursts
+        .iter()
+        .map(|b| BurstInfo {
+            key: assignment_key(&plan.namespace, &plan.name, &b.name),
+            name: b.name.clone(),
+            spoke: b.cluster.clone(),
+            size: b.size,
+        })
+        .collect();
+    registry.set(
+        &(plan.namespace.clone(), plan.name.clone()),
+        McInfo {
+            uid: plan.uid.clone().unwrap_or_default(),
+            generation: 1,
+            phase: "Running".into(),
+            size: plan.spec.size,
+            brokers_ready: plan.spec.size,
+            lead: Some(lead),
+        },
+        bursts,
+        assignments.clone(),
+    );
+    assignments
+}
+
+/// The snapshot version spoke `spoke` currently has in `registry`.
+pub fn version_of(registry: &Registry, spoke: &str) -> u64 {
+    registry.snapshot(spoke).version
+}
