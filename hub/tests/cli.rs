@@ -226,3 +226,46 @@ spec:
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn run_refuses_an_incomplete_federation_setup_before_touching_a_cluster() {
+    // No KUBECONFIG is needed: flags are checked first.
+    let cases: &[(&[&str], &str)] = &[
+        (
+            &["run", "--grpc-addr", "127.0.0.1:0"],
+            "--grpc-addr needs --ca, --cert and --key",
+        ),
+        (
+            &["run", "--ca", "ca.crt"],
+            "configure the gRPC server: set --grpc-addr too",
+        ),
+        (
+            &[
+                "run",
+                "--grpc-addr",
+                "127.0.0.1:0",
+                "--ca",
+                "/nonexistent/ca.crt",
+                "--cert",
+                "/nonexistent/hub.crt",
+                "--key",
+                "/nonexistent/hub.key",
+            ],
+            "/nonexistent/ca.crt",
+        ),
+        (
+            &["run", "--lead-broker-address", "not an address"],
+            "--lead-broker-address \"not an address\": must be an IP address or a DNS name",
+        ),
+    ];
+    for (args, expected) in cases {
+        let out = Command::new(env!("CARGO_BIN_EXE_flux-hub"))
+            .args(*args)
+            .env("KUBECONFIG", "/nonexistent/kubeconfig")
+            .output()
+            .expect("run flux-hub");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {stderr}");
+        assert!(stderr.contains(expected), "{args:?}: {stderr}");
+    }
+}

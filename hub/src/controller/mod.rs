@@ -112,7 +112,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret, Service};
 use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{Controller, WatchStreamExt, controller, watcher};
-use kube::{Api, Client, Resource};
+use kube::{Api, Client, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 use tracing::{error, info};
 
@@ -152,6 +152,8 @@ where
         watcher::Config::default().labels(&format!("{}={}", labels::MANAGED_BY, labels::MANAGER));
     let driver = watcher(api, config)
         .default_backoff()
+        // managedFields are never read and would be most of a cached object's size.
+        .modify(|object| object.managed_fields_mut().clear())
         .reflect_shared(writer)
         .for_each(|event| async move {
             if let Err(error) = event {

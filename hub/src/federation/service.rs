@@ -191,7 +191,10 @@ pub async fn serve(
     health_reporter
         .set_serving::<flux_shared::federation::proto::admin_server::AdminServer<Services>>()
         .await;
-    let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
+    // Small messages (reports, snapshot updates) must not wait for delayed ACKs: no Nagle.
+    let incoming = tonic::transport::server::TcpIncoming::from(listener)
+        .with_nodelay(Some(true))
+        .with_keepalive(Some(settings.tcp_keepalive));
     settings
         .server(&security)?
         .add_service(health)
