@@ -446,3 +446,31 @@ async fn the_admin_client_shows_bursts_and_spokes() {
     a.stop().await;
     hub.stop().await;
 }
+
+#[tokio::test]
+async fn the_hub_serves_grpc_health_to_authenticated_callers() {
+    use tonic_health::pb::HealthCheckRequest;
+    use tonic_health::pb::health_check_response::ServingStatus;
+    use tonic_health::pb::health_client::HealthClient;
+    let pki = Pki::new(&spokes(&["a"]));
+    let hub = Hub::start(&pki, primed(), any_port()).await;
+    let channel = TransportSettings::default()
+        .endpoint(&hub.uri(), &pki.spoke("a"))
+        .expect("endpoint")
+        .connect()
+        .await
+        .expect("connect");
+    let mut health = HealthClient::new(channel);
+    for service in ["", "flux.federation.v1.Spoke", "flux.federation.v1.Admin"] {
+        let status = health
+            .check(HealthCheckRequest {
+                service: service.to_string(),
+            })
+            .await
+            .unwrap_or_else(|e| panic!("health of {service:?}: {e}"))
+            .into_inner()
+            .status;
+        assert_eq!(status, ServingStatus::Serving as i32, "{service:?}");
+    }
+    hub.stop().await;
+}

@@ -292,36 +292,48 @@ pub async fn run(opts: RunOptions) -> anyhow::Result<()> {
         svcs_watch,
         pods_watch,
     ));
-    let synced = {
-        let (stores, health, ctx, miniclusters) = (
-            stores.clone(),
-            health.clone(),
-            ctx.clone(),
-            miniclusters.clone(),
-        );
-        tokio::spawn(async move {
-            stores.wait_until_ready().await;
-            info!("caches synced");
-            // Spokes are let in only once the registry holds what they ran before.
-            let mut delay = std::time::Duration::from_secs(1);
-            loop {
-                match miniclusters.list(&kube::api::ListParams::default()).await {
-                    Ok(list) => {
-                        reconcile::prime(&ctx, &list.items);
-                        break;
-                    }
-                    Err(error) => {
-                        error!(%error, "cannot list MiniClusters to rebuild the federation state; retrying");
-                        tokio::time::sleep(delay).await;
-                        delay = (delay * 2).min(std::time::Duration::from_secs(60));
-                    }
+    // Rebuild the federation state before the first reconcile: spokes are let in only once
+    // the registry holds what they ran before, and no reconcile races the rebuild.
+    let rebuild = async {
+        stores.wait_until_ready().await;
+        info!("caches synced");
+        let mut delay = std::time::Duration::from_secs(1);
+        loop {
+            match miniclusters.list(&kube::api::ListParams::default()).await {
+                Ok(list) => break reconcile::prime(&ctx, &list.items),
+                Err(error) => {
+                    error!(%error, "cannot list MiniClusters to rebuild the federation state; retrying");
+                    tokio::time::sleep(delay).await;
+                    delay = (delay * 2).min(std::time::Duration::from_secs(60));
                 }
             }
-            health.set_ready(true);
-        })
+        }
     };
+    tokio::select! {
+        () = rebuild => health.set_ready(true),
+        () = ops::shutdown::signal() => {
+            watches.abort();
+            let _ = stop_tx.send(true);
+            let _ = server.await;
+            return Ok(());
+        }
+    }
 
-    let controller = Controller::new(miniclusters, watcher::Config::default())
+    // The MiniCluster watch: a deleted MiniCluster leaves the registry (and admin listings)
+    // here, since no reconcile runs for an object that is gone.
+    let (mc_store, mc_writer) = reflector::store();
+    let forget = registry.clone();
+    let mc_events = watcher(miniclusters, watcher::Config::default())
+        .default_backoff()
+        .modify(|mc| mc.managed_fields_mut().clear())
+        .reflect(mc_writer)
+        .inspect(move |event| {
+            if let Ok(watcher::Event::Delete(mc)) = event {
+                forget.forget(&(mc.namespace().unwrap_or_default(), mc.name_any()));
+            }
+        })
+        .applied_objects();
+    let controller = Controller::for_stream(mc_events, mc_store)
         .with_config(controller::Config::default().concurrency(opts.concurrency))
         .owns_shared_stream(job_events)
         .owns_shared_stream(secret_events)
@@ -359,7 +371,6 @@ pub async fn run(opts: RunOptions) -> anyhow::Result<()> {
         result = grpc_ended => result,
     };
     watches.abort();
-    synced.abort();
     health.set_ready(false);
     if let Some(lease) = &election {
         lease.release().await;
