@@ -163,6 +163,17 @@ where
     (reader, subscriber, driver)
 }
 
+/// The MiniCluster of a lead broker (completion index 0) or services pod; worker pods
+/// change nothing the controller decides, so they trigger nothing.
+fn lead_or_services_pod(pod: Arc<Pod>) -> Option<reflector::ObjectRef<MiniCluster>> {
+    let labels = pod.labels();
+    let minicluster = labels.get(labels::MINICLUSTER)?;
+    match labels.get(labels::COMPLETION_INDEX).map(String::as_str) {
+        None | Some("0") => Some(reflector::ObjectRef::new(minicluster).within(&pod.namespace()?)),
+        Some(_) => None,
+    }
+}
+
 /// `flux-hub run`: the MiniCluster controller with its metrics and health server.
 pub async fn run(opts: RunOptions) -> anyhow::Result<()> {
     ops::logging::init(opts.log_json);
@@ -339,7 +350,9 @@ pub async fn run(opts: RunOptions) -> anyhow::Result<()> {
         .owns_shared_stream(secret_events)
         .owns_shared_stream(cm_events)
         .owns_shared_stream(svc_events)
-        .owns_shared_stream(pod_events)
+        // Broker pods belong to the Job, not to the MiniCluster: map the lead broker's pod
+        // (its node is the burst endpoint) and the services pod by label instead.
+        .watches_shared_stream(pod_events, lead_or_services_pod)
         .reconcile_on(changes)
         .graceful_shutdown_on(ops::shutdown::signal())
         .run(reconcile::reconcile, reconcile::error_policy, ctx)
@@ -386,4 +399,35 @@ pub async fn run(opts: RunOptions) -> anyhow::Result<()> {
     }
     info!("stopped");
     outcome
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pod(labels: &[(&str, &str)]) -> Arc<Pod> {
+        let mut pod = Pod::default();
+        pod.metadata.namespace = Some("hpc".into());
+        pod.metadata.labels = Some(
+            labels
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        );
+        Arc::new(pod)
+    }
+
+    #[test]
+    fn only_lead_and_services_pods_trigger_their_minicluster() {
+        let lead = pod(&[(labels::MINICLUSTER, "m"), (labels::COMPLETION_INDEX, "0")]);
+        assert_eq!(
+            lead_or_services_pod(lead),
+            Some(reflector::ObjectRef::new("m").within("hpc"))
+        );
+        let services = pod(&[(labels::MINICLUSTER, "m")]);
+        assert!(lead_or_services_pod(services).is_some());
+        let worker = pod(&[(labels::MINICLUSTER, "m"), (labels::COMPLETION_INDEX, "3")]);
+        assert_eq!(lead_or_services_pod(worker), None);
+        assert_eq!(lead_or_services_pod(pod(&[])), None);
+    }
 }
