@@ -37,23 +37,18 @@ const PROBE_PORT: i32 = 8081;
 const UID: i64 = 65532;
 const RBAC_GROUP: &str = "rbac.authorization.k8s.io";
 
-/// Exactly what the spoke may do, cluster-wide: `(API group, resource) -> verbs`.
+/// Exactly what the spoke may do, cluster-wide: `(API group, resource) -> verbs`, from the
+/// list the spoke's own mock-API tests check every request against.
 fn required() -> Grants {
-    let object_verbs = ["get", "list", "watch", "patch", "create", "delete"];
-    let mut grants = Grants::new();
-    let mut grant = |group: &str, resource: &str, verbs: &[&str]| {
-        grants.insert(
-            (group.to_owned(), resource.to_owned()),
-            verbs.iter().map(|v| (*v).to_owned()).collect(),
-        );
-    };
-    grant("", "namespaces", &["get", "create"]);
-    grant("", "configmaps", &object_verbs);
-    grant("", "secrets", &object_verbs);
-    grant("", "services", &object_verbs);
-    grant("batch", "jobs", &object_verbs);
-    grant("", "pods", &["list", "watch", "delete"]);
-    grants
+    flux_spoke::cluster::REQUIRED
+        .iter()
+        .map(|(group, resource, verbs)| {
+            (
+                ((*group).to_owned(), (*resource).to_owned()),
+                verbs.iter().map(|v| (*v).to_owned()).collect(),
+            )
+        })
+        .collect()
 }
 
 fn spoke_dir() -> PathBuf {

@@ -38,6 +38,34 @@ pub const FIELD_MANAGER: &str = "flux-spoke";
 /// How long [`KubeCluster::jobs`] waits for the Job cache's first listing.
 pub const JOB_CACHE_SYNC_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// One RBAC rule the spoke needs: API group (`""` for core), resource, verbs.
+pub type Permission = (&'static str, &'static str, &'static [&'static str]);
+
+/// Every Kubernetes permission [`KubeCluster`] uses, cluster-wide. Server-side apply of an
+/// object that may not exist needs `create` and `patch`; owned objects are found with
+/// metadata-only lists; Jobs are also watched (status reports). `deploy/spoke/rbac.yaml`
+/// grants exactly this (a test checks), and the mock-API tests check that every request
+/// is covered.
+pub const REQUIRED: &[Permission] = &[
+    ("", "namespaces", &["get", "create"]),
+    ("", "configmaps", &["list", "create", "patch", "delete"]),
+    ("", "secrets", &["list", "create", "patch", "delete"]),
+    ("", "services", &["list", "create", "patch", "delete"]),
+    (
+        "batch",
+        "jobs",
+        &["list", "watch", "create", "patch", "delete"],
+    ),
+    ("", "pods", &["list", "delete"]),
+];
+
+/// Whether [`REQUIRED`] grants `verb` on `group`/`resource`.
+pub fn allows(group: &str, resource: &str, verb: &str) -> bool {
+    REQUIRED
+        .iter()
+        .any(|(g, r, verbs)| *g == group && *r == resource && verbs.contains(&verb))
+}
+
 /// The kinds of object a spoke creates (and so owns and may delete).
 ///
 /// Ordered for deletion: the Job first (so its brokers stop before their configuration

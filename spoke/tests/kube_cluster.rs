@@ -217,6 +217,47 @@ fn setup() -> (KubeCluster, Arc<Mutex<Vec<Seen>>>) {
     (KubeCluster::new(client), seen)
 }
 
+/// Every request the cluster made is one `flux_spoke::cluster::REQUIRED` grants.
+fn assert_permitted(seen: &Arc<Mutex<Vec<Seen>>>) {
+    for s in seen.lock().unwrap().iter() {
+        let parts: Vec<&str> = s.path.trim_start_matches('/').split('/').collect();
+        let (group, rest) = match parts.first() {
+            Some(&"api") => ("", &parts[2..]),
+            Some(&"apis") => (parts[1], &parts[3..]),
+            _ => panic!("unexpected path {}", s.path),
+        };
+        let rest = if rest.first() == Some(&"namespaces") && rest.len() > 2 {
+            &rest[2..]
+        } else {
+            rest
+        };
+        let verb = match (s.method.as_str(), rest.len()) {
+            ("GET", 1) if s.param("watch") == Some("true") => "watch",
+            ("GET", 1) => "list",
+            ("GET", _) => "get",
+            ("POST", _) => "create",
+            ("PATCH", _) => "patch",
+            ("PUT", _) => "update",
+            ("DELETE", _) => "delete",
+            (m, _) => panic!("unexpected method {m}"),
+        };
+        assert!(
+            flux_spoke::cluster::allows(group, rest[0], verb),
+            "{} {} needs {verb} on {group}/{}, missing from REQUIRED",
+            s.method,
+            s.path,
+            rest[0]
+        );
+        if verb == "patch" {
+            assert!(
+                flux_spoke::cluster::allows(group, rest[0], "create"),
+                "server-side apply on {} may create: it needs create too",
+                rest[0]
+            );
+        }
+    }
+}
+
 fn requests(seen: &Arc<Mutex<Vec<Seen>>>, method: Method) -> Vec<Seen> {
     seen.lock()
         .unwrap()
@@ -237,6 +278,7 @@ async fn namespaces_are_created_only_when_missing() {
     assert_eq!(posts[0].body["metadata"]["name"], "hpc");
     // Someone else created it meanwhile.
     cluster.ensure_namespace("racing").await.unwrap();
+    assert_permitted(&seen);
 }
 
 #[tokio::test]
@@ -283,6 +325,7 @@ async fn objects_are_server_side_applied_with_force() {
             "hpc/m/x"
         );
     }
+    assert_permitted(&seen);
 }
 
 #[tokio::test]
@@ -326,6 +369,7 @@ async fn owned_objects_are_found_by_label_and_annotation_in_every_namespace() {
     for list in &lists {
         assert_eq!(list.param("labelSelector"), Some(SELECTOR), "{list:?}");
     }
+    assert_permitted(&seen);
 }
 
 #[tokio::test]
@@ -353,6 +397,7 @@ async fn jobs_are_deleted_in_the_background_and_missing_objects_are_fine() {
     let deletes = requests(&seen, Method::DELETE);
     assert_eq!(deletes[0].body["propagationPolicy"], "Background");
     assert_eq!(deletes.len(), 3);
+    assert_permitted(&seen);
 }
 
 #[tokio::test]
@@ -375,4 +420,5 @@ async fn jobs_come_from_the_watch_cache_and_changes_wake_the_reporter() {
         .find(|s| s.path == "/apis/batch/v1/jobs" && !is_metadata(s))
         .unwrap();
     assert_eq!(watch_list.param("labelSelector"), Some(SELECTOR));
+    assert_permitted(&seen);
 }
