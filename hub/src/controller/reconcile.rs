@@ -337,7 +337,15 @@ async fn reconcile_inner(
             .map_err(kube_err(format!("deleting MiniCluster {ns}/{name}")))?;
         ctx.metrics.api_write("MiniCluster", "delete");
     }
-    Ok(Action::await_change())
+    // A spoke that just went away shows Unreachable only after a grace period; nothing
+    // else would wake this MiniCluster then.
+    let views = ctx.registry.bursts(&mc_key(mc));
+    Ok(
+        match bursts::recheck_after(&views, std::time::SystemTime::from(now.0)) {
+            Some(after) => Action::requeue(after),
+            None => Action::await_change(),
+        },
+    )
 }
 
 /// Label each broker pod with `job-index=<completion index>`, as the MiniCluster docs
@@ -435,7 +443,12 @@ async fn finish(
         };
         ctx.registry.set(&key, info, fed.bursts, fed.assignments);
         let views = ctx.registry.bursts(&key);
-        let statuses = bursts::statuses(&views, fed.waiting.as_deref(), &previous.bursts);
+        let statuses = bursts::statuses(
+            &views,
+            fed.waiting.as_deref(),
+            &previous.bursts,
+            std::time::SystemTime::from(now.0),
+        );
         burst_events = bursts::events(&previous.bursts, &statuses);
         status = status::with_bursts(
             status,
@@ -856,7 +869,12 @@ async fn finalize(mc: &MiniCluster, ctx: &Context, ns: &str, name: &str) -> Resu
         }
     } else {
         let views = ctx.registry.bursts(&key);
-        let statuses = bursts::statuses(&views, None, &previous.bursts);
+        let statuses = bursts::statuses(
+            &views,
+            None,
+            &previous.bursts,
+            std::time::SystemTime::from(now.0),
+        );
         if statuses != previous.bursts {
             let status = status::with_bursts(
                 previous.clone(),

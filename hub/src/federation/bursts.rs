@@ -28,6 +28,11 @@ pub mod phase {
     pub const DELETING: &str = "Deleting";
 }
 
+/// How long a spoke may be disconnected before its bursts show Unreachable: a hub restart
+/// or rollout, or a spoke reconnecting, must not flap every burst's phase (and raise a
+/// Warning Event each time).
+pub const UNREACHABLE_GRACE: Duration = Duration::from_secs(30);
+
 /// How long a `lastSeen` may lag before it is refreshed (so periodic reports do not cause
 /// a status write each).
 pub const LAST_SEEN_REFRESH: Duration = Duration::from_secs(300);
@@ -41,11 +46,13 @@ fn to_system(t: &Time) -> SystemTime {
 }
 
 /// One status entry per burst view. `waiting` says why nothing was sent yet (lead
-/// endpoint unknown); `previous` supplies `lastSeen` values that need no refresh.
+/// endpoint unknown); `previous` supplies `lastSeen` values that need no refresh, and the
+/// entries of bursts whose spoke has been gone less than [`UNREACHABLE_GRACE`].
 pub fn statuses(
     views: &[BurstView],
     waiting: Option<&str>,
     previous: &[BurstStatus],
+    now: SystemTime,
 ) -> Vec<BurstStatus> {
     views
         .iter()
@@ -64,10 +71,25 @@ pub fn statuses(
                     waiting.unwrap_or("waiting to be assigned").to_string(),
                 )
             } else if !v.connected {
-                (
-                    phase::UNREACHABLE,
-                    format!("spoke {} is not connected to the hub", b.spoke),
-                )
+                let old = previous.iter().find(|p| p.name == b.name);
+                let within_grace = v
+                    .disconnected_since
+                    .and_then(|since| now.duration_since(since).ok())
+                    .is_none_or(|gone| gone < UNREACHABLE_GRACE);
+                match old {
+                    // Briefly gone: keep showing what it last reported.
+                    Some(old)
+                        if within_grace
+                            && old.phase != phase::PENDING
+                            && old.phase != phase::UNREACHABLE =>
+                    {
+                        return old.clone();
+                    }
+                    _ => (
+                        phase::UNREACHABLE,
+                        format!("spoke {} is not connected to the hub", b.spoke),
+                    ),
+                }
             } else {
                 match reported {
                     Some(r) if r.observed_version >= v.assigned_version => {
@@ -183,6 +205,23 @@ pub fn ready_condition(bursts: &[BurstStatus]) -> Option<(bool, &'static str, St
 /// An Event to publish: warning?, reason, note.
 pub type BurstEvent = (bool, &'static str, String);
 
+/// When the status must be computed again although nothing will notify the controller:
+/// when the first disconnected spoke's grace runs out.
+pub fn recheck_after(views: &[BurstView], now: SystemTime) -> Option<Duration> {
+    views
+        .iter()
+        .filter(|v| !v.connected && !v.deleting && v.assigned)
+        .filter_map(|v| v.disconnected_since)
+        .filter_map(|since| {
+            let gone = now.duration_since(since).unwrap_or_default();
+            UNREACHABLE_GRACE
+                .checked_sub(gone)
+                .filter(|left| !left.is_zero())
+        })
+        .min()
+        .map(|left| left + Duration::from_millis(100))
+}
+
 /// Events for bursts whose phase changed.
 pub fn events(previous: &[BurstStatus], current: &[BurstStatus]) -> Vec<BurstEvent> {
     current
@@ -235,6 +274,7 @@ mod tests {
             report: None,
             spoke_last_seen: None,
             deleting: false,
+            disconnected_since: None,
         }
     }
 
@@ -263,6 +303,7 @@ mod tests {
             &[v],
             Some("waiting for the lead broker Service's NodePort"),
             &[],
+            SystemTime::UNIX_EPOCH + Duration::from_secs(2_000_000),
         )
         .remove(0)
     }
@@ -343,6 +384,7 @@ mod tests {
             }],
             None,
             &[],
+            t0,
         );
         let soon = statuses(
             &[BurstView {
@@ -351,6 +393,7 @@ mod tests {
             }],
             None,
             &first,
+            t0,
         );
         assert_eq!(
             soon, first,
@@ -363,6 +406,7 @@ mod tests {
             }],
             None,
             &first,
+            t0,
         );
         assert_ne!(later[0].last_seen, first[0].last_seen);
     }
@@ -377,22 +421,43 @@ mod tests {
             }],
             None,
             &[],
+            t,
         );
         assert!(ready_condition(&running).unwrap().0);
-        let unreachable = statuses(
-            &[BurstView {
-                connected: false,
-                ..view()
-            }],
+        // Gone for a moment (a hub rollout, a reconnect): the last status stays, and the
+        // controller is told when to look again.
+        let gone = BurstView {
+            connected: false,
+            disconnected_since: Some(t),
+            ..view()
+        };
+        let brief = statuses(
+            std::slice::from_ref(&gone),
             None,
             &running,
+            t + Duration::from_secs(5),
+        );
+        assert_eq!(brief, running);
+        assert_eq!(
+            recheck_after(std::slice::from_ref(&gone), t + Duration::from_secs(5)),
+            Some(UNREACHABLE_GRACE - Duration::from_secs(5) + Duration::from_millis(100))
+        );
+        let unreachable = statuses(
+            std::slice::from_ref(&gone),
+            None,
+            &running,
+            t + UNREACHABLE_GRACE,
+        );
+        assert_eq!(
+            recheck_after(std::slice::from_ref(&gone), t + UNREACHABLE_GRACE),
+            None
         );
         let (ok, reason, message) = ready_condition(&unreachable).unwrap();
         assert_eq!((ok, reason), (false, "SpokeUnreachable"));
         assert!(message.contains("b (gke)"), "{message}");
         assert_eq!(events(&running, &unreachable)[0].1, "SpokeUnreachable");
         assert!(events(&running, &running).is_empty());
-        let dispatched = statuses(&[view()], None, &[]);
+        let dispatched = statuses(&[view()], None, &[], t);
         assert_eq!(events(&[], &dispatched)[0].1, "BurstDispatched");
         assert_eq!(events(&dispatched, &running)[0].1, "BurstRunning");
         assert!(ready_condition(&[]).is_none());

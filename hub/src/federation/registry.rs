@@ -71,6 +71,9 @@ pub struct BurstView {
     pub spoke_last_seen: Option<SystemTime>,
     /// The MiniCluster is being deleted and the spoke has not confirmed the burst gone.
     pub deleting: bool,
+    /// While the spoke is not connected: since when (its last stream ended, or this hub
+    /// started if it has not connected since).
+    pub disconnected_since: Option<SystemTime>,
 }
 
 /// Whether each burst of a deleted MiniCluster is confirmed gone.
@@ -101,6 +104,8 @@ struct SpokeState {
     tx: watch::Sender<u64>,
     connections: usize,
     last_seen: Option<SystemTime>,
+    /// When its last stream ended (`None` while connected or never connected).
+    disconnected_at: Option<SystemTime>,
     acknowledged: u64,
     spoke_version: String,
     reports: HashMap<String, (AssignmentStatus, SystemTime)>,
@@ -118,6 +123,7 @@ impl SpokeState {
             tx,
             connections: 0,
             last_seen: None,
+            disconnected_at: None,
             acknowledged: 0,
             spoke_version: String::new(),
             reports: HashMap::new(),
@@ -156,6 +162,7 @@ struct Inner {
 #[derive(Debug)]
 pub struct Registry {
     epoch: String,
+    started: SystemTime,
     inner: Mutex<Inner>,
     admin: watch::Sender<u64>,
     primed: watch::Sender<bool>,
@@ -193,6 +200,7 @@ impl Drop for ConnectionGuard {
         if let Some(state) = inner.spokes.get_mut(&self.spoke) {
             state.connections = state.connections.saturating_sub(1);
             if state.connections == 0 {
+                state.disconnected_at = Some(SystemTime::now());
                 let affected = affected_by_spoke(&inner, &self.spoke);
                 registry.bump_admin(&mut inner);
                 drop(inner);
@@ -230,6 +238,7 @@ impl Registry {
         let (changes, rx) = mpsc::unbounded_channel();
         Arc::new(Registry {
             epoch,
+            started: SystemTime::now(),
             inner: Mutex::new(Inner::default()),
             admin: watch::channel(0).0,
             primed: watch::channel(false).0,
@@ -554,6 +563,11 @@ impl Registry {
                 BurstView {
                     burst: b.clone(),
                     connected: state.is_some_and(|s| s.connections > 0),
+                    disconnected_since: match state {
+                        Some(s) if s.connections > 0 => None,
+                        Some(s) => Some(s.disconnected_at.unwrap_or(self.started)),
+                        None => Some(self.started),
+                    },
                     assigned: slot.is_some(),
                     assigned_version: slot.map_or(0, |s| s.version),
                     report: state.and_then(|s| s.reports.get(&b.key).cloned()),
