@@ -474,3 +474,36 @@ async fn the_hub_serves_grpc_health_to_authenticated_callers() {
     }
     hub.stop().await;
 }
+
+#[tokio::test]
+async fn a_deleted_minicluster_is_confirmed_gone_by_its_spokes() {
+    use flux_hub::federation::registry::BurstInfo;
+    let pki = Pki::new(&spokes(&["a", "b"]));
+    let hub = Hub::start(&pki, primed(), any_port()).await;
+    let registry = hub.registry.clone();
+    let mc = minicluster(NS, "doomed", "img:1", &[("da", "a", 1), ("db", "b", 1)]);
+    assign(&registry, &mc);
+    let mut a = SpokeAgent::start(&pki, "a", &hub.uri(), FakeCluster::new());
+    a.applied_version(registry.epoch(), version_of(&registry, "a"))
+        .await;
+    assert!(a.cluster.get(Kind::Job, NS, "da").is_some());
+
+    // What the controller does for a MiniCluster with a deletionTimestamp.
+    let key = (NS.to_string(), "doomed".to_string());
+    let bursts: Vec<BurstInfo> = registry.bursts(&key).into_iter().map(|v| v.burst).collect();
+    registry.withdraw(&key, McInfo::default(), bursts);
+    a.applied_version(registry.epoch(), version_of(&registry, "a"))
+        .await;
+    assert!(a.cluster.refs().is_empty(), "{:?}", a.cluster.refs());
+    let progress = eventually("spoke a's confirmation", || {
+        let p = registry.deletion_progress(&key);
+        p.iter().any(|p| p.spoke == "a" && p.confirmed).then_some(p)
+    })
+    .await;
+    // Spoke b never connected: its burst stays unconfirmed (the controller's timeout and
+    // Event take over from here).
+    assert!(progress.iter().any(|p| p.spoke == "b" && !p.confirmed));
+    assert!(registry.bursts(&key)[1].deleting);
+    a.stop().await;
+    hub.stop().await;
+}
