@@ -22,7 +22,8 @@ FROM gcr.io/distroless/cc-debian12:nonroot
 COPY --from=build /out/flux-hub /usr/local/bin/flux-hub
 COPY --from=build /out/flux-spoke /usr/local/bin/flux-spoke
 USER 65532:65532
-# 8080: the hub's metrics and probes; 8081: the spoke's.
-EXPOSE 8080 8081
+# 8080: the hub's metrics and probes; 8443: the hub's federation gRPC; 8081: the spoke's
+# metrics and probes.
+EXPOSE 8080 8443 8081
 ENTRYPOINT ["/usr/local/bin/flux-hub"]
 CMD ["run"]

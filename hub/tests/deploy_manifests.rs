@@ -34,6 +34,9 @@ const BINARY: &str = "/usr/local/bin/flux-hub";
 const CRD: &str = "crds/miniclusters.flux-framework.org.yaml";
 const UID: i64 = 65532;
 const RBAC_GROUP: &str = "rbac.authorization.k8s.io";
+const METRICS_SERVICE: &str = "flux-hub-metrics";
+const FEDERATION_SERVICE: &str = "flux-hub-federation";
+const TLS_SECRET: &str = "flux-hub-tls";
 
 use common::root;
 
@@ -689,8 +692,7 @@ fn probes_and_service_use_the_port_and_paths_the_hub_serves() {
     }
 
     let labels = pod_labels(d);
-    assert_eq!(m.services.len(), 1, "one Service");
-    let service = &m.services[0];
+    let service = service(&m, METRICS_SERVICE);
     let spec = service.spec.as_ref().expect("Service spec");
     assert_eq!(spec.type_.as_deref(), Some("ClusterIP"));
     assert!(
@@ -709,6 +711,155 @@ fn probes_and_service_use_the_port_and_paths_the_hub_serves() {
         port,
         "the Service targets the metrics port"
     );
+}
+
+fn service<'a>(m: &'a Manifests, name: &str) -> &'a Service {
+    let found: Vec<_> = m
+        .services
+        .iter()
+        .filter(|s| s.metadata.name.as_deref() == Some(name))
+        .collect();
+    assert_eq!(found.len(), 1, "one Service {name}");
+    found[0]
+}
+
+#[test]
+fn only_the_two_services_are_installed() {
+    let m = manifests();
+    let names: BTreeSet<_> = m
+        .services
+        .iter()
+        .filter_map(|s| s.metadata.name.as_deref())
+        .collect();
+    assert_eq!(
+        names,
+        BTreeSet::from([METRICS_SERVICE, FEDERATION_SERVICE]),
+        "Services in deploy/"
+    );
+}
+
+#[test]
+fn federation_service_reaches_only_the_leaders_grpc_port() {
+    let m = manifests();
+    let d = hub_deployment(&m);
+    let c = hub_container(d);
+    let opts = run_options(c);
+    let addr = opts
+        .grpc_addr
+        .expect("--grpc-addr: spokes need the federation port");
+    assert!(
+        addr.ip().is_unspecified(),
+        "--grpc-addr {addr} must listen on every address for the Service"
+    );
+    assert!(!opts.insecure, "no plaintext gRPC in the install manifests");
+    let grpc = c
+        .ports
+        .iter()
+        .flatten()
+        .find(|p| p.name.as_deref() == Some("grpc"))
+        .expect("a container port named grpc");
+    assert_eq!(
+        grpc.container_port,
+        i32::from(addr.port()),
+        "port grpc is --grpc-addr's port"
+    );
+
+    let service = service(&m, FEDERATION_SERVICE);
+    let spec = service.spec.as_ref().expect("Service spec");
+    assert_eq!(
+        spec.type_.as_deref(),
+        Some("LoadBalancer"),
+        "reachable from other clusters"
+    );
+    let selector = spec.selector.clone().unwrap_or_default();
+    // The leader adds the endpoint label to its own pod; the standby, which does not
+    // listen on the gRPC port, never matches.
+    assert_eq!(
+        selector
+            .get(flux_hub::federation::leader_pod::LABEL)
+            .map(String::as_str),
+        Some("true"),
+        "the Service selects the pod labelled by the leader"
+    );
+    let mut leader = pod_labels(d);
+    assert!(
+        !selects(&selector, &leader),
+        "a replica is not selected before it leads"
+    );
+    leader.insert(
+        flux_hub::federation::leader_pod::LABEL.to_string(),
+        "true".to_string(),
+    );
+    assert!(selects(&selector, &leader), "the leader's pod is selected");
+    let ports = spec.ports.as_deref().unwrap_or_default();
+    assert_eq!(ports.len(), 1, "one Service port");
+    let target = ports[0]
+        .target_port
+        .clone()
+        .unwrap_or(IntOrString::Int(ports[0].port));
+    assert_eq!(
+        container_port(c, &target),
+        i32::from(addr.port()),
+        "the Service targets the gRPC port"
+    );
+}
+
+#[test]
+fn grpc_certificates_come_from_the_tls_secret() {
+    let m = manifests();
+    let d = hub_deployment(&m);
+    let c = hub_container(d);
+    let args = c.args.as_deref().unwrap_or_default();
+    let pod = pod_spec(d);
+    let (volume, secret) = pod
+        .volumes
+        .iter()
+        .flatten()
+        .find_map(|v| {
+            v.secret
+                .as_ref()
+                .filter(|s| s.secret_name.as_deref() == Some(TLS_SECRET))
+                .map(|s| (v.name.clone(), s.clone()))
+        })
+        .unwrap_or_else(|| panic!("a volume of the Secret {TLS_SECRET}"));
+    assert_ne!(secret.optional, Some(true), "gRPC cannot serve without it");
+    let mode = secret.default_mode.expect("a defaultMode");
+    assert_eq!(
+        mode & 0o007,
+        0,
+        "the key is not world-readable (mode {mode:o})"
+    );
+    assert_eq!(mode & 0o040, 0o040, "group-readable (mode {mode:o})");
+    assert_eq!(
+        pod.security_context.as_ref().and_then(|s| s.fs_group),
+        Some(UID),
+        "fsGroup lets user {UID} read the certificate files"
+    );
+    let mount = c
+        .volume_mounts
+        .iter()
+        .flatten()
+        .find(|vm| vm.name == volume)
+        .expect("the TLS volume is mounted");
+    assert_eq!(mount.read_only, Some(true), "mounted read-only");
+    let items: BTreeMap<String, String> = secret
+        .items
+        .iter()
+        .flatten()
+        .map(|i| (i.path.clone(), i.key.clone()))
+        .collect();
+    for flag in ["--ca", "--cert", "--key"] {
+        let path = flag_value(args, flag).unwrap_or_else(|| panic!("{flag} is set"));
+        let file = Path::new(path)
+            .strip_prefix(&mount.mount_path)
+            .unwrap_or_else(|_| panic!("{flag}={path} is not under {}", mount.mount_path))
+            .to_str()
+            .expect("UTF-8 path");
+        assert!(
+            items.contains_key(file),
+            "{flag}={path}: the Secret volume projects no {file} (items {items:?})"
+        );
+    }
 }
 
 #[test]

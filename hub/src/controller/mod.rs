@@ -114,8 +114,9 @@ use kube::runtime::reflector::{self, Store};
 use kube::runtime::{Controller, WatchStreamExt, controller, watcher};
 use kube::{Api, Client, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
-use tracing::{error, info};
+use tracing::{error, info, warn};
 
+use crate::federation::leader_pod;
 use crate::ops;
 
 /// Size of the buffer between a shared watch and its subscribers.
@@ -216,6 +217,16 @@ pub async fn run(opts: RunOptions) -> anyhow::Result<()> {
         .clone()
         .or_else(|| std::env::var("HOSTNAME").ok())
         .unwrap_or_else(|| "flux-hub".to_string());
+    // Only the replica serving gRPC carries the federation Service's label; clear one a
+    // previous run of this container may have left.
+    let endpoint_pods: Option<Api<Pod>> = opts
+        .grpc_addr
+        .map(|_| Api::namespaced(client.clone(), &opts.lease_namespace));
+    if let Some(pods) = &endpoint_pods
+        && let Err(error) = leader_pod::mark(pods, &identity, false).await
+    {
+        warn!(%error, pod = %identity, "cannot clear the federation endpoint label");
+    }
     let election = if opts.leader_elect {
         let lease = ops::leader::LeaderElection::new(
             Api::namespaced(client.clone(), &opts.lease_namespace),
@@ -321,7 +332,14 @@ pub async fn run(opts: RunOptions) -> anyhow::Result<()> {
         }
     };
     tokio::select! {
-        () = rebuild => health.set_ready(true),
+        () = rebuild => {
+            health.set_ready(true);
+            if let Some(pods) = &endpoint_pods {
+                leader_pod::mark(pods, &identity, true)
+                    .await
+                    .context("labelling this pod as the federation endpoint")?;
+            }
+        }
         () = ops::shutdown::signal() => {
             watches.abort();
             let _ = stop_tx.send(true);
@@ -385,6 +403,14 @@ pub async fn run(opts: RunOptions) -> anyhow::Result<()> {
     };
     watches.abort();
     health.set_ready(false);
+    if let Some(pods) = &endpoint_pods {
+        let unmark = leader_pod::mark(pods, &identity, false);
+        match tokio::time::timeout(std::time::Duration::from_secs(5), unmark).await {
+            Ok(Ok(())) => {}
+            Ok(Err(error)) => warn!(%error, "cannot clear the federation endpoint label"),
+            Err(_) => warn!("timed out clearing the federation endpoint label"),
+        }
+    }
     if let Some(lease) = &election {
         lease.release().await;
         metrics.set_leader(false);

@@ -4,6 +4,7 @@
 
 pub mod bursts;
 pub mod lead;
+pub mod leader_pod;
 pub mod registry;
 pub mod service;
 
