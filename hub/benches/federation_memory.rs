@@ -1,8 +1,10 @@
 //! Hub memory with 1,000 bursting MiniClusters (target <= 60 MiB): everything the hub
 //! holds for them in steady state — the MiniCluster objects, the watch caches of the
-//! objects it manages (ConfigMap, Secret, Services, Job of each root), and the federation
-//! registry with every burst assignment (2 bursts per MiniCluster over 100 spokes), each
-//! spoke's current snapshot, and a report per burst.
+//! objects it manages (ConfigMap, Secret, Services, Job of each root, and its 4 broker
+//! pods as the Job controller creates them), reduced the way `flux-hub run` reduces them
+//! (`controller::cache::Compact`), and the federation registry with every burst
+//! assignment (2 bursts per MiniCluster over 100 spokes), each spoke's current snapshot,
+//! and a report per burst.
 //!
 //! Live heap bytes are counted exactly by a counting global allocator; the process RSS is
 //! read from /proc for comparison. Run with `cargo bench -p flux-hub --bench
@@ -11,6 +13,7 @@
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+use flux_hub::controller::cache::{self, Compact};
 use flux_hub::federation::registry::{BurstInfo, McInfo, Registry};
 use flux_shared::api::MiniCluster;
 use flux_shared::curve::CurveCert;
@@ -19,7 +22,7 @@ use flux_shared::federation::proto::{AssignmentStatus, BurstPhase, ReportRequest
 use flux_shared::plan::{Endpoint, Plan, Role};
 use flux_shared::render::{self, Object};
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service};
+use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret, Service};
 use kube::runtime::reflector;
 use kube::runtime::watcher;
 
@@ -62,6 +65,55 @@ fn rss_kib() -> u64 {
         .unwrap_or(0)
 }
 
+/// What enters a watch cache: the object as the hub's watch reduces it.
+fn cached<K: Compact + Clone>(mut object: K) -> watcher::Event<K> {
+    object.compact();
+    watcher::Event::Apply(object)
+}
+
+/// A broker pod as the Job controller creates it from the template, scheduled and
+/// running (what the API server sends the hub's pod watch).
+fn broker_pod(job: &Job, index: usize) -> Pod {
+    let name = job.metadata.name.clone().unwrap_or_default();
+    let template = job.spec.clone().map(|s| s.template).unwrap_or_default();
+    let mut metadata = template.metadata.unwrap_or_default();
+    metadata.name = Some(format!("{name}-{index}-abcde"));
+    metadata.namespace = job.metadata.namespace.clone();
+    metadata.annotations = Some(
+        [(
+            "batch.kubernetes.io/job-completion-index".to_string(),
+            index.to_string(),
+        )]
+        .into(),
+    );
+    metadata.owner_references = Some(vec![
+        k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
+            api_version: "batch/v1".into(),
+            kind: "Job".into(),
+            name: name.clone(),
+            uid: format!("uid-job-{name}"),
+            controller: Some(true),
+            block_owner_deletion: Some(true),
+        },
+    ]);
+    let mut spec = template.spec.unwrap_or_default();
+    spec.node_name = Some(format!("node-{index}"));
+    spec.hostname = Some(format!("{name}-{index}"));
+    Pod {
+        metadata,
+        spec: Some(spec),
+        status: Some(
+            serde_json::from_value(serde_json::json!({
+                "phase": "Running", "podIP": "10.0.0.1", "hostIP": "192.168.0.1",
+                "conditions": [{"type": "Ready", "status": "True"}, {"type": "PodScheduled", "status": "True"}],
+                "containerStatuses": [{"name": "flux", "ready": true, "restartCount": 0, "image": "x", "imageID": "x",
+                                       "state": {"running": {"startedAt": "2026-01-01T00:00:00Z"}}}]
+            }))
+            .expect("pod status"),
+        ),
+    }
+}
+
 fn minicluster(i: usize) -> MiniCluster {
     let yaml = format!(
         r#"
@@ -102,6 +154,7 @@ fn main() {
     let (cms, mut cm_writer) = reflector::store::<ConfigMap>();
     let (secrets, mut secret_writer) = reflector::store::<Secret>();
     let (services, mut svc_writer) = reflector::store::<Service>();
+    let (pods, mut pod_writer) = reflector::store::<Pod>();
     let registry = Registry::new();
     registry.set_primed();
     // Each spoke holds a Watch stream (its snapshot receiver) as a connected spoke would.
@@ -123,10 +176,15 @@ fn main() {
         let before_cache = LIVE.load(Ordering::Relaxed);
         for object in render::render(&plan, &Role::Root, &cert).expect("root") {
             match object {
-                Object::ConfigMap(o) => cm_writer.apply_watcher_event(&watcher::Event::Apply(o)),
-                Object::Secret(o) => secret_writer.apply_watcher_event(&watcher::Event::Apply(o)),
-                Object::Service(o) => svc_writer.apply_watcher_event(&watcher::Event::Apply(o)),
-                Object::Job(o) => job_writer.apply_watcher_event(&watcher::Event::Apply(o)),
+                Object::ConfigMap(o) => cm_writer.apply_watcher_event(&cached(o)),
+                Object::Secret(o) => secret_writer.apply_watcher_event(&cached(o)),
+                Object::Service(o) => svc_writer.apply_watcher_event(&cached(o)),
+                Object::Job(o) => {
+                    for index in 0..4 {
+                        pod_writer.apply_watcher_event(&cached(broker_pod(&o, index)));
+                    }
+                    job_writer.apply_watcher_event(&cached(cache::stamp(&o)));
+                }
                 Object::Pod(_) => {}
             }
         }
@@ -197,7 +255,7 @@ fn main() {
     let (connected, assignments) = registry.counts();
     println!(
         "hub memory with {MINICLUSTERS} bursting MiniClusters ({} cached objects, {assignments} assignments over {connected} connected spokes, snapshots ~{:.1} MiB of payload):",
-        mcs.len() + jobs.len() + cms.len() + secrets.len() + services.len(),
+        mcs.len() + jobs.len() + cms.len() + secrets.len() + services.len() + pods.len(),
         snapshot_bytes as f64 / 1_048_576.0,
     );
     println!(

@@ -4,6 +4,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use flux_hub::controller::cache::Compact;
 use flux_hub::controller::permissions;
 use flux_hub::controller::reconcile::{self, Context, Stores};
 use flux_hub::ops::metrics::Metrics;
@@ -96,6 +97,11 @@ fn echo(call: &Call) -> (StatusCode, Value) {
     (StatusCode::OK, body)
 }
 
+fn compacted<K: Compact>(mut object: K) -> K {
+    object.compact();
+    object
+}
+
 fn ok_responder() -> Responder {
     Arc::new(echo)
 }
@@ -178,9 +184,12 @@ fn observe(calls: &[Call], writers: &mut Writers) -> Option<Value> {
         }
         obj["metadata"]["resourceVersion"] = json!("1");
         match obj["kind"].as_str() {
-            Some("Job") => writers.jobs.apply_watcher_event(&watcher::Event::Apply(
-                serde_json::from_value(obj).expect("job"),
-            )),
+            // What the hub's watch caches keep (cache::Compact), as in `flux-hub run`.
+            Some("Job") => writers
+                .jobs
+                .apply_watcher_event(&watcher::Event::Apply(compacted(
+                    serde_json::from_value(obj).expect("job"),
+                ))),
             Some("Secret") => writers.secrets.apply_watcher_event(&watcher::Event::Apply(
                 serde_json::from_value(obj).expect("secret"),
             )),
@@ -192,9 +201,11 @@ fn observe(calls: &[Call], writers: &mut Writers) -> Option<Value> {
             Some("Service") => writers.services.apply_watcher_event(&watcher::Event::Apply(
                 serde_json::from_value(obj).expect("svc"),
             )),
-            Some("Pod") => writers.pods.apply_watcher_event(&watcher::Event::Apply(
-                serde_json::from_value(obj).expect("pod"),
-            )),
+            Some("Pod") => writers
+                .pods
+                .apply_watcher_event(&watcher::Event::Apply(compacted(
+                    serde_json::from_value(obj).expect("pod"),
+                ))),
             other => panic!("unexpected kind {other:?}"),
         }
     }
@@ -613,12 +624,16 @@ async fn broker_pods_get_their_job_index_label_once() {
         if labelled {
             labels["job-index"] = json!(index);
         }
-        serde_json::from_value(json!({
-            "apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": name, "namespace": "hpc", "labels": labels,
-                         "annotations": {"batch.kubernetes.io/job-completion-index": index}},
-        }))
-        .expect("pod")
+        compacted::<Pod>(
+            serde_json::from_value(json!({
+                "apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": name, "namespace": "hpc", "labels": labels,
+                             "annotations": {"batch.kubernetes.io/job-completion-index": index},
+                             "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": "flux-sample", "uid": "uid-1"}]},
+                "spec": {"containers": [{"name": "flux", "image": "x"}]},
+            }))
+            .expect("pod"),
+        )
     };
     writers.pods.apply_watcher_event(&watcher::Event::Apply(pod(
         "flux-sample-0-abcde",
@@ -694,15 +709,20 @@ fn with_node(call: &Call) -> (StatusCode, Value) {
     echo(call)
 }
 
+/// The lead broker's pod as the hub's cache holds it (compacted: a Job's pod).
 fn lead_pod() -> Pod {
-    serde_json::from_value(json!({
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": "flux-sample-0-abcde", "namespace": "hpc", "labels": {
-            "flux-framework.org/job": "flux-sample",
-            "batch.kubernetes.io/job-completion-index": "0"}},
-        "spec": {"nodeName": "n1", "containers": [{"name": "flux", "image": "x"}]}
-    }))
-    .expect("pod")
+    compacted(
+        serde_json::from_value(json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "flux-sample-0-abcde", "namespace": "hpc", "labels": {
+                "flux-framework.org/job": "flux-sample",
+                "batch.kubernetes.io/job-completion-index": "0"},
+                "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": "flux-sample", "uid": "uid-1"}]},
+            "spec": {"nodeName": "n1", "containers": [{"name": "flux", "image": "x"}]},
+            "status": {"phase": "Running"}
+        }))
+        .expect("pod"),
+    )
 }
 
 #[tokio::test]

@@ -96,6 +96,7 @@ impl RunOptions {
     }
 }
 
+pub mod cache;
 pub mod diff;
 pub mod reconcile;
 pub mod sizing;
@@ -137,6 +138,7 @@ where
         + Clone
         + std::fmt::Debug
         + DeserializeOwned
+        + cache::Compact
         + Send
         + Sync
         + 'static,
@@ -153,8 +155,7 @@ where
         watcher::Config::default().labels(&format!("{}={}", labels::MANAGED_BY, labels::MANAGER));
     let driver = watcher(api, config)
         .default_backoff()
-        // managedFields are never read and would be most of a cached object's size.
-        .modify(|object| object.managed_fields_mut().clear())
+        .modify(cache::Compact::compact)
         .reflect_shared(writer)
         .for_each(|event| async move {
             if let Err(error) = event {

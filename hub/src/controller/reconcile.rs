@@ -28,6 +28,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use tracing::{info, warn};
 
+use super::cache::{self, Compact};
 use super::diff::is_subset;
 use super::sizing;
 use super::status::{self, Problem, phase};
@@ -923,7 +924,7 @@ async fn apply_if_changed(ctx: &Context, ns: &str, object: &Object) -> Result<Ap
         Object::Pod(o) => apply(ctx, ns, o, &s.pods)
             .await?
             .map_or(Applied::Unchanged, |_| Applied::Other),
-        Object::Job(o) => apply(ctx, ns, o, &s.jobs)
+        Object::Job(o) => apply(ctx, ns, &cache::stamp(o), &s.jobs)
             .await?
             .map_or(Applied::Unchanged, |j| Applied::Job(Box::new(j))),
     })
@@ -941,15 +942,18 @@ where
         + Clone
         + Debug
         + Serialize
-        + DeserializeOwned,
+        + DeserializeOwned
+        + Compact,
 {
     let name = desired.meta().name.clone().unwrap_or_default();
     let kind = K::kind(&());
     if let Some(live) = get(store, ns, &name) {
-        let (Ok(want), Ok(have)) = (serde_json::to_value(desired), serde_json::to_value(&*live))
+        let (Ok(mut want), Ok(have)) =
+            (serde_json::to_value(desired), serde_json::to_value(&*live))
         else {
             return Ok(None);
         };
+        K::comparable(&mut want);
         if is_subset(&want, &have) {
             return Ok(None);
         }

@@ -1,0 +1,208 @@
+//! What the watch caches keep of each object: only what a reconcile reads. In
+//! k8s-openapi types a pod spec is large (every optional field of every container and
+//! volume), so with 1,000 MiniClusters the Jobs' pod templates and the broker pods would
+//! dominate the hub's memory. Both are dropped from the cache:
+//!
+//! * A Job's pod template is immutable once the Job exists. The hub stamps every Job it
+//!   applies with [`TEMPLATE_HASH`], a digest of the template it rendered, so "is the
+//!   live Job what we want" compares the annotation instead of the template.
+//! * A broker pod (owned by a Job) is read for its labels, annotations and node only.
+//!
+//! `managedFields` are dropped everywhere: never read, and most of a small object's size.
+
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::{ConfigMap, Pod, PodSpec, PodTemplateSpec, Secret, Service};
+use kube::ResourceExt;
+use serde_json::Value;
+
+/// Annotation on every Job the hub applies: SHA-256 (hex, first 128 bits) of the pod
+/// template's JSON as rendered.
+pub const TEMPLATE_HASH: &str = "flux-framework.org/pod-template-hash";
+
+/// Reduces a watched object to what the controller reads, before it enters the cache.
+pub trait Compact {
+    /// Drop what no reconcile reads.
+    fn compact(&mut self);
+
+    /// Drop from a desired object, as JSON, the fields its cached form does not keep, so
+    /// that it can be compared with the cache.
+    fn comparable(_desired: &mut Value) {}
+}
+
+impl Compact for ConfigMap {
+    fn compact(&mut self) {
+        self.managed_fields_mut().clear();
+    }
+}
+
+impl Compact for Secret {
+    fn compact(&mut self) {
+        self.managed_fields_mut().clear();
+    }
+}
+
+impl Compact for Service {
+    fn compact(&mut self) {
+        self.managed_fields_mut().clear();
+    }
+}
+
+impl Compact for Job {
+    fn compact(&mut self) {
+        self.managed_fields_mut().clear();
+        if let Some(spec) = self.spec.as_mut() {
+            spec.template = PodTemplateSpec::default();
+        }
+    }
+
+    fn comparable(desired: &mut Value) {
+        if let Some(spec) = desired.get_mut("spec").and_then(Value::as_object_mut) {
+            spec.remove("template");
+        }
+    }
+}
+
+impl Compact for Pod {
+    fn compact(&mut self) {
+        self.managed_fields_mut().clear();
+        let broker = self
+            .owner_references()
+            .iter()
+            .any(|o| o.kind == "Job" && o.api_version == "batch/v1");
+        // The services pod is the hub's own object and is compared whole; broker pods
+        // belong to their Job and only their labels, annotations and node are read.
+        if broker {
+            let node_name = self.spec.as_ref().and_then(|s| s.node_name.clone());
+            self.spec = Some(PodSpec {
+                node_name,
+                ..PodSpec::default()
+            });
+            self.status = None;
+        }
+    }
+}
+
+/// `job` with [`TEMPLATE_HASH`] set to the digest of its pod template.
+pub fn stamp(job: &Job) -> Job {
+    let mut stamped = job.clone();
+    let hash = job
+        .spec
+        .as_ref()
+        .map(|s| template_hash(&s.template))
+        .unwrap_or_default();
+    stamped
+        .annotations_mut()
+        .insert(TEMPLATE_HASH.to_string(), hash);
+    stamped
+}
+
+/// SHA-256 of the template's JSON (k8s-openapi serializes fields in a fixed order and
+/// maps sorted, so equal templates give equal bytes), first 128 bits in hex.
+pub fn template_hash(template: &PodTemplateSpec) -> String {
+    let json = serde_json::to_vec(template).unwrap_or_default();
+    let digest = ring::digest::digest(&ring::digest::SHA256, &json);
+    digest.as_ref()[..16]
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ManagedFieldsEntry, OwnerReference};
+    use serde_json::json;
+
+    fn job(image: &str) -> Job {
+        serde_json::from_value(json!({
+            "apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"name": "mc", "namespace": "ns"},
+            "spec": {"parallelism": 4, "completions": 4, "completionMode": "Indexed",
+                     "template": {"spec": {"containers": [{"name": "c", "image": image}]}}},
+            "status": {"ready": 4}
+        }))
+        .expect("job")
+    }
+
+    #[test]
+    fn the_template_hash_follows_the_template_only() {
+        let a = stamp(&job("a:1"));
+        let again = stamp(&job("a:1"));
+        let b = stamp(&job("b:1"));
+        let hash = |j: &Job| j.annotations()[TEMPLATE_HASH].clone();
+        assert_eq!(hash(&a), hash(&again), "deterministic");
+        assert_ne!(hash(&a), hash(&b), "a changed template changes the hash");
+        assert_eq!(hash(&a).len(), 32);
+        let mut scaled = job("a:1");
+        scaled.spec.as_mut().expect("spec").parallelism = Some(8);
+        assert_eq!(
+            hash(&stamp(&scaled)),
+            hash(&a),
+            "scaling is not a template change"
+        );
+    }
+
+    #[test]
+    fn a_cached_job_keeps_spec_status_and_the_hash_but_not_the_template() {
+        let mut cached = stamp(&job("a:1"));
+        cached.metadata.managed_fields = Some(vec![ManagedFieldsEntry::default()]);
+        cached.compact();
+        assert!(cached.managed_fields().is_empty());
+        let spec = cached.spec.as_ref().expect("spec");
+        assert_eq!(spec.parallelism, Some(4));
+        assert_eq!(spec.template, PodTemplateSpec::default());
+        assert_eq!(cached.status.as_ref().and_then(|s| s.ready), Some(4));
+        assert!(cached.annotations().contains_key(TEMPLATE_HASH));
+
+        let mut want = serde_json::to_value(stamp(&job("a:1"))).expect("json");
+        Job::comparable(&mut want);
+        let have = serde_json::to_value(&cached).expect("json");
+        assert!(crate::controller::diff::is_subset(&want, &have));
+        let mut changed = serde_json::to_value(stamp(&job("b:1"))).expect("json");
+        Job::comparable(&mut changed);
+        assert!(
+            !crate::controller::diff::is_subset(&changed, &have),
+            "a template change still shows, through the hash"
+        );
+    }
+
+    #[test]
+    fn broker_pods_keep_labels_annotations_and_node_only() {
+        let mut pod: Pod = serde_json::from_value(json!({
+            "metadata": {"name": "mc-0-x", "namespace": "ns",
+                         "labels": {"flux-framework.org/job": "mc"},
+                         "annotations": {"batch.kubernetes.io/job-completion-index": "0"}},
+            "spec": {"nodeName": "node-a", "containers": [{"name": "c", "image": "a:1"}]},
+            "status": {"phase": "Running"}
+        }))
+        .expect("pod");
+        pod.metadata.managed_fields = Some(vec![ManagedFieldsEntry::default()]);
+        let mut services = pod.clone();
+        pod.metadata.owner_references = Some(vec![OwnerReference {
+            api_version: "batch/v1".into(),
+            kind: "Job".into(),
+            name: "mc".into(),
+            uid: "u".into(),
+            ..OwnerReference::default()
+        }]);
+        pod.compact();
+        assert_eq!(
+            pod.spec.as_ref().and_then(|s| s.node_name.as_deref()),
+            Some("node-a")
+        );
+        assert!(pod.spec.as_ref().expect("spec").containers.is_empty());
+        assert!(pod.status.is_none());
+        assert_eq!(pod.labels()["flux-framework.org/job"], "mc");
+        assert_eq!(
+            pod.annotations()["batch.kubernetes.io/job-completion-index"],
+            "0"
+        );
+        assert!(pod.managed_fields().is_empty());
+
+        // Not owned by a Job (the services pod): compared whole, so kept whole.
+        services.compact();
+        assert_eq!(services.spec.as_ref().expect("spec").containers.len(), 1);
+        assert!(services.status.is_some());
+        assert!(services.managed_fields().is_empty());
+    }
+}
