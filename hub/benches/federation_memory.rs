@@ -210,6 +210,7 @@ fn main() {
                 size: 4,
                 brokers_ready: 4,
                 lead: Some(lead.clone()),
+                created_unix_millis: 1_700_000_000_000,
             },
             bursts.clone(),
             assignments,

@@ -18,14 +18,15 @@
 //! brokers), followed by one row per burst:
 //!
 //! ```text
-//! NAMESPACE  MINICLUSTER  BURST      SPOKE  CONNECTED  PHASE    BROKERS  LEAD             VERSION  LAST SEEN  MESSAGE
-//! hpc        bursty       -          -      -          Running  2/2      192.0.2.1:30093  -        -
-//! hpc        bursty       burst-gke  gke    yes        Running  4/4      192.0.2.1:30093  3/3      12s
+//! NAMESPACE  MINICLUSTER  BURST      SPOKE  CONNECTED  PHASE    BROKERS  LEAD             VERSION  LAST SEEN  AGE  MESSAGE
+//! hpc        bursty       -          -      -          Running  2/2      192.0.2.1:30093  -        -          3h
+//! hpc        bursty       burst-gke  gke    yes        Running  4/4      192.0.2.1:30093  3/3      12s        3h
 //! ```
 //!
 //! BROKERS is ready/size, LEAD where burst brokers reach the lead broker (`-` until
 //! known), VERSION the spoke's observed / the hub's assigned snapshot version, LAST SEEN
-//! the time since the spoke last reported on the burst (`never` before its first report).
+//! the time since the spoke last reported on the burst (`never` before its first report),
+//! AGE the time since the MiniCluster was created.
 //! A second table lists the spokes: NAME, CONNECTED, LAST SEEN, VERSION
 //! (acknowledged/current), ASSIGNMENTS, SPOKE VERSION.
 //!
@@ -165,6 +166,8 @@ pub struct MiniClusterView {
     pub brokers_ready: i32,
     /// Where burst brokers reach the lead broker; `null` until known (or without bursts).
     pub lead_endpoint: Option<EndpointView>,
+    /// `metadata.creationTimestamp`, Unix milliseconds; `null` if unknown.
+    pub created_unix_millis: Option<i64>,
     /// One entry per burst, in spec order.
     pub bursts: Vec<BurstView>,
 }
@@ -305,6 +308,7 @@ fn minicluster_view(mc: &proto::MiniClusterStatus) -> MiniClusterView {
             address: e.address.clone(),
             port: e.port,
         }),
+        created_unix_millis: millis(mc.created_unix_millis),
         bursts: mc
             .bursts
             .iter()
@@ -442,6 +446,7 @@ pub fn table(
                 "LEAD",
                 "VERSION",
                 "LAST SEEN",
+                "AGE",
                 "MESSAGE",
             ]
             .map(String::from)
@@ -450,6 +455,11 @@ pub fn table(
         for mc in &snapshot.miniclusters {
             let reference = mc.minicluster.clone().unwrap_or_default();
             let lead = mc.lead_endpoint.as_ref().map_or("-".into(), endpoint);
+            // A burst is as old as its MiniCluster, which declares it.
+            let created = match mc.created_unix_millis {
+                0 => "-".to_string(),
+                t => age(t, now_millis),
+            };
             rows.push(vec![
                 cell(&reference.namespace),
                 cell(&reference.name),
@@ -461,6 +471,7 @@ pub fn table(
                 lead.clone(),
                 "-".into(),
                 "-".into(),
+                created.clone(),
                 String::new(),
             ]);
             for b in &mc.bursts {
@@ -475,6 +486,7 @@ pub fn table(
                     lead.clone(),
                     format!("{}/{}", b.observed_version, b.assigned_version),
                     age(b.last_report_unix_millis, now_millis),
+                    created.clone(),
                     if b.message.trim().is_empty() {
                         String::new()
                     } else {
@@ -1073,6 +1085,7 @@ mod tests {
                         address: "192.0.2.1".into(),
                         port: 30093,
                     }),
+                    created_unix_millis: NOW - 3 * 3_600_000,
                     bursts: vec![
                         BurstStatus {
                             key: "hpc/bursty/burst-gke".into(),
@@ -1116,6 +1129,7 @@ mod tests {
                     size: 4,
                     brokers_ready: 1,
                     lead_endpoint: None,
+                    created_unix_millis: 0,
                     bursts: vec![],
                 },
             ],
@@ -1150,11 +1164,11 @@ mod tests {
     fn table_has_a_root_row_per_minicluster_and_a_row_per_burst() {
         let (snapshot, spokes) = sample();
         let expected = "\
-NAMESPACE  MINICLUSTER  BURST       SPOKE       CONNECTED  PHASE       BROKERS  LEAD             VERSION  LAST SEEN  MESSAGE
-hpc        bursty       -           -           -          Running     2/2      192.0.2.1:30093  -        -
-hpc        bursty       burst-gke   gke         yes        Running     4/4      192.0.2.1:30093  3/3      12s
-hpc        bursty       burst-kind  kind-spoke  no         Unreported  0/2      192.0.2.1:30093  0/1      never      spoke never connected
-default    hello-world  -           -           -          Pending     1/4      -                -        -
+NAMESPACE  MINICLUSTER  BURST       SPOKE       CONNECTED  PHASE       BROKERS  LEAD             VERSION  LAST SEEN  AGE  MESSAGE
+hpc        bursty       -           -           -          Running     2/2      192.0.2.1:30093  -        -          3h
+hpc        bursty       burst-gke   gke         yes        Running     4/4      192.0.2.1:30093  3/3      12s        3h
+hpc        bursty       burst-kind  kind-spoke  no         Unreported  0/2      192.0.2.1:30093  0/1      never      3h   spoke never connected
+default    hello-world  -           -           -          Pending     1/4      -                -        -          -
 
 NAME        CONNECTED  LAST SEEN  VERSION  ASSIGNMENTS  SPOKE VERSION
 gke         yes        3s         3/3      1            0.1.0
@@ -1237,6 +1251,7 @@ kind-spoke  no         never      0/1      1            -
                     "size": 2,
                     "brokersReady": 2,
                     "leadEndpoint": {"address": "192.0.2.1", "port": 30093},
+                    "createdUnixMillis": NOW - 3 * 3_600_000,
                     "bursts": [
                         {
                             "key": "hpc/bursty/burst-gke",
@@ -1283,6 +1298,7 @@ kind-spoke  no         never      0/1      1            -
                     "size": 4,
                     "brokersReady": 1,
                     "leadEndpoint": null,
+                    "createdUnixMillis": null,
                     "bursts": []
                 }
             ],

@@ -785,6 +785,7 @@ async fn a_bursting_minicluster_gets_a_finalizer_and_waits_for_its_lead_endpoint
         .apply_watcher_event(&watcher::Event::Apply(lead_pod()));
     let mut next = mc.clone();
     next.metadata.finalizers = Some(vec!["flux-framework.org/bursts".into()]);
+    next.metadata.creation_timestamp = Some(Time("2026-11-01T08:00:00Z".parse().expect("time")));
     next.status = Some(serde_json::from_value(status).expect("status"));
     let before = server.calls().len();
     run(&ctx, next.clone()).await.expect("reconcile");
@@ -814,6 +815,17 @@ async fn a_bursting_minicluster_gets_a_finalizer_and_waits_for_its_lead_endpoint
     assert_eq!(bursts_ready["reason"], "SpokeUnreachable");
     let spokes = ctx.registry.spokes().spokes;
     assert_eq!((spokes[0].name.as_str(), spokes[0].assignments), ("gke", 1));
+    // Admin clients see the MiniCluster's age (flux-hub status AGE).
+    let admin = ctx.registry.admin_snapshot("");
+    assert_eq!(
+        admin.miniclusters[0].created_unix_millis,
+        next.metadata
+            .creation_timestamp
+            .as_ref()
+            .expect("creationTimestamp")
+            .0
+            .as_millisecond()
+    );
 
     // Same state again: the node is not looked up again, nothing is written.
     next.status = Some(serde_json::from_value(status).expect("status"));

@@ -144,6 +144,7 @@ fn snapshot(version: u64) -> MiniClusterSnapshot {
                 brokers_ready: 4,
                 bursts: vec![],
                 lead_endpoint: None,
+                created_unix_millis: now_millis() - 3 * 86_400_000,
             },
             MiniClusterStatus {
                 minicluster: minicluster("hpc", "bursty"),
@@ -154,6 +155,7 @@ fn snapshot(version: u64) -> MiniClusterSnapshot {
                     address: "192.0.2.7".into(),
                     port: 30093,
                 }),
+                created_unix_millis: now_millis() - 2 * 3_600_000 - 60_000,
                 bursts: vec![
                     BurstStatus {
                         key: "hpc/bursty/burst-gke".into(),
@@ -445,11 +447,11 @@ async fn table_output_is_aligned() {
     let out = status(&a).await;
     assert_success(&out);
     let expected = "\
-NAMESPACE  MINICLUSTER  BURST       SPOKE  CONNECTED  PHASE       BROKERS  LEAD             VERSION  LAST SEEN  MESSAGE
-default    hello        -           -      -          Running     4/4      -                -        -
-hpc        bursty       -           -      -          Running     1/2      192.0.2.7:30093  -        -
-hpc        bursty       burst-gke   gke    yes        Pending     3/4      192.0.2.7:30093  3/4      1h         3 of 4 brokers ready
-hpc        bursty       burst-kind  kind   no         Unreported  0/2      192.0.2.7:30093  0/0      never
+NAMESPACE  MINICLUSTER  BURST       SPOKE  CONNECTED  PHASE       BROKERS  LEAD             VERSION  LAST SEEN  AGE  MESSAGE
+default    hello        -           -      -          Running     4/4      -                -        -          3d
+hpc        bursty       -           -      -          Running     1/2      192.0.2.7:30093  -        -          2h
+hpc        bursty       burst-gke   gke    yes        Pending     3/4      192.0.2.7:30093  3/4      1h         2h   3 of 4 brokers ready
+hpc        bursty       burst-kind  kind   no         Unreported  0/2      192.0.2.7:30093  0/0      never      2h
 
 NAME  CONNECTED  LAST SEEN  VERSION  ASSIGNMENTS  SPOKE VERSION
 gke   yes        1h         3/4      1            0.1.0

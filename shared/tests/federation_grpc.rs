@@ -176,6 +176,7 @@ impl TestHub {
                         brokers_ready: 2,
                         bursts: vec![],
                         lead_endpoint: None,
+                        created_unix_millis: 0,
                     })
                     .bursts
                     .push(flux_shared::federation::proto::BurstStatus {

@@ -8,7 +8,9 @@ mod federation;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use federation::{Hub, Pki, SpokeAgent, assign, cert, minicluster, version_of};
+use federation::{
+    CREATED_UNIX_MILLIS, Hub, Pki, SpokeAgent, assign, cert, minicluster, version_of,
+};
 use flux_hub::federation::registry::{McInfo, Registry};
 use flux_shared::federation::proto::admin_client::AdminClient;
 use flux_shared::federation::proto::spoke_client::SpokeClient;
@@ -443,6 +445,10 @@ async fn the_admin_client_shows_bursts_and_spokes() {
     let json = serde_json::to_value(&view).expect("json");
     assert_eq!(json["spokes"][0]["name"], "a");
     assert_eq!(json["spokes"][0]["connected"], true);
+    assert_eq!(
+        json["miniClusters"][0]["createdUnixMillis"], CREATED_UNIX_MILLIS,
+        "the MiniCluster's creation time crosses the wire for the AGE column"
+    );
     a.stop().await;
     hub.stop().await;
 }

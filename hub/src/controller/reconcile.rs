@@ -434,6 +434,7 @@ async fn finish(
         let info = McInfo {
             uid: mc.metadata.uid.clone().unwrap_or_default(),
             generation: mc.metadata.generation.unwrap_or_default(),
+            created_unix_millis: created_millis(mc),
             phase: status.phase.clone().unwrap_or_default(),
             size: status.size,
             brokers_ready: status.brokers_ready,
@@ -597,6 +598,7 @@ pub fn prime(ctx: &Context, miniclusters: &[MiniCluster]) {
         let info = McInfo {
             uid: mc.metadata.uid.clone().unwrap_or_default(),
             generation: mc.metadata.generation.unwrap_or_default(),
+            created_unix_millis: created_millis(mc),
             phase: previous.phase.clone().unwrap_or_default(),
             size: previous.size,
             brokers_ready: previous.brokers_ready,
@@ -819,6 +821,7 @@ async fn finalize(mc: &MiniCluster, ctx: &Context, ns: &str, name: &str) -> Resu
     let info = McInfo {
         uid: mc.metadata.uid.clone().unwrap_or_default(),
         generation: mc.metadata.generation.unwrap_or_default(),
+        created_unix_millis: created_millis(mc),
         phase: previous.phase.clone().unwrap_or_default(),
         size: previous.size,
         brokers_ready: previous.brokers_ready,
@@ -901,6 +904,14 @@ async fn finalize(mc: &MiniCluster, ctx: &Context, ns: &str, name: &str) -> Resu
     ctx.registry.forget(&key);
     info!("bursts withdrawn; finalizer released");
     Ok(Action::await_change())
+}
+
+/// When the MiniCluster was created, Unix milliseconds (0 if unknown).
+fn created_millis(mc: &MiniCluster) -> i64 {
+    mc.metadata
+        .creation_timestamp
+        .as_ref()
+        .map_or(0, |t| t.0.as_millisecond())
 }
 
 enum Applied {

@@ -39,6 +39,8 @@ pub struct McInfo {
     pub brokers_ready: i32,
     /// The lead broker's external endpoint, once known.
     pub lead: Option<Endpoint>,
+    /// `metadata.creationTimestamp`, Unix milliseconds (0 if unknown).
+    pub created_unix_millis: i64,
 }
 
 /// One burst of a MiniCluster as declared in its spec.
@@ -688,6 +690,7 @@ impl Registry {
                 size: entry.info.size,
                 brokers_ready: entry.info.brokers_ready,
                 lead_endpoint: entry.info.lead.as_ref().map(proto::Endpoint::from),
+                created_unix_millis: entry.info.created_unix_millis,
                 bursts: entry
                     .bursts
                     .iter()

@@ -27,6 +27,8 @@ use tokio::task::JoinHandle;
 pub const HUB_DNS: &str = "hub.flux.test";
 /// The lead broker endpoint the hub hands out.
 pub const LEAD: (&str, i32) = ("203.0.113.9", 30093);
+/// `metadata.creationTimestamp` of every test MiniCluster, Unix milliseconds.
+pub const CREATED_UNIX_MILLIS: i64 = 1_700_000_000_000;
 
 /// A CA, the hub's certificate, one client certificate per spoke, an admin's, and a
 /// certificate from another CA.
@@ -308,6 +310,7 @@ pub fn assign(registry: &Registry, mc: &MiniCluster) -> Vec<SpokeAssignment> {
             size: plan.spec.size,
             brokers_ready: plan.spec.size,
             lead: Some(lead),
+            created_unix_millis: CREATED_UNIX_MILLIS,
         },
         bursts,
         assignments.clone(),
