@@ -9,7 +9,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use federation::{
-    CREATED_UNIX_MILLIS, Hub, Pki, SpokeAgent, assign, cert, minicluster, version_of,
+    CREATED_UNIX_MILLIS, Hub, Link, Pki, SpokeAgent, assign, cert, minicluster, version_of,
 };
 use flux_hub::federation::registry::{McInfo, Registry};
 use flux_shared::federation::proto::admin_client::AdminClient;
@@ -306,6 +306,68 @@ async fn a_hub_outage_and_restart_delete_nothing_and_the_state_is_rebuilt() {
     );
     eventually("the acknowledgement of the new epoch", || {
         let s = restarted.spokes().spokes.pop()?;
+        (s.connected && s.acknowledged_version == s.current_version).then_some(())
+    })
+    .await;
+    spoke.stop().await;
+    hub.stop().await;
+}
+
+#[tokio::test]
+async fn a_link_dropped_mid_stream_deletes_nothing_and_the_spoke_catches_up() {
+    let pki = Pki::new(&spokes(&["a"]));
+    let hub = Hub::start(&pki, primed(), any_port()).await;
+    let registry = hub.registry.clone();
+    let epoch = registry.epoch().to_string();
+    let link = Link::start(hub.addr).await;
+    let mc = minicluster(NS, "lammps", "img:1", &[("burst-a", "a", 2)]);
+    assign(&registry, &mc);
+    let mut spoke = SpokeAgent::start(&pki, "a", &link.uri(), FakeCluster::new());
+    spoke
+        .applied_version(&epoch, version_of(&registry, "a"))
+        .await;
+    let objects = spoke.cluster.refs();
+    spoke.cluster.clear_ops();
+
+    // The network fails while hub and spoke keep running; the hub sees the spoke go.
+    link.cut();
+    eventually("the hub noticing the spoke is gone", || {
+        let s = registry.spokes().spokes.pop()?;
+        (!s.connected).then_some(())
+    })
+    .await;
+    // A change made meanwhile cannot reach the spoke; its running burst is untouched.
+    let updated = minicluster(NS, "lammps", "img:2", &[("burst-a", "a", 2)]);
+    assign(&registry, &updated);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        spoke.cluster.deleted().is_empty(),
+        "a broken link deletes nothing"
+    );
+    assert_eq!(
+        job_image(&spoke.cluster, "burst-a").as_deref(),
+        Some("img:1")
+    );
+
+    // The link comes back: the spoke reconnects to the same hub (same epoch), receives
+    // the snapshot it missed and applies only what changed.
+    link.restore();
+    spoke
+        .applied_version(&epoch, version_of(&registry, "a"))
+        .await;
+    assert_eq!(registry.epoch(), epoch, "the hub did not restart");
+    assert_eq!(
+        job_image(&spoke.cluster, "burst-a").as_deref(),
+        Some("img:2")
+    );
+    assert!(spoke.cluster.deleted().is_empty());
+    assert_eq!(
+        spoke.cluster.refs(),
+        objects,
+        "the same objects, updated in place"
+    );
+    eventually("the hub seeing the spoke caught up", || {
+        let s = registry.spokes().spokes.pop()?;
         (s.connected && s.acknowledged_version == s.current_version).then_some(())
     })
     .await;

@@ -322,3 +322,62 @@ pub fn assign(registry: &Registry, mc: &MiniCluster) -> Vec<SpokeAssignment> {
 pub fn version_of(registry: &Registry, spoke: &str) -> u64 {
     registry.snapshot(spoke).version
 }
+
+/// A TCP relay between spokes and the hub whose link can be cut (every open connection
+/// closed, new ones dropped at once) and restored while both ends keep running: a
+/// network failure, not a restart.
+pub struct Link {
+    addr: SocketAddr,
+    up: watch::Sender<bool>,
+    task: JoinHandle<()>,
+}
+
+impl Link {
+    /// Relay 127.0.0.1:<any port> to `target`.
+    pub async fn start(target: SocketAddr) -> Link {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind the relay");
+        let addr = listener.local_addr().expect("relay address");
+        let (up, state) = watch::channel(true);
+        let task = tokio::spawn(async move {
+            while let Ok((mut inbound, _)) = listener.accept().await {
+                let mut state = state.clone();
+                if !*state.borrow() {
+                    continue;
+                }
+                tokio::spawn(async move {
+                    let Ok(mut outbound) = tokio::net::TcpStream::connect(target).await else {
+                        return;
+                    };
+                    tokio::select! {
+                        _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound) => {}
+                        _ = state.wait_for(|up| !*up) => {}
+                    }
+                });
+            }
+        });
+        Link { addr, up, task }
+    }
+
+    /// The URI spokes dial to go through the relay.
+    pub fn uri(&self) -> String {
+        format!("https://{}", self.addr)
+    }
+
+    /// Drop every connection through the relay and refuse new ones.
+    pub fn cut(&self) {
+        self.up.send_replace(false);
+    }
+
+    /// Relay again.
+    pub fn restore(&self) {
+        self.up.send_replace(true);
+    }
+}
+
+impl Drop for Link {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
