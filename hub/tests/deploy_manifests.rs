@@ -5,6 +5,8 @@
 //! `kubernetes-validate` oracle, and `kustomization.yaml` installs all of it plus the CRD.
 
 mod common;
+#[path = "common/deploy.rs"]
+mod deploy;
 
 use std::any::TypeId;
 use std::collections::{BTreeMap, BTreeSet};
@@ -39,6 +41,7 @@ const FEDERATION_SERVICE: &str = "flux-hub-federation";
 const TLS_SECRET: &str = "flux-hub-tls";
 
 use common::root;
+use deploy::flag_value;
 
 fn deploy_dir() -> PathBuf {
     root().join("deploy")
@@ -549,16 +552,6 @@ fn run_options(c: &Container) -> RunOptions {
     .run
 }
 
-fn flag_value<'a>(args: &'a [String], flag: &str) -> Option<&'a str> {
-    args.iter().enumerate().find_map(|(i, a)| {
-        if a == flag {
-            args.get(i + 1).map(String::as_str)
-        } else {
-            a.strip_prefix(flag).and_then(|rest| rest.strip_prefix('='))
-        }
-    })
-}
-
 /// The container port `port` names (by name or number).
 fn container_port(c: &Container, port: &IntOrString) -> i32 {
     let ports = c.ports.as_deref().unwrap_or_default();
@@ -808,58 +801,7 @@ fn federation_service_reaches_only_the_leaders_grpc_port() {
 fn grpc_certificates_come_from_the_tls_secret() {
     let m = manifests();
     let d = hub_deployment(&m);
-    let c = hub_container(d);
-    let args = c.args.as_deref().unwrap_or_default();
-    let pod = pod_spec(d);
-    let (volume, secret) = pod
-        .volumes
-        .iter()
-        .flatten()
-        .find_map(|v| {
-            v.secret
-                .as_ref()
-                .filter(|s| s.secret_name.as_deref() == Some(TLS_SECRET))
-                .map(|s| (v.name.clone(), s.clone()))
-        })
-        .unwrap_or_else(|| panic!("a volume of the Secret {TLS_SECRET}"));
-    assert_ne!(secret.optional, Some(true), "gRPC cannot serve without it");
-    let mode = secret.default_mode.expect("a defaultMode");
-    assert_eq!(
-        mode & 0o007,
-        0,
-        "the key is not world-readable (mode {mode:o})"
-    );
-    assert_eq!(mode & 0o040, 0o040, "group-readable (mode {mode:o})");
-    assert_eq!(
-        pod.security_context.as_ref().and_then(|s| s.fs_group),
-        Some(UID),
-        "fsGroup lets user {UID} read the certificate files"
-    );
-    let mount = c
-        .volume_mounts
-        .iter()
-        .flatten()
-        .find(|vm| vm.name == volume)
-        .expect("the TLS volume is mounted");
-    assert_eq!(mount.read_only, Some(true), "mounted read-only");
-    let items: BTreeMap<String, String> = secret
-        .items
-        .iter()
-        .flatten()
-        .map(|i| (i.path.clone(), i.key.clone()))
-        .collect();
-    for flag in ["--ca", "--cert", "--key"] {
-        let path = flag_value(args, flag).unwrap_or_else(|| panic!("{flag} is set"));
-        let file = Path::new(path)
-            .strip_prefix(&mount.mount_path)
-            .unwrap_or_else(|_| panic!("{flag}={path} is not under {}", mount.mount_path))
-            .to_str()
-            .expect("UTF-8 path");
-        assert!(
-            items.contains_key(file),
-            "{flag}={path}: the Secret volume projects no {file} (items {items:?})"
-        );
-    }
+    deploy::assert_certificates_from_secret(pod_spec(d), hub_container(d), TLS_SECRET, UID);
 }
 
 #[test]

@@ -7,6 +7,8 @@
 //! `kustomization.yaml` installs all of it; the image (Dockerfile) ships the binary.
 
 mod common;
+#[path = "common/deploy.rs"]
+mod deploy;
 
 use std::any::TypeId;
 use std::collections::{BTreeMap, BTreeSet};
@@ -14,9 +16,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{
-    ConfigMap, Container, Namespace, PodSpec, SecretVolumeSource, ServiceAccount,
-};
+use k8s_openapi::api::core::v1::{ConfigMap, Container, Namespace, PodSpec, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use k8s_openapi::{Metadata, NamespaceResourceScope, Resource};
@@ -24,6 +24,7 @@ use serde::Deserialize;
 use serde::de::DeserializeOwned;
 
 use common::root;
+use deploy::flag_value;
 
 const NAMESPACE: &str = "flux-spoke-system";
 const SERVICE_ACCOUNT: &str = "flux-spoke";
@@ -353,19 +354,6 @@ fn container(d: &Deployment) -> &Container {
 }
 
 /// `--flag=value` or `--flag value` in `args`.
-fn flag_value<'a>(args: &'a [String], flag: &str) -> Option<&'a str> {
-    let prefix = format!("{flag}=");
-    args.iter().enumerate().find_map(|(i, a)| {
-        if let Some(v) = a.strip_prefix(&prefix) {
-            Some(v)
-        } else if a == flag {
-            args.get(i + 1).map(String::as_str)
-        } else {
-            None
-        }
-    })
-}
-
 /// The `$(VAR)` references in `text` (Kubernetes expands them from the container's env).
 fn var_refs(text: &str) -> Vec<String> {
     let mut refs = Vec::new();
@@ -464,61 +452,7 @@ fn container_runs_flux_spoke_with_the_config_map_and_the_tls_secret() {
     assert!(!args.iter().any(|a| a == "--insecure"), "no plaintext");
 
     // Certificates: files of the Secret flux-spoke-tls, mounted read-only.
-    let pod = pod_spec(d);
-    let volumes = pod.volumes.clone().unwrap_or_default();
-    let (volume, secret): (String, SecretVolumeSource) = volumes
-        .iter()
-        .find_map(|v| {
-            v.secret
-                .as_ref()
-                .filter(|s| s.secret_name.as_deref() == Some(TLS_SECRET))
-                .map(|s| (v.name.clone(), s.clone()))
-        })
-        .unwrap_or_else(|| panic!("a volume of the Secret {TLS_SECRET}"));
-    assert_ne!(
-        secret.optional,
-        Some(true),
-        "the spoke cannot run without its certificate"
-    );
-    let mode = secret.default_mode.expect("a defaultMode");
-    assert_eq!(
-        mode & 0o007,
-        0,
-        "the key is not world-readable (mode {mode:o})"
-    );
-    let mount = c
-        .volume_mounts
-        .iter()
-        .flatten()
-        .find(|vm| vm.name == volume)
-        .expect("the TLS volume is mounted");
-    assert_eq!(mount.read_only, Some(true), "mounted read-only");
-    let items: BTreeMap<String, String> = secret
-        .items
-        .iter()
-        .flatten()
-        .map(|i| (i.path.clone(), i.key.clone()))
-        .collect();
-    for flag in ["--ca", "--cert", "--key"] {
-        let path = flag_value(&args, flag).unwrap_or_else(|| panic!("{flag} is set"));
-        let file = Path::new(path)
-            .strip_prefix(&mount.mount_path)
-            .unwrap_or_else(|_| panic!("{flag}={path} is not under {}", mount.mount_path))
-            .to_str()
-            .unwrap();
-        assert!(
-            items.is_empty() || items.contains_key(file),
-            "{flag}={path}: the Secret volume projects no {file} (items {items:?})"
-        );
-    }
-    // The pod's fsGroup owns the projected files, so the non-root user can read them.
-    let fs_group = pod.security_context.as_ref().and_then(|s| s.fs_group);
-    assert_eq!(
-        fs_group,
-        Some(UID),
-        "fsGroup lets user {UID} read the certificate files"
-    );
-    assert_eq!(mode & 0o040, 0o040, "group-readable (mode {mode:o})");
+    deploy::assert_certificates_from_secret(pod_spec(d), c, TLS_SECRET, UID);
 }
 
 #[test]

@@ -69,6 +69,15 @@ fn curve_cert_in(cluster: &FakeCluster, job: &str) -> Option<String> {
     }
 }
 
+/// Waits until the hub's only spoke is connected and has acknowledged its latest snapshot.
+async fn caught_up(registry: &Registry) {
+    eventually("the hub seeing the spoke caught up", || {
+        let s = registry.spokes().spokes.pop()?;
+        (s.connected && s.acknowledged_version == s.current_version).then_some(())
+    })
+    .await;
+}
+
 fn primed() -> std::sync::Arc<Registry> {
     let r = Registry::new();
     r.set_primed();
@@ -304,11 +313,7 @@ async fn a_hub_outage_and_restart_delete_nothing_and_the_state_is_rebuilt() {
         "identical assignments are not re-applied: {:?}",
         spoke.cluster.applied()
     );
-    eventually("the acknowledgement of the new epoch", || {
-        let s = restarted.spokes().spokes.pop()?;
-        (s.connected && s.acknowledged_version == s.current_version).then_some(())
-    })
-    .await;
+    caught_up(&restarted).await;
     spoke.stop().await;
     hub.stop().await;
 }
@@ -366,11 +371,7 @@ async fn a_link_dropped_mid_stream_deletes_nothing_and_the_spoke_catches_up() {
         objects,
         "the same objects, updated in place"
     );
-    eventually("the hub seeing the spoke caught up", || {
-        let s = registry.spokes().spokes.pop()?;
-        (s.connected && s.acknowledged_version == s.current_version).then_some(())
-    })
-    .await;
+    caught_up(&registry).await;
     spoke.stop().await;
     hub.stop().await;
 }

@@ -29,23 +29,18 @@ pub trait Compact {
     fn comparable(_desired: &mut Value) {}
 }
 
-impl Compact for ConfigMap {
-    fn compact(&mut self) {
-        self.managed_fields_mut().clear();
-    }
+/// Kinds cached whole but for `managedFields`: the hub compares them whole.
+macro_rules! compact_managed_fields_only {
+    ($($kind:ty),*) => {$(
+        impl Compact for $kind {
+            fn compact(&mut self) {
+                self.managed_fields_mut().clear();
+            }
+        }
+    )*};
 }
 
-impl Compact for Secret {
-    fn compact(&mut self) {
-        self.managed_fields_mut().clear();
-    }
-}
-
-impl Compact for Service {
-    fn compact(&mut self) {
-        self.managed_fields_mut().clear();
-    }
-}
+compact_managed_fields_only!(ConfigMap, Secret, Service);
 
 impl Compact for Job {
     fn compact(&mut self) {
