@@ -8,10 +8,8 @@ mod common;
 #[path = "common/deploy.rs"]
 mod deploy;
 
-use std::any::TypeId;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Component, Path, PathBuf};
-use std::process::Command;
 
 use clap::Parser;
 use flux_hub::controller::RunOptions;
@@ -19,13 +17,10 @@ use flux_hub::controller::permissions::REQUIRED;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Container, Namespace, PodSpec, Service, ServiceAccount};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use k8s_openapi::api::rbac::v1::{
-    ClusterRole, ClusterRoleBinding, PolicyRule, Role, RoleBinding, Subject,
-};
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding, Subject};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
-use k8s_openapi::{Metadata, NamespaceResourceScope, Resource};
-use serde::Deserialize;
+use k8s_openapi::{Metadata, Resource};
 use serde::de::DeserializeOwned;
 
 const NAMESPACE: &str = "flux-operator-system";
@@ -41,22 +36,10 @@ const FEDERATION_SERVICE: &str = "flux-hub-federation";
 const TLS_SECRET: &str = "flux-hub-tls";
 
 use common::root;
-use deploy::flag_value;
+use deploy::{Doc, Grants, Kustomization, canonical, flag_value, is_kustomization, rule_grants};
 
 fn deploy_dir() -> PathBuf {
     root().join("deploy")
-}
-
-fn canonical(path: &Path) -> PathBuf {
-    path.canonicalize()
-        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
-}
-
-fn is_kustomization(path: &Path) -> bool {
-    matches!(
-        path.file_name().and_then(|n| n.to_str()),
-        Some("kustomization.yaml" | "kustomization.yml" | "Kustomization")
-    )
 }
 
 /// The spoke's manifests, a separate install (hub/tests/deploy_spoke_manifests.rs).
@@ -94,39 +77,8 @@ fn manifest_files() -> Vec<PathBuf> {
         .collect()
 }
 
-/// One YAML document of a manifest file.
-struct Doc {
-    origin: String,
-    value: serde_yaml_ng::Value,
-}
-
-impl Doc {
-    fn field(&self, name: &str) -> &str {
-        self.value
-            .get(name)
-            .and_then(|v| v.as_str())
-            .unwrap_or_else(|| panic!("{}: no {name}", self.origin))
-    }
-}
-
 fn documents() -> Vec<Doc> {
-    let mut docs = Vec::new();
-    for file in manifest_files() {
-        let text = std::fs::read_to_string(&file).expect("read manifest");
-        let rel = file
-            .strip_prefix(root())
-            .unwrap_or(&file)
-            .display()
-            .to_string();
-        for (i, de) in serde_yaml_ng::Deserializer::from_str(&text).enumerate() {
-            let origin = format!("{rel} document {i}");
-            let value = serde_yaml_ng::Value::deserialize(de)
-                .unwrap_or_else(|e| panic!("{origin}: invalid YAML: {e}"));
-            if !value.is_null() {
-                docs.push(Doc { origin, value });
-            }
-        }
-    }
+    let docs = deploy::documents(&manifest_files());
     assert!(!docs.is_empty(), "no manifests under deploy/");
     docs
 }
@@ -147,48 +99,12 @@ struct Manifests {
     ids: BTreeSet<(String, String, String)>,
 }
 
-/// Parses `doc` into `out` when it is a `T`; checks where it lives: namespaced objects
-/// explicitly in the hub's namespace (the kustomization sets none), cluster-scoped ones
-/// in none.
+/// [`deploy::take`] in this install's namespace.
 fn take<T>(doc: &Doc, ids: &mut BTreeSet<(String, String, String)>, out: &mut Vec<T>) -> bool
 where
     T: Resource + Metadata<Ty = ObjectMeta> + DeserializeOwned + 'static,
 {
-    if doc.field("apiVersion") != T::API_VERSION || doc.field("kind") != T::KIND {
-        return false;
-    }
-    let object: T = serde_yaml_ng::from_value(doc.value.clone())
-        .unwrap_or_else(|e| panic!("{}: not a valid {}: {e}", doc.origin, T::KIND));
-    let meta = object.metadata();
-    let name = meta
-        .name
-        .clone()
-        .unwrap_or_else(|| panic!("{}: {} without a name", doc.origin, T::KIND));
-    let namespace = meta.namespace.clone().unwrap_or_default();
-    if TypeId::of::<T::Scope>() == TypeId::of::<NamespaceResourceScope>() {
-        assert_eq!(
-            namespace,
-            NAMESPACE,
-            "{}: {} {name} must set metadata.namespace {NAMESPACE}",
-            doc.origin,
-            T::KIND
-        );
-    } else {
-        assert!(
-            namespace.is_empty(),
-            "{}: cluster-scoped {} {name} has a namespace",
-            doc.origin,
-            T::KIND
-        );
-    }
-    assert!(
-        ids.insert((T::KIND.to_owned(), namespace, name.clone())),
-        "{}: a second {} {name}",
-        doc.origin,
-        T::KIND
-    );
-    out.push(object);
-    true
+    deploy::take(doc, NAMESPACE, ids, out)
 }
 
 fn manifests() -> Manifests {
@@ -218,40 +134,6 @@ fn manifests() -> Manifests {
 // ---------------------------------------------------------------------------------------
 // RBAC
 // ---------------------------------------------------------------------------------------
-
-/// Verbs granted per `(API group, resource)`.
-type Grants = BTreeMap<(String, String), BTreeSet<String>>;
-
-/// The grants of `rules`, which must be one plain rule per group/resource: one API group,
-/// one resource, no wildcard, no resourceNames or nonResourceURLs, no duplicate verb.
-fn rule_grants(owner: &str, rules: &[PolicyRule], out: &mut Grants) {
-    for (i, rule) in rules.iter().enumerate() {
-        let at = format!("{owner} rule {i}");
-        let groups = rule.api_groups.as_deref().unwrap_or_default();
-        let resources = rule.resources.as_deref().unwrap_or_default();
-        assert!(
-            groups.len() == 1 && resources.len() == 1,
-            "{at}: one API group and one resource per rule, got {groups:?} {resources:?}"
-        );
-        assert!(
-            rule.resource_names.is_none() && rule.non_resource_urls.is_none(),
-            "{at}: resourceNames/nonResourceURLs are not expected"
-        );
-        let (group, resource) = (&groups[0], &resources[0]);
-        assert!(
-            group != "*" && resource != "*" && !rule.verbs.iter().any(|v| v == "*"),
-            "{at}: wildcard"
-        );
-        let verbs: BTreeSet<String> = rule.verbs.iter().cloned().collect();
-        assert_eq!(verbs.len(), rule.verbs.len(), "{at}: a verb twice");
-        assert!(!verbs.is_empty(), "{at}: no verbs");
-        assert!(
-            out.insert((group.clone(), resource.clone()), verbs)
-                .is_none(),
-            "{owner}: a second rule for {group:?}/{resource}"
-        );
-    }
-}
 
 fn required(own_namespace_only: bool) -> Grants {
     let mut grants = Grants::new();
@@ -882,49 +764,12 @@ fn pod_disruption_budget_lets_one_replica_go() {
 // Oracle, kustomization, Dockerfile
 // ---------------------------------------------------------------------------------------
 
-fn validator() -> PathBuf {
-    common::kubernetes_validate()
-}
-
 #[test]
 fn kubernetes_validate_accepts_every_manifest() {
-    let validator = validator();
     let mut files = manifest_files();
     files.push(root().join(CRD));
-    // Every document and the CRD must be checked: the oracle only warns (and exits 0)
-    // on a kind it has no schema for.
-    let expected = documents().len() + 1;
-    // The oldest version our types target (and the brief's), and the newest the oracle knows.
-    for version in ["1.33.0", "1.37.0"] {
-        let out = Command::new(&validator)
-            .args(["--strict", "-k", version])
-            .args(&files)
-            .output()
-            .expect("run kubernetes-validate");
-        let text = format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        assert!(
-            out.status.success(),
-            "kubernetes-validate --strict -k {version} rejected deploy/:\n{text}"
-        );
-        let passed = text.matches("passed for resource").count();
-        assert_eq!(
-            passed, expected,
-            "kubernetes-validate -k {version} checked {passed} of {expected} objects:\n{text}"
-        );
-    }
-}
-
-#[derive(Deserialize)]
-struct Kustomization {
-    #[serde(rename = "apiVersion")]
-    api_version: String,
-    kind: String,
-    #[serde(default)]
-    resources: Vec<String>,
+    // Every document and the CRD.
+    deploy::assert_kubernetes_validate(&files, documents().len() + 1, "deploy/");
 }
 
 fn kustomization(dir: &Path) -> Option<Kustomization> {
@@ -1019,51 +864,14 @@ fn kustomization_installs_the_crd() {
     );
 }
 
-/// `kubectl kustomize deploy/` (offline) builds exactly the manifests plus the CRD, when a
-/// kubectl is on PATH; the structural check above stands in where none is.
+/// `kubectl kustomize deploy/` (offline) builds exactly the manifests and the CRD, when
+/// kubectl is on PATH.
 #[test]
 fn kubectl_kustomize_builds_every_object() {
-    let out = match Command::new("kubectl")
-        .arg("kustomize")
-        .arg(deploy_dir())
-        .output()
-    {
-        Ok(out) => out,
-        Err(e) => {
-            eprintln!("kubectl not runnable ({e}); skipping the kustomize build");
-            return;
-        }
+    let Some(built) = deploy::kustomize_build(&deploy_dir()) else {
+        return;
     };
-    assert!(
-        out.status.success(),
-        "kubectl kustomize deploy/ failed:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let text = String::from_utf8(out.stdout).expect("utf-8");
-    let mut built = BTreeSet::new();
-    for de in serde_yaml_ng::Deserializer::from_str(&text) {
-        let v = serde_yaml_ng::Value::deserialize(de).expect("kustomize output");
-        let field = |path: &[&str]| {
-            path.iter()
-                .try_fold(&v, |v, k| v.get(*k))
-                .and_then(|v| v.as_str())
-                .unwrap_or_default()
-                .to_owned()
-        };
-        built.insert((field(&["kind"]), field(&["metadata", "name"])));
-    }
-    let mut expected: BTreeSet<(String, String)> = documents()
-        .iter()
-        .map(|d| {
-            let name = d
-                .value
-                .get("metadata")
-                .and_then(|m| m.get("name"))
-                .and_then(|n| n.as_str())
-                .unwrap_or_default();
-            (d.field("kind").to_owned(), name.to_owned())
-        })
-        .collect();
+    let mut expected = deploy::kinds_and_names(&documents());
     expected.insert((
         "CustomResourceDefinition".into(),
         "miniclusters.flux-framework.org".into(),

@@ -10,21 +10,19 @@ mod common;
 #[path = "common/deploy.rs"]
 mod deploy;
 
-use std::any::TypeId;
-use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::collections::BTreeSet;
+use std::path::PathBuf;
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Container, Namespace, PodSpec, ServiceAccount};
-use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule};
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
-use k8s_openapi::{Metadata, NamespaceResourceScope, Resource};
-use serde::Deserialize;
+use k8s_openapi::{Metadata, Resource};
 use serde::de::DeserializeOwned;
 
 use common::root;
-use deploy::flag_value;
+use deploy::{Doc, Grants, Kustomization, canonical, flag_value, is_kustomization, rule_grants};
 
 const NAMESPACE: &str = "flux-spoke-system";
 const SERVICE_ACCOUNT: &str = "flux-spoke";
@@ -56,18 +54,6 @@ fn spoke_dir() -> PathBuf {
     root().join("deploy/spoke")
 }
 
-fn canonical(path: &Path) -> PathBuf {
-    path.canonicalize()
-        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
-}
-
-fn is_kustomization(path: &Path) -> bool {
-    matches!(
-        path.file_name().and_then(|n| n.to_str()),
-        Some("kustomization.yaml" | "kustomization.yml" | "Kustomization")
-    )
-}
-
 /// Every manifest file in `deploy/spoke/` (no subdirectories expected), sorted.
 fn manifest_files() -> Vec<PathBuf> {
     let dir = spoke_dir();
@@ -83,39 +69,8 @@ fn manifest_files() -> Vec<PathBuf> {
     files
 }
 
-struct Doc {
-    origin: String,
-    value: serde_yaml_ng::Value,
-}
-
-impl Doc {
-    fn field(&self, name: &str) -> &str {
-        self.value
-            .get(name)
-            .and_then(|v| v.as_str())
-            .unwrap_or_else(|| panic!("{}: no {name}", self.origin))
-    }
-}
-
 fn documents() -> Vec<Doc> {
-    let mut docs = Vec::new();
-    for file in manifest_files() {
-        let text = std::fs::read_to_string(&file).expect("read manifest");
-        let rel = file
-            .strip_prefix(root())
-            .unwrap_or(&file)
-            .display()
-            .to_string();
-        for (i, de) in serde_yaml_ng::Deserializer::from_str(&text).enumerate() {
-            let origin = format!("{rel} document {i}");
-            let value = serde_yaml_ng::Value::deserialize(de)
-                .unwrap_or_else(|e| panic!("{origin}: invalid YAML: {e}"));
-            if !value.is_null() {
-                docs.push(Doc { origin, value });
-            }
-        }
-    }
-    docs
+    deploy::documents(&manifest_files())
 }
 
 /// Every object of `deploy/spoke/`, typed.
@@ -130,49 +85,12 @@ struct Manifests {
     ids: BTreeSet<(String, String, String)>,
 }
 
-/// Parses `doc` into `out` when it is a `T`; namespaced objects must be in the spoke's
-/// namespace, cluster-scoped ones in none.
+/// [`deploy::take`] in this install's namespace.
 fn take<T>(doc: &Doc, ids: &mut BTreeSet<(String, String, String)>, out: &mut Vec<T>) -> bool
 where
-    T: Resource + Metadata<Ty = k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta>,
-    T: DeserializeOwned,
-    T::Scope: 'static,
+    T: Resource + Metadata<Ty = ObjectMeta> + DeserializeOwned + 'static,
 {
-    if doc.field("apiVersion") != T::API_VERSION || doc.field("kind") != T::KIND {
-        return false;
-    }
-    let object: T = serde_yaml_ng::from_value(doc.value.clone())
-        .unwrap_or_else(|e| panic!("{}: not a valid {}: {e}", doc.origin, T::KIND));
-    let meta = object.metadata();
-    let name = meta
-        .name
-        .clone()
-        .unwrap_or_else(|| panic!("{}: {} without a name", doc.origin, T::KIND));
-    let namespace = meta.namespace.clone().unwrap_or_default();
-    if TypeId::of::<T::Scope>() == TypeId::of::<NamespaceResourceScope>() {
-        assert_eq!(
-            namespace,
-            NAMESPACE,
-            "{}: {} {name} must set metadata.namespace {NAMESPACE}",
-            doc.origin,
-            T::KIND
-        );
-    } else {
-        assert!(
-            namespace.is_empty(),
-            "{}: cluster-scoped {} {name} has a namespace",
-            doc.origin,
-            T::KIND
-        );
-    }
-    assert!(
-        ids.insert((T::KIND.to_owned(), namespace, name.clone())),
-        "{}: a second {} {name}",
-        doc.origin,
-        T::KIND
-    );
-    out.push(object);
-    true
+    deploy::take(doc, NAMESPACE, ids, out)
 }
 
 fn manifests() -> Manifests {
@@ -199,38 +117,6 @@ fn manifests() -> Manifests {
 // ---------------------------------------------------------------------------------------
 // RBAC
 // ---------------------------------------------------------------------------------------
-
-type Grants = BTreeMap<(String, String), BTreeSet<String>>;
-
-/// One plain rule per group/resource: one API group, one resource, no wildcard, no
-/// resourceNames or nonResourceURLs, no duplicate verb.
-fn rule_grants(owner: &str, rules: &[PolicyRule], out: &mut Grants) {
-    for (i, rule) in rules.iter().enumerate() {
-        let at = format!("{owner} rule {i}");
-        let groups = rule.api_groups.as_deref().unwrap_or_default();
-        let resources = rule.resources.as_deref().unwrap_or_default();
-        assert!(
-            groups.len() == 1 && resources.len() == 1,
-            "{at}: one API group and one resource per rule, got {groups:?} {resources:?}"
-        );
-        assert!(
-            rule.resource_names.is_none() && rule.non_resource_urls.is_none(),
-            "{at}: resourceNames/nonResourceURLs are not expected"
-        );
-        let (group, resource) = (&groups[0], &resources[0]);
-        assert!(
-            group != "*" && resource != "*" && !rule.verbs.iter().any(|v| v == "*"),
-            "{at}: wildcard"
-        );
-        let verbs: BTreeSet<String> = rule.verbs.iter().cloned().collect();
-        assert_eq!(verbs.len(), rule.verbs.len(), "{at}: a verb twice");
-        assert!(
-            out.insert((group.clone(), resource.clone()), verbs)
-                .is_none(),
-            "{owner}: a second rule for {group:?}/{resource}"
-        );
-    }
-}
 
 fn is_spoke_account(s: &k8s_openapi::api::rbac::v1::Subject) -> bool {
     s.kind == "ServiceAccount"
@@ -553,40 +439,7 @@ fn security_context_is_restricted() {
 
 #[test]
 fn kubernetes_validate_accepts_every_manifest() {
-    let validator = common::kubernetes_validate();
-    let files = manifest_files();
-    // Every document must be checked: the oracle only warns on a kind it has no schema for.
-    let expected = documents().len();
-    for version in ["1.33.0", "1.37.0"] {
-        let out = Command::new(&validator)
-            .args(["--strict", "-k", version])
-            .args(&files)
-            .output()
-            .expect("run kubernetes-validate");
-        let text = format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        assert!(
-            out.status.success(),
-            "kubernetes-validate --strict -k {version} rejected deploy/spoke/:\n{text}"
-        );
-        let passed = text.matches("passed for resource").count();
-        assert_eq!(
-            passed, expected,
-            "kubernetes-validate -k {version} checked {passed} of {expected} objects:\n{text}"
-        );
-    }
-}
-
-#[derive(Deserialize)]
-struct Kustomization {
-    #[serde(rename = "apiVersion")]
-    api_version: String,
-    kind: String,
-    #[serde(default)]
-    resources: Vec<String>,
+    deploy::assert_kubernetes_validate(&manifest_files(), documents().len(), "deploy/spoke/");
 }
 
 #[test]
@@ -620,48 +473,10 @@ fn kustomization_lists_every_manifest() {
 /// is on PATH.
 #[test]
 fn kubectl_kustomize_builds_every_object() {
-    let out = match Command::new("kubectl")
-        .arg("kustomize")
-        .arg(spoke_dir())
-        .output()
-    {
-        Ok(out) => out,
-        Err(e) => {
-            eprintln!("kubectl not runnable ({e}); skipping the kustomize build");
-            return;
-        }
+    let Some(built) = deploy::kustomize_build(&spoke_dir()) else {
+        return;
     };
-    assert!(
-        out.status.success(),
-        "kubectl kustomize deploy/spoke/ failed:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let text = String::from_utf8(out.stdout).expect("utf-8");
-    let mut built = BTreeSet::new();
-    for de in serde_yaml_ng::Deserializer::from_str(&text) {
-        let v = serde_yaml_ng::Value::deserialize(de).expect("kustomize output");
-        let get = |path: &[&str]| {
-            path.iter()
-                .try_fold(&v, |v, k| v.get(*k))
-                .and_then(|v| v.as_str())
-                .unwrap_or_default()
-                .to_owned()
-        };
-        built.insert((get(&["kind"]), get(&["metadata", "name"])));
-    }
-    let expected: BTreeSet<(String, String)> = documents()
-        .iter()
-        .map(|d| {
-            let name = d
-                .value
-                .get("metadata")
-                .and_then(|m| m.get("name"))
-                .and_then(|n| n.as_str())
-                .unwrap_or_default();
-            (d.field("kind").to_owned(), name.to_owned())
-        })
-        .collect();
-    assert_eq!(built, expected);
+    assert_eq!(built, deploy::kinds_and_names(&documents()));
 }
 
 #[test]
