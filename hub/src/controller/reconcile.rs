@@ -431,18 +431,7 @@ async fn finish(
     let mut burst_events = Vec::new();
     if let Some(fed) = fed {
         let key = mc_key(mc);
-        let info = McInfo {
-            uid: mc.metadata.uid.clone().unwrap_or_default(),
-            generation: mc.metadata.generation.unwrap_or_default(),
-            created_unix_millis: created_millis(mc),
-            phase: status.phase.clone().unwrap_or_default(),
-            size: status.size,
-            brokers_ready: status.brokers_ready,
-            lead: fed.lead.as_ref().map(|l| flux_shared::plan::Endpoint {
-                address: l.address.clone(),
-                port: l.port,
-            }),
-        };
+        let info = mc_info(mc, &status, fed.lead.as_ref());
         ctx.registry.set(&key, info, fed.bursts, fed.assignments);
         let views = ctx.registry.bursts(&key);
         let statuses = bursts::statuses(
@@ -595,18 +584,7 @@ pub fn prime(ctx: &Context, miniclusters: &[MiniCluster]) {
             .unwrap_or_default(),
             _ => Vec::new(),
         };
-        let info = McInfo {
-            uid: mc.metadata.uid.clone().unwrap_or_default(),
-            generation: mc.metadata.generation.unwrap_or_default(),
-            created_unix_millis: created_millis(mc),
-            phase: previous.phase.clone().unwrap_or_default(),
-            size: previous.size,
-            brokers_ready: previous.brokers_ready,
-            lead: lead.map(|l| flux_shared::plan::Endpoint {
-                address: l.address,
-                port: l.port,
-            }),
-        };
+        let info = mc_info(mc, &previous, lead.as_ref());
         ctx.registry
             .set(&key, info, burst_infos(&plan), assignments);
     }
@@ -818,16 +796,8 @@ async fn finalize(mc: &MiniCluster, ctx: &Context, ns: &str, name: &str) -> Resu
     // An invalid spec has no bursts the registry could know of.
     let bursts = Plan::new(mc).map(|p| burst_infos(&p)).unwrap_or_default();
     let previous = mc.status.clone().unwrap_or_default();
-    let info = McInfo {
-        uid: mc.metadata.uid.clone().unwrap_or_default(),
-        generation: mc.metadata.generation.unwrap_or_default(),
-        created_unix_millis: created_millis(mc),
-        phase: previous.phase.clone().unwrap_or_default(),
-        size: previous.size,
-        brokers_ready: previous.brokers_ready,
-        lead: None,
-    };
-    ctx.registry.withdraw(&key, info, bursts);
+    ctx.registry
+        .withdraw(&key, mc_info(mc, &previous, None), bursts);
     let progress = ctx.registry.deletion_progress(&key);
     let pending: Vec<_> = progress.iter().filter(|p| !p.confirmed).collect();
     let now = (ctx.now)();
@@ -906,12 +876,29 @@ async fn finalize(mc: &MiniCluster, ctx: &Context, ns: &str, name: &str) -> Resu
     Ok(Action::await_change())
 }
 
-/// When the MiniCluster was created, Unix milliseconds (0 if unknown).
-fn created_millis(mc: &MiniCluster) -> i64 {
-    mc.metadata
-        .creation_timestamp
-        .as_ref()
-        .map_or(0, |t| t.0.as_millisecond())
+/// What the registry shows admin clients of `mc`, from a status (the one computed now, or
+/// the last one written).
+fn mc_info(
+    mc: &MiniCluster,
+    status: &MiniClusterStatus,
+    lead: Option<&LeadBrokerStatus>,
+) -> McInfo {
+    McInfo {
+        uid: mc.metadata.uid.clone().unwrap_or_default(),
+        generation: mc.metadata.generation.unwrap_or_default(),
+        created_unix_millis: mc
+            .metadata
+            .creation_timestamp
+            .as_ref()
+            .map_or(0, |t| t.0.as_millisecond()),
+        phase: status.phase.clone().unwrap_or_default(),
+        size: status.size,
+        brokers_ready: status.brokers_ready,
+        lead: lead.map(|l| flux_shared::plan::Endpoint {
+            address: l.address.clone(),
+            port: l.port,
+        }),
+    }
 }
 
 enum Applied {
