@@ -386,13 +386,41 @@ impl TestEnv {
         *lock(&self.hub_args) = args;
     }
 
+    /// Spawns `cmd` (a controller serving `addr`) with stdin closed, stdout and stderr in
+    /// `log`, and `RUST_LOG` defaulting to `rust_log`.
+    fn spawn_logged(
+        &self,
+        mut cmd: Command,
+        what: &str,
+        rust_log: &str,
+        addr: SocketAddr,
+        log: &Path,
+    ) -> Result<Child> {
+        let file = File::create(log).with_context(|| format!("creating {}", log.display()))?;
+        cmd.stdin(Stdio::null())
+            .stdout(file.try_clone()?)
+            .stderr(file);
+        if std::env::var_os("RUST_LOG").is_none() {
+            cmd.env("RUST_LOG", rust_log);
+        }
+        let child = cmd
+            .spawn()
+            .with_context(|| format!("spawning {}", cmd.get_program().to_string_lossy()))?;
+        eprintln!(
+            "{}: {what} pid {} serving {addr}, log {}",
+            self.test,
+            child.id(),
+            log.display()
+        );
+        Ok(child)
+    }
+
     /// Starts `flux-hub run` watching the test namespace and waits until it is ready.
     pub async fn start_hub(&self) -> Result<()> {
         let bin = tokio::task::spawn_blocking(hub_binary).await??;
         let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, free_port()?));
         let n = lock(&self.hub_logs).len();
         let log = log_dir()?.join(format!("{}-hub-{n}.log", self.ns));
-        let file = File::create(&log).with_context(|| format!("creating {}", log.display()))?;
         let mut cmd = Command::new(&bin);
         cmd.arg("run")
             .arg("--namespace")
@@ -400,22 +428,8 @@ impl TestEnv {
             .arg("--metrics-addr")
             .arg(addr.to_string())
             .args(lock(&self.hub_args).iter())
-            .args(extra_args("FLUX_HUB_ARGS"))
-            .stdin(Stdio::null())
-            .stdout(file.try_clone()?)
-            .stderr(file);
-        if std::env::var_os("RUST_LOG").is_none() {
-            cmd.env("RUST_LOG", "info,kube=warn,flux_hub=debug");
-        }
-        let child = cmd
-            .spawn()
-            .with_context(|| format!("spawning {}", bin.display()))?;
-        eprintln!(
-            "{}: hub pid {} serving {addr}, log {}",
-            self.test,
-            child.id(),
-            log.display()
-        );
+            .args(extra_args("FLUX_HUB_ARGS"));
+        let child = self.spawn_logged(cmd, "hub", "info,kube=warn,flux_hub=debug", addr, &log)?;
         lock(&self.hub_logs).push(log.clone());
         *lock(&self.hub) = Some(Proc { child });
         self.wait_ready("hub", addr, "/readyz", &log).await
@@ -519,29 +533,15 @@ impl TestEnv {
             )
         };
         let log = log_dir()?.join(format!("{}-spoke-{n}.log", self.ns));
-        let file = File::create(&log).with_context(|| format!("creating {}", log.display()))?;
         let mut cmd = Command::new(&bin);
         cmd.arg("run")
             .args(&args)
             .arg("--metrics-addr")
             .arg(addr.to_string())
             .args(extra_args("FLUX_SPOKE_ARGS"))
-            .env("KUBECONFIG", &kubeconfig)
-            .stdin(Stdio::null())
-            .stdout(file.try_clone()?)
-            .stderr(file);
-        if std::env::var_os("RUST_LOG").is_none() {
-            cmd.env("RUST_LOG", "info,kube=warn,flux_spoke=debug");
-        }
-        let child = cmd
-            .spawn()
-            .with_context(|| format!("spawning {}", bin.display()))?;
-        eprintln!(
-            "{}: spoke pid {} serving {addr}, log {}",
-            self.test,
-            child.id(),
-            log.display()
-        );
+            .env("KUBECONFIG", &kubeconfig);
+        let child =
+            self.spawn_logged(cmd, "spoke", "info,kube=warn,flux_spoke=debug", addr, &log)?;
         {
             let mut spoke = lock(&self.spoke);
             let spoke = spoke.as_mut().context("attach_spoke was not called")?;
