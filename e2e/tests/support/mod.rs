@@ -2,7 +2,8 @@
 //! test, polling with deadlines, and the diagnostics printed when a test fails.
 //!
 //! Environment:
-//! - `KUBECONFIG` (required, else every test prints why it skips and passes);
+//! - `KUBECONFIG` (required: cluster tests are `#[ignore]`d by default, and fail when asked
+//!   for without a reachable cluster);
 //! - `FLUX_HUB_BIN`: the `flux-hub` binary to run (default: `cargo build -p flux-hub` in
 //!   this workspace, a no-op when it is up to date, then `<target>/<profile>/flux-hub`);
 //! - `FLUX_HUB_ARGS`: extra arguments for `flux-hub run`, split on whitespace;
@@ -13,12 +14,14 @@
 //!
 //! Two-cluster tests (`bursting.rs`) also need:
 //! - `SPOKE_KUBECONFIG`: the burst cluster, where a `flux-spoke run` child process applies
-//!   what the hub assigns (else those tests print why they skip and pass);
+//!   what the hub assigns (required, as `KUBECONFIG`);
 //! - `FLUX_SPOKE_BIN`: the `flux-spoke` binary (default: `cargo build -p flux-spoke`, as for
 //!   the hub); `FLUX_SPOKE_ARGS`: extra arguments for `flux-spoke run`.
 
-// Each test crate (hub.rs, bursting.rs) uses part of these helpers.
+// Each test crate (hub.rs, bursting.rs, flux.rs) uses part of these helpers.
 #![allow(dead_code)]
+
+pub mod dataplane;
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -77,12 +80,15 @@ pub fn secs(n: u64) -> Duration {
     Duration::from_secs_f64(n as f64 * scale)
 }
 
-/// A client for the cluster named by `KUBECONFIG`, or `None` (after saying why) when it is
-/// unset. A set but unusable `KUBECONFIG` is a failure, not a skip.
-pub async fn client() -> Option<(Client, Config)> {
+/// A client for the cluster named by `KUBECONFIG`. Cluster tests are `#[ignore]`d by
+/// default, so `cargo test` lists them as ignored (never as passed) on machines without a
+/// cluster; one that runs (`--include-ignored`, as `scripts/e2e.sh` does) without a cluster,
+/// or with one that does not answer, fails.
+pub async fn client() -> (Client, Config) {
     if std::env::var_os("KUBECONFIG").is_none_or(|v| v.is_empty()) {
-        eprintln!("skipping: KUBECONFIG is not set (e2e tests need a real cluster)");
-        return None;
+        panic!(
+            "KUBECONFIG is not set: this test needs a real cluster (scripts/e2e.sh starts local ones)"
+        );
     }
     let config = Config::from_kubeconfig(&KubeConfigOptions::default())
         .await
@@ -99,7 +105,7 @@ pub async fn client() -> Option<(Client, Config)> {
             config.cluster_url
         ),
     }
-    Some((client, config))
+    (client, config)
 }
 
 /// The outcome of one probe of [`TestEnv::eventually`].
@@ -111,11 +117,9 @@ pub enum Probe<T> {
 }
 
 /// Runs one test: a fresh namespace (and a hub when `hub`), the body, diagnostics when it
-/// fails, then cleanup. Returns at once, after printing why, without `KUBECONFIG`.
+/// fails, then cleanup. Fails without a reachable `KUBECONFIG` cluster.
 pub async fn run(test: &'static str, hub: bool, body: impl AsyncFnOnce(&TestEnv) -> Result<()>) {
-    let Some(env) = TestEnv::start(test, hub).await else {
-        return;
-    };
+    let env = TestEnv::start(test, hub).await;
     let result = AssertUnwindSafe(body(&env)).catch_unwind().await;
     env.finish(result).await;
 }
@@ -152,9 +156,9 @@ struct SpokeSide {
 
 impl TestEnv {
     /// Installs the CRD, creates the namespace and, when `hub`, starts `flux-hub run`
-    /// watching that namespace. `None` without `KUBECONFIG`.
-    pub async fn start(test: &'static str, hub: bool) -> Option<TestEnv> {
-        let (client, config) = client().await?;
+    /// watching that namespace. Panics without a reachable `KUBECONFIG` cluster.
+    pub async fn start(test: &'static str, hub: bool) -> TestEnv {
+        let (client, config) = client().await;
         install_crd(&client)
             .await
             .unwrap_or_else(|e| panic!("{test}: installing the MiniCluster CRD: {e:?}"));
@@ -177,7 +181,7 @@ impl TestEnv {
             env.finish(Ok(Err(e.context("starting the hub")))).await;
             unreachable!("finish panics on failure");
         }
-        Some(env)
+        env
     }
 
     /// An API of namespaced objects in the test namespace.
@@ -973,9 +977,14 @@ async fn describe_spoke_namespace(client: &Client, ns: &str) -> String {
 }
 
 /// A client for the burst cluster named by `SPOKE_KUBECONFIG` (one kubeconfig file) and
-/// that file, or `None` when it is unset. A set but unusable file is a failure.
-pub async fn spoke_cluster() -> Option<(Client, Config, PathBuf)> {
-    let path = PathBuf::from(std::env::var_os("SPOKE_KUBECONFIG").filter(|v| !v.is_empty())?);
+/// that file. Unset, unreadable or unreachable: the test fails.
+pub async fn spoke_cluster() -> (Client, Config, PathBuf) {
+    let Some(path) = std::env::var_os("SPOKE_KUBECONFIG").filter(|v| !v.is_empty()) else {
+        panic!(
+            "SPOKE_KUBECONFIG is not set: two-cluster tests need a burst cluster as well as KUBECONFIG's (scripts/e2e.sh starts local ones)"
+        );
+    };
+    let path = PathBuf::from(path);
     let kubeconfig = Kubeconfig::read_from(&path).unwrap_or_else(|e| {
         panic!(
             "SPOKE_KUBECONFIG={} cannot be read (one kubeconfig file is expected): {e}",
@@ -997,7 +1006,7 @@ pub async fn spoke_cluster() -> Option<(Client, Config, PathBuf)> {
             config.cluster_url
         ),
     }
-    Some((client, config, path))
+    (client, config, path)
 }
 
 /// The federation of a two-cluster test: certificates from `flux-hub certs`, the hub's
@@ -1154,23 +1163,9 @@ pub async fn run_federated(
     body: impl AsyncFnOnce(&TestEnv, &Federation) -> Result<()>,
 ) {
     static ONE_SPOKE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-    if std::env::var_os("KUBECONFIG").is_none_or(|v| v.is_empty()) {
-        eprintln!("skipping: KUBECONFIG is not set (e2e tests need a real cluster)");
-        return;
-    }
-    if std::env::var_os("SPOKE_KUBECONFIG").is_none_or(|v| v.is_empty()) {
-        eprintln!(
-            "skipping: SPOKE_KUBECONFIG is not set (two-cluster tests need a burst cluster as well as KUBECONFIG's)"
-        );
-        return;
-    }
     let _serial = ONE_SPOKE_AT_A_TIME.lock().await;
-    let Some((spoke_client, spoke_config, path)) = spoke_cluster().await else {
-        return;
-    };
-    let Some(env) = TestEnv::start(test, false).await else {
-        return;
-    };
+    let (spoke_client, spoke_config, path) = spoke_cluster().await;
+    let env = TestEnv::start(test, false).await;
     let result = AssertUnwindSafe(async {
         let fed = Federation::setup(&env, spoke, spoke_client, spoke_config, path)
             .await
@@ -1294,6 +1289,11 @@ fn log_dir() -> Result<PathBuf> {
         .join("flux-e2e-logs");
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
     Ok(dir)
+}
+
+/// A file under the test logs folder (`<target>/flux-e2e-logs/<name>`).
+pub fn log_file(name: &str) -> Result<PathBuf> {
+    Ok(log_dir()?.join(name))
 }
 
 /// A TCP port free on 127.0.0.1 right now.

@@ -1,0 +1,368 @@
+//! Data-plane tests with real Flux: `flux-hub run` turns a MiniCluster into objects in the
+//! cluster named by `KUBECONFIG`; the test reads them back from the API server and runs
+//! them with the testbed's `run-rendered.sh` (real flux-core brokers in Linux-namespace
+//! pods, see `support/dataplane.rs`), then asserts on the Flux job's output and on every
+//! pod's exit.
+//!
+//! They need `KUBECONFIG`, `FLUX_E2E_TESTBED` and root, so they are ignored unless asked
+//! for; `scripts/e2e.sh` runs them. See README.md.
+
+mod support;
+
+use std::time::Duration;
+
+use anyhow::{Context as _, Result, ensure};
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use kube::api::{Patch, PatchParams};
+use serde_json::{Value, json};
+use support::dataplane::{FluxRun, Outcome, indexed, run_name};
+use support::{FIELD_MANAGER, TestEnv, secs};
+
+/// `run-rendered.sh --timeout` of a run that is expected to finish by itself.
+const RUN_TIMEOUT: &str = "120";
+
+/// Backstop on top of the run's own timeout.
+fn run_deadline() -> Duration {
+    secs(180)
+}
+
+// ---------------------------------------------------------------------------------------
+// The tests.
+
+/// `examples/hello-world.yaml`: four brokers form one instance, the command runs once under
+/// Flux, and every pod (lead and workers) completes.
+#[tokio::test]
+#[ignore = "needs a cluster and the testbed: KUBECONFIG, FLUX_E2E_TESTBED (scripts/e2e.sh)"]
+async fn hello_world_runs_under_real_flux() {
+    support::run("flux-hello", true, async |env| {
+        env.apply_example("hello-world.yaml").await?;
+        let outcome = finish(env, "hello-world", "hw").await?;
+        outcome.all_succeeded(&indexed("hello-world", 4))?;
+        let lead = lead_log(&outcome, "hello-world", "hello-world")?;
+        ensure!(
+            lead.lines().any(|l| l == "hello world"),
+            "the lead broker's log lacks the job's output `hello world`:\n{lead}"
+        );
+        Ok(())
+    })
+    .await;
+}
+
+/// `tasks` equal to `size`: the job gets one task on every broker, so every host name is
+/// printed (the brokers' hosts, R and broker.toml agree).
+#[tokio::test]
+#[ignore = "needs a cluster and the testbed: KUBECONFIG, FLUX_E2E_TESTBED (scripts/e2e.sh)"]
+async fn tasks_run_on_every_broker() {
+    support::run("flux-tasks", true, async |env| {
+        let doc = minicluster("tasks", json!({"size": 3, "tasks": 3}), "hostname");
+        env.apply_minicluster(&doc).await?;
+        let outcome = finish(env, "tasks", "tasks").await?;
+        outcome.all_succeeded(&indexed("tasks", 3))?;
+        let lead = lead_log(&outcome, "tasks", "tasks")?;
+        for host in indexed("tasks", 3) {
+            ensure!(
+                lead.lines().any(|l| l == host),
+                "no task ran on {host}; the lead broker's log:\n{lead}"
+            );
+        }
+        Ok(())
+    })
+    .await;
+}
+
+/// `examples/batch.yaml`: every line of the command is its own job inside `flux batch`,
+/// each writes its output under `logs`, and `commands.post` (run by every broker) prints
+/// them where the batch ran.
+#[tokio::test]
+#[ignore = "needs a cluster and the testbed: KUBECONFIG, FLUX_E2E_TESTBED (scripts/e2e.sh)"]
+async fn batch_jobs_run_and_post_runs_on_every_broker() {
+    support::run("flux-batch", true, async |env| {
+        env.apply_example("batch.yaml").await?;
+        let outcome = finish(env, "batch", "batch").await?;
+        outcome.all_succeeded(&indexed("batch", 2))?;
+        let logs = [
+            outcome.log("batch-0", "batch")?,
+            outcome.log("batch-1", "batch")?,
+        ]
+        .join("\n");
+        for n in 1..=3 {
+            let line = format!("hello world {n}");
+            ensure!(
+                logs.lines().any(|l| l == line),
+                "no broker printed `{line}` (the batch's job {} output):\n{logs}",
+                n - 1
+            );
+        }
+        Ok(())
+    })
+    .await;
+}
+
+/// `launcher: true`: the command is run as is in the instance and submits its own job,
+/// here one that spans both brokers.
+#[tokio::test]
+#[ignore = "needs a cluster and the testbed: KUBECONFIG, FLUX_E2E_TESTBED (scripts/e2e.sh)"]
+async fn launcher_command_submits_its_own_jobs() {
+    support::run("flux-launcher", true, async |env| {
+        let doc = minicluster(
+            "launcher",
+            json!({"size": 2, "launcher": true}),
+            "flux run -N 2 hostname",
+        );
+        env.apply_minicluster(&doc).await?;
+        let outcome = finish(env, "launcher", "launch").await?;
+        outcome.all_succeeded(&indexed("launcher", 2))?;
+        let lead = lead_log(&outcome, "launcher", "launcher")?;
+        for host in indexed("launcher", 2) {
+            ensure!(
+                lead.lines().any(|l| l == host),
+                "`flux run -N 2 hostname` printed no {host}; the lead broker's log:\n{lead}"
+            );
+        }
+        Ok(())
+    })
+    .await;
+}
+
+/// `flux.completeWorkers`: a worker whose broker is disconnected (it exits with an error)
+/// is not restarted; its pod completes successfully and says why.
+#[tokio::test]
+#[ignore = "needs a cluster and the testbed: KUBECONFIG, FLUX_E2E_TESTBED (scripts/e2e.sh)"]
+async fn complete_workers_completes_a_disconnected_worker() {
+    support::run("flux-complete", true, async |env| {
+        let doc = minicluster(
+            "complete",
+            json!({"size": 3, "launcher": true, "flux": {"completeWorkers": true}}),
+            "flux overlay disconnect 2",
+        );
+        env.apply_minicluster(&doc).await?;
+        let outcome = finish(env, "complete", "complete").await?;
+        outcome.all_succeeded(&indexed("complete", 3))?;
+        let worker = outcome.log("complete-2", "complete")?;
+        ensure!(
+            worker.contains("completing (flux.completeWorkers)"),
+            "the disconnected worker complete-2 did not complete through completeWorkers:\n{worker}"
+        );
+        let lead = lead_log(&outcome, "complete", "complete")?;
+        ensure!(
+            lead.contains("to disconnect child complete-2 (rank 2)"),
+            "the lead broker did not disconnect rank 2:\n{lead}"
+        );
+        Ok(())
+    })
+    .await;
+}
+
+/// `examples/interactive.yaml`: the instance stays up with no command; from outside the
+/// broker (`run-rendered.sh --exec`, like `kubectl exec`) `flux proxy` to its socket runs a
+/// job on both brokers, and `flux shutdown` through the proxy ends it: every pod completes.
+#[tokio::test]
+#[ignore = "needs a cluster and the testbed: KUBECONFIG, FLUX_E2E_TESTBED (scripts/e2e.sh)"]
+async fn interactive_instance_answers_flux_proxy() {
+    support::run("flux-interactive", true, async |env| {
+        env.apply_example("interactive.yaml").await?;
+        let name = run_name(&env.ns, "inter");
+        let mut run = env
+            .run_flux("interactive", &name, &timeout_args())
+            .await?;
+        run.wait_for_output("interactive-0: started main container", secs(60))
+            .await?;
+        let hosts = indexed("interactive", 2);
+        let mut last = String::new();
+        let deadline = std::time::Instant::now() + secs(60);
+        // The broker takes a moment to create its socket and see the worker online.
+        while std::time::Instant::now() < deadline {
+            match run
+                .flux_exec(
+                    "interactive-0",
+                    "interactive",
+                    "flux proxy \"$fluxsocket\" flux run -N 2 hostname",
+                )
+                .await
+            {
+                Ok(out) if hosts.iter().all(|h| out.lines().any(|l| l == h)) => {
+                    last.clear();
+                    break;
+                }
+                Ok(out) => last = out,
+                Err(e) => last = format!("{e:#}"),
+            }
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+        ensure!(
+            last.is_empty(),
+            "`flux proxy ... flux run -N 2 hostname` in the lead pod never printed {hosts:?}; last answer:\n{last}"
+        );
+        run.flux_exec(
+            "interactive-0",
+            "interactive",
+            "flux proxy \"$fluxsocket\" flux shutdown --quiet",
+        )
+        .await
+        .context("flux shutdown through flux proxy")?;
+        let outcome = run.finish(run_deadline()).await?;
+        outcome.all_succeeded(&hosts)
+    })
+    .await;
+}
+
+/// `flux.brokerConfig`: the brokers run with the given config, not a generated one (its
+/// distinctive `tbon.connect_timeout` is what `flux config get` answers), and the worker
+/// joins through the config's own `default_connect`.
+#[tokio::test]
+#[ignore = "needs a cluster and the testbed: KUBECONFIG, FLUX_E2E_TESTBED (scripts/e2e.sh)"]
+async fn custom_broker_config_is_what_flux_runs() {
+    support::run("flux-config", true, async |env| {
+        let config = format!(
+            r#"[access]
+allow-guest-user = true
+allow-root-owner = true
+
+[resource]
+path = "/mnt/flux/config/etc/flux/system/R"
+noverify = true
+
+[bootstrap]
+curve_cert = "/mnt/flux/config/curve/curve.cert"
+default_port = 8050
+default_bind = "tcp://eth0:%p"
+default_connect = "tcp://%h.custom-config.{ns}.svc.cluster.local:%p"
+hosts = [ {{ host = "custom-config-[0-1]" }} ]
+
+[tbon]
+connect_timeout = "17s"
+"#,
+            ns = env.ns
+        );
+        let doc = minicluster(
+            "custom-config",
+            json!({"size": 2, "flux": {"brokerConfig": config}}),
+            "flux config get tbon.connect_timeout",
+        );
+        env.apply_minicluster(&doc).await?;
+        let outcome = finish(env, "custom-config", "config").await?;
+        outcome.all_succeeded(&indexed("custom-config", 2))?;
+        let lead = lead_log(&outcome, "custom-config", "custom-config")?;
+        ensure!(
+            lead.lines().any(|l| l.trim_matches('"') == "17s"),
+            "`flux config get tbon.connect_timeout` did not answer 17s:\n{lead}"
+        );
+        Ok(())
+    })
+    .await;
+}
+
+/// The volume kinds the testbed runs: a hostPath folder, a PVC shared by the brokers, a
+/// Secret, a ConfigMap with `items`, and a memory-backed emptyDir. Each broker's
+/// `commands.pre` writes its host name into the PVC; the job on the lead reads them all.
+#[tokio::test]
+#[ignore = "needs a cluster and the testbed: KUBECONFIG, FLUX_E2E_TESTBED (scripts/e2e.sh)"]
+async fn volumes_are_mounted_where_the_spec_says() {
+    support::run("flux-volumes", true, async |env| {
+        let host_dir = std::env::temp_dir().join(format!("{}-hostpath", env.ns));
+        std::fs::create_dir_all(&host_dir)?;
+        std::fs::write(host_dir.join("marker"), "from the host\n")?;
+        let params = PatchParams::apply(FIELD_MANAGER).force();
+        env.api::<Secret>()
+            .patch(
+                "certs",
+                &params,
+                &Patch::Apply(json!({
+                    "apiVersion": "v1", "kind": "Secret", "metadata": {"name": "certs"},
+                    "stringData": {"token": "secret token\n"},
+                })),
+            )
+            .await?;
+        env.api::<ConfigMap>()
+            .patch(
+                "app-config",
+                &params,
+                &Patch::Apply(json!({
+                    "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "app-config"},
+                    "data": {"app.conf": "setting = 1\n", "ignored.conf": "not mounted\n"},
+                })),
+            )
+            .await?;
+        let mut doc = minicluster(
+            "volumes",
+            json!({"size": 2}),
+            "cat /data/marker /etc/certs/token /etc/app/settings.conf /workflow/volumes-0 /workflow/volumes-1",
+        );
+        doc["spec"]["containers"][0]["commands"] =
+            json!({"pre": "hostname > /workflow/$(hostname); mountpoint -q /dev/shm; test ! -e /etc/app/ignored.conf"});
+        doc["spec"]["containers"][0]["volumes"] = json!({
+            "host-data": {"path": "/data", "hostPath": host_dir.display().to_string()},
+            "workflow": {"path": "/workflow", "claimName": "data"},
+            "certs": {"path": "/etc/certs", "secretName": "certs", "readOnly": true},
+            "app-config": {
+                "path": "/etc/app",
+                "configMapName": "app-config",
+                "items": {"app.conf": "settings.conf"},
+            },
+            "shm": {"emptyDir": true, "emptyDirMedium": "memory"},
+        });
+        env.apply_minicluster(&doc).await?;
+        let outcome = finish(env, "volumes", "volumes").await;
+        let _ = std::fs::remove_dir_all(&host_dir);
+        let outcome = outcome?;
+        outcome.all_succeeded(&indexed("volumes", 2))?;
+        let lead = lead_log(&outcome, "volumes", "volumes")?;
+        for line in [
+            "from the host",
+            "secret token",
+            "setting = 1",
+            "volumes-0",
+            "volumes-1",
+        ] {
+            ensure!(
+                lead.lines().any(|l| l == line),
+                "the job's output lacks `{line}`:\n{lead}"
+            );
+        }
+        Ok(())
+    })
+    .await;
+}
+
+// ---------------------------------------------------------------------------------------
+// Steps.
+
+/// A one-container MiniCluster named `name` with `spec` fields and `command`.
+fn minicluster(name: &str, spec: Value, command: &str) -> Value {
+    let mut doc = json!({
+        "apiVersion": "flux-framework.org/v1alpha2",
+        "kind": "MiniCluster",
+        "metadata": {"name": name},
+        "spec": spec,
+    });
+    doc["spec"]["logging"] = json!({"quiet": true});
+    doc["spec"]["containers"] = json!([{"image": "rockylinux:9", "command": command}]);
+    doc
+}
+
+fn timeout_args() -> Vec<String> {
+    vec![
+        "--timeout".into(),
+        RUN_TIMEOUT.into(),
+        "--tail".into(),
+        "60".into(),
+    ]
+}
+
+/// Runs what the hub wrote for MiniCluster `name` to its end.
+async fn finish(env: &TestEnv, name: &str, prefix: &str) -> Result<Outcome> {
+    let run: FluxRun = env
+        .run_flux(name, &run_name(&env.ns, prefix), &timeout_args())
+        .await?;
+    let outcome = run.finish(run_deadline()).await?;
+    eprintln!(
+        "{}: run-rendered.sh finished (success {}), pods {:?}",
+        env.ns, outcome.success, outcome.pods
+    );
+    Ok(outcome)
+}
+
+/// The main container's log of the lead broker (`<job>-0`).
+fn lead_log(outcome: &Outcome, job: &str, container: &str) -> Result<String> {
+    outcome.log(&format!("{job}-0"), container)
+}

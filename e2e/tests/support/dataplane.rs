@@ -1,0 +1,406 @@
+//! The data plane with real Flux: what the controllers wrote into an API server, read back
+//! and run by the testbed's `flux/run-rendered.sh` (it plays kubelet, Job controller, DNS
+//! and kube-proxy for one Indexed Job and its Services, ConfigMaps, Secrets and Pods, with
+//! a real flux-core in Linux-namespace pods).
+//!
+//! Hollow nodes (label `testbed/hollow-node=true`) report pods Running and Ready but run no
+//! process, so on them this is where pod-level evidence comes from. `FLUX_E2E_TESTBED`
+//! names the testbed folder (`scripts/e2e.sh` sets it); `run-rendered.sh` needs root.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, Result, bail, ensure};
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod, Secret, Service};
+use kube::api::{Api, ListParams};
+use kube::{Client, Resource, ResourceExt as _};
+use serde::Serialize;
+use serde_json::Value;
+use tokio::process::{Child, Command};
+
+use super::{Probe, TestEnv, log_dir, secs};
+
+/// The node label of the testbed's hollow nodes.
+pub const HOLLOW_NODE_LABEL: &str = "testbed/hollow-node";
+
+/// Whether any node of the cluster is a hollow node (its pods never run a process).
+pub async fn hollow_nodes(client: &Client) -> Result<bool> {
+    let nodes: Api<Node> = Api::all(client.clone());
+    let hollow = nodes
+        .list(&ListParams::default().labels(&format!("{HOLLOW_NODE_LABEL}=true")))
+        .await
+        .context("listing hollow nodes")?;
+    Ok(!hollow.items.is_empty())
+}
+
+/// The testbed folder, from `FLUX_E2E_TESTBED`. Data-plane tests fail without it: they are
+/// ignored unless asked for, and `scripts/e2e.sh` sets it.
+pub fn testbed() -> Result<PathBuf> {
+    let dir = std::env::var_os("FLUX_E2E_TESTBED")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .context(
+            "FLUX_E2E_TESTBED is not set: data-plane checks run real Flux with the testbed's flux/run-rendered.sh (scripts/e2e.sh sets it)",
+        )?;
+    let script = dir.join("flux/run-rendered.sh");
+    ensure!(
+        script.is_file(),
+        "FLUX_E2E_TESTBED={} has no flux/run-rendered.sh",
+        dir.display()
+    );
+    Ok(dir)
+}
+
+fn run_rendered() -> Result<PathBuf> {
+    Ok(testbed()?.join("flux/run-rendered.sh"))
+}
+
+/// Where `run-rendered.sh` keeps each run's state and logs.
+fn state_dir() -> PathBuf {
+    std::env::var_os("RUN_RENDERED_STATE")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/opt/testbed/flux/run"))
+}
+
+/// The objects of namespace `ns` that `run-rendered.sh` runs, as the API server has them:
+/// Jobs, Services, ConfigMaps, Secrets and standalone Pods (not the Job's own pods),
+/// without `status` and `managedFields`, as one multi-document YAML file at `path`.
+pub async fn export(client: &Client, ns: &str, path: &Path) -> Result<usize> {
+    let mut docs = Vec::new();
+    docs.extend(listed::<Job>(client, ns).await?);
+    docs.extend(listed::<Service>(client, ns).await?);
+    docs.extend(listed::<ConfigMap>(client, ns).await?);
+    docs.extend(listed::<Secret>(client, ns).await?);
+    let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
+    for pod in pods.list(&ListParams::default()).await?.items {
+        let owned_by_job = pod.owner_references().iter().any(|o| o.kind == "Job");
+        if !owned_by_job {
+            docs.push(cleaned(&pod)?);
+        }
+    }
+    let mut text = String::new();
+    for doc in &docs {
+        text.push_str("---\n");
+        text.push_str(&serde_yaml_ng::to_string(doc)?);
+    }
+    std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))?;
+    Ok(docs.len())
+}
+
+async fn listed<K>(client: &Client, ns: &str) -> Result<Vec<Value>>
+where
+    K: Resource<Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + std::fmt::Debug
+        + serde::de::DeserializeOwned
+        + Serialize,
+    <K as Resource>::DynamicType: Default,
+{
+    let api: Api<K> = Api::namespaced(client.clone(), ns);
+    api.list(&ListParams::default())
+        .await?
+        .items
+        .iter()
+        .map(cleaned)
+        .collect()
+}
+
+/// An object as `kubectl get -o yaml` would show it, minus what only the API server reads.
+fn cleaned<K: Serialize>(obj: &K) -> Result<Value> {
+    let mut v = serde_json::to_value(obj)?;
+    if let Some(map) = v.as_object_mut() {
+        map.remove("status");
+    }
+    if let Some(meta) = v.get_mut("metadata").and_then(Value::as_object_mut) {
+        meta.remove("managedFields");
+    }
+    Ok(v)
+}
+
+/// Subnets `10.ID.0.0/16` of the runs of one test binary: given explicitly, so runs that
+/// start at the same moment never pick the same one (binaries run one after another).
+fn next_subnet() -> u8 {
+    static NEXT: AtomicU8 = AtomicU8::new(0);
+    110 + NEXT.fetch_add(1, Ordering::Relaxed) % 80
+}
+
+/// One `run-rendered.sh` run: a child process, its output in a log file. Dropping it stops
+/// the run and tears its pods down (logs stay).
+pub struct FluxRun {
+    /// The run's name (`--cluster`): state and logs under the testbed's run folder.
+    pub name: String,
+    child: Option<Child>,
+    output: PathBuf,
+}
+
+/// How a [`FluxRun`] ended.
+#[derive(Debug)]
+pub struct Outcome {
+    /// The run's name.
+    pub run: String,
+    /// Exit status 0: every Job pod succeeded.
+    pub success: bool,
+    /// Everything `run-rendered.sh` printed.
+    pub output: String,
+    /// Pod phases from its summary (`pod NAME: PHASE`).
+    pub pods: BTreeMap<String, String>,
+}
+
+impl FluxRun {
+    /// Starts `run-rendered.sh --cluster NAME --subnet-id ... ARGS FILES`.
+    pub fn start(name: &str, files: &[&Path], args: &[String]) -> Result<FluxRun> {
+        let script = run_rendered()?;
+        // A run of the same name left by a killed test run would refuse to start.
+        down(&script, name);
+        let output = log_dir()?.join(format!("{name}-run-rendered.log"));
+        let log = std::fs::File::create(&output)
+            .with_context(|| format!("creating {}", output.display()))?;
+        let mut cmd = Command::new(&script);
+        cmd.arg("--cluster")
+            .arg(name)
+            .arg("--subnet-id")
+            .arg(next_subnet().to_string())
+            .args(args)
+            .args(files)
+            .stdin(Stdio::null())
+            .stdout(log.try_clone()?)
+            .stderr(log)
+            .kill_on_drop(true);
+        let child = cmd
+            .spawn()
+            .with_context(|| format!("starting {}", script.display()))?;
+        eprintln!(
+            "data plane: run-rendered.sh {name} started (output {})",
+            output.display()
+        );
+        Ok(FluxRun {
+            name: name.to_string(),
+            child: Some(child),
+            output,
+        })
+    }
+
+    /// What the run printed so far.
+    pub fn output(&self) -> String {
+        std::fs::read_to_string(&self.output).unwrap_or_default()
+    }
+
+    /// Waits until the run's output has a line containing `needle`; fails if the run ends
+    /// first or `timeout` passes.
+    pub async fn wait_for_output(&mut self, needle: &str, timeout: Duration) -> Result<()> {
+        let start = Instant::now();
+        loop {
+            if self.output().contains(needle) {
+                return Ok(());
+            }
+            if let Some(child) = self.child.as_mut()
+                && let Some(status) = child.try_wait()?
+            {
+                bail!(
+                    "run-rendered.sh {} ended ({status}) before printing {needle:?}:\n{}",
+                    self.name,
+                    self.output()
+                );
+            }
+            if start.elapsed() > timeout {
+                bail!(
+                    "run-rendered.sh {} did not print {needle:?} within {timeout:?}:\n{}",
+                    self.name,
+                    self.output()
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
+    /// Waits for the run to end (its own `--timeout` bounds it; `timeout` is a backstop).
+    pub async fn finish(mut self, timeout: Duration) -> Result<Outcome> {
+        let child = self
+            .child
+            .as_mut()
+            .context("the run was already finished")?;
+        let status = match tokio::time::timeout(timeout, child.wait()).await {
+            Ok(status) => status?,
+            Err(_) => bail!(
+                "run-rendered.sh {} still runs after {timeout:?}:\n{}",
+                self.name,
+                self.output()
+            ),
+        };
+        self.child = None;
+        let output = self.output();
+        Ok(Outcome {
+            run: self.name.clone(),
+            success: status.success(),
+            pods: pod_phases(&output),
+            output,
+        })
+    }
+
+    /// Runs `script` with bash in a running container of `pod` (like `kubectl exec`),
+    /// with the Flux view's environment and `FLUX_URI` of the local broker.
+    pub async fn flux_exec(&self, pod: &str, container: &str, script: &str) -> Result<String> {
+        let full =
+            format!(". /mnt/flux/flux-view.sh && export FLUX_URI=\"$fluxsocket\" && {script}");
+        let out = tokio::time::timeout(
+            secs(30),
+            Command::new(run_rendered()?)
+                .args(["--exec", &self.name, pod, "-c", container, "--"])
+                .args(["bash", "-c", &full])
+                .stdin(Stdio::null())
+                .output(),
+        )
+        .await
+        .context("run-rendered.sh --exec timed out")??;
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        ensure!(
+            out.status.success(),
+            "run-rendered.sh --exec {} {pod} failed ({}): {text}",
+            self.name,
+            out.status
+        );
+        Ok(text)
+    }
+
+    /// The log of one container (`<pod hostname>-<container>.log`).
+    pub fn log(&self, pod: &str, container: &str) -> Result<String> {
+        log_of(&self.name, pod, container)
+    }
+}
+
+impl Drop for FluxRun {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.start_kill();
+        }
+        if let Ok(script) = run_rendered() {
+            down(&script, &self.name);
+        }
+    }
+}
+
+/// Tears a run down; a no-op when none of that name runs.
+fn down(script: &Path, name: &str) {
+    let _ = std::process::Command::new(script)
+        .args(["--down", name])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status();
+}
+
+/// The log of one container of a run (kept after the run ends).
+pub fn log_of(run: &str, pod: &str, container: &str) -> Result<String> {
+    let path = state_dir()
+        .join(run)
+        .join("logs")
+        .join(format!("{pod}-{container}.log"));
+    std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))
+}
+
+/// `pod NAME: PHASE` lines of a run's summary.
+fn pod_phases(output: &str) -> BTreeMap<String, String> {
+    output
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("pod "))
+        .filter_map(|l| l.split_once(": "))
+        .map(|(pod, phase)| (pod.to_string(), phase.trim().to_string()))
+        .collect()
+}
+
+impl Outcome {
+    /// The log of one container of the run.
+    pub fn log(&self, pod: &str, container: &str) -> Result<String> {
+        log_of(&self.run, pod, container)
+    }
+
+    /// Fails unless the run passed and exactly `pods` ran, each Succeeded.
+    pub fn all_succeeded(&self, pods: &[String]) -> Result<()> {
+        let expected: BTreeMap<String, String> = pods
+            .iter()
+            .map(|p| (p.clone(), "Succeeded".to_string()))
+            .collect();
+        ensure!(
+            self.success && self.pods == expected,
+            "expected pods {pods:?} all Succeeded and RESULT: PASS; got {:?} (exit success: {}):\n{}",
+            self.pods,
+            self.success,
+            self.output
+        );
+        Ok(())
+    }
+}
+
+/// The pods `<job>-0` .. `<job>-<n-1>` of an Indexed Job (their hostnames in a run).
+pub fn indexed(job: &str, n: i32) -> Vec<String> {
+    (0..n).map(|i| format!("{job}-{i}")).collect()
+}
+
+impl TestEnv {
+    /// Waits until the hub has written every object of MiniCluster `name` (Job, headless
+    /// Service, `<name>-flux-config`, `<name>-curve`), exports the namespace's objects and
+    /// starts a run of them named `run`.
+    pub async fn run_flux(&self, name: &str, run: &str, args: &[String]) -> Result<FluxRun> {
+        self.wait_for_children(name).await?;
+        let file = log_dir()?.join(format!("{run}-objects.yaml"));
+        let n = export(&self.client, &self.ns, &file).await?;
+        eprintln!(
+            "{}: {n} objects of namespace {} exported to {}",
+            self.ns,
+            self.ns,
+            file.display()
+        );
+        FluxRun::start(run, &[&file], args)
+    }
+
+    /// Waits for the four objects every MiniCluster gets.
+    pub async fn wait_for_children(&self, name: &str) -> Result<()> {
+        let jobs = self.api::<Job>();
+        let services = self.api::<Service>();
+        let config_maps = self.api::<ConfigMap>();
+        let secrets = self.api::<Secret>();
+        let config = format!("{name}-flux-config");
+        let curve = format!("{name}-curve");
+        self.eventually(
+            &format!("the Job, Service, ConfigMap and Secret of MiniCluster {name}"),
+            secs(60),
+            async || {
+                let mut missing = Vec::new();
+                if jobs.get_opt(name).await?.is_none() {
+                    missing.push(format!("Job {name}"));
+                }
+                if services.get_opt(name).await?.is_none() {
+                    missing.push(format!("Service {name}"));
+                }
+                if config_maps.get_opt(&config).await?.is_none() {
+                    missing.push(format!("ConfigMap {config}"));
+                }
+                if secrets.get_opt(&curve).await?.is_none() {
+                    missing.push(format!("Secret {curve}"));
+                }
+                Ok(if missing.is_empty() {
+                    Probe::Done(())
+                } else {
+                    Probe::Waiting(format!("missing: {}", missing.join(", ")))
+                })
+            },
+        )
+        .await
+    }
+}
+
+/// A short run name unique to a test: `e2e-<prefix>-<the namespace's random suffix>`
+/// (`scripts/e2e.sh` tears down `e2e-*` runs a killed test left).
+pub fn run_name(ns: &str, prefix: &str) -> String {
+    let suffix = ns.rsplit('-').next().unwrap_or("x");
+    format!("e2e-{prefix}-{suffix}")
+}

@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# End-to-end tests against real clusters, with real Flux where the testbed is present.
+#
+#   KUBECONFIG set      the cluster it names (SPOKE_KUBECONFIG: the burst cluster of the
+#                       two-cluster tests; the same cluster when unset). The data-plane tests
+#                       (real Flux) also run when the testbed is present and we are root.
+#   else, ../shared/testbed present (or FLUX_E2E_TESTBED)
+#                       installs it, starts a root and a burst cluster (2 hollow nodes each,
+#                       node ExternalIPs outside 127/8), runs the whole e2e suite, and always
+#                       stops what it started.
+#   else                says how to run it on kind and exits 0, having run nothing.
+#
+# Extra arguments go to the test binaries (e.g. a test name filter).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+testbed=${FLUX_E2E_TESTBED:-$(cd .. && pwd)/shared/testbed}
+# Cluster names and port offsets of our own, so a developer's clusters and the testbed's
+# selftest (offset 90) keep running next to ours.
+root_name=flux-e2e-root root_offset=40
+burst_name=flux-e2e-burst burst_offset=41
+
+suite() { # test-binary-args... -- libtest-args...
+  cargo test -p flux-e2e "$@"
+}
+
+have_testbed() { [ -x "$testbed/flux/run-rendered.sh" ] && [ "$(id -u)" = 0 ]; }
+
+if [ -n "${KUBECONFIG:-}" ]; then
+  export SPOKE_KUBECONFIG=${SPOKE_KUBECONFIG:-$KUBECONFIG}
+  echo "e2e: root cluster from KUBECONFIG=$KUBECONFIG, burst cluster from SPOKE_KUBECONFIG=$SPOKE_KUBECONFIG"
+  tests=(--test hub --test bursting)
+  if have_testbed; then
+    "$testbed/install" >/dev/null
+    export FLUX_E2E_TESTBED=$testbed
+    tests+=(--test flux)
+  else
+    echo "e2e: no testbed at $testbed (or not root): the data-plane tests (tests/flux.rs) are not run"
+  fi
+  suite "${tests[@]}" -- --include-ignored "$@"
+  exit
+fi
+
+if [ ! -x "$testbed/k8s/start.sh" ]; then
+  cat <<EOF
+e2e: no cluster (KUBECONFIG is unset) and no testbed at $testbed: nothing run.
+To run the suite on kind:
+  kind create cluster --name flux-root && kind create cluster --name flux-burst
+  kind get kubeconfig --name flux-root > /tmp/root.kubeconfig
+  kind get kubeconfig --name flux-burst > /tmp/burst.kubeconfig
+  KUBECONFIG=/tmp/root.kubeconfig SPOKE_KUBECONFIG=/tmp/burst.kubeconfig scripts/e2e.sh
+See e2e/README.md.
+EOF
+  exit 0
+fi
+if [ "$(id -u)" != 0 ]; then
+  echo "e2e: the testbed at $testbed needs root (Linux namespaces, mounts); run as root" >&2
+  exit 1
+fi
+
+state=/opt/testbed/k8s
+kubeconfig() { echo "$state/kubeconfig-$1"; }
+fresh() { # drop a cluster's state, so every run starts from an empty etcd
+  "$testbed/k8s/stop.sh" "$1" >/dev/null 2>&1 || true
+  rm -rf "$state/data/$1" "$state/data/etcd-$1" "$(kubeconfig "$1")"
+}
+cleanup() {
+  status=$?
+  # Data-plane runs of a test binary killed half-way.
+  if [ -x "$testbed/flux/run-rendered.sh" ]; then
+    for run in $("$testbed/flux/run-rendered.sh" --list 2>/dev/null | awk '{print $1}'); do
+      case $run in e2e-*) "$testbed/flux/run-rendered.sh" --down "$run" >/dev/null 2>&1 || true ;; esac
+    done
+  fi
+  if [ "$status" != 0 ]; then
+    for name in "$root_name" "$burst_name"; do
+      for log in "$state/logs/$name"-kube-apiserver.log; do
+        [ -f "$log" ] && { echo "--- last lines of $log"; tail -n 20 "$log"; }
+      done
+    done
+  fi
+  fresh "$root_name"
+  fresh "$burst_name"
+  exit "$status"
+}
+trap cleanup EXIT
+
+"$testbed/install"
+if [ "${CI:-}" = true ]; then
+  # Tells a broken machine from a broken test.
+  "$testbed/selftest"
+fi
+fresh "$root_name"
+fresh "$burst_name"
+NODE_EXTERNAL_IP_PREFIX=10.250.$root_offset "$testbed/k8s/start.sh" "$root_name" "$root_offset" 2
+NODE_EXTERNAL_IP_PREFIX=10.250.$burst_offset "$testbed/k8s/start.sh" "$burst_name" "$burst_offset" 2
+
+KUBECONFIG=$(kubeconfig "$root_name")
+SPOKE_KUBECONFIG=$(kubeconfig "$burst_name")
+export KUBECONFIG SPOKE_KUBECONFIG FLUX_E2E_TESTBED=$testbed
+# kubectl for the checks that shell out to it.
+export PATH="$state/bin:$PATH"
+suite --test hub --test bursting --test flux -- --include-ignored "$@"
