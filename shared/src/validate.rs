@@ -298,13 +298,7 @@ impl Validator {
             self.err("spec.containers", "at least one container is required");
             return;
         }
-        let runners: Vec<usize> = spec
-            .containers
-            .iter()
-            .enumerate()
-            .filter(|(_, c)| c.run_flux == Some(true))
-            .map(|(i, _)| i)
-            .collect();
+        let runner = spec.flux_runner_index();
         if spec.containers.len() == 1 {
             check!(
                 self,
@@ -312,12 +306,14 @@ impl Validator {
                 "spec.containers[0].runFlux",
                 "the only container always runs Flux; remove runFlux: false",
             );
-        } else if runners.len() != 1 {
+        } else if runner.is_none() {
+            let (explicit, unset) = spec.flux_runner_candidates();
             self.err(
                 "spec.containers",
                 format!(
-                    "exactly one container must set runFlux: true when there are several (found {})",
-                    runners.len()
+                    "exactly one container must run Flux: set runFlux: true on it, or runFlux: false on every other container (found {} with runFlux: true, {} unset)",
+                    explicit.len(),
+                    unset.len()
                 ),
             );
         }
@@ -325,7 +321,7 @@ impl Validator {
         let mut names = BTreeSet::new();
         for (i, c) in spec.containers.iter().enumerate() {
             let field = format!("spec.containers[{i}]");
-            let runs_flux = spec.containers.len() == 1 || c.run_flux == Some(true);
+            let runs_flux = runner == Some(i);
             self.container(&field, c, runs_flux);
             // The flux runner is always named after the MiniCluster.
             let effective = if runs_flux {

@@ -67,7 +67,17 @@ fn container_rules() {
     assert_rejects(
         "  containers: [{image: a, name: one}, {image: b, name: two}]\n",
         "spec.containers",
-        "exactly one container must set runFlux",
+        "exactly one container must run Flux: set runFlux: true on it, or runFlux: false on every other container (found 0 with runFlux: true, 2 unset)",
+    );
+    assert_rejects(
+        "  containers: [{image: a, runFlux: false, name: a}, {image: b, runFlux: false, name: b}]\n",
+        "spec.containers",
+        "(found 0 with runFlux: true, 0 unset)",
+    );
+    assert_rejects(
+        "  containers: [{image: a}, {image: b, runFlux: false}]\n",
+        "spec.containers[1].name",
+        "required",
     );
     assert_rejects(
         "  containers: [{image: a, runFlux: true}, {image: b, runFlux: true, name: b}]\n",
@@ -473,6 +483,36 @@ fn every_problem_is_reported_at_once() {
     assert!(errs.len() >= 5, "{errs:#?}");
 }
 
+/// An unset `runFlux` means true: with the others set to false, that container runs
+/// Flux and is named after the MiniCluster.
+#[test]
+fn unset_run_flux_is_the_runner_when_the_others_opt_out() {
+    let mc = mc(&format!(
+        "{BASE}spec:\n  containers: [{{image: side, name: side, runFlux: false}}, {{image: app}}]\n"
+    ));
+    assert_eq!(validate(&mc).map_err(|e| e.to_string()), Ok(()));
+    assert_eq!(mc.spec.flux_runner_index(), Some(1));
+    let plan = flux_shared::plan::Plan::new(&mc).expect("plan");
+    let cert = flux_shared::curve::CurveCert::generate("x").to_zcert();
+    let objects = flux_shared::render::render(&plan, &flux_shared::plan::Role::Root, &cert)
+        .expect("root objects");
+    let job = objects
+        .iter()
+        .find_map(|o| match o {
+            flux_shared::render::Object::Job(j) => Some(j.clone()),
+            _ => None,
+        })
+        .expect("a Job");
+    let pod = job.spec.and_then(|s| s.template.spec).expect("pod spec");
+    let names: Vec<&str> = pod.containers.iter().map(|c| c.name.as_str()).collect();
+    let images: Vec<Option<&str>> = pod.containers.iter().map(|c| c.image.as_deref()).collect();
+    let runner = names
+        .iter()
+        .position(|n| *n == "flux-sample")
+        .unwrap_or_else(|| panic!("the runner is named after the MiniCluster: {names:?}"));
+    assert_eq!(images[runner], Some("app"), "{names:?} {images:?}");
+}
+
 /// The CRD's CEL rules, evaluated client-side, reject the same cross-field mistakes.
 #[test]
 fn cel_rules_agree_with_the_validator() {
@@ -504,6 +544,24 @@ fn cel_rules_agree_with_the_validator() {
         (
             "  containers: [{image: a, runFlux: true}, {image: b, name: side}]\n",
             true,
+        ),
+        // runFlux defaults to true: the docs' advice, runFlux: false on the others.
+        (
+            "  containers: [{image: a}, {image: b, name: side, runFlux: false}]\n",
+            true,
+        ),
+        (
+            "  containers: [{image: a, name: x}, {image: b, name: y, runFlux: false}, {image: c, name: z, runFlux: false}]\n",
+            true,
+        ),
+        ("  containers: [{image: a}, {image: b}]\n", false),
+        (
+            "  containers: [{image: a, runFlux: false, name: x}, {image: b, runFlux: false, name: y}]\n",
+            false,
+        ),
+        (
+            "  containers: [{image: a}, {image: b, runFlux: false}]\n",
+            false,
         ),
     ];
     for (spec, valid) in cases {

@@ -210,9 +210,10 @@ pub async fn run(opts: RunOptions) -> anyhow::Result<()> {
         Err(e) => return Err(anyhow::Error::from(e).context("cannot list MiniClusters")),
     }
 
-    // A standby replica is healthy and ready (so rollouts and drains proceed); the
-    // leader is ready once its caches are synced.
-    health.set_ready(true);
+    // A standby replica is healthy and ready (so rollouts and drains proceed). A replica
+    // that reconciles (the leader, or the only one without --leader-elect) is ready once
+    // its caches are synced and the federation state is rebuilt, not before.
+    health.set_ready(opts.leader_elect);
     let identity = opts
         .identity
         .clone()

@@ -123,21 +123,33 @@ impl MiniClusterSpec {
             .collect()
     }
 
-    /// Index of the container that runs Flux: the one with `runFlux: true`, or the only
-    /// container. `None` when that is ambiguous (validation reports it).
+    /// Index of the container that runs Flux: the only container; else the one with
+    /// `runFlux: true`; else, when no container sets it, the one that leaves `runFlux`
+    /// unset (the reference documents `true` as its default and advises setting
+    /// `runFlux: false` on the others). `None` when that is ambiguous or empty
+    /// (validation reports it).
     pub fn flux_runner_index(&self) -> Option<usize> {
         if self.containers.len() == 1 {
             return Some(0);
         }
-        let mut runners = self
-            .containers
-            .iter()
-            .enumerate()
-            .filter(|(_, c)| c.run_flux == Some(true));
-        match (runners.next(), runners.next()) {
-            (Some((i, _)), None) => Some(i),
+        let (explicit, unset) = self.flux_runner_candidates();
+        match (explicit.as_slice(), unset.as_slice()) {
+            ([i], _) | ([], [i]) => Some(*i),
             _ => None,
         }
+    }
+
+    /// Indices of the containers with `runFlux: true`, and of those that leave it unset.
+    pub fn flux_runner_candidates(&self) -> (Vec<usize>, Vec<usize>) {
+        let with = |want: Option<bool>| {
+            self.containers
+                .iter()
+                .enumerate()
+                .filter(|(_, c)| c.run_flux == want)
+                .map(|(i, _)| i)
+                .collect::<Vec<_>>()
+        };
+        (with(Some(true)), with(None))
     }
 }
 

@@ -71,7 +71,7 @@ use super::status::MiniClusterStatus;
     cel,
     validation = Rule::new("!has(self.maxSize) || self.maxSize >= self.size").message("spec.maxSize: must be greater than or equal to spec.size"),
     validation = Rule::new("!has(self.minSize) || self.minSize <= self.size").message("spec.minSize: must be less than or equal to spec.size"),
-    validation = Rule::new("self.containers.size() == 1 || self.containers.filter(c, has(c.runFlux) && c.runFlux).size() == 1").message("spec.containers: exactly one container must set runFlux: true when there is more than one container"),
+    validation = Rule::new("self.containers.size() == 1 || self.containers.filter(c, has(c.runFlux) && c.runFlux).size() == 1 || (!self.containers.exists(c, has(c.runFlux) && c.runFlux) && self.containers.filter(c, !has(c.runFlux)).size() == 1)").message("spec.containers: exactly one container must run Flux: set runFlux: true on it, or runFlux: false on every other container"),
     validation = Rule::new("!has(self.flux) || !has(self.flux.leadBroker) || !has(self.flux.bursting) || !has(self.flux.bursting.leadBroker)").message("spec.flux.leadBroker: set the lead broker either under spec.flux or under spec.flux.bursting, not both"),
 )]
 #[serde(rename_all = "camelCase")]
@@ -79,7 +79,7 @@ pub struct MiniClusterSpec {
     /// Containers of every pod. Exactly one of them runs Flux (`runFlux`); a single
     /// container always does.
     #[schemars(length(min = 1, max = 16))]
-    #[x_kube(validation = Rule::new("self.size() == 1 || self.all(c, (has(c.runFlux) && c.runFlux) || (has(c.name) && size(c.name) > 0))").message("spec.containers: every container that does not run Flux needs a name"))]
+    #[x_kube(validation = Rule::new("self.size() == 1 || self.all(c, (has(c.name) && size(c.name) > 0) || (has(c.runFlux) && c.runFlux) || (!has(c.runFlux) && !self.exists(d, has(d.runFlux) && d.runFlux)))").message("spec.containers: every container that does not run Flux needs a name"))]
     pub containers: Vec<MiniClusterContainer>,
 
     /// Service containers run in one extra pod next to the Job (`<name>-services`).
@@ -549,7 +549,9 @@ pub struct MiniClusterContainer {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub logs: Option<String>,
 
-    /// This container runs the Flux broker (implied when there is one container).
+    /// This container runs the Flux broker. Unset means true (the reference's default):
+    /// with one container it always runs Flux; with several, exactly one runs it, either
+    /// the one that sets `true` or, when none does, the only one that leaves it unset.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub run_flux: Option<bool>,
 
