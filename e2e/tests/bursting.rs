@@ -790,7 +790,7 @@ async fn brokers_join_in_flux(env: &TestEnv, burst: &Burst) -> Result<()> {
 
     // The root instance runs alone; a job that needs every host is submitted before the
     // burst exists, and waits.
-    let up = overlay_up(&root, &lead, &root_hosts, None).await?;
+    let up = overlay_wait(&root, &lead, &root_hosts, None, overlay_up).await?;
     eprintln!("{}: the root brokers are online after {up:?}", env.ns);
     let submit = format!("flux submit -N {} hostname", hosts.len());
     let jobid = root
@@ -813,7 +813,7 @@ async fn brokers_join_in_flux(env: &TestEnv, burst: &Burst) -> Result<()> {
     // The burst starts after the root's job began waiting: its brokers join the running
     // instance through the NodePort, and the job runs on every root and burst host.
     let burst_run = FluxRun::start(&run_name(&env.ns, "burst"), &[&burst_file], &attach)?;
-    let joined = overlay_online(&root, &lead, &hosts, Some(&burst_run)).await?;
+    let joined = overlay_wait(&root, &lead, &hosts, Some(&burst_run), overlay_full).await?;
     eprintln!(
         "{}: every root and burst broker online {joined:?} after the burst started",
         env.ns
@@ -840,37 +840,10 @@ async fn brokers_join_in_flux(env: &TestEnv, burst: &Burst) -> Result<()> {
     Ok(())
 }
 
-/// Polls `flux overlay status` on the lead broker of `run` until every host in `hosts` is
-/// `full`; how long that took. On timeout the error shows the last answer and the output
+/// Polls `flux overlay status` on the lead broker of `run` until `done` holds for
+/// `hosts`; how long that took. On timeout the error shows the last answer and the output
 /// of `run` and of `other` (the burst's run).
-async fn overlay_online(
-    run: &FluxRun,
-    lead: &str,
-    hosts: &[String],
-    other: Option<&FluxRun>,
-) -> Result<Duration> {
-    overlay_until(run, lead, hosts, other, overlay_full).await
-}
-
-/// Like [`overlay_online`], but each host's broker only needs to be up: `partial` too (an
-/// up broker some of whose children are offline, as the lead broker before the burst).
-async fn overlay_up(
-    run: &FluxRun,
-    lead: &str,
-    hosts: &[String],
-    other: Option<&FluxRun>,
-) -> Result<Duration> {
-    overlay_until(run, lead, hosts, other, |text, hosts| {
-        hosts.iter().all(|h| {
-            text.lines().any(|l| {
-                l.contains(&format!("{h}:")) && (l.contains("full") || l.contains("partial"))
-            })
-        })
-    })
-    .await
-}
-
-async fn overlay_until(
+async fn overlay_wait(
     run: &FluxRun,
     lead: &str,
     hosts: &[String],
@@ -898,6 +871,16 @@ async fn overlay_until(
     )
 }
 
+/// Whether `flux overlay status --no-pretty` shows the broker of every host in `hosts`
+/// up: `full`, or `partial` (some of its children offline, as the lead broker's before
+/// the burst joins).
+fn overlay_up(text: &str, hosts: &[String]) -> bool {
+    hosts.iter().all(|h| {
+        text.lines()
+            .any(|l| l.contains(&format!("{h}:")) && (l.contains("full") || l.contains("partial")))
+    })
+}
+
 /// Whether `flux overlay status --no-pretty` shows every host in `hosts` as `full`.
 fn overlay_full(text: &str, hosts: &[String]) -> bool {
     hosts.iter().all(|h| {
@@ -907,26 +890,14 @@ fn overlay_full(text: &str, hosts: &[String]) -> bool {
 }
 
 async fn overlay_status(env: &TestEnv, pod: &str) -> Result<String> {
-    let script =
-        ". /mnt/flux/flux-view.sh && FLUX_URI=\"$fluxsocket\" flux overlay status --no-pretty";
-    let out = tokio::time::timeout(
-        secs(30),
-        tokio::process::Command::new("kubectl")
-            .args(["--namespace", &env.ns, "exec", pod, "-c", NAME, "--"])
-            .args(["bash", "-c", script])
-            .output(),
-    )
-    .await
-    .context("kubectl exec timed out")??;
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    if !out.status.success() {
-        bail!("kubectl exec {pod} failed ({}): {text}", out.status);
-    }
-    Ok(text)
+    let mut cmd = tokio::process::Command::new("kubectl");
+    cmd.args(["--namespace", &env.ns, "exec", pod, "-c", NAME, "--"])
+        .args([
+            "bash",
+            "-c",
+            &dataplane::in_flux_env("flux overlay status --no-pretty"),
+        ]);
+    dataplane::output_of(cmd, &format!("kubectl exec {pod}")).await
 }
 
 // ---------------------------------------------------------------------------------------

@@ -245,30 +245,11 @@ impl FluxRun {
     /// Runs `script` with bash in a running container of `pod` (like `kubectl exec`),
     /// with the Flux view's environment and `FLUX_URI` of the local broker.
     pub async fn flux_exec(&self, pod: &str, container: &str, script: &str) -> Result<String> {
-        let full =
-            format!(". /mnt/flux/flux-view.sh && export FLUX_URI=\"$fluxsocket\" && {script}");
-        let out = tokio::time::timeout(
-            secs(30),
-            Command::new(run_rendered()?)
-                .args(["--exec", &self.name, pod, "-c", container, "--"])
-                .args(["bash", "-c", &full])
-                .stdin(Stdio::null())
-                .output(),
-        )
-        .await
-        .context("run-rendered.sh --exec timed out")??;
-        let text = format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        ensure!(
-            out.status.success(),
-            "run-rendered.sh --exec {} {pod} failed ({}): {text}",
-            self.name,
-            out.status
-        );
-        Ok(text)
+        let mut cmd = Command::new(run_rendered()?);
+        cmd.args(["--exec", &self.name, pod, "-c", container, "--"])
+            .args(["bash", "-c", &in_flux_env(script)])
+            .stdin(Stdio::null());
+        output_of(cmd, &format!("run-rendered.sh --exec {} {pod}", self.name)).await
     }
 
     /// The log of one container (`<pod hostname>-<container>.log`).
@@ -286,6 +267,32 @@ impl Drop for FluxRun {
             down(&script, &self.name);
         }
     }
+}
+
+/// `script` prefixed with what puts it in a broker container's Flux environment: the
+/// view's PATH and `FLUX_URI` of the local broker.
+pub fn in_flux_env(script: &str) -> String {
+    format!(". /mnt/flux/flux-view.sh && export FLUX_URI=\"$fluxsocket\" && {script}")
+}
+
+/// Runs `cmd` (at most 30 s): its stdout and stderr, or an error naming `what` with them
+/// when it fails.
+pub async fn output_of(mut cmd: Command, what: &str) -> Result<String> {
+    let out = tokio::time::timeout(secs(30), cmd.output())
+        .await
+        .with_context(|| format!("{what} timed out"))?
+        .with_context(|| format!("starting {what}"))?;
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    ensure!(
+        out.status.success(),
+        "{what} failed ({}): {text}",
+        out.status
+    );
+    Ok(text)
 }
 
 /// Tears a run down; a no-op when none of that name runs.
