@@ -93,6 +93,18 @@ async fn spoke_restart_and_hub_outage_keep_the_burst() {
     support::run_federated("burst-outage", "e2e-spoke", outage).await;
 }
 
+/// The burst cluster's API server goes away while hub and spoke run: within ~40 s the
+/// MiniCluster's status says the spoke cannot see its cluster, and since when; once it is
+/// back the burst is Running again with the same objects. Needs commands that stop and
+/// start the burst cluster's control plane: `FLUX_E2E_BURST_STOP`, `FLUX_E2E_BURST_START`
+/// (`scripts/e2e.sh` sets them on the testbed; on kind, e.g. `docker stop` / `docker
+/// start` of the burst cluster's control-plane container).
+#[tokio::test]
+#[ignore = "needs two clusters and FLUX_E2E_BURST_STOP/START (scripts/e2e.sh)"]
+async fn burst_cluster_outage_is_reported_and_survived() {
+    support::run_federated("burst-apiserver", "e2e-spoke", api_outage).await;
+}
+
 /// Without a cluster: the checks these tests make accept exactly what the hub's
 /// assignment and the spoke's rendering of it produce (and reject wrong objects), so a
 /// failure points at the clusters or the binaries, never at a test expecting something
@@ -283,6 +295,111 @@ async fn outage(env: &TestEnv, fed: &Federation) -> Result<()> {
     .await?;
     burst_status(env, fed, &burst.name).await?;
     Ok(())
+}
+
+async fn api_outage(env: &TestEnv, fed: &Federation) -> Result<()> {
+    let stop = control_command("FLUX_E2E_BURST_STOP")?;
+    let start = control_command("FLUX_E2E_BURST_START")?;
+    let burst = dispatch(env, fed).await?;
+    wait_burst_phase(env, "Running", objects_deadline()).await?;
+
+    run_control(&stop).await?;
+    let stopped = std::time::Instant::now();
+    eprintln!("{}: burst cluster control plane stopped", env.ns);
+    let outcome = wait_burst_phase(env, "Unknown", secs(90)).await;
+    let said_after = stopped.elapsed();
+    // Whatever happened, bring the burst cluster back before judging.
+    run_control(&start).await?;
+    let restarted = std::time::Instant::now();
+    let (_, message) = outcome?;
+    eprintln!(
+        "{}: status said the spoke cannot see its cluster {said_after:?} after the API server stopped: {message}",
+        env.ns
+    );
+    ensure!(
+        said_after <= secs(45),
+        "the status took {said_after:?} to say the burst cluster is unreachable (expected ~40 s at most)"
+    );
+    ensure!(
+        message.contains("cannot reach its cluster's API server since"),
+        "the burst's message must say the spoke cannot reach its cluster, and since when: {message}"
+    );
+    let mc = env.api::<MiniCluster>().get(NAME).await?;
+    let condition = support::mc_conditions(&mc)
+        .iter()
+        .find(|c| c.type_ == "BurstsReady")
+        .cloned()
+        .context("no BurstsReady condition")?;
+    ensure!(
+        condition.status == "False" && condition.reason == "SpokeClusterUnreachable",
+        "BurstsReady must be False with reason SpokeClusterUnreachable: {condition:?}"
+    );
+
+    wait_burst_phase(env, "Running", secs(120)).await?;
+    eprintln!(
+        "{}: the burst is Running again {:?} after the control plane restarted",
+        env.ns,
+        restarted.elapsed()
+    );
+    env.holds_for(
+        "the burst's objects survive the outage (same uids)",
+        Duration::from_secs(5),
+        async || same_objects(env, &burst.objects).await,
+    )
+    .await
+}
+
+/// A shell command from the environment variable `var`.
+fn control_command(var: &str) -> Result<String> {
+    std::env::var(var)
+        .ok()
+        .filter(|c| !c.trim().is_empty())
+        .with_context(|| {
+            format!("{var} is not set: this test stops and starts the burst cluster's control plane with it (scripts/e2e.sh sets it on the testbed)")
+        })
+}
+
+async fn run_control(command: &str) -> Result<()> {
+    let out = tokio::time::timeout(
+        secs(120),
+        tokio::process::Command::new("bash")
+            .args(["-c", command])
+            .output(),
+    )
+    .await
+    .with_context(|| format!("`{command}` timed out"))??;
+    ensure!(
+        out.status.success(),
+        "`{command}` failed ({}): {}{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Ok(())
+}
+
+/// Waits until `status.bursts[0].phase` is `phase`; the burst's phase and message.
+async fn wait_burst_phase(
+    env: &TestEnv,
+    phase: &str,
+    timeout: Duration,
+) -> Result<(String, String)> {
+    let mcs = env.api::<MiniCluster>();
+    env.eventually(
+        &format!("status.bursts[0].phase of {NAME} to be {phase}"),
+        timeout,
+        async || {
+            let mc = mcs.get(NAME).await?;
+            let burst = mc.status.as_ref().and_then(|s| s.bursts.first().cloned());
+            Ok(match burst {
+                Some(b) if b.phase == phase => {
+                    Probe::Done((b.phase, b.message.unwrap_or_default()))
+                }
+                _ => Probe::Waiting(yaml(&mc.status)),
+            })
+        },
+    )
+    .await
 }
 
 // ---------------------------------------------------------------------------------------

@@ -229,6 +229,7 @@ fn main() {
                         size: b.size,
                         ..Default::default()
                     }],
+                    cluster_access: None,
                 },
             );
         }

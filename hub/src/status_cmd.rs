@@ -28,7 +28,8 @@
 //! the time since the spoke last reported on the burst (`never` before its first report),
 //! AGE the time since the MiniCluster was created.
 //! A second table lists the spokes: NAME, CONNECTED, LAST SEEN, VERSION
-//! (acknowledged/current), ASSIGNMENTS, SPOKE VERSION.
+//! (acknowledged/current), ASSIGNMENTS, SPOKE VERSION, CLUSTER (`ok`, or since when and why
+//! the spoke cannot reach its own cluster's API server).
 //!
 //! # JSON output
 //!
@@ -250,6 +251,11 @@ pub struct SpokeView {
     pub assignments: u32,
     /// Its software version (empty if it did not say).
     pub spoke_version: String,
+    /// Since when it reports failing to reach its own cluster's API server, Unix
+    /// milliseconds; `null` while it reaches it.
+    pub cluster_unreachable_since_unix_millis: Option<i64>,
+    /// The error it reported with that (empty while it reaches its cluster).
+    pub cluster_error: String,
 }
 
 fn millis(value: i64) -> Option<i64> {
@@ -289,6 +295,10 @@ pub fn view(snapshot: &MiniClusterSnapshot, spokes: &ListSpokesResponse) -> Stat
                 acknowledged_version: s.acknowledged_version,
                 assignments: s.assignments,
                 spoke_version: s.spoke_version.clone(),
+                cluster_unreachable_since_unix_millis: millis(
+                    s.cluster_unreachable_since_unix_millis,
+                ),
+                cluster_error: s.cluster_error.clone(),
             })
             .collect(),
     }
@@ -509,11 +519,23 @@ pub fn table(
                 "VERSION",
                 "ASSIGNMENTS",
                 "SPOKE VERSION",
+                "CLUSTER",
             ]
             .map(String::from)
             .to_vec(),
         ];
         for s in &spokes.spokes {
+            let cluster = if s.cluster_unreachable_since_unix_millis > 0 {
+                format!(
+                    "unreachable for {}: {}",
+                    age(s.cluster_unreachable_since_unix_millis, now_millis),
+                    s.cluster_error
+                )
+            } else if s.connected {
+                "ok".to_string()
+            } else {
+                "-".to_string()
+            };
             rows.push(vec![
                 cell(&s.name),
                 yes_no(s.connected),
@@ -521,6 +543,7 @@ pub fn table(
                 format!("{}/{}", s.acknowledged_version, s.current_version),
                 s.assignments.to_string(),
                 cell(&s.spoke_version),
+                cluster,
             ]);
         }
         out.push_str(&align(&rows));
@@ -1145,6 +1168,7 @@ mod tests {
                     acknowledged_version: 3,
                     assignments: 1,
                     spoke_version: "0.1.0".into(),
+                    ..Default::default()
                 },
                 SpokeInfo {
                     name: "kind-spoke".into(),
@@ -1154,6 +1178,18 @@ mod tests {
                     acknowledged_version: 0,
                     assignments: 1,
                     spoke_version: String::new(),
+                    ..Default::default()
+                },
+                SpokeInfo {
+                    name: "onprem".into(),
+                    connected: true,
+                    last_seen_unix_millis: NOW - 1_000,
+                    current_version: 2,
+                    acknowledged_version: 2,
+                    assignments: 0,
+                    spoke_version: "0.1.0".into(),
+                    cluster_unreachable_since_unix_millis: NOW - 42_000,
+                    cluster_error: "connection refused".into(),
                 },
             ],
         };
@@ -1170,9 +1206,10 @@ hpc        bursty       burst-gke   gke         yes        Running     4/4      
 hpc        bursty       burst-kind  kind-spoke  no         Unreported  0/2      192.0.2.1:30093  0/1      never      3h   spoke never connected
 default    hello-world  -           -           -          Pending     1/4      -                -        -          -
 
-NAME        CONNECTED  LAST SEEN  VERSION  ASSIGNMENTS  SPOKE VERSION
-gke         yes        3s         3/3      1            0.1.0
-kind-spoke  no         never      0/1      1            -
+NAME        CONNECTED  LAST SEEN  VERSION  ASSIGNMENTS  SPOKE VERSION  CLUSTER
+gke         yes        3s         3/3      1            0.1.0          ok
+kind-spoke  no         never      0/1      1            -              -
+onprem      yes        1s         2/2      0            0.1.0          unreachable for 42s: connection refused
 ";
         assert_eq!(table(&snapshot, &spokes, NOW), expected);
     }
@@ -1310,7 +1347,9 @@ kind-spoke  no         never      0/1      1            -
                     "currentVersion": 3,
                     "acknowledgedVersion": 3,
                     "assignments": 1,
-                    "spokeVersion": "0.1.0"
+                    "spokeVersion": "0.1.0",
+                    "clusterUnreachableSinceUnixMillis": null,
+                    "clusterError": ""
                 },
                 {
                     "name": "kind-spoke",
@@ -1319,7 +1358,20 @@ kind-spoke  no         never      0/1      1            -
                     "currentVersion": 1,
                     "acknowledgedVersion": 0,
                     "assignments": 1,
-                    "spokeVersion": ""
+                    "spokeVersion": "",
+                    "clusterUnreachableSinceUnixMillis": null,
+                    "clusterError": ""
+                },
+                {
+                    "name": "onprem",
+                    "connected": true,
+                    "lastSeenUnixMillis": NOW - 1_000,
+                    "currentVersion": 2,
+                    "acknowledgedVersion": 2,
+                    "assignments": 0,
+                    "spokeVersion": "0.1.0",
+                    "clusterUnreachableSinceUnixMillis": NOW - 42_000,
+                    "clusterError": "connection refused"
                 }
             ]
         });

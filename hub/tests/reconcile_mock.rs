@@ -884,6 +884,7 @@ async fn deletion_waits_for_the_spoke_then_releases_the_finalizer() {
             hub_epoch: ctx.registry.epoch().to_string(),
             applied_version: version,
             statuses: vec![],
+            cluster_access: None,
         },
     );
     let before = server.calls().len();

@@ -539,6 +539,7 @@ async fn spokes_can_report() {
             conditions: vec![],
             message: String::new(),
         }],
+        cluster_access: None,
     };
     client.report(settings.unary_request(report)).await.unwrap();
 }

@@ -25,13 +25,15 @@ use std::collections::BTreeMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use backon::{BackoffBuilder, ExponentialBuilder};
 use flux_shared::federation::assignment::Realized;
 use flux_shared::federation::auth::IdentityInterceptor;
 use flux_shared::federation::proto::spoke_client::SpokeClient;
-use flux_shared::federation::proto::{AssignmentStatus, ReportRequest, Snapshot, WatchRequest};
+use flux_shared::federation::proto::{
+    AssignmentStatus, ClusterAccess, ReportRequest, Snapshot, WatchRequest,
+};
 use flux_shared::federation::tls::{ClientSecurity, TlsError, TransportSettings};
 use futures::{Stream, StreamExt};
 use k8s_openapi::api::batch::v1::Job;
@@ -145,8 +147,8 @@ struct State {
     pending: Option<Snapshot>,
     /// One entry per assignment of that snapshot, plus the keys it removed.
     tracked: Vec<Tracked>,
-    /// Statuses of the last report the hub accepted.
-    last_sent: Option<Vec<AssignmentStatus>>,
+    /// Statuses and cluster access of the last report the hub accepted.
+    last_sent: Option<(Vec<AssignmentStatus>, Option<ClusterAccess>)>,
 }
 
 /// Why a connection ended.
@@ -629,13 +631,17 @@ impl<C: Cluster> Agent<C> {
             }
         };
         let statuses = statuses(&state.tracked, jobs.as_deref());
-        if !force && state.last_sent.as_ref() == Some(&statuses) {
+        let access = self.cluster.unreachable().map(cluster_access);
+        let sending = (statuses, access);
+        if !force && state.last_sent.as_ref() == Some(&sending) {
             return;
         }
+        let (statuses, access) = sending;
         let request = ReportRequest {
             hub_epoch: state.epoch.clone(),
             applied_version: state.acked,
             statuses: statuses.clone(),
+            cluster_access: access.clone(),
         };
         let applied_version = request.applied_version;
         match client
@@ -645,7 +651,7 @@ impl<C: Cluster> Agent<C> {
             Ok(_) => {
                 self.metrics.report_sent();
                 debug!(applied_version, statuses = statuses.len(), "reported");
-                state.last_sent = Some(statuses);
+                state.last_sent = Some((statuses, access));
             }
             Err(status) => {
                 self.metrics.error(ErrorKind::Report);
@@ -653,6 +659,18 @@ impl<C: Cluster> Agent<C> {
                 state.last_sent = None;
             }
         }
+    }
+}
+
+/// `ClusterAccess` of a report while the API server cannot be reached.
+fn cluster_access((since, error): (SystemTime, String)) -> ClusterAccess {
+    let millis = since
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+    ClusterAccess {
+        // 0 means reachable: a clock before 1970 still reports unreachable.
+        unreachable_since_unix_millis: millis.max(1),
+        error,
     }
 }
 

@@ -13,8 +13,8 @@
 
 use std::fmt;
 use std::future::Future;
-use std::sync::Arc;
-use std::time::Duration;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, SystemTime};
 
 use flux_shared::federation::assignment::{owned_key, spoke_selector};
 use flux_shared::render::Object;
@@ -268,9 +268,13 @@ pub trait Cluster: Clone + Send + Sync + 'static {
     fn jobs(&self) -> impl Future<Output = Result<Vec<Job>, ClusterError>> + Send;
 
     /// Yields whenever one of the spoke's Jobs changes (created, status updated, deleted),
-    /// so that the agent reports promptly. Changes may be coalesced. Never ends while the
-    /// cluster handle lives.
+    /// or [`Cluster::unreachable`] changes, so that the agent reports promptly. Changes may
+    /// be coalesced. Never ends while the cluster handle lives.
     fn changes(&self) -> impl Stream<Item = ()> + Send + 'static;
+
+    /// While the API server cannot be reached (the Job watch keeps failing): since when,
+    /// and the last error. `None` while it answers.
+    fn unreachable(&self) -> Option<(SystemTime, String)>;
 }
 
 /// [`Cluster`] on a real API server.
@@ -282,6 +286,7 @@ pub struct KubeCluster {
     client: Client,
     jobs: Store<Job>,
     changes: watch::Receiver<u64>,
+    unreachable: Arc<Mutex<Option<(SystemTime, String)>>>,
     _watcher: Arc<AbortOnDrop>,
 }
 
@@ -309,15 +314,38 @@ impl KubeCluster {
         let api: Api<Job> = Api::all(client.clone());
         let config = watcher::Config::default().labels(&spoke_selector());
         let events = reflector::reflector(writer, watcher(api, config)).default_backoff();
+        let unreachable = Arc::new(Mutex::new(None::<(SystemTime, String)>));
+        let access = unreachable.clone();
         let task = tokio::spawn(async move {
             let mut events = std::pin::pin!(events);
             while let Some(event) = events.next().await {
+                // Every event is an answer of the API server; an error is not (the watcher
+                // retries with backoff, so errors keep coming while it is away).
+                let first_error = {
+                    let mut state = access.lock().unwrap_or_else(PoisonError::into_inner);
+                    match &event {
+                        Ok(_) => {
+                            *state = None;
+                            false
+                        }
+                        Err(error) => {
+                            let first = state.is_none();
+                            let since = state.as_ref().map_or_else(SystemTime::now, |(t, _)| *t);
+                            *state = Some((since, error_chain(error)));
+                            first
+                        }
+                    }
+                };
                 match event {
-                    // Wait for the end of a (re)listing before waking the reporter.
+                    // Wait for the end of a (re)listing (InitDone) before waking the
+                    // reporter; that also reports a regained API server.
                     Ok(watcher::Event::Init | watcher::Event::InitApply(_)) => {}
                     Ok(_) => tx.send_modify(|n| *n = n.wrapping_add(1)),
                     Err(error) => {
                         tracing::warn!(error = %error_chain(&error), "watching Jobs failed; retrying");
+                        if first_error {
+                            tx.send_modify(|n| *n = n.wrapping_add(1));
+                        }
                     }
                 }
             }
@@ -326,6 +354,7 @@ impl KubeCluster {
             client,
             jobs: reader,
             changes: rx,
+            unreachable,
             _watcher: Arc::new(AbortOnDrop(task)),
         }
     }
@@ -470,5 +499,12 @@ impl Cluster for KubeCluster {
 
     fn changes(&self) -> impl Stream<Item = ()> + Send + 'static {
         WatchStream::from_changes(self.changes.clone()).map(|_| ())
+    }
+
+    fn unreachable(&self) -> Option<(SystemTime, String)> {
+        self.unreachable
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
     }
 }

@@ -10,6 +10,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::SystemTime;
 
 use flux_shared::api::MiniCluster;
 use flux_shared::federation::assignment::{SPOKE_MANAGER, build};
@@ -62,6 +63,7 @@ struct State {
     namespaces: BTreeSet<String>,
     ops: Vec<Op>,
     failures: Vec<Failure>,
+    unreachable: Option<(SystemTime, String)>,
 }
 
 /// An in-memory cluster.
@@ -172,6 +174,13 @@ impl FakeCluster {
             kind,
             message: message.to_string(),
         });
+    }
+
+    /// What [`Cluster::unreachable`] answers from now on (`None`: the API server answers),
+    /// waking [`Cluster::changes`].
+    pub fn set_unreachable(&self, unreachable: Option<(SystemTime, String)>) {
+        self.lock().unreachable = unreachable;
+        self.notify();
     }
 
     /// Ends every failure set with [`FakeCluster::fail`].
@@ -327,6 +336,10 @@ impl Cluster for FakeCluster {
 
     fn changes(&self) -> impl Stream<Item = ()> + Send + 'static {
         WatchStream::from_changes(self.changes.subscribe()).map(|_| ())
+    }
+
+    fn unreachable(&self) -> Option<(SystemTime, String)> {
+        self.lock().unreachable.clone()
     }
 }
 

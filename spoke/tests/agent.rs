@@ -706,6 +706,47 @@ async fn an_invalid_assignment_is_reported_and_not_applied_until_it_changes() {
     server.stop().await;
 }
 
+/// Losing the API server is reported at once (not on the timer), with since when and why,
+/// and so is getting it back.
+#[tokio::test]
+async fn losing_and_regaining_the_api_server_is_reported_at_once() {
+    let pki = Pki::new();
+    let x = assignment("m1", "x", 2);
+    let hub = HubState::new(snapshot("e1", 1, vec![x.clone()]));
+    let server = RunningHub::start(&pki, &hub, any_port()).await;
+    let cluster = FakeCluster::new();
+    // The timer would report only after an hour.
+    let agent = RunningAgent::start(&pki, &pki.spoke, server.addr, &cluster, LONG);
+    let report = hub.ack("e1", 1).await;
+    assert_eq!(report.cluster_access, None);
+
+    let since = std::time::UNIX_EPOCH + Duration::from_millis(1_700_000_000_123);
+    let seen = hub.report_count();
+    cluster.set_unreachable(Some((since, "connection refused".into())));
+    let report = hub
+        .report_where(seen, "a report of the lost API server", |r| {
+            r.cluster_access.is_some()
+        })
+        .await;
+    let access = report.cluster_access.unwrap();
+    assert_eq!(
+        (access.unreachable_since_unix_millis, access.error.as_str()),
+        (1_700_000_000_123, "connection refused")
+    );
+
+    let seen = hub.report_count();
+    cluster.set_unreachable(None);
+    let report = hub
+        .report_where(seen, "a report of the regained API server", |r| {
+            r.cluster_access.is_none()
+        })
+        .await;
+    assert_eq!(report.applied_version, 1);
+
+    agent.stop().await;
+    server.stop().await;
+}
+
 #[tokio::test]
 async fn job_status_changes_are_reported_without_waiting_for_the_timer() {
     let pki = Pki::new();

@@ -26,7 +26,14 @@ pub mod phase {
     pub const UNREACHABLE: &str = "Unreachable";
     /// The MiniCluster is being deleted; waiting for the spoke to confirm.
     pub const DELETING: &str = "Deleting";
+    /// The spoke is connected but cannot reach its own cluster's API server: what the
+    /// burst is doing is not known.
+    pub const UNKNOWN: &str = "Unknown";
 }
+
+/// How long a spoke may fail to reach its own cluster's API server before its bursts show
+/// Unknown: a watch that breaks and re-lists at once must not flap the phase.
+pub const CLUSTER_GRACE: Duration = Duration::from_secs(10);
 
 /// How long a spoke may be disconnected before its bursts show Unreachable: a hub restart
 /// or rollout, or a spoke reconnecting, must not flap every burst's phase (and raise a
@@ -90,6 +97,25 @@ pub fn statuses(
                         format!("spoke {} is not connected to the hub", b.spoke),
                     ),
                 }
+            } else if let Some((since, error)) = v
+                .cluster_unreachable
+                .as_ref()
+                .filter(|(since, _)| now.duration_since(*since).unwrap_or_default() >= CLUSTER_GRACE)
+            {
+                let since = time(*since).map_or_else(|| "?".to_string(), |t| t.0.to_string());
+                let last = reported.map_or_else(String::new, |r| {
+                    format!(
+                        "; last observed {}/{} brokers ready",
+                        r.brokers_ready, r.size
+                    )
+                });
+                (
+                    phase::UNKNOWN,
+                    format!(
+                        "spoke {} cannot reach its cluster's API server since {since}: {error}{last}",
+                        b.spoke
+                    ),
+                )
             } else {
                 match reported {
                     Some(r) if r.observed_version >= v.assigned_version => {
@@ -174,6 +200,8 @@ pub fn ready_condition(bursts: &[BurstStatus]) -> Option<(bool, &'static str, St
         ("BurstFailed", b)
     } else if let Some(b) = first(phase::UNREACHABLE) {
         ("SpokeUnreachable", b)
+    } else if let Some(b) = first(phase::UNKNOWN) {
+        ("SpokeClusterUnreachable", b)
     } else if let Some(b) = first(phase::DELETING) {
         ("Deleting", b)
     } else if let Some(b) = first(phase::PENDING) {
@@ -206,17 +234,23 @@ pub fn ready_condition(bursts: &[BurstStatus]) -> Option<(bool, &'static str, St
 pub type BurstEvent = (bool, &'static str, String);
 
 /// When the status must be computed again although nothing will notify the controller:
-/// when the first disconnected spoke's grace runs out.
+/// when the first grace runs out, of a disconnected spoke ([`UNREACHABLE_GRACE`]) or of a
+/// spoke that cannot reach its cluster ([`CLUSTER_GRACE`]).
 pub fn recheck_after(views: &[BurstView], now: SystemTime) -> Option<Duration> {
+    let left = |since: SystemTime, grace: Duration| {
+        let gone = now.duration_since(since).unwrap_or_default();
+        grace.checked_sub(gone).filter(|left| !left.is_zero())
+    };
     views
         .iter()
-        .filter(|v| !v.connected && !v.deleting && v.assigned)
-        .filter_map(|v| v.disconnected_since)
-        .filter_map(|since| {
-            let gone = now.duration_since(since).unwrap_or_default();
-            UNREACHABLE_GRACE
-                .checked_sub(gone)
-                .filter(|left| !left.is_zero())
+        .filter(|v| !v.deleting && v.assigned)
+        .filter_map(|v| {
+            if v.connected {
+                let (since, _) = v.cluster_unreachable.as_ref()?;
+                left(*since, CLUSTER_GRACE)
+            } else {
+                left(v.disconnected_since?, UNREACHABLE_GRACE)
+            }
         })
         .min()
         .map(|left| left + Duration::from_millis(100))
@@ -248,6 +282,11 @@ pub fn events(previous: &[BurstStatus], current: &[BurstStatus]) -> Vec<BurstEve
                 phase::UNREACHABLE => {
                     Some((true, "SpokeUnreachable", format!("{what}: {message}")))
                 }
+                phase::UNKNOWN => Some((
+                    true,
+                    "SpokeClusterUnreachable",
+                    format!("{what}: {message}"),
+                )),
                 _ => None,
             }
         })
@@ -275,6 +314,7 @@ mod tests {
             spoke_last_seen: None,
             deleting: false,
             disconnected_since: None,
+            cluster_unreachable: None,
         }
     }
 
@@ -461,5 +501,70 @@ mod tests {
         assert_eq!(events(&[], &dispatched)[0].1, "BurstDispatched");
         assert_eq!(events(&dispatched, &running)[0].1, "BurstRunning");
         assert!(ready_condition(&[]).is_none());
+    }
+
+    /// A connected spoke that cannot reach its own API server: after CLUSTER_GRACE the
+    /// burst is Unknown, saying since when and why, with a Warning Event and a requeue
+    /// until then; once the spoke reaches it again the burst runs again.
+    #[test]
+    fn a_spoke_that_cannot_reach_its_cluster() {
+        let t = SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000);
+        let running = statuses(
+            &[BurstView {
+                report: reported(BurstPhase::Running, 4, 3, t),
+                ..view()
+            }],
+            None,
+            &[],
+            t,
+        );
+        let blind = BurstView {
+            report: reported(BurstPhase::Running, 4, 3, t),
+            cluster_unreachable: Some((t, "connection refused".into())),
+            ..view()
+        };
+        let early = statuses(
+            std::slice::from_ref(&blind),
+            None,
+            &running,
+            t + Duration::from_secs(3),
+        );
+        assert_eq!(early[0].phase, phase::RUNNING);
+        assert_eq!(
+            recheck_after(std::slice::from_ref(&blind), t + Duration::from_secs(3)),
+            Some(CLUSTER_GRACE - Duration::from_secs(3) + Duration::from_millis(100))
+        );
+        let unknown = statuses(
+            std::slice::from_ref(&blind),
+            None,
+            &running,
+            t + CLUSTER_GRACE,
+        );
+        assert_eq!(unknown[0].phase, phase::UNKNOWN);
+        assert_eq!(
+            unknown[0].message.as_deref(),
+            Some(
+                "spoke gke cannot reach its cluster's API server since 2023-11-14T22:13:20Z: connection refused; last observed 3/3 brokers ready"
+            )
+        );
+        assert_eq!(
+            recheck_after(std::slice::from_ref(&blind), t + CLUSTER_GRACE),
+            None
+        );
+        let (ok, reason, _) = ready_condition(&unknown).unwrap();
+        assert_eq!((ok, reason), (false, "SpokeClusterUnreachable"));
+        let event = &events(&running, &unknown)[0];
+        assert_eq!((event.0, event.1), (true, "SpokeClusterUnreachable"));
+        let back = statuses(
+            &[BurstView {
+                report: reported(BurstPhase::Running, 4, 3, t),
+                ..view()
+            }],
+            None,
+            &unknown,
+            t + CLUSTER_GRACE * 2,
+        );
+        assert_eq!(back[0].phase, phase::RUNNING);
+        assert_eq!(events(&unknown, &back)[0].1, "BurstRunning");
     }
 }

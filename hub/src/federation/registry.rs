@@ -76,6 +76,9 @@ pub struct BurstView {
     /// While the spoke is not connected: since when (its last stream ended, or this hub
     /// started if it has not connected since).
     pub disconnected_since: Option<SystemTime>,
+    /// While the spoke reports that it cannot reach its own cluster's API server: since
+    /// when, and the error it gave.
+    pub cluster_unreachable: Option<(SystemTime, String)>,
 }
 
 /// Whether each burst of a deleted MiniCluster is confirmed gone.
@@ -111,6 +114,8 @@ struct SpokeState {
     acknowledged: u64,
     spoke_version: String,
     reports: HashMap<String, (AssignmentStatus, SystemTime)>,
+    /// Its last report's `cluster_access`, while it says it cannot reach its cluster.
+    cluster_unreachable: Option<(SystemTime, String)>,
 }
 
 impl SpokeState {
@@ -129,6 +134,7 @@ impl SpokeState {
             acknowledged: 0,
             spoke_version: String::new(),
             reports: HashMap::new(),
+            cluster_unreachable: None,
         }
     }
 
@@ -221,6 +227,18 @@ fn affected_by_spoke(inner: &Inner, spoke: &str) -> Vec<McKey> {
         .filter(|(_, e)| e.bursts.iter().any(|b| b.spoke == spoke))
         .map(|(k, _)| k.clone())
         .collect()
+}
+
+/// A report's `cluster_access` as "unreachable since, error" (`None` while reachable).
+fn cluster_unreachable(access: Option<&proto::ClusterAccess>) -> Option<(SystemTime, String)> {
+    let access = access?;
+    let millis = u64::try_from(access.unreachable_since_unix_millis)
+        .ok()
+        .filter(|m| *m > 0)?;
+    Some((
+        UNIX_EPOCH + std::time::Duration::from_millis(millis),
+        access.error.clone(),
+    ))
 }
 
 /// Milliseconds since the Unix epoch (0 for `None`).
@@ -575,6 +593,7 @@ impl Registry {
                     report: state.and_then(|s| s.reports.get(&b.key).cloned()),
                     spoke_last_seen: state.and_then(|s| s.last_seen),
                     deleting: entry.deleting && state.is_some_and(|s| !s.confirmed_gone(&b.key)),
+                    cluster_unreachable: state.and_then(|s| s.cluster_unreachable.clone()),
                 }
             })
             .collect()
@@ -626,6 +645,9 @@ impl Registry {
             .or_insert_with(|| SpokeState::new(&self.epoch));
         state.last_seen = Some(now);
         let mut notify: BTreeSet<McKey> = BTreeSet::new();
+        let access = cluster_unreachable(request.cluster_access.as_ref());
+        let access_changed = state.cluster_unreachable != access;
+        state.cluster_unreachable = access;
         if current_epoch && request.applied_version > state.acknowledged {
             let confirmed_before: Vec<bool> = state
                 .withdrawn
@@ -660,6 +682,9 @@ impl Registry {
                 notify.extend(mc_of(&status.key));
             }
             state.reports.insert(status.key.clone(), (status, now));
+        }
+        if access_changed {
+            notify.extend(affected_by_spoke(&inner, spoke));
         }
         self.bump_admin(&mut inner);
         drop(inner);
@@ -741,6 +766,14 @@ impl Registry {
                     acknowledged_version: s.acknowledged,
                     assignments: u32::try_from(s.assignments.len()).unwrap_or(u32::MAX),
                     spoke_version: s.spoke_version.clone(),
+                    cluster_unreachable_since_unix_millis: unix_millis(
+                        s.cluster_unreachable.as_ref().map(|(since, _)| *since),
+                    ),
+                    cluster_error: s
+                        .cluster_unreachable
+                        .as_ref()
+                        .map(|(_, e)| e.clone())
+                        .unwrap_or_default(),
                 })
                 .collect(),
         }
@@ -872,6 +905,7 @@ mod tests {
                 hub_epoch: "e1".into(),
                 applied_version: version,
                 statuses: vec![],
+                cluster_access: None,
             },
         );
         // b acknowledges an old epoch's version: ignored; then reports DELETED.
@@ -881,6 +915,7 @@ mod tests {
                 hub_epoch: "old".into(),
                 applied_version: 99,
                 statuses: vec![],
+                cluster_access: None,
             },
         );
         let progress = r.deletion_progress(&mc());
@@ -898,6 +933,7 @@ mod tests {
                     phase: BurstPhase::Deleted as i32,
                     ..Default::default()
                 }],
+                cluster_access: None,
             },
         );
         assert!(r.deletion_progress(&mc()).iter().all(|p| p.confirmed));
@@ -921,6 +957,7 @@ mod tests {
                 hub_epoch: "e1".into(),
                 applied_version: 1,
                 statuses: vec![],
+                cluster_access: None,
             },
         );
         assert!(r.has_unconfirmed_withdrawals(&mc()));
@@ -930,6 +967,7 @@ mod tests {
                 hub_epoch: "e1".into(),
                 applied_version: 2,
                 statuses: vec![],
+                cluster_access: None,
             },
         );
         assert!(!r.has_unconfirmed_withdrawals(&mc()));
@@ -958,6 +996,7 @@ mod tests {
                 hub_epoch: "e1".into(),
                 applied_version: 1,
                 statuses: vec![status("ns/m/x", 2)],
+                cluster_access: None,
             },
         );
         assert!(r.bursts(&mc())[0].report.is_none(), "b does not run x");
@@ -968,6 +1007,7 @@ mod tests {
                 hub_epoch: "e1".into(),
                 applied_version: 2,
                 statuses: vec![status("ns/m/x", 1)],
+                cluster_access: None,
             },
         );
         assert_eq!(changes.try_recv().unwrap(), mc());
@@ -978,12 +1018,51 @@ mod tests {
                 hub_epoch: "e1".into(),
                 applied_version: 2,
                 statuses: vec![status("ns/m/x", 1)],
+                cluster_access: None,
             },
         );
         assert!(changes.try_recv().is_err());
         let view = &r.bursts(&mc())[0];
         assert_eq!(view.report.as_ref().unwrap().0.brokers_ready, 1);
         assert_eq!(view.assigned_version, 2);
+        assert_eq!(view.cluster_unreachable, None);
+
+        // The spoke loses its API server: every MiniCluster with a burst there is
+        // reconciled, its bursts carry since when and why, admins see it on the spoke.
+        let access = |millis, error: &str| proto::ReportRequest {
+            hub_epoch: "e1".into(),
+            applied_version: 2,
+            statuses: vec![status("ns/m/x", 1)],
+            cluster_access: Some(proto::ClusterAccess {
+                unreachable_since_unix_millis: millis,
+                error: error.into(),
+            }),
+        };
+        r.report("a", access(1_700_000_000_000, "connection refused"));
+        assert_eq!(changes.try_recv().unwrap(), mc());
+        let since = UNIX_EPOCH + std::time::Duration::from_secs(1_700_000_000);
+        assert_eq!(
+            r.bursts(&mc())[0].cluster_unreachable,
+            Some((since, "connection refused".to_string()))
+        );
+        let spoke = &r.spokes().spokes[0];
+        assert_eq!(
+            (
+                spoke.cluster_unreachable_since_unix_millis,
+                spoke.cluster_error.as_str()
+            ),
+            (1_700_000_000_000, "connection refused")
+        );
+        r.report("a", access(1_700_000_000_000, "connection refused"));
+        assert!(changes.try_recv().is_err(), "nothing new");
+        // Back: 0 means reachable.
+        r.report("a", access(0, ""));
+        assert_eq!(changes.try_recv().unwrap(), mc());
+        assert_eq!(r.bursts(&mc())[0].cluster_unreachable, None);
+        assert_eq!(
+            r.spokes().spokes[0].cluster_unreachable_since_unix_millis,
+            0
+        );
     }
 
     #[test]

@@ -76,7 +76,8 @@ pub struct BurstStatus {
 
     /// Pending (waiting for the lead broker's endpoint or for the spoke), Dispatched (sent,
     /// brokers starting), Running, Succeeded, Failed, Unreachable (the spoke is not
-    /// connected) or Deleting.
+    /// connected), Unknown (the spoke cannot reach its own cluster's API server) or
+    /// Deleting.
     pub phase: String,
 
     /// Brokers the burst runs.
