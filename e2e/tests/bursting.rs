@@ -105,6 +105,17 @@ async fn burst_cluster_outage_is_reported_and_survived() {
     support::run_federated("burst-apiserver", "e2e-spoke", api_outage).await;
 }
 
+/// Faults around the burst's life: the hub killed while the spoke is creating the burst
+/// (it converges, nothing duplicated or lost); the spoke's certificate rotated (a new one
+/// from the same CA, the spoke restarted with it: same objects, reports again); the
+/// MiniCluster deleted while its spoke is down (the hub gives up waiting after its
+/// deletion timeout) and the spoke, back, deletes what its snapshot no longer lists.
+#[tokio::test]
+#[ignore = "needs two clusters: KUBECONFIG and SPOKE_KUBECONFIG (scripts/e2e.sh)"]
+async fn hub_crash_certificate_rotation_and_deletion_while_the_spoke_is_away() {
+    support::run_federated("burst-faults", "e2e-spoke", faults).await;
+}
+
 /// Without a cluster: the checks these tests make accept exactly what the hub's
 /// assignment and the spoke's rendering of it produce (and reject wrong objects), so a
 /// failure points at the clusters or the binaries, never at a test expecting something
@@ -294,6 +305,131 @@ async fn outage(env: &TestEnv, fed: &Federation) -> Result<()> {
     )
     .await?;
     burst_status(env, fed, &burst.name).await?;
+    Ok(())
+}
+
+async fn faults(env: &TestEnv, fed: &Federation) -> Result<()> {
+    // A short deletion timeout, so that deleting with the spoke away is quick to test.
+    env.stop_hub();
+    env.set_hub_args({
+        let mut args = env.hub_args();
+        args.extend(["--burst-deletion-timeout-seconds".into(), "15".into()]);
+        args
+    });
+    env.start_hub().await?;
+
+    // 1. The hub dies while the spoke creates the burst: applied, then the hub is killed
+    //    as soon as the burst's namespace appears in the burst cluster.
+    let burst_name = burst_name(&env.ns);
+    let doc = minicluster(&burst_name, &fed.spoke, lead_address_override().as_deref());
+    env.apply_minicluster(&doc).await?;
+    let namespaces: Api<Namespace> = Api::all(env.spoke_client());
+    env.eventually(
+        "the spoke to start creating the burst (its namespace in the burst cluster)",
+        objects_deadline(),
+        async || {
+            Ok(match namespaces.get_opt(&env.ns).await? {
+                Some(_) => Probe::Done(()),
+                None => Probe::Waiting("no namespace yet".into()),
+            })
+        },
+    )
+    .await?;
+    env.stop_hub();
+    let killed = std::time::Instant::now();
+    eprintln!("{}: hub killed while the burst was being created", env.ns);
+    env.start_hub().await?;
+    let burst = dispatch(env, fed).await?;
+    eprintln!(
+        "{}: after the hub's crash the burst converged {:?} after the kill",
+        env.ns,
+        killed.elapsed()
+    );
+    ensure!(
+        spoke_objects_of(env, &burst.name).await?.len() == burst.objects.len(),
+        "the burst cluster holds other objects of the burst than its four: {:?}",
+        spoke_objects_of(env, &burst.name).await?
+    );
+
+    // 2. A new spoke certificate from the same CA: the spoke restarts with it and carries
+    //    on with the same objects.
+    let hub = tokio::task::spawn_blocking(support::hub_binary).await??;
+    let before = std::fs::read(fed.file(&format!("spoke-{}.crt", fed.spoke)))?;
+    let out = tokio::process::Command::new(&hub)
+        .arg("certs")
+        .arg("--out")
+        .arg(&fed.certs)
+        .args(["--spoke", &fed.spoke, "--force"])
+        .output()
+        .await?;
+    ensure!(
+        out.status.success(),
+        "flux-hub certs --force failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let after = std::fs::read(fed.file(&format!("spoke-{}.crt", fed.spoke)))?;
+    ensure!(before != after, "the spoke certificate was not replaced");
+    let rotated = now_millis();
+    env.restart_spoke().await?;
+    spoke_synced(env, fed, &burst.name, rotated).await?;
+    env.holds_for(
+        "the burst's objects survive the certificate rotation (same uids)",
+        Duration::from_secs(5),
+        async || same_objects(env, &burst.objects).await,
+    )
+    .await?;
+    eprintln!("{}: spoke reconnected with a rotated certificate", env.ns);
+
+    // 3. The MiniCluster is deleted while its spoke is down: the hub waits for the spoke
+    //    no longer than its deletion timeout, then lets the MiniCluster go; the spoke,
+    //    back, deletes the burst (its snapshot no longer lists it).
+    env.stop_spoke();
+    let deleted = std::time::Instant::now();
+    env.api::<MiniCluster>()
+        .delete(NAME, &DeleteParams::background())
+        .await
+        .context("deleting the MiniCluster")?;
+    let mcs = env.api::<MiniCluster>();
+    env.eventually(
+        "the MiniCluster to disappear while its spoke is down (the hub's deletion timeout is 15 s)",
+        secs(90),
+        async || {
+            Ok(match mcs.get_opt(NAME).await? {
+                None => Probe::Done(()),
+                Some(mc) => Probe::Waiting(yaml(&mc.status)),
+            })
+        },
+    )
+    .await?;
+    eprintln!(
+        "{}: MiniCluster gone {:?} after its deletion, its spoke away",
+        env.ns,
+        deleted.elapsed()
+    );
+    ensure!(
+        !still_there(env, &burst.objects).await?.is_empty(),
+        "with its spoke down, nothing can have deleted the burst yet"
+    );
+    env.start_spoke().await?;
+    let back = std::time::Instant::now();
+    env.eventually(
+        "the spoke, back, to delete the burst of the deleted MiniCluster",
+        objects_deadline(),
+        async || {
+            let left = still_there(env, &burst.objects).await?;
+            Ok(if left.is_empty() {
+                Probe::Done(())
+            } else {
+                Probe::Waiting(format!("still there: {}", left.join(", ")))
+            })
+        },
+    )
+    .await?;
+    eprintln!(
+        "{}: the returning spoke deleted the burst {:?} after it started",
+        env.ns,
+        back.elapsed()
+    );
     Ok(())
 }
 

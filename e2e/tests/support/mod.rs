@@ -384,6 +384,12 @@ impl TestEnv {
         drop(old);
     }
 
+    /// The arguments of the next `flux-hub run` besides `--namespace` and
+    /// `--metrics-addr`.
+    pub fn hub_args(&self) -> Vec<String> {
+        lock(&self.hub_args).clone()
+    }
+
     /// Arguments of every later `flux-hub run` of this test (besides `--namespace`,
     /// `--metrics-addr` and `FLUX_HUB_ARGS`).
     pub fn set_hub_args(&self, args: Vec<String>) {
