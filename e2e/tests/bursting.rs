@@ -116,6 +116,19 @@ async fn hub_crash_certificate_rotation_and_deletion_while_the_spoke_is_away() {
     support::run_federated("burst-faults", "e2e-spoke", faults).await;
 }
 
+/// The data plane refuses a burst that does not match its root: with the burst cluster's
+/// objects read back and broken on purpose (a CURVE certificate other than the root's; a
+/// lead port other than the NodePort), run next to the root's real objects, the burst
+/// brokers never join the lead broker's overlay: with the wrong certificate they hang in
+/// `join`, with the wrong port the entrypoint says the lead is not reachable. The same
+/// burst objects unbroken then join at once (the control). On the testbed only
+/// (`FLUX_E2E_TESTBED`); the hub cannot see either mistake (its objects are right).
+#[tokio::test]
+#[ignore = "needs two clusters and the testbed: KUBECONFIG, SPOKE_KUBECONFIG, FLUX_E2E_TESTBED (scripts/e2e.sh)"]
+async fn a_wrong_certificate_or_lead_port_keeps_burst_brokers_out() {
+    support::run_federated("burst-mismatch", "e2e-spoke", mismatch).await;
+}
+
 /// Without a cluster: the checks these tests make accept exactly what the hub's
 /// assignment and the spoke's rendering of it produce (and reject wrong objects), so a
 /// failure points at the clusters or the binaries, never at a test expecting something
@@ -430,6 +443,134 @@ async fn faults(env: &TestEnv, fed: &Federation) -> Result<()> {
         env.ns,
         back.elapsed()
     );
+    Ok(())
+}
+
+async fn mismatch(env: &TestEnv, fed: &Federation) -> Result<()> {
+    dataplane::testbed()?;
+    let burst = dispatch(env, fed).await?;
+    let root_file = support::log_file(&format!("{}-root-objects.yaml", env.ns))?;
+    dataplane::export(&env.client, &env.ns, &root_file).await?;
+    let spoke = env.spoke_client();
+    let file = |what: &str| support::log_file(&format!("{}-burst-{what}-objects.yaml", env.ns));
+    let (good, wrong_cert, wrong_port) = (file("good")?, file("wrong-cert")?, file("wrong-port")?);
+    dataplane::export(&spoke, &env.ns, &good).await?;
+    let secret = format!("{}-curve", burst.name);
+    let other_cert = CurveCert::generate("not-the-root").to_zcert();
+    dataplane::export_edited(&spoke, &env.ns, &wrong_cert, |o| {
+        if o["kind"] == "Secret" && o["metadata"]["name"] == secret.as_str() {
+            o["data"][CURVE_KEY] =
+                serde_json::to_value(k8s_openapi::ByteString(other_cert.clone().into_bytes()))?;
+        }
+        Ok(())
+    })
+    .await?;
+    let config = format!("{}-flux-config", burst.name);
+    let (lead, port) = (&burst.lead_address, burst.lead_port);
+    dataplane::export_edited(&spoke, &env.ns, &wrong_port, |o| {
+        // Everywhere the burst's config names the lead endpoint: broker.toml and the
+        // entrypoint's wait for the lead.
+        if o["kind"] == "ConfigMap" && o["metadata"]["name"] == config.as_str() {
+            let toml = o["data"][BROKER_TOML_KEY].as_str().unwrap_or_default();
+            let right = format!("tcp://{lead}:{port}");
+            ensure!(toml.contains(&right), "no {right} in broker.toml:\n{toml}");
+            if let Some(data) = o["data"].as_object_mut() {
+                for value in data.values_mut() {
+                    let text = value.as_str().unwrap_or_default();
+                    *value = json!(
+                        text.replace(&right, &format!("tcp://{lead}:{}", port + 1))
+                            .replace(
+                                &format!("lead-probe {lead} {port}"),
+                                &format!("lead-probe {lead} {}", port + 1)
+                            )
+                    );
+                }
+            }
+        }
+        Ok(())
+    })
+    .await?;
+
+    let mut root = FluxRun::start(
+        &run_name(&env.ns, "root"),
+        &[&root_file],
+        &[
+            "--timeout".into(),
+            "300".into(),
+            "--nodeport-ip".into(),
+            lead.clone(),
+            "--serve-nodeport".into(),
+        ],
+    )?;
+    root.wait_for_output("NodePort emulation", secs(60)).await?;
+    let attach = |timeout: &str| {
+        vec![
+            "--timeout".to_string(),
+            timeout.to_string(),
+            "--attach".to_string(),
+            lead.clone(),
+        ]
+    };
+    let lead_pod = format!("{NAME}-0");
+    let burst_hosts: Vec<String> = (0..BURST_SIZE)
+        .map(|i| format!("{}-{i}", burst.name))
+        .collect();
+    let first = format!("{}-0", burst.name);
+
+    // Both broken bursts at once; the wrong port needs the entrypoint's full wait for the
+    // lead (60 s) before it says so.
+    let cert_run = FluxRun::start(&run_name(&env.ns, "cert"), &[&wrong_cert], &attach("120"))?;
+    let port_run = FluxRun::start(&run_name(&env.ns, "port"), &[&wrong_port], &attach("120"))?;
+    let started = std::time::Instant::now();
+    let said = format!(
+        "tcp://{lead}:{} is not reachable yet; starting anyway",
+        port + 1
+    );
+    let mut port_log = String::new();
+    while started.elapsed() < secs(100) {
+        port_log = port_run.log(&first, NAME).unwrap_or_default();
+        if port_log.contains(&said) {
+            break;
+        }
+        let overlay = root
+            .flux_exec(&lead_pod, NAME, "flux overlay status --no-pretty")
+            .await
+            .unwrap_or_default();
+        ensure!(
+            !burst_hosts.iter().any(|h| overlay
+                .lines()
+                .any(|l| l.contains(&format!("{h}:")) && !l.contains("offline"))),
+            "a burst broker with a wrong certificate or lead port joined the lead broker:\n{overlay}"
+        );
+        tokio::time::sleep(Duration::from_secs(2)).await;
+    }
+    ensure!(
+        port_log.contains(&said),
+        "the burst broker with the wrong lead port never said {said:?}:\n{port_log}"
+    );
+    let cert_log = cert_run.log(&first, NAME)?;
+    ensure!(
+        cert_log.contains("starting Flux") && !cert_log.contains("parent-ready"),
+        "the burst broker with the wrong certificate must have started Flux and never reached its parent:\n{cert_log}"
+    );
+    eprintln!(
+        "{}: neither broken burst joined in {:?}; the wrong port was reported by the entrypoint",
+        env.ns,
+        started.elapsed()
+    );
+    drop(cert_run);
+    drop(port_run);
+
+    // The control: the objects as the spoke wrote them join at once.
+    let good_run = FluxRun::start(&run_name(&env.ns, "good"), &[&good], &attach("120"))?;
+    let mut all = vec![lead_pod.clone(), format!("{NAME}-1")];
+    all.extend(burst_hosts.iter().cloned());
+    let joined = overlay_wait(&root, &lead_pod, &all, Some(&good_run), overlay_full).await?;
+    eprintln!("{}: the unbroken burst joined in {joined:?}", env.ns);
+    root.flux_exec(&lead_pod, NAME, "flux shutdown --quiet")
+        .await?;
+    root.finish(secs(120)).await?;
+    good_run.finish(secs(120)).await?;
     Ok(())
 }
 

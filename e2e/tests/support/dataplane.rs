@@ -71,6 +71,16 @@ fn state_dir() -> PathBuf {
 /// Jobs, Services, ConfigMaps, Secrets and standalone Pods (not the Job's own pods),
 /// without `status` and `managedFields`, as one multi-document YAML file at `path`.
 pub async fn export(client: &Client, ns: &str, path: &Path) -> Result<usize> {
+    export_edited(client, ns, path, |_| Ok(())).await
+}
+
+/// [`export`], with `edit` applied to every object first (to break something on purpose).
+pub async fn export_edited(
+    client: &Client,
+    ns: &str,
+    path: &Path,
+    edit: impl Fn(&mut Value) -> Result<()>,
+) -> Result<usize> {
     let mut docs = Vec::new();
     docs.extend(listed::<Job>(client, ns).await?);
     docs.extend(listed::<Service>(client, ns).await?);
@@ -84,7 +94,8 @@ pub async fn export(client: &Client, ns: &str, path: &Path) -> Result<usize> {
         }
     }
     let mut text = String::new();
-    for doc in &docs {
+    for doc in &mut docs {
+        edit(doc)?;
         text.push_str("---\n");
         text.push_str(&serde_yaml_ng::to_string(doc)?);
     }
