@@ -31,7 +31,9 @@ use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod, Secret, Service};
 use kube::ResourceExt as _;
 use kube::api::{Api, DeleteParams, ListParams};
 use serde_json::{Value, json};
-use support::dataplane::{self, FluxRun, hollow_nodes, run_name};
+use support::dataplane::{
+    self, FluxRun, hollow_nodes, overlay_full, overlay_up, overlay_wait, run_name,
+};
 use support::{Federation, Probe, TestEnv, pod_ran, pod_summary, secs, yaml};
 
 /// The MiniCluster of these tests.
@@ -565,7 +567,7 @@ async fn mismatch(env: &TestEnv, fed: &Federation) -> Result<()> {
     let good_run = FluxRun::start(&run_name(&env.ns, "good"), &[&good], &attach("120"))?;
     let mut all = vec![lead_pod.clone(), format!("{NAME}-1")];
     all.extend(burst_hosts.iter().cloned());
-    let joined = overlay_wait(&root, &lead_pod, &all, Some(&good_run), overlay_full).await?;
+    let joined = overlay_wait(&root, &lead_pod, NAME, &all, Some(&good_run), overlay_full).await?;
     eprintln!("{}: the unbroken burst joined in {joined:?}", env.ns);
     root.flux_exec(&lead_pod, NAME, "flux shutdown --quiet")
         .await?;
@@ -1184,7 +1186,7 @@ async fn brokers_join_in_flux(env: &TestEnv, burst: &Burst) -> Result<()> {
 
     // The root instance runs alone; a job that needs every host is submitted before the
     // burst exists, and waits.
-    let up = overlay_wait(&root, &lead, &root_hosts, None, overlay_up).await?;
+    let up = overlay_wait(&root, &lead, NAME, &root_hosts, None, overlay_up).await?;
     eprintln!("{}: the root brokers are online after {up:?}", env.ns);
     let submit = format!("flux submit -N {} hostname", hosts.len());
     let jobid = root
@@ -1207,7 +1209,7 @@ async fn brokers_join_in_flux(env: &TestEnv, burst: &Burst) -> Result<()> {
     // The burst starts after the root's job began waiting: its brokers join the running
     // instance through the NodePort, and the job runs on every root and burst host.
     let burst_run = FluxRun::start(&run_name(&env.ns, "burst"), &[&burst_file], &attach)?;
-    let joined = overlay_wait(&root, &lead, &hosts, Some(&burst_run), overlay_full).await?;
+    let joined = overlay_wait(&root, &lead, NAME, &hosts, Some(&burst_run), overlay_full).await?;
     eprintln!(
         "{}: every root and burst broker online {joined:?} after the burst started",
         env.ns
@@ -1232,55 +1234,6 @@ async fn brokers_join_in_flux(env: &TestEnv, burst: &Burst) -> Result<()> {
     let burst_outcome = burst_run.finish(secs(120)).await?;
     burst_outcome.all_succeeded(&dataplane::indexed(&burst.name, BURST_SIZE))?;
     Ok(())
-}
-
-/// Polls `flux overlay status` on the lead broker of `run` until `done` holds for
-/// `hosts`; how long that took. On timeout the error shows the last answer and the output
-/// of `run` and of `other` (the burst's run).
-async fn overlay_wait(
-    run: &FluxRun,
-    lead: &str,
-    hosts: &[String],
-    other: Option<&FluxRun>,
-    done: fn(&str, &[String]) -> bool,
-) -> Result<Duration> {
-    let start = std::time::Instant::now();
-    let mut last = String::new();
-    while start.elapsed() < secs(120) {
-        match run
-            .flux_exec(lead, NAME, "flux overlay status --no-pretty")
-            .await
-        {
-            Ok(text) if done(&text, hosts) => return Ok(start.elapsed()),
-            Ok(text) => last = text,
-            Err(e) => last = format!("{e:#}"),
-        }
-        tokio::time::sleep(Duration::from_secs(1)).await;
-    }
-    bail!(
-        "the brokers {hosts:?} never all came up in the lead broker's overlay within {:?}; last `flux overlay status`:\n{last}\nroot run:\n{}\nburst run:\n{}",
-        secs(120),
-        run.output(),
-        other.map(FluxRun::output).unwrap_or_default()
-    )
-}
-
-/// Whether `flux overlay status --no-pretty` shows the broker of every host in `hosts`
-/// up: `full`, or `partial` (some of its children offline, as the lead broker's before
-/// the burst joins).
-fn overlay_up(text: &str, hosts: &[String]) -> bool {
-    hosts.iter().all(|h| {
-        text.lines()
-            .any(|l| l.contains(&format!("{h}:")) && (l.contains("full") || l.contains("partial")))
-    })
-}
-
-/// Whether `flux overlay status --no-pretty` shows every host in `hosts` as `full`.
-fn overlay_full(text: &str, hosts: &[String]) -> bool {
-    hosts.iter().all(|h| {
-        text.lines()
-            .any(|l| l.contains(&format!("{h}:")) && l.contains("full"))
-    })
 }
 
 async fn overlay_status(env: &TestEnv, pod: &str) -> Result<String> {

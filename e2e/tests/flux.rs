@@ -12,11 +12,15 @@ mod support;
 use std::time::Duration;
 
 use anyhow::{Context as _, Result, ensure};
+use flux_shared::api::MiniCluster;
+use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::api::{Patch, PatchParams};
 use serde_json::{Value, json};
-use support::dataplane::{FluxRun, Outcome, indexed, run_name};
-use support::{FIELD_MANAGER, TestEnv, secs};
+use support::dataplane::{
+    FluxRun, Outcome, export_edited, indexed, overlay_up, overlay_wait, run_name,
+};
+use support::{FIELD_MANAGER, Probe, TestEnv, secs};
 
 /// `run-rendered.sh --timeout` of a run that is expected to finish by itself.
 const RUN_TIMEOUT: &str = "120";
@@ -202,6 +206,104 @@ async fn interactive_instance_answers_flux_proxy() {
         .context("flux shutdown through flux proxy")?;
         let outcome = run.finish(run_deadline()).await?;
         outcome.all_succeeded(&hosts)
+    })
+    .await;
+}
+
+/// `examples/elasticity.yaml` (size 2, maxSize 6) scaled to 4 while it runs: the hub
+/// resizes the Job in place; its new brokers (indices 2 and 3, whose pods a real Job
+/// controller creates only after the scale: here their start is held back 20 s by an init
+/// container the test adds) join the running instance, and a job submitted for 4 nodes
+/// before they came waits for them, then runs on all four.
+#[tokio::test]
+#[ignore = "needs a cluster and the testbed: KUBECONFIG, FLUX_E2E_TESTBED (scripts/e2e.sh)"]
+async fn elastic_brokers_added_by_a_scale_up_join_the_running_instance() {
+    support::run("flux-elastic", true, async |env| {
+        env.apply_example("elasticity.yaml").await?;
+        env.wait_for_children("elastic").await?;
+        env.api::<MiniCluster>()
+            .patch(
+                "elastic",
+                &PatchParams::default(),
+                &Patch::Merge(json!({"spec": {"size": 4}})),
+            )
+            .await?;
+        let jobs = env.api::<Job>();
+        env.eventually(
+            "the hub to resize the Job to 4 brokers",
+            secs(60),
+            async || {
+                let job = jobs.get("elastic").await?;
+                let parallelism = job.spec.as_ref().and_then(|s| s.parallelism);
+                Ok(if parallelism == Some(4) {
+                    Probe::Done(())
+                } else {
+                    Probe::Waiting(format!("parallelism {parallelism:?}"))
+                })
+            },
+        )
+        .await?;
+
+        let name = run_name(&env.ns, "elastic");
+        let file = support::log_file(&format!("{name}-objects.yaml"))?;
+        export_edited(&env.client, &env.ns, &file, |o| {
+            if o["kind"] == "Job" {
+                let inits = o["spec"]["template"]["spec"]["initContainers"]
+                    .as_array_mut()
+                    .context("the Job has no init containers")?;
+                inits.insert(
+                    0,
+                    json!({
+                        "name": "e2e-scaled-later",
+                        "image": "rockylinux:9",
+                        "command": ["sh", "-c", "[ \"$JOB_COMPLETION_INDEX\" -lt 2 ] || sleep 20"],
+                    }),
+                );
+            }
+            Ok(())
+        })
+        .await?;
+        let run = FluxRun::start(&name, &[&file], &timeout_args())?;
+        let first = indexed("elastic", 2);
+        let all = indexed("elastic", 4);
+        overlay_wait(&run, "elastic-0", "elastic", &first, None, overlay_up).await?;
+        let overlay = run
+            .flux_exec("elastic-0", "elastic", "flux overlay status --no-pretty")
+            .await?;
+        ensure!(
+            overlay_up(&overlay, &first) && !overlay_up(&overlay, &all[2..]),
+            "only the first two brokers may run before the new ones start:\n{overlay}"
+        );
+        let jobid = run
+            .flux_exec("elastic-0", "elastic", "flux submit -N 4 hostname")
+            .await?
+            .trim()
+            .to_string();
+        let state = run
+            .flux_exec(
+                "elastic-0",
+                "elastic",
+                &format!("flux jobs -no '{{state}}' {jobid}"),
+            )
+            .await?;
+        ensure!(
+            state.trim() == "SCHED",
+            "job {jobid} needs the new brokers, so it must wait (SCHED); it is {state:?}"
+        );
+        let joined = overlay_wait(&run, "elastic-0", "elastic", &all, None, overlay_up).await?;
+        eprintln!("{}: the scaled-up brokers joined within {joined:?}", env.ns);
+        let out = run
+            .flux_exec("elastic-0", "elastic", &format!("flux job attach {jobid}"))
+            .await?;
+        for host in &all {
+            ensure!(
+                out.lines().any(|l| l == host),
+                "job {jobid} did not run on {host}:\n{out}"
+            );
+        }
+        run.flux_exec("elastic-0", "elastic", "flux shutdown --quiet")
+            .await?;
+        run.finish(run_deadline()).await?.all_succeeded(&all)
     })
     .await;
 }

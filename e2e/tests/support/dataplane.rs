@@ -363,6 +363,57 @@ pub fn indexed(job: &str, n: i32) -> Vec<String> {
     (0..n).map(|i| format!("{job}-{i}")).collect()
 }
 
+/// Polls `flux overlay status` on the lead broker of `run` until `done` holds for
+/// `hosts`; how long that took. On timeout the error shows the last answer and the output
+/// of `run` and of `other` (e.g. a burst's run).
+pub async fn overlay_wait(
+    run: &FluxRun,
+    lead: &str,
+    container: &str,
+    hosts: &[String],
+    other: Option<&FluxRun>,
+    done: fn(&str, &[String]) -> bool,
+) -> Result<Duration> {
+    let start = std::time::Instant::now();
+    let mut last = String::new();
+    while start.elapsed() < secs(120) {
+        match run
+            .flux_exec(lead, container, "flux overlay status --no-pretty")
+            .await
+        {
+            Ok(text) if done(&text, hosts) => return Ok(start.elapsed()),
+            Ok(text) => last = text,
+            Err(e) => last = format!("{e:#}"),
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    bail!(
+        "the brokers {hosts:?} never all came up in the lead broker's overlay within {:?}; last `flux overlay status`:\n{last}\nrun {}:\n{}\nother run:\n{}",
+        secs(120),
+        run.name,
+        run.output(),
+        other.map(FluxRun::output).unwrap_or_default()
+    )
+}
+
+/// Whether `flux overlay status --no-pretty` shows the broker of every host in `hosts`
+/// up: `full`, or `partial` (some of its children offline, as the lead broker's before
+/// the burst joins).
+pub fn overlay_up(text: &str, hosts: &[String]) -> bool {
+    hosts.iter().all(|h| {
+        text.lines()
+            .any(|l| l.contains(&format!("{h}:")) && (l.contains("full") || l.contains("partial")))
+    })
+}
+
+/// Whether `flux overlay status --no-pretty` shows every host in `hosts` as `full`.
+pub fn overlay_full(text: &str, hosts: &[String]) -> bool {
+    hosts.iter().all(|h| {
+        text.lines()
+            .any(|l| l.contains(&format!("{h}:")) && l.contains("full"))
+    })
+}
+
 impl TestEnv {
     /// Waits until the hub has written every object of MiniCluster `name` (Job, headless
     /// Service, `<name>-flux-config`, `<name>-curve`), exports the namespace's objects and
