@@ -118,6 +118,17 @@ async fn hub_crash_certificate_rotation_and_deletion_while_the_spoke_is_away() {
     support::run_federated("burst-faults", "e2e-spoke", faults).await;
 }
 
+/// Two bursts of 3 next to a root of 2: 8 brokers in one flat instance, run with real Flux
+/// from what the hub and the spoke wrote. The first burst starts before the root's lead
+/// broker (its brokers wait for it), a job for all 8 hosts is submitted while the second
+/// burst does not run yet and waits, the second burst starts, and the job runs on every
+/// root and burst host. On the testbed only (`FLUX_E2E_TESTBED`).
+#[tokio::test]
+#[ignore = "needs two clusters and the testbed: KUBECONFIG, SPOKE_KUBECONFIG, FLUX_E2E_TESTBED (scripts/e2e.sh)"]
+async fn two_bursts_and_the_root_form_one_instance_of_eight_brokers() {
+    support::run_federated("burst-two", "e2e-spoke", two_bursts).await;
+}
+
 /// The data plane refuses a burst that does not match its root: with the burst cluster's
 /// objects read back and broken on purpose (a CURVE certificate other than the root's; a
 /// lead port other than the NodePort), run next to the root's real objects, the burst
@@ -445,6 +456,171 @@ async fn faults(env: &TestEnv, fed: &Federation) -> Result<()> {
         env.ns,
         back.elapsed()
     );
+    Ok(())
+}
+
+async fn two_bursts(env: &TestEnv, fed: &Federation) -> Result<()> {
+    const SIZE: i32 = 3;
+    dataplane::testbed()?;
+    let suffix = env.ns.rsplit('-').next().unwrap_or("x");
+    let (first, second) = (format!("early-{suffix}"), format!("late-{suffix}"));
+    let mut doc = minicluster(&first, &fed.spoke, lead_address_override().as_deref());
+    doc["spec"]["flux"]["bursting"]["clusters"] = json!([
+        {"name": first, "size": SIZE, "cluster": fed.spoke},
+        {"name": second, "size": SIZE, "cluster": fed.spoke},
+    ]);
+    env.apply_minicluster(&doc).await?;
+    let mcs = env.api::<MiniCluster>();
+    let lead = env
+        .eventually(
+            "status.leadBroker of the MiniCluster with two bursts",
+            objects_deadline(),
+            async || {
+                let mc = mcs.get(NAME).await?;
+                Ok(
+                    match mc.status.as_ref().and_then(|s| s.lead_broker.clone()) {
+                        Some(l) if !l.address.is_empty() && l.port > 0 => Probe::Done(l),
+                        _ => Probe::Waiting(yaml(&mc.status)),
+                    },
+                )
+            },
+        )
+        .await?;
+    for burst in [&first, &second] {
+        wait_spoke_object::<Job>(env, burst).await?;
+        wait_spoke_object::<ConfigMap>(env, &format!("{burst}-flux-config")).await?;
+        wait_spoke_object::<Secret>(env, &format!("{burst}-curve")).await?;
+        wait_spoke_object::<Service>(env, burst).await?;
+    }
+
+    // The root's objects, with the lead broker held back 15 s so that the first burst
+    // starts before it.
+    let root_file = support::log_file(&format!("{}-root-objects.yaml", env.ns))?;
+    dataplane::export_edited(&env.client, &env.ns, &root_file, |o| {
+        if o["kind"] == "Job" {
+            let inits = o["spec"]["template"]["spec"]["initContainers"]
+                .as_array_mut()
+                .context("the root Job has no init containers")?;
+            inits.insert(
+                0,
+                json!({
+                    "name": "e2e-lead-later",
+                    "image": "rockylinux:9",
+                    "command": ["sh", "-c", "[ \"$JOB_COMPLETION_INDEX\" != 0 ] || sleep 15"],
+                }),
+            );
+        }
+        Ok(())
+    })
+    .await?;
+    let bursts_file = support::log_file(&format!("{}-bursts-objects.yaml", env.ns))?;
+    dataplane::export(&env.spoke_client(), &env.ns, &bursts_file).await?;
+    let burst_args = |job: &str| {
+        vec![
+            "--timeout".to_string(),
+            "240".to_string(),
+            "--attach".to_string(),
+            lead.address.clone(),
+            "--job".to_string(),
+            job.to_string(),
+        ]
+    };
+    let mut root = FluxRun::start(
+        &run_name(&env.ns, "root"),
+        &[&root_file],
+        &[
+            "--timeout".into(),
+            "240".into(),
+            "--nodeport-ip".into(),
+            lead.address.clone(),
+            "--serve-nodeport".into(),
+        ],
+    )?;
+    root.wait_for_output("NodePort emulation", secs(60)).await?;
+    let mut early = FluxRun::start(
+        &run_name(&env.ns, "early"),
+        &[&bursts_file],
+        &burst_args(&first),
+    )?;
+    early
+        .wait_for_output(&format!("{first}-0: started main container"), secs(60))
+        .await?;
+    ensure!(
+        !root
+            .output()
+            .contains(&format!("{NAME}-0: started main container")),
+        "the lead broker started before the first burst; the test needs the burst first:\n{}",
+        root.output()
+    );
+    eprintln!("{}: burst {first} started before the lead broker", env.ns);
+
+    let lead_pod = format!("{NAME}-0");
+    let hosts = |burst: &str| {
+        (0..SIZE)
+            .map(|i| format!("{burst}-{i}"))
+            .collect::<Vec<_>>()
+    };
+    let mut up: Vec<String> = (0..ROOT_SIZE).map(|i| format!("{NAME}-{i}")).collect();
+    up.extend(hosts(&first));
+    let took = overlay_wait(&root, &lead_pod, NAME, &up, Some(&early), overlay_up).await?;
+    eprintln!(
+        "{}: the root and the early burst are one instance {took:?} after it started",
+        env.ns
+    );
+    let submit = "flux submit -N 8 hostname";
+    let jobid = root
+        .flux_exec(&lead_pod, NAME, submit)
+        .await?
+        .trim()
+        .to_string();
+    let state = root
+        .flux_exec(
+            &lead_pod,
+            NAME,
+            &format!("flux jobs -no '{{state}}' {jobid}"),
+        )
+        .await?;
+    ensure!(
+        state.trim() == "SCHED",
+        "job {jobid} needs the second burst's hosts, so it must wait (SCHED); it is {state:?}"
+    );
+
+    let late = FluxRun::start(
+        &run_name(&env.ns, "late"),
+        &[&bursts_file],
+        &burst_args(&second),
+    )?;
+    let mut all = up.clone();
+    all.extend(hosts(&second));
+    let joined = overlay_wait(&root, &lead_pod, NAME, &all, Some(&late), overlay_full).await?;
+    eprintln!(
+        "{}: all 8 brokers online {joined:?} after the second burst started",
+        env.ns
+    );
+    let out = root
+        .flux_exec(&lead_pod, NAME, &format!("flux job attach {jobid}"))
+        .await?;
+    let missing: Vec<&String> = all
+        .iter()
+        .filter(|h| !out.lines().any(|l| l == h.as_str()))
+        .collect();
+    ensure!(
+        missing.is_empty(),
+        "job {jobid} (`{submit}`) did not run on {missing:?}:\n{out}"
+    );
+    eprintln!("{}: job {jobid} ran on {}", env.ns, all.join(", "));
+    root.flux_exec(&lead_pod, NAME, "flux shutdown --quiet")
+        .await?;
+    root.finish(secs(120))
+        .await?
+        .all_succeeded(&dataplane::indexed(NAME, ROOT_SIZE))?;
+    early
+        .finish(secs(120))
+        .await?
+        .all_succeeded(&hosts(&first))?;
+    late.finish(secs(120))
+        .await?
+        .all_succeeded(&hosts(&second))?;
     Ok(())
 }
 
