@@ -109,6 +109,4 @@ export KUBECONFIG SPOKE_KUBECONFIG FLUX_E2E_TESTBED=$testbed
 # down and up again, keeping its data, for the API-outage test.
 export FLUX_E2E_BURST_STOP="'$testbed/k8s/stop.sh' $burst_name"
 export FLUX_E2E_BURST_START="NODE_EXTERNAL_IP_PREFIX=10.250.$burst_offset '$testbed/k8s/start.sh' $burst_name $burst_offset 2"
-# kubectl for the checks that shell out to it.
-export PATH="$state/bin:$PATH"
 suite --test hub --test bursting --test flux -- --include-ignored "$@"
