@@ -21,7 +21,8 @@ root_name=flux-e2e-root root_offset=40
 burst_name=flux-e2e-burst burst_offset=41
 
 suite() { # test-binary-args... -- libtest-args...
-  cargo test -p flux-e2e "$@"
+  # Every test binary runs, whichever fails first.
+  cargo test -p flux-e2e --no-fail-fast "$@"
 }
 
 have_testbed() { [ -x "$testbed/flux/run-rendered.sh" ] && [ "$(id -u)" = 0 ]; }

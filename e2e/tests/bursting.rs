@@ -568,11 +568,7 @@ async fn two_bursts(env: &TestEnv, fed: &Federation) -> Result<()> {
         env.ns
     );
     let submit = "flux submit -N 8 hostname";
-    let jobid = root
-        .flux_exec(&lead_pod, NAME, submit)
-        .await?
-        .trim()
-        .to_string();
+    let jobid = root.flux_submit(&lead_pod, NAME, "-N 8 hostname").await?;
     let state = root
         .flux_exec(
             &lead_pod,
@@ -1366,14 +1362,8 @@ async fn brokers_join_in_flux(env: &TestEnv, burst: &Burst) -> Result<()> {
     eprintln!("{}: the root brokers are online after {up:?}", env.ns);
     let submit = format!("flux submit -N {} hostname", hosts.len());
     let jobid = root
-        .flux_exec(&lead, NAME, &submit)
-        .await?
-        .trim()
-        .to_string();
-    ensure!(
-        !jobid.is_empty() && !jobid.contains(char::is_whitespace),
-        "`{submit}` did not print a job id: {jobid:?}"
-    );
+        .flux_submit(&lead, NAME, &format!("-N {} hostname", hosts.len()))
+        .await?;
     let state = root
         .flux_exec(&lead, NAME, &format!("flux jobs -no '{{state}}' {jobid}"))
         .await?;

@@ -275,10 +275,8 @@ async fn elastic_brokers_added_by_a_scale_up_join_the_running_instance() {
             "only the first two brokers may run before the new ones start:\n{overlay}"
         );
         let jobid = run
-            .flux_exec("elastic-0", "elastic", "flux submit -N 4 hostname")
-            .await?
-            .trim()
-            .to_string();
+            .flux_submit("elastic-0", "elastic", "-N 4 hostname")
+            .await?;
         let state = run
             .flux_exec(
                 "elastic-0",

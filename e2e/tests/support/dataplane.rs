@@ -253,6 +253,33 @@ impl FluxRun {
         })
     }
 
+    /// Submits `flux submit ARGS` on the broker of `pod`: the job id. An instance whose
+    /// overlay is up may still be loading its modules (`No service matching
+    /// job-ingest.submit`), so a failed submission is retried for a while.
+    pub async fn flux_submit(&self, pod: &str, container: &str, args: &str) -> Result<String> {
+        let start = std::time::Instant::now();
+        loop {
+            match self
+                .flux_exec(pod, container, &format!("flux submit {args}"))
+                .await
+            {
+                Ok(out) => {
+                    let id = out.trim().to_string();
+                    ensure!(
+                        !id.is_empty() && !id.contains(char::is_whitespace),
+                        "`flux submit {args}` did not print a job id: {out:?}"
+                    );
+                    return Ok(id);
+                }
+                Err(e) if start.elapsed() < secs(30) => {
+                    eprintln!("data plane: `flux submit {args}` on {pod}: {e:#}; retrying");
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
     /// Runs `script` with bash in a running container of `pod` (like `kubectl exec`),
     /// with the Flux view's environment and `FLUX_URI` of the local broker.
     pub async fn flux_exec(&self, pod: &str, container: &str, script: &str) -> Result<String> {
