@@ -6,7 +6,9 @@
 //! * A Job's pod template is immutable once the Job exists. The hub stamps every Job it
 //!   applies with [`TEMPLATE_HASH`], a digest of the template it rendered, so "is the
 //!   live Job what we want" compares the annotation instead of the template.
-//! * A broker pod (owned by a Job) is read for its labels, annotations and node only.
+//! * A broker pod (owned by a Job) is read for its labels, annotations and node only;
+//!   of its metadata, the Job controller's owner reference, finalizer and identity
+//!   labels (a Job's UID and name, twice each) are never read and are dropped too.
 //!
 //! `managedFields` are dropped everywhere: never read, and most of a small object's size.
 
@@ -18,6 +20,14 @@ use serde_json::Value;
 /// Annotation on every Job the hub applies: SHA-256 (hex, first 128 bits) of the pod
 /// template's JSON as rendered.
 pub const TEMPLATE_HASH: &str = "flux-framework.org/pod-template-hash";
+
+/// Labels the Job controller puts on every pod of a Job, which no reconcile reads.
+pub const UNREAD_JOB_POD_LABELS: [&str; 4] = [
+    "batch.kubernetes.io/controller-uid",
+    "batch.kubernetes.io/job-name",
+    "controller-uid",
+    "job-name",
+];
 
 /// Reduces a watched object to what the controller reads, before it enters the cache.
 pub trait Compact {
@@ -73,6 +83,13 @@ impl Compact for Pod {
                 ..PodSpec::default()
             });
             self.status = None;
+            let meta = &mut self.metadata;
+            meta.owner_references = None;
+            meta.finalizers = None;
+            meta.generate_name = None;
+            if let Some(labels) = meta.labels.as_mut() {
+                labels.retain(|key, _| !UNREAD_JOB_POD_LABELS.contains(&key.as_str()));
+            }
         }
     }
 }
@@ -164,8 +181,11 @@ mod tests {
     #[test]
     fn broker_pods_keep_labels_annotations_and_node_only() {
         let mut pod: Pod = serde_json::from_value(json!({
-            "metadata": {"name": "mc-0-x", "namespace": "ns",
-                         "labels": {"flux-framework.org/job": "mc"},
+            "metadata": {"name": "mc-0-x", "namespace": "ns", "generateName": "mc-0-",
+                         "finalizers": ["batch.kubernetes.io/job-tracking"],
+                         "labels": {"flux-framework.org/job": "mc", "job-name": "mc",
+                                    "batch.kubernetes.io/job-completion-index": "0",
+                                    "controller-uid": "u"},
                          "annotations": {"batch.kubernetes.io/job-completion-index": "0"}},
             "spec": {"nodeName": "node-a", "containers": [{"name": "c", "image": "a:1"}]},
             "status": {"phase": "Running"}
@@ -189,6 +209,16 @@ mod tests {
         assert!(pod.status.is_none());
         assert_eq!(pod.labels()["flux-framework.org/job"], "mc");
         assert_eq!(
+            pod.labels()["batch.kubernetes.io/job-completion-index"],
+            "0"
+        );
+        assert!(!pod.labels().contains_key("job-name"));
+        assert!(!pod.labels().contains_key("controller-uid"));
+        assert!(pod.owner_references().is_empty());
+        assert!(pod.finalizers().is_empty());
+        assert!(pod.metadata.generate_name.is_none());
+        assert_eq!(pod.name_any(), "mc-0-x");
+        assert_eq!(
             pod.annotations()["batch.kubernetes.io/job-completion-index"],
             "0"
         );
@@ -197,6 +227,8 @@ mod tests {
         // Not owned by a Job (the services pod): compared whole, so kept whole.
         services.compact();
         assert_eq!(services.spec.as_ref().expect("spec").containers.len(), 1);
+        assert_eq!(services.labels().len(), 4);
+        assert_eq!(services.finalizers().len(), 1);
         assert!(services.status.is_some());
         assert!(services.managed_fields().is_empty());
     }

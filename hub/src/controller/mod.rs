@@ -128,7 +128,7 @@ const SHARED_BUFFER: usize = 256;
 /// kube's default of 500, the pages of the five watches listed at once (whole Jobs,
 /// ConfigMaps, Secrets, Services, Pods with their managedFields) more than doubled the
 /// hub's start-up memory with 1,000 MiniClusters. Local round trips are cheap.
-const LIST_PAGE_SIZE: u32 = 50;
+const LIST_PAGE_SIZE: u32 = 25;
 
 /// Limits glibc's malloc to one arena. By default every thread that allocates gets its
 /// own arena (up to eight per core), and memory freed in one arena is not reused by
