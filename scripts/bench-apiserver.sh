@@ -147,8 +147,15 @@ install_crd() { # hub|reference
   else
     "$kubectl" apply --server-side --force-conflicts -f "$reference_dir/miniclusters-crd.yaml" >/dev/null
   fi
-  "$kubectl" wait --for=condition=Established --timeout=60s "crd/$crd" >/dev/null ||
-    die "the CRD did not become Established"
+  # (kubectl wait fails at once while the new CRD has no status yet: poll.)
+  local i established=
+  for i in $(seq 120); do
+    established=$("$kubectl" get "crd/$crd" \
+      -o jsonpath='{.status.conditions[?(@.type=="Established")].status}' 2>/dev/null) || true
+    [ "$established" = True ] && return 0
+    [ "$i" = 120 ] || sleep 0.5
+  done
+  die "the CRD did not become Established within 60 s"
 }
 remove_crd() {
   log "removing the MiniCluster CRD"

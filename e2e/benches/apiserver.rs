@@ -741,15 +741,38 @@ fn mem(pid: u32) -> Result<Mem> {
 /// discovery) are left out.
 type Counts = BTreeMap<String, f64>;
 
+/// One reading of the API server's request metrics.
+struct Metrics {
+    /// `apiserver_request_total`.
+    counts: Counts,
+    /// `apiserver_request_duration_seconds` sum and count, same keys.
+    duration_sum: Counts,
+    duration_count: Counts,
+}
+
 async fn request_counts(client: &Client) -> Result<Counts> {
+    Ok(metrics(client).await?.counts)
+}
+
+async fn metrics(client: &Client) -> Result<Metrics> {
     let req = http::Request::get("/metrics").body(Vec::new())?;
     let text = client
         .request_text(req)
         .await
         .context("reading the API server's /metrics")?;
-    let mut out = Counts::new();
+    let mut m = Metrics {
+        counts: Counts::new(),
+        duration_sum: Counts::new(),
+        duration_count: Counts::new(),
+    };
     for line in text.lines() {
-        let Some(rest) = line.strip_prefix("apiserver_request_total{") else {
+        let (map, rest) = if let Some(r) = line.strip_prefix("apiserver_request_total{") {
+            (&mut m.counts, r)
+        } else if let Some(r) = line.strip_prefix("apiserver_request_duration_seconds_sum{") {
+            (&mut m.duration_sum, r)
+        } else if let Some(r) = line.strip_prefix("apiserver_request_duration_seconds_count{") {
+            (&mut m.duration_count, r)
+        } else {
             continue;
         };
         let Some((labels, value)) = rest.rsplit_once("} ") else {
@@ -768,10 +791,30 @@ async fn request_counts(client: &Client) -> Result<Counts> {
             key = format!("{key}/{}", l("subresource"));
         }
         let value: f64 = value.trim().parse().unwrap_or(0.0);
-        *out.entry(key).or_default() += value;
+        *map.entry(key).or_default() += value;
     }
-    ensure!(!out.is_empty(), "no apiserver_request_total in /metrics");
-    Ok(out)
+    ensure!(
+        !m.counts.is_empty(),
+        "no apiserver_request_total in /metrics"
+    );
+    Ok(m)
+}
+
+/// Mean server-side duration (ms) and count of each kind of request between two
+/// readings; watches (long-running) and leases left out.
+fn durations(after: &Metrics, before: &Metrics) -> BTreeMap<String, (f64, f64)> {
+    let count = delta(&after.duration_count, &before.duration_count);
+    let sum = delta(&after.duration_sum, &before.duration_sum);
+    count
+        .into_iter()
+        .filter(|(k, n)| {
+            *n > 0.0 && !is_watch(k) && !is_background(k) && !k.starts_with("CONNECT ")
+        })
+        .map(|(k, n)| {
+            let mean = sum.get(&k).copied().unwrap_or(0.0) / n * 1000.0;
+            (k, (n, (mean * 100.0).round() / 100.0))
+        })
+        .collect()
 }
 
 fn parse_labels(s: &str) -> HashMap<String, String> {
@@ -831,6 +874,9 @@ struct Window {
     server_cpu_ms: Option<f64>,
     /// Request counter deltas in the window, by key.
     requests: Counts,
+    /// (count, mean server-side duration in ms) of each kind of request in the window.
+    #[serde(default)]
+    durations_ms: BTreeMap<String, (f64, f64)>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -1001,7 +1047,7 @@ async fn phase(a: PhaseArgs) -> Result<()> {
         tokio::time::sleep(Duration::from_secs(1) - settle.elapsed()).await;
     }
 
-    let m0 = request_counts(&client).await?;
+    let m0 = metrics(&client).await?;
     let c0 = cpu(pid)?;
     let s0 = ticks_of(servers)?;
     let t0 = Instant::now();
@@ -1041,14 +1087,14 @@ async fn phase(a: PhaseArgs) -> Result<()> {
     // rate-limited): they too belong to the creation window.
     wait_induced_quiet(&client, Duration::from_secs(30)).await?;
     tokio::time::sleep(Duration::from_secs(3)).await;
-    let m1 = request_counts(&client).await?;
+    let m1 = metrics(&client).await?;
     let c1 = cpu(pid)?;
     let s1 = ticks_of(servers)?;
     let t1 = Instant::now();
 
     eprintln!("[{label}] idle for {} s", a.idle);
     tokio::time::sleep(Duration::from_secs(a.idle)).await;
-    let m2 = request_counts(&client).await?;
+    let m2 = metrics(&client).await?;
     let c2 = cpu(pid)?;
     let s2 = ticks_of(servers)?;
     let t2 = Instant::now();
@@ -1076,13 +1122,15 @@ async fn phase(a: PhaseArgs) -> Result<()> {
             secs: (t1 - t0).as_secs_f64(),
             cpu_ms: ticks_ms(c0, c1),
             server_cpu_ms: ticks_ms(s0, s1),
-            requests: delta(&m1, &m0),
+            requests: delta(&m1.counts, &m0.counts),
+            durations_ms: durations(&m1, &m0),
         },
         idle_window: Window {
             secs: (t2 - t1).as_secs_f64(),
             cpu_ms: ticks_ms(c1, c2),
             server_cpu_ms: ticks_ms(s1, s2),
-            requests: delta(&m2, &m1),
+            requests: delta(&m2.counts, &m1.counts),
+            durations_ms: durations(&m2, &m1),
         },
         mem_after_sequential,
         mem_after_burst,
@@ -1165,6 +1213,9 @@ struct StartResult {
     server_cpu_ms: Option<f64>,
     /// Request counter deltas from the start to quiet.
     requests: Counts,
+    /// (count, mean server-side duration in ms) of each kind of request, start to quiet.
+    #[serde(default)]
+    durations_ms: BTreeMap<String, (f64, f64)>,
     /// (seconds since start, VmRSS KiB, controller CPU ms) every 250 ms.
     timeline: Vec<Sample>,
 }
@@ -1275,7 +1326,7 @@ async fn measure_start(
     tag: &str,
 ) -> Result<StartResult> {
     let pods_at_start = at.pods.count();
-    let m0 = request_counts(at.client).await?;
+    let m0 = metrics(at.client).await?;
     let s0 = ticks_of(at.servers)?;
     let mut ctrl = Controller::spawn(kind, common, tag)?;
     let start = ctrl.started;
@@ -1326,7 +1377,7 @@ async fn measure_start(
     let mem_at_quiet = mem(pid)?;
     let cpu_ms = cpu_ticks(pid)? as f64 * 1000.0 / tck;
     let s1 = ticks_of(at.servers)?;
-    let m1 = request_counts(at.client).await?;
+    let m1 = metrics(at.client).await?;
     let (max_sampled_rss_kib, timeline) = sampler.finish().await;
     ctrl.kill();
     let to_ms = |t: u64| t as f64 * 1000.0 / tck;
@@ -1347,7 +1398,8 @@ async fn measure_start(
             .and_then(|(.., s)| s.zip(s0))
             .map(|(s, s0)| to_ms(s - s0)),
         server_cpu_ms: s1.zip(s0).map(|(s1, s0)| to_ms(s1 - s0)),
-        requests: delta(&m1, &m0),
+        requests: delta(&m1.counts, &m0.counts),
+        durations_ms: durations(&m1, &m0),
         timeline,
     })
 }
@@ -1366,6 +1418,9 @@ struct BareScaleResult {
     jobs_quantiles_ms: Vec<(f64, f64)>,
     /// kube-apiserver + etcd CPU from start to every Job, ms.
     server_cpu_ms_at_all_jobs: Option<f64>,
+    /// (count, mean server-side duration in ms) of each kind of request, start to every Job.
+    #[serde(default)]
+    durations_ms: BTreeMap<String, (f64, f64)>,
 }
 
 fn quantiles(w: &Watched, start: Instant) -> Vec<(f64, f64)> {
@@ -1401,6 +1456,7 @@ async fn bare_scale(a: &ScaleArgs) -> Result<()> {
     );
     let tck = clk_tck();
     let s0 = ticks_of(&common.server_pid)?;
+    let m0 = metrics(&client).await?;
     let start = Instant::now();
     futures::stream::iter(names.iter())
         .map(|name| creator.create(name))
@@ -1411,6 +1467,7 @@ async fn bare_scale(a: &ScaleArgs) -> Result<()> {
         .wait_count("mc-", a.count, false, deadline(a.timeout))
         .await?;
     let s1 = ticks_of(&common.server_pid)?;
+    let m1 = metrics(&client).await?;
     let result = BareScaleResult {
         count: a.count,
         size: common.size,
@@ -1419,6 +1476,7 @@ async fn bare_scale(a: &ScaleArgs) -> Result<()> {
         all_jobs_ms: ms(last.saturating_duration_since(start)),
         jobs_quantiles_ms: quantiles(&jobs, start),
         server_cpu_ms_at_all_jobs: s1.zip(s0).map(|(s1, s0)| (s1 - s0) as f64 * 1000.0 / tck),
+        durations_ms: durations(&m1, &m0),
     };
     eprintln!(
         "[bare client scale] every Job exists after {:.2} s",
@@ -1694,6 +1752,25 @@ fn report(a: &ReportArgs) -> Result<()> {
         println!();
         print!("{s}");
     }
+    for p in std::iter::once(&bare)
+        .chain(hub.as_ref())
+        .chain(reference.as_ref())
+    {
+        let window = &p.create_window;
+        let shown: Vec<String> = window
+            .durations_ms
+            .iter()
+            .filter(|(_, (n, _))| *n >= 5.0)
+            .map(|(k, (n, mean))| format!("{k} {mean:.1} ({n:.0})"))
+            .collect();
+        if !shown.is_empty() {
+            println!(
+                "\n{}: mean server-side duration in the creation window, ms (count): {}",
+                p.kind.label(),
+                shown.join(", ")
+            );
+        }
+    }
     for d in cols.iter().filter(|d| d.kind != Kind::Bare) {
         println!(
             "\n{} requests per MiniCluster by kind: {}",
@@ -1704,6 +1781,26 @@ fn report(a: &ReportArgs) -> Result<()> {
             "{} idle requests by kind: {}",
             d.kind.label(),
             fmt_counts(&d.idle_requests_by_key)
+        );
+    }
+    let mean_durations = |d: &BTreeMap<String, (f64, f64)>, min: f64| -> String {
+        d.iter()
+            .filter(|(k, (n, _))| *n >= min && is_write(k))
+            .map(|(k, (n, mean))| format!("{k} {mean:.1} ({n:.0})"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    if let Some(b) = &scale_bare {
+        println!(
+            "\nbare client at scale: mean server-side duration of its writes, ms (count): {}",
+            mean_durations(&b.durations_ms, 10.0)
+        );
+    }
+    for r in &scales {
+        println!(
+            "{} cold start: mean server-side duration of writes, ms (count): {}",
+            r.kind.label(),
+            mean_durations(&r.cold.durations_ms, 10.0)
         );
     }
     for r in &scales {
