@@ -178,7 +178,12 @@ if [ -n "$hub_bin" ]; then
 else
   {
     echo "flux-hub built from $(git rev-parse --short HEAD 2>/dev/null || echo '?') and the working tree:"
-    git status --short -- hub shared Cargo.lock Cargo.toml 2>/dev/null | sed 's/^/  uncommitted: /'
+    changes=$(git status --short -- hub shared Cargo.lock Cargo.toml 2>/dev/null) || true
+    if [ -n "$changes" ]; then
+      printf '%s\n' "$changes" | sed 's/^/  uncommitted: /'
+    else
+      echo "  (no uncommitted changes under hub/, shared/, Cargo.*)"
+    fi
   } >"$out/source.txt"
 fi
 if [ -n "$hub_bin" ]; then
