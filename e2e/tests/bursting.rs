@@ -497,20 +497,12 @@ async fn two_bursts(env: &TestEnv, fed: &Federation) -> Result<()> {
     // starts before it.
     let root_file = support::log_file(&format!("{}-root-objects.yaml", env.ns))?;
     dataplane::export_edited(&env.client, &env.ns, &root_file, |o| {
-        if o["kind"] == "Job" {
-            let inits = o["spec"]["template"]["spec"]["initContainers"]
-                .as_array_mut()
-                .context("the root Job has no init containers")?;
-            inits.insert(
-                0,
-                json!({
-                    "name": "e2e-lead-later",
-                    "image": "rockylinux:9",
-                    "command": ["sh", "-c", "[ \"$JOB_COMPLETION_INDEX\" != 0 ] || sleep 15"],
-                }),
-            );
-        }
-        Ok(())
+        dataplane::start_late(
+            o,
+            "e2e-lead-later",
+            "[ \"$JOB_COMPLETION_INDEX\" != 0 ]",
+            15,
+        )
     })
     .await?;
     let bursts_file = support::log_file(&format!("{}-bursts-objects.yaml", env.ns))?;

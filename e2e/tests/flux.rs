@@ -18,7 +18,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::api::{Patch, PatchParams};
 use serde_json::{Value, json};
 use support::dataplane::{
-    FluxRun, Outcome, export_edited, indexed, overlay_up, overlay_wait, run_name,
+    FluxRun, Outcome, export_edited, indexed, overlay_up, overlay_wait, run_name, start_late,
 };
 use support::{FIELD_MANAGER, Probe, TestEnv, secs};
 
@@ -247,20 +247,12 @@ async fn elastic_brokers_added_by_a_scale_up_join_the_running_instance() {
         let name = run_name(&env.ns, "elastic");
         let file = support::log_file(&format!("{name}-objects.yaml"))?;
         export_edited(&env.client, &env.ns, &file, |o| {
-            if o["kind"] == "Job" {
-                let inits = o["spec"]["template"]["spec"]["initContainers"]
-                    .as_array_mut()
-                    .context("the Job has no init containers")?;
-                inits.insert(
-                    0,
-                    json!({
-                        "name": "e2e-scaled-later",
-                        "image": "rockylinux:9",
-                        "command": ["sh", "-c", "[ \"$JOB_COMPLETION_INDEX\" -lt 2 ] || sleep 20"],
-                    }),
-                );
-            }
-            Ok(())
+            start_late(
+                o,
+                "e2e-scaled-later",
+                "[ \"$JOB_COMPLETION_INDEX\" -lt 2 ]",
+                20,
+            )
         })
         .await?;
         let run = FluxRun::start(&name, &[&file], &timeout_args())?;

@@ -333,6 +333,26 @@ pub async fn output_of(mut cmd: Command, what: &str) -> Result<String> {
     Ok(text)
 }
 
+/// An [`export_edited`] edit: the Job's pods whose completion index makes `skip` (a shell
+/// test on `$JOB_COMPLETION_INDEX`) false start `seconds` late, held back by an init
+/// container `name` put first (as when a Job controller creates those pods later).
+pub fn start_late(o: &mut Value, name: &str, skip: &str, seconds: u32) -> Result<()> {
+    if o["kind"] == "Job" {
+        let inits = o["spec"]["template"]["spec"]["initContainers"]
+            .as_array_mut()
+            .context("the Job has no init containers")?;
+        inits.insert(
+            0,
+            serde_json::json!({
+                "name": name,
+                "image": "rockylinux:9",
+                "command": ["sh", "-c", format!("{skip} || sleep {seconds}")],
+            }),
+        );
+    }
+    Ok(())
+}
+
 /// Tears a run down; a no-op when none of that name runs.
 fn down(script: &Path, name: &str) {
     let _ = std::process::Command::new(script)
