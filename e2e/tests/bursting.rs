@@ -749,12 +749,34 @@ async fn api_outage(env: &TestEnv, fed: &Federation) -> Result<()> {
     run_control(&stop).await?;
     let stopped = std::time::Instant::now();
     eprintln!("{}: burst cluster control plane stopped", env.ns);
-    let outcome = wait_burst_phase(env, "Unknown", secs(90)).await;
+    // Phase and condition are read from the same object, before the restart: once the burst
+    // cluster is back the spoke reconnects within seconds and both turn healthy again.
+    let mcs = env.api::<MiniCluster>();
+    let outcome = env
+        .eventually(
+            &format!("status.bursts[0].phase of {NAME} to be Unknown"),
+            secs(90),
+            async || {
+                let mc = mcs.get(NAME).await?;
+                let burst = mc.status.as_ref().and_then(|s| s.bursts.first().cloned());
+                let condition = support::mc_conditions(&mc)
+                    .iter()
+                    .find(|c| c.type_ == "BurstsReady")
+                    .cloned();
+                Ok(match (burst, condition) {
+                    (Some(b), Some(c)) if b.phase == "Unknown" => {
+                        Probe::Done((b.message.unwrap_or_default(), c))
+                    }
+                    _ => Probe::Waiting(yaml(&mc.status)),
+                })
+            },
+        )
+        .await;
     let said_after = stopped.elapsed();
     // Whatever happened, bring the burst cluster back before judging.
     run_control(&start).await?;
     let restarted = std::time::Instant::now();
-    let (_, message) = outcome?;
+    let (message, condition) = outcome?;
     eprintln!(
         "{}: status said the spoke cannot see its cluster {said_after:?} after the API server stopped: {message}",
         env.ns
@@ -767,12 +789,6 @@ async fn api_outage(env: &TestEnv, fed: &Federation) -> Result<()> {
         message.contains("cannot reach its cluster's API server since"),
         "the burst's message must say the spoke cannot reach its cluster, and since when: {message}"
     );
-    let mc = env.api::<MiniCluster>().get(NAME).await?;
-    let condition = support::mc_conditions(&mc)
-        .iter()
-        .find(|c| c.type_ == "BurstsReady")
-        .cloned()
-        .context("no BurstsReady condition")?;
     ensure!(
         condition.status == "False" && condition.reason == "SpokeClusterUnreachable",
         "BurstsReady must be False with reason SpokeClusterUnreachable: {condition:?}"
