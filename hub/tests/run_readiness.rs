@@ -23,6 +23,8 @@ use k8s_openapi::jiff::Timestamp;
 use serde_json::{Value, json};
 
 const LEASE_NS: &str = "flux-operator-system";
+/// How long the fake takes to answer a pod PATCH.
+const POD_PATCH_DELAY: Duration = Duration::from_millis(1500);
 const LEASES: &str = "/apis/coordination.k8s.io/v1/namespaces/flux-operator-system/leases";
 
 /// What the fake API server knows and has seen.
@@ -103,6 +105,12 @@ async fn serve_request(
             Method::PUT => store_lease(&fake, &body, StatusCode::OK),
             _ => not_found(),
         };
+    }
+    if method == Method::PATCH && path.contains("/pods/") {
+        // The federation endpoint label on the hub's own pod, set once it is ready: slow,
+        // as on a busy API server, and absent (the hub runs outside a cluster).
+        tokio::time::sleep(POD_PATCH_DELAY).await;
+        return not_found();
     }
     if method != Method::GET {
         return not_found();
@@ -323,4 +331,56 @@ fn a_standby_replica_is_ready() {
     hub.wait_for(200, Duration::from_secs(5));
     hub.stays(200, Duration::from_secs(1));
     assert_eq!(fake.job_lists(), 0, "a standby starts no watch");
+}
+
+impl Hub {
+    /// Sends SIGTERM and returns how long the process took to exit; panics after `within`.
+    fn terminate(&mut self, within: Duration) -> Duration {
+        let sent = Instant::now();
+        let status = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status()
+            .expect("kill runs");
+        assert!(status.success(), "kill -TERM failed");
+        while sent.elapsed() < within {
+            if let Ok(Some(exit)) = self.child.try_wait() {
+                assert!(
+                    exit.success(),
+                    "flux-hub run exited with {exit}:\n{}",
+                    self.log()
+                );
+                return sent.elapsed();
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        panic!(
+            "flux-hub run did not stop within {within:?} of SIGTERM:\n{}",
+            self.log()
+        );
+    }
+}
+
+/// SIGTERM stops the hub at every stage of its start: while the caches sync, the moment it
+/// turns ready (while it labels its own pod as the federation endpoint, before the
+/// controller runs: a SIGTERM there was once swallowed and the process never stopped) and
+/// once it runs.
+#[test]
+fn sigterm_stops_the_hub_at_every_stage() {
+    let fake = Fake::new(None);
+    let api = start(fake.clone());
+
+    let mut syncing = Hub::start("term-syncing", api, &[]);
+    wait_for_job_list(&fake, &syncing);
+    syncing.terminate(Duration::from_secs(10));
+
+    fake.release_jobs();
+    for (name, after_ready) in [
+        ("term-ready", Duration::ZERO),
+        ("term-running", Duration::from_secs(1)),
+    ] {
+        let mut hub = Hub::start(name, api, &["--grpc-addr", "127.0.0.1:0", "--insecure"]);
+        hub.wait_for(200, Duration::from_secs(10));
+        std::thread::sleep(after_ready);
+        hub.terminate(Duration::from_secs(10));
+    }
 }

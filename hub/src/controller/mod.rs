@@ -107,7 +107,7 @@ use std::sync::Arc;
 use anyhow::Context as _;
 use flux_shared::api::MiniCluster;
 use flux_shared::render::labels;
-use futures::StreamExt;
+use futures::{FutureExt, StreamExt};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret, Service};
 use kube::runtime::events::{Recorder, Reporter};
@@ -129,6 +129,10 @@ const SHARED_BUFFER: usize = 256;
 /// ConfigMaps, Secrets, Services, Pods with their managedFields) more than doubled the
 /// hub's start-up memory with 1,000 MiniClusters. Local round trips are cheap.
 const LIST_PAGE_SIZE: u32 = 25;
+
+/// How long a stop waits for reconciles in flight: under the kubelet's default
+/// `terminationGracePeriodSeconds` (30), leaving time to release the Lease.
+const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(20);
 
 /// Limits glibc's malloc to one arena. By default every thread that allocates gets its
 /// own arena (up to eight per core), and memory freed in one arena is not reused by
@@ -238,6 +242,8 @@ fn lead_or_services_pod(pod: Arc<Pod>) -> Option<reflector::ObjectRef<MiniCluste
 pub async fn run(opts: RunOptions) -> anyhow::Result<()> {
     link_malloc_arena_limit();
     ops::logging::init(opts.log_json);
+    // Listen once, now: a SIGTERM between two `select!`s below must not be lost.
+    let shutdown = ops::shutdown::Shutdown::listen();
     let grpc_security = opts.grpc_security()?;
     let lead_address = opts.lead_address()?;
     let client = Client::try_default()
@@ -297,7 +303,7 @@ pub async fn run(opts: RunOptions) -> anyhow::Result<()> {
         info!(lease = %opts.lease_name, %identity, "waiting for leadership");
         tokio::select! {
             acquired = lease.acquire() => acquired.context("leader election")?,
-            () = ops::shutdown::signal() => return Ok(()),
+            () = shutdown.requested() => return Ok(()),
         }
         metrics.set_leader(true);
         health.set_ready(false);
@@ -401,7 +407,7 @@ pub async fn run(opts: RunOptions) -> anyhow::Result<()> {
                     .context("labelling this pod as the federation endpoint")?;
             }
         }
-        () = ops::shutdown::signal() => {
+        () = shutdown.requested() => {
             watches.abort();
             let _ = stop_tx.send(true);
             let _ = server.await;
@@ -426,6 +432,7 @@ pub async fn run(opts: RunOptions) -> anyhow::Result<()> {
         }
     })
     .applied_objects();
+    let mc_synced = mc_store.clone();
     let controller = Controller::for_stream(mc_events, mc_store)
         .with_config(controller::Config::default().concurrency(opts.concurrency))
         .owns_shared_stream(job_events)
@@ -436,7 +443,10 @@ pub async fn run(opts: RunOptions) -> anyhow::Result<()> {
         // (its node is the burst endpoint) and the services pod by label instead.
         .watches_shared_stream(pod_events, lead_or_services_pod)
         .reconcile_on(changes)
-        .graceful_shutdown_on(ops::shutdown::signal())
+        .graceful_shutdown_on({
+            let shutdown = shutdown.clone();
+            async move { shutdown.requested().await }
+        })
         .run(reconcile::reconcile, reconcile::error_policy, ctx)
         .for_each(|result| async move {
             if let Err(error) = result {
@@ -460,8 +470,26 @@ pub async fn run(opts: RunOptions) -> anyhow::Result<()> {
             None => std::future::pending().await,
         }
     };
+    // kube's controller starts no reconcile before the MiniCluster cache is synced, and its
+    // graceful shutdown ends the watch that would sync it: a stop requested before then
+    // would wait forever. Stop at once in that case (nothing runs), and never wait longer
+    // than the kubelet's grace period for reconciles in flight.
+    let forced_stop = async {
+        shutdown.requested().await;
+        let synced = mc_synced
+            .wait_until_ready()
+            .now_or_never()
+            .is_some_and(|ready| ready.is_ok());
+        if synced {
+            tokio::time::sleep(SHUTDOWN_GRACE).await;
+            warn!(grace = ?SHUTDOWN_GRACE, "reconciles still running; stopping without them");
+        } else {
+            info!("stopping before the MiniCluster cache synced");
+        }
+    };
     let outcome = tokio::select! {
         () = controller => Ok(()),
+        () = forced_stop => Ok(()),
         result = lost => result.context("lost leadership; exiting so another replica takes over"),
         result = grpc_ended => result,
     };

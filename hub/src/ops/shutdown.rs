@@ -1,3 +1,3 @@
 //! Process signals that ask the hub to stop (the shared [`flux_shared::ops::shutdown`]).
 
-pub use flux_shared::ops::shutdown::signal;
+pub use flux_shared::ops::shutdown::Shutdown;
