@@ -627,7 +627,7 @@ async fn broker_pods_get_their_job_index_label_once() {
         compacted::<Pod>(
             serde_json::from_value(json!({
                 "apiVersion": "v1", "kind": "Pod",
-                "metadata": {"name": name, "namespace": "hpc", "labels": labels,
+                "metadata": {"name": name, "namespace": "hpc", "uid": format!("uid-{name}"), "labels": labels,
                              "annotations": {"batch.kubernetes.io/job-completion-index": index},
                              "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": "flux-sample", "uid": "uid-1"}]},
                 "spec": {"containers": [{"name": "flux", "image": "x"}]},
@@ -648,7 +648,7 @@ async fn broker_pods_get_their_job_index_label_once() {
     let mut steady = mc.clone();
     steady.status = Some(serde_json::from_value(status).expect("status"));
     let before = server.calls().len();
-    run(&ctx, steady).await.expect("reconcile");
+    run(&ctx, steady.clone()).await.expect("reconcile");
     let calls = server.calls()[before..].to_vec();
     let writes: Vec<String> = calls.iter().map(Call::short).collect();
     assert_eq!(
@@ -658,6 +658,12 @@ async fn broker_pods_get_their_job_index_label_once() {
     );
     assert_eq!(calls[0].body["metadata"]["labels"]["job-index"], "0");
     assert_permitted(&calls);
+
+    // Reconciled again before the pod cache shows the label: the patch is not sent twice.
+    let before = server.calls().len();
+    run(&ctx, steady).await.expect("reconcile");
+    let writes: Vec<String> = server.calls()[before..].iter().map(Call::short).collect();
+    assert!(writes.is_empty(), "{writes:?}");
 }
 
 #[test]

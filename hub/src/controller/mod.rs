@@ -101,6 +101,7 @@ pub mod diff;
 pub mod reconcile;
 pub mod sizing;
 pub mod status;
+pub mod triggers;
 
 use std::sync::Arc;
 
@@ -112,7 +113,7 @@ use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret, Service};
 use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector::{self, Store};
-use kube::runtime::{Controller, WatchStreamExt, controller, watcher};
+use kube::runtime::{Controller, PredicateConfig, WatchStreamExt, controller, watcher};
 use kube::{Api, Client, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 use tracing::{error, info, warn};
@@ -224,17 +225,6 @@ async fn list_compacted(miniclusters: &Api<MiniCluster>) -> Result<Vec<MiniClust
             Some(token) => params = params.continue_token(&token),
             None => return Ok(all),
         }
-    }
-}
-
-/// The MiniCluster of a lead broker (completion index 0) or services pod; worker pods
-/// change nothing the controller decides, so they trigger nothing.
-fn lead_or_services_pod(pod: Arc<Pod>) -> Option<reflector::ObjectRef<MiniCluster>> {
-    let labels = pod.labels();
-    let minicluster = labels.get(labels::MINICLUSTER)?;
-    match labels.get(labels::COMPLETION_INDEX).map(String::as_str) {
-        None | Some("0") => Some(reflector::ObjectRef::new(minicluster).within(&pod.namespace()?)),
-        Some(_) => None,
     }
 }
 
@@ -431,7 +421,13 @@ pub async fn run(opts: RunOptions) -> anyhow::Result<()> {
             forget.forget(&(mc.namespace().unwrap_or_default(), mc.name_any()));
         }
     })
-    .applied_objects();
+    .applied_objects()
+    .predicate_filter(triggers::minicluster, PredicateConfig::default());
+    // Only pod events that change what a reconcile reads (triggers::PodFilter).
+    let mut pod_filter = triggers::PodFilter::default();
+    let pod_events = pod_events.filter(move |pod| {
+        futures::future::ready(triggers::pod_owner(pod).is_some() && pod_filter.pass(pod))
+    });
     let mc_synced = mc_store.clone();
     let controller = Controller::for_stream(mc_events, mc_store)
         .with_config(controller::Config::default().concurrency(opts.concurrency))
@@ -439,9 +435,8 @@ pub async fn run(opts: RunOptions) -> anyhow::Result<()> {
         .owns_shared_stream(secret_events)
         .owns_shared_stream(cm_events)
         .owns_shared_stream(svc_events)
-        // Broker pods belong to the Job, not to the MiniCluster: map the lead broker's pod
-        // (its node is the burst endpoint) and the services pod by label instead.
-        .watches_shared_stream(pod_events, lead_or_services_pod)
+        // Broker pods belong to the Job, not to the MiniCluster: map them by label.
+        .watches_shared_stream(pod_events, |pod| triggers::pod_owner(&pod))
         .reconcile_on(changes)
         .graceful_shutdown_on({
             let shutdown = shutdown.clone();
@@ -517,35 +512,4 @@ pub async fn run(opts: RunOptions) -> anyhow::Result<()> {
     }
     info!("stopped");
     outcome
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn pod(labels: &[(&str, &str)]) -> Arc<Pod> {
-        let mut pod = Pod::default();
-        pod.metadata.namespace = Some("hpc".into());
-        pod.metadata.labels = Some(
-            labels
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect(),
-        );
-        Arc::new(pod)
-    }
-
-    #[test]
-    fn only_lead_and_services_pods_trigger_their_minicluster() {
-        let lead = pod(&[(labels::MINICLUSTER, "m"), (labels::COMPLETION_INDEX, "0")]);
-        assert_eq!(
-            lead_or_services_pod(lead),
-            Some(reflector::ObjectRef::new("m").within("hpc"))
-        );
-        let services = pod(&[(labels::MINICLUSTER, "m")]);
-        assert!(lead_or_services_pod(services).is_some());
-        let worker = pod(&[(labels::MINICLUSTER, "m"), (labels::COMPLETION_INDEX, "3")]);
-        assert_eq!(lead_or_services_pod(worker), None);
-        assert_eq!(lead_or_services_pod(pod(&[])), None);
-    }
 }

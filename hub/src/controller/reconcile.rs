@@ -15,6 +15,7 @@ use flux_shared::federation::assignment_key;
 use flux_shared::layout;
 use flux_shared::plan::{Plan, Role};
 use flux_shared::render::{self, Object};
+use futures::future::join_all;
 use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod, Secret, Service};
@@ -83,6 +84,9 @@ pub struct Context {
     /// reconcile triggered by the new Job can run before the Secret's watch event arrives,
     /// and must not generate (and force-apply) a second certificate.
     pub generated_certs: Mutex<HashMap<(String, String), String>>,
+    /// Broker pods this process labelled with their `job-index` recently, by UID: until
+    /// the pod cache shows the label, a reconcile must not send the same patch again.
+    pub labelled: Mutex<HashMap<String, std::time::Instant>>,
     /// The current time (a parameter so tests are deterministic).
     pub now: fn() -> Time,
     /// Assignments for spokes and what they reported.
@@ -104,6 +108,7 @@ impl Context {
             metrics,
             failures: Mutex::new(HashMap::new()),
             generated_certs: Mutex::new(HashMap::new()),
+            labelled: Mutex::new(HashMap::new()),
             now: || Time(k8s_openapi::jiff::Timestamp::now()),
             registry: Registry::new(),
             lead_address: None,
@@ -260,29 +265,36 @@ async fn reconcile_inner(
     let mut job = live_job.as_deref().cloned();
     let mut problem = None;
     let mut created = false;
-    for object in &objects {
-        match apply_if_changed(ctx, ns, object).await {
-            Ok(Applied::Unchanged) => {}
-            Ok(Applied::Job(applied)) => {
-                created |= live_job.is_none();
-                job = Some(*applied);
+    // Broker pods mount the ConfigMaps and the Secret: those and the Services go first, all
+    // at once; the Job and the services pod once they exist.
+    let (config, workloads): (Vec<&Object>, Vec<&Object>) = objects
+        .iter()
+        .partition(|o| !matches!(o, Object::Job(_) | Object::Pod(_)));
+    for stage in [config, workloads] {
+        let applied = join_all(stage.iter().map(|o| apply_if_changed(ctx, ns, o))).await;
+        for (object, outcome) in stage.into_iter().zip(applied) {
+            match outcome {
+                Ok(Applied::Unchanged | Applied::Other) => {}
+                Ok(Applied::Job(applied)) => {
+                    created |= live_job.is_none();
+                    job = Some(*applied);
+                }
+                Err(Error::Kube {
+                    source: kube::Error::Api(e),
+                    ..
+                }) if e.code == 422 && matches!(object, Object::Job(_)) => {
+                    // The pod template of a running Job is immutable.
+                    problem = Some(Problem {
+                        reason: "JobSpecImmutable".into(),
+                        message: format!(
+                            "this change alters the broker pods, which a running Job cannot take ({}); delete and re-create the MiniCluster to apply it",
+                            e.message
+                        ),
+                        invalid: false,
+                    });
+                }
+                Err(e) => return Err(e),
             }
-            Ok(Applied::Other) => {}
-            Err(Error::Kube {
-                source: kube::Error::Api(e),
-                ..
-            }) if e.code == 422 && matches!(object, Object::Job(_)) => {
-                // The pod template of a running Job is immutable.
-                problem = Some(Problem {
-                    reason: "JobSpecImmutable".into(),
-                    message: format!(
-                        "this change alters the broker pods, which a running Job cannot take ({}); delete and re-create the MiniCluster to apply it",
-                        e.message
-                    ),
-                    invalid: false,
-                });
-            }
-            Err(e) => return Err(e),
         }
     }
 
@@ -353,27 +365,40 @@ async fn reconcile_inner(
 /// promise (a selector for, e.g., a Service of the lead broker). Only this Job's pods are
 /// touched, each once.
 async fn label_pods_with_their_index(ctx: &Context, ns: &str, job: &str) -> Result<(), Error> {
-    let pods: Vec<(String, String)> = ctx
-        .stores
-        .pods
-        .state()
-        .iter()
-        .filter(|p| p.metadata.namespace.as_deref() == Some(ns))
-        .filter(|p| p.labels().get(render::labels::JOB).map(String::as_str) == Some(job))
-        .filter(|p| !p.labels().contains_key(JOB_INDEX))
-        .filter_map(|p| {
-            let index = p.annotations().get(COMPLETION_INDEX)?;
-            Some((p.name_any(), index.clone()))
-        })
-        .collect();
+    let now = std::time::Instant::now();
+    let pods: Vec<(String, Option<String>, String)> = {
+        let Ok(mut labelled) = ctx.labelled.lock() else {
+            return Ok(());
+        };
+        labelled.retain(|_, at| now.duration_since(*at) < LABEL_ECHO_WAIT);
+        ctx.stores
+            .pods
+            .state()
+            .iter()
+            .filter(|p| p.metadata.namespace.as_deref() == Some(ns))
+            .filter(|p| p.labels().get(render::labels::JOB).map(String::as_str) == Some(job))
+            .filter(|p| !p.labels().contains_key(JOB_INDEX))
+            .filter_map(|p| {
+                let uid = p.uid();
+                let index = p.annotations().get(COMPLETION_INDEX)?;
+                let recent = uid.as_ref().is_some_and(|u| labelled.contains_key(u));
+                (!recent).then(|| (p.name_any(), uid, index.clone()))
+            })
+            .collect()
+    };
     let api: Api<Pod> = Api::namespaced(ctx.client.clone(), ns);
-    for (pod, index) in pods {
+    for (pod, uid, index) in pods {
         let patch = serde_json::json!({"metadata": {"labels": {JOB_INDEX: index}}});
         match api
             .patch(&pod, &PatchParams::default(), &Patch::Merge(&patch))
             .await
         {
-            Ok(_) => ctx.metrics.api_write("Pod", "patch"),
+            Ok(_) => {
+                ctx.metrics.api_write("Pod", "patch");
+                if let (Some(uid), Ok(mut labelled)) = (uid, ctx.labelled.lock()) {
+                    labelled.insert(uid, now);
+                }
+            }
             // Gone already (a finished or replaced pod): nothing to label.
             Err(kube::Error::Api(e)) if e.code == 404 => {}
             Err(e) => return Err(kube_err(format!("labelling Pod {ns}/{pod}"))(e)),
@@ -381,6 +406,10 @@ async fn label_pods_with_their_index(ctx: &Context, ns: &str, job: &str) -> Resu
     }
     Ok(())
 }
+
+/// How long a labelled pod is left alone while the pod cache does not show the label yet;
+/// after that the patch is sent again (the label was removed, or the echo was lost).
+const LABEL_ECHO_WAIT: Duration = Duration::from_secs(30);
 
 /// The label the MiniCluster docs promise on every broker pod.
 pub const JOB_INDEX: &str = "job-index";
