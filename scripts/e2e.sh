@@ -2,12 +2,14 @@
 # End-to-end tests against real clusters, with real Flux where the testbed is present.
 #
 #   KUBECONFIG set      the cluster it names (SPOKE_KUBECONFIG: the burst cluster of the
-#                       two-cluster tests; the same cluster when unset). The data-plane tests
-#                       (real Flux) also run when the testbed is present and we are root.
+#                       two-cluster tests; the same cluster when unset; SPOKE2_KUBECONFIG: a
+#                       second burst cluster, another than SPOKE_KUBECONFIG's, for the test
+#                       with bursts in two spoke clusters, skipped when unset). The data-plane
+#                       tests (real Flux) also run when the testbed is present and we are root.
 #   else, ../shared/testbed present (or FLUX_E2E_TESTBED)
-#                       installs it, starts a root and a burst cluster (2 hollow nodes each,
-#                       node ExternalIPs outside 127/8), runs the whole e2e suite, and always
-#                       stops what it started.
+#                       installs it, starts a root and two burst clusters at once (2 hollow
+#                       nodes each, node ExternalIPs outside 127/8), runs the whole e2e suite,
+#                       and always stops what it started.
 #   else                says how to run it on kind and exits 0, having run nothing.
 #
 # Extra arguments go to the test binaries (e.g. a test name filter).
@@ -19,6 +21,9 @@ testbed=${FLUX_E2E_TESTBED:-$(cd .. && pwd)/shared/testbed}
 # selftest (offset 90) keep running next to ours.
 root_name=flux-e2e-root root_offset=40
 burst_name=flux-e2e-burst burst_offset=41
+burst2_name=flux-e2e-burst2 burst2_offset=42
+# The test whose bursts run in two spoke clusters (SPOKE_KUBECONFIG and SPOKE2_KUBECONFIG).
+two_spokes_test=two_bursts_in_two_spoke_clusters_and_the_root_form_one_instance_of_eight_brokers
 
 suite() { # test-binary-args... -- libtest-args...
   # Every test binary runs, whichever fails first.
@@ -36,6 +41,12 @@ if [ -n "${KUBECONFIG:-}" ]; then
     echo "e2e: FLUX_E2E_BURST_STOP/START unset: burst_cluster_outage_is_reported_and_survived is not run"
     skip=(--skip burst_cluster_outage_is_reported_and_survived)
   fi
+  if [ -n "${SPOKE2_KUBECONFIG:-}" ]; then
+    echo "e2e: second burst cluster from SPOKE2_KUBECONFIG=$SPOKE2_KUBECONFIG"
+  else
+    echo "e2e: SPOKE2_KUBECONFIG unset (a second burst cluster): $two_spokes_test is not run"
+    skip+=(--skip "$two_spokes_test")
+  fi
   if have_testbed; then
     "$testbed/install" >/dev/null
     export FLUX_E2E_TESTBED=$testbed
@@ -43,7 +54,7 @@ if [ -n "${KUBECONFIG:-}" ]; then
   else
     echo "e2e: no testbed at $testbed (or not root): the data-plane tests (tests/flux.rs, and two of tests/bursting.rs) are not run"
     skip+=(--skip a_wrong_certificate_or_lead_port_keeps_burst_brokers_out
-      --skip two_bursts_and_the_root_form_one_instance_of_eight_brokers)
+      --skip "$two_spokes_test")
   fi
   suite "${tests[@]}" -- --include-ignored "${skip[@]}" "$@"
   exit
@@ -52,11 +63,13 @@ fi
 if [ ! -x "$testbed/k8s/start.sh" ]; then
   cat <<EOF
 e2e: no cluster (KUBECONFIG is unset) and no testbed at $testbed: nothing run.
-To run the suite on kind:
-  kind create cluster --name flux-root && kind create cluster --name flux-burst
+To run the suite on kind (a root and two burst clusters):
+  for c in flux-root flux-burst flux-burst2; do kind create cluster --name \$c; done
   kind get kubeconfig --name flux-root > /tmp/root.kubeconfig
   kind get kubeconfig --name flux-burst > /tmp/burst.kubeconfig
-  KUBECONFIG=/tmp/root.kubeconfig SPOKE_KUBECONFIG=/tmp/burst.kubeconfig scripts/e2e.sh
+  kind get kubeconfig --name flux-burst2 > /tmp/burst2.kubeconfig
+  KUBECONFIG=/tmp/root.kubeconfig SPOKE_KUBECONFIG=/tmp/burst.kubeconfig \\
+    SPOKE2_KUBECONFIG=/tmp/burst2.kubeconfig scripts/e2e.sh
 See e2e/README.md.
 EOF
   exit 0
@@ -72,8 +85,13 @@ fresh() { # drop a cluster's state, so every run starts from an empty etcd
   "$testbed/k8s/stop.sh" "$1" >/dev/null 2>&1 || true
   rm -rf "$state/data/$1" "$state/data/etcd-$1" "$(kubeconfig "$1")"
 }
+starting=() # pids of start.sh runs still going
 cleanup() {
   status=$?
+  # Interrupted while clusters were starting: stop those start.sh runs first, so that
+  # stop.sh below sees every process they launched.
+  for pid in "${starting[@]}"; do kill "$pid" 2>/dev/null || true; done
+  for pid in "${starting[@]}"; do wait "$pid" 2>/dev/null || true; done
   # Data-plane runs of a test binary killed half-way.
   if [ -x "$testbed/flux/run-rendered.sh" ]; then
     for run in $("$testbed/flux/run-rendered.sh" --list 2>/dev/null | awk '{print $1}'); do
@@ -81,7 +99,7 @@ cleanup() {
     done
   fi
   if [ "$status" != 0 ]; then
-    for name in "$root_name" "$burst_name"; do
+    for name in "$root_name" "$burst_name" "$burst2_name"; do
       for log in "$state/logs/$name"-kube-apiserver.log; do
         [ -f "$log" ] && { echo "--- last lines of $log"; tail -n 20 "$log"; }
       done
@@ -89,6 +107,7 @@ cleanup() {
   fi
   fresh "$root_name"
   fresh "$burst_name"
+  fresh "$burst2_name"
   exit "$status"
 }
 trap cleanup EXIT
@@ -98,14 +117,28 @@ if [ "${CI:-}" = true ]; then
   # Tells a broken machine from a broken test.
   "$testbed/selftest"
 fi
-fresh "$root_name"
-fresh "$burst_name"
-NODE_EXTERNAL_IP_PREFIX=10.250.$root_offset "$testbed/k8s/start.sh" "$root_name" "$root_offset" 2
-NODE_EXTERNAL_IP_PREFIX=10.250.$burst_offset "$testbed/k8s/start.sh" "$burst_name" "$burst_offset" 2
+# The three clusters start at once (own names, ports, node IPs and state: start.sh shares
+# nothing between clusters), which takes about as long as one.
+started=$SECONDS
+for cluster in "$root_name $root_offset" "$burst_name $burst_offset" "$burst2_name $burst2_offset"; do
+  read -r name offset <<<"$cluster"
+  fresh "$name"
+  NODE_EXTERNAL_IP_PREFIX=10.250.$offset "$testbed/k8s/start.sh" "$name" "$offset" 2 &
+  starting+=($!)
+done
+failed=0
+for pid in "${starting[@]}"; do wait "$pid" || failed=1; done
+starting=()
+if [ "$failed" != 0 ]; then
+  echo "e2e: a testbed cluster did not start" >&2
+  exit 1
+fi
+echo "e2e: clusters $root_name, $burst_name, $burst2_name ready in $((SECONDS - started)) s"
 
 KUBECONFIG=$(kubeconfig "$root_name")
 SPOKE_KUBECONFIG=$(kubeconfig "$burst_name")
-export KUBECONFIG SPOKE_KUBECONFIG FLUX_E2E_TESTBED=$testbed
+SPOKE2_KUBECONFIG=$(kubeconfig "$burst2_name")
+export KUBECONFIG SPOKE_KUBECONFIG SPOKE2_KUBECONFIG FLUX_E2E_TESTBED=$testbed
 # The burst cluster's whole control plane (etcd, API server, controllers, hollow nodes)
 # down and up again, keeping its data, for the API-outage test.
 export FLUX_E2E_BURST_STOP="'$testbed/k8s/stop.sh' $burst_name"

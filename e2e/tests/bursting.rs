@@ -118,15 +118,25 @@ async fn hub_crash_certificate_rotation_and_deletion_while_the_spoke_is_away() {
     support::run_federated("burst-faults", "e2e-spoke", faults).await;
 }
 
-/// Two bursts of 3 next to a root of 2: 8 brokers in one flat instance, run with real Flux
-/// from what the hub and the spoke wrote. The first burst starts before the root's lead
-/// broker (its brokers wait for it), a job for all 8 hosts is submitted while the second
-/// burst does not run yet and waits, the second burst starts, and the job runs on every
-/// root and burst host. On the testbed only (`FLUX_E2E_TESTBED`).
+/// Two bursts of 3 in two spoke clusters (one `flux-spoke run` each, `SPOKE_KUBECONFIG`
+/// and `SPOKE2_KUBECONFIG`) next to a root of 2: 8 brokers in one flat instance, run with
+/// real Flux from what the hub and both spokes wrote. Each burst's objects appear in its
+/// own spoke's cluster only. The first burst starts before the root's lead broker (its
+/// brokers wait for it), a job for all 8 hosts is submitted while the second burst does
+/// not run yet and waits, the second burst starts, and the job runs on every root and
+/// burst host. On the testbed only (`FLUX_E2E_TESTBED`).
 #[tokio::test]
-#[ignore = "needs two clusters and the testbed: KUBECONFIG, SPOKE_KUBECONFIG, FLUX_E2E_TESTBED (scripts/e2e.sh)"]
-async fn two_bursts_and_the_root_form_one_instance_of_eight_brokers() {
-    support::run_federated("burst-two", "e2e-spoke", two_bursts).await;
+#[ignore = "needs three clusters and the testbed: KUBECONFIG, SPOKE_KUBECONFIG, SPOKE2_KUBECONFIG, FLUX_E2E_TESTBED (scripts/e2e.sh)"]
+async fn two_bursts_in_two_spoke_clusters_and_the_root_form_one_instance_of_eight_brokers() {
+    support::run_federated_spokes(
+        "burst-two",
+        &[
+            ("e2e-spoke", "SPOKE_KUBECONFIG"),
+            ("e2e-spoke2", "SPOKE2_KUBECONFIG"),
+        ],
+        two_bursts,
+    )
+    .await;
 }
 
 /// The data plane refuses a burst that does not match its root: with the burst cluster's
@@ -275,7 +285,7 @@ async fn burst_lifecycle(env: &TestEnv, fed: &Federation) -> Result<()> {
         "no object of the burst re-appears in the burst cluster",
         Duration::from_secs(5),
         async || {
-            let again = spoke_objects_of(env, &burst.name).await?;
+            let again = spoke_objects_of(env, fed.spoke(), &burst.name).await?;
             Ok((!again.is_empty()).then(|| format!("re-created: {}", again.join(", "))))
         },
     )
@@ -347,7 +357,7 @@ async fn faults(env: &TestEnv, fed: &Federation) -> Result<()> {
     // 1. The hub dies while the spoke creates the burst: applied, then the hub is killed
     //    as soon as the burst's namespace appears in the burst cluster.
     let burst_name = burst_name(&env.ns);
-    let doc = minicluster(&burst_name, &fed.spoke, lead_address_override().as_deref());
+    let doc = minicluster(&burst_name, fed.spoke(), lead_address_override().as_deref());
     env.apply_minicluster(&doc).await?;
     let namespaces: Api<Namespace> = Api::all(env.spoke_client());
     env.eventually(
@@ -372,20 +382,20 @@ async fn faults(env: &TestEnv, fed: &Federation) -> Result<()> {
         killed.elapsed()
     );
     ensure!(
-        spoke_objects_of(env, &burst.name).await?.len() == burst.objects.len(),
+        spoke_objects_of(env, fed.spoke(), &burst.name).await?.len() == burst.objects.len(),
         "the burst cluster holds other objects of the burst than its four: {:?}",
-        spoke_objects_of(env, &burst.name).await?
+        spoke_objects_of(env, fed.spoke(), &burst.name).await?
     );
 
     // 2. A new spoke certificate from the same CA: the spoke restarts with it and carries
     //    on with the same objects.
     let hub = tokio::task::spawn_blocking(support::hub_binary).await??;
-    let before = std::fs::read(fed.file(&format!("spoke-{}.crt", fed.spoke)))?;
+    let before = std::fs::read(fed.file(&format!("spoke-{}.crt", fed.spoke())))?;
     let out = tokio::process::Command::new(&hub)
         .arg("certs")
         .arg("--out")
         .arg(&fed.certs)
-        .args(["--spoke", &fed.spoke, "--force"])
+        .args(["--spoke", fed.spoke(), "--force"])
         .output()
         .await?;
     ensure!(
@@ -393,7 +403,7 @@ async fn faults(env: &TestEnv, fed: &Federation) -> Result<()> {
         "flux-hub certs --force failed: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let after = std::fs::read(fed.file(&format!("spoke-{}.crt", fed.spoke)))?;
+    let after = std::fs::read(fed.file(&format!("spoke-{}.crt", fed.spoke())))?;
     ensure!(before != after, "the spoke certificate was not replaced");
     let rotated = now_millis();
     env.restart_spoke().await?;
@@ -462,12 +472,15 @@ async fn faults(env: &TestEnv, fed: &Federation) -> Result<()> {
 async fn two_bursts(env: &TestEnv, fed: &Federation) -> Result<()> {
     const SIZE: i32 = 3;
     dataplane::testbed()?;
+    let [early_spoke, late_spoke] = fed.spokes.as_slice() else {
+        bail!("this test needs exactly two spokes, got {:?}", fed.spokes);
+    };
     let suffix = env.ns.rsplit('-').next().unwrap_or("x");
     let (first, second) = (format!("early-{suffix}"), format!("late-{suffix}"));
-    let mut doc = minicluster(&first, &fed.spoke, lead_address_override().as_deref());
+    let mut doc = minicluster(&first, early_spoke, lead_address_override().as_deref());
     doc["spec"]["flux"]["bursting"]["clusters"] = json!([
-        {"name": first, "size": SIZE, "cluster": fed.spoke},
-        {"name": second, "size": SIZE, "cluster": fed.spoke},
+        {"name": first, "size": SIZE, "cluster": early_spoke},
+        {"name": second, "size": SIZE, "cluster": late_spoke},
     ]);
     env.apply_minicluster(&doc).await?;
     let mcs = env.api::<MiniCluster>();
@@ -486,12 +499,25 @@ async fn two_bursts(env: &TestEnv, fed: &Federation) -> Result<()> {
             },
         )
         .await?;
-    for burst in [&first, &second] {
-        wait_spoke_object::<Job>(env, burst).await?;
-        wait_spoke_object::<ConfigMap>(env, &format!("{burst}-flux-config")).await?;
-        wait_spoke_object::<Secret>(env, &format!("{burst}-curve")).await?;
-        wait_spoke_object::<Service>(env, burst).await?;
+    for (burst, spoke) in [(&first, early_spoke), (&second, late_spoke)] {
+        wait_spoke_object::<Job>(env, spoke, burst).await?;
+        wait_spoke_object::<ConfigMap>(env, spoke, &format!("{burst}-flux-config")).await?;
+        wait_spoke_object::<Secret>(env, spoke, &format!("{burst}-curve")).await?;
+        wait_spoke_object::<Service>(env, spoke, burst).await?;
     }
+    // Each spoke applies its whole snapshot at once: with both bursts in place, a burst in
+    // the other spoke's cluster too would be there by now.
+    for (burst, other) in [(&first, late_spoke), (&second, early_spoke)] {
+        let misplaced = spoke_objects_of(env, other, burst).await?;
+        ensure!(
+            misplaced.is_empty(),
+            "burst {burst} also appeared in the cluster of spoke {other}: {misplaced:?}"
+        );
+    }
+    eprintln!(
+        "{}: burst {first} in the cluster of spoke {early_spoke}, {second} in that of {late_spoke}",
+        env.ns
+    );
 
     // The root's objects, with the lead broker held back 15 s so that the first burst
     // starts before it.
@@ -505,8 +531,11 @@ async fn two_bursts(env: &TestEnv, fed: &Federation) -> Result<()> {
         )
     })
     .await?;
-    let bursts_file = support::log_file(&format!("{}-bursts-objects.yaml", env.ns))?;
-    dataplane::export(&env.spoke_client(), &env.ns, &bursts_file).await?;
+    // Each burst's objects as its own cluster's API server has them.
+    let early_file = support::log_file(&format!("{}-early-objects.yaml", env.ns))?;
+    dataplane::export(&env.spoke_client_of(early_spoke), &env.ns, &early_file).await?;
+    let late_file = support::log_file(&format!("{}-late-objects.yaml", env.ns))?;
+    dataplane::export(&env.spoke_client_of(late_spoke), &env.ns, &late_file).await?;
     let burst_args = |job: &str| {
         vec![
             "--timeout".to_string(),
@@ -531,7 +560,7 @@ async fn two_bursts(env: &TestEnv, fed: &Federation) -> Result<()> {
     root.wait_for_output("NodePort emulation", secs(60)).await?;
     let mut early = FluxRun::start(
         &run_name(&env.ns, "early"),
-        &[&bursts_file],
+        &[&early_file],
         &burst_args(&first),
     )?;
     early
@@ -575,7 +604,7 @@ async fn two_bursts(env: &TestEnv, fed: &Federation) -> Result<()> {
 
     let late = FluxRun::start(
         &run_name(&env.ns, "late"),
-        &[&bursts_file],
+        &[&late_file],
         &burst_args(&second),
     )?;
     let mut all = up.clone();
@@ -919,13 +948,14 @@ fn burst_name(ns: &str) -> String {
 async fn dispatch(env: &TestEnv, fed: &Federation) -> Result<Burst> {
     let burst = burst_name(&env.ns);
     let lead_override = lead_address_override();
-    let doc = minicluster(&burst, &fed.spoke, lead_override.as_deref());
+    let doc = minicluster(&burst, fed.spoke(), lead_override.as_deref());
     env.apply_minicluster(&doc)
         .await
         .context("applying the bursting MiniCluster")?;
     eprintln!(
         "{}: MiniCluster {NAME} with burst {burst} on spoke {}",
-        env.ns, fed.spoke
+        env.ns,
+        fed.spoke()
     );
 
     // Root cluster: the Job and the lead broker's NodePort Service.
@@ -1032,19 +1062,19 @@ async fn dispatch(env: &TestEnv, fed: &Federation) -> Result<Burst> {
 
     let config_name = format!("{burst}-flux-config");
     let secret_name = format!("{burst}-curve");
-    let burst_config = wait_spoke_object::<ConfigMap>(env, &config_name).await?;
+    let burst_config = wait_spoke_object::<ConfigMap>(env, fed.spoke(), &config_name).await?;
     let root_config = env
         .api::<ConfigMap>()
         .get(&format!("{NAME}-flux-config"))
         .await?;
     check_burst_config(&burst_config, &root_config, &lead_address, lead_port)?;
-    let burst_secret = wait_spoke_object::<Secret>(env, &secret_name).await?;
+    let burst_secret = wait_spoke_object::<Secret>(env, fed.spoke(), &secret_name).await?;
     let root_secret = env.api::<Secret>().get(&format!("{NAME}-curve")).await?;
     ensure!(
         secret_cert(&burst_secret)? == secret_cert(&root_secret)?,
         "Secret {secret_name} in the burst cluster must hold the root's CURVE certificate (Secret {NAME}-curve): brokers with different certificates cannot connect"
     );
-    let burst_service = wait_spoke_object::<Service>(env, &burst).await?;
+    let burst_service = wait_spoke_object::<Service>(env, fed.spoke(), &burst).await?;
     ensure!(
         burst_service
             .spec
@@ -1079,7 +1109,7 @@ async fn burst_status(env: &TestEnv, fed: &Federation, burst: &str) -> Result<()
         .eventually(
             &format!(
                 "status.bursts[0] of {NAME}: name {burst}, cluster {}, phase Dispatched or Running",
-                fed.spoke
+                fed.spoke()
             ),
             objects_deadline(),
             async || {
@@ -1092,7 +1122,7 @@ async fn burst_status(env: &TestEnv, fed: &Federation, burst: &str) -> Result<()
                 Ok(match bursts.first() {
                     Some(b)
                         if b.name == burst
-                            && b.cluster == fed.spoke
+                            && b.cluster == fed.spoke()
                             && matches!(b.phase.as_str(), "Dispatched" | "Running") =>
                     {
                         Probe::Done(b.phase.clone())
@@ -1108,7 +1138,7 @@ async fn burst_status(env: &TestEnv, fed: &Federation, burst: &str) -> Result<()
         .eventually(
             &format!(
                 "flux-hub status to list burst {burst} of {NAME} on spoke {} (connected)",
-                fed.spoke
+                fed.spoke()
             ),
             objects_deadline(),
             async || {
@@ -1121,14 +1151,14 @@ async fn burst_status(env: &TestEnv, fed: &Federation, burst: &str) -> Result<()
                     .flat_map(|m| m["bursts"].as_array().cloned().unwrap_or_default())
                     .any(|b| {
                         b["name"] == burst
-                            && b["spoke"] == fed.spoke.as_str()
+                            && b["spoke"] == fed.spoke()
                             && b["spokeConnected"] == true
                     });
                 let spoke_connected = status["spokes"]
                     .as_array()
                     .into_iter()
                     .flatten()
-                    .any(|s| s["name"] == fed.spoke.as_str() && s["connected"] == true);
+                    .any(|s| s["name"] == fed.spoke() && s["connected"] == true);
                 Ok(if listed && spoke_connected {
                     Probe::Done(status)
                 } else {
@@ -1174,7 +1204,7 @@ async fn spoke_synced(env: &TestEnv, fed: &Federation, burst: &str, since: i64) 
     env.eventually(
         &format!(
             "spoke {} to be connected, to acknowledge the hub's latest snapshot and to report on burst {burst} again",
-            fed.spoke
+            fed.spoke()
         ),
         objects_deadline(),
         async || {
@@ -1183,7 +1213,7 @@ async fn spoke_synced(env: &TestEnv, fed: &Federation, burst: &str, since: i64) 
                 .as_array()
                 .into_iter()
                 .flatten()
-                .find(|s| s["name"] == fed.spoke.as_str())
+                .find(|s| s["name"] == fed.spoke())
                 .cloned()
                 .unwrap_or_default();
             let synced = spoke["connected"] == true
@@ -1557,8 +1587,8 @@ fn config_map(objects: &[Object], name: &str) -> Result<ConfigMap> {
         .with_context(|| format!("no ConfigMap {name} rendered"))
 }
 
-/// Waits for a namespaced object in the test namespace of the burst cluster.
-async fn wait_spoke_object<K>(env: &TestEnv, name: &str) -> Result<K>
+/// Waits for a namespaced object in the test namespace of the burst cluster of `spoke`.
+async fn wait_spoke_object<K>(env: &TestEnv, spoke: &str, name: &str) -> Result<K>
 where
     K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>
         + Clone
@@ -1566,10 +1596,10 @@ where
         + std::fmt::Debug,
     <K as kube::Resource>::DynamicType: Default,
 {
-    let api = env.spoke_api::<K>();
+    let api = env.spoke_api_of::<K>(spoke);
     let kind = K::kind(&Default::default()).to_string();
     env.eventually(
-        &format!("{kind} {name} in the burst cluster"),
+        &format!("{kind} {name} in the burst cluster of spoke {spoke}"),
         objects_deadline(),
         async || {
             Ok(match api.get_opt(name).await? {
@@ -1644,20 +1674,21 @@ async fn same_objects(env: &TestEnv, objects: &[SpokeObject]) -> Result<Option<S
     Ok((!changed.is_empty()).then(|| changed.join("; ")))
 }
 
-/// Objects of the burst (`flux-framework.org/burst=<burst>`) in the burst cluster.
-async fn spoke_objects_of(env: &TestEnv, burst: &str) -> Result<Vec<String>> {
+/// Objects of the burst (`flux-framework.org/burst=<burst>`) in the burst cluster of
+/// `spoke`.
+async fn spoke_objects_of(env: &TestEnv, spoke: &str, burst: &str) -> Result<Vec<String>> {
     let by_label = ListParams::default().labels(&format!("{}={burst}", render::labels::BURST));
     let mut found = Vec::new();
-    for o in env.spoke_api::<Job>().list(&by_label).await? {
+    for o in env.spoke_api_of::<Job>(spoke).list(&by_label).await? {
         found.push(format!("Job {}", o.name_any()));
     }
-    for o in env.spoke_api::<ConfigMap>().list(&by_label).await? {
+    for o in env.spoke_api_of::<ConfigMap>(spoke).list(&by_label).await? {
         found.push(format!("ConfigMap {}", o.name_any()));
     }
-    for o in env.spoke_api::<Secret>().list(&by_label).await? {
+    for o in env.spoke_api_of::<Secret>(spoke).list(&by_label).await? {
         found.push(format!("Secret {}", o.name_any()));
     }
-    for o in env.spoke_api::<Service>().list(&by_label).await? {
+    for o in env.spoke_api_of::<Service>(spoke).list(&by_label).await? {
         found.push(format!("Service {}", o.name_any()));
     }
     Ok(found)

@@ -15,8 +15,11 @@
 //! Two-cluster tests (`bursting.rs`) also need:
 //! - `SPOKE_KUBECONFIG`: the burst cluster, where a `flux-spoke run` child process applies
 //!   what the hub assigns (required, as `KUBECONFIG`);
+//! - `SPOKE2_KUBECONFIG`: a second burst cluster, for the test whose bursts run in two
+//!   spoke clusters at once (one `flux-spoke run` each); it must be another cluster than
+//!   `SPOKE_KUBECONFIG`'s (on kind: a third kind cluster). Required by that test only;
 //! - `FLUX_SPOKE_BIN`: the `flux-spoke` binary (default: `cargo build -p flux-spoke`, as for
-//!   the hub); `FLUX_SPOKE_ARGS`: extra arguments for `flux-spoke run`.
+//!   the hub); `FLUX_SPOKE_ARGS`: extra arguments for every `flux-spoke run`.
 
 // Each test crate (hub.rs, bursting.rs, flux.rs) uses part of these helpers.
 #![allow(dead_code)]
@@ -137,16 +140,20 @@ pub struct TestEnv {
     hub_logs: Mutex<Vec<PathBuf>>,
     /// Arguments of `flux-hub run` besides `--namespace` and `--metrics-addr`.
     hub_args: Mutex<Vec<String>>,
-    /// The burst cluster and its spoke process, in two-cluster tests.
-    spoke: Mutex<Option<SpokeSide>>,
+    /// The burst clusters and their spoke processes, in two-cluster tests (one per spoke,
+    /// in the order they were attached).
+    spokes: Mutex<Vec<SpokeSide>>,
     cleaned: bool,
 }
 
-/// The burst cluster of a two-cluster test and the `flux-spoke run` process serving it.
+/// One burst cluster of a two-cluster test and the `flux-spoke run` process serving it.
 struct SpokeSide {
+    /// The spoke's name (`--name`, the `cluster` of the bursts it runs).
+    name: String,
     client: Client,
     config: Config,
-    /// `SPOKE_KUBECONFIG`, given to the spoke process as its `KUBECONFIG`.
+    /// Its kubeconfig file (e.g. `SPOKE_KUBECONFIG`), given to the spoke process as its
+    /// `KUBECONFIG`.
     kubeconfig: PathBuf,
     /// Arguments of `flux-spoke run` besides `--metrics-addr`.
     args: Vec<String>,
@@ -174,7 +181,7 @@ impl TestEnv {
             hub: Mutex::new(None),
             hub_logs: Mutex::new(Vec::new()),
             hub_args: Mutex::new(Vec::new()),
-            spoke: Mutex::new(None),
+            spokes: Mutex::new(Vec::new()),
             cleaned: false,
         };
         if hub && let Err(e) = env.start_hub().await {
@@ -478,29 +485,36 @@ impl TestEnv {
         }
     }
 
-    /// Why the test cannot go on: the hub or the spoke process exited on its own.
+    /// Why the test cannot go on: the hub or a spoke process exited on its own.
     fn exited(&self) -> Option<String> {
         if let Some(hub) = lock(&self.hub).as_mut()
             && let Some(status) = hub.exit()
         {
             return Some(format!("the hub exited ({status})"));
         }
-        let mut spoke = lock(&self.spoke);
-        let status = spoke.as_mut()?.process.as_mut()?.exit()?;
-        Some(format!("the spoke exited ({status})"))
+        lock(&self.spokes).iter_mut().find_map(|spoke| {
+            let status = spoke.process.as_mut()?.exit()?;
+            Some(format!("the spoke {} exited ({status})", spoke.name))
+        })
     }
 
-    /// Makes this a two-cluster test: `client` (`config`, from the file `kubeconfig`) is the
-    /// burst cluster, where [`TestEnv::start_spoke`] runs `flux-spoke run <args>`. The
-    /// test namespace is deleted there too at the end.
+    /// Adds a burst cluster to this test: `client` (`config`, from the file `kubeconfig`)
+    /// is where [`TestEnv::start_spoke_of`]`(name)` runs `flux-spoke run <args>`. The test
+    /// namespace is deleted there too at the end.
     pub fn attach_spoke(
         &self,
+        name: &str,
         client: Client,
         config: Config,
         kubeconfig: PathBuf,
         args: Vec<String>,
-    ) {
-        *lock(&self.spoke) = Some(SpokeSide {
+    ) -> Result<()> {
+        let mut spokes = lock(&self.spokes);
+        if spokes.iter().any(|s| s.name == name) {
+            bail!("spoke {name} is attached twice");
+        }
+        spokes.push(SpokeSide {
+            name: name.to_string(),
             client,
             config,
             kubeconfig,
@@ -508,17 +522,44 @@ impl TestEnv {
             process: None,
             logs: Vec::new(),
         });
+        Ok(())
     }
 
-    /// Client of the burst cluster (after [`TestEnv::attach_spoke`]).
+    /// Runs `f` on the spoke named `name`, or, with `None`, on the only one (an error when
+    /// the test attached none or several: it must name one).
+    fn with_spoke<T>(&self, name: Option<&str>, f: impl FnOnce(&mut SpokeSide) -> T) -> Result<T> {
+        let mut spokes = lock(&self.spokes);
+        let spoke = match name {
+            Some(name) => spokes
+                .iter_mut()
+                .find(|s| s.name == name)
+                .with_context(|| format!("no spoke {name} is attached to this test"))?,
+            None => match spokes.as_mut_slice() {
+                [only] => only,
+                [] => bail!("no spoke is attached to this test"),
+                several => bail!(
+                    "this test runs {} spokes: name the one meant (the *_of methods)",
+                    several.len()
+                ),
+            },
+        };
+        Ok(f(spoke))
+    }
+
+    /// Client of the burst cluster of a one-spoke test.
     pub fn spoke_client(&self) -> Client {
-        lock(&self.spoke)
-            .as_ref()
-            .map(|s| s.client.clone())
-            .expect("attach_spoke was not called")
+        self.with_spoke(None, |s| s.client.clone())
+            .unwrap_or_else(|e| panic!("{e:#}"))
     }
 
-    /// An API of namespaced objects in the test namespace of the burst cluster.
+    /// Client of the burst cluster of the spoke `name`.
+    pub fn spoke_client_of(&self, name: &str) -> Client {
+        self.with_spoke(Some(name), |s| s.client.clone())
+            .unwrap_or_else(|e| panic!("{e:#}"))
+    }
+
+    /// An API of namespaced objects in the test namespace of the burst cluster of a
+    /// one-spoke test.
     pub fn spoke_api<K>(&self) -> Api<K>
     where
         K: Resource<Scope = NamespaceResourceScope>,
@@ -527,22 +568,40 @@ impl TestEnv {
         Api::namespaced(self.spoke_client(), &self.ns)
     }
 
-    /// Starts `flux-spoke run` against the burst cluster and waits until it serves
-    /// `/healthz` (not `/readyz`: a spoke is not ready while the hub is away, and tests
-    /// start it in that state too).
+    /// An API of namespaced objects in the test namespace of the burst cluster of the spoke
+    /// `name`.
+    pub fn spoke_api_of<K>(&self, name: &str) -> Api<K>
+    where
+        K: Resource<Scope = NamespaceResourceScope>,
+        <K as Resource>::DynamicType: Default,
+    {
+        Api::namespaced(self.spoke_client_of(name), &self.ns)
+    }
+
+    /// [`TestEnv::start_spoke_of`] the only spoke of a one-spoke test.
     pub async fn start_spoke(&self) -> Result<()> {
+        self.start_spoke_side(None).await
+    }
+
+    /// Starts `flux-spoke run` of the spoke `name` against its burst cluster and waits
+    /// until it serves `/healthz` (not `/readyz`: a spoke is not ready while the hub is
+    /// away, and tests start it in that state too).
+    pub async fn start_spoke_of(&self, name: &str) -> Result<()> {
+        self.start_spoke_side(Some(name)).await
+    }
+
+    async fn start_spoke_side(&self, name: Option<&str>) -> Result<()> {
         let bin = tokio::task::spawn_blocking(spoke_binary).await??;
         let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, free_port()?));
-        let (kubeconfig, args, n) = {
-            let spoke = lock(&self.spoke);
-            let spoke = spoke.as_ref().context("attach_spoke was not called")?;
+        let (spoke, kubeconfig, args, n) = self.with_spoke(name, |s| {
             (
-                spoke.kubeconfig.clone(),
-                spoke.args.clone(),
-                spoke.logs.len(),
+                s.name.clone(),
+                s.kubeconfig.clone(),
+                s.args.clone(),
+                s.logs.len(),
             )
-        };
-        let log = log_dir()?.join(format!("{}-spoke-{n}.log", self.ns));
+        })?;
+        let log = log_dir()?.join(format!("{}-spoke-{spoke}-{n}.log", self.ns));
         let mut cmd = Command::new(&bin);
         cmd.arg("run")
             .args(&args)
@@ -550,27 +609,50 @@ impl TestEnv {
             .arg(addr.to_string())
             .args(extra_args("FLUX_SPOKE_ARGS"))
             .env("KUBECONFIG", &kubeconfig);
-        let child =
-            self.spawn_logged(cmd, "spoke", "info,kube=warn,flux_spoke=debug", addr, &log)?;
-        {
-            let mut spoke = lock(&self.spoke);
-            let spoke = spoke.as_mut().context("attach_spoke was not called")?;
-            spoke.logs.push(log.clone());
-            spoke.process = Some(Proc { child });
-        }
-        self.wait_ready("spoke", addr, "/healthz", &log).await
+        let what = format!("spoke {spoke}");
+        let child = self.spawn_logged(cmd, &what, "info,kube=warn,flux_spoke=debug", addr, &log)?;
+        self.with_spoke(Some(&spoke), |s| {
+            s.logs.push(log.clone());
+            s.process = Some(Proc { child });
+        })?;
+        self.wait_ready(&what, addr, "/healthz", &log).await
     }
 
-    /// Kills the spoke (SIGKILL, as in a crash), if one runs.
+    /// Kills the spoke of a one-spoke test (SIGKILL, as in a crash), if it runs.
     pub fn stop_spoke(&self) {
-        let old = lock(&self.spoke).as_mut().and_then(|s| s.process.take());
+        let old = self
+            .with_spoke(None, |s| s.process.take())
+            .unwrap_or_else(|e| panic!("{e:#}"));
         drop(old);
     }
 
-    /// Kills the spoke and starts a new one.
+    /// Kills the spoke `name` (SIGKILL, as in a crash), if it runs.
+    pub fn stop_spoke_of(&self, name: &str) {
+        let old = self
+            .with_spoke(Some(name), |s| s.process.take())
+            .unwrap_or_else(|e| panic!("{e:#}"));
+        drop(old);
+    }
+
+    /// Kills every spoke that runs.
+    fn stop_spokes(&self) {
+        let old: Vec<Proc> = lock(&self.spokes)
+            .iter_mut()
+            .filter_map(|s| s.process.take())
+            .collect();
+        drop(old);
+    }
+
+    /// Kills the spoke of a one-spoke test and starts a new one.
     pub async fn restart_spoke(&self) -> Result<()> {
         self.stop_spoke();
         self.start_spoke().await
+    }
+
+    /// Kills the spoke `name` and starts a new one.
+    pub async fn restart_spoke_of(&self, name: &str) -> Result<()> {
+        self.stop_spoke_of(name);
+        self.start_spoke_of(name).await
     }
 
     /// Ends the test: diagnostics when it failed, cleanup, then the failure (if any) is
@@ -595,7 +677,7 @@ impl TestEnv {
     async fn teardown(&mut self, keep: bool) {
         if keep {
             self.stop_hub();
-            self.stop_spoke();
+            self.stop_spokes();
             eprintln!(
                 "{}: keeping namespace {} (FLUX_E2E_KEEP_NAMESPACE=1); delete it with kubectl delete ns {}",
                 self.test, self.ns, self.ns
@@ -613,7 +695,7 @@ impl TestEnv {
                     .await;
             }
             // A bursting MiniCluster's finalizer waits for the spoke to delete its objects.
-            let wait = if lock(&self.spoke).is_some() {
+            let wait = if !lock(&self.spokes).is_empty() {
                 secs(90)
             } else {
                 secs(20)
@@ -630,18 +712,21 @@ impl TestEnv {
             .await;
         }
         self.stop_hub();
-        self.stop_spoke();
+        self.stop_spokes();
         if let Err(e) = delete_namespace(&self.client, &self.ns).await {
             eprintln!("{}: deleting namespace {}: {e:#}", self.test, self.ns);
         }
-        let spoke_client = lock(&self.spoke).as_ref().map(|s| s.client.clone());
-        if let Some(client) = spoke_client
-            && let Err(e) = delete_spoke_namespace(&client, &self.ns).await
-        {
-            eprintln!(
-                "{}: deleting namespace {} in the burst cluster: {e:#}",
-                self.test, self.ns
-            );
+        let spokes: Vec<(String, Client)> = lock(&self.spokes)
+            .iter()
+            .map(|s| (s.name.clone(), s.client.clone()))
+            .collect();
+        for (spoke, client) in spokes {
+            if let Err(e) = delete_spoke_namespace(&client, &self.ns).await {
+                eprintln!(
+                    "{}: deleting namespace {} in the burst cluster of spoke {spoke}: {e:#}",
+                    self.test, self.ns
+                );
+            }
         }
         self.cleaned = true;
     }
@@ -705,16 +790,28 @@ impl TestEnv {
                 tail(log, 200)
             );
         }
-        let spoke = lock(&self.spoke)
-            .as_ref()
-            .map(|s| (s.client.clone(), s.logs.clone()));
-        if let Some((client, logs)) = spoke {
-            let _ = writeln!(out, "--- burst cluster, namespace {}:", self.ns);
+        let spokes: Vec<(String, Client, String, Vec<PathBuf>)> = lock(&self.spokes)
+            .iter()
+            .map(|s| {
+                (
+                    s.name.clone(),
+                    s.client.clone(),
+                    s.config.cluster_url.to_string(),
+                    s.logs.clone(),
+                )
+            })
+            .collect();
+        for (spoke, client, url, logs) in spokes {
+            let _ = writeln!(
+                out,
+                "--- burst cluster of spoke {spoke} ({url}), namespace {}:",
+                self.ns
+            );
             out.push_str(&describe_spoke_namespace(&client, &self.ns).await);
             for log in &logs {
                 let _ = writeln!(
                     out,
-                    "--- spoke log {} (tail):\n{}",
+                    "--- log of spoke {spoke} {} (tail):\n{}",
                     log.display(),
                     tail(log, 200)
                 );
@@ -730,30 +827,50 @@ impl Drop for TestEnv {
         if self.cleaned {
             return;
         }
-        // Setup failed or the test was torn down abnormally: kill the hub (and spoke), then
-        // delete the namespace (in both clusters) from a fresh runtime (this one may be
+        // Setup failed or the test was torn down abnormally: kill the hub (and spokes), then
+        // delete the namespace (in every cluster) from a fresh runtime (this one may be
         // unusable while unwinding).
         self.stop_hub();
-        self.stop_spoke();
+        self.stop_spokes();
         eprintln!("{}: drop guard: deleting namespace {}", self.test, self.ns);
         let (config, ns) = (self.config.clone(), self.ns.clone());
-        let spoke_config = lock(&self.spoke).as_ref().map(|s| s.config.clone());
+        let spoke_configs: Vec<Config> = lock(&self.spokes)
+            .iter()
+            .map(|s| s.config.clone())
+            .collect();
+        // Every cluster is tried, whichever fails.
         let cleanup = std::thread::spawn(move || -> Result<()> {
             let rt = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()?;
             rt.block_on(async move {
-                let client = Client::try_from(config)?;
-                tokio::time::timeout(secs(30), delete_namespace(&client, &ns))
-                    .await
-                    .map_err(|_| anyhow!("timed out"))??;
-                if let Some(config) = spoke_config {
+                let mut failed = Vec::new();
+                let root = async {
                     let client = Client::try_from(config)?;
-                    tokio::time::timeout(secs(30), delete_spoke_namespace(&client, &ns))
+                    tokio::time::timeout(secs(30), delete_namespace(&client, &ns))
                         .await
-                        .map_err(|_| anyhow!("timed out in the burst cluster"))??;
+                        .map_err(|_| anyhow!("timed out"))?
+                };
+                if let Err(e) = root.await {
+                    failed.push(format!("root cluster: {e:#}"));
                 }
-                Ok(())
+                for config in spoke_configs {
+                    let url = config.cluster_url.clone();
+                    let burst = async {
+                        let client = Client::try_from(config)?;
+                        tokio::time::timeout(secs(30), delete_spoke_namespace(&client, &ns))
+                            .await
+                            .map_err(|_| anyhow!("timed out"))?
+                    };
+                    if let Err(e) = burst.await {
+                        failed.push(format!("burst cluster {url}: {e:#}"));
+                    }
+                }
+                if failed.is_empty() {
+                    Ok(())
+                } else {
+                    bail!("{}", failed.join("; "))
+                }
             })
         });
         match cleanup.join() {
@@ -982,71 +1099,81 @@ async fn describe_spoke_namespace(client: &Client, ns: &str) -> String {
     out
 }
 
-/// A client for the burst cluster named by `SPOKE_KUBECONFIG` (one kubeconfig file) and
-/// that file. Unset, unreadable or unreachable: the test fails.
-pub async fn spoke_cluster() -> (Client, Config, PathBuf) {
-    let Some(path) = std::env::var_os("SPOKE_KUBECONFIG").filter(|v| !v.is_empty()) else {
-        panic!(
-            "SPOKE_KUBECONFIG is not set: two-cluster tests need a burst cluster as well as KUBECONFIG's (scripts/e2e.sh starts local ones)"
-        );
+/// A burst cluster named by an environment variable (`SPOKE_KUBECONFIG`,
+/// `SPOKE2_KUBECONFIG`): a client, its config and the kubeconfig file.
+pub struct SpokeCluster {
+    /// The variable that named it.
+    pub var: &'static str,
+    pub client: Client,
+    pub config: Config,
+    /// The kubeconfig file, given to the spoke process as its `KUBECONFIG`.
+    pub kubeconfig: PathBuf,
+}
+
+/// The burst cluster named by the variable `var` (one kubeconfig file); `why` says what
+/// needs it. Unset, unreadable or unreachable: the test fails.
+pub async fn spoke_cluster_from(var: &'static str, why: &str) -> SpokeCluster {
+    let Some(path) = std::env::var_os(var).filter(|v| !v.is_empty()) else {
+        panic!("{var} is not set: {why} (scripts/e2e.sh starts local ones)");
     };
     let path = PathBuf::from(path);
     let kubeconfig = Kubeconfig::read_from(&path).unwrap_or_else(|e| {
         panic!(
-            "SPOKE_KUBECONFIG={} cannot be read (one kubeconfig file is expected): {e}",
+            "{var}={} cannot be read (one kubeconfig file is expected): {e}",
             path.display()
         )
     });
     let config = Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
         .await
-        .unwrap_or_else(|e| panic!("SPOKE_KUBECONFIG={} cannot be loaded: {e}", path.display()));
+        .unwrap_or_else(|e| panic!("{var}={} cannot be loaded: {e}", path.display()));
     let client = Client::try_from(config.clone())
-        .unwrap_or_else(|e| panic!("cannot build a client from SPOKE_KUBECONFIG: {e}"));
+        .unwrap_or_else(|e| panic!("cannot build a client from {var}: {e}"));
     match client.apiserver_version().await {
         Ok(v) => eprintln!(
-            "burst cluster {} (Kubernetes {})",
+            "burst cluster {} from {var} (Kubernetes {})",
             config.cluster_url, v.git_version
         ),
         Err(e) => panic!(
-            "SPOKE_KUBECONFIG names {} but its API server does not answer: {e}",
+            "{var} names {} but its API server does not answer: {e}",
             config.cluster_url
         ),
     }
-    (client, config, path)
+    SpokeCluster {
+        var,
+        client,
+        config,
+        kubeconfig: path,
+    }
 }
 
 /// The federation of a two-cluster test: certificates from `flux-hub certs`, the hub's
-/// gRPC address, and the spoke's name. The hub runs with `--grpc-addr` and mTLS, the spoke
-/// dials it with its client certificate.
+/// gRPC address, and the spokes' names. The hub runs with `--grpc-addr` and mTLS, each
+/// spoke dials it with its own client certificate.
 pub struct Federation {
-    /// Directory of `ca.crt`, `hub.crt`, `spoke-<name>.crt`, `admin-e2e.crt` and keys.
+    /// Directory of `ca.crt`, `hub.crt`, `spoke-<name>.crt` (one per spoke),
+    /// `admin-e2e.crt` and keys.
     pub certs: PathBuf,
     /// Where the hub serves gRPC (127.0.0.1).
     pub grpc: SocketAddr,
-    /// The spoke's name (the `cluster` of the bursts it runs).
-    pub spoke: String,
-    /// Whether `SPOKE_KUBECONFIG` names the same API server as `KUBECONFIG`.
-    pub same_cluster: bool,
+    /// The spokes' names (the `cluster` of the bursts each runs), in the order the test
+    /// gave them.
+    pub spokes: Vec<String>,
 }
 
 /// Name of the admin certificate the tests issue.
 pub const ADMIN: &str = "e2e";
 
 impl Federation {
-    /// Issues the certificates, starts the hub with its gRPC server and the spoke.
-    async fn setup(
-        env: &TestEnv,
-        spoke: &str,
-        spoke_client: Client,
-        spoke_config: Config,
-        spoke_kubeconfig: PathBuf,
-    ) -> Result<Federation> {
-        let same_cluster = spoke_config.cluster_url == env.config.cluster_url;
-        if same_cluster {
-            eprintln!(
-                "{}: SPOKE_KUBECONFIG names the same cluster as KUBECONFIG; the burst runs next to the root",
-                env.test
-            );
+    /// Issues the certificates, starts the hub with its gRPC server and every spoke, each
+    /// against its own burst cluster.
+    async fn setup(env: &TestEnv, spokes: Vec<(String, SpokeCluster)>) -> Result<Federation> {
+        for (spoke, cluster) in &spokes {
+            if cluster.config.cluster_url == env.config.cluster_url {
+                eprintln!(
+                    "{}: {} names the same cluster as KUBECONFIG; the bursts of spoke {spoke} run next to the root",
+                    env.test, cluster.var
+                );
+            }
         }
         let certs = profile_dir()?
             .parent()
@@ -1055,12 +1182,18 @@ impl Federation {
             .join(&env.ns);
         let _ = std::fs::remove_dir_all(&certs);
         let hub = tokio::task::spawn_blocking(hub_binary).await??;
-        let out = Command::new(&hub)
-            .arg("certs")
-            .arg("--out")
-            .arg(&certs)
-            .args(["--hub-dns", "localhost", "--hub-ip", "127.0.0.1"])
-            .args(["--spoke", spoke, "--admin", ADMIN])
+        let mut cmd = Command::new(&hub);
+        cmd.arg("certs").arg("--out").arg(&certs).args([
+            "--hub-dns",
+            "localhost",
+            "--hub-ip",
+            "127.0.0.1",
+        ]);
+        for (spoke, _) in &spokes {
+            cmd.args(["--spoke", spoke]);
+        }
+        let out = cmd
+            .args(["--admin", ADMIN])
             .output()
             .context("running flux-hub certs")?;
         if !out.status.success() {
@@ -1074,8 +1207,7 @@ impl Federation {
         let fed = Federation {
             certs,
             grpc,
-            spoke: spoke.to_string(),
-            same_cluster,
+            spokes: spokes.iter().map(|(name, _)| name.clone()).collect(),
         };
         env.set_hub_args(vec![
             "--grpc-addr".into(),
@@ -1088,27 +1220,43 @@ impl Federation {
             fed.file("hub.key"),
         ]);
         env.start_hub().await.context("starting the hub")?;
-        env.attach_spoke(
-            spoke_client,
-            spoke_config,
-            spoke_kubeconfig,
-            vec![
-                "--hub".into(),
-                fed.hub_url(),
-                "--hub-domain".into(),
-                "localhost".into(),
-                "--name".into(),
-                spoke.to_string(),
-                "--ca".into(),
-                fed.file("ca.crt"),
-                "--cert".into(),
-                fed.file(&format!("spoke-{spoke}.crt")),
-                "--key".into(),
-                fed.file(&format!("spoke-{spoke}.key")),
-            ],
-        );
-        env.start_spoke().await.context("starting the spoke")?;
+        for (spoke, cluster) in spokes {
+            env.attach_spoke(
+                &spoke,
+                cluster.client,
+                cluster.config,
+                cluster.kubeconfig,
+                vec![
+                    "--hub".into(),
+                    fed.hub_url(),
+                    "--hub-domain".into(),
+                    "localhost".into(),
+                    "--name".into(),
+                    spoke.clone(),
+                    "--ca".into(),
+                    fed.file("ca.crt"),
+                    "--cert".into(),
+                    fed.file(&format!("spoke-{spoke}.crt")),
+                    "--key".into(),
+                    fed.file(&format!("spoke-{spoke}.key")),
+                ],
+            )?;
+            env.start_spoke_of(&spoke)
+                .await
+                .with_context(|| format!("starting spoke {spoke}"))?;
+        }
         Ok(fed)
+    }
+
+    /// The name of the only spoke of a one-spoke test.
+    pub fn spoke(&self) -> &str {
+        match self.spokes.as_slice() {
+            [only] => only,
+            several => panic!(
+                "this test runs {} spokes ({several:?}): name the one meant",
+                several.len()
+            ),
+        }
     }
 
     /// A file of the certificate directory.
@@ -1157,25 +1305,57 @@ impl Federation {
 
 /// Runs one two-cluster test: like [`run`] without a hub, then issues certificates and
 /// starts the hub (with its gRPC server) and a spoke named `spoke` against
-/// `SPOKE_KUBECONFIG`. Returns at once, after printing why, without `KUBECONFIG` or
-/// `SPOKE_KUBECONFIG`.
-///
-/// These tests run one at a time: a spoke owns every object labelled
-/// `app.kubernetes.io/managed-by=flux-spoke` in its cluster and deletes those its hub does
-/// not list, so two spokes of different hubs must never share a burst cluster.
+/// `SPOKE_KUBECONFIG`. Fails without `KUBECONFIG` or `SPOKE_KUBECONFIG`.
 pub async fn run_federated(
     test: &'static str,
     spoke: &str,
     body: impl AsyncFnOnce(&TestEnv, &Federation) -> Result<()>,
 ) {
+    run_federated_spokes(test, &[(spoke, "SPOKE_KUBECONFIG")], body).await;
+}
+
+/// [`run_federated`] with several spokes: `(name, variable)` pairs, each spoke a
+/// `flux-spoke run` with its own certificate against the burst cluster the variable names
+/// (e.g. `SPOKE2_KUBECONFIG`). Fails without any of those clusters, and when two spokes
+/// would share one.
+///
+/// These tests run one at a time: a spoke owns every object labelled
+/// `app.kubernetes.io/managed-by=flux-spoke` in its cluster and deletes those its hub does
+/// not list for it, so two spokes (of one hub or of two) must never share a burst cluster.
+pub async fn run_federated_spokes(
+    test: &'static str,
+    spokes: &[(&str, &'static str)],
+    body: impl AsyncFnOnce(&TestEnv, &Federation) -> Result<()>,
+) {
     static ONE_SPOKE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
     let _serial = ONE_SPOKE_AT_A_TIME.lock().await;
-    let (spoke_client, spoke_config, path) = spoke_cluster().await;
+    let mut clusters: Vec<(String, SpokeCluster)> = Vec::new();
+    for (i, &(spoke, var)) in spokes.iter().enumerate() {
+        let why = if i == 0 {
+            "two-cluster tests need a burst cluster as well as KUBECONFIG's".to_string()
+        } else {
+            format!(
+                "this test runs spoke {spoke} in another burst cluster than {}'s (with kind: one more kind cluster)",
+                spokes[0].1
+            )
+        };
+        let cluster = spoke_cluster_from(var, &why).await;
+        if let Some((other, same)) = clusters
+            .iter()
+            .find(|(_, c)| c.config.cluster_url == cluster.config.cluster_url)
+        {
+            panic!(
+                "{} and {} both name the API server {}: spokes {other} and {spoke} would delete each other's bursts (a spoke owns every flux-spoke object of its cluster); give each spoke its own cluster",
+                same.var, cluster.var, cluster.config.cluster_url
+            );
+        }
+        clusters.push((spoke.to_string(), cluster));
+    }
     let env = TestEnv::start(test, false).await;
     let result = AssertUnwindSafe(async {
-        let fed = Federation::setup(&env, spoke, spoke_client, spoke_config, path)
+        let fed = Federation::setup(&env, clusters)
             .await
-            .context("setting up the hub and the spoke")?;
+            .context("setting up the hub and the spokes")?;
         body(&env, &fed).await
     })
     .catch_unwind()
