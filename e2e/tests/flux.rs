@@ -11,7 +11,7 @@ mod support;
 
 use std::time::Duration;
 
-use anyhow::{Context as _, Result, ensure};
+use anyhow::{Result, ensure};
 use flux_shared::api::MiniCluster;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
@@ -197,13 +197,19 @@ async fn interactive_instance_answers_flux_proxy() {
             last.is_empty(),
             "`flux proxy ... flux run -N 2 hostname` in the lead pod never printed {hosts:?}; last answer:\n{last}"
         );
-        run.flux_exec(
-            "interactive-0",
-            "interactive",
-            "flux proxy \"$fluxsocket\" flux shutdown --quiet",
-        )
-        .await
-        .context("flux shutdown through flux proxy")?;
+        // The instance that shuts down closes the proxy's own connection, so `flux proxy`
+        // may exit non-zero ("Lost connection to Flux") although the shutdown worked; what
+        // proves it is that every broker then exits cleanly (below).
+        if let Err(error) = run
+            .flux_exec(
+                "interactive-0",
+                "interactive",
+                "flux proxy \"$fluxsocket\" flux shutdown --quiet",
+            )
+            .await
+        {
+            eprintln!("{}: flux shutdown through flux proxy: {error:#}", env.ns);
+        }
         let outcome = run.finish(run_deadline()).await?;
         outcome.all_succeeded(&hosts)
     })
