@@ -388,6 +388,20 @@ async fn scaling(env: &TestEnv) -> Result<()> {
     );
     let config_map = env.api::<ConfigMap>().get("elastic-flux-config").await?;
     check_hosts(&config_map, &["elastic-[0-5]"])?;
+    // The hub created the Job with a POST and resized it with a server-side apply: from
+    // then on its fields are the hub's applied ones (an apply prunes what it stops
+    // sending), not left under the POST's Update entry.
+    let job = env.api::<Job>().get(NAME).await?;
+    let hub_entries: Vec<_> = job
+        .managed_fields()
+        .iter()
+        .filter(|e| e.manager.as_deref() == Some("flux-hub") && e.subresource.is_none())
+        .map(|e| e.operation.clone().unwrap_or_default())
+        .collect();
+    ensure!(
+        hub_entries == ["Apply"],
+        "the resized Job's flux-hub managedFields entries are {hub_entries:?}, not one Apply entry"
+    );
 
     // Above maxSize (9 > 6). The CRD's CEL rule (maxSize >= size) is evaluated on scale
     // subresource writes too, so a conformant API server rejects it; should one accept

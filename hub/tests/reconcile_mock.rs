@@ -83,6 +83,9 @@ fn echo(call: &Call) -> (StatusCode, Value) {
             json!({"kind": "Status", "apiVersion": "v1", "status": "Success", "code": 200}),
         );
     }
+    if call.method == "GET" {
+        return (StatusCode::OK, created_by_post(&call.path));
+    }
     let mut body = call.body.clone();
     if let Some(meta) = body.get_mut("metadata").and_then(Value::as_object_mut) {
         meta.insert("uid".into(), json!("uid-1"));
@@ -95,6 +98,37 @@ fn echo(call: &Call) -> (StatusCode, Value) {
         return (StatusCode::OK, mc);
     }
     (StatusCode::OK, body)
+}
+
+/// Whether `c` creates (POST) or server-side applies the object `resource`/`name`.
+fn writes_object(c: &Call, resource: &str, name: &str) -> bool {
+    match c.method.as_str() {
+        "POST" => c.path.ends_with(&format!("/{resource}")) && c.body["metadata"]["name"] == name,
+        "PATCH" => {
+            c.query.contains("fieldManager") && c.path.ends_with(&format!("/{resource}/{name}"))
+        }
+        _ => false,
+    }
+}
+
+/// A live object as the hub's POST left it: its fields recorded under an `Update` entry
+/// of the hub's field manager.
+fn created_by_post(path: &str) -> Value {
+    let parts: Vec<&str> = path.rsplit('/').take(2).collect();
+    let (name, resource) = (parts[0], parts.get(1).copied().unwrap_or(""));
+    let (api_version, kind) = match resource {
+        "jobs" => ("batch/v1", "Job"),
+        "configmaps" => ("v1", "ConfigMap"),
+        "secrets" => ("v1", "Secret"),
+        "services" => ("v1", "Service"),
+        "pods" => ("v1", "Pod"),
+        other => panic!("unexpected GET of {other}"),
+    };
+    json!({"apiVersion": api_version, "kind": kind,
+           "metadata": {"name": name, "namespace": "hpc", "uid": "uid-1", "resourceVersion": "1",
+                        "managedFields": [{"manager": "flux-hub", "operation": "Update",
+                                           "apiVersion": api_version, "fieldsType": "FieldsV1",
+                                           "fieldsV1": {"f:metadata": {"f:labels": {}}}}]}})
 }
 
 fn compacted<K: Compact>(mut object: K) -> K {
@@ -172,11 +206,13 @@ fn minicluster(yaml: &str) -> MiniCluster {
 /// Feed what a first reconcile applied into the caches, as the watches would.
 fn observe(calls: &[Call], writers: &mut Writers) -> Option<Value> {
     let mut status = None;
-    // Server-side applies only (the finalizer merge patch is not an object of ours).
-    for call in calls
-        .iter()
-        .filter(|c| c.method == "PATCH" && c.query.contains("fieldManager"))
-    {
+    // Creates and server-side applies only (not the finalizer or managedFields merge
+    // patches, nor Events).
+    for call in calls.iter().filter(|c| {
+        matches!(c.method.as_str(), "PATCH" | "POST")
+            && c.query.contains("fieldManager")
+            && !c.path.contains("/events")
+    }) {
         let (_, mut obj) = echo(call);
         if call.path.ends_with("/status") {
             status = Some(call.body["status"].clone());
@@ -278,22 +314,29 @@ async fn creates_every_object_from_nothing_then_makes_no_writes() {
     assert_eq!(
         writes,
         [
-            "PATCH /api/v1/namespaces/hpc/configmaps/flux-sample-flux-config",
-            "PATCH /api/v1/namespaces/hpc/secrets/flux-sample-curve",
-            "PATCH /api/v1/namespaces/hpc/services/flux-sample",
-            "PATCH /apis/batch/v1/namespaces/hpc/jobs/flux-sample",
+            "POST /api/v1/namespaces/hpc/configmaps",
+            "POST /api/v1/namespaces/hpc/secrets",
+            "POST /api/v1/namespaces/hpc/services",
+            "POST /apis/batch/v1/namespaces/hpc/jobs",
             "POST /apis/events.k8s.io/v1/namespaces/hpc/events",
             "PATCH /apis/flux-framework.org/v1alpha2/namespaces/hpc/miniclusters/flux-sample/status",
         ],
         "at most 6 requests per MiniCluster created"
     );
-    for c in calls.iter().filter(|c| c.method == "PATCH") {
+    for c in &calls[..4] {
         assert!(
-            c.query.contains("fieldManager=flux-hub") && c.query.contains("force=true"),
-            "server-side apply: {}",
+            c.query.contains("fieldManager=flux-hub"),
+            "created under the hub's field manager: {}",
             c.query
         );
     }
+    let status_write = &calls[5];
+    assert!(
+        status_write.query.contains("fieldManager=flux-hub")
+            && status_write.query.contains("force=true"),
+        "server-side apply: {}",
+        status_write.query
+    );
     assert_eq!(calls[4].body["reason"], "Created");
     let status = &calls[5].body["status"];
     assert_eq!(status["maximumSize"], 4);
@@ -325,7 +368,7 @@ async fn reuses_the_certificate_it_created() {
     let first = server.calls();
     let secret_body = first
         .iter()
-        .find(|c| c.path.ends_with("/secrets/flux-sample-curve"))
+        .find(|c| writes_object(c, "secrets", "flux-sample-curve"))
         .expect("secret")
         .body
         .clone();
@@ -337,7 +380,7 @@ async fn reuses_the_certificate_it_created() {
     run(&ctx, changed).await.expect("reconcile");
     let later = &server.calls()[before..];
     assert!(
-        later.iter().all(|c| !c.path.contains("/secrets/")),
+        later.iter().all(|c| !c.path.contains("/secrets")),
         "the certificate was rewritten: {:?}",
         later.iter().map(Call::short).collect::<Vec<_>>()
     );
@@ -355,7 +398,7 @@ async fn a_reconcile_before_the_secret_reaches_the_cache_keeps_the_same_certific
     let certs: Vec<Value> = server
         .calls()
         .iter()
-        .filter(|c| c.path.ends_with("/secrets/flux-sample-curve"))
+        .filter(|c| writes_object(c, "secrets", "flux-sample-curve"))
         .map(|c| c.body["data"]["curve.cert"].clone())
         .collect();
     assert_eq!(certs.len(), 2);
@@ -390,8 +433,21 @@ async fn scaling_within_the_maximum_patches_only_the_job_and_status() {
     );
     let job = calls
         .iter()
-        .find(|c| c.path.ends_with("/jobs/flux-sample"))
+        .find(|c| writes_object(c, "jobs", "flux-sample"))
         .expect("job patch");
+    let take_over = calls
+        .iter()
+        .find(|c| {
+            c.method == "PATCH"
+                && c.path.ends_with("/jobs/flux-sample")
+                && !c.query.contains("fieldManager")
+        })
+        .expect("the POST's fields taken over before the first apply");
+    assert_eq!(
+        take_over.body["metadata"]["managedFields"][0]["operation"],
+        "Apply"
+    );
+    assert_eq!(take_over.body["metadata"]["resourceVersion"], "1");
     assert_eq!(job.body["spec"]["parallelism"], 3);
     assert_eq!(job.body["spec"]["completions"], 3);
     let event = calls.iter().find(|c| c.method == "POST").expect("event");
@@ -498,7 +554,7 @@ async fn an_invalid_spec_gets_a_status_and_an_event_but_no_objects() {
 #[tokio::test]
 async fn api_errors_fail_the_reconcile_and_back_off() {
     let responder: Responder = Arc::new(|call: &Call| {
-        if call.path.contains("/jobs/") {
+        if call.path.contains("/jobs") && call.method != "GET" {
             (
                 StatusCode::CONFLICT,
                 json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "message": "conflict", "reason": "Conflict", "code": 409}),
@@ -514,10 +570,7 @@ async fn api_errors_fail_the_reconcile_and_back_off() {
         .await
         .expect_err("conflict");
     assert_eq!(err.kind(), "conflict");
-    assert!(
-        err.to_string().contains("applying Job hpc/flux-sample"),
-        "{err}"
-    );
+    assert!(err.to_string().contains("Job hpc/flux-sample"), "{err}");
     let first = reconcile::error_policy(mc.clone(), &err, ctx.clone());
     let second = reconcile::error_policy(mc.clone(), &err, ctx.clone());
     assert_eq!(
@@ -552,8 +605,9 @@ async fn api_errors_fail_the_reconcile_and_back_off() {
 
 #[tokio::test]
 async fn an_immutable_job_change_is_reported_not_retried() {
+    // Only a change can be refused: the Job exists (created by the first pass).
     let responder: Responder = Arc::new(|call: &Call| {
-        if call.path.contains("/jobs/") {
+        if call.path.contains("/jobs/") && call.query.contains("fieldManager") {
             (
                 StatusCode::UNPROCESSABLE_ENTITY,
                 json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "message": "Job.batch \"flux-sample\" is invalid: spec.template: Invalid value: field is immutable", "reason": "Invalid", "code": 422}),
@@ -563,11 +617,17 @@ async fn an_immutable_job_change_is_reported_not_retried() {
         }
     });
     let (client, server) = ApiServer::start(responder);
-    let (ctx, _writers) = context(client);
-    run(&ctx, minicluster(SPEC))
-        .await
-        .expect("reported, not an error");
-    let calls = server.calls();
+    let (ctx, mut writers) = context(client);
+    let mc = minicluster(SPEC);
+    run(&ctx, mc.clone()).await.expect("created");
+    let status = observe(&server.calls(), &mut writers).expect("status");
+    let mut changed = mc;
+    changed.status = Some(serde_json::from_value(status).expect("status"));
+    changed.spec.containers[0].image = "rockylinux:10".into();
+    changed.metadata.generation = Some(2);
+    let before = server.calls().len();
+    run(&ctx, changed).await.expect("reported, not an error");
+    let calls = server.calls()[before..].to_vec();
     let event = calls.iter().find(|c| c.method == "POST").expect("event");
     assert_eq!(event.body["reason"], "JobSpecImmutable");
     let status = calls
@@ -755,7 +815,7 @@ async fn a_bursting_minicluster_gets_a_finalizer_and_waits_for_its_lead_endpoint
     assert!(
         calls
             .iter()
-            .any(|c| c.path.ends_with("/services/flux-sample-lead"))
+            .any(|c| writes_object(c, "services", "flux-sample-lead"))
     );
     assert_permitted(&calls);
     let status = observe(&calls, &mut writers).expect("status");
@@ -844,7 +904,7 @@ async fn a_bursting_minicluster_gets_a_finalizer_and_waits_for_its_lead_endpoint
 fn writers_service(calls: &[Call]) -> Service {
     let call = calls
         .iter()
-        .find(|c| c.path.ends_with("/services/flux-sample-lead"))
+        .find(|c| writes_object(c, "services", "flux-sample-lead"))
         .expect("lead service");
     serde_json::from_value(echo(call).1).expect("service")
 }

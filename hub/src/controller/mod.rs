@@ -98,6 +98,7 @@ impl RunOptions {
 
 pub mod cache;
 pub mod diff;
+pub mod ownership;
 pub mod reconcile;
 pub mod sizing;
 pub mod status;

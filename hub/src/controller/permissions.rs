@@ -30,8 +30,8 @@ const fn cluster(
     }
 }
 
-/// What the controller needs. Server-side apply of an object that may not exist yet
-/// needs both `create` and `patch`.
+/// What the controller needs. Objects are created with POST and changed with server-side
+/// apply, after one GET of the live object (`ownership.rs`).
 pub const REQUIRED: &[Permission] = &[
     cluster(
         "flux-framework.org",
@@ -42,11 +42,19 @@ pub const REQUIRED: &[Permission] = &[
     // Owner references with blockOwnerDeletion need this where the
     // OwnerReferencesPermissionEnforcement admission plugin is on (e.g. OpenShift).
     cluster("flux-framework.org", "miniclusters/finalizers", &["update"]),
-    cluster("batch", "jobs", &["list", "watch", "create", "patch"]),
-    cluster("", "services", &["list", "watch", "create", "patch"]),
-    cluster("", "configmaps", &["list", "watch", "create", "patch"]),
-    cluster("", "secrets", &["list", "watch", "create", "patch"]),
-    cluster("", "pods", &["list", "watch", "create", "patch"]),
+    cluster(
+        "batch",
+        "jobs",
+        &["get", "list", "watch", "create", "patch"],
+    ),
+    cluster("", "services", &["get", "list", "watch", "create", "patch"]),
+    cluster(
+        "",
+        "configmaps",
+        &["get", "list", "watch", "create", "patch"],
+    ),
+    cluster("", "secrets", &["get", "list", "watch", "create", "patch"]),
+    cluster("", "pods", &["get", "list", "watch", "create", "patch"]),
     cluster("", "nodes", &["get"]),
     cluster("events.k8s.io", "events", &["create", "patch"]),
     Permission {

@@ -20,7 +20,7 @@ use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod, Secret, Service};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use kube::api::{DeleteParams, Patch, PatchParams};
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::runtime::controller::Action;
 use kube::runtime::events::{Event, EventType, Recorder};
 use kube::runtime::reflector::{ObjectRef, Store};
@@ -31,6 +31,7 @@ use tracing::{info, warn};
 
 use super::cache::{self, Compact};
 use super::diff::is_subset;
+use super::ownership;
 use super::sizing;
 use super::status::{self, Problem, phase};
 use crate::federation::{self, BurstInfo, McInfo, McKey, Registry, bursts, lead};
@@ -957,7 +958,9 @@ async fn apply_if_changed(ctx: &Context, ns: &str, object: &Object) -> Result<Ap
     })
 }
 
-/// Server-side apply `desired` unless the cached live object already has every field.
+/// Make the live object `desired`: nothing when the cached live object already has every
+/// field, a POST when the cache has none, else a server-side apply (after taking over,
+/// as this manager's apply, the fields a POST recorded: see [`ownership`]).
 async fn apply<K>(
     ctx: &Context,
     ns: &str,
@@ -974,6 +977,7 @@ where
 {
     let name = desired.meta().name.clone().unwrap_or_default();
     let kind = K::kind(&());
+    let api: Api<K> = Api::namespaced(ctx.client.clone(), ns);
     if let Some(live) = get(store, ns, &name) {
         let (Ok(mut want), Ok(have)) =
             (serde_json::to_value(desired), serde_json::to_value(&*live))
@@ -984,8 +988,23 @@ where
         if is_subset(&want, &have) {
             return Ok(None);
         }
+    } else {
+        let params = PostParams {
+            field_manager: Some(MANAGER.into()),
+            ..PostParams::default()
+        };
+        match api.create(&params, desired).await {
+            Ok(created) => {
+                ctx.metrics.api_write(&kind, "create");
+                info!(kind = %kind, object = %name, "created");
+                return Ok(Some(created));
+            }
+            // The cache had not seen it yet: change it like any live object.
+            Err(kube::Error::Api(e)) if e.code == 409 => {}
+            Err(e) => return Err(kube_err(format!("creating {kind} {ns}/{name}"))(e)),
+        }
     }
-    let api: Api<K> = Api::namespaced(ctx.client.clone(), ns);
+    take_over_created_fields(ctx, &api, ns, &name).await?;
     let applied = api
         .patch(
             &name,
@@ -997,6 +1016,43 @@ where
     ctx.metrics.api_write(&kind, "apply");
     info!(kind = %kind, object = %name, "applied");
     Ok(Some(applied))
+}
+
+/// Rewrites the `Update` entry a POST by this manager left on the object as its `Apply`
+/// entry, so the apply that follows prunes what it no longer sends. One GET, and a PATCH
+/// only the first time (guarded by the resourceVersion read: a concurrent change makes it
+/// fail with 409 and the reconcile retry).
+async fn take_over_created_fields<K>(
+    ctx: &Context,
+    api: &Api<K>,
+    ns: &str,
+    name: &str,
+) -> Result<(), Error>
+where
+    K: Resource<DynamicType = ()> + Clone + Debug + DeserializeOwned,
+{
+    let kind = K::kind(&());
+    let live = api
+        .get(name)
+        .await
+        .map_err(kube_err(format!("reading {kind} {ns}/{name}")))?;
+    let Some(entries) = ownership::as_applied(
+        &live.meta().managed_fields.clone().unwrap_or_default(),
+        MANAGER,
+    ) else {
+        return Ok(());
+    };
+    let patch = serde_json::json!({"metadata": {
+        "resourceVersion": live.meta().resource_version,
+        "managedFields": entries,
+    }});
+    api.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .map_err(kube_err(format!(
+            "taking over the fields of {kind} {ns}/{name} for server-side apply"
+        )))?;
+    ctx.metrics.api_write(&kind, "patch");
+    Ok(())
 }
 
 fn get<K>(store: &Store<K>, ns: &str, name: &str) -> Option<Arc<K>>
