@@ -231,9 +231,9 @@ fn observe(calls: &[Call], writers: &mut Writers) -> Option<Value> {
             )),
             Some("ConfigMap") => writers
                 .config_maps
-                .apply_watcher_event(&watcher::Event::Apply(
+                .apply_watcher_event(&watcher::Event::Apply(compacted(
                     serde_json::from_value(obj).expect("cm"),
-                )),
+                ))),
             Some("Service") => writers.services.apply_watcher_event(&watcher::Event::Apply(
                 serde_json::from_value(obj).expect("svc"),
             )),

@@ -9,6 +9,9 @@
 //! * A broker pod (owned by a Job) is read for its labels, annotations and node only;
 //!   of its metadata, the Job controller's owner reference, finalizer and identity
 //!   labels (a Job's UID and name, twice each) are never read and are dropped too.
+//! * A ConfigMap is only compared with the one the hub renders: each long value (the
+//!   Flux configuration, scripts) is kept as its digest, and [`Compact::comparable`]
+//!   digests the rendered values alike, so equal values still compare equal.
 //!
 //! `managedFields` are dropped everywhere: never read, and most of a small object's size.
 
@@ -50,7 +53,47 @@ macro_rules! compact_managed_fields_only {
     )*};
 }
 
-compact_managed_fields_only!(ConfigMap, Secret, Service);
+compact_managed_fields_only!(Secret, Service);
+
+/// ConfigMap values longer than this are cached as their [`value_digest`].
+pub const DIGEST_ABOVE: usize = 64;
+
+/// What the cache keeps of a ConfigMap value: the value itself when short, else
+/// `sha256:` and the first 128 bits of its SHA-256 in hex.
+pub fn value_digest(value: &str) -> Option<String> {
+    (value.len() > DIGEST_ABOVE).then(|| {
+        let digest = ring::digest::digest(&ring::digest::SHA256, value.as_bytes());
+        let hex: String = digest.as_ref()[..16]
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        format!("sha256:{hex}")
+    })
+}
+
+impl Compact for ConfigMap {
+    fn compact(&mut self) {
+        self.managed_fields_mut().clear();
+        for value in self.data.iter_mut().flat_map(|data| data.values_mut()) {
+            if let Some(digest) = value_digest(value) {
+                *value = digest;
+            }
+        }
+    }
+
+    fn comparable(desired: &mut Value) {
+        let values = desired
+            .get_mut("data")
+            .and_then(Value::as_object_mut)
+            .into_iter()
+            .flat_map(|data| data.values_mut());
+        for value in values {
+            if let Some(digest) = value.as_str().and_then(value_digest) {
+                *value = Value::String(digest);
+            }
+        }
+    }
+}
 
 impl Compact for Job {
     fn compact(&mut self) {
@@ -134,6 +177,75 @@ mod tests {
             "status": {"ready": 4}
         }))
         .expect("job")
+    }
+
+    fn config_map(data: &[(&str, &str)]) -> ConfigMap {
+        let mut cm = ConfigMap::default();
+        cm.metadata.name = Some("mc-flux-config".into());
+        cm.metadata.namespace = Some("ns".into());
+        cm.data = Some(
+            data.iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        );
+        cm
+    }
+
+    /// Whether the rendered ConfigMap `desired` matches the cached form of `live`.
+    fn matches(desired: &ConfigMap, live: &ConfigMap) -> bool {
+        let mut cached = live.clone();
+        cached.compact();
+        let mut want = serde_json::to_value(desired).expect("json");
+        ConfigMap::comparable(&mut want);
+        let have = serde_json::to_value(&cached).expect("json");
+        crate::controller::diff::is_subset(&want, &have)
+    }
+
+    #[test]
+    fn a_cached_config_map_keeps_digests_of_long_values_and_still_compares() {
+        let config = "[bootstrap]\ncurve_cert = \"/mnt/curve/curve.cert\"\n".repeat(40);
+        let other = config.replace("curve.cert", "other.cert");
+        let want = config_map(&[("broker.toml", &config), ("size", "4")]);
+
+        let mut cached = want.clone();
+        cached.metadata.managed_fields = Some(vec![ManagedFieldsEntry::default()]);
+        cached.compact();
+        assert!(cached.managed_fields().is_empty());
+        let data = cached.data.as_ref().expect("data");
+        assert!(data["broker.toml"].starts_with("sha256:"));
+        assert_eq!(data["broker.toml"].len(), "sha256:".len() + 32);
+        assert_eq!(data["size"], "4", "short values are kept as they are");
+
+        assert!(matches(&want, &want), "unchanged");
+        let mut extra = want.clone();
+        extra
+            .data
+            .as_mut()
+            .expect("data")
+            .insert("theirs".into(), other.clone());
+        assert!(
+            matches(&want, &extra),
+            "keys of other managers are tolerated"
+        );
+        assert!(!matches(
+            &want,
+            &config_map(&[("broker.toml", &other), ("size", "4")])
+        ));
+        assert!(!matches(
+            &want,
+            &config_map(&[("broker.toml", &config), ("size", "5")])
+        ));
+        assert!(
+            !matches(&want, &config_map(&[("size", "4")])),
+            "a missing key"
+        );
+        assert!(
+            !matches(
+                &want,
+                &config_map(&[("broker.toml", "short"), ("size", "4")])
+            ),
+            "a short live value never equals a long desired one"
+        );
     }
 
     #[test]
