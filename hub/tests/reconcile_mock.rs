@@ -408,6 +408,60 @@ async fn a_reconcile_before_the_secret_reaches_the_cache_keeps_the_same_certific
     );
 }
 
+/// The echoes of a new MiniCluster's objects can start a second reconcile before the
+/// caches show the first one's writes: the Job's POST then finds it there (409), and
+/// neither a second `Created` Event nor the same status is written again.
+#[tokio::test]
+async fn a_second_pass_before_the_caches_catch_up_repeats_no_event_or_status() {
+    let posted = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let seen = posted.clone();
+    let responder: Responder = Arc::new(move |call: &Call| {
+        if call.method == "POST"
+            && call.path.ends_with("/jobs")
+            && seen.swap(true, std::sync::atomic::Ordering::SeqCst)
+        {
+            return (
+                StatusCode::CONFLICT,
+                json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "message": "jobs.batch \"flux-sample\" already exists", "reason": "AlreadyExists", "code": 409}),
+            );
+        }
+        echo(call)
+    });
+    let (client, server) = ApiServer::start(responder);
+    let (ctx, _writers) = context(client);
+    let mc = minicluster(SPEC);
+    run(&ctx, mc.clone()).await.expect("first pass");
+    let first = server.calls();
+    assert_eq!(
+        first.iter().filter(|c| c.path.ends_with("/events")).count(),
+        1
+    );
+    assert_eq!(
+        first.iter().filter(|c| c.path.ends_with("/status")).count(),
+        1
+    );
+
+    run(&ctx, mc).await.expect("second pass");
+    let second: Vec<String> = server.calls()[first.len()..]
+        .iter()
+        .map(Call::short)
+        .collect();
+    assert!(
+        second.contains(&"POST /apis/batch/v1/namespaces/hpc/jobs".to_string()),
+        "the cache has no Job yet: {second:?}"
+    );
+    assert!(
+        second.contains(&"GET /apis/batch/v1/namespaces/hpc/jobs/flux-sample".to_string()),
+        "the existing Job is read to take over its fields: {second:?}"
+    );
+    assert!(
+        !second
+            .iter()
+            .any(|c| c.ends_with("/events") || c.ends_with("/status")),
+        "no second Created Event or status write: {second:?}"
+    );
+}
+
 #[tokio::test]
 async fn scaling_within_the_maximum_patches_only_the_job_and_status() {
     let (client, server) = ApiServer::start(ok_responder());

@@ -88,6 +88,10 @@ pub struct Context {
     /// Broker pods this process labelled with their `job-index` recently, by UID: until
     /// the pod cache shows the label, a reconcile must not send the same patch again.
     pub labelled: Mutex<HashMap<String, std::time::Instant>>,
+    /// The status this process last wrote for each MiniCluster (a hash of it and the
+    /// MiniCluster's UID) and when: a reconcile that runs before the cache shows that write
+    /// would otherwise write it, and publish its Events, a second time.
+    pub written_status: Mutex<HashMap<(String, String), (u64, std::time::Instant)>>,
     /// The current time (a parameter so tests are deterministic).
     pub now: fn() -> Time,
     /// Assignments for spokes and what they reported.
@@ -110,6 +114,7 @@ impl Context {
             failures: Mutex::new(HashMap::new()),
             generated_certs: Mutex::new(HashMap::new()),
             labelled: Mutex::new(HashMap::new()),
+            written_status: Mutex::new(HashMap::new()),
             now: || Time(k8s_openapi::jiff::Timestamp::now()),
             registry: Registry::new(),
             lead_address: None,
@@ -276,8 +281,9 @@ async fn reconcile_inner(
         for (object, outcome) in stage.into_iter().zip(applied) {
             match outcome {
                 Ok(Applied::Unchanged | Applied::Other) => {}
-                Ok(Applied::Job(applied)) => {
-                    created |= live_job.is_none();
+                Ok(Applied::Job(applied, was_created)) => {
+                    // Only a POST that made it counts: after a 409 the Job was there.
+                    created |= was_created;
                     job = Some(*applied);
                 }
                 Err(Error::Kube {
@@ -482,7 +488,7 @@ async fn finish(
         let (connected, assignments) = ctx.registry.counts();
         ctx.metrics.set_federation(connected, assignments);
     }
-    if status == previous {
+    if status == previous || ctx.status_just_written(mc, &status) {
         return Ok(status);
     }
     for (warning, reason, note) in burst_events {
@@ -529,7 +535,43 @@ async fn finish(
         }
     }
     write_status(ctx, mc, &status).await?;
+    ctx.status_written(mc, &status);
     Ok(status)
+}
+
+/// How long a written status is trusted over the cache's older one: the watch event of a
+/// status write arrives within milliseconds; after this a write that did not show is
+/// sent again.
+const STATUS_ECHO_WAIT: Duration = Duration::from_secs(30);
+
+impl Context {
+    fn status_hash(mc: &MiniCluster, status: &MiniClusterStatus) -> u64 {
+        use std::hash::{Hash, Hasher};
+        let mut h = std::hash::DefaultHasher::new();
+        mc.metadata.uid.hash(&mut h);
+        serde_json::to_vec(status).unwrap_or_default().hash(&mut h);
+        h.finish()
+    }
+
+    /// Whether this process wrote exactly `status` for `mc` within [`STATUS_ECHO_WAIT`].
+    fn status_just_written(&self, mc: &MiniCluster, status: &MiniClusterStatus) -> bool {
+        let hash = Self::status_hash(mc, status);
+        self.written_status.lock().is_ok_and(|written| {
+            written
+                .get(&mc_key(mc))
+                .is_some_and(|(h, at)| *h == hash && at.elapsed() < STATUS_ECHO_WAIT)
+        })
+    }
+
+    fn status_written(&self, mc: &MiniCluster, status: &MiniClusterStatus) {
+        let hash = Self::status_hash(mc, status);
+        if let Ok(mut written) = self.written_status.lock() {
+            if written.len() >= 64 {
+                written.retain(|_, (_, at)| at.elapsed() < STATUS_ECHO_WAIT);
+            }
+            written.insert(mc_key(mc), (hash, std::time::Instant::now()));
+        }
+    }
 }
 
 async fn write_status(
@@ -933,7 +975,8 @@ fn mc_info(
 
 enum Applied {
     Unchanged,
-    Job(Box<Job>),
+    /// The Job as written, and whether this write created it.
+    Job(Box<Job>, bool),
     Other,
 }
 
@@ -954,19 +997,22 @@ async fn apply_if_changed(ctx: &Context, ns: &str, object: &Object) -> Result<Ap
             .map_or(Applied::Unchanged, |_| Applied::Other),
         Object::Job(o) => apply(ctx, ns, &cache::stamp(o), &s.jobs)
             .await?
-            .map_or(Applied::Unchanged, |j| Applied::Job(Box::new(j))),
+            .map_or(Applied::Unchanged, |(j, created)| {
+                Applied::Job(Box::new(j), created)
+            }),
     })
 }
 
 /// Make the live object `desired`: nothing when the cached live object already has every
 /// field, a POST when the cache has none, else a server-side apply (after taking over,
-/// as this manager's apply, the fields a POST recorded: see [`ownership`]).
+/// as this manager's apply, the fields a POST recorded: see [`ownership`]). Returns the
+/// object written and whether this call created it.
 async fn apply<K>(
     ctx: &Context,
     ns: &str,
     desired: &K,
     store: &Store<K>,
-) -> Result<Option<K>, Error>
+) -> Result<Option<(K, bool)>, Error>
 where
     K: Resource<Scope = NamespaceResourceScope, DynamicType = ()>
         + Clone
@@ -997,7 +1043,7 @@ where
             Ok(created) => {
                 ctx.metrics.api_write(&kind, "create");
                 info!(kind = %kind, object = %name, "created");
-                return Ok(Some(created));
+                return Ok(Some((created, true)));
             }
             // The cache had not seen it yet: change it like any live object.
             Err(kube::Error::Api(e)) if e.code == 409 => {}
@@ -1015,7 +1061,7 @@ where
         .map_err(kube_err(format!("applying {kind} {ns}/{name}")))?;
     ctx.metrics.api_write(&kind, "apply");
     info!(kind = %kind, object = %name, "applied");
-    Ok(Some(applied))
+    Ok(Some((applied, false)))
 }
 
 /// Rewrites the `Update` entry a POST by this manager left on the object as its `Apply`
