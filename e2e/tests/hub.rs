@@ -281,6 +281,33 @@ async fn hello_world(env: &TestEnv) -> Result<()> {
             pods_deadline()
         );
     }
+    // The hub labels every broker pod with its completion index, as the docs promise (a
+    // selector for, e.g., a Service of the lead broker).
+    env.eventually(
+        "every broker pod labelled job-index=<its completion index>",
+        objects_deadline(),
+        async || {
+            let pods = env.job_pods(&job).await?;
+            let unlabelled: Vec<String> = pods
+                .iter()
+                .filter(|p| {
+                    let index = p
+                        .annotations()
+                        .get("batch.kubernetes.io/job-completion-index");
+                    index.is_none() || p.labels().get("job-index") != index
+                })
+                .map(|p| p.name_any())
+                .collect();
+            Ok(if pods.is_empty() || !unlabelled.is_empty() {
+                Probe::Waiting(format!(
+                    "pods without their job-index label: {unlabelled:?}"
+                ))
+            } else {
+                Probe::Done(())
+            })
+        },
+    )
+    .await?;
     enum Outcome {
         BrokersReady(i32),
         Completed,

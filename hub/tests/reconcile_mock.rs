@@ -4,7 +4,8 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use flux_hub::controller::cache::Compact;
+use flux_hub::controller::cache::{BrokerPod, Compact};
+use flux_hub::controller::partial_decode::{Partial, Selection};
 use flux_hub::controller::permissions;
 use flux_hub::controller::reconcile::{self, Context, Stores};
 use flux_hub::ops::metrics::Metrics;
@@ -136,6 +137,16 @@ fn compacted<K: Compact>(mut object: K) -> K {
     object
 }
 
+/// `json` as the hub's watch of selection `S` caches it: partially decoded, then compacted.
+fn watched<K, S>(json: Value) -> K
+where
+    K: Compact + serde::de::DeserializeOwned,
+    S: Selection,
+{
+    let partial: Partial<K, S> = serde_json::from_value(json).expect("decodes as watched");
+    compacted(partial.into_inner())
+}
+
 fn ok_responder() -> Responder {
     Arc::new(echo)
 }
@@ -145,6 +156,7 @@ struct Writers {
     secrets: Writer<Secret>,
     config_maps: Writer<ConfigMap>,
     services: Writer<Service>,
+    broker_pods: Writer<Pod>,
     pods: Writer<Pod>,
 }
 
@@ -153,15 +165,18 @@ fn context(client: Client) -> (Arc<Context>, Writers) {
     let (secrets, sw) = reflector::store();
     let (config_maps, cw) = reflector::store();
     let (services, vw) = reflector::store();
+    let (broker_pods, mut bw) = reflector::store();
     let (pods, pw) = reflector::store();
     let stores = Stores {
         jobs,
         secrets,
         config_maps,
         services,
+        broker_pods,
         pods,
     };
     let (mut jw, mut sw, mut cw, mut vw, mut pw) = (jw, sw, cw, vw, pw);
+    bw.apply_watcher_event(&watcher::Event::InitDone);
     // The caches have their initial (empty) lists.
     jw.apply_watcher_event(&watcher::Event::InitDone);
     sw.apply_watcher_event(&watcher::Event::InitDone);
@@ -184,6 +199,7 @@ fn context(client: Client) -> (Arc<Context>, Writers) {
             secrets: sw,
             config_maps: cw,
             services: vw,
+            broker_pods: bw,
             pods: pw,
         },
     )
@@ -223,25 +239,19 @@ fn observe(calls: &[Call], writers: &mut Writers) -> Option<Value> {
             // What the hub's watch caches keep (cache::Compact), as in `flux-hub run`.
             Some("Job") => writers
                 .jobs
-                .apply_watcher_event(&watcher::Event::Apply(compacted(
-                    serde_json::from_value(obj).expect("job"),
-                ))),
+                .apply_watcher_event(&watcher::Event::Apply(watched::<Job, Job>(obj))),
             Some("Secret") => writers.secrets.apply_watcher_event(&watcher::Event::Apply(
                 serde_json::from_value(obj).expect("secret"),
             )),
             Some("ConfigMap") => writers
                 .config_maps
-                .apply_watcher_event(&watcher::Event::Apply(compacted(
-                    serde_json::from_value(obj).expect("cm"),
-                ))),
+                .apply_watcher_event(&watcher::Event::Apply(watched::<ConfigMap, ConfigMap>(obj))),
             Some("Service") => writers.services.apply_watcher_event(&watcher::Event::Apply(
                 serde_json::from_value(obj).expect("svc"),
             )),
             Some("Pod") => writers
                 .pods
-                .apply_watcher_event(&watcher::Event::Apply(compacted(
-                    serde_json::from_value(obj).expect("pod"),
-                ))),
+                .apply_watcher_event(&watcher::Event::Apply(watched::<Pod, Pod>(obj))),
             other => panic!("unexpected kind {other:?}"),
         }
     }
@@ -738,27 +748,29 @@ async fn broker_pods_get_their_job_index_label_once() {
         if labelled {
             labels["job-index"] = json!(index);
         }
-        compacted::<Pod>(
-            serde_json::from_value(json!({
-                "apiVersion": "v1", "kind": "Pod",
-                "metadata": {"name": name, "namespace": "hpc", "uid": format!("uid-{name}"), "labels": labels,
-                             "annotations": {"batch.kubernetes.io/job-completion-index": index},
-                             "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": "flux-sample", "uid": "uid-1"}]},
-                "spec": {"containers": [{"name": "flux", "image": "x"}]},
-            }))
-            .expect("pod"),
-        )
+        watched::<Pod, BrokerPod>(json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": "hpc", "uid": format!("uid-{name}"), "labels": labels,
+                         "annotations": {"batch.kubernetes.io/job-completion-index": index},
+                         "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": "flux-sample", "uid": "uid-1"}]},
+            "spec": {"containers": [{"name": "flux", "image": "x"}]},
+            "status": {"phase": "Pending"},
+        }))
     };
-    writers.pods.apply_watcher_event(&watcher::Event::Apply(pod(
-        "flux-sample-0-abcde",
-        "0",
-        false,
-    )));
-    writers.pods.apply_watcher_event(&watcher::Event::Apply(pod(
-        "flux-sample-1-fghij",
-        "1",
-        true,
-    )));
+    writers
+        .broker_pods
+        .apply_watcher_event(&watcher::Event::Apply(pod(
+            "flux-sample-0-abcde",
+            "0",
+            false,
+        )));
+    writers
+        .broker_pods
+        .apply_watcher_event(&watcher::Event::Apply(pod(
+            "flux-sample-1-fghij",
+            "1",
+            true,
+        )));
     let mut steady = mc.clone();
     steady.status = Some(serde_json::from_value(status).expect("status"));
     let before = server.calls().len();
@@ -831,18 +843,15 @@ fn with_node(call: &Call) -> (StatusCode, Value) {
 
 /// The lead broker's pod as the hub's cache holds it (compacted: a Job's pod).
 fn lead_pod() -> Pod {
-    compacted(
-        serde_json::from_value(json!({
-            "apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": "flux-sample-0-abcde", "namespace": "hpc", "labels": {
-                "flux-framework.org/job": "flux-sample",
-                "batch.kubernetes.io/job-completion-index": "0"},
-                "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": "flux-sample", "uid": "uid-1"}]},
-            "spec": {"nodeName": "n1", "containers": [{"name": "flux", "image": "x"}]},
-            "status": {"phase": "Running"}
-        }))
-        .expect("pod"),
-    )
+    watched::<Pod, BrokerPod>(json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "flux-sample-0-abcde", "namespace": "hpc", "labels": {
+            "flux-framework.org/job": "flux-sample",
+            "batch.kubernetes.io/job-completion-index": "0"},
+            "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": "flux-sample", "uid": "uid-1"}]},
+        "spec": {"nodeName": "n1", "containers": [{"name": "flux", "image": "x"}]},
+        "status": {"phase": "Running"}
+    }))
 }
 
 #[tokio::test]
@@ -901,7 +910,7 @@ async fn a_bursting_minicluster_gets_a_finalizer_and_waits_for_its_lead_endpoint
         .services
         .apply_watcher_event(&watcher::Event::Apply(lead));
     writers
-        .pods
+        .broker_pods
         .apply_watcher_event(&watcher::Event::Apply(lead_pod()));
     let mut next = mc.clone();
     next.metadata.finalizers = Some(vec!["flux-framework.org/bursts".into()]);

@@ -15,14 +15,21 @@
 //!
 //! `managedFields` are dropped everywhere: never read, and most of a small object's size.
 
+use flux_shared::api::MiniCluster;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, PodSpec, PodTemplateSpec, Secret, Service};
 use kube::ResourceExt;
 use serde_json::Value;
 
+use super::partial_decode::{Fields, Selection};
+
 /// Annotation on every Job the hub applies: SHA-256 (hex, first 128 bits) of the pod
 /// template's JSON as rendered.
 pub const TEMPLATE_HASH: &str = "flux-framework.org/pod-template-hash";
+
+/// Label the Job controller puts on every pod of a Job (Kubernetes 1.27 and later): the
+/// hub tells broker pods from its own services pods by it.
+pub const JOB_NAME_LABEL: &str = "batch.kubernetes.io/job-name";
 
 /// Labels the Job controller puts on every pod of a Job, which no reconcile reads.
 pub const UNREAD_JOB_POD_LABELS: [&str; 4] = [
@@ -40,6 +47,49 @@ pub trait Compact {
     /// Drop from a desired object, as JSON, the fields its cached form does not keep, so
     /// that it can be compared with the cache.
     fn comparable(_desired: &mut Value) {}
+}
+
+/// What the watches decode of each kind: what [`Compact::compact`] would keep, give or
+/// take what it needs to decide (a pod's owner references), so that the rest is never
+/// built at all.
+macro_rules! all_but_managed_fields {
+    ($($kind:ty),*) => {$(
+        impl Selection for $kind {
+            const FIELDS: Fields = Fields::BUT_MANAGED_FIELDS;
+        }
+    )*};
+}
+
+all_but_managed_fields!(MiniCluster, Secret, Service, ConfigMap, Pod);
+
+impl Selection for Job {
+    const FIELDS: Fields = Fields::Except(&[
+        (
+            "metadata",
+            Fields::Except(&[("managedFields", Fields::Skip)]),
+        ),
+        ("spec", Fields::Except(&[("template", Fields::Skip)])),
+    ]);
+}
+
+/// The selection of broker pods (those of a Job): their metadata and node.
+#[derive(Debug)]
+pub struct BrokerPod;
+
+impl Selection for BrokerPod {
+    const FIELDS: Fields = Fields::Only(&[
+        ("apiVersion", Fields::All),
+        ("kind", Fields::All),
+        (
+            "metadata",
+            Fields::Except(&[
+                ("managedFields", Fields::Skip),
+                ("finalizers", Fields::Skip),
+                ("generateName", Fields::Skip),
+            ]),
+        ),
+        ("spec", Fields::Only(&[("nodeName", Fields::All)])),
+    ]);
 }
 
 /// Kinds cached whole but for `managedFields`: the hub compares them whole.

@@ -99,6 +99,7 @@ impl RunOptions {
 pub mod cache;
 pub mod diff;
 pub mod ownership;
+pub mod partial_decode;
 pub mod reconcile;
 pub mod sizing;
 pub mod status;
@@ -109,7 +110,7 @@ use std::sync::Arc;
 use anyhow::Context as _;
 use flux_shared::api::MiniCluster;
 use flux_shared::render::labels;
-use futures::{FutureExt, StreamExt};
+use futures::{FutureExt, StreamExt, TryStreamExt};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret, Service};
 use kube::runtime::events::{Recorder, Reporter};
@@ -117,6 +118,8 @@ use kube::runtime::reflector::{self, Store};
 use kube::runtime::{Controller, PredicateConfig, WatchStreamExt, controller, watcher};
 use kube::{Api, Client, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
+
+use partial_decode::{Partial, Selection};
 use tracing::{error, info, warn};
 
 use crate::federation::leader_pod;
@@ -168,11 +171,13 @@ fn link_malloc_arena_limit() {
     let _ = unsafe { std::ptr::read_volatile(&raw const LIMIT_MALLOC_ARENAS) };
 }
 
-/// Watch one kind of managed object (only ours, by label) into a shared cache; returns
-/// the cache, a trigger stream for the controller and the future driving the watch.
-fn shared_watch<K>(
+/// Watch one kind of managed object (only ours, by `selector`) into a shared cache,
+/// decoding only the fields `S` selects; returns the cache, a trigger stream for the
+/// controller and the future driving the watch.
+fn shared_watch<K, S>(
     client: &Client,
     namespace: Option<&str>,
+    selector: &str,
 ) -> (
     Store<K>,
     impl futures::Stream<Item = Arc<K>> + Send + 'static,
@@ -187,8 +192,9 @@ where
         + Send
         + Sync
         + 'static,
+    S: Selection + 'static,
 {
-    let api: Api<K> = match namespace {
+    let api: Api<Partial<K, S>> = match namespace {
         Some(ns) => Api::namespaced(client.clone(), ns),
         None => Api::all(client.clone()),
     };
@@ -197,10 +203,11 @@ where
         .subscribe()
         .expect("a shared store always has subscribers");
     let config = watcher::Config::default()
-        .labels(&format!("{}={}", labels::MANAGED_BY, labels::MANAGER))
+        .labels(selector)
         .page_size(LIST_PAGE_SIZE);
     let driver = watcher(api, config)
         .default_backoff()
+        .map_ok(unwrap_partial)
         .modify(cache::Compact::compact)
         .reflect_shared(writer)
         .for_each(|event| async move {
@@ -211,17 +218,27 @@ where
     (reader, subscriber, driver)
 }
 
+/// The watch event of a partially decoded object, as one of the object itself.
+fn unwrap_partial<K, S>(event: watcher::Event<Partial<K, S>>) -> watcher::Event<K> {
+    match event {
+        watcher::Event::Apply(o) => watcher::Event::Apply(o.into_inner()),
+        watcher::Event::Delete(o) => watcher::Event::Delete(o.into_inner()),
+        watcher::Event::Init => watcher::Event::Init,
+        watcher::Event::InitApply(o) => watcher::Event::InitApply(o.into_inner()),
+        watcher::Event::InitDone => watcher::Event::InitDone,
+    }
+}
+
 /// Every MiniCluster, listed page by page, without their managedFields (never read, and
 /// most of a small object's size).
-async fn list_compacted(miniclusters: &Api<MiniCluster>) -> Result<Vec<MiniCluster>, kube::Error> {
+async fn list_partial(
+    miniclusters: &Api<Partial<MiniCluster>>,
+) -> Result<Vec<MiniCluster>, kube::Error> {
     let mut all = Vec::new();
     let mut params = kube::api::ListParams::default().limit(LIST_PAGE_SIZE);
     loop {
         let page = miniclusters.list(&params).await?;
-        all.extend(page.items.into_iter().map(|mut mc| {
-            mc.managed_fields_mut().clear();
-            mc
-        }));
+        all.extend(page.items.into_iter().map(Partial::into_inner));
         match page.metadata.continue_.filter(|c| !c.is_empty()) {
             Some(token) => params = params.continue_token(&token),
             None => return Ok(all),
@@ -305,16 +322,29 @@ pub async fn run(opts: RunOptions) -> anyhow::Result<()> {
     };
 
     let ns = opts.namespace.as_deref();
-    let (jobs, job_events, jobs_watch) = shared_watch::<Job>(&client, ns);
-    let (secrets, secret_events, secrets_watch) = shared_watch::<Secret>(&client, ns);
-    let (config_maps, cm_events, cms_watch) = shared_watch::<ConfigMap>(&client, ns);
-    let (services, svc_events, svcs_watch) = shared_watch::<Service>(&client, ns);
-    let (pods, pod_events, pods_watch) = shared_watch::<Pod>(&client, ns);
+    let ours = format!("{}={}", labels::MANAGED_BY, labels::MANAGER);
+    let (jobs, job_events, jobs_watch) = shared_watch::<Job, Job>(&client, ns, &ours);
+    let (secrets, secret_events, secrets_watch) =
+        shared_watch::<Secret, Secret>(&client, ns, &ours);
+    let (config_maps, cm_events, cms_watch) =
+        shared_watch::<ConfigMap, ConfigMap>(&client, ns, &ours);
+    let (services, svc_events, svcs_watch) = shared_watch::<Service, Service>(&client, ns, &ours);
+    // Pods of our Jobs (the Job controller labels them with the Job's name) are read for
+    // a few fields only; the hub's own services pods are compared whole.
+    let (broker_pods, broker_pod_events, broker_pods_watch) = shared_watch::<Pod, cache::BrokerPod>(
+        &client,
+        ns,
+        &format!("{ours},{}", cache::JOB_NAME_LABEL),
+    );
+    let (pods, services_pod_events, pods_watch) =
+        shared_watch::<Pod, Pod>(&client, ns, &format!("{ours},!{}", cache::JOB_NAME_LABEL));
+    let pod_events = futures::stream::select(broker_pod_events, services_pod_events);
     let stores = reconcile::Stores {
         jobs,
         secrets,
         config_maps,
         services,
+        broker_pods,
         pods,
     };
     let recorder = Recorder::new(
@@ -361,16 +391,13 @@ pub async fn run(opts: RunOptions) -> anyhow::Result<()> {
         }
         _ => None,
     };
-    let miniclusters: Api<MiniCluster> = match ns {
+    let miniclusters: Api<Partial<MiniCluster>> = match ns {
         Some(ns) => Api::namespaced(client.clone(), ns),
         None => Api::all(client.clone()),
     };
-    let watches = tokio::spawn(futures::future::join5(
-        jobs_watch,
-        secrets_watch,
-        cms_watch,
-        svcs_watch,
-        pods_watch,
+    let watches = tokio::spawn(futures::future::join(
+        futures::future::join5(jobs_watch, secrets_watch, cms_watch, svcs_watch, pods_watch),
+        broker_pods_watch,
     ));
     // Rebuild the federation state before the first reconcile: spokes are let in only once
     // the registry holds what they ran before, and no reconcile races the rebuild.
@@ -379,7 +406,7 @@ pub async fn run(opts: RunOptions) -> anyhow::Result<()> {
         info!("caches synced");
         let mut delay = std::time::Duration::from_secs(1);
         loop {
-            match list_compacted(&miniclusters).await {
+            match list_partial(&miniclusters).await {
                 Ok(all) => break reconcile::prime(&ctx, &all),
                 Err(error) => {
                     error!(%error, "cannot list MiniClusters to rebuild the federation state; retrying");
@@ -415,7 +442,7 @@ pub async fn run(opts: RunOptions) -> anyhow::Result<()> {
         watcher::Config::default().page_size(LIST_PAGE_SIZE),
     )
     .default_backoff()
-    .modify(|mc| mc.managed_fields_mut().clear())
+    .map_ok(unwrap_partial)
     .reflect(mc_writer)
     .inspect(move |event| {
         if let Ok(watcher::Event::Delete(mc)) = event {

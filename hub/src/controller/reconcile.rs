@@ -51,7 +51,9 @@ pub struct Stores {
     pub config_maps: Store<ConfigMap>,
     /// Services.
     pub services: Store<Service>,
-    /// Pods (services pods).
+    /// Broker pods (of the hub's Jobs): metadata and node only.
+    pub broker_pods: Store<Pod>,
+    /// The hub's own services pods.
     pub pods: Store<Pod>,
 }
 
@@ -64,6 +66,7 @@ impl Stores {
             self.secrets.wait_until_ready(),
             self.config_maps.wait_until_ready(),
             self.services.wait_until_ready(),
+            self.broker_pods.wait_until_ready(),
             self.pods.wait_until_ready(),
         );
     }
@@ -379,7 +382,7 @@ async fn label_pods_with_their_index(ctx: &Context, ns: &str, job: &str) -> Resu
         };
         labelled.retain(|_, at| now.duration_since(*at) < LABEL_ECHO_WAIT);
         ctx.stores
-            .pods
+            .broker_pods
             .state()
             .iter()
             .filter(|p| p.metadata.namespace.as_deref() == Some(ns))
@@ -842,7 +845,7 @@ async fn federate(
 /// The node running the lead broker (completion index 0) pod of Job `job`.
 fn lead_pod_node(stores: &Stores, ns: &str, job: &str) -> Option<String> {
     stores
-        .pods
+        .broker_pods
         .state()
         .iter()
         .filter(|p| p.metadata.namespace.as_deref() == Some(ns))
@@ -1109,7 +1112,12 @@ where
 }
 
 fn managed_objects(s: &Stores) -> i64 {
-    let n = s.jobs.len() + s.secrets.len() + s.config_maps.len() + s.services.len() + s.pods.len();
+    let n = s.jobs.len()
+        + s.secrets.len()
+        + s.config_maps.len()
+        + s.services.len()
+        + s.broker_pods.len()
+        + s.pods.len();
     i64::try_from(n).unwrap_or(i64::MAX)
 }
 
