@@ -85,10 +85,10 @@ async fn deleting_a_minicluster_removes_its_children() {
 }
 
 /// A bursting MiniCluster's root objects: the lead broker's NodePort Service and the
-/// hostlist of every cluster in rank order.
+/// hostlist of every cluster in rank order; with bursting removed, the Service goes.
 #[tokio::test]
 #[ignore = "needs a cluster: KUBECONFIG (scripts/e2e.sh)"]
-async fn bursting_root_exposes_the_lead_broker() {
+async fn bursting_root_exposes_the_lead_broker_until_bursting_is_removed() {
     support::run("burst", true, bursting_root).await;
 }
 
@@ -782,7 +782,41 @@ async fn bursting_root(env: &TestEnv) -> Result<()> {
             })
         },
     )
-    .await
+    .await?;
+
+    // Bursting removed from the running MiniCluster: the lead broker's NodePort Service
+    // (a port held on every node) goes at once; the Job and the headless Service stay.
+    let job_uid = children.job.metadata.uid.clone();
+    mcs.patch(
+        NAME,
+        &PatchParams::default(),
+        &Patch::Merge(&json!({"spec": {"flux": {"bursting": null}}})),
+    )
+    .await?;
+    env.eventually(
+        &format!("Service {lead_name} deleted once the spec has no bursts"),
+        objects_deadline(),
+        async || {
+            Ok(match services.get_opt(&lead_name).await? {
+                None => Probe::Done(()),
+                Some(svc) => Probe::Waiting(format!(
+                    "Service {lead_name} still exists (deletionTimestamp {:?})",
+                    svc.metadata.deletion_timestamp
+                )),
+            })
+        },
+    )
+    .await?;
+    let job = env.api::<Job>().get(NAME).await?;
+    ensure!(
+        job.metadata.uid == job_uid,
+        "Job {NAME} was re-created when bursting was removed"
+    );
+    ensure!(
+        services.get_opt(NAME).await?.is_some(),
+        "the headless Service {NAME} was deleted with the lead Service"
+    );
+    Ok(())
 }
 
 // ---------------------------------------------------------------------------------------

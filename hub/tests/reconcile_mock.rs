@@ -5,9 +5,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use flux_hub::controller::cache::{BrokerPod, Compact};
+use flux_hub::controller::context::{self, Context, Stores};
 use flux_hub::controller::partial_decode::{Partial, Selection};
 use flux_hub::controller::permissions;
-use flux_hub::controller::reconcile::{self, Context, Stores};
+use flux_hub::controller::reconcile;
 use flux_hub::ops::metrics::Metrics;
 use flux_shared::api::MiniCluster;
 use http::{Request, Response, StatusCode};
@@ -304,7 +305,7 @@ fn assert_permitted(calls: &[Call]) {
 async fn run(
     ctx: &Arc<Context>,
     mc: MiniCluster,
-) -> Result<kube::runtime::controller::Action, reconcile::Error> {
+) -> Result<kube::runtime::controller::Action, context::Error> {
     tokio::time::timeout(
         Duration::from_secs(10),
         reconcile::reconcile(Arc::new(mc), ctx.clone()),
@@ -1124,4 +1125,119 @@ async fn federation_endpoint_label_skips_a_missing_pod_and_fails_on_a_refusal() 
         .expect_err("forbidden");
     assert!(error.to_string().contains("Forbidden"), "{error}");
     assert_eq!(api.calls().len(), 2, "no retry of a 404 or a 403");
+}
+
+#[tokio::test]
+async fn objects_a_spec_change_drops_are_deleted_by_uid_and_nothing_else() {
+    let (client, server) = ApiServer::start(ok_responder());
+    let (ctx, mut writers) = context(client);
+    let services = "  services: [{name: nginx, image: \"nginx:1.27\", ports: [80]}]\n";
+    let with_services = minicluster(&format!("{SPEC}{services}"));
+    run(&ctx, with_services.clone()).await.expect("reconcile");
+    let status = observe(&server.calls(), &mut writers).expect("status");
+
+    // The plan without `services` drops the services pod and its Service(s).
+    let rendered = |mc: &MiniCluster| -> Vec<String> {
+        let plan = flux_shared::plan::Plan::new(mc).expect("plan");
+        flux_shared::render::render(&plan, &flux_shared::plan::Role::Root, "cert")
+            .expect("render")
+            .iter()
+            .map(|o| o.describe())
+            .collect()
+    };
+    let mut without = minicluster(SPEC);
+    without.metadata.generation = Some(2);
+    without.status = Some(serde_json::from_value(status).expect("status"));
+    let kept = rendered(&without);
+    let dropped: Vec<String> = rendered(&with_services)
+        .into_iter()
+        .filter(|o| !kept.contains(o))
+        .collect();
+    assert_eq!(dropped, ["Pod/flux-sample-services"]);
+
+    let before = server.calls().len();
+    run(&ctx, without.clone()).await.expect("reconcile");
+    let calls = server.calls()[before..].to_vec();
+    assert_permitted(&calls);
+    let deleted: Vec<String> = calls
+        .iter()
+        .filter(|c| c.method == "DELETE")
+        .map(|c| {
+            // Only the object the cache saw: a re-created one has another UID.
+            assert_eq!(c.body["preconditions"]["uid"], "uid-1", "{}", c.short());
+            let mut parts = c.path.rsplit('/');
+            let name = parts.next().unwrap_or_default();
+            let kind = match parts.next() {
+                Some("pods") => "Pod",
+                Some("services") => "Service",
+                Some("configmaps") => "ConfigMap",
+                Some("secrets") => "Secret",
+                other => panic!("unexpected DELETE of {other:?}"),
+            };
+            format!("{kind}/{name}")
+        })
+        .collect();
+    let mut expected = dropped.clone();
+    expected.sort();
+    let mut got = deleted.clone();
+    got.sort();
+    assert_eq!(got, expected, "exactly what the plan dropped is deleted");
+    let pruned = calls
+        .iter()
+        .find(|c| c.method == "POST" && c.path.contains("/events") && c.body["reason"] == "Pruned")
+        .expect("a Pruned Event");
+    for object in &dropped {
+        assert!(
+            pruned.body["note"]
+                .as_str()
+                .unwrap_or_default()
+                .contains(object.as_str()),
+            "{object} missing from {}",
+            pruned.body["note"]
+        );
+    }
+}
+
+#[tokio::test]
+async fn nothing_is_pruned_while_the_running_job_cannot_take_the_change() {
+    // The Job's pod template is immutable: a 422 leaves the running pods on the old plan,
+    // which may still use what the new one dropped.
+    let responder: Responder = Arc::new(|call: &Call| {
+        if call.method == "PATCH"
+            && call.path.contains("/jobs/")
+            && call.query.contains("fieldManager")
+        {
+            return (
+                StatusCode::UNPROCESSABLE_ENTITY,
+                json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
+                       "message": "field is immutable", "reason": "Invalid", "code": 422}),
+            );
+        }
+        echo(call)
+    });
+    let (client, server) = ApiServer::start(responder);
+    let (ctx, mut writers) = context(client);
+    let services = "  services: [{name: nginx, image: \"nginx:1.27\", ports: [80]}]\n";
+    let with_services = minicluster(&format!("{SPEC}{services}"));
+    run(&ctx, with_services).await.expect("reconcile");
+    let status = observe(&server.calls(), &mut writers).expect("status");
+    // Also a new image: the Job's pod template changes, which the API server refuses.
+    let mut without = minicluster(&SPEC.replace("rockylinux:9", "rockylinux:10"));
+    without.metadata.generation = Some(2);
+    without.status = Some(serde_json::from_value(status).expect("status"));
+    let before = server.calls().len();
+    run(&ctx, without).await.expect("reconcile");
+    let calls = server.calls()[before..].to_vec();
+    assert!(
+        calls
+            .iter()
+            .any(|c| c.method == "PATCH" && c.path.contains("/jobs/")),
+        "the Job change was tried"
+    );
+    let deletes: Vec<String> = calls
+        .iter()
+        .filter(|c| c.method == "DELETE")
+        .map(Call::short)
+        .collect();
+    assert!(deletes.is_empty(), "{deletes:?}");
 }

@@ -96,14 +96,25 @@ impl RunOptions {
     }
 }
 
+mod apply;
 pub mod cache;
+pub mod context;
+mod desired;
 pub mod diff;
+mod events;
+mod federate;
+mod finalize;
+pub mod orphans;
 pub mod ownership;
 pub mod partial_decode;
+mod pod_labels;
+pub mod rebuild;
 pub mod reconcile;
 pub mod sizing;
 pub mod status;
+mod status_write;
 pub mod triggers;
+mod validate;
 
 use std::sync::Arc;
 
@@ -339,7 +350,7 @@ pub async fn run(opts: RunOptions) -> anyhow::Result<()> {
     let (pods, services_pod_events, pods_watch) =
         shared_watch::<Pod, Pod>(&client, ns, &format!("{ours},!{}", cache::JOB_NAME_LABEL));
     let pod_events = futures::stream::select(broker_pod_events, services_pod_events);
-    let stores = reconcile::Stores {
+    let stores = context::Stores {
         jobs,
         secrets,
         config_maps,
@@ -350,7 +361,7 @@ pub async fn run(opts: RunOptions) -> anyhow::Result<()> {
     let recorder = Recorder::new(
         client.clone(),
         Reporter {
-            controller: reconcile::MANAGER.into(),
+            controller: context::MANAGER.into(),
             instance: Some(identity.clone()),
         },
     );
@@ -361,7 +372,7 @@ pub async fn run(opts: RunOptions) -> anyhow::Result<()> {
         .context("the federation registry's change stream was taken twice")?
         .map(|(ns, name)| reflector::ObjectRef::<MiniCluster>::new(&name).within(&ns));
     let ctx = Arc::new(
-        reconcile::Context::new(client.clone(), stores.clone(), recorder, metrics.clone())
+        context::Context::new(client.clone(), stores.clone(), recorder, metrics.clone())
             .with_federation(
                 registry.clone(),
                 lead_address,
@@ -407,7 +418,7 @@ pub async fn run(opts: RunOptions) -> anyhow::Result<()> {
         let mut delay = std::time::Duration::from_secs(1);
         loop {
             match list_partial(&miniclusters).await {
-                Ok(all) => break reconcile::prime(&ctx, &all),
+                Ok(all) => break rebuild::prime(&ctx, &all),
                 Err(error) => {
                     error!(%error, "cannot list MiniClusters to rebuild the federation state; retrying");
                     tokio::time::sleep(delay).await;

@@ -31,7 +31,8 @@ const fn cluster(
 }
 
 /// What the controller needs. Objects are created with POST and changed with server-side
-/// apply, after one GET of the live object (`ownership.rs`).
+/// apply, after one GET of the live object (`ownership.rs`); those a spec change drops are
+/// deleted (`orphans.rs`; Jobs never are).
 pub const REQUIRED: &[Permission] = &[
     cluster(
         "flux-framework.org",
@@ -47,14 +48,26 @@ pub const REQUIRED: &[Permission] = &[
         "jobs",
         &["get", "list", "watch", "create", "patch"],
     ),
-    cluster("", "services", &["get", "list", "watch", "create", "patch"]),
+    cluster(
+        "",
+        "services",
+        &["get", "list", "watch", "create", "patch", "delete"],
+    ),
     cluster(
         "",
         "configmaps",
-        &["get", "list", "watch", "create", "patch"],
+        &["get", "list", "watch", "create", "patch", "delete"],
     ),
-    cluster("", "secrets", &["get", "list", "watch", "create", "patch"]),
-    cluster("", "pods", &["get", "list", "watch", "create", "patch"]),
+    cluster(
+        "",
+        "secrets",
+        &["get", "list", "watch", "create", "patch", "delete"],
+    ),
+    cluster(
+        "",
+        "pods",
+        &["get", "list", "watch", "create", "patch", "delete"],
+    ),
     cluster("", "nodes", &["get"]),
     cluster("events.k8s.io", "events", &["create", "patch"]),
     Permission {

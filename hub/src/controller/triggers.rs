@@ -14,7 +14,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
 use kube::runtime::reflector::ObjectRef;
 
-use super::reconcile::JOB_INDEX;
+use super::pod_labels::JOB_INDEX;
 
 /// What a reconcile reads of a MiniCluster, besides the status it writes itself: a
 /// change of the spec (the generation), deletion, finalizers, labels or annotations

@@ -1,0 +1,240 @@
+//! Stage "apply": make the live objects what was rendered, writing only what differs from
+//! the caches. Objects are created with POST and changed with server-side apply.
+
+use std::fmt::Debug;
+
+use flux_shared::api::MiniCluster;
+use flux_shared::plan::Plan;
+use flux_shared::render::Object;
+use futures::future::join_all;
+use k8s_openapi::NamespaceResourceScope;
+use k8s_openapi::api::batch::v1::Job;
+use kube::api::{Patch, PatchParams, PostParams};
+use kube::runtime::events::EventType;
+use kube::runtime::reflector::Store;
+use kube::{Api, Resource};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use tracing::info;
+
+use super::cache::{self, Compact};
+use super::context::{Context, Error, MANAGER, get, kube_err};
+use super::diff::is_subset;
+use super::events::publish;
+use super::ownership;
+use super::status::Problem;
+
+/// What the apply stage wrote.
+pub(super) struct Outcome {
+    /// The Job as written by this pass, if it wrote it.
+    pub job: Option<Job>,
+    /// Whether this pass created the Job (a POST that made it: after a 409 it was there).
+    pub created: bool,
+    /// A change the running Job cannot take (its pod template is immutable).
+    pub problem: Option<Problem>,
+}
+
+/// Apply every object: ConfigMaps, Secret and Services first, all at once (broker pods
+/// mount them), then the Job and the services pod.
+pub(super) async fn apply_all(
+    ctx: &Context,
+    ns: &str,
+    objects: &[Object],
+) -> Result<Outcome, Error> {
+    let mut outcome = Outcome {
+        job: None,
+        created: false,
+        problem: None,
+    };
+    let (config, workloads): (Vec<&Object>, Vec<&Object>) = objects
+        .iter()
+        .partition(|o| !matches!(o, Object::Job(_) | Object::Pod(_)));
+    for stage in [config, workloads] {
+        let applied = join_all(stage.iter().map(|o| apply_if_changed(ctx, ns, o))).await;
+        for (object, result) in stage.into_iter().zip(applied) {
+            match result {
+                Ok(Applied::Unchanged | Applied::Other) => {}
+                Ok(Applied::Job(applied, created)) => {
+                    outcome.created |= created;
+                    outcome.job = Some(*applied);
+                }
+                Err(Error::Kube {
+                    source: kube::Error::Api(e),
+                    ..
+                }) if e.code == 422 && matches!(object, Object::Job(_)) => {
+                    outcome.problem = Some(Problem {
+                        reason: "JobSpecImmutable".into(),
+                        message: format!(
+                            "this change alters the broker pods, which a running Job cannot take ({}); delete and re-create the MiniCluster to apply it",
+                            e.message
+                        ),
+                        invalid: false,
+                    });
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+    Ok(outcome)
+}
+
+/// An Event for a Job this pass created or resized.
+pub(super) async fn announce(
+    ctx: &Context,
+    mc: &MiniCluster,
+    plan: &Plan,
+    live_job: Option<&Job>,
+    outcome: &Outcome,
+) {
+    let parallelism = |j: Option<&Job>| j.and_then(|j| j.spec.as_ref()?.parallelism);
+    if outcome.created {
+        publish(
+            ctx,
+            mc,
+            EventType::Normal,
+            "Created",
+            format!("created Job {} with {} brokers", plan.name, plan.spec.size),
+        )
+        .await;
+    } else if let (Some(old), Some(new)) =
+        (parallelism(live_job), parallelism(outcome.job.as_ref()))
+        && old != new
+    {
+        publish(
+            ctx,
+            mc,
+            EventType::Normal,
+            "Scaled",
+            format!("scaled from {old} to {new} brokers"),
+        )
+        .await;
+    }
+}
+
+enum Applied {
+    Unchanged,
+    /// The Job as written, and whether this write created it.
+    Job(Box<Job>, bool),
+    Other,
+}
+
+async fn apply_if_changed(ctx: &Context, ns: &str, object: &Object) -> Result<Applied, Error> {
+    let s = &ctx.stores;
+    Ok(match object {
+        Object::ConfigMap(o) => apply(ctx, ns, o, &s.config_maps)
+            .await?
+            .map_or(Applied::Unchanged, |_| Applied::Other),
+        Object::Secret(o) => apply(ctx, ns, o, &s.secrets)
+            .await?
+            .map_or(Applied::Unchanged, |_| Applied::Other),
+        Object::Service(o) => apply(ctx, ns, o, &s.services)
+            .await?
+            .map_or(Applied::Unchanged, |_| Applied::Other),
+        Object::Pod(o) => apply(ctx, ns, o, &s.pods)
+            .await?
+            .map_or(Applied::Unchanged, |_| Applied::Other),
+        Object::Job(o) => apply(ctx, ns, &cache::stamp(o), &s.jobs)
+            .await?
+            .map_or(Applied::Unchanged, |(j, created)| {
+                Applied::Job(Box::new(j), created)
+            }),
+    })
+}
+
+/// Make the live object `desired`: nothing when the cached live object already has every
+/// field, a POST when the cache has none, else a server-side apply (after taking over,
+/// as this manager's apply, the fields a POST recorded: see [`ownership`]). Returns the
+/// object written and whether this call created it.
+async fn apply<K>(
+    ctx: &Context,
+    ns: &str,
+    desired: &K,
+    store: &Store<K>,
+) -> Result<Option<(K, bool)>, Error>
+where
+    K: Resource<Scope = NamespaceResourceScope, DynamicType = ()>
+        + Clone
+        + Debug
+        + Serialize
+        + DeserializeOwned
+        + Compact,
+{
+    let name = desired.meta().name.clone().unwrap_or_default();
+    let kind = K::kind(&());
+    let api: Api<K> = Api::namespaced(ctx.client.clone(), ns);
+    if let Some(live) = get(store, ns, &name) {
+        let (Ok(mut want), Ok(have)) =
+            (serde_json::to_value(desired), serde_json::to_value(&*live))
+        else {
+            return Ok(None);
+        };
+        K::comparable(&mut want);
+        if is_subset(&want, &have) {
+            return Ok(None);
+        }
+    } else {
+        let params = PostParams {
+            field_manager: Some(MANAGER.into()),
+            ..PostParams::default()
+        };
+        match api.create(&params, desired).await {
+            Ok(created) => {
+                ctx.metrics.api_write(&kind, "create");
+                info!(kind = %kind, object = %name, "created");
+                return Ok(Some((created, true)));
+            }
+            // The cache had not seen it yet: change it like any live object.
+            Err(kube::Error::Api(e)) if e.code == 409 => {}
+            Err(e) => return Err(kube_err(format!("creating {kind} {ns}/{name}"))(e)),
+        }
+    }
+    take_over_created_fields(ctx, &api, ns, &name).await?;
+    let applied = api
+        .patch(
+            &name,
+            &PatchParams::apply(MANAGER).force(),
+            &Patch::Apply(desired),
+        )
+        .await
+        .map_err(kube_err(format!("applying {kind} {ns}/{name}")))?;
+    ctx.metrics.api_write(&kind, "apply");
+    info!(kind = %kind, object = %name, "applied");
+    Ok(Some((applied, false)))
+}
+
+/// Rewrites the `Update` entry a POST by this manager left on the object as its `Apply`
+/// entry, so the apply that follows prunes what it no longer sends. One GET, and a PATCH
+/// only the first time (guarded by the resourceVersion read: a concurrent change makes it
+/// fail with 409 and the reconcile retry).
+async fn take_over_created_fields<K>(
+    ctx: &Context,
+    api: &Api<K>,
+    ns: &str,
+    name: &str,
+) -> Result<(), Error>
+where
+    K: Resource<DynamicType = ()> + Clone + Debug + DeserializeOwned,
+{
+    let kind = K::kind(&());
+    let live = api
+        .get(name)
+        .await
+        .map_err(kube_err(format!("reading {kind} {ns}/{name}")))?;
+    let Some(entries) = ownership::as_applied(
+        &live.meta().managed_fields.clone().unwrap_or_default(),
+        MANAGER,
+    ) else {
+        return Ok(());
+    };
+    let patch = serde_json::json!({"metadata": {
+        "resourceVersion": live.meta().resource_version,
+        "managedFields": entries,
+    }});
+    api.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .map_err(kube_err(format!(
+            "taking over the fields of {kind} {ns}/{name} for server-side apply"
+        )))?;
+    ctx.metrics.api_write(&kind, "patch");
+    Ok(())
+}

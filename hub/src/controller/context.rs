@@ -1,0 +1,189 @@
+//! What every reconcile stage shares: the caches, the client, the echo memories that keep
+//! a pass from repeating the previous pass's writes, and the error type.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use flux_shared::api::MiniCluster;
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret, Service};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::runtime::events::Recorder;
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::{Client, Resource, ResourceExt};
+
+use crate::federation::{McKey, Registry};
+use crate::ops::metrics::Metrics;
+
+/// Field manager of every write the hub makes.
+pub const MANAGER: &str = "flux-hub";
+
+/// Caches of the objects the hub manages, fed by watches.
+#[derive(Clone)]
+pub struct Stores {
+    /// Jobs.
+    pub jobs: Store<Job>,
+    /// Secrets (CURVE certificates).
+    pub secrets: Store<Secret>,
+    /// ConfigMaps (scripts and Flux configuration).
+    pub config_maps: Store<ConfigMap>,
+    /// Services.
+    pub services: Store<Service>,
+    /// Broker pods (of the hub's Jobs): metadata and node only.
+    pub broker_pods: Store<Pod>,
+    /// The hub's own services pods.
+    pub pods: Store<Pod>,
+}
+
+impl Stores {
+    /// Resolves once every cache holds its initial list.
+    pub async fn wait_until_ready(&self) {
+        // A dropped writer means the hub is shutting down; nothing to wait for then.
+        let _ = futures::join!(
+            self.jobs.wait_until_ready(),
+            self.secrets.wait_until_ready(),
+            self.config_maps.wait_until_ready(),
+            self.services.wait_until_ready(),
+            self.broker_pods.wait_until_ready(),
+            self.pods.wait_until_ready(),
+        );
+    }
+}
+
+/// Everything a reconcile needs.
+pub struct Context {
+    /// API client.
+    pub client: Client,
+    /// Caches of managed objects.
+    pub stores: Stores,
+    /// Event recorder.
+    pub recorder: Recorder,
+    /// Metrics.
+    pub metrics: Arc<Metrics>,
+    /// Consecutive failures per MiniCluster, for capped exponential backoff.
+    pub failures: Mutex<HashMap<(String, String), u32>>,
+    /// Certificates this process generated, until the Secret cache shows them: a
+    /// reconcile triggered by the new Job can run before the Secret's watch event arrives,
+    /// and must not generate (and force-apply) a second certificate.
+    pub generated_certs: Mutex<HashMap<(String, String), String>>,
+    /// Broker pods this process labelled with their `job-index` recently, by UID: until
+    /// the pod cache shows the label, a reconcile must not send the same patch again.
+    pub labelled: Mutex<HashMap<String, std::time::Instant>>,
+    /// The status this process last wrote for each MiniCluster (a hash of it and the
+    /// MiniCluster's UID) and when: a reconcile that runs before the cache shows that write
+    /// would otherwise write it, and publish its Events, a second time.
+    pub written_status: Mutex<HashMap<(String, String), (u64, std::time::Instant)>>,
+    /// The current time (a parameter so tests are deterministic).
+    pub now: fn() -> Time,
+    /// Assignments for spokes and what they reported.
+    pub registry: Arc<Registry>,
+    /// `--lead-broker-address`: the address burst brokers reach the lead broker at, unless
+    /// the spec sets one.
+    pub lead_address: Option<String>,
+    /// How long a deleted MiniCluster waits for spokes to confirm its bursts are gone.
+    pub deletion_timeout: Duration,
+}
+
+impl Context {
+    /// A context with the real clock.
+    pub fn new(client: Client, stores: Stores, recorder: Recorder, metrics: Arc<Metrics>) -> Self {
+        Context {
+            client,
+            stores,
+            recorder,
+            metrics,
+            failures: Mutex::new(HashMap::new()),
+            generated_certs: Mutex::new(HashMap::new()),
+            labelled: Mutex::new(HashMap::new()),
+            written_status: Mutex::new(HashMap::new()),
+            now: || Time(k8s_openapi::jiff::Timestamp::now()),
+            registry: Registry::new(),
+            lead_address: None,
+            deletion_timeout: DEFAULT_DELETION_TIMEOUT,
+        }
+    }
+
+    /// Use `registry` for assignments, `lead_address` (`--lead-broker-address`) and
+    /// `deletion_timeout` for bursting MiniClusters.
+    pub fn with_federation(
+        mut self,
+        registry: Arc<Registry>,
+        lead_address: Option<String>,
+        deletion_timeout: Duration,
+    ) -> Self {
+        self.registry = registry;
+        self.lead_address = lead_address;
+        self.deletion_timeout = deletion_timeout;
+        self
+    }
+}
+
+/// Default of `--burst-deletion-timeout-seconds`.
+pub const DEFAULT_DELETION_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// Errors that make a reconcile retry later.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// An API call failed.
+    #[error("{action}: {source}")]
+    Kube {
+        /// What was being done.
+        action: String,
+        /// The API error.
+        #[source]
+        source: kube::Error,
+    },
+    /// The MiniCluster has no namespace (the API server always sets one).
+    #[error("MiniCluster {0} has no namespace")]
+    NoNamespace(String),
+}
+
+impl Error {
+    /// Short category for metrics.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Error::Kube {
+                source: kube::Error::Api(e),
+                ..
+            } if e.code == 409 => "conflict",
+            Error::Kube {
+                source: kube::Error::Api(e),
+                ..
+            } if e.code >= 500 => "server",
+            Error::Kube {
+                source: kube::Error::Api(_),
+                ..
+            } => "api",
+            Error::Kube { .. } => "transport",
+            Error::NoNamespace(_) => "invalid",
+        }
+    }
+}
+
+pub(super) fn kube_err(action: impl Into<String>) -> impl FnOnce(kube::Error) -> Error {
+    let action = action.into();
+    move |source| Error::Kube { action, source }
+}
+
+pub(super) fn get<K>(store: &Store<K>, ns: &str, name: &str) -> Option<Arc<K>>
+where
+    K: Resource<DynamicType = ()> + Clone,
+{
+    store.get(&ObjectRef::new(name).within(ns))
+}
+
+pub(super) fn managed_objects(s: &Stores) -> i64 {
+    let n = s.jobs.len()
+        + s.secrets.len()
+        + s.config_maps.len()
+        + s.services.len()
+        + s.broker_pods.len()
+        + s.pods.len();
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+/// The registry key of `mc`: its namespace and name.
+pub(super) fn mc_key(mc: &MiniCluster) -> McKey {
+    (mc.namespace().unwrap_or_default(), mc.name_any())
+}

@@ -1,0 +1,44 @@
+//! Stage "desired objects": the MiniCluster's CURVE certificate (found in the cache, or
+//! generated once) and every object the plan renders for the root cluster.
+
+use flux_shared::curve::CurveCert;
+use flux_shared::layout;
+use flux_shared::plan::{Plan, Role};
+use flux_shared::render::{self, Object};
+
+use super::context::{Context, get};
+
+/// The certificate and the objects of `plan`'s root role.
+pub(super) fn desired(ctx: &Context, plan: &Plan, ns: &str, name: &str) -> (String, Vec<Object>) {
+    let cert = certificate(ctx, ns, name);
+    let objects = render::render(plan, &Role::Root, &cert).unwrap_or_default();
+    (cert, objects)
+}
+
+/// The certificate in the MiniCluster's curve Secret, if the cache has one.
+pub(super) fn stored_certificate(ctx: &Context, ns: &str, name: &str) -> Option<String> {
+    get(&ctx.stores.secrets, ns, &render::curve_secret_name(name))
+        .and_then(|s| s.data.as_ref()?.get(layout::CURVE_KEY).cloned())
+        .and_then(|bytes| String::from_utf8(bytes.0).ok())
+}
+
+/// The MiniCluster's CURVE certificate: created once and reused forever. The Secret
+/// cache is synced before the first reconcile, so after a hub restart the stored
+/// certificate is always found.
+fn certificate(ctx: &Context, ns: &str, name: &str) -> String {
+    let key = (ns.to_string(), name.to_string());
+    let stored = stored_certificate(ctx, ns, name);
+    let Ok(mut generated) = ctx.generated_certs.lock() else {
+        return stored.unwrap_or_else(|| CurveCert::generate(name).to_zcert());
+    };
+    match stored {
+        Some(cert) => {
+            generated.remove(&key);
+            cert
+        }
+        None => generated
+            .entry(key)
+            .or_insert_with(|| CurveCert::generate(name).to_zcert())
+            .clone(),
+    }
+}

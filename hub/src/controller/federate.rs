@@ -1,0 +1,290 @@
+//! Stage "federate", for a MiniCluster with bursts: keep the finalizer, resolve the lead
+//! broker's endpoint, build each burst's assignment, and publish them to the registry that
+//! spokes receive their snapshots from.
+
+use std::time::SystemTime;
+
+use flux_shared::api::{LeadBrokerStatus, MiniCluster, MiniClusterStatus};
+use flux_shared::federation::assignment::{self, SpokeAssignment};
+use flux_shared::federation::assignment_key;
+use flux_shared::plan::{Plan, Role};
+use flux_shared::render;
+use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::api::{Patch, PatchParams};
+use kube::{Api, ResourceExt};
+use tracing::warn;
+
+use super::context::{Context, Error, Stores, get, kube_err, mc_key};
+use super::pod_labels::COMPLETION_INDEX;
+use super::status;
+use crate::federation::bursts::{self, BurstEvent};
+use crate::federation::{self, BurstInfo, McInfo, lead};
+
+/// What the federation decided in one reconcile of a planned MiniCluster.
+pub struct Federated {
+    /// The lead broker's endpoint, when known.
+    pub(super) lead: Option<LeadBrokerStatus>,
+    /// Why the endpoint is not known.
+    pub(super) waiting: Option<String>,
+    /// The declared bursts.
+    pub(super) bursts: Vec<BurstInfo>,
+    /// Assignments to send (none until the endpoint is known).
+    pub(super) assignments: Vec<SpokeAssignment>,
+}
+
+/// Bursts: keep the finalizer, resolve the lead broker's endpoint, build the assignments.
+pub(super) async fn federate(
+    ctx: &Context,
+    mc: &MiniCluster,
+    plan: &Plan,
+    cert: &str,
+    ns: &str,
+    name: &str,
+) -> Result<Federated, Error> {
+    let bursts = burst_infos(plan);
+    if bursts.is_empty() {
+        // Bursts removed from the spec: release the finalizer once spokes confirmed.
+        if has_finalizer(mc) && !ctx.registry.has_unconfirmed_withdrawals(&mc_key(mc)) {
+            let rest = mc
+                .finalizers()
+                .iter()
+                .filter(|f| *f != federation::FINALIZER)
+                .cloned()
+                .collect();
+            set_finalizers(ctx, mc, rest).await?;
+        }
+        return Ok(Federated {
+            lead: None,
+            waiting: None,
+            bursts,
+            assignments: Vec::new(),
+        });
+    }
+    if !has_finalizer(mc) {
+        let mut all: Vec<String> = mc.finalizers().to_vec();
+        all.push(federation::FINALIZER.to_string());
+        set_finalizers(ctx, mc, all).await?;
+    }
+    let previous = mc.status.as_ref().and_then(|s| s.lead_broker.as_ref());
+    let node_port = get(&ctx.stores.services, ns, &render::lead_service_name(plan))
+        .and_then(|s| s.spec.as_ref()?.ports.as_ref()?.first()?.node_port);
+    let lead_node = lead_pod_node(&ctx.stores, ns, name);
+    let spec_address = plan
+        .spec
+        .flux()
+        .bursting
+        .as_ref()
+        .and_then(|b| b.lead_address.as_deref());
+    let mut inputs = lead::Inputs {
+        spec_address,
+        flag_address: ctx.lead_address.as_deref(),
+        node_port,
+        lead_node: lead_node.as_deref(),
+        node_addresses: None,
+        previous,
+    };
+    let node_addresses;
+    if lead::needs_node_lookup(&inputs)
+        && let Some(node) = lead_node.as_deref()
+    {
+        let api: Api<Node> = Api::all(ctx.client.clone());
+        let found = api
+            .get_opt(node)
+            .await
+            .map_err(kube_err(format!("reading Node {node}")))?;
+        node_addresses = found.and_then(|n| n.status?.addresses).unwrap_or_default();
+        inputs.node_addresses = Some(&node_addresses);
+    }
+    let (lead, waiting) = match lead::resolve(&inputs) {
+        Ok(lead) => (Some(lead), None),
+        Err(reason) => (None, Some(reason)),
+    };
+    let assignments = match &lead {
+        None => Vec::new(),
+        Some(l) => {
+            let endpoint = flux_shared::plan::Endpoint {
+                address: l.address.clone(),
+                port: l.port,
+            };
+            // Serialising a validated spec cannot fail; should it, nothing is sent and
+            // the reason shows in the bursts' status.
+            match assignment::build(plan, cert, &endpoint) {
+                Ok(a) => a,
+                Err(e) => {
+                    warn!(error = %e, "cannot build assignments");
+                    return Ok(Federated {
+                        lead,
+                        waiting: Some(e.to_string()),
+                        bursts,
+                        assignments: Vec::new(),
+                    });
+                }
+            }
+        }
+    };
+    Ok(Federated {
+        lead,
+        waiting,
+        bursts,
+        assignments,
+    })
+}
+
+/// Publish the assignments to the registry (each spoke gets its own in its next snapshot)
+/// and add the bursts' part, as the registry now shows them, to `status`. Returns that
+/// status and the Events for bursts whose state changed.
+pub(super) fn publish_assignments(
+    ctx: &Context,
+    mc: &MiniCluster,
+    status: MiniClusterStatus,
+    fed: Federated,
+    now: &Time,
+) -> (MiniClusterStatus, Vec<BurstEvent>) {
+    let previous = mc.status.clone().unwrap_or_default();
+    let key = mc_key(mc);
+    let info = mc_info(mc, &status, fed.lead.as_ref());
+    ctx.registry.set(&key, info, fed.bursts, fed.assignments);
+    let views = ctx.registry.bursts(&key);
+    let statuses = bursts::statuses(
+        &views,
+        fed.waiting.as_deref(),
+        &previous.bursts,
+        SystemTime::from(now.0),
+    );
+    let events = bursts::events(&previous.bursts, &statuses);
+    let status = status::with_bursts(
+        status,
+        &previous,
+        fed.lead,
+        statuses,
+        mc.metadata.generation,
+        now,
+    );
+    let (connected, assignments) = ctx.registry.counts();
+    ctx.metrics.set_federation(connected, assignments);
+    (status, events)
+}
+
+/// A MiniCluster whose spec cannot be applied keeps its bursts running as they are: its
+/// spokes are told to retain what they run for bursts the registry has no assignment for
+/// (after a hub restart), taken from the status.
+pub(super) fn retain_from_status(ctx: &Context, mc: &MiniCluster) {
+    let (ns, name) = mc_key(mc);
+    let bursts: Vec<BurstInfo> = mc
+        .status
+        .iter()
+        .flat_map(|s| s.bursts.iter())
+        .map(|b| BurstInfo {
+            key: assignment_key(&ns, &name, &b.name),
+            name: b.name.clone(),
+            spoke: b.cluster.clone(),
+            size: b.size,
+        })
+        .collect();
+    if !bursts.is_empty() {
+        ctx.registry.retain(&(ns, name), &bursts);
+    }
+}
+
+pub(super) fn burst_infos(plan: &Plan) -> Vec<BurstInfo> {
+    plan.bursts
+        .iter()
+        .enumerate()
+        .map(|(index, b)| BurstInfo {
+            key: assignment_key(&plan.namespace, &plan.name, &b.name),
+            name: b.name.clone(),
+            spoke: b.cluster.clone(),
+            size: plan
+                .target(&Role::Burst {
+                    index,
+                    lead: flux_shared::plan::Endpoint {
+                        address: String::new(),
+                        port: 0,
+                    },
+                })
+                .map_or(b.size, |t| t.size),
+        })
+        .collect()
+}
+
+pub(super) fn has_finalizer(mc: &MiniCluster) -> bool {
+    mc.finalizers().iter().any(|f| f == federation::FINALIZER)
+}
+
+/// Replace the MiniCluster's finalizers, guarded by its resourceVersion (a concurrent
+/// change makes this fail with 409 and the reconcile retry).
+pub(super) async fn set_finalizers(
+    ctx: &Context,
+    mc: &MiniCluster,
+    finalizers: Vec<String>,
+) -> Result<(), Error> {
+    let ns = mc.namespace().unwrap_or_default();
+    let name = mc.name_any();
+    let mut metadata = serde_json::json!({ "finalizers": finalizers });
+    if let Some(rv) = &mc.metadata.resource_version {
+        metadata["resourceVersion"] = serde_json::Value::String(rv.clone());
+    }
+    let api: Api<MiniCluster> = Api::namespaced(ctx.client.clone(), &ns);
+    match api
+        .patch(
+            &name,
+            &PatchParams::default(),
+            &Patch::Merge(&serde_json::json!({ "metadata": metadata })),
+        )
+        .await
+    {
+        Ok(_) => {
+            ctx.metrics.api_write("MiniCluster", "patch");
+            Ok(())
+        }
+        Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
+        Err(e) => Err(kube_err(format!(
+            "updating finalizers of MiniCluster {ns}/{name}"
+        ))(e)),
+    }
+}
+
+/// The node running the lead broker (completion index 0) pod of Job `job`.
+pub(super) fn lead_pod_node(stores: &Stores, ns: &str, job: &str) -> Option<String> {
+    stores
+        .broker_pods
+        .state()
+        .iter()
+        .filter(|p| p.metadata.namespace.as_deref() == Some(ns))
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+        .filter(|p| p.labels().get(render::labels::JOB).map(String::as_str) == Some(job))
+        .filter(|p| {
+            p.labels()
+                .get(render::labels::COMPLETION_INDEX)
+                .map(String::as_str)
+                == Some("0")
+                || p.annotations().get(COMPLETION_INDEX).map(String::as_str) == Some("0")
+        })
+        .find_map(|p| p.spec.as_ref()?.node_name.clone())
+}
+
+/// What the registry shows admin clients of `mc`, from a status (the one computed now, or
+/// the last one written).
+pub(super) fn mc_info(
+    mc: &MiniCluster,
+    status: &MiniClusterStatus,
+    lead: Option<&LeadBrokerStatus>,
+) -> McInfo {
+    McInfo {
+        uid: mc.metadata.uid.clone().unwrap_or_default(),
+        generation: mc.metadata.generation.unwrap_or_default(),
+        created_unix_millis: mc
+            .metadata
+            .creation_timestamp
+            .as_ref()
+            .map_or(0, |t| t.0.as_millisecond()),
+        phase: status.phase.clone().unwrap_or_default(),
+        size: status.size,
+        brokers_ready: status.brokers_ready,
+        lead: lead.map(|l| flux_shared::plan::Endpoint {
+            address: l.address.clone(),
+            port: l.port,
+        }),
+    }
+}
