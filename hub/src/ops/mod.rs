@@ -1,12 +1,7 @@
-//! Operations plumbing: metrics, health endpoints, leader election, logging.
+//! Operations plumbing of the hub: its metrics, their HTTP server, and leader election.
+//! Health flags, logging setup and the shutdown signal are the shared ones
+//! ([`flux_shared::ops`]), used from there.
 
-pub mod health;
 pub mod leader;
-pub mod logging;
 pub mod metrics;
 pub mod server;
-pub mod shutdown;
-
-pub use health::Health;
-pub use leader::{LeaderElection, LeaderError};
-pub use metrics::{Metrics, ReconcileTimer};
