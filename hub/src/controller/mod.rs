@@ -122,8 +122,8 @@ use serde::de::DeserializeOwned;
 use partial_decode::{Partial, Selection};
 use tracing::{error, info, warn};
 
-use crate::federation::leader_pod;
 use crate::ops;
+use crate::ops::leader_pod;
 
 /// Size of the buffer between a shared watch and its subscribers.
 const SHARED_BUFFER: usize = 256;
