@@ -651,7 +651,7 @@ fn federation_service_reaches_only_the_leaders_grpc_port() {
     // listen on the gRPC port, never matches.
     assert_eq!(
         selector
-            .get(flux_hub::federation::leader_pod::LABEL)
+            .get(flux_hub::ops::leader_pod::LABEL)
             .map(String::as_str),
         Some("true"),
         "the Service selects the pod labelled by the leader"
@@ -662,7 +662,7 @@ fn federation_service_reaches_only_the_leaders_grpc_port() {
         "a replica is not selected before it leads"
     );
     leader.insert(
-        flux_hub::federation::leader_pod::LABEL.to_string(),
+        flux_hub::ops::leader_pod::LABEL.to_string(),
         "true".to_string(),
     );
     assert!(selects(&selector, &leader), "the leader's pod is selected");

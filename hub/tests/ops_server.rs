@@ -6,9 +6,10 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use flux_hub::ops::health::Health;
 use flux_hub::ops::metrics::Metrics;
-use flux_hub::ops::server::{self, OPENMETRICS_CONTENT_TYPE, SHUTDOWN_GRACE};
+use flux_hub::ops::server;
+use flux_shared::ops::health::Health;
+use flux_shared::ops::server::{OPENMETRICS_CONTENT_TYPE, SHUTDOWN_GRACE, bind};
 use tokio::net::TcpStream;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
@@ -136,9 +137,7 @@ struct Running {
 }
 
 async fn start() -> Running {
-    let listener = server::bind(([127, 0, 0, 1], 0).into())
-        .await
-        .expect("bind");
+    let listener = bind(([127, 0, 0, 1], 0).into()).await.expect("bind");
     let addr = listener.local_addr().expect("addr");
     let metrics = Arc::new(Metrics::new());
     let health = Arc::new(Health::new());
@@ -274,9 +273,7 @@ async fn shutdown_closes_idle_keep_alive_connections() {
 #[tokio::test]
 async fn serve_binds_and_reports_bind_errors() {
     // Hold a port so that `serve` cannot bind it.
-    let taken = server::bind(([127, 0, 0, 1], 0).into())
-        .await
-        .expect("bind");
+    let taken = bind(([127, 0, 0, 1], 0).into()).await.expect("bind");
     let addr = taken.local_addr().expect("addr");
     let result = server::serve(
         addr,
@@ -295,9 +292,7 @@ async fn serve_binds_and_reports_bind_errors() {
 async fn serve_runs_until_shutdown() {
     // Find a free port, release it, and let `serve` bind it.
     let addr = {
-        let probe = server::bind(([127, 0, 0, 1], 0).into())
-            .await
-            .expect("bind");
+        let probe = bind(([127, 0, 0, 1], 0).into()).await.expect("bind");
         probe.local_addr().expect("addr")
     };
     let (stop, stopped) = oneshot::channel::<()>();

@@ -1064,7 +1064,7 @@ fn status_error(code: u16, reason: &str) -> Value {
 
 #[tokio::test]
 async fn federation_endpoint_label_is_merge_patched_onto_the_hubs_own_pod_with_retries() {
-    use flux_hub::federation::leader_pod;
+    use flux_hub::ops::leader_pod;
     let attempts = Arc::new(Mutex::new(0u32));
     let seen = attempts.clone();
     let (client, api) = ApiServer::start(Arc::new(move |call: &Call| {
@@ -1106,7 +1106,7 @@ async fn federation_endpoint_label_is_merge_patched_onto_the_hubs_own_pod_with_r
 
 #[tokio::test]
 async fn federation_endpoint_label_skips_a_missing_pod_and_fails_on_a_refusal() {
-    use flux_hub::federation::leader_pod;
+    use flux_hub::ops::leader_pod;
     let (client, api) = ApiServer::start(Arc::new(|call: &Call| {
         if call.path.ends_with("/elsewhere") {
             (StatusCode::NOT_FOUND, status_error(404, "NotFound"))

@@ -133,8 +133,8 @@ use serde::de::DeserializeOwned;
 use partial_decode::{Partial, Selection};
 use tracing::{error, info, warn};
 
-use crate::federation::leader_pod;
 use crate::ops;
+use crate::ops::leader_pod;
 
 /// Size of the buffer between a shared watch and its subscribers.
 const SHARED_BUFFER: usize = 256;
@@ -260,16 +260,16 @@ async fn list_partial(
 /// `flux-hub run`: the MiniCluster controller with its metrics and health server.
 pub async fn run(opts: RunOptions) -> anyhow::Result<()> {
     link_malloc_arena_limit();
-    ops::logging::init(opts.log_json);
+    flux_shared::ops::logging::init(opts.log_json);
     // Listen once, now: a SIGTERM between two `select!`s below must not be lost.
-    let shutdown = ops::shutdown::Shutdown::listen();
+    let shutdown = flux_shared::ops::shutdown::Shutdown::listen();
     let grpc_security = opts.grpc_security()?;
     let lead_address = opts.lead_address()?;
     let client = Client::try_default()
         .await
         .context("no Kubernetes configuration: set KUBECONFIG or run inside a cluster")?;
     let metrics = Arc::new(ops::metrics::Metrics::new());
-    let health = Arc::new(ops::health::Health::new());
+    let health = Arc::new(flux_shared::ops::health::Health::new());
     let (stop_tx, mut stop_rx) = tokio::sync::watch::channel(false);
     let stopped = async move {
         let _ = stop_rx.wait_for(|stop| *stop).await;

@@ -4,7 +4,6 @@
 
 pub mod bursts;
 pub mod lead;
-pub mod leader_pod;
 pub mod registry;
 pub mod service;
 

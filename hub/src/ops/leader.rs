@@ -15,7 +15,8 @@
 //! 3. on graceful shutdown, stop reconciling then [`LeaderElection::release`], so that
 //!    another replica takes over without waiting for the Lease to expire.
 //!
-//! Only the `get`, `create` and `update` verbs are used on leases.
+//! Only the `get`, `create` and `update` verbs are used on leases. The leader also labels
+//! its own pod so the federation Service reaches it: see [`super::leader_pod`].
 //!
 //! Expiry is judged from the holder's `renewTime` and `leaseDurationSeconds` against this
 //! replica's clock, so clocks must be roughly in sync (as NTP keeps them on nodes).

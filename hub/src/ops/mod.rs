@@ -1,12 +1,10 @@
-//! Operations plumbing: metrics, health endpoints, leader election, logging.
+//! Operations plumbing of the hub: its metrics, their HTTP server, leader election and the
+//! label that points the federation Service at the leader's pod.
+//!
+//! Health flags, logging setup and the shutdown signal are the shared ones
+//! ([`flux_shared::ops`]), used from there.
 
-pub mod health;
 pub mod leader;
-pub mod logging;
+pub mod leader_pod;
 pub mod metrics;
 pub mod server;
-pub mod shutdown;
-
-pub use health::Health;
-pub use leader::{LeaderElection, LeaderError};
-pub use metrics::{Metrics, ReconcileTimer};

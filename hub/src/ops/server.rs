@@ -12,12 +12,10 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use axum::Router;
+use flux_shared::ops::health::Health;
 use flux_shared::ops::server as shared;
 use tokio::net::TcpListener;
 
-pub use flux_shared::ops::server::{OPENMETRICS_CONTENT_TYPE, SHUTDOWN_GRACE, bind};
-
-use super::health::Health;
 use super::metrics::Metrics;
 
 /// The encoder of `/metrics` for the hub's metrics.
@@ -42,7 +40,7 @@ pub async fn serve(
 
 /// Serves [`router`] on `listener` until `shutdown` resolves. Then it closes the listener
 /// and idle connections, and returns once the requests in flight are answered, or after
-/// [`SHUTDOWN_GRACE`] at the latest (leaving them to finish in the background).
+/// [`shared::SHUTDOWN_GRACE`] at the latest (leaving them to finish in the background).
 pub async fn serve_listener(
     listener: TcpListener,
     metrics: Arc<Metrics>,

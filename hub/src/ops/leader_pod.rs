@@ -1,7 +1,11 @@
-//! Which hub replica spokes reach: the federation Service selects the pod carrying
-//! [`LABEL`], and only the replica that leads (and so holds the assignment registry and
-//! serves gRPC) sets it on its own pod. A standby never listens on the gRPC port, so
-//! without the label half of the spokes' connection attempts would be refused.
+//! The leader's pod label: which hub replica spokes reach. The federation Service selects
+//! the pod carrying [`LABEL`], and only the leader (the replica elected through the Lease,
+//! see [`super::leader`], or the only replica when election is off) sets it on its own
+//! pod, once it holds the assignment registry and serves gRPC. A standby never listens on
+//! the gRPC port, so without the label half of the spokes' connection attempts would be
+//! refused.
+//!
+//! "Leader" here is the replica holding the Lease, never the lead broker (Flux rank 0).
 //!
 //! The label is cleared when a replica starts (a container restarted in the same pod
 //! after losing leadership must not keep it) and when it stops.
@@ -15,22 +19,22 @@ use kube::api::{Patch, PatchParams};
 use serde_json::{Value, json};
 use tracing::{info, warn};
 
-/// Label on the pod of the replica serving the federation gRPC port; the
+/// Label on the leader's pod (the replica serving the federation gRPC port); the
 /// `flux-hub-federation` Service selects it.
 pub const LABEL: &str = "flux-framework.org/federation-endpoint";
 
-/// The merge patch that sets (`serving`) or removes the label.
-pub fn patch(serving: bool) -> Value {
-    let value = if serving { json!("true") } else { Value::Null };
+/// The merge patch that sets (`leading`) or removes the label.
+pub fn patch(leading: bool) -> Value {
+    let value = if leading { json!("true") } else { Value::Null };
     json!({ "metadata": { "labels": { LABEL: value } } })
 }
 
-/// Marks (or unmarks) this replica's pod, retrying transient API errors for about a
-/// minute. A pod that does not exist means the hub runs outside a cluster (`--identity`
-/// is not a pod name): nothing to mark, not an error.
-pub async fn mark(pods: &Api<Pod>, pod: &str, serving: bool) -> Result<(), kube::Error> {
+/// Marks this replica's pod as the leader's (`leading`) or unmarks it, retrying transient
+/// API errors for about a minute. A pod that does not exist means the hub runs outside a
+/// cluster (`--identity` is not a pod name): nothing to mark, not an error.
+pub async fn mark(pods: &Api<Pod>, pod: &str, leading: bool) -> Result<(), kube::Error> {
     let params = PatchParams::default();
-    let body = Patch::Merge(patch(serving));
+    let body = Patch::Merge(patch(leading));
     let attempt = || pods.patch(pod, &params, &body);
     let outcome = attempt
         .retry(
@@ -45,7 +49,12 @@ pub async fn mark(pods: &Api<Pod>, pod: &str, serving: bool) -> Result<(), kube:
         .await;
     match outcome {
         Ok(_) => {
-            info!(pod, serving, label = LABEL, "federation endpoint label set");
+            info!(
+                pod,
+                serving = leading,
+                label = LABEL,
+                "federation endpoint label set"
+            );
             Ok(())
         }
         Err(kube::Error::Api(e)) if e.code == 404 => {
