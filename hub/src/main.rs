@@ -110,5 +110,5 @@ fn run_controller(opts: flux_hub::controller::RunOptions) -> anyhow::Result<()> 
     tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?
-        .block_on(flux_hub::controller::run(opts))
+        .block_on(flux_hub::controller::run::run(opts))
 }
