@@ -34,9 +34,9 @@
 //! # JSON output
 //!
 //! A [`StatusView`]: a stable structure of this command (camelCase field names, documented
-//! on the types of [`view`]), not the wire messages, so that scripts do not break when the
-//! protocol grows. `schemaVersion` changes only on incompatible changes; new fields may
-//! appear at any time. Timestamps are Unix milliseconds, `null` when never. Without
+//! on the types of [`view`](mod@view)), not the wire messages, so that scripts do not
+//! break when the protocol grows. `schemaVersion` changes only on incompatible changes;
+//! new fields may appear at any time. Timestamps are Unix milliseconds, `null` when never. Without
 //! `--watch` the document is pretty-printed; with `--watch` every snapshot is one compact
 //! document on its own line (JSON Lines).
 //!
@@ -56,7 +56,8 @@
 //!
 //! # Layout
 //!
-//! * [`view`]: the view model, what is shown ([`StatusView`], also the JSON document);
+//! * [`view`](mod@view): the view model, what is shown ([`StatusView`], also the JSON
+//!   document);
 //! * [`output`]: the tables, the JSON text, and framing `--watch` snapshots;
 //! * `connection`: dialing the hub with the admin certificate, the calls, what failures
 //!   mean, reconnecting.

@@ -9,8 +9,8 @@ use flux_shared::federation::proto::{self, ListSpokesResponse, MiniClusterSnapsh
 use super::Format;
 use super::view::{burst_phase_name, view};
 
-/// `-o json`: the [`StatusView`], pretty-printed, or on one line when `compact` (for
-/// `--watch`). Ends with a newline.
+/// `-o json`: the [`StatusView`](super::StatusView), pretty-printed, or on one line when
+/// `compact` (for `--watch`). Ends with a newline.
 pub fn json(snapshot: &MiniClusterSnapshot, spokes: &ListSpokesResponse, compact: bool) -> String {
     let view = view(snapshot, spokes);
     let mut text = if compact {
