@@ -30,6 +30,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use backon::{BackoffBuilder, ExponentialBuilder};
 use flux_shared::federation::assignment::Realized;
 use flux_shared::federation::auth::IdentityInterceptor;
+use flux_shared::federation::diagnostics::{classify_tls_failure, error_chain, status_text};
 use flux_shared::federation::proto::spoke_client::SpokeClient;
 use flux_shared::federation::proto::{
     AssignmentStatus, ClusterAccess, ReportRequest, Snapshot, WatchRequest,
@@ -44,7 +45,7 @@ use tonic::transport::Channel;
 use tonic::{Code, Status};
 use tracing::{Instrument, debug, error, info, info_span, warn};
 
-use crate::cluster::{Cluster, Kind, error_chain};
+use crate::cluster::{Cluster, Kind};
 use crate::metrics::{ErrorKind, Metrics};
 use crate::reconcile::{
     Applied, Decision, Memory, Outcome, Tracked, find_job, plan_snapshot, status,
@@ -720,33 +721,10 @@ async fn sleep_until(deadline: Option<Instant>) {
     }
 }
 
-/// A status's message with its source chain (TLS alerts hide there).
-fn status_text(status: &Status) -> String {
-    let mut text = status.message().to_string();
-    let mut source = std::error::Error::source(status);
-    while let Some(s) = source {
-        let next = s.to_string();
-        if !text.contains(&next) {
-            text.push_str(": ");
-            text.push_str(&next);
-        }
-        source = s.source();
-    }
-    text
-}
-
-/// Whether an error reads like a TLS handshake or certificate problem.
+/// Whether an error reads like a TLS handshake or certificate problem (a connection
+/// failure, so a closed connection does not count).
 fn looks_like_tls(text: &str) -> bool {
-    let text = text.to_ascii_lowercase();
-    [
-        "alert",
-        "certificate",
-        "handshake",
-        "unknownissuer",
-        "notvalidforname",
-    ]
-    .iter()
-    .any(|needle| text.contains(needle))
+    classify_tls_failure(text, false).is_some()
 }
 
 #[cfg(test)]
@@ -766,6 +744,8 @@ mod tests {
         for text in [
             "connection refused",
             "the hub is not serving assignments yet",
+            // A stream that broke is retried quickly, not as a TLS refusal.
+            "h2 protocol error: connection reset",
         ] {
             assert!(!looks_like_tls(text), "{text}");
         }

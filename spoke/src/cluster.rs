@@ -17,6 +17,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime};
 
 use flux_shared::federation::assignment::{owned_key, spoke_selector};
+use flux_shared::federation::diagnostics::error_chain;
 use flux_shared::render::Object;
 use futures::{Stream, StreamExt};
 use k8s_openapi::NamespaceResourceScope;
@@ -224,21 +225,6 @@ impl ClusterError {
             other => ClusterError::new(action, error_chain(other)),
         }
     }
-}
-
-/// `error: source: source...`, for messages.
-pub fn error_chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(s) = source {
-        let next = s.to_string();
-        if !text.contains(&next) {
-            text.push_str(": ");
-            text.push_str(&next);
-        }
-        source = s.source();
-    }
-    text
 }
 
 /// The spoke's reads and writes of its own cluster.

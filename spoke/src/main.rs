@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use clap::{Args, Parser, Subcommand};
+use flux_shared::federation::diagnostics::{HubUrlError, error_chain, hub_host as url_host};
 use flux_shared::federation::tls::{ClientSecurity, TlsPem, TransportSettings};
 use flux_shared::federation::{Identity, identity_from_pem};
 use flux_shared::ops::{Health, logging, server, shutdown};
@@ -85,27 +86,10 @@ async fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
-            eprintln!("flux-spoke: {}", chain(&error));
+            eprintln!("flux-spoke: {}", error_chain(&*error));
             ExitCode::FAILURE
         }
     }
-}
-
-/// `error: cause: cause...`, leaving out causes whose text an earlier message already
-/// contains (several errors repeat their source in their own message).
-fn chain(error: &anyhow::Error) -> String {
-    let mut text = String::new();
-    for cause in error.chain() {
-        let message = cause.to_string();
-        if text.contains(&message) {
-            continue;
-        }
-        if !text.is_empty() {
-            text.push_str(": ");
-        }
-        text.push_str(&message);
-    }
-    text
 }
 
 /// How to reach the hub, from the flags; every mistake is reported before anything
@@ -177,15 +161,10 @@ fn client_security(args: &RunArgs) -> Result<ClientSecurity> {
 
 /// The host of the hub URL (without IPv6 brackets).
 fn hub_host(hub: &str) -> Result<String> {
-    let uri: tonic::transport::Uri = hub
-        .parse()
-        .with_context(|| format!("--hub {hub:?} is not a URL"))?;
-    match uri.host() {
-        Some(host) if !host.is_empty() => Ok(host
-            .trim_start_matches('[')
-            .trim_end_matches(']')
-            .to_string()),
-        _ => bail!(
+    match url_host(hub) {
+        Ok(host) => Ok(host),
+        Err(e @ HubUrlError::Invalid(_)) => Err(e).context(format!("--hub {hub:?} is not a URL")),
+        Err(HubUrlError::NoHost) => bail!(
             "--hub {hub:?} names no host; give one, or the hub's certificate name with --hub-domain"
         ),
     }

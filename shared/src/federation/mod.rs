@@ -6,6 +6,8 @@
 //!   client certificates) and the identity scheme carried in client certificates.
 //! * [`tls`]: tonic TLS configuration from PEM, and the keepalive, timeout and size limits
 //!   every server and client of the federation uses.
+//! * [`diagnostics`]: what clients tell people when dialing the hub fails: error chains,
+//!   gRPC status text, TLS failure classification, hub URL normalisation.
 //! * [`auth`]: who is calling — the verified client certificate mapped to an
 //!   [`Identity`] — and the per-call checks `require_spoke` / `require_admin`.
 //!
@@ -18,6 +20,7 @@
 
 pub mod assignment;
 pub mod auth;
+pub mod diagnostics;
 pub mod pki;
 pub mod tls;
 

@@ -35,6 +35,7 @@ use tonic::transport::{
 };
 
 use super::auth::{Authenticator, IdentityInterceptor};
+use super::diagnostics::error_chain;
 use super::pki::{Identity, IdentityKind};
 use super::proto::admin_server::{Admin, AdminServer};
 use super::proto::spoke_server::{Spoke, SpokeServer};
@@ -369,17 +370,6 @@ fn check_certs(what: &str, pem: &str) -> Result<(), TlsError> {
         ));
     }
     Ok(())
-}
-
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut out = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        out.push_str(": ");
-        out.push_str(&s.to_string());
-        source = s.source();
-    }
-    out
 }
 
 /// Errors building TLS configuration and endpoints.
