@@ -1,7 +1,7 @@
 //! The spoke's view of its Kubernetes cluster: a small trait ([`Cluster`]) for the few
-//! reads and writes the agent makes, so that tests can capture them
-//! ([`crate::testing::FakeCluster`]), and its real implementation on a `kube::Client`
-//! ([`KubeCluster`]).
+//! reads and writes the agent makes, so that tests can capture them (`FakeCluster`, in
+//! `testing` with the cargo feature of that name), and its real implementation on a
+//! `kube::Client` ([`KubeCluster`]).
 //!
 //! Every object the spoke creates carries `app.kubernetes.io/managed-by: flux-spoke`
 //! ([`spoke_selector`]) and the assignment key in an annotation ([`owned_key`]): that is

@@ -35,7 +35,10 @@
 //!
 //! Modules: [`agent`] (the connect/watch/apply/report loop), [`reconcile`] (pure
 //! decisions), [`cluster`] (the Kubernetes reads and writes behind a trait, and their
-//! real implementation), [`metrics`], and [`testing`] (an in-memory cluster for tests).
+//! real implementation) and [`metrics`]. Tests and benches also get `testing` (an in-memory
+//! cluster and sample assignments), which only exists with the cargo feature `testing`:
+//! the spoke's own tests enable it through a dev-dependency on this crate, so the binary
+//! never contains it.
 
 #![warn(missing_docs)]
 
@@ -43,9 +46,9 @@ pub mod agent;
 pub mod cluster;
 pub mod metrics;
 pub mod reconcile;
+#[cfg(any(test, feature = "testing"))]
 pub mod testing;
 
 pub use agent::{Agent, AgentConfig, AppliedSnapshot};
 pub use cluster::{Cluster, ClusterError, KubeCluster, OwnedObject};
 pub use metrics::Metrics;
-pub use testing::FakeCluster;
