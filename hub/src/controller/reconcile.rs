@@ -33,7 +33,7 @@ use super::cache::{self, Compact};
 use super::diff::is_subset;
 use super::ownership;
 use super::sizing;
-use super::status::{self, Problem, phase};
+use super::status::{self, Problem, minicluster_phase};
 use crate::federation::{self, BurstInfo, McInfo, McKey, Registry, bursts, lead};
 use crate::ops::metrics::Metrics;
 
@@ -350,7 +350,7 @@ async fn reconcile_inner(
     if plan.spec.cleanup.unwrap_or(false)
         && matches!(
             status.phase.as_deref(),
-            Some(phase::SUCCEEDED | phase::FAILED)
+            Some(minicluster_phase::SUCCEEDED | minicluster_phase::FAILED)
         )
     {
         info!("cleanup: the Job finished; deleting the MiniCluster");
@@ -514,7 +514,7 @@ async fn finish(
     }
     if status.phase != previous.phase {
         match status.phase.as_deref() {
-            Some(phase::FAILED) => {
+            Some(minicluster_phase::FAILED) => {
                 publish(
                     ctx,
                     mc,
@@ -524,7 +524,7 @@ async fn finish(
                 )
                 .await
             }
-            Some(phase::SUCCEEDED) => {
+            Some(minicluster_phase::SUCCEEDED) => {
                 publish(
                     ctx,
                     mc,
