@@ -1,5 +1,5 @@
 //! The planner: a validated MiniCluster plus its federated rank layout (the host list in
-//! [`rank_order`](crate::rank_order)), and what each cluster of the instance runs.
+//! [`rank_order`]), and what each cluster of the instance runs.
 
 use crate::api::{MiniCluster, MiniClusterSpec, ResolvedBurst, defaults};
 use crate::hostlist;
