@@ -373,7 +373,7 @@ async fn creates_every_object_from_nothing_then_makes_no_writes() {
 #[tokio::test]
 async fn reuses_the_certificate_it_created() {
     let (client, server) = ApiServer::start(ok_responder());
-    let (ctx, mut writers) = context(client);
+    let (ctx, _writers) = context(client.clone());
     let mc = minicluster(SPEC);
     run(&ctx, mc.clone()).await.expect("reconcile");
     let first = server.calls();
@@ -383,12 +383,14 @@ async fn reuses_the_certificate_it_created() {
         .expect("secret")
         .body
         .clone();
+    // A restarted hub: a fresh context, remembering nothing of the first pass, whose
+    // caches list what that pass wrote (as a new process's watches would) keeps the Secret.
+    let (restarted, mut writers) = context(client);
     observe(&first, &mut writers);
-    // A restarted hub (fresh context) with the same caches renders the same Secret.
     let mut changed = mc.clone();
     changed.spec.size = 3;
     let before = server.calls().len();
-    run(&ctx, changed).await.expect("reconcile");
+    run(&restarted, changed).await.expect("reconcile");
     let later = &server.calls()[before..];
     assert!(
         later.iter().all(|c| !c.path.contains("/secrets")),

@@ -15,6 +15,7 @@ pub mod layout;
 #[cfg(feature = "ops")]
 pub mod ops;
 pub mod plan;
+pub mod rank_order;
 pub mod render;
 pub mod scripts;
 pub mod validate;

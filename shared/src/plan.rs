@@ -1,13 +1,10 @@
-//! The planner: a validated MiniCluster plus its federated rank layout.
-//!
-//! Ranks are positions in one host list that every cluster sees in the same order: the
-//! root hosts `<name>-0 .. <name>-(maxSize-1)` first, then each burst `<burst>-0 ..` in
-//! spec order. A MiniCluster that joins a lead broker by hand (`leadBroker`) rebuilds the
-//! same list from the lead's name and size. A verbatim `hostlist` replaces the list.
+//! The planner: a validated MiniCluster plus its federated rank layout (the host list in
+//! [`rank_order`]), and what each cluster of the instance runs.
 
 use crate::api::{MiniCluster, MiniClusterSpec, ResolvedBurst, defaults};
 use crate::hostlist;
 use crate::layout::Layout;
+use crate::rank_order;
 use crate::validate::{self, ValidationErrors};
 
 /// Where a lead broker is reachable from another cluster.
@@ -115,7 +112,7 @@ impl Plan {
         let hostlist = hostlist::compress(&hosts);
         let cores = spec.containers.get(runner).map_or(1, |c| c.cores());
         Ok(Plan {
-            resources: crate::flux_config::resource_set(hosts.len(), cores, &hostlist),
+            resources: rank_order::resource_set(hosts.len(), cores, &hostlist),
             hostlist,
             bursts: spec.bursts(),
             name,
@@ -129,11 +126,9 @@ impl Plan {
         })
     }
 
-    /// Whether the instance spans more than one cluster.
+    /// Whether the instance spans more than one cluster ([`rank_order::is_federated`]).
     pub fn is_federated(&self) -> bool {
-        !self.bursts.is_empty()
-            || self.spec.lead_broker().is_some()
-            || self.spec.custom_hostlist().is_some()
+        rank_order::is_federated(&self.spec)
     }
 
     /// The role this MiniCluster plays in the cluster it was applied to: `Root`, or for a
@@ -207,28 +202,4 @@ impl Plan {
         let declared = i32::try_from(self.hosts.len()).unwrap_or(i32::MAX);
         (declared > self.spec.size).then_some(self.spec.size)
     }
-}
-
-/// The rank-ordered host list of a MiniCluster (spec assumed validated).
-pub(crate) fn federated_hosts(
-    name: &str,
-    spec: &MiniClusterSpec,
-) -> Result<Vec<String>, hostlist::HostlistError> {
-    if let Some(custom) = spec.custom_hostlist() {
-        return hostlist::expand(custom);
-    }
-    let (lead_name, lead_size) = match spec.lead_broker() {
-        Some(lead) => (lead.name.as_str(), lead.size),
-        None => (name, spec.max_size()),
-    };
-    let mut hosts = Vec::new();
-    push_range(&mut hosts, lead_name, lead_size);
-    for burst in spec.bursts() {
-        push_range(&mut hosts, &burst.name, burst.size);
-    }
-    Ok(hosts)
-}
-
-fn push_range(hosts: &mut Vec<String>, prefix: &str, count: i32) {
-    hosts.extend((0..count.max(0)).map(|i| format!("{prefix}-{i}")));
 }

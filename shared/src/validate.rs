@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
 use crate::api::{ContainerVolume, MiniCluster, MiniClusterContainer, MiniClusterSpec, defaults};
-use crate::{curve, hostlist, plan};
+use crate::{curve, hostlist, rank_order};
 
 /// One problem: the field path (`spec.containers[0].image`) and the rule it breaks.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -892,14 +892,14 @@ impl Validator {
                 }
             }
         }
-        let federated = !bursts.is_empty() || spec.lead_broker().is_some() || custom.is_some();
-        if federated && flux.topology.as_deref().is_some_and(|t| !t.is_empty()) {
+        if rank_order::is_federated(spec) && flux.topology.as_deref().is_some_and(|t| !t.is_empty())
+        {
             self.err(
                 "spec.flux.topology",
                 "cannot be set when bursting: brokers in other clusters can only reach the lead broker, so the tree must be flat",
             );
         }
-        if let Ok(hosts) = plan::federated_hosts(name, spec) {
+        if let Ok(hosts) = rank_order::hosts(name, spec) {
             let mut seen = BTreeSet::new();
             if let Some(dup) = hosts.iter().find(|h| !seen.insert(h.as_str())) {
                 self.err(

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use flux_shared::federation::auth::{ADMIN_HEADER, IdentityInterceptor, SPOKE_HEADER};
@@ -106,6 +106,8 @@ struct TestHub {
     heartbeat: Option<Duration>,
     /// How long Report takes.
     report_delay: Duration,
+    /// Every report received, with the spoke it was authenticated as.
+    reports: Arc<Mutex<Vec<(String, ReportRequest)>>>,
 }
 
 fn curve_cert(minicluster: &str) -> String {
@@ -150,6 +152,7 @@ impl TestHub {
             by_spoke: Arc::new(by_spoke),
             heartbeat: None,
             report_delay: Duration::ZERO,
+            reports: Arc::default(),
         }
     }
 
@@ -230,8 +233,12 @@ impl Spoke for TestHub {
         &self,
         request: Request<ReportRequest>,
     ) -> Result<Response<ReportResponse>, Status> {
-        self.auth.require_spoke(&request)?;
+        let spoke = self.auth.require_spoke(&request)?;
         tokio::time::sleep(self.report_delay).await;
+        self.reports
+            .lock()
+            .unwrap()
+            .push((spoke, request.into_inner()));
         Ok(Response::new(ReportResponse {}))
     }
 }
@@ -517,13 +524,8 @@ async fn spokes_can_report() {
     let pki = Pki::new();
     let settings = TransportSettings::default();
     let security = pki.server();
-    let addr = serve(
-        &settings,
-        &security,
-        TestHub::new(Authenticator::Mtls),
-        Checks::Full,
-    )
-    .await;
+    let hub = TestHub::new(Authenticator::Mtls);
+    let addr = serve(&settings, &security, hub.clone(), Checks::Full).await;
     let mut client = spoke_client(&settings, addr, &pki.client(&pki.spoke_a))
         .await
         .unwrap();
@@ -541,7 +543,13 @@ async fn spokes_can_report() {
         }],
         cluster_access: None,
     };
-    client.report(settings.unary_request(report)).await.unwrap();
+    client
+        .report(settings.unary_request(report.clone()))
+        .await
+        .unwrap();
+    // The hub got the report whole, attributed to the spoke its certificate names.
+    let received = hub.reports.lock().unwrap().clone();
+    assert_eq!(received, [("a".to_string(), report)]);
 }
 
 #[tokio::test]

@@ -30,7 +30,7 @@ pub struct Applied {
 
 /// An assignment this process refused (`BURST_PHASE_INVALID`).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Refusal {
+pub struct AssignmentRefusal {
     /// The assignment as received; the same content is not examined again.
     pub assignment: Assignment,
     /// Machine-readable reason: `Malformed`, `InvalidSpec` or `ConfigMismatch`.
@@ -39,15 +39,15 @@ pub struct Refusal {
     pub message: String,
 }
 
-impl Refusal {
+impl AssignmentRefusal {
     /// The refusal of `assignment` for `error`.
-    pub fn new(assignment: &Assignment, error: &RealizeError) -> Refusal {
+    pub fn new(assignment: &Assignment, error: &RealizeError) -> AssignmentRefusal {
         let reason = match error {
             RealizeError::Malformed { .. } => "Malformed",
             RealizeError::InvalidSpec { .. } => "InvalidSpec",
             RealizeError::ConfigMismatch { .. } => "ConfigMismatch",
         };
-        Refusal {
+        AssignmentRefusal {
             assignment: assignment.clone(),
             reason,
             message: error.to_string(),
@@ -63,7 +63,7 @@ pub struct Memory {
     /// Assignments applied completely, by key.
     pub applied: BTreeMap<String, Applied>,
     /// Assignments refused, by key.
-    pub refused: BTreeMap<String, Refusal>,
+    pub refused: BTreeMap<String, AssignmentRefusal>,
 }
 
 /// What to do with one assignment of a snapshot.
@@ -74,7 +74,7 @@ pub enum Decision {
     /// Identical to what this process applied, and every object is still there.
     Unchanged,
     /// Refuse it (it does not realize): report `BURST_PHASE_INVALID`.
-    Refuse(Box<Refusal>),
+    Refuse(Box<AssignmentRefusal>),
     /// Identical to content refused before: refused again without re-examining it.
     StillRefused,
 }
@@ -197,7 +197,7 @@ fn decide(a: &Assignment, memory: &Memory, present: &BTreeSet<(&str, &ObjectRef)
     }
     match realize(a) {
         Ok(realized) => Decision::Apply(Box::new(realized)),
-        Err(error) => Decision::Refuse(Box::new(Refusal::new(a, &error))),
+        Err(error) => Decision::Refuse(Box::new(AssignmentRefusal::new(a, &error))),
     }
 }
 
@@ -214,7 +214,7 @@ pub enum Outcome {
     },
     /// Refused: `BURST_PHASE_INVALID`.
     Refused {
-        /// Machine-readable reason (see [`Refusal::reason`]).
+        /// Machine-readable reason (see [`AssignmentRefusal::reason`]).
         reason: String,
         /// Why.
         message: String,
@@ -528,7 +528,7 @@ mod tests {
         let mut memory = Memory::default();
         memory
             .refused
-            .insert(bad.key.clone(), Refusal::clone(refusal));
+            .insert(bad.key.clone(), AssignmentRefusal::clone(refusal));
         let plan = plan_snapshot(&snapshot(vec![bad.clone()], &[]), &owned, &memory);
         assert_eq!(plan.assignments[0].decision, Decision::StillRefused);
         // Fixed content is examined again.

@@ -80,8 +80,8 @@ impl Pki {
 // The fake hub
 // ---------------------------------------------------------------------------------------
 
-/// What the hub serves and what it heard. Survives server restarts (tests decide what a
-/// "restarted" hub sends by replacing the snapshot).
+/// What the hub serves and what it heard. A test that restarts the hub gives the new
+/// server a new state, as a real restarted hub starts with nothing of the old one's.
 #[derive(Clone)]
 struct HubState {
     snapshots: Arc<watch::Sender<Snapshot>>,
@@ -630,12 +630,12 @@ async fn a_broken_stream_or_a_hub_outage_deletes_nothing_and_the_agent_resumes()
     assert!(cluster.deleted().is_empty(), "an outage deletes nothing");
     assert_eq!(cluster.applied().len(), applies, "nor applies anything");
 
-    // A restarted hub (new epoch) on the same port, with one more assignment.
+    // A restarted hub (new epoch, fresh state) on the same port, with one more assignment.
     let w = assignment("m3", "w", 1);
-    hub.publish(snapshot("e2", 1, vec![x.clone(), w.clone()]));
-    let server = RunningHub::start(&pki, &hub, addr).await;
-    let report = hub.ack("e2", 1).await;
-    let last_watch = hub.watches().pop().unwrap();
+    let restarted = HubState::new(snapshot("e2", 1, vec![x.clone(), w.clone()]));
+    let server = RunningHub::start(&pki, &restarted, addr).await;
+    let report = restarted.ack("e2", 1).await;
+    let last_watch = restarted.watches().pop().unwrap();
     assert_eq!(
         (
             last_watch.applied_hub_epoch.as_str(),

@@ -27,7 +27,7 @@ use super::context::{Context, Error, get, kube_err, managed_objects, mc_key};
 use super::desired::desired;
 use super::federate::{federate, publish_assignments, retain_from_status};
 use super::finalize::finalize;
-use super::status::{self, phase};
+use super::status::{self, minicluster_phase};
 use super::validate::validate;
 use super::{apply, orphans, pod_labels, status_write};
 use crate::federation::bursts;
@@ -102,7 +102,7 @@ async fn reconcile_inner(
     if plan.spec.cleanup.unwrap_or(false)
         && matches!(
             status.phase.as_deref(),
-            Some(phase::SUCCEEDED | phase::FAILED)
+            Some(minicluster_phase::SUCCEEDED | minicluster_phase::FAILED)
         )
     {
         info!("cleanup: the Job finished; deleting the MiniCluster");

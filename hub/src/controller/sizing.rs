@@ -6,7 +6,7 @@ use flux_shared::api::MiniCluster;
 
 /// Why a change cannot be applied to a running MiniCluster.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Refusal {
+pub struct SizeRefusal {
     /// Condition reason.
     pub reason: &'static str,
     /// What is wrong and what to do.
@@ -16,14 +16,14 @@ pub struct Refusal {
 /// The MiniCluster to plan: its spec, with `maxSize` pinned to the declared maximum once
 /// one is recorded in the status. `Err` when the spec asks for what the running brokers
 /// cannot do.
-pub fn effective(mc: &MiniCluster) -> Result<MiniCluster, Refusal> {
+pub fn effective(mc: &MiniCluster) -> Result<MiniCluster, SizeRefusal> {
     let frozen = mc.status.as_ref().map_or(0, |s| s.maximum_size);
     if frozen <= 0 {
         return Ok(mc.clone());
     }
     let spec = &mc.spec;
     if let Some(max) = spec.max_size.filter(|m| *m != frozen) {
-        return Err(Refusal {
+        return Err(SizeRefusal {
             reason: "MaxSizeImmutable",
             message: format!(
                 "spec.maxSize: cannot change from {frozen} to {max} on an existing MiniCluster: its brokers were configured with {frozen} hosts; delete and re-create it to change the maximum"
@@ -31,7 +31,7 @@ pub fn effective(mc: &MiniCluster) -> Result<MiniCluster, Refusal> {
         });
     }
     if spec.size > frozen {
-        return Err(Refusal {
+        return Err(SizeRefusal {
             reason: "SizeAboveMaximum",
             message: format!(
                 "spec.size: {} is above the maximum size {frozen} this MiniCluster was created with (its brokers only know {frozen} hosts); scale within 1..{frozen} or re-create it with a larger maxSize",

@@ -17,7 +17,7 @@ pub struct Problem {
 }
 
 /// Phases shown in `kubectl get miniclusters`.
-pub mod phase {
+pub mod minicluster_phase {
     /// Brokers are being created or are starting.
     pub const PENDING: &str = "Pending";
     /// Every broker pod of the Job is ready.
@@ -74,11 +74,11 @@ pub fn compute(
     let failed = job.and_then(|j| job_condition(j, "Failed"));
 
     let phase = match (problem, job, finished) {
-        (Some(p), _, _) if p.invalid => phase::INVALID,
-        (_, _, Some(true)) => phase::SUCCEEDED,
-        (_, _, Some(false)) => phase::FAILED,
-        (_, Some(_), None) if size > 0 && ready >= size => phase::RUNNING,
-        _ => phase::PENDING,
+        (Some(p), _, _) if p.invalid => minicluster_phase::INVALID,
+        (_, _, Some(true)) => minicluster_phase::SUCCEEDED,
+        (_, _, Some(false)) => minicluster_phase::FAILED,
+        (_, Some(_), None) if size > 0 && ready >= size => minicluster_phase::RUNNING,
+        _ => minicluster_phase::PENDING,
     };
 
     let cond = |type_: &str, ok: bool, reason: &str, message: String| Condition {
@@ -95,15 +95,17 @@ pub fn compute(
     };
 
     let ready_cond = match phase {
-        phase::RUNNING => cond(
+        minicluster_phase::RUNNING => cond(
             "Ready",
             true,
             "BrokersReady",
             format!("{ready}/{size} brokers ready"),
         ),
-        phase::SUCCEEDED => cond("Ready", false, "Completed", "the Job completed".into()),
-        phase::FAILED => cond("Ready", false, "JobFailed", "the Job failed".into()),
-        phase::INVALID => cond(
+        minicluster_phase::SUCCEEDED => {
+            cond("Ready", false, "Completed", "the Job completed".into())
+        }
+        minicluster_phase::FAILED => cond("Ready", false, "JobFailed", "the Job failed".into()),
+        minicluster_phase::INVALID => cond(
             "Ready",
             false,
             "InvalidSpec",
@@ -117,7 +119,7 @@ pub fn compute(
         ),
     };
     let progressing = match phase {
-        phase::PENDING => cond(
+        minicluster_phase::PENDING => cond(
             "Progressing",
             true,
             if job.is_some() {
@@ -127,7 +129,7 @@ pub fn compute(
             },
             format!("{ready}/{size} brokers ready"),
         ),
-        phase::SUCCEEDED | phase::FAILED => {
+        minicluster_phase::SUCCEEDED | minicluster_phase::FAILED => {
             cond("Progressing", false, "Finished", "the Job finished".into())
         }
         _ => cond("Progressing", false, "Stable", "nothing to do".into()),
@@ -268,17 +270,17 @@ mod tests {
     fn phases_follow_the_job() {
         let m = mc();
         let s = compute(&m, Some(4), None, None, &now(1));
-        assert_eq!(s.phase.as_deref(), Some(phase::PENDING));
+        assert_eq!(s.phase.as_deref(), Some(minicluster_phase::PENDING));
         assert_eq!(condition(&s, "Progressing").reason, "Creating");
         assert_eq!(s.maximum_size, 4);
         assert_eq!(s.selector, "flux-framework.org/job=m");
         let s = compute(&m, Some(4), Some(&job(2, 1, None)), None, &now(1));
         assert_eq!(
             (s.phase.as_deref(), s.brokers.as_deref(), s.size),
-            (Some(phase::PENDING), Some("1/2"), 2)
+            (Some(minicluster_phase::PENDING), Some("1/2"), 2)
         );
         let s = compute(&m, Some(4), Some(&job(2, 2, None)), None, &now(1));
-        assert_eq!(s.phase.as_deref(), Some(phase::RUNNING));
+        assert_eq!(s.phase.as_deref(), Some(minicluster_phase::RUNNING));
         assert_eq!(condition(&s, "Ready").status, "True");
         let s = compute(
             &m,
@@ -287,7 +289,7 @@ mod tests {
             None,
             &now(1),
         );
-        assert_eq!(s.phase.as_deref(), Some(phase::SUCCEEDED));
+        assert_eq!(s.phase.as_deref(), Some(minicluster_phase::SUCCEEDED));
         let s = compute(
             &m,
             Some(4),
@@ -295,7 +297,7 @@ mod tests {
             None,
             &now(1),
         );
-        assert_eq!(s.phase.as_deref(), Some(phase::FAILED));
+        assert_eq!(s.phase.as_deref(), Some(minicluster_phase::FAILED));
         assert_eq!(condition(&s, "Failed").reason, "DeadlineExceeded");
         assert!(
             s.conditions
@@ -313,7 +315,7 @@ mod tests {
             invalid: false,
         };
         let s = compute(&m, Some(2), Some(&job(2, 2, None)), Some(&refusal), &now(1));
-        assert_eq!(s.phase.as_deref(), Some(phase::RUNNING));
+        assert_eq!(s.phase.as_deref(), Some(minicluster_phase::RUNNING));
         assert_eq!(condition(&s, "Degraded").status, "True");
         assert_eq!(condition(&s, "Degraded").message, "spec.size: too big");
         let invalid = Problem {
@@ -322,7 +324,7 @@ mod tests {
             invalid: true,
         };
         let s = compute(&m, None, None, Some(&invalid), &now(1));
-        assert_eq!(s.phase.as_deref(), Some(phase::INVALID));
+        assert_eq!(s.phase.as_deref(), Some(minicluster_phase::INVALID));
     }
 
     #[test]

@@ -12,7 +12,7 @@ use tracing::warn;
 
 use super::context::{Context, Error, MANAGER, kube_err, mc_key};
 use super::events::publish;
-use super::status::{Problem, phase};
+use super::status::{Problem, minicluster_phase};
 use crate::federation::bursts::BurstEvent;
 
 /// Write `status` (with its Events) unless it is the current one or was just written.
@@ -47,7 +47,7 @@ pub(super) async fn write_if_changed(
     }
     if status.phase != previous.phase {
         match status.phase.as_deref() {
-            Some(phase::FAILED) => {
+            Some(minicluster_phase::FAILED) => {
                 publish(
                     ctx,
                     mc,
@@ -57,7 +57,7 @@ pub(super) async fn write_if_changed(
                 )
                 .await
             }
-            Some(phase::SUCCEEDED) => {
+            Some(minicluster_phase::SUCCEEDED) => {
                 publish(
                     ctx,
                     mc,

@@ -11,7 +11,7 @@ use k8s_openapi::jiff::Timestamp;
 use super::registry::BurstView;
 
 /// Phases of `status.bursts[].phase`.
-pub mod phase {
+pub mod burst_phase {
     /// Waiting for the lead broker's endpoint (nothing sent yet).
     pub const PENDING: &str = "Pending";
     /// Sent to a connected spoke; not applied yet, or brokers starting.
@@ -69,12 +69,12 @@ pub fn statuses(
             let reported = report.map(|(r, _)| r);
             let (phase, message) = if v.deleting {
                 (
-                    phase::DELETING,
+                    burst_phase::DELETING,
                     format!("waiting for spoke {} to delete the burst", b.spoke),
                 )
             } else if !v.assigned {
                 (
-                    phase::PENDING,
+                    burst_phase::PENDING,
                     waiting.unwrap_or("waiting to be assigned").to_string(),
                 )
             } else if !v.connected {
@@ -87,13 +87,13 @@ pub fn statuses(
                     // Briefly gone: keep showing what it last reported.
                     Some(old)
                         if within_grace
-                            && old.phase != phase::PENDING
-                            && old.phase != phase::UNREACHABLE =>
+                            && old.phase != burst_phase::PENDING
+                            && old.phase != burst_phase::UNREACHABLE =>
                     {
                         return old.clone();
                     }
                     _ => (
-                        phase::UNREACHABLE,
+                        burst_phase::UNREACHABLE,
                         format!("spoke {} is not connected to the hub", b.spoke),
                     ),
                 }
@@ -110,7 +110,7 @@ pub fn statuses(
                     )
                 });
                 (
-                    phase::UNKNOWN,
+                    burst_phase::UNKNOWN,
                     format!(
                         "spoke {} cannot reach its cluster's API server since {since}: {error}{last}",
                         b.spoke
@@ -121,27 +121,27 @@ pub fn statuses(
                     Some(r) if r.observed_version >= v.assigned_version => {
                         match BurstPhase::try_from(r.phase).unwrap_or_default() {
                             BurstPhase::Running => (
-                                phase::RUNNING,
+                                burst_phase::RUNNING,
                                 format!("{}/{} brokers ready", r.brokers_ready, r.size),
                             ),
                             BurstPhase::Succeeded => {
-                                (phase::SUCCEEDED, "the burst Job completed".to_string())
+                                (burst_phase::SUCCEEDED, "the burst Job completed".to_string())
                             }
                             BurstPhase::Failed => {
-                                (phase::FAILED, non_empty(&r.message, "the burst Job failed"))
+                                (burst_phase::FAILED, non_empty(&r.message, "the burst Job failed"))
                             }
                             BurstPhase::Invalid => (
-                                phase::FAILED,
+                                burst_phase::FAILED,
                                 non_empty(&r.message, "the spoke refused the assignment"),
                             ),
                             _ => (
-                                phase::DISPATCHED,
+                                burst_phase::DISPATCHED,
                                 format!("brokers starting: {}/{} ready", r.brokers_ready, r.size),
                             ),
                         }
                     }
                     _ => (
-                        phase::DISPATCHED,
+                        burst_phase::DISPATCHED,
                         format!("sent to spoke {}; waiting for it to apply", b.spoke),
                     ),
                 }
@@ -187,7 +187,10 @@ pub fn ready_condition(bursts: &[BurstStatus]) -> Option<(bool, &'static str, St
     if bursts.is_empty() {
         return None;
     }
-    let running = bursts.iter().filter(|b| b.phase == phase::RUNNING).count();
+    let running = bursts
+        .iter()
+        .filter(|b| b.phase == burst_phase::RUNNING)
+        .count();
     if running == bursts.len() {
         return Some((
             true,
@@ -196,24 +199,24 @@ pub fn ready_condition(bursts: &[BurstStatus]) -> Option<(bool, &'static str, St
         ));
     }
     let first = |p: &str| bursts.iter().find(|b| b.phase == p);
-    let (reason, culprit) = if let Some(b) = first(phase::FAILED) {
+    let (reason, culprit) = if let Some(b) = first(burst_phase::FAILED) {
         ("BurstFailed", b)
-    } else if let Some(b) = first(phase::UNREACHABLE) {
+    } else if let Some(b) = first(burst_phase::UNREACHABLE) {
         ("SpokeUnreachable", b)
-    } else if let Some(b) = first(phase::UNKNOWN) {
+    } else if let Some(b) = first(burst_phase::UNKNOWN) {
         ("SpokeClusterUnreachable", b)
-    } else if let Some(b) = first(phase::DELETING) {
+    } else if let Some(b) = first(burst_phase::DELETING) {
         ("Deleting", b)
-    } else if let Some(b) = first(phase::PENDING) {
+    } else if let Some(b) = first(burst_phase::PENDING) {
         ("WaitingForLeadBroker", b)
-    } else if let Some(b) = first(phase::SUCCEEDED) {
+    } else if let Some(b) = first(burst_phase::SUCCEEDED) {
         ("BurstFinished", b)
     } else {
         (
             "BurstsStarting",
             bursts
                 .iter()
-                .find(|b| b.phase != phase::RUNNING)
+                .find(|b| b.phase != burst_phase::RUNNING)
                 .unwrap_or(&bursts[0]),
         )
     };
@@ -271,18 +274,22 @@ pub fn events(previous: &[BurstStatus], current: &[BurstStatus]) -> Vec<BurstEve
             let what = format!("burst {} on spoke {}", b.name, b.cluster);
             let message = b.message.as_deref().unwrap_or("");
             match b.phase.as_str() {
-                phase::DISPATCHED if before.is_none_or(|p| p == phase::PENDING) => Some((
-                    false,
-                    "BurstDispatched",
-                    format!("{what}: sent to the spoke"),
-                )),
-                phase::RUNNING => Some((false, "BurstRunning", format!("{what}: {message}"))),
-                phase::SUCCEEDED => Some((false, "BurstCompleted", format!("{what}: {message}"))),
-                phase::FAILED => Some((true, "BurstFailed", format!("{what}: {message}"))),
-                phase::UNREACHABLE => {
+                burst_phase::DISPATCHED if before.is_none_or(|p| p == burst_phase::PENDING) => {
+                    Some((
+                        false,
+                        "BurstDispatched",
+                        format!("{what}: sent to the spoke"),
+                    ))
+                }
+                burst_phase::RUNNING => Some((false, "BurstRunning", format!("{what}: {message}"))),
+                burst_phase::SUCCEEDED => {
+                    Some((false, "BurstCompleted", format!("{what}: {message}")))
+                }
+                burst_phase::FAILED => Some((true, "BurstFailed", format!("{what}: {message}"))),
+                burst_phase::UNREACHABLE => {
                     Some((true, "SpokeUnreachable", format!("{what}: {message}")))
                 }
-                phase::UNKNOWN => Some((
+                burst_phase::UNKNOWN => Some((
                     true,
                     "SpokeClusterUnreachable",
                     format!("{what}: {message}"),
@@ -357,7 +364,7 @@ mod tests {
                 ..view()
             })
             .phase,
-            phase::PENDING
+            burst_phase::PENDING
         );
         assert_eq!(
             one(BurstView {
@@ -374,15 +381,15 @@ mod tests {
                 ..view()
             })
             .phase,
-            phase::UNREACHABLE
+            burst_phase::UNREACHABLE
         );
-        assert_eq!(one(view()).phase, phase::DISPATCHED);
+        assert_eq!(one(view()).phase, burst_phase::DISPATCHED);
         // A report for an older version does not count yet.
         let old = BurstView {
             report: reported(BurstPhase::Running, 3, 3, t),
             ..view()
         };
-        assert_eq!(one(old).phase, phase::DISPATCHED);
+        assert_eq!(one(old).phase, burst_phase::DISPATCHED);
         let running = one(BurstView {
             report: reported(BurstPhase::Running, 4, 3, t),
             ..view()
@@ -393,7 +400,7 @@ mod tests {
                 running.brokers_ready,
                 running.acknowledged_version
             ),
-            (phase::RUNNING, 3, 4)
+            (burst_phase::RUNNING, 3, 4)
         );
         assert_eq!(running.last_seen, time(t));
         let invalid = one(BurstView {
@@ -402,7 +409,7 @@ mod tests {
         });
         assert_eq!(
             (invalid.phase.as_str(), invalid.message.as_deref()),
-            (phase::FAILED, Some("boom"))
+            (burst_phase::FAILED, Some("boom"))
         );
         assert_eq!(
             one(BurstView {
@@ -410,7 +417,7 @@ mod tests {
                 ..view()
             })
             .phase,
-            phase::DELETING
+            burst_phase::DELETING
         );
     }
 
@@ -529,7 +536,7 @@ mod tests {
             &running,
             t + Duration::from_secs(3),
         );
-        assert_eq!(early[0].phase, phase::RUNNING);
+        assert_eq!(early[0].phase, burst_phase::RUNNING);
         assert_eq!(
             recheck_after(std::slice::from_ref(&blind), t + Duration::from_secs(3)),
             Some(CLUSTER_GRACE - Duration::from_secs(3) + Duration::from_millis(100))
@@ -540,7 +547,7 @@ mod tests {
             &running,
             t + CLUSTER_GRACE,
         );
-        assert_eq!(unknown[0].phase, phase::UNKNOWN);
+        assert_eq!(unknown[0].phase, burst_phase::UNKNOWN);
         assert_eq!(
             unknown[0].message.as_deref(),
             Some(
@@ -564,7 +571,7 @@ mod tests {
             &unknown,
             t + CLUSTER_GRACE * 2,
         );
-        assert_eq!(back[0].phase, phase::RUNNING);
+        assert_eq!(back[0].phase, burst_phase::RUNNING);
         assert_eq!(events(&unknown, &back)[0].1, "BurstRunning");
     }
 }

@@ -1,0 +1,75 @@
+//! The rank order of a Flux instance: which hosts make it up, in which order, and the
+//! resource set R that declares those ranks to Flux.
+//!
+//! A broker's rank is its host's position in one list that every cluster of a federated
+//! instance sees in the same order: the root hosts `<name>-0 .. <name>-(maxSize-1)`
+//! first, then each burst's `<burst>-0 ..` in spec order. A MiniCluster that joins a lead
+//! broker by hand (`leadBroker`) rebuilds the same list from the lead MiniCluster's name
+//! and size. A verbatim `hostlist` replaces the list.
+//!
+//! The validator computes this list, the planner keeps it ([`crate::plan::Plan::hosts`]),
+//! and broker.toml and R list it: one definition, so the order cannot differ between them.
+
+use crate::api::MiniClusterSpec;
+use crate::hostlist;
+
+/// Whether the instance spans more than one cluster: it declares bursts, joins a lead
+/// broker, or names its hosts with a verbatim hostlist.
+pub fn is_federated(spec: &MiniClusterSpec) -> bool {
+    let has_bursts = spec
+        .flux
+        .as_ref()
+        .and_then(|f| f.bursting.as_ref())
+        .is_some_and(|b| !b.clusters.is_empty());
+    has_bursts || spec.lead_broker().is_some() || spec.custom_hostlist().is_some()
+}
+
+/// Every host of the instance of MiniCluster `name`, in rank order (the spec is assumed
+/// valid; duplicates are the validator's to report). `Err` only for a verbatim hostlist
+/// that does not parse.
+pub fn hosts(name: &str, spec: &MiniClusterSpec) -> Result<Vec<String>, hostlist::HostlistError> {
+    if let Some(custom) = spec.custom_hostlist() {
+        return hostlist::expand(custom);
+    }
+    let (lead_name, lead_size) = match spec.lead_broker() {
+        Some(lead) => (lead.name.as_str(), lead.size),
+        None => (name, spec.max_size()),
+    };
+    let mut hosts = Vec::new();
+    push_range(&mut hosts, lead_name, lead_size);
+    for burst in spec.bursts() {
+        push_range(&mut hosts, &burst.name, burst.size);
+    }
+    Ok(hosts)
+}
+
+/// Appends `<prefix>-0 .. <prefix>-(count-1)`.
+fn push_range(hosts: &mut Vec<String>, prefix: &str, count: i32) {
+    hosts.extend((0..count.max(0)).map(|i| format!("{prefix}-{i}")));
+}
+
+/// The resource set R (version 1) for `ranks` hosts named by `hostlist` (in rank order:
+/// rank `i` is the `i`-th host), each with `cores` cores. The planner computes it once
+/// per instance (`Plan::resources`); it is written by hand (fixed key order, no
+/// intermediate JSON tree) because it is on the planner's hot path.
+pub fn resource_set(ranks: usize, cores: i32, hostlist: &str) -> String {
+    let cores = usize::try_from(cores.max(1)).unwrap_or(1);
+    let mut out = String::with_capacity(hostlist.len() + 128);
+    out.push_str("{\"version\":1,\"execution\":{\"R_lite\":[{\"rank\":\"");
+    out.push_str(&idset(ranks));
+    out.push_str("\",\"children\":{\"core\":\"");
+    out.push_str(&idset(cores));
+    out.push_str("\"}}],\"nodelist\":[");
+    // A hostlist is plain printable ASCII without quotes, but encode it properly anyway.
+    out.push_str(&serde_json::Value::from(hostlist).to_string());
+    out.push_str("],\"starttime\":0.0,\"expiration\":0.0}}");
+    out
+}
+
+/// The idset `0-(n-1)` (`0` for one element).
+fn idset(n: usize) -> String {
+    match n {
+        0 | 1 => "0".to_string(),
+        n => format!("0-{}", n - 1),
+    }
+}
