@@ -72,6 +72,10 @@
 //! * LLNL's python-hostlist pads like libhostlist, expands several bracket
 //!   groups in one expression as a cartesian product, and does not treat
 //!   whitespace as a separator.
+//!
+//! Size: one format in one file (the grammar above, its parser, the encoder that
+//! compresses ranges as libhostlist does, and the list operations Flux uses) so the grammar
+//! and its implementation read together; about 600 of its lines are the tests.
 
 use std::fmt;
 

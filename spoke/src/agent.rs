@@ -20,6 +20,10 @@
 //!   [`AgentConfig::min_reconnect_delay`] to [`AgentConfig::max_reconnect_delay`] (jitter
 //!   adds up to 100 %), reset after a connection that delivered a snapshot. A refused
 //!   certificate is retried at the maximum delay.
+//!
+//! Size: the single task and its state machine (connect, snapshot, Job changes,
+//! reports); its guarantees above are about the whole loop. The decisions are already
+//! apart in [`crate::reconcile`]; about 40 lines are tests.
 
 use std::collections::BTreeMap;
 use std::future::Future;

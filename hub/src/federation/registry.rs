@@ -11,6 +11,10 @@
 //! and builds the snapshot message from the registry only then ([`Registry::snapshot`]),
 //! so a slow spoke cannot stall the controller, only ever sees the newest snapshot, and
 //! the registry holds each assignment once.
+//!
+//! Size: one lock-protected structure and its methods; splitting it would put the
+//! invariants that every method keeps (listed above) away from the code keeping them.
+//! About 340 lines are the tests.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};

@@ -4,6 +4,9 @@
 //! fields stay `Option` here so that "absent" and "set to the default" are distinct;
 //! the documented defaults live in the accessor methods and in [`super::defaults`], so
 //! there is exactly one place that decides them.
+//!
+//! Size: the API types and their field documentation (which becomes the CRD's schema
+//! descriptions), kept together as the reference docs present them.
 
 use std::collections::BTreeMap;
 
