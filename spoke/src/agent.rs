@@ -736,26 +736,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn tls_problems_are_recognised() {
-        for text in [
-            "transport error: received fatal alert: UnknownCA",
-            "invalid peer certificate: UnknownIssuer",
-            "invalid peer certificate: NotValidForName",
-            "tls handshake eof",
-        ] {
-            assert!(looks_like_tls(text), "{text}");
-        }
-        for text in [
-            "connection refused",
-            "the hub is not serving assignments yet",
-            // A stream that broke is retried quickly, not as a TLS refusal.
-            "h2 protocol error: connection reset",
-        ] {
-            assert!(!looks_like_tls(text), "{text}");
-        }
-    }
-
-    #[test]
     fn statuses_skip_job_dependent_entries_without_jobs() {
         let t = |key: &str, outcome| Tracked {
             key: key.into(),

@@ -46,13 +46,7 @@ pub(super) async fn federate(
     if bursts.is_empty() {
         // Bursts removed from the spec: release the finalizer once spokes confirmed.
         if has_finalizer(mc) && !ctx.registry.has_unconfirmed_withdrawals(&mc_key(mc)) {
-            let rest = mc
-                .finalizers()
-                .iter()
-                .filter(|f| *f != federation::FINALIZER)
-                .cloned()
-                .collect();
-            set_finalizers(ctx, mc, rest).await?;
+            set_finalizers(ctx, mc, finalizers_but_ours(mc)).await?;
         }
         return Ok(Federated {
             lead: None,
@@ -205,6 +199,15 @@ pub(super) fn burst_infos(plan: &Plan) -> Vec<BurstInfo> {
                 })
                 .map_or(b.size, |t| t.size),
         })
+        .collect()
+}
+
+/// The MiniCluster's finalizers without the hub's.
+pub(super) fn finalizers_but_ours(mc: &MiniCluster) -> Vec<String> {
+    mc.finalizers()
+        .iter()
+        .filter(|f| *f != federation::FINALIZER)
+        .cloned()
         .collect()
 }
 

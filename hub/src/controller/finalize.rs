@@ -6,17 +6,16 @@ use std::time::Duration;
 
 use flux_shared::api::MiniCluster;
 use flux_shared::plan::Plan;
-use kube::ResourceExt;
 use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
 use tracing::info;
 
 use super::context::{Context, Error};
 use super::events::publish;
-use super::federate::{burst_infos, has_finalizer, mc_info, set_finalizers};
+use super::federate::{burst_infos, finalizers_but_ours, has_finalizer, mc_info, set_finalizers};
 use super::status;
 use super::status_write::write_status;
-use crate::federation::{self, bursts};
+use crate::federation::bursts;
 
 /// A deleted MiniCluster: withdraw its bursts, wait (bounded) for every spoke to confirm
 /// them gone, then release the finalizer.
@@ -101,13 +100,7 @@ pub(super) async fn finalize(
         // Reports wake the reconcile earlier; this is the deadline.
         return Ok(Action::requeue(Duration::from_millis(remaining.max(1))));
     }
-    let rest = mc
-        .finalizers()
-        .iter()
-        .filter(|f| *f != federation::FINALIZER)
-        .cloned()
-        .collect();
-    set_finalizers(ctx, mc, rest).await?;
+    set_finalizers(ctx, mc, finalizers_but_ours(mc)).await?;
     ctx.registry.forget(&key);
     info!("bursts withdrawn; finalizer released");
     Ok(Action::await_change())

@@ -107,12 +107,11 @@ where
         + DeserializeOwned,
 {
     let kind = K::kind(&());
-    let wanted: BTreeSet<&str> = objects
+    // `Kind/name` of every object the plan has.
+    let described: Vec<String> = objects.iter().map(Object::describe).collect();
+    let wanted: BTreeSet<&str> = described
         .iter()
-        .filter_map(|o| {
-            let (object_kind, name) = kind_and_name(o);
-            (object_kind == kind).then_some(name)
-        })
+        .filter_map(|d| d.strip_prefix(kind.as_ref())?.strip_prefix('/'))
         .collect();
     let state = store.state();
     let found = orphans(state.iter().map(|o| &**o), ns, owner, &wanted);
@@ -140,17 +139,6 @@ where
         }
     }
     Ok(deleted)
-}
-
-fn kind_and_name(object: &Object) -> (&'static str, &str) {
-    let (kind, meta) = match object {
-        Object::ConfigMap(o) => ("ConfigMap", &o.metadata),
-        Object::Secret(o) => ("Secret", &o.metadata),
-        Object::Service(o) => ("Service", &o.metadata),
-        Object::Job(o) => ("Job", &o.metadata),
-        Object::Pod(o) => ("Pod", &o.metadata),
-    };
-    (kind, meta.name.as_deref().unwrap_or_default())
 }
 
 #[cfg(test)]

@@ -307,6 +307,8 @@ mod tests {
         for text in [
             "connection refused",
             "the hub is not serving assignments yet",
+            // A stream that broke is retried quickly, not as a TLS refusal.
+            "h2 protocol error: connection reset",
         ] {
             assert!(classify_tls_failure(text, false).is_none(), "{text}");
         }
