@@ -7,7 +7,9 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Patch, PatchParams};
 use kube::{Api, ResourceExt};
 
+use super::cache::BrokerPod;
 use super::context::{Context, Error, kube_err};
+use super::partial_decode::Partial;
 
 /// Label each broker pod with `job-index=<completion index>`, as the MiniCluster docs
 /// promise (a selector for, e.g., a Service of the lead broker). Only this Job's pods are
@@ -38,7 +40,8 @@ pub(super) async fn label_pods_with_their_index(
             })
             .collect()
     };
-    let api: Api<Pod> = Api::namespaced(ctx.client.clone(), ns);
+    // The answer is a whole pod, of which nothing is read.
+    let api: Api<Partial<Pod, BrokerPod>> = Api::namespaced(ctx.client.clone(), ns);
     for (pod, uid, index) in pods {
         let patch = serde_json::json!({"metadata": {"labels": {JOB_INDEX: index}}});
         match api

@@ -12,6 +12,7 @@ use tracing::warn;
 
 use super::context::{Context, Error, MANAGER, kube_err, mc_key};
 use super::events::publish;
+use super::partial_decode::Partial;
 use super::status::{Problem, minicluster_phase};
 use crate::federation::bursts::BurstEvent;
 
@@ -118,7 +119,8 @@ pub(super) async fn write_status(
 ) -> Result<(), Error> {
     let ns = mc.namespace().unwrap_or_default();
     let name = mc.name_any();
-    let api: Api<MiniCluster> = Api::namespaced(ctx.client.clone(), &ns);
+    // The answer is the whole MiniCluster, of which nothing is read.
+    let api: Api<Partial<MiniCluster>> = Api::namespaced(ctx.client.clone(), &ns);
     let body = serde_json::json!({
         "apiVersion": "flux-framework.org/v1alpha2",
         "kind": "MiniCluster",
