@@ -1,0 +1,278 @@
+//! The Indexed Job of brokers and its pod template: pod spec, affinity, the operator's
+//! volumes, the flux view init container and the containers.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::batch::v1::{Job, JobSpec};
+use k8s_openapi::api::core::v1::{
+    Affinity, ConfigMapVolumeSource, Container, NodeAffinity, NodeSelector,
+    NodeSelectorRequirement, NodeSelectorTerm, PodAffinity, PodAffinityTerm, PodAntiAffinity,
+    PodSpec, PodTemplateSpec, SecretVolumeSource, Volume, VolumeMount, WeightedPodAffinityTerm,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
+    LabelSelector, LabelSelectorRequirement, ObjectMeta,
+};
+
+use crate::api::{MiniClusterContainer, defaults};
+use crate::layout;
+
+use super::containers::{env, image_pull_secrets, lifecycle, ports};
+use super::volumes::{empty_dir, key_to_path, mount, user_mount, user_volumes};
+use super::{Renderer, config_map_name, curve_secret_name, labels, non_empty};
+
+impl Renderer<'_> {
+    fn pod_labels(&self) -> BTreeMap<String, String> {
+        let mut l = self.plan.spec.pod().labels.clone();
+        l.extend(self.labels());
+        l.insert(labels::NETWORK.into(), self.target.headless.clone());
+        l
+    }
+
+    pub(super) fn job(&self) -> Job {
+        let spec = &self.plan.spec;
+        let mut meta = self.meta(self.target.job.clone());
+        let mut job_labels = spec.job_labels.clone();
+        job_labels.extend(self.labels());
+        meta.labels = Some(job_labels);
+        let mut pod_labels = self.pod_labels();
+        pod_labels.extend(self.job_selector());
+        Job {
+            metadata: meta,
+            spec: Some(JobSpec {
+                completion_mode: Some("Indexed".into()),
+                completions: Some(self.target.size),
+                parallelism: Some(self.target.size),
+                backoff_limit: Some(spec.backoff_limit()),
+                active_deadline_seconds: Some(spec.deadline_seconds()),
+                template: PodTemplateSpec {
+                    metadata: Some(ObjectMeta {
+                        labels: Some(pod_labels),
+                        annotations: non_empty(spec.pod().annotations.clone()),
+                        ..Default::default()
+                    }),
+                    spec: Some(self.broker_pod_spec()),
+                },
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
+    fn broker_pod_spec(&self) -> PodSpec {
+        let spec = &self.plan.spec;
+        let pod = spec.pod();
+        let view = spec.flux().view();
+        let pull_secrets = image_pull_secrets(
+            spec.containers
+                .iter()
+                .map(|c| &c.image_pull_secret)
+                .chain([&view.image_pull_secret]),
+        );
+        let containers = spec
+            .containers
+            .iter()
+            .enumerate()
+            .map(|(i, c)| self.container(i, c))
+            .collect();
+        PodSpec {
+            subdomain: Some(self.target.headless.clone()),
+            set_hostname_as_fqdn: Some(false),
+            restart_policy: Some(
+                pod.restart_policy
+                    .clone()
+                    .unwrap_or_else(|| defaults::RESTART_POLICY.into()),
+            ),
+            share_process_namespace: spec.share_process_namespace,
+            service_account_name: pod.service_account_name.clone(),
+            automount_service_account_token: Some(
+                pod.automount_service_account_token.unwrap_or(false),
+            ),
+            node_selector: non_empty(pod.node_selector.clone()),
+            tolerations: (!pod.tolerations.is_empty()).then(|| pod.tolerations.clone()),
+            scheduler_name: pod.scheduler_name.clone(),
+            host_ipc: pod.host_ipc,
+            host_pid: pod.host_pid,
+            dns_policy: pod.dns_policy.clone(),
+            runtime_class_name: pod.runtime_class_name.clone(),
+            security_context: pod.security_context.clone(),
+            overhead: non_empty(pod.resources.clone()),
+            image_pull_secrets: pull_secrets,
+            affinity: (!spec.disable_affinity()).then(|| self.affinity()),
+            volumes: Some(self.volumes()),
+            init_containers: Some(vec![self.view_container()]),
+            containers,
+            ..Default::default()
+        }
+    }
+
+    fn affinity(&self) -> Affinity {
+        let same_job = || LabelSelector {
+            match_expressions: Some(vec![LabelSelectorRequirement {
+                key: labels::JOB.into(),
+                operator: "In".into(),
+                values: Some(vec![self.target.job.clone()]),
+            }]),
+            ..Default::default()
+        };
+        let preferred = |topology_key: &str| {
+            Some(vec![WeightedPodAffinityTerm {
+                weight: 100,
+                pod_affinity_term: PodAffinityTerm {
+                    label_selector: Some(same_job()),
+                    topology_key: topology_key.into(),
+                    ..Default::default()
+                },
+            }])
+        };
+        let node_affinity = &self.plan.spec.pod().node_affinity;
+        Affinity {
+            // Keep the brokers in one zone, one per node where possible.
+            pod_affinity: Some(PodAffinity {
+                preferred_during_scheduling_ignored_during_execution: preferred(
+                    "topology.kubernetes.io/zone",
+                ),
+                ..Default::default()
+            }),
+            pod_anti_affinity: Some(PodAntiAffinity {
+                preferred_during_scheduling_ignored_during_execution: preferred(
+                    "kubernetes.io/hostname",
+                ),
+                ..Default::default()
+            }),
+            node_affinity: (!node_affinity.is_empty()).then(|| NodeAffinity {
+                required_during_scheduling_ignored_during_execution: Some(NodeSelector {
+                    node_selector_terms: vec![NodeSelectorTerm {
+                        match_expressions: Some(
+                            node_affinity
+                                .iter()
+                                .map(|(key, values)| NodeSelectorRequirement {
+                                    key: key.clone(),
+                                    operator: "In".into(),
+                                    values: Some(values.clone()),
+                                })
+                                .collect(),
+                        ),
+                        ..Default::default()
+                    }],
+                }),
+                ..Default::default()
+            }),
+        }
+    }
+
+    fn volumes(&self) -> Vec<Volume> {
+        let view = self.plan.spec.flux().view();
+        let mut items = vec![
+            key_to_path(layout::BROKER_TOML_KEY, None),
+            key_to_path(layout::R_KEY, None),
+            key_to_path(layout::INIT_SCRIPT_KEY, Some(0o755)),
+        ];
+        for (i, c) in self.plan.spec.containers.iter().enumerate() {
+            if i == self.plan.runner {
+                items.push(key_to_path(&layout::entrypoint_key(i, true), Some(0o755)));
+            } else if !c.no_wrap_entrypoint.unwrap_or(false) {
+                items.push(key_to_path(&layout::entrypoint_key(i, false), Some(0o755)));
+            }
+        }
+        let mut volumes = vec![
+            empty_dir(view.name()),
+            empty_dir("spack-software"),
+            empty_dir("flux-home"),
+            Volume {
+                name: "flux-config".into(),
+                config_map: Some(ConfigMapVolumeSource {
+                    name: config_map_name(&self.target.job),
+                    items: Some(items),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            },
+            Volume {
+                name: "flux-curve".into(),
+                secret: Some(SecretVolumeSource {
+                    secret_name: Some(curve_secret_name(&self.target.job)),
+                    // Readable by whatever user the image runs as; the entrypoint copies
+                    // it to a 0600 file because Flux refuses a group/other-readable cert.
+                    default_mode: Some(0o444),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            },
+        ];
+        volumes.extend(user_volumes(&self.plan.spec.containers));
+        volumes
+    }
+
+    fn flux_mounts(&self) -> Vec<VolumeMount> {
+        let view = self.plan.spec.flux().view();
+        vec![
+            mount(view.name(), view.mount_path(), false),
+            mount("flux-config", layout::CONFIG_MOUNT, true),
+            mount("flux-curve", layout::CURVE_MOUNT, true),
+            mount("flux-home", layout::HOME_MOUNT, false),
+        ]
+    }
+
+    fn view_container(&self) -> Container {
+        let view = self.plan.spec.flux().view();
+        Container {
+            name: view.name().into(),
+            image: Some(self.plan.spec.flux().view_image().into()),
+            image_pull_policy: Some(view.pull_policy().into()),
+            command: Some(vec![
+                "/bin/bash".into(),
+                format!("{}/{}", layout::CONFIG_MOUNT, layout::INIT_SCRIPT_KEY),
+            ]),
+            working_dir: view.working_dir.clone().filter(|d| !d.is_empty()),
+            resources: view.resources.clone(),
+            security_context: view.security_context.clone(),
+            // Not the software emptyDir: that would hide the view image's own install.
+            volume_mounts: Some(vec![
+                mount(view.name(), view.mount_path(), false),
+                mount("flux-config", layout::CONFIG_MOUNT, true),
+            ]),
+            ..Default::default()
+        }
+    }
+
+    fn container(&self, index: usize, c: &MiniClusterContainer) -> Container {
+        let runs_flux = index == self.plan.runner;
+        let name = if runs_flux {
+            self.plan.name.clone()
+        } else {
+            c.name.clone().unwrap_or_default()
+        };
+        let command = if runs_flux || !c.no_wrap_entrypoint.unwrap_or(false) {
+            Some(vec![
+                "/bin/bash".into(),
+                format!(
+                    "{}/{}",
+                    layout::CONFIG_MOUNT,
+                    layout::entrypoint_key(index, runs_flux)
+                ),
+            ])
+        } else {
+            None
+        };
+        let mut mounts = self.flux_mounts();
+        mounts.push(mount("spack-software", layout::SOFTWARE_MOUNT, false));
+        mounts.extend(c.volumes.iter().map(|(n, v)| user_mount(n, v)));
+        Container {
+            name,
+            image: Some(c.image.clone()),
+            image_pull_policy: Some(c.pull_policy().into()),
+            command,
+            working_dir: c.working_dir.clone().filter(|d| !d.is_empty()),
+            env: env(c),
+            ports: ports(c),
+            resources: c.resources.clone(),
+            security_context: c.security_context.clone(),
+            lifecycle: lifecycle(c),
+            // A terminal for `flux proxy` sessions and interactive brokers.
+            stdin: Some(true),
+            tty: Some(true),
+            volume_mounts: Some(mounts),
+            ..Default::default()
+        }
+    }
+}

@@ -1,0 +1,20 @@
+//! Labels the renderer puts on what it creates.
+
+/// The MiniCluster an object belongs to.
+pub const MINICLUSTER: &str = "flux-framework.org/minicluster";
+/// The Job a broker pod belongs to (the scale subresource's selector).
+pub const JOB: &str = "flux-framework.org/job";
+/// The headless Service (subdomain) a pod is reachable through.
+pub const NETWORK: &str = "flux-framework.org/network";
+/// `root` or `burst`.
+pub const ROLE: &str = "flux-framework.org/role";
+/// Which burst (by name) an object of a burst cluster belongs to.
+pub const BURST: &str = "flux-framework.org/burst";
+/// Standard app name label (the MiniCluster's name).
+pub const APP_NAME: &str = "app.kubernetes.io/name";
+/// Standard managed-by label.
+pub const MANAGED_BY: &str = "app.kubernetes.io/managed-by";
+/// Value of the managed-by label.
+pub const MANAGER: &str = "flux-hub";
+/// Completion index label Kubernetes (>= 1.28) sets on Indexed Job pods.
+pub const COMPLETION_INDEX: &str = "batch.kubernetes.io/job-completion-index";

@@ -1,0 +1,192 @@
+//! Bursting: the lead broker, burst clusters, the custom hostlist, and the rank-ordered
+//! host list the planner gets from validation.
+
+use std::collections::BTreeSet;
+
+use crate::api::MiniClusterSpec;
+use crate::{hostlist, rank_order};
+
+use super::{Validator, is_dns_label, is_host_address};
+
+impl Validator {
+    pub(super) fn bursting(&mut self, name: &str, spec: &MiniClusterSpec) {
+        let flux = spec.flux();
+        let bursting = flux.bursting.as_ref();
+        let in_bursting = bursting.and_then(|b| b.lead_broker.as_ref());
+        if flux.lead_broker.is_some() && in_bursting.is_some() {
+            self.err(
+                "spec.flux.leadBroker",
+                "set the lead broker either under spec.flux or under spec.flux.bursting, not both",
+            );
+        }
+        let lead_field = if flux.lead_broker.is_some() {
+            "spec.flux.leadBroker"
+        } else {
+            "spec.flux.bursting.leadBroker"
+        };
+        let clusters = bursting.map(|b| b.clusters.as_slice()).unwrap_or_default();
+        let custom = spec.custom_hostlist();
+        if custom.is_some() && !clusters.is_empty() {
+            self.err(
+                "spec.flux.bursting.hostlist",
+                "a custom hostlist cannot be combined with bursting.clusters; choose one",
+            );
+        }
+        let bursts = spec.bursts();
+        let mut names = BTreeSet::new();
+        for (i, (b, declared)) in bursts.iter().zip(clusters).enumerate() {
+            let field = format!("spec.flux.bursting.clusters[{i}]");
+            self.dns_label(&b.name, format!("{field}.name"));
+            check!(
+                self,
+                b.size >= 1,
+                format!("{field}.size"),
+                "must be at least 1"
+            );
+            check!(
+                self,
+                names.insert(b.name.as_str()),
+                format!("{field}.name"),
+                format!("{:?} is used by more than one burst cluster", b.name),
+            );
+            if let Some(cluster) = declared.cluster.as_deref() {
+                self.dns_label(cluster, format!("{field}.cluster"));
+            }
+            if is_dns_label(&b.name) && b.size >= 1 {
+                let longest = format!("{}-{}", b.name, b.size - 1);
+                check!(
+                    self,
+                    longest.len() <= 63,
+                    format!("{field}.name"),
+                    format!("is too long: host {longest:?} would exceed 63 characters"),
+                );
+            }
+        }
+        if let Some(b) = bursting {
+            let root_with_bursts = !clusters.is_empty() && spec.lead_broker().is_none();
+            if let Some(address) = b.lead_address.as_deref() {
+                check!(
+                    self,
+                    root_with_bursts,
+                    "spec.flux.bursting.leadAddress",
+                    "only a root MiniCluster with bursting.clusters exposes its lead broker",
+                );
+                check!(
+                    self,
+                    is_host_address(address),
+                    "spec.flux.bursting.leadAddress",
+                    "must be an IP address or a DNS name",
+                );
+            }
+            if let Some(port) = b.lead_node_port {
+                check!(
+                    self,
+                    root_with_bursts,
+                    "spec.flux.bursting.leadNodePort",
+                    "only a root MiniCluster with bursting.clusters exposes its lead broker",
+                );
+                check!(
+                    self,
+                    (1..=65535).contains(&port),
+                    "spec.flux.bursting.leadNodePort",
+                    "must be a port number (1-65535)",
+                );
+            }
+        }
+        match spec.lead_broker() {
+            None => {
+                // A root instance: bursts must not reuse the root's host prefix.
+                for (i, b) in bursts.iter().enumerate() {
+                    check!(
+                        self,
+                        b.name != name,
+                        format!("spec.flux.bursting.clusters[{i}].name"),
+                        "must differ from the MiniCluster's own name (its hosts would collide with the root's)",
+                    );
+                }
+            }
+            Some(lead) => {
+                check!(
+                    self,
+                    !lead.address.trim().is_empty(),
+                    format!("{lead_field}.address"),
+                    "is required",
+                );
+                check!(
+                    self,
+                    !lead.address.contains(['/', ' ']),
+                    format!("{lead_field}.address"),
+                    "must be an IP address or host name",
+                );
+                self.dns_label(&lead.name, format!("{lead_field}.name"));
+                check!(
+                    self,
+                    lead.size >= 1,
+                    format!("{lead_field}.size"),
+                    "must be at least 1",
+                );
+                if let Some(port) = lead.port {
+                    check!(
+                        self,
+                        (1..=65535).contains(&port),
+                        format!("{lead_field}.port"),
+                        "must be a port number (1-65535)",
+                    );
+                }
+                check!(
+                    self,
+                    lead.name != name,
+                    format!("{lead_field}.name"),
+                    "names the lead MiniCluster, which must differ from this (burst) MiniCluster's name",
+                );
+                if custom.is_none() {
+                    match bursts.iter().position(|b| b.name == name) {
+                        None => self.err(
+                            "spec.flux.bursting.clusters",
+                            format!("a MiniCluster joining a lead broker must list itself (name {name:?}) among the burst clusters so its hosts have ranks"),
+                        ),
+                        Some(i) => check!(self,
+                            bursts[i].size >= spec.max_size(),
+                            format!("spec.flux.bursting.clusters[{i}].size"),
+                            format!("declares {} hosts but this MiniCluster can run {}", bursts[i].size, spec.max_size()),
+                        ),
+                    }
+                }
+            }
+        }
+        if let Some(custom) = custom {
+            match hostlist::expand(custom) {
+                Err(e) => self.err("spec.flux.bursting.hostlist", e.to_string()),
+                Ok(hosts) => {
+                    for i in 0..spec.max_size() {
+                        let host = format!("{name}-{i}");
+                        if !hosts.contains(&host) {
+                            self.err(
+                                "spec.flux.bursting.hostlist",
+                                format!("does not list this MiniCluster's host {host:?}, so that broker would have no rank"),
+                            );
+                            break;
+                        }
+                    }
+                }
+            }
+        }
+        if rank_order::is_federated(spec) && flux.topology.as_deref().is_some_and(|t| !t.is_empty())
+        {
+            self.err(
+                "spec.flux.topology",
+                "cannot be set when bursting: brokers in other clusters can only reach the lead broker, so the tree must be flat",
+            );
+        }
+        if let Ok(hosts) = rank_order::hosts(name, spec) {
+            let mut seen = BTreeSet::new();
+            if let Some(dup) = hosts.iter().find(|h| !seen.insert(h.as_str())) {
+                self.err(
+                    "spec.flux.bursting",
+                    format!("host {dup:?} appears twice in the instance's host list; every broker needs a unique host name"),
+                );
+            }
+            self.hosts = (!hosts.is_empty()).then_some(hosts);
+        }
+    }
+}
