@@ -3,6 +3,8 @@
 //!
 //! No I/O here: the agent reads the cluster, calls these functions and carries out the
 //! result.
+//!
+//! Size: about 340 of its lines are the tests of these decisions.
 
 use std::collections::{BTreeMap, BTreeSet};
 

@@ -22,6 +22,8 @@
 //! the hub's certificate has `serverAuth` only, so it cannot be used to call the hub.
 //!
 //! All keys are ECDSA P-256 in PKCS#8 PEM.
+//!
+//! Size: about 260 of its lines are the tests.
 
 use std::fmt;
 use std::net::IpAddr;
