@@ -1198,6 +1198,45 @@ async fn objects_a_spec_change_drops_are_deleted_by_uid_and_nothing_else() {
             pruned.body["note"]
         );
     }
+
+    // Orphans come from spec changes: at the same generation the caches are not scanned
+    // again, at the next one they are.
+    let stray: Service = serde_json::from_value(json!({
+        "metadata": {"name": "flux-sample-stray", "namespace": "hpc", "uid": "uid-stray",
+            "labels": {"app.kubernetes.io/managed-by": "flux-hub"},
+            "ownerReferences": [{"apiVersion": "flux-framework.org/v1alpha2", "kind": "MiniCluster",
+                "name": "flux-sample", "uid": "mc-uid", "controller": true}]}
+    }))
+    .expect("service");
+    writers
+        .services
+        .apply_watcher_event(&watcher::Event::Apply(stray));
+    let deletes_after = |before: usize| -> Vec<String> {
+        server.calls()[before..]
+            .iter()
+            .filter(|c| c.method == "DELETE")
+            .map(Call::short)
+            .collect()
+    };
+    let before = server.calls().len();
+    run(&ctx, without.clone()).await.expect("reconcile");
+    let again = deletes_after(before);
+    assert!(again.is_empty(), "{again:?}");
+    // The watch shows the services pod gone.
+    let mut gone = Pod::default();
+    gone.metadata.name = Some("flux-sample-services".into());
+    gone.metadata.namespace = Some("hpc".into());
+    writers
+        .pods
+        .apply_watcher_event(&watcher::Event::Delete(gone));
+    let mut next = without.clone();
+    next.metadata.generation = Some(3);
+    let before = server.calls().len();
+    run(&ctx, next).await.expect("reconcile");
+    assert_eq!(
+        deletes_after(before),
+        ["DELETE /api/v1/namespaces/hpc/services/flux-sample-stray"]
+    );
 }
 
 #[tokio::test]

@@ -74,6 +74,9 @@ pub struct Context {
     /// MiniCluster's UID) and when: a reconcile that runs before the cache shows that write
     /// would otherwise write it, and publish its Events, a second time.
     pub written_status: Mutex<HashMap<(String, String), (u64, std::time::Instant)>>,
+    /// The MiniCluster UID and generation whose orphans were last deleted: only a spec
+    /// change can make new ones, so later passes at that generation skip the scan.
+    pub pruned: Mutex<HashMap<(String, String), (String, i64)>>,
     /// The current time (a parameter so tests are deterministic).
     pub now: fn() -> Time,
     /// Assignments for spokes and what they reported.
@@ -97,11 +100,29 @@ impl Context {
             generated_certs: Mutex::new(HashMap::new()),
             labelled: Mutex::new(HashMap::new()),
             written_status: Mutex::new(HashMap::new()),
+            pruned: Mutex::new(HashMap::new()),
             now: || Time(k8s_openapi::jiff::Timestamp::now()),
             registry: Registry::new(),
             lead_address: None,
             deletion_timeout: DEFAULT_DELETION_TIMEOUT,
         }
+    }
+
+    /// Drop what this process remembers of a MiniCluster that is gone.
+    pub fn forget(&self, key: &(String, String)) {
+        if let Ok(mut m) = self.failures.lock() {
+            m.remove(key);
+        }
+        if let Ok(mut m) = self.generated_certs.lock() {
+            m.remove(key);
+        }
+        if let Ok(mut m) = self.written_status.lock() {
+            m.remove(key);
+        }
+        if let Ok(mut m) = self.pruned.lock() {
+            m.remove(key);
+        }
+        self.registry.forget(key);
     }
 
     /// Use `registry` for assignments, `lead_address` (`--lead-broker-address`) and

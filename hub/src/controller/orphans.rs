@@ -18,7 +18,7 @@ use kube::{Api, Resource};
 use serde::de::DeserializeOwned;
 use tracing::info;
 
-use super::context::{Context, Error, kube_err};
+use super::context::{Context, Error, kube_err, mc_key};
 use super::events::publish;
 
 /// An object to delete: its name and UID (the delete is conditional on the UID, so an
@@ -60,7 +60,8 @@ pub fn orphans<'a, K: Resource + 'a>(
 }
 
 /// Delete the ConfigMaps, Secrets, Services and services pods of `mc` that `objects` (the
-/// whole plan, just applied) no longer has; one Event names them.
+/// whole plan, just applied) no longer has; one Event names them. Once per generation:
+/// only a spec change makes orphans, and the scan reads every cached object of those kinds.
 pub(super) async fn delete_orphans(
     ctx: &Context,
     mc: &MiniCluster,
@@ -70,6 +71,18 @@ pub(super) async fn delete_orphans(
     let Some(owner) = mc.metadata.uid.as_deref() else {
         return Ok(());
     };
+    let key = mc_key(mc);
+    let done = (
+        owner.to_string(),
+        mc.metadata.generation.unwrap_or_default(),
+    );
+    if ctx
+        .pruned
+        .lock()
+        .is_ok_and(|pruned| pruned.get(&key) == Some(&done))
+    {
+        return Ok(());
+    }
     let s = &ctx.stores;
     let mut deleted = Vec::new();
     deleted.extend(delete_kind(ctx, &s.config_maps, ns, owner, objects).await?);
@@ -88,6 +101,9 @@ pub(super) async fn delete_orphans(
             ),
         )
         .await;
+    }
+    if let Ok(mut pruned) = ctx.pruned.lock() {
+        pruned.insert(key, done);
     }
     Ok(())
 }

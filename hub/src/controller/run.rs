@@ -355,7 +355,7 @@ async fn run_controller(
     // The MiniCluster watch: a deleted MiniCluster leaves the registry (and admin listings)
     // here, since no reconcile runs for an object that is gone.
     let (mc_store, mc_writer) = reflector::store();
-    let forget = registry.clone();
+    let forget = ctx.clone();
     let mc_events = watcher(
         miniclusters,
         watcher::Config::default().page_size(LIST_PAGE_SIZE),
