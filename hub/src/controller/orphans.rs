@@ -59,6 +59,19 @@ pub fn orphans<'a, K: Resource + 'a>(
         .collect()
 }
 
+/// Whether `mc` may own objects its current plan does not have. Only a spec change makes
+/// them: a generation its status already describes was pruned when it was applied (the
+/// status is written after this stage, and not when it fails), and a MiniCluster first
+/// seen at generation 1 has no older spec. So a restarted hub scans nothing, and a new
+/// MiniCluster costs no scan of every cached object.
+pub fn may_have_orphans(mc: &MiniCluster) -> bool {
+    let generation = mc.metadata.generation.unwrap_or_default();
+    match mc.status.as_ref().and_then(|s| s.observed_generation) {
+        Some(observed) => observed != generation,
+        None => generation > 1,
+    }
+}
+
 /// Delete the ConfigMaps, Secrets, Services and services pods of `mc` that `objects` (the
 /// whole plan, just applied) no longer has; one Event names them. Once per generation:
 /// only a spec change makes orphans, and the scan reads every cached object of those kinds.
@@ -76,10 +89,11 @@ pub(super) async fn delete_orphans(
         owner.to_string(),
         mc.metadata.generation.unwrap_or_default(),
     );
-    if ctx
-        .pruned
-        .lock()
-        .is_ok_and(|pruned| pruned.get(&key) == Some(&done))
+    if !may_have_orphans(mc)
+        || ctx
+            .pruned
+            .lock()
+            .is_ok_and(|pruned| pruned.get(&key) == Some(&done))
     {
         return Ok(());
     }
@@ -191,6 +205,29 @@ mod tests {
         assert!(orphans(&cached, "elsewhere", "mc-uid", &wanted).is_empty());
         let everything = BTreeSet::from(["mc", "mc-lead"]);
         assert!(orphans(&cached, "hpc", "mc-uid", &everything).is_empty());
+    }
+
+    #[test]
+    fn only_a_spec_the_status_does_not_describe_yet_may_leave_orphans() {
+        let mc = |generation: i64, observed: Option<i64>| -> MiniCluster {
+            let mut mc: MiniCluster = serde_json::from_value(json!({
+                "apiVersion": "flux-framework.org/v1alpha2", "kind": "MiniCluster",
+                "metadata": {"name": "mc", "namespace": "hpc", "generation": generation},
+                "spec": {"size": 1, "containers": [{"image": "x"}]}
+            }))
+            .expect("mc");
+            if let Some(observed) = observed {
+                mc.status = Some(flux_shared::api::MiniClusterStatus {
+                    observed_generation: Some(observed),
+                    ..Default::default()
+                });
+            }
+            mc
+        };
+        assert!(!may_have_orphans(&mc(1, None)), "new");
+        assert!(may_have_orphans(&mc(2, None)), "changed before any status");
+        assert!(!may_have_orphans(&mc(3, Some(3))), "settled");
+        assert!(may_have_orphans(&mc(4, Some(3))), "changed");
     }
 
     #[test]
