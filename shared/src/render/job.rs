@@ -13,7 +13,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
     LabelSelector, LabelSelectorRequirement, ObjectMeta,
 };
 
-use crate::api::{MiniClusterContainer, defaults};
+use crate::api::MiniClusterContainer;
 use crate::layout;
 
 use super::containers::{env, image_pull_secrets, lifecycle, ports};
@@ -75,25 +75,11 @@ impl Renderer<'_> {
             .map(|(i, c)| self.container(i, c))
             .collect();
         PodSpec {
-            subdomain: Some(self.target.headless.clone()),
-            set_hostname_as_fqdn: Some(false),
-            restart_policy: Some(
-                pod.restart_policy
-                    .clone()
-                    .unwrap_or_else(|| defaults::RESTART_POLICY.into()),
-            ),
             share_process_namespace: spec.share_process_namespace,
-            service_account_name: pod.service_account_name.clone(),
-            automount_service_account_token: Some(
-                pod.automount_service_account_token.unwrap_or(false),
-            ),
-            node_selector: non_empty(pod.node_selector.clone()),
             tolerations: (!pod.tolerations.is_empty()).then(|| pod.tolerations.clone()),
             scheduler_name: pod.scheduler_name.clone(),
             host_ipc: pod.host_ipc,
             host_pid: pod.host_pid,
-            dns_policy: pod.dns_policy.clone(),
-            runtime_class_name: pod.runtime_class_name.clone(),
             security_context: pod.security_context.clone(),
             overhead: non_empty(pod.resources.clone()),
             image_pull_secrets: pull_secrets,
@@ -101,7 +87,7 @@ impl Renderer<'_> {
             volumes: Some(self.volumes()),
             init_containers: Some(vec![self.view_container()]),
             containers,
-            ..Default::default()
+            ..self.pod_basics()
         }
     }
 

@@ -6,10 +6,11 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret, Service};
+use k8s_openapi::api::core::v1::{ConfigMap, Pod, PodSpec, Secret, Service};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use serde::Serialize;
 
+use crate::api::defaults;
 use crate::plan::{Plan, Role, Target};
 
 mod config;
@@ -137,6 +138,29 @@ impl<'a> Renderer<'a> {
             namespace: Some(self.plan.namespace.clone()),
             labels: Some(self.labels()),
             owner_references: self.owner(),
+            ..Default::default()
+        }
+    }
+
+    /// What the broker pods and the services pod share: DNS under the headless Service,
+    /// the restart policy, service account, node selection and runtime from `spec.pod`.
+    fn pod_basics(&self) -> PodSpec {
+        let pod = self.plan.spec.pod();
+        PodSpec {
+            subdomain: Some(self.target.headless.clone()),
+            set_hostname_as_fqdn: Some(false),
+            restart_policy: Some(
+                pod.restart_policy
+                    .clone()
+                    .unwrap_or_else(|| defaults::RESTART_POLICY.into()),
+            ),
+            service_account_name: pod.service_account_name.clone(),
+            automount_service_account_token: Some(
+                pod.automount_service_account_token.unwrap_or(false),
+            ),
+            node_selector: non_empty(pod.node_selector.clone()),
+            dns_policy: pod.dns_policy.clone(),
+            runtime_class_name: pod.runtime_class_name.clone(),
             ..Default::default()
         }
     }

@@ -2,8 +2,6 @@
 
 use k8s_openapi::api::core::v1::{Container, Pod, PodSpec};
 
-use crate::api::defaults;
-
 use super::containers::{env, image_pull_secrets, lifecycle, ports};
 use super::volumes::{user_mount, user_volumes};
 use super::{Renderer, labels, non_empty, non_empty_vec};
@@ -52,24 +50,10 @@ impl Renderer<'_> {
             metadata: meta,
             spec: Some(PodSpec {
                 hostname: Some(name),
-                subdomain: Some(self.target.headless.clone()),
-                set_hostname_as_fqdn: Some(false),
-                restart_policy: Some(
-                    pod.restart_policy
-                        .clone()
-                        .unwrap_or_else(|| defaults::RESTART_POLICY.into()),
-                ),
-                service_account_name: pod.service_account_name.clone(),
-                automount_service_account_token: Some(
-                    pod.automount_service_account_token.unwrap_or(false),
-                ),
-                node_selector: non_empty(pod.node_selector.clone()),
-                dns_policy: pod.dns_policy.clone(),
-                runtime_class_name: pod.runtime_class_name.clone(),
                 image_pull_secrets: pull_secrets,
                 volumes: non_empty_vec(user_volumes(&spec.services)),
                 containers,
-                ..Default::default()
+                ..self.pod_basics()
             }),
             ..Default::default()
         }
