@@ -197,6 +197,7 @@ fn main() {
                 name: b.name.clone(),
                 spoke: b.cluster.clone(),
                 size: b.size,
+                max_size: b.max_size,
             })
             .collect();
         let assignments = assignment::build(&plan, &cert, &lead).expect("assignments");

@@ -3,7 +3,7 @@
 //!
 //! A broker's rank is its host's position in one list that every cluster of a federated
 //! instance sees in the same order: the root hosts `<name>-0 .. <name>-(maxSize-1)`
-//! first, then each burst's `<burst>-0 ..` in spec order. A MiniCluster that joins a lead
+//! first, then each burst's `<burst>-0 .. <burst>-(maxSize-1)` in spec order. A MiniCluster that joins a lead
 //! broker by hand (`leadBroker`) rebuilds the same list from the lead MiniCluster's name
 //! and size. A verbatim `hostlist` replaces the list.
 //!
@@ -38,7 +38,7 @@ pub fn hosts(name: &str, spec: &MiniClusterSpec) -> Result<Vec<String>, hostlist
     let mut hosts = Vec::new();
     push_range(&mut hosts, lead_name, lead_size);
     for burst in spec.bursts() {
-        push_range(&mut hosts, &burst.name, burst.size);
+        push_range(&mut hosts, &burst.name, burst.max_size);
     }
     Ok(hosts)
 }
@@ -71,5 +71,25 @@ fn idset(n: usize) -> String {
     match n {
         0 | 1 => "0".to_string(),
         n => format!("0-{}", n - 1),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(yaml: &str) -> MiniClusterSpec {
+        serde_yaml_ng::from_str(yaml).expect("spec")
+    }
+
+    #[test]
+    fn bursts_declare_their_max_size_hosts_whatever_runs() {
+        let s = spec(
+            "{size: 1, maxSize: 2, containers: [{image: a}], flux: {bursting: {clusters: [{name: b, size: 0, maxSize: 2}, {name: c, size: 1}]}}}",
+        );
+        assert_eq!(
+            hosts("m", &s).expect("hosts"),
+            ["m-0", "m-1", "b-0", "b-1", "c-0"]
+        );
     }
 }

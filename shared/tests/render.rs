@@ -280,6 +280,38 @@ fn burst_role_renders_the_burst_job_without_owner_references() {
 }
 
 #[test]
+fn a_burst_scaled_to_zero_keeps_its_objects_and_a_suspended_job() {
+    let plan = plan(&BURSTING.replace(
+        "{name: burst-a, size: 3, cluster: spoke-1}",
+        "{name: burst-a, size: 0, maxSize: 3, cluster: spoke-1}",
+    ));
+    let role = Role::Burst {
+        index: 0,
+        lead: Endpoint {
+            address: "198.51.100.4".into(),
+            port: 31000,
+        },
+    };
+    let burst = objects(&plan, &role);
+    let job = find(&burst, "Job", "burst-a");
+    assert_eq!(job["spec"]["suspend"], true, "no pod runs");
+    assert_eq!(
+        (&job["spec"]["completions"], &job["spec"]["parallelism"]),
+        (&1.into(), &1.into()),
+        "never 0 completions: that Job would complete for good"
+    );
+    find(&burst, "ConfigMap", "burst-a-flux-config");
+    find(&burst, "Service", "burst-a");
+    // Every rank keeps its host: the root's hostlist declares the burst's maxSize.
+    assert_eq!(
+        plan.hosts,
+        ["lead-0", "lead-1", "burst-a-0", "burst-a-1", "burst-a-2"]
+    );
+    let root = objects(&plan, &Role::Root);
+    assert_eq!(find(&root, "Job", "lead")["spec"]["suspend"], false);
+}
+
+#[test]
 fn minimal_service_selects_only_the_lead() {
     let plan = plan(&SPEC.replace("  size: 4\n", "  size: 4\n  flux: {minimalService: true}\n"));
     let objects = objects(&plan, &Role::Root);

@@ -299,6 +299,28 @@ fn flux_rules() {
 fn bursting_rules() {
     let c = "  containers: [{image: a}]\n";
     assert_rejects(
+        &format!("  flux: {{bursting: {{clusters: [{{name: b, size: 3, maxSize: 2}}]}}}}\n{c}"),
+        "spec.flux.bursting.clusters[0].size",
+        "3 is above the burst's maxSize 2",
+    );
+    assert_rejects(
+        &format!("  flux: {{bursting: {{clusters: [{{name: b, size: 0, maxSize: 0}}]}}}}\n{c}"),
+        "spec.flux.bursting.clusters[0].maxSize",
+        "at least 1",
+    );
+    assert_rejects(
+        &format!("  flux: {{bursting: {{clusters: [{{name: b, size: -1, maxSize: 2}}]}}}}\n{c}"),
+        "spec.flux.bursting.clusters[0].size",
+        "at least 0",
+    );
+    assert!(
+        errors(&format!(
+            "  flux: {{bursting: {{clusters: [{{name: b, size: 0, maxSize: 3}}]}}}}\n{c}"
+        ))
+        .is_empty(),
+        "a burst scaled to 0 is valid"
+    );
+    assert_rejects(
         &format!("  flux: {{bursting: {{clusters: [{{name: flux-sample, size: 2}}]}}}}\n{c}"),
         "spec.flux.bursting.clusters[0].name",
         "differ from the MiniCluster's own name",
@@ -564,6 +586,20 @@ fn cel_rules_agree_with_the_validator() {
             false,
         ),
     ];
+    for (burst, valid) in [
+        ("{name: b, size: 3, maxSize: 2}", false),
+        ("{name: b, size: 0, maxSize: 2}", true),
+        ("{name: b, maxSize: 1}", true),
+    ] {
+        let spec = format!(
+            "  flux: {{bursting: {{clusters: [{burst}]}}}}\n  containers: [{{image: a}}]\n"
+        );
+        let mc = mc(&format!("{BASE}spec:\n{spec}"));
+        let value: serde_json::Value = serde_yaml_ng::from_str(burst).expect("yaml");
+        let cel = flux_shared::api::BurstCluster::validate_cel(&value, None);
+        assert_eq!(cel.is_ok(), valid, "CEL on {burst}: {cel:?}");
+        assert_eq!(validate(&mc).is_ok(), valid, "validator on {burst}");
+    }
     for (spec, valid) in cases {
         let mc = mc(&format!("{BASE}spec:\n{spec}"));
         // The API server applies the schema default for size before CEL runs.

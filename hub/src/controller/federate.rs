@@ -174,6 +174,8 @@ pub(super) fn retain_from_status(ctx: &Context, mc: &MiniCluster) {
             name: b.name.clone(),
             spoke: b.cluster.clone(),
             size: b.size,
+            // A status written before bursts had a maxSize: they declared their size.
+            max_size: b.max_size.max(b.size),
         })
         .collect();
     if !bursts.is_empty() {
@@ -198,6 +200,7 @@ pub(super) fn burst_infos(plan: &Plan) -> Vec<BurstInfo> {
                     },
                 })
                 .map_or(b.size, |t| t.size),
+            max_size: b.max_size,
         })
         .collect()
 }

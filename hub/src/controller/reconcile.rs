@@ -29,7 +29,7 @@ use super::federate::{federate, publish_assignments, retain_from_status};
 use super::finalize::finalize;
 use super::status::{self, minicluster_phase};
 use super::validate::validate;
-use super::{apply, orphans, pod_labels, status_write};
+use super::{apply, orphans, pod_labels, sizing, status_write};
 use crate::federation::bursts;
 
 /// Reconcile one MiniCluster.
@@ -96,7 +96,8 @@ async fn reconcile_inner(
     let fed = federate(ctx, mc, &plan, &cert, ns, name).await?;
     let problem = applied.problem.as_ref();
     let job = applied.job.as_ref().or(live_job.as_deref());
-    let status = status::compute(mc, Some(plan.spec.max_size()), job, problem, &now);
+    let mut status = status::compute(mc, Some(plan.spec.max_size()), job, problem, &now);
+    status.burst_layout = sizing::burst_layout(&plan);
     let (status, burst_events) = publish_assignments(ctx, mc, status, fed, &now);
     let status = status_write::write_if_changed(ctx, mc, status, problem, burst_events).await?;
     if plan.spec.cleanup.unwrap_or(false)

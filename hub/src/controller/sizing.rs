@@ -1,8 +1,10 @@
 //! Elasticity rules: the hosts a MiniCluster declares are fixed when it is first
-//! reconciled (`status.maximumSize`), because running brokers cannot learn new hosts.
-//! Scaling moves `spec.size` within that ceiling; anything else is refused.
+//! reconciled (`status.maximumSize`, and `status.burstLayout` for its bursts), because
+//! running brokers cannot learn new hosts. Scaling moves `spec.size`, and each burst's
+//! `size`, within those ceilings; anything else is refused.
 
-use flux_shared::api::MiniCluster;
+use flux_shared::api::{BurstLayout, MiniCluster, MiniClusterSpec};
+use flux_shared::plan::Plan;
 
 /// Why a change cannot be applied to a running MiniCluster.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -41,7 +43,103 @@ pub fn effective(mc: &MiniCluster) -> Result<MiniCluster, SizeRefusal> {
     }
     let mut pinned = mc.clone();
     pinned.spec.max_size = Some(frozen);
+    pin_bursts(&mut pinned.spec, &frozen_bursts(mc))?;
     Ok(pinned)
+}
+
+/// The burst hosts a status declares: `burstLayout`, or for a status written before it
+/// existed, the bursts it lists (each declared its size then).
+fn frozen_bursts(mc: &MiniCluster) -> Vec<BurstLayout> {
+    let Some(status) = mc.status.as_ref() else {
+        return Vec::new();
+    };
+    if !status.burst_layout.is_empty() {
+        return status.burst_layout.clone();
+    }
+    status
+        .bursts
+        .iter()
+        .map(|b| BurstLayout {
+            name: b.name.clone(),
+            max_size: b.max_size.max(b.size),
+        })
+        .collect()
+}
+
+/// Check the spec's bursts against the frozen `layout` and pin each one's `maxSize`:
+/// a burst may change its size within its `maxSize` (and its spoke), but not appear, be
+/// renamed or declare other hosts. Only a root instance's own bursts are frozen here (a
+/// MiniCluster joining a lead broker, or with a verbatim hostlist, names its hosts itself).
+fn pin_bursts(spec: &mut MiniClusterSpec, layout: &[BurstLayout]) -> Result<(), SizeRefusal> {
+    if spec.lead_broker().is_some() || spec.custom_hostlist().is_some() {
+        return Ok(());
+    }
+    let resolved = spec.bursts();
+    let Some(clusters) = spec
+        .flux
+        .as_mut()
+        .and_then(|f| f.bursting.as_mut())
+        .map(|b| &mut b.clusters)
+    else {
+        return Ok(());
+    };
+    for (i, (burst, declared)) in resolved.iter().zip(clusters.iter_mut()).enumerate() {
+        let field = format!("spec.flux.bursting.clusters[{i}]");
+        let Some(frozen) = layout.iter().find(|l| l.name == burst.name) else {
+            let known = if layout.is_empty() {
+                "it was created without bursts".to_string()
+            } else {
+                let names: Vec<&str> = layout.iter().map(|l| l.name.as_str()).collect();
+                format!("its bursts are {}", names.join(", "))
+            };
+            return Err(SizeRefusal {
+                reason: "BurstLayoutImmutable",
+                message: format!(
+                    "{field}.name: burst {:?} was not declared when this MiniCluster was created ({known}), so its running brokers know no hosts for it; bursts cannot be added or renamed: delete and re-create the MiniCluster",
+                    burst.name
+                ),
+            });
+        };
+        if let Some(max) = declared.max_size.filter(|m| *m != frozen.max_size) {
+            return Err(SizeRefusal {
+                reason: "MaxSizeImmutable",
+                message: format!(
+                    "{field}.maxSize: cannot change from {} to {max} on an existing MiniCluster: its brokers were configured with {} hosts for burst {:?}; delete and re-create it to change the maximum",
+                    frozen.max_size, frozen.max_size, burst.name
+                ),
+            });
+        }
+        if burst.size > frozen.max_size {
+            return Err(SizeRefusal {
+                reason: "SizeAboveMaximum",
+                message: format!(
+                    "{field}.size: {} is above the maximum size {} burst {:?} was created with (its brokers only know {} hosts); scale within 0..{} or re-create the MiniCluster with a larger maxSize",
+                    burst.size, frozen.max_size, burst.name, frozen.max_size, frozen.max_size
+                ),
+            });
+        }
+        declared.name = Some(burst.name.clone());
+        declared.size = Some(burst.size);
+        declared.max_size = Some(frozen.max_size);
+    }
+    // Ranks follow the frozen order, whatever order the spec lists the bursts in.
+    clusters.sort_by_key(|c| layout.iter().position(|l| Some(&l.name) == c.name.as_ref()));
+    Ok(())
+}
+
+/// The burst hosts `plan` lays out, for `status.burstLayout` (none for a MiniCluster
+/// that joins a lead broker or names its hosts verbatim).
+pub fn burst_layout(plan: &Plan) -> Vec<BurstLayout> {
+    if plan.spec.lead_broker().is_some() || plan.spec.custom_hostlist().is_some() {
+        return Vec::new();
+    }
+    plan.bursts
+        .iter()
+        .map(|b| BurstLayout {
+            name: b.name.clone(),
+            max_size: b.max_size,
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -80,6 +178,93 @@ mod tests {
         assert_eq!(
             effective(&mc(1, Some(4), 4)).map(|m| m.spec.max_size),
             Ok(Some(4))
+        );
+    }
+
+    fn with_bursts(bursts: &str, layout: &[(&str, i32)]) -> MiniCluster {
+        let mut m = mc(2, None, 2);
+        m.spec.flux = Some(
+            serde_yaml_ng::from_str(&format!("bursting: {{clusters: {bursts}}}")).expect("yaml"),
+        );
+        if let Some(status) = m.status.as_mut() {
+            status.burst_layout = layout
+                .iter()
+                .map(|(name, max)| BurstLayout {
+                    name: name.to_string(),
+                    max_size: *max,
+                })
+                .collect();
+        }
+        m
+    }
+
+    fn pinned(m: &MiniCluster) -> Vec<(String, i32, i32)> {
+        m.spec
+            .bursts()
+            .into_iter()
+            .map(|b| (b.name, b.size, b.max_size))
+            .collect()
+    }
+
+    #[test]
+    fn bursts_scale_within_their_frozen_hosts_in_the_frozen_order() {
+        let m = with_bursts(
+            "[{name: b, size: 0}, {name: a, size: 3, maxSize: 4}]",
+            &[("a", 4), ("b", 2)],
+        );
+        let e = effective(&m).expect("within maxSize");
+        assert_eq!(
+            pinned(&e),
+            vec![("a".into(), 3, 4), ("b".into(), 0, 2)],
+            "maxSize pinned, ranks in the order first declared"
+        );
+    }
+
+    #[test]
+    fn a_status_from_before_burst_layouts_freezes_the_bursts_it_lists() {
+        let mut m = with_bursts("[{name: a, size: 1}]", &[]);
+        if let Some(status) = m.status.as_mut() {
+            status.bursts = vec![flux_shared::api::BurstStatus {
+                name: "a".into(),
+                size: 2,
+                ..Default::default()
+            }];
+        }
+        assert_eq!(
+            effective(&m).map(|e| pinned(&e)),
+            Ok(vec![("a".into(), 1, 2)])
+        );
+    }
+
+    #[test]
+    fn burst_layout_changes_are_refused_naming_the_field() {
+        let cases = [
+            (
+                "[{name: a, size: 2}, {name: c, size: 1}]",
+                "BurstLayoutImmutable",
+                "spec.flux.bursting.clusters[1].name: burst \"c\" was not declared",
+            ),
+            (
+                "[{name: a, size: 2, maxSize: 5}]",
+                "MaxSizeImmutable",
+                "spec.flux.bursting.clusters[0].maxSize: cannot change from 4 to 5",
+            ),
+            (
+                "[{name: a, size: 5}]",
+                "SizeAboveMaximum",
+                "spec.flux.bursting.clusters[0].size: 5 is above the maximum size 4",
+            ),
+        ];
+        for (bursts, reason, start) in cases {
+            let r = effective(&with_bursts(bursts, &[("a", 4)])).expect_err(bursts);
+            assert_eq!(r.reason, reason, "{bursts}");
+            assert!(r.message.starts_with(start), "{bursts}: {}", r.message);
+        }
+        let r = effective(&with_bursts("[{name: a}]", &[])).expect_err("added");
+        assert!(
+            r.message.contains("it was created without bursts"),
+            "{}",
+            r.message
         );
     }
 

@@ -179,6 +179,7 @@ pub fn compute(
         // The federation fills these in when it has news (see `with_bursts`).
         lead_broker: previous.lead_broker.clone(),
         bursts: previous.bursts.clone(),
+        burst_layout: previous.burst_layout.clone(),
     }
 }
 

@@ -163,6 +163,7 @@ pub fn statuses(
                 cluster: b.spoke.clone(),
                 phase: phase.to_string(),
                 size: b.size,
+                max_size: b.max_size,
                 brokers_ready: if v.deleting {
                     0
                 } else {
@@ -313,6 +314,7 @@ mod tests {
                 name: "b".into(),
                 spoke: "gke".into(),
                 size: 3,
+                max_size: 4,
             },
             connected: true,
             assigned: true,

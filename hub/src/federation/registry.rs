@@ -58,6 +58,8 @@ pub struct BurstInfo {
     pub spoke: String,
     /// Brokers.
     pub size: i32,
+    /// Hosts declared (the most brokers it can run).
+    pub max_size: i32,
 }
 
 /// What the registry knows about one burst, for the MiniCluster's status.
@@ -817,6 +819,7 @@ mod tests {
             name: key.rsplit('/').next().unwrap().into(),
             spoke: spoke.into(),
             size: 2,
+            max_size: 2,
         }
     }
 

@@ -7,4 +7,4 @@ mod status;
 
 pub use resolve::ResolvedBurst;
 pub use spec::*;
-pub use status::{BurstStatus, LeadBrokerStatus, MiniClusterStatus};
+pub use status::{BurstLayout, BurstStatus, LeadBrokerStatus, MiniClusterStatus};

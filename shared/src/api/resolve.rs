@@ -19,6 +19,8 @@ pub struct ResolvedBurst {
     pub name: String,
     /// Number of brokers.
     pub size: i32,
+    /// Hosts declared (`maxSize`, defaulting to the size).
+    pub max_size: i32,
     /// Spoke cluster that runs it (the burst's name by default).
     pub cluster: String,
 }
@@ -114,8 +116,10 @@ impl MiniClusterSpec {
             .enumerate()
             .map(|(i, c)| {
                 let name = c.name.clone().unwrap_or_else(|| format!("burst-{i}"));
+                let size = c.size.unwrap_or(self.size);
                 ResolvedBurst {
-                    size: c.size.unwrap_or(self.size),
+                    size,
+                    max_size: c.max_size.unwrap_or(size),
                     cluster: c.cluster.clone().unwrap_or_else(|| name.clone()),
                     name,
                 }

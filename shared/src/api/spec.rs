@@ -349,18 +349,30 @@ pub struct Bursting {
     pub clusters: Vec<BurstCluster>,
 }
 
-/// One burst cluster: `size` brokers named `<name>-<index>`.
+/// One burst cluster: hosts `<name>-0 .. <name>-(maxSize-1)`, of which the first `size`
+/// run brokers.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, KubeSchema)]
 #[serde(rename_all = "camelCase")]
+#[x_kube(
+    cel,
+    validation = Rule::new("!has(self.maxSize) || !has(self.size) || self.size <= self.maxSize").message("spec.flux.bursting.clusters[].size: must be less than or equal to its maxSize"),
+)]
 pub struct BurstCluster {
     /// Host prefix and Job name of the burst (default `burst-<position>`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
 
-    /// Number of brokers in the burst (default: the MiniCluster's size).
+    /// Number of brokers in the burst (default: the MiniCluster's size). May move
+    /// between 0 and `maxSize` while the MiniCluster runs; 0 runs no broker pod.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
+    pub size: Option<i32>,
+
+    /// Hosts the burst declares (default: its `size`), fixed when the MiniCluster is
+    /// first reconciled: the ranks every broker of the instance knows.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1))]
-    pub size: Option<i32>,
+    pub max_size: Option<i32>,
 
     /// Spoke cluster that runs this burst (default: the burst's name).
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -49,6 +49,22 @@ pub struct MiniClusterStatus {
     /// One entry per burst cluster, in spec order.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub bursts: Vec<BurstStatus>,
+
+    /// The burst hosts every broker of the instance knows, in rank order after the root's:
+    /// each burst's name and `maxSize`, fixed when the MiniCluster was first reconciled
+    /// (like `maximumSize` for the root).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub burst_layout: Vec<BurstLayout>,
+}
+
+/// One burst's hosts in the instance's rank order: `<name>-0 .. <name>-(maxSize-1)`.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct BurstLayout {
+    /// Burst name (its host prefix).
+    pub name: String,
+    /// Hosts it declares.
+    pub max_size: i32,
 }
 
 /// The lead broker's externally reachable endpoint.
@@ -83,6 +99,11 @@ pub struct BurstStatus {
     /// Brokers the burst runs.
     #[serde(default)]
     pub size: i32,
+
+    /// Hosts the burst declares: the most brokers it can run (its `maxSize`, as fixed
+    /// when the MiniCluster was first reconciled).
+    #[serde(default)]
+    pub max_size: i32,
 
     /// Brokers the spoke last reported ready.
     #[serde(default)]

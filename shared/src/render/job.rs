@@ -36,12 +36,18 @@ impl Renderer<'_> {
         meta.labels = Some(job_labels);
         let mut pod_labels = self.pod_labels();
         pod_labels.extend(self.job_selector());
+        // A burst scaled to 0 keeps its Job suspended (no pod) rather than at 0
+        // completions, which would complete it for good; 1 keeps completions equal to
+        // parallelism, as an elastic Indexed Job needs. `suspend` is always sent, so
+        // scaling up again takes it back.
+        let size = self.target.size;
         Job {
             metadata: meta,
             spec: Some(JobSpec {
                 completion_mode: Some("Indexed".into()),
-                completions: Some(self.target.size),
-                parallelism: Some(self.target.size),
+                completions: Some(size.max(1)),
+                parallelism: Some(size.max(1)),
+                suspend: Some(size == 0),
                 backoff_limit: Some(spec.backoff_limit()),
                 active_deadline_seconds: Some(spec.deadline_seconds()),
                 template: PodTemplateSpec {

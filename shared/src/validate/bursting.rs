@@ -39,9 +39,21 @@ impl Validator {
             self.dns_label(&b.name, format!("{field}.name"));
             check!(
                 self,
-                b.size >= 1,
+                b.size >= 0,
                 format!("{field}.size"),
+                "must be at least 0"
+            );
+            check!(
+                self,
+                b.max_size >= 1,
+                format!("{field}.maxSize"),
                 "must be at least 1"
+            );
+            check!(
+                self,
+                b.size <= b.max_size,
+                format!("{field}.size"),
+                format!("{} is above the burst's maxSize {}", b.size, b.max_size),
             );
             check!(
                 self,
@@ -52,8 +64,8 @@ impl Validator {
             if let Some(cluster) = declared.cluster.as_deref() {
                 self.dns_label(cluster, format!("{field}.cluster"));
             }
-            if is_dns_label(&b.name) && b.size >= 1 {
-                let longest = format!("{}-{}", b.name, b.size - 1);
+            if is_dns_label(&b.name) && b.max_size >= 1 {
+                let longest = format!("{}-{}", b.name, b.max_size - 1);
                 check!(
                     self,
                     longest.len() <= 63,
@@ -146,9 +158,9 @@ impl Validator {
                             format!("a MiniCluster joining a lead broker must list itself (name {name:?}) among the burst clusters so its hosts have ranks"),
                         ),
                         Some(i) => check!(self,
-                            bursts[i].size >= spec.max_size(),
-                            format!("spec.flux.bursting.clusters[{i}].size"),
-                            format!("declares {} hosts but this MiniCluster can run {}", bursts[i].size, spec.max_size()),
+                            bursts[i].max_size >= spec.max_size(),
+                            format!("spec.flux.bursting.clusters[{i}].{}", if clusters.get(i).is_some_and(|c| c.max_size.is_some()) { "maxSize" } else { "size" }),
+                            format!("declares {} hosts but this MiniCluster can run {}", bursts[i].max_size, spec.max_size()),
                         ),
                     }
                 }

@@ -299,6 +299,7 @@ pub fn assign(registry: &Registry, mc: &MiniCluster) -> Vec<SpokeAssignment> {
             name: b.name.clone(),
             spoke: b.cluster.clone(),
             size: b.size,
+            max_size: b.max_size,
         })
         .collect();
     registry.set(
