@@ -87,6 +87,16 @@ async fn burst_runs_in_the_spoke_cluster_and_goes_with_its_minicluster() {
     support::run_federated("burst-life", "e2e-spoke", burst_lifecycle).await;
 }
 
+/// An elastic burst (`maxSize` 3) resized in place: its Job in the burst cluster keeps its
+/// uid while the size goes 1 → 3 → 0 (suspended, ConfigMap/Secret/Service kept); a size
+/// above `maxSize` (by the API server, or by the hub against the frozen layout) and a
+/// renamed burst are refused and change nothing there.
+#[tokio::test]
+#[ignore = "needs two clusters: KUBECONFIG and SPOKE_KUBECONFIG (scripts/e2e.sh)"]
+async fn an_elastic_burst_is_resized_in_place_within_its_max_size() {
+    support::run_federated("burst-elastic", "e2e-spoke", elastic).await;
+}
+
 /// Restarting the spoke, stopping the hub, restarting the spoke while the hub is away and
 /// bringing the hub back never deletes or re-creates the burst's objects.
 #[tokio::test]
@@ -290,6 +300,129 @@ async fn burst_lifecycle(env: &TestEnv, fed: &Federation) -> Result<()> {
         },
     )
     .await
+}
+
+async fn elastic(env: &TestEnv, fed: &Federation) -> Result<()> {
+    let burst = burst_name(&env.ns);
+    let doc = |name: &str, size: i32| {
+        let mut doc = minicluster(&burst, fed.spoke(), lead_address_override().as_deref());
+        doc["spec"]["flux"]["bursting"]["clusters"] =
+            json!([{"name": name, "size": size, "maxSize": 3, "cluster": fed.spoke()}]);
+        doc
+    };
+    env.apply_minicluster(&doc(&burst, 1)).await?;
+    let job: Job = wait_spoke_object(env, fed.spoke(), &burst).await?;
+    let uid = job.uid();
+    let jobs = env.spoke_api::<Job>();
+    let shape = |job: &Job| {
+        let spec = job.spec.clone().unwrap_or_default();
+        (spec.parallelism, spec.completions, spec.suspend)
+    };
+    eprintln!("{}: burst {burst} Job {:?}", env.ns, shape(&job));
+    ensure!(
+        shape(&job) == (Some(1), Some(1), Some(false)),
+        "a burst of size 1: {:?}",
+        shape(&job)
+    );
+    let mcs = env.api::<MiniCluster>();
+    let layout = mcs
+        .get(NAME)
+        .await?
+        .status
+        .map(|s| s.burst_layout)
+        .unwrap_or_default();
+    ensure!(
+        layout.len() == 1 && layout[0].name == burst && layout[0].max_size == 3,
+        "status.burstLayout: {layout:?}"
+    );
+    for (size, want) in [
+        (3, (Some(3), Some(3), Some(false))),
+        (0, (Some(1), Some(1), Some(true))),
+    ] {
+        let started = std::time::Instant::now();
+        env.apply_minicluster(&doc(&burst, size)).await?;
+        env.eventually(
+            &format!("the burst's Job resized to {size} in place"),
+            objects_deadline(),
+            async || {
+                let job = jobs.get(&burst).await?;
+                ensure!(
+                    job.uid() == uid,
+                    "the Job was re-created: {:?} → {:?}",
+                    uid,
+                    job.uid()
+                );
+                Ok(if shape(&job) == want {
+                    Probe::Done(())
+                } else {
+                    Probe::Waiting(format!("{:?}", shape(&job)))
+                })
+            },
+        )
+        .await?;
+        eprintln!(
+            "{}: size {size} reached the spoke's Job in {} ms (same uid)",
+            env.ns,
+            started.elapsed().as_millis()
+        );
+    }
+    for kind in ["ConfigMap", "Secret", "Service"] {
+        let name = match kind {
+            "ConfigMap" => format!("{burst}-flux-config"),
+            "Secret" => format!("{burst}-curve"),
+            _ => burst.clone(),
+        };
+        ensure!(
+            spoke_uid(env, kind, &name).await?.is_some(),
+            "a burst scaled to 0 keeps its {kind} {name}"
+        );
+    }
+    // Above maxSize in the same entry: the API server's CEL rule refuses it.
+    let refused = env.apply_minicluster(&doc(&burst, 4)).await;
+    ensure!(
+        matches!(&refused, Err(kube::Error::Api(e)) if e.code == 422 && e.message.contains("maxSize")),
+        "size 4 with maxSize 3 must be refused by the API server: {refused:?}"
+    );
+    let mut above_frozen = doc(&burst, 4);
+    above_frozen["spec"]["flux"]["bursting"]["clusters"][0]
+        .as_object_mut()
+        .map(|b| b.remove("maxSize"));
+    for (changed, reason) in [
+        (above_frozen, "SizeAboveMaximum"),
+        (doc("renamed", 1), "BurstLayoutImmutable"),
+    ] {
+        env.apply_minicluster(&changed).await?;
+        env.eventually(
+            &format!("the change to be refused ({reason})"),
+            objects_deadline(),
+            async || {
+                let mc = mcs.get(NAME).await?;
+                let degraded = mc
+                    .status
+                    .iter()
+                    .flat_map(|s| s.conditions.iter())
+                    .find(|c| c.type_ == "Degraded" && c.status == "True")
+                    .map(|c| c.reason.clone());
+                Ok(if degraded.as_deref() == Some(reason) {
+                    Probe::Done(())
+                } else {
+                    Probe::Waiting(yaml(&mc.status))
+                })
+            },
+        )
+        .await?;
+        let job = jobs.get(&burst).await?;
+        ensure!(
+            job.uid() == uid && shape(&job) == (Some(1), Some(1), Some(true)),
+            "a refused change left the burst's Job alone: {:?}",
+            shape(&job)
+        );
+        ensure!(
+            jobs.get_opt("renamed").await?.is_none(),
+            "no Job for a refused burst"
+        );
+    }
+    Ok(())
 }
 
 async fn outage(env: &TestEnv, fed: &Federation) -> Result<()> {
