@@ -163,6 +163,7 @@ fn snapshot(version: u64) -> MiniClusterSnapshot {
                         spoke: "gke".into(),
                         spoke_connected: true,
                         size: 4,
+                        max_size: 6,
                         brokers_ready: 3,
                         phase: BurstPhase::Pending.into(),
                         assigned_version: version,
@@ -177,6 +178,7 @@ fn snapshot(version: u64) -> MiniClusterSnapshot {
                         spoke: "kind".into(),
                         spoke_connected: false,
                         size: 2,
+                        max_size: 2,
                         ..Default::default()
                     },
                 ],
@@ -449,11 +451,11 @@ async fn table_output_is_aligned() {
     let out = status(&a).await;
     assert_success(&out);
     let expected = "\
-NAMESPACE  MINICLUSTER  BURST       SPOKE  CONNECTED  PHASE       BROKERS  LEAD             VERSION  LAST SEEN  AGE  MESSAGE
-default    hello        -           -      -          Running     4/4      -                -        -          3d
-hpc        bursty       -           -      -          Running     1/2      192.0.2.7:30093  -        -          2h
-hpc        bursty       burst-gke   gke    yes        Pending     3/4      192.0.2.7:30093  3/4      1h         2h   3 of 4 brokers ready
-hpc        bursty       burst-kind  kind   no         Unreported  0/2      192.0.2.7:30093  0/0      never      2h
+NAMESPACE  MINICLUSTER  BURST       SPOKE  CONNECTED  PHASE       READY  SIZE  MAX  LEAD             VERSION  LAST SEEN  AGE  MESSAGE
+default    hello        -           -      -          Running     4      4     -    -                -        -          3d
+hpc        bursty       -           -      -          Running     1      2     -    192.0.2.7:30093  -        -          2h
+hpc        bursty       burst-gke   gke    yes        Pending     3      4     6    192.0.2.7:30093  3/4      1h         2h   3 of 4 brokers ready
+hpc        bursty       burst-kind  kind   no         Unreported  0      2     2    192.0.2.7:30093  0/0      never      2h
 
 NAME  CONNECTED  LAST SEEN  VERSION  ASSIGNMENTS  SPOKE VERSION  CLUSTER
 gke   yes        1h         3/4      1            0.1.0          ok

@@ -489,7 +489,7 @@ async fn the_admin_client_shows_bursts_and_spokes() {
     };
     let burst_a = row("burst-a");
     assert_eq!(
-        &burst_a[..8],
+        &burst_a[..10],
         [
             "hpc",
             "lammps",
@@ -497,13 +497,16 @@ async fn the_admin_client_shows_bursts_and_spokes() {
             "a",
             "yes",
             "Running",
-            "2/2",
+            "2",
+            "2",
+            "2",
             "203.0.113.9:30093"
         ],
         "{table}"
     );
     let burst_b = row("burst-b");
     assert_eq!(&burst_b[3..5], ["b", "no"], "b never connected:\n{table}");
+    assert_eq!(&burst_b[6..9], ["0", "1", "1"], "READY SIZE MAX:\n{table}");
     let view = flux_hub::status_cmd::view(&snapshot, &spokes);
     let json = serde_json::to_value(&view).expect("json");
     assert_eq!(json["spokes"][0]["name"], "a");

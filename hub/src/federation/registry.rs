@@ -735,6 +735,7 @@ impl Registry {
                             spoke: b.spoke.clone(),
                             spoke_connected: state.is_some_and(|s| s.connections > 0),
                             size: b.size,
+                            max_size: b.max_size,
                             brokers_ready: report.map_or(0, |(r, _)| r.brokers_ready),
                             phase: report.map_or(0, |(r, _)| r.phase),
                             assigned_version: slot.map_or(0, |s| s.version),

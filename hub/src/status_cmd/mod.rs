@@ -18,12 +18,13 @@
 //! brokers), followed by one row per burst:
 //!
 //! ```text
-//! NAMESPACE  MINICLUSTER  BURST      SPOKE  CONNECTED  PHASE    BROKERS  LEAD             VERSION  LAST SEEN  AGE  MESSAGE
-//! hpc        bursty       -          -      -          Running  2/2      192.0.2.1:30093  -        -          3h
-//! hpc        bursty       burst-gke  gke    yes        Running  4/4      192.0.2.1:30093  3/3      12s        3h
+//! NAMESPACE  MINICLUSTER  BURST      SPOKE  CONNECTED  PHASE    READY  SIZE  MAX  LEAD             VERSION  LAST SEEN  AGE  MESSAGE
+//! hpc        bursty       -          -      -          Running  2      2     -    192.0.2.1:30093  -        -          3h
+//! hpc        bursty       burst-gke  gke    yes        Running  4      4     8    192.0.2.1:30093  3/3      12s        3h
 //! ```
 //!
-//! BROKERS is ready/size, LEAD where burst brokers reach the lead broker (`-` until
+//! READY counts the brokers ready, SIZE those the instance or burst should run, MAX the
+//! most a burst can grow to (its `maxSize`), LEAD where burst brokers reach the lead broker (`-` until
 //! known), VERSION the spoke's observed / the hub's assigned snapshot version, LAST SEEN
 //! the time since the spoke last reported on the burst (`never` before its first report),
 //! AGE the time since the MiniCluster was created.

@@ -107,7 +107,9 @@ pub fn table(
                 "SPOKE",
                 "CONNECTED",
                 "PHASE",
-                "BROKERS",
+                "READY",
+                "SIZE",
+                "MAX",
                 "LEAD",
                 "VERSION",
                 "LAST SEEN",
@@ -132,7 +134,9 @@ pub fn table(
                 "-".into(),
                 "-".into(),
                 cell(&mc.phase),
-                format!("{}/{}", mc.brokers_ready, mc.size),
+                mc.brokers_ready.to_string(),
+                mc.size.to_string(),
+                "-".into(),
                 lead.clone(),
                 "-".into(),
                 "-".into(),
@@ -147,7 +151,9 @@ pub fn table(
                     cell(&b.spoke),
                     yes_no(b.spoke_connected),
                     burst_phase_name(b.phase),
-                    format!("{}/{}", b.brokers_ready, b.size),
+                    b.brokers_ready.to_string(),
+                    b.size.to_string(),
+                    b.max_size.to_string(),
                     lead.clone(),
                     format!("{}/{}", b.observed_version, b.assigned_version),
                     age(b.last_report_unix_millis, now_millis),
@@ -279,11 +285,11 @@ mod tests {
     fn table_has_a_root_row_per_minicluster_and_a_row_per_burst() {
         let (snapshot, spokes) = sample();
         let expected = "\
-NAMESPACE  MINICLUSTER  BURST       SPOKE       CONNECTED  PHASE       BROKERS  LEAD             VERSION  LAST SEEN  AGE  MESSAGE
-hpc        bursty       -           -           -          Running     2/2      192.0.2.1:30093  -        -          3h
-hpc        bursty       burst-gke   gke         yes        Running     4/4      192.0.2.1:30093  3/3      12s        3h
-hpc        bursty       burst-kind  kind-spoke  no         Unreported  0/2      192.0.2.1:30093  0/1      never      3h   spoke never connected
-default    hello-world  -           -           -          Pending     1/4      -                -        -          -
+NAMESPACE  MINICLUSTER  BURST       SPOKE       CONNECTED  PHASE       READY  SIZE  MAX  LEAD             VERSION  LAST SEEN  AGE  MESSAGE
+hpc        bursty       -           -           -          Running     2      2     -    192.0.2.1:30093  -        -          3h
+hpc        bursty       burst-gke   gke         yes        Running     4      4     8    192.0.2.1:30093  3/3      12s        3h
+hpc        bursty       burst-kind  kind-spoke  no         Unreported  0      2     2    192.0.2.1:30093  0/1      never      3h   spoke never connected
+default    hello-world  -           -           -          Pending     1      4     -    -                -        -          -
 
 NAME        CONNECTED  LAST SEEN  VERSION  ASSIGNMENTS  SPOKE VERSION  CLUSTER
 gke         yes        3s         3/3      1            0.1.0          ok
@@ -368,6 +374,7 @@ onprem      yes        1s         2/2      0            0.1.0          unreachab
                             "spokeConnected": true,
                             "phase": "Running",
                             "size": 4,
+                            "maxSize": 8,
                             "brokersReady": 4,
                             "assignedVersion": 3,
                             "observedVersion": 3,
@@ -388,6 +395,7 @@ onprem      yes        1s         2/2      0            0.1.0          unreachab
                             "spokeConnected": false,
                             "phase": "Unreported",
                             "size": 2,
+                            "maxSize": 2,
                             "brokersReady": 0,
                             "assignedVersion": 1,
                             "observedVersion": 0,

@@ -79,6 +79,8 @@ pub struct BurstRow {
     pub phase: String,
     /// Brokers the burst should run.
     pub size: i32,
+    /// Hosts the burst declares: the most brokers `size` can grow to.
+    pub max_size: i32,
     /// Brokers the spoke last reported ready.
     pub brokers_ready: i32,
     /// Snapshot version in which the hub last changed this assignment.
@@ -208,6 +210,7 @@ fn minicluster_view(mc: &proto::MiniClusterStatus) -> MiniClusterView {
                 spoke_connected: b.spoke_connected,
                 phase: burst_phase_name(b.phase),
                 size: b.size,
+                max_size: b.max_size,
                 brokers_ready: b.brokers_ready,
                 assigned_version: b.assigned_version,
                 observed_version: b.observed_version,
