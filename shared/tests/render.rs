@@ -227,16 +227,21 @@ fn root_of_a_bursting_minicluster_exposes_the_lead_broker() {
     assert_eq!(lead["spec"]["selector"]["flux-framework.org/job"], "lead");
 }
 
-#[test]
-fn burst_role_renders_the_burst_job_without_owner_references() {
-    let plan = plan(BURSTING);
-    let role = Role::Burst {
+/// The first burst, its brokers dialling the lead at 198.51.100.4:31000.
+fn first_burst() -> Role {
+    Role::Burst {
         index: 0,
         lead: Endpoint {
             address: "198.51.100.4".into(),
             port: 31000,
         },
-    };
+    }
+}
+
+#[test]
+fn burst_role_renders_the_burst_job_without_owner_references() {
+    let plan = plan(BURSTING);
+    let role = first_burst();
     let objects = objects(&plan, &role);
     let job = find(&objects, "Job", "burst-a");
     assert_eq!(job["spec"]["parallelism"], 3);
@@ -285,13 +290,7 @@ fn a_burst_scaled_to_zero_keeps_its_objects_and_a_suspended_job() {
         "{name: burst-a, size: 3, cluster: spoke-1}",
         "{name: burst-a, size: 0, maxSize: 3, cluster: spoke-1}",
     ));
-    let role = Role::Burst {
-        index: 0,
-        lead: Endpoint {
-            address: "198.51.100.4".into(),
-            port: 31000,
-        },
-    };
+    let role = first_burst();
     let burst = objects(&plan, &role);
     let job = find(&burst, "Job", "burst-a");
     assert_eq!(job["spec"]["suspend"], true, "no pod runs");
