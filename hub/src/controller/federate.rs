@@ -174,8 +174,7 @@ pub(super) fn retain_from_status(ctx: &Context, mc: &MiniCluster) {
             name: b.name.clone(),
             spoke: b.cluster.clone(),
             size: b.size,
-            // A status written before bursts had a maxSize: they declared their size.
-            max_size: b.max_size.max(b.size),
+            max_size: b.declared_hosts(),
         })
         .collect();
     if !bursts.is_empty() {

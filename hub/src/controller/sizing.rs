@@ -61,7 +61,7 @@ fn frozen_bursts(mc: &MiniCluster) -> Vec<BurstLayout> {
         .iter()
         .map(|b| BurstLayout {
             name: b.name.clone(),
-            max_size: b.max_size.max(b.size),
+            max_size: b.declared_hosts(),
         })
         .collect()
 }
@@ -71,7 +71,7 @@ fn frozen_bursts(mc: &MiniCluster) -> Vec<BurstLayout> {
 /// renamed or declare other hosts. Only a root instance's own bursts are frozen here (a
 /// MiniCluster joining a lead broker, or with a verbatim hostlist, names its hosts itself).
 fn pin_bursts(spec: &mut MiniClusterSpec, layout: &[BurstLayout]) -> Result<(), SizeRefusal> {
-    if spec.lead_broker().is_some() || spec.custom_hostlist().is_some() {
+    if !lays_out_its_bursts(spec) {
         return Ok(());
     }
     let resolved = spec.bursts();
@@ -127,10 +127,16 @@ fn pin_bursts(spec: &mut MiniClusterSpec, layout: &[BurstLayout]) -> Result<(), 
     Ok(())
 }
 
+/// Whether the instance's burst hosts follow from this spec's bursts (a root instance), not
+/// from a lead MiniCluster it joins or a verbatim hostlist.
+fn lays_out_its_bursts(spec: &MiniClusterSpec) -> bool {
+    spec.lead_broker().is_none() && spec.custom_hostlist().is_none()
+}
+
 /// The burst hosts `plan` lays out, for `status.burstLayout` (none for a MiniCluster
 /// that joins a lead broker or names its hosts verbatim).
 pub fn burst_layout(plan: &Plan) -> Vec<BurstLayout> {
-    if plan.spec.lead_broker().is_some() || plan.spec.custom_hostlist().is_some() {
+    if !lays_out_its_bursts(&plan.spec) {
         return Vec::new();
     }
     plan.bursts

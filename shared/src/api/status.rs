@@ -57,6 +57,14 @@ pub struct MiniClusterStatus {
     pub burst_layout: Vec<BurstLayout>,
 }
 
+impl BurstStatus {
+    /// The hosts this burst declares: `maxSize`, or for a status written before bursts
+    /// had one, its size (what it declared then).
+    pub fn declared_hosts(&self) -> i32 {
+        self.max_size.max(self.size)
+    }
+}
+
 /// One burst's hosts in the instance's rank order: `<name>-0 .. <name>-(maxSize-1)`.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
