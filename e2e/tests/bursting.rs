@@ -422,6 +422,78 @@ async fn elastic(env: &TestEnv, fed: &Federation) -> Result<()> {
             "no Job for a refused burst"
         );
     }
+
+    // The burst removed: everything of it goes from the spoke's cluster, and so does the
+    // lead broker's NodePort, but the root's brokers keep the burst's hosts (its
+    // ConfigMap is not touched) and the frozen layout keeps its ranks.
+    let config_maps = env.api::<ConfigMap>();
+    let root_config = format!("{NAME}-flux-config");
+    let before = config_maps.get(&root_config).await?;
+    let mut removed = doc(&burst, 0);
+    removed["spec"]["flux"]["bursting"]["clusters"] = json!([]);
+    let started = std::time::Instant::now();
+    env.apply_minicluster(&removed).await?;
+    env.eventually(
+        "the removed burst's objects deleted in the burst cluster",
+        objects_deadline(),
+        async || {
+            let mut left = Vec::new();
+            for (kind, name) in [
+                ("Job", burst.clone()),
+                ("ConfigMap", format!("{burst}-flux-config")),
+                ("Secret", format!("{burst}-curve")),
+                ("Service", burst.clone()),
+            ] {
+                if spoke_uid(env, kind, &name).await?.is_some() {
+                    left.push(format!("{kind} {name}"));
+                }
+            }
+            Ok(if left.is_empty() {
+                Probe::Done(())
+            } else {
+                Probe::Waiting(format!("still there: {}", left.join(", ")))
+            })
+        },
+    )
+    .await?;
+    eprintln!(
+        "{}: removed burst deleted in the spoke's cluster in {} ms",
+        env.ns,
+        started.elapsed().as_millis()
+    );
+    let services = env.api::<Service>();
+    env.eventually(
+        "the lead broker's NodePort Service deleted once no burst runs",
+        objects_deadline(),
+        async || {
+            Ok(match services.get_opt(&format!("{NAME}-lead")).await? {
+                None => Probe::Done(()),
+                Some(_) => Probe::Waiting("it still exists".into()),
+            })
+        },
+    )
+    .await?;
+    let after = config_maps.get(&root_config).await?;
+    ensure!(
+        after.data == before.data
+            && after.metadata.resource_version == before.metadata.resource_version,
+        "the root's broker.toml and R changed when the burst was removed"
+    );
+    let status = mcs.get(NAME).await?.status.unwrap_or_default();
+    ensure!(
+        status.bursts.is_empty() && status.burst_layout == layout,
+        "a removed burst leaves status.bursts but keeps its place in status.burstLayout: {}",
+        yaml(&status)
+    );
+
+    // Put back (the same name and hosts): it runs again, in a new Job.
+    env.apply_minicluster(&doc(&burst, 1)).await?;
+    let job: Job = wait_spoke_object(env, fed.spoke(), &burst).await?;
+    ensure!(
+        job.uid() != uid && shape(&job) == (Some(1), Some(1), Some(false)),
+        "a burst put back runs in a new Job of its size: {:?}",
+        shape(&job)
+    );
     Ok(())
 }
 

@@ -785,8 +785,12 @@ async fn bursting_root(env: &TestEnv) -> Result<()> {
     .await?;
 
     // Bursting removed from the running MiniCluster: the lead broker's NodePort Service
-    // (a port held on every node) goes at once; the Job and the headless Service stay.
+    // (a port held on every node) goes at once; the Job and the headless Service stay, and
+    // the brokers' config keeps every host's rank (the frozen layout).
     let job_uid = children.job.metadata.uid.clone();
+    let config_maps = env.api::<ConfigMap>();
+    let config_name = format!("{NAME}-flux-config");
+    let config = config_maps.get(&config_name).await?;
     mcs.patch(
         NAME,
         &PatchParams::default(),
@@ -815,6 +819,11 @@ async fn bursting_root(env: &TestEnv) -> Result<()> {
     ensure!(
         services.get_opt(NAME).await?.is_some(),
         "the headless Service {NAME} was deleted with the lead Service"
+    );
+    let kept = config_maps.get(&config_name).await?;
+    ensure!(
+        kept.data == config.data,
+        "ConfigMap {config_name} changed when bursting was removed: the running brokers' ranks would move"
     );
     Ok(())
 }

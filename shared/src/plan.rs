@@ -126,6 +126,24 @@ impl Plan {
         })
     }
 
+    /// Mark the bursts named in `removed` as retired: kept in the rank order (at size 0) so
+    /// no later rank moves, but given no role, assignment or status.
+    pub fn retire(mut self, removed: &[String]) -> Plan {
+        for burst in &mut self.bursts {
+            if removed.contains(&burst.name) {
+                burst.size = 0;
+                burst.retired = true;
+            }
+        }
+        self
+    }
+
+    /// Whether any burst runs (is not retired): a root instance then exposes its lead
+    /// broker to other clusters.
+    pub fn has_running_bursts(&self) -> bool {
+        self.bursts.iter().any(|b| !b.retired)
+    }
+
     /// Whether the instance spans more than one cluster ([`rank_order::is_federated`]).
     pub fn is_federated(&self) -> bool {
         rank_order::is_federated(&self.spec)
@@ -150,14 +168,20 @@ impl Plan {
         }
     }
 
-    /// Every role the hub renders for: the root, then each burst (given the lead's
-    /// external endpoint).
+    /// Every role the hub renders for: the root, then each burst that is not retired
+    /// (given the lead's external endpoint).
     pub fn roles(&self, lead: &Endpoint) -> Vec<Role> {
         std::iter::once(Role::Root)
-            .chain((0..self.bursts.len()).map(|index| Role::Burst {
-                index,
-                lead: lead.clone(),
-            }))
+            .chain(
+                self.bursts
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, b)| !b.retired)
+                    .map(|(index, _)| Role::Burst {
+                        index,
+                        lead: lead.clone(),
+                    }),
+            )
             .collect()
     }
 

@@ -182,10 +182,12 @@ pub(super) fn retain_from_status(ctx: &Context, mc: &MiniCluster) {
     }
 }
 
+/// The bursts of `plan` that run (a retired one has no assignment and no status).
 pub(super) fn burst_infos(plan: &Plan) -> Vec<BurstInfo> {
     plan.bursts
         .iter()
         .enumerate()
+        .filter(|(_, b)| !b.retired)
         .map(|(index, b)| BurstInfo {
             key: assignment_key(&plan.namespace, &plan.name, &b.name),
             name: b.name.clone(),

@@ -27,7 +27,7 @@ pub fn prime(ctx: &Context, miniclusters: &[MiniCluster]) {
             }
             continue;
         }
-        let plan = sizing::effective(mc).ok().and_then(|e| Plan::new(&e).ok());
+        let plan = sizing::effective(mc).ok().and_then(|e| e.plan().ok());
         let Some(plan) = plan else {
             retain_from_status(ctx, mc);
             continue;
@@ -36,7 +36,7 @@ pub fn prime(ctx: &Context, miniclusters: &[MiniCluster]) {
         let cert = stored_certificate(ctx, &key.0, &key.1)
             .or_else(|| plan.spec.flux().curve_cert().map(str::to_string));
         let assignments = match (&lead, cert) {
-            (Some(l), Some(cert)) if !plan.bursts.is_empty() => assignment::build(
+            (Some(l), Some(cert)) if plan.has_running_bursts() => assignment::build(
                 &plan,
                 &cert,
                 &flux_shared::plan::Endpoint {

@@ -3,8 +3,9 @@
 //! running brokers cannot learn new hosts. Scaling moves `spec.size`, and each burst's
 //! `size`, within those ceilings; anything else is refused.
 
-use flux_shared::api::{BurstLayout, MiniCluster, MiniClusterSpec};
+use flux_shared::api::{BurstCluster, BurstLayout, Bursting, MiniCluster, MiniClusterSpec};
 use flux_shared::plan::Plan;
+use flux_shared::validate::ValidationErrors;
 
 /// Why a change cannot be applied to a running MiniCluster.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -15,13 +16,34 @@ pub struct SizeRefusal {
     pub message: String,
 }
 
+/// The MiniCluster to plan once its hosts are frozen, and the bursts it keeps only for
+/// their ranks.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Effective {
+    /// The MiniCluster with its frozen maximums pinned, and every burst of the frozen
+    /// layout in its place (a removed one at size 0).
+    pub mc: MiniCluster,
+    /// Bursts of the frozen layout that the spec no longer lists.
+    pub retired: Vec<String>,
+}
+
+impl Effective {
+    /// The plan: removed bursts keep their hosts' ranks but run nowhere.
+    pub fn plan(&self) -> Result<Plan, ValidationErrors> {
+        Plan::new(&self.mc).map(|p| p.retire(&self.retired))
+    }
+}
+
 /// The MiniCluster to plan: its spec, with `maxSize` pinned to the declared maximum once
-/// one is recorded in the status. `Err` when the spec asks for what the running brokers
-/// cannot do.
-pub fn effective(mc: &MiniCluster) -> Result<MiniCluster, SizeRefusal> {
+/// one is recorded in the status, and its bursts pinned to the frozen layout. `Err` when
+/// the spec asks for what the running brokers cannot do.
+pub fn effective(mc: &MiniCluster) -> Result<Effective, SizeRefusal> {
     let frozen = mc.status.as_ref().map_or(0, |s| s.maximum_size);
     if frozen <= 0 {
-        return Ok(mc.clone());
+        return Ok(Effective {
+            mc: mc.clone(),
+            retired: Vec::new(),
+        });
     }
     let spec = &mc.spec;
     if let Some(max) = spec.max_size.filter(|m| *m != frozen) {
@@ -43,8 +65,11 @@ pub fn effective(mc: &MiniCluster) -> Result<MiniCluster, SizeRefusal> {
     }
     let mut pinned = mc.clone();
     pinned.spec.max_size = Some(frozen);
-    pin_bursts(&mut pinned.spec, &frozen_bursts(mc))?;
-    Ok(pinned)
+    let retired = pin_bursts(&mut pinned.spec, &frozen_bursts(mc))?;
+    Ok(Effective {
+        mc: pinned,
+        retired,
+    })
 }
 
 /// The burst hosts a status declares: `burstLayout`, or for a status written before it
@@ -67,22 +92,25 @@ fn frozen_bursts(mc: &MiniCluster) -> Vec<BurstLayout> {
 }
 
 /// Check the spec's bursts against the frozen `layout` and pin each one's `maxSize`:
-/// a burst may change its size within its `maxSize` (and its spoke), but not appear, be
-/// renamed or declare other hosts. Only a root instance's own bursts are frozen here (a
-/// MiniCluster joining a lead broker, or with a verbatim hostlist, names its hosts itself).
-fn pin_bursts(spec: &mut MiniClusterSpec, layout: &[BurstLayout]) -> Result<(), SizeRefusal> {
-    if !lays_out_its_bursts(spec) {
-        return Ok(());
+/// a burst may change its size within its `maxSize` (and its spoke) or go, but not appear,
+/// be renamed or declare other hosts. A burst that went stays in the layout at size 0, so
+/// no later rank moves; its names are returned. Only a root instance's own bursts are
+/// frozen here (a MiniCluster joining a lead broker, or with a verbatim hostlist, names
+/// its hosts itself).
+fn pin_bursts(
+    spec: &mut MiniClusterSpec,
+    layout: &[BurstLayout],
+) -> Result<Vec<String>, SizeRefusal> {
+    if !lays_out_its_bursts(spec) || layout.is_empty() && spec.bursts().is_empty() {
+        return Ok(Vec::new());
     }
     let resolved = spec.bursts();
-    let Some(clusters) = spec
+    let clusters = &mut spec
         .flux
-        .as_mut()
-        .and_then(|f| f.bursting.as_mut())
-        .map(|b| &mut b.clusters)
-    else {
-        return Ok(());
-    };
+        .get_or_insert_default()
+        .bursting
+        .get_or_insert_with(Bursting::default)
+        .clusters;
     for (i, (burst, declared)) in resolved.iter().zip(clusters.iter_mut()).enumerate() {
         let field = format!("spec.flux.bursting.clusters[{i}]");
         let Some(frozen) = layout.iter().find(|l| l.name == burst.name) else {
@@ -122,9 +150,25 @@ fn pin_bursts(spec: &mut MiniClusterSpec, layout: &[BurstLayout]) -> Result<(), 
         declared.size = Some(burst.size);
         declared.max_size = Some(frozen.max_size);
     }
+    let retired: Vec<String> = layout
+        .iter()
+        .filter(|l| !resolved.iter().any(|b| b.name == l.name))
+        .map(|l| l.name.clone())
+        .collect();
+    clusters.extend(
+        layout
+            .iter()
+            .filter(|l| retired.contains(&l.name))
+            .map(|l| BurstCluster {
+                name: Some(l.name.clone()),
+                size: Some(0),
+                max_size: Some(l.max_size),
+                cluster: None,
+            }),
+    );
     // Ranks follow the frozen order, whatever order the spec lists the bursts in.
     clusters.sort_by_key(|c| layout.iter().position(|l| Some(&l.name) == c.name.as_ref()));
-    Ok(())
+    Ok(retired)
 }
 
 /// Whether the instance's burst hosts follow from this spec's bursts (a root instance), not
@@ -170,7 +214,7 @@ mod tests {
     #[test]
     fn first_reconcile_takes_the_spec_as_is() {
         assert_eq!(
-            effective(&mc(2, None, 0)).map(|m| m.spec.max_size),
+            effective(&mc(2, None, 0)).map(|e| e.mc.spec.max_size),
             Ok(None)
         );
     }
@@ -178,11 +222,11 @@ mod tests {
     #[test]
     fn scaling_within_the_frozen_maximum_keeps_the_hosts() {
         assert_eq!(
-            effective(&mc(3, None, 4)).map(|m| m.spec.max_size),
+            effective(&mc(3, None, 4)).map(|e| e.mc.spec.max_size),
             Ok(Some(4))
         );
         assert_eq!(
-            effective(&mc(1, Some(4), 4)).map(|m| m.spec.max_size),
+            effective(&mc(1, Some(4), 4)).map(|e| e.mc.spec.max_size),
             Ok(Some(4))
         );
     }
@@ -204,8 +248,8 @@ mod tests {
         m
     }
 
-    fn pinned(m: &MiniCluster) -> Vec<(String, i32, i32)> {
-        m.spec
+    fn pinned(e: &Effective) -> Vec<(String, i32, i32)> {
+        e.mc.spec
             .bursts()
             .into_iter()
             .map(|b| (b.name, b.size, b.max_size))
@@ -223,6 +267,57 @@ mod tests {
             pinned(&e),
             vec![("a".into(), 3, 4), ("b".into(), 0, 2)],
             "maxSize pinned, ranks in the order first declared"
+        );
+    }
+
+    #[test]
+    fn a_removed_burst_keeps_its_ranks_and_runs_nowhere() {
+        let m = with_bursts("[{name: c, size: 1}]", &[("a", 2), ("b", 3), ("c", 1)]);
+        let e = effective(&m).expect("removing bursts is allowed");
+        assert_eq!(
+            pinned(&e),
+            vec![("a".into(), 0, 2), ("b".into(), 0, 3), ("c".into(), 1, 1)]
+        );
+        assert_eq!(e.retired, vec!["a".to_string(), "b".to_string()]);
+        let plan = e.plan().expect("plans");
+        assert_eq!(
+            plan.hostlist, "m-[0-1],a-[0-1],b-[0-2],c-0",
+            "c keeps rank 7"
+        );
+        let running: Vec<&str> = plan
+            .bursts
+            .iter()
+            .filter(|b| !b.retired)
+            .map(|b| b.name.as_str())
+            .collect();
+        assert_eq!(running, ["c"]);
+        assert_eq!(
+            burst_layout(&plan),
+            m.status
+                .as_ref()
+                .map(|s| s.burst_layout.clone())
+                .unwrap_or_default(),
+            "the layout stays frozen"
+        );
+
+        // Bursting removed altogether: every burst retired, every host kept, nothing runs.
+        let mut gone = m.clone();
+        gone.spec.flux = None;
+        let e = effective(&gone).expect("removing bursting is allowed");
+        let plan = e.plan().expect("plans");
+        assert_eq!(plan.hostlist, "m-[0-1],a-[0-1],b-[0-2],c-0");
+        assert!(!plan.has_running_bursts());
+
+        // A removed burst put back runs again, in its place.
+        let back = with_bursts(
+            "[{name: c, size: 1}, {name: a, size: 2}]",
+            &[("a", 2), ("b", 3), ("c", 1)],
+        );
+        let e = effective(&back).expect("re-adding a declared burst is allowed");
+        assert_eq!(e.retired, vec!["b".to_string()]);
+        assert_eq!(
+            pinned(&e),
+            vec![("a".into(), 2, 2), ("b".into(), 0, 3), ("c".into(), 1, 1)]
         );
     }
 

@@ -25,7 +25,7 @@ pub(super) fn validate(mc: &MiniCluster) -> Result<Plan, NotApplied> {
         },
         declared_max: mc.status.as_ref().map(|s| s.maximum_size),
     })?;
-    Plan::new(&effective).map_err(|errors| NotApplied {
+    effective.plan().map_err(|errors| NotApplied {
         problem: Problem {
             reason: "InvalidSpec".into(),
             message: errors.to_string(),

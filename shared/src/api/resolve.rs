@@ -23,6 +23,10 @@ pub struct ResolvedBurst {
     pub max_size: i32,
     /// Spoke cluster that runs it (the burst's name by default).
     pub cluster: String,
+    /// Removed from a running MiniCluster's spec: its hosts keep their ranks (the running
+    /// brokers know them), but it runs nowhere. Only the hub sets it
+    /// ([`crate::plan::Plan::retire`]); a spec never does.
+    pub retired: bool,
 }
 
 impl MiniClusterSpec {
@@ -122,6 +126,7 @@ impl MiniClusterSpec {
                     max_size: c.max_size.unwrap_or(size),
                     cluster: c.cluster.clone().unwrap_or_else(|| name.clone()),
                     name,
+                    retired: false,
                 }
             })
             .collect()

@@ -54,7 +54,7 @@ pub enum BuildError {
     Spec(String),
 }
 
-/// The assignments of every burst of `plan`, in spec order: the MiniCluster's spec,
+/// The assignments of every running (not retired) burst of `plan`, in spec order: the MiniCluster's spec,
 /// `curve_cert` (zcert text; the spec's own `curveCert` wins, as in the renderer), the
 /// lead broker's external endpoint, and the burst's broker.toml and R.
 pub fn build(
@@ -62,7 +62,7 @@ pub fn build(
     curve_cert: &str,
     lead: &Endpoint,
 ) -> Result<Vec<SpokeAssignment>, BuildError> {
-    if plan.bursts.is_empty() {
+    if !plan.has_running_bursts() {
         return Ok(Vec::new());
     }
     let spec_json =
@@ -76,6 +76,9 @@ pub fn build(
     };
     let mut out = Vec::with_capacity(plan.bursts.len());
     for (index, burst) in plan.bursts.iter().enumerate() {
+        if burst.retired {
+            continue;
+        }
         let role = Role::Burst {
             index,
             lead: lead.clone(),
@@ -374,6 +377,44 @@ spec:
                 .unwrap();
             assert_eq!(template_labels[labels::MANAGED_BY], SPOKE_MANAGER);
         }
+    }
+
+    #[test]
+    fn a_retired_burst_gets_no_assignment_and_the_others_keep_their_ranks() {
+        let mut mc: MiniCluster = serde_yaml_ng::from_str(
+            "metadata: {name: root, namespace: hpc}\nspec: {size: 2, containers: [{image: a}]}",
+        )
+        .unwrap();
+        mc.spec.flux = Some(
+            serde_yaml_ng::from_str(
+                "bursting: {clusters: [{name: gke, size: 0, maxSize: 3}, {name: kind-b, size: 1}]}",
+            )
+            .unwrap(),
+        );
+        let plan = Plan::new(&mc).unwrap().retire(&["gke".to_string()]);
+        assert!(plan.has_running_bursts());
+        let out = build(&plan, "CERT", &lead()).unwrap();
+        let keys: Vec<_> = out.iter().map(|s| s.assignment.key.as_str()).collect();
+        assert_eq!(keys, ["hpc/root/kind-b"]);
+        assert_eq!(out[0].assignment.burst_index, 1);
+        // The spoke sees gke as a burst of size 0: same hosts, same broker.toml and R.
+        assert_eq!(realize(&out[0].assignment).unwrap().size, 1);
+        let root = render::render(&plan, &Role::Root, "CERT").unwrap();
+        assert!(
+            root.iter().any(|o| matches!(o, Object::Service(s)
+                if s.metadata.name.as_deref() == Some("root-lead"))),
+            "kind-b still runs: the lead broker stays exposed"
+        );
+
+        let plan = plan.retire(&["kind-b".to_string()]);
+        assert!(build(&plan, "CERT", &lead()).unwrap().is_empty());
+        assert_eq!(plan.roles(&lead()), [Role::Root]);
+        let root = render::render(&plan, &Role::Root, "CERT").unwrap();
+        assert!(
+            !root.iter().any(|o| matches!(o, Object::Service(s)
+                if s.metadata.name.as_deref() == Some("root-lead"))),
+            "no burst runs: the lead broker's NodePort goes"
+        );
     }
 
     #[test]

@@ -85,7 +85,7 @@ pub fn render(plan: &Plan, role: &Role, curve_cert: &str) -> Option<Vec<Object>>
         Object::Secret(r.curve_secret(cert)),
         Object::Service(r.headless_service()),
     ];
-    if target.is_root() && !plan.bursts.is_empty() {
+    if target.is_root() && plan.has_running_bursts() {
         objects.push(Object::Service(r.lead_service()));
     }
     objects.extend(r.sidecar_services().into_iter().map(Object::Service));
