@@ -13,8 +13,8 @@ use flux_shared::federation::pki::{Ca, IssuedCert};
 use flux_shared::federation::proto::admin_server::Admin;
 use flux_shared::federation::proto::{
     BurstPhase, BurstStatus, Endpoint, ListMiniClustersRequest, ListSpokesRequest,
-    ListSpokesResponse, MiniClusterRef, MiniClusterSnapshot, MiniClusterStatus, SpokeInfo,
-    WatchMiniClustersRequest,
+    ListSpokesResponse, MiniClusterRef, MiniClusterSnapshot, MiniClusterStatus, ScaleBurstRequest,
+    ScaleBurstResponse, SpokeInfo, WatchMiniClustersRequest,
 };
 use flux_shared::federation::tls::{ServerSecurity, TlsPem, TransportSettings};
 use flux_shared::federation::{Authenticator, Identity};
@@ -290,6 +290,30 @@ impl Admin for FakeHub {
     ) -> Result<Response<ListSpokesResponse>, Status> {
         self.record(&request, "")?;
         Ok(Response::new(self.spokes.clone()))
+    }
+
+    async fn scale_burst(
+        &self,
+        request: Request<ScaleBurstRequest>,
+    ) -> Result<Response<ScaleBurstResponse>, Status> {
+        let req = request.get_ref().clone();
+        self.record(
+            &request,
+            &format!("{}/{} {}={}", req.namespace, req.name, req.burst, req.size),
+        )?;
+        if req.size > 4 {
+            return Err(Status::failed_precondition(format!(
+                "SizeAboveMaximum: spec.flux.bursting.clusters[0].size: {} is above the maximum size 4",
+                req.size
+            )));
+        }
+        Ok(Response::new(ScaleBurstResponse {
+            previous_size: 1,
+            size: req.size,
+            max_size: 4,
+            generation: 7,
+            spoke: "gke".into(),
+        }))
     }
 }
 

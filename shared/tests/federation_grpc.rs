@@ -17,7 +17,8 @@ use flux_shared::federation::proto::spoke_server::{Spoke, SpokeServer};
 use flux_shared::federation::proto::{
     Assignment, AssignmentStatus, BurstPhase, Endpoint, ListMiniClustersRequest, ListSpokesRequest,
     ListSpokesResponse, MiniClusterRef, MiniClusterSnapshot, MiniClusterStatus, ReportRequest,
-    ReportResponse, Snapshot, SpokeInfo, WatchMiniClustersRequest, WatchRequest,
+    ReportResponse, ScaleBurstRequest, ScaleBurstResponse, Snapshot, SpokeInfo,
+    WatchMiniClustersRequest, WatchRequest,
 };
 use flux_shared::federation::tls::{ClientSecurity, ServerSecurity, TlsPem, TransportSettings};
 use flux_shared::federation::{Authenticator, Identity, assignment_key};
@@ -282,6 +283,19 @@ impl Admin for TestHub {
                 .collect(),
         }))
     }
+
+    async fn scale_burst(
+        &self,
+        request: Request<ScaleBurstRequest>,
+    ) -> Result<Response<ScaleBurstResponse>, Status> {
+        self.auth.require_admin(&request)?;
+        let size = request.into_inner().size;
+        Ok(Response::new(ScaleBurstResponse {
+            previous_size: size,
+            size,
+            ..Default::default()
+        }))
+    }
 }
 
 /// How the test hub's services are wrapped.
@@ -417,7 +431,7 @@ async fn watch_as(addr: SocketAddr, security: &ClientSecurity) -> Result<Snapsho
     .await
 }
 
-/// Calls all three Admin methods; each must give the same result kind.
+/// Calls every Admin method (ScaleBurst to size 2); each must give the same result kind.
 async fn admin_calls(addr: SocketAddr, security: &ClientSecurity) -> Vec<Result<usize, Refusal>> {
     let settings = TransportSettings::default();
     let mut client = match admin_client(&settings, addr, security).await {
@@ -443,7 +457,17 @@ async fn admin_calls(addr: SocketAddr, security: &ClientSecurity) -> Vec<Result<
         .await
         .map(|r| r.into_inner().spokes.len())
         .map_err(Refusal::from);
-    vec![list, watch, spokes]
+    let scale = client
+        .scale_burst(settings.unary_request(ScaleBurstRequest {
+            namespace: "hpc".into(),
+            name: "m".into(),
+            burst: "b".into(),
+            size: 2,
+        }))
+        .await
+        .map(|r| usize::try_from(r.into_inner().size).unwrap_or(0))
+        .map_err(Refusal::from);
+    vec![list, watch, spokes, scale]
 }
 
 fn keys(snapshot: &Snapshot) -> Vec<&str> {
@@ -568,7 +592,11 @@ async fn admin_certificates_may_call_admin_and_spoke_certificates_may_not() {
 
         let results = admin_calls(addr, &pki.client(&pki.admin)).await;
         let counts: Vec<usize> = results.into_iter().map(Result::unwrap).collect();
-        assert_eq!(counts, [2, 2, 2], "{checks:?}: 2 MiniClusters, 2 spokes");
+        assert_eq!(
+            counts,
+            [2, 2, 2, 2],
+            "{checks:?}: 2 MiniClusters, 2 spokes, scaled to 2"
+        );
 
         for result in admin_calls(addr, &pki.client(&pki.spoke_a)).await {
             assert_code(result, Code::PermissionDenied);

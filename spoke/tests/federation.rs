@@ -9,13 +9,13 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use federation::{
-    CREATED_UNIX_MILLIS, Hub, Link, Pki, SpokeAgent, assign, cert, minicluster, version_of,
+    CREATED_UNIX_MILLIS, FakeApi, Hub, Link, Pki, SpokeAgent, assign, cert, minicluster, version_of,
 };
 use flux_hub::federation::registry::{McInfo, Registry};
 use flux_shared::federation::proto::admin_client::AdminClient;
 use flux_shared::federation::proto::spoke_client::SpokeClient;
 use flux_shared::federation::proto::{
-    BurstPhase, ListMiniClustersRequest, ListSpokesRequest, WatchRequest,
+    BurstPhase, ListMiniClustersRequest, ListSpokesRequest, ScaleBurstRequest, WatchRequest,
 };
 use flux_shared::federation::tls::{ClientSecurity, TransportSettings};
 use flux_shared::layout;
@@ -516,6 +516,136 @@ async fn the_admin_client_shows_bursts_and_spokes() {
         "the MiniCluster's creation time crosses the wire for the AGE column"
     );
     a.stop().await;
+    hub.stop().await;
+}
+
+#[tokio::test]
+async fn an_admin_scales_a_burst_by_patching_the_minicluster() {
+    let pki = Pki::new(&spokes(&["a"]));
+    let api = FakeApi::default();
+    let mut mc = minicluster(NS, "lammps", "img:1", &[("burst-a", "a", 1)]);
+    if let Some(b) = mc.spec.flux.as_mut().and_then(|f| f.bursting.as_mut()) {
+        b.clusters[0].max_size = Some(4);
+    }
+    api.insert(&mc);
+    let hub = Hub::start_with_api(&pki, primed(), any_port(), api.client()).await;
+    let settings = TransportSettings::default();
+    let connect = |security: ClientSecurity| {
+        let endpoint = settings.endpoint(&hub.uri(), &security).expect("endpoint");
+        async move { endpoint.connect().await }
+    };
+    let scale = |burst: &str, size: i32| ScaleBurstRequest {
+        namespace: NS.into(),
+        name: "lammps".into(),
+        burst: burst.into(),
+        size,
+    };
+    let mut admin = AdminClient::new(connect(pki.admin()).await.expect("admin connects"));
+
+    let answer = admin
+        .scale_burst(scale("burst-a", 3))
+        .await
+        .expect("scaled")
+        .into_inner();
+    assert_eq!(
+        (
+            answer.previous_size,
+            answer.size,
+            answer.max_size,
+            answer.generation,
+            answer.spoke.as_str()
+        ),
+        (1, 3, 4, 2, "a")
+    );
+    let stored = api.get(NS, "lammps");
+    assert_eq!(
+        stored.spec.bursts()[0].size,
+        3,
+        "the spec holds the new size"
+    );
+    let calls = api.calls.lock().expect("calls").clone();
+    let path = "/apis/flux-framework.org/v1alpha2/namespaces/hpc/miniclusters/lammps";
+    assert_eq!(calls.len(), 2, "{calls:?}");
+    assert_eq!(calls[0].0, format!("GET {path}?"));
+    assert_eq!(
+        calls[1].0,
+        format!("PATCH {path}?&fieldManager=flux-hub-admin%3Aops")
+    );
+    assert_eq!(
+        calls[1].1,
+        serde_json::json!([
+            {"op": "replace", "path": "/metadata/resourceVersion", "value": "1"},
+            {"op": "add", "path": "/spec/flux/bursting/clusters/0/size", "value": 3},
+        ])
+    );
+
+    // Refusals carry the reason and write nothing.
+    for (request, code, needle) in [
+        (
+            scale("burst-a", 5),
+            Code::FailedPrecondition,
+            "spec.flux.bursting.clusters[0].size: 5 is above the burst's maxSize 4",
+        ),
+        (
+            scale("burst-z", 1),
+            Code::NotFound,
+            "has no burst \"burst-z\" (its bursts are burst-a)",
+        ),
+        (scale("burst-a", -1), Code::InvalidArgument, "at least 0"),
+        (
+            ScaleBurstRequest {
+                name: "absent".into(),
+                ..scale("burst-a", 1)
+            },
+            Code::NotFound,
+            "MiniCluster hpc/absent not found",
+        ),
+    ] {
+        let writes = api.calls.lock().expect("calls").len();
+        let err = admin.scale_burst(request).await.expect_err(needle);
+        assert_eq!(err.code(), code, "{}", err.message());
+        assert!(err.message().contains(needle), "{}", err.message());
+        let calls = api.calls.lock().expect("calls").clone();
+        assert!(
+            calls[writes..]
+                .iter()
+                .all(|(line, _)| line.starts_with("GET ")),
+            "a refused scale writes nothing: {calls:?}"
+        );
+    }
+
+    // Someone else changed the MiniCluster between the hub's read and its write: the
+    // guarded patch is refused (409), and the hub reads and decides again.
+    api.interfere(1);
+    let answer = admin
+        .scale_burst(scale("burst-a", 0))
+        .await
+        .expect("scaled after a conflict")
+        .into_inner();
+    assert_eq!((answer.previous_size, answer.size), (3, 0));
+    assert_eq!(api.get(NS, "lammps").spec.bursts()[0].size, 0);
+
+    // Only admins: a spoke's certificate is refused, and one from another CA.
+    let before = api.calls.lock().expect("calls").len();
+    let channel = connect(pki.spoke("a")).await.expect("spoke connects");
+    let err = AdminClient::new(channel)
+        .scale_burst(scale("burst-a", 4))
+        .await
+        .expect_err("spoke on ScaleBurst");
+    assert_eq!(err.code(), Code::PermissionDenied);
+    let refused = match connect(pki.impostor()).await {
+        Err(_) => true,
+        Ok(channel) => AdminClient::new(channel)
+            .scale_burst(scale("burst-a", 4))
+            .await
+            .is_err(),
+    };
+    assert!(refused, "a foreign CA's certificate must not scale");
+    assert_eq!(
+        api.calls.lock().expect("calls").len(),
+        before,
+        "refused callers never reach the API server"
+    );
     hub.stop().await;
 }
 

@@ -91,7 +91,7 @@ pub async fn run(opts: RunOptions) -> anyhow::Result<()> {
             Duration::from_secs(opts.burst_deletion_timeout_seconds),
         ),
     );
-    let grpc = serve_federation(&opts, grpc_security, &registry, &ops).await?;
+    let grpc = serve_federation(&opts, grpc_security, &client, &registry, &ops).await?;
     let miniclusters: Api<Partial<MiniCluster>> = match ns {
         Some(ns) => Api::namespaced(client.clone(), ns),
         None => Api::all(client.clone()),
@@ -298,6 +298,7 @@ type GrpcTask = JoinHandle<Result<(), crate::federation::service::ServeError>>;
 async fn serve_federation(
     opts: &RunOptions,
     security: Option<ServerSecurity>,
+    client: &Client,
     registry: &Arc<Registry>,
     ops: &OpsServer,
 ) -> anyhow::Result<Option<GrpcTask>> {
@@ -310,7 +311,9 @@ async fn serve_federation(
         registry.clone(),
         security.authenticator(),
         ops.metrics.clone(),
+        client.clone(),
     )
+    .in_namespace(opts.namespace.clone())
     .with_stop(ops.stop.subscribe());
     Ok(Some(tokio::spawn(crate::federation::service::serve(
         listener,

@@ -5,6 +5,7 @@
 pub mod bursts;
 pub mod lead;
 pub mod registry;
+pub mod scale;
 pub mod service;
 
 pub use registry::{BurstInfo, BurstView, McInfo, McKey, Registry};

@@ -6,20 +6,25 @@ use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
 
+use flux_shared::api::MiniCluster;
 use flux_shared::federation::Authenticator;
 use flux_shared::federation::proto::admin_server::Admin;
 use flux_shared::federation::proto::spoke_server::Spoke;
 use flux_shared::federation::proto::{
     ListMiniClustersRequest, ListSpokesRequest, ListSpokesResponse, MiniClusterSnapshot,
-    ReportRequest, ReportResponse, Snapshot, WatchMiniClustersRequest, WatchRequest,
+    ReportRequest, ReportResponse, ScaleBurstRequest, ScaleBurstResponse, Snapshot,
+    WatchMiniClustersRequest, WatchRequest,
 };
 use flux_shared::federation::tls::{ServerSecurity, TransportSettings};
 use futures::{Stream, StreamExt};
+use kube::api::{Patch, PatchParams};
+use kube::{Api, ResourceExt as _};
 use tokio_stream::wrappers::WatchStream;
 use tonic::{Request, Response, Status};
-use tracing::{info, info_span, warn};
+use tracing::{Instrument as _, info, info_span, warn};
 
 use super::registry::Registry;
+use super::scale;
 use crate::ops::metrics::Metrics;
 
 type BoxStream<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send>>;
@@ -32,24 +37,46 @@ fn not_ready() -> Status {
     )
 }
 
-/// Both services, sharing the registry.
+/// How often `ScaleBurst` reads the MiniCluster again after its patch lost a race with
+/// another writer (the controller's finalizer, `kubectl edit`).
+const SCALE_ATTEMPTS: usize = 3;
+
+/// Both services, sharing the registry; `Admin.ScaleBurst` writes MiniClusters with
+/// `client`.
 #[derive(Clone)]
 pub struct Services {
     registry: Arc<Registry>,
     auth: Authenticator,
     metrics: Arc<Metrics>,
+    client: kube::Client,
+    /// The one namespace the hub manages (`--namespace`), if so.
+    namespace: Option<String>,
     stop: tokio::sync::watch::Receiver<bool>,
 }
 
 impl Services {
-    /// Services over `registry`, authorizing callers with `auth`.
-    pub fn new(registry: Arc<Registry>, auth: Authenticator, metrics: Arc<Metrics>) -> Self {
+    /// Services over `registry`, authorizing callers with `auth`, changing MiniClusters in
+    /// the cluster of `client`.
+    pub fn new(
+        registry: Arc<Registry>,
+        auth: Authenticator,
+        metrics: Arc<Metrics>,
+        client: kube::Client,
+    ) -> Self {
         Services {
             registry,
             auth,
             metrics,
+            client,
+            namespace: None,
             stop: tokio::sync::watch::channel(false).1,
         }
+    }
+
+    /// Change MiniClusters of `namespace` only (the hub's `--namespace`); `None`: any.
+    pub fn in_namespace(mut self, namespace: Option<String>) -> Self {
+        self.namespace = namespace;
+        self
     }
 
     /// End every open stream once `stop` turns true, so that a graceful server shutdown
@@ -153,6 +180,119 @@ impl Admin for Services {
     ) -> Result<Response<ListSpokesResponse>, Status> {
         self.auth.require_admin(&request)?;
         Ok(Response::new(self.registry.spokes()))
+    }
+
+    async fn scale_burst(
+        &self,
+        request: Request<ScaleBurstRequest>,
+    ) -> Result<Response<ScaleBurstResponse>, Status> {
+        let admin = self.auth.require_admin(&request)?;
+        let req = request.into_inner();
+        let span = info_span!(
+            "scale_burst",
+            %admin,
+            namespace = %req.namespace,
+            minicluster = %req.name,
+            burst = %req.burst,
+            size = req.size,
+        );
+        self.scale(&admin.to_string(), req)
+            .instrument(span)
+            .await
+            .map(Response::new)
+    }
+}
+
+impl Services {
+    /// `ScaleBurst`: read the MiniCluster, decide ([`scale::decide`]), and patch its spec
+    /// guarded by the resourceVersion read; a lost race reads and decides again.
+    async fn scale(
+        &self,
+        admin: &str,
+        req: ScaleBurstRequest,
+    ) -> Result<ScaleBurstResponse, Status> {
+        if req.namespace.is_empty() || req.name.is_empty() || req.burst.is_empty() {
+            return Err(Status::invalid_argument(
+                "namespace, name and burst are required",
+            ));
+        }
+        let key = format!("{}/{}", req.namespace, req.name);
+        if let Some(only) = self.namespace.as_deref().filter(|ns| *ns != req.namespace) {
+            return Err(Status::not_found(format!(
+                "MiniCluster {key}: this hub manages namespace {only} only"
+            )));
+        }
+        let api: Api<MiniCluster> = Api::namespaced(self.client.clone(), &req.namespace);
+        // The field manager names the admin, so managedFields shows who scaled.
+        let manager: String = format!("flux-hub-admin:{admin}")
+            .chars()
+            .take(128)
+            .collect();
+        for _ in 0..SCALE_ATTEMPTS {
+            let mc = api
+                .get_opt(&req.name)
+                .await
+                .map_err(|e| api_status(&format!("reading MiniCluster {key}"), e))?
+                .ok_or_else(|| Status::not_found(format!("MiniCluster {key} not found")))?;
+            let change = scale::decide(&mc, &req.burst, req.size)
+                .map_err(|r| Status::new(r.code, r.message))?;
+            let mut response = ScaleBurstResponse {
+                previous_size: change.previous,
+                size: change.size,
+                max_size: change.max_size,
+                generation: mc.metadata.generation.unwrap_or_default(),
+                spoke: change.spoke.clone(),
+            };
+            if change.is_noop() {
+                info!(size = change.size, "burst already at this size");
+                return Ok(response);
+            }
+            let patch = change.patch(&mc.resource_version().unwrap_or_default());
+            let params = PatchParams {
+                field_manager: Some(manager.clone()),
+                ..Default::default()
+            };
+            match api
+                .patch(&req.name, &params, &Patch::<()>::Json(patch))
+                .await
+            {
+                Ok(stored) => {
+                    self.metrics.api_write("MiniCluster", "patch");
+                    response.generation = stored.metadata.generation.unwrap_or_default();
+                    info!(
+                        previous = change.previous,
+                        size = change.size,
+                        generation = response.generation,
+                        "burst scaled"
+                    );
+                    return Ok(response);
+                }
+                Err(kube::Error::Api(e)) if e.code == 409 => {
+                    info!("the MiniCluster changed while scaling; reading it again");
+                }
+                Err(e) => return Err(api_status(&format!("patching MiniCluster {key}"), e)),
+            }
+        }
+        Err(Status::aborted(format!(
+            "MiniCluster {key} kept changing while scaling ({SCALE_ATTEMPTS} attempts); retry"
+        )))
+    }
+}
+
+/// A failed API call of `ScaleBurst` as a gRPC status: the API server's refusals keep
+/// their meaning (422: the API server's validation, with its message), the rest is
+/// `Unavailable` (retry).
+fn api_status(doing: &str, e: kube::Error) -> Status {
+    match e {
+        kube::Error::Api(e) if e.code == 404 => Status::not_found(format!("{doing}: not found")),
+        kube::Error::Api(e) if e.code == 422 || e.code == 400 => Status::failed_precondition(
+            format!("{doing}: the API server refused it: {}", e.message),
+        ),
+        kube::Error::Api(e) if e.code == 403 => Status::failed_precondition(format!(
+            "{doing}: the hub's service account may not do it: {}",
+            e.message
+        )),
+        e => Status::unavailable(format!("{doing}: {e}")),
     }
 }
 

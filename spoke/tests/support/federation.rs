@@ -6,7 +6,7 @@
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use flux_hub::federation::registry::{BurstInfo, McInfo, Registry};
@@ -132,9 +132,19 @@ pub struct Hub {
 }
 
 impl Hub {
-    /// Serve `registry` on `addr` (port 0: any free port). Rebinding the port of a hub
-    /// that just stopped is retried briefly.
+    /// Serve `registry` on `addr` (port 0: any free port), with no API server behind
+    /// `ScaleBurst`. Rebinding the port of a hub that just stopped is retried briefly.
     pub async fn start(pki: &Pki, registry: Arc<Registry>, addr: SocketAddr) -> Hub {
+        Hub::start_with_api(pki, registry, addr, FakeApi::unreachable()).await
+    }
+
+    /// Like [`Hub::start`], writing MiniClusters through `api`.
+    pub async fn start_with_api(
+        pki: &Pki,
+        registry: Arc<Registry>,
+        addr: SocketAddr,
+        api: kube::Client,
+    ) -> Hub {
         let listener = {
             let mut attempt = 0;
             loop {
@@ -155,6 +165,7 @@ impl Hub {
             registry.clone(),
             pki.server().authenticator(),
             Arc::new(HubMetrics::new()),
+            api,
         )
         .with_stop(stop.subscribe());
         let mut stopped = stop.subscribe();
@@ -193,6 +204,145 @@ impl Hub {
             .expect("the hub stops")
             .expect("hub task");
         self.addr
+    }
+}
+
+/// The hub's API server, holding MiniClusters: GET answers the stored object, PATCH
+/// applies a JSON patch to it for real (`json-patch`), refusing with 409 a patch whose
+/// resourceVersion is not the stored one, like an API server. Every request is recorded.
+#[derive(Clone, Default)]
+pub struct FakeApi {
+    objects: Arc<Mutex<BTreeMap<String, serde_json::Value>>>,
+    /// `METHOD path?query` and the body, in order.
+    pub calls: Arc<Mutex<Vec<(String, serde_json::Value)>>>,
+    /// Writes by someone else to make before answering the next GETs (one per GET).
+    interference: Arc<Mutex<usize>>,
+}
+
+impl FakeApi {
+    /// A client whose every request fails (no API server).
+    pub fn unreachable() -> kube::Client {
+        let (service, _) = tower_test::mock::pair::<
+            http::Request<kube::client::Body>,
+            http::Response<kube::client::Body>,
+        >();
+        kube::Client::new(service, "default")
+    }
+
+    /// Store `mc` (resourceVersion 1).
+    pub fn insert(&self, mc: &MiniCluster) {
+        let mut value = serde_json::to_value(mc).expect("json");
+        value["metadata"]["resourceVersion"] = "1".into();
+        let path = format!(
+            "/apis/flux-framework.org/v1alpha2/namespaces/{}/miniclusters/{}",
+            mc.metadata.namespace.as_deref().unwrap_or_default(),
+            mc.metadata.name.as_deref().unwrap_or_default()
+        );
+        self.objects.lock().expect("objects").insert(path, value);
+    }
+
+    /// The stored MiniCluster `ns/name`.
+    pub fn get(&self, ns: &str, name: &str) -> MiniCluster {
+        let path = format!("/apis/flux-framework.org/v1alpha2/namespaces/{ns}/miniclusters/{name}");
+        serde_json::from_value(self.objects.lock().expect("objects")[&path].clone())
+            .expect("MiniCluster")
+    }
+
+    /// After each of the next `n` GETs, someone else changes the object.
+    pub fn interfere(&self, n: usize) {
+        *self.interference.lock().expect("interference") = n;
+    }
+
+    /// A client of this API server.
+    pub fn client(&self) -> kube::Client {
+        let (service, mut handle) = tower_test::mock::pair::<
+            http::Request<kube::client::Body>,
+            http::Response<kube::client::Body>,
+        >();
+        let api = self.clone();
+        tokio::spawn(async move {
+            while let Some((request, send)) = handle.next_request().await {
+                let (parts, body) = request.into_parts();
+                let bytes = body.collect_bytes().await.expect("body");
+                let body: serde_json::Value =
+                    serde_json::from_slice(&bytes).unwrap_or(serde_json::Value::Null);
+                let (status, reply) = api.answer(&parts, &body);
+                let line = format!(
+                    "{} {}?{}",
+                    parts.method,
+                    parts.uri.path(),
+                    parts.uri.query().unwrap_or_default()
+                );
+                api.calls.lock().expect("calls").push((line, body));
+                send.send_response(
+                    http::Response::builder()
+                        .status(status)
+                        .body(kube::client::Body::from(
+                            serde_json::to_vec(&reply).expect("json"),
+                        ))
+                        .expect("response"),
+                );
+            }
+        });
+        kube::Client::new(service, "default")
+    }
+
+    fn answer(
+        &self,
+        parts: &http::request::Parts,
+        body: &serde_json::Value,
+    ) -> (u16, serde_json::Value) {
+        let status = |code: u16, reason: &str| {
+            (
+                code,
+                serde_json::json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
+                    "message": reason, "reason": reason, "code": code}),
+            )
+        };
+        let mut objects = self.objects.lock().expect("objects");
+        let Some(stored) = objects.get_mut(parts.uri.path()) else {
+            return status(404, "NotFound");
+        };
+        let version = |v: &serde_json::Value| {
+            v["metadata"]["resourceVersion"]
+                .as_str()
+                .and_then(|s| s.parse::<u64>().ok())
+                .unwrap_or(0)
+        };
+        match parts.method.as_str() {
+            "GET" => {
+                let reply = stored.clone();
+                let mut pending = self.interference.lock().expect("interference");
+                if *pending > 0 {
+                    *pending -= 1;
+                    stored["metadata"]["resourceVersion"] =
+                        (version(stored) + 1).to_string().into();
+                }
+                (200, reply)
+            }
+            "PATCH" => {
+                let patch: json_patch::Patch = match serde_json::from_value(body.clone()) {
+                    Ok(p) => p,
+                    Err(_) => return status(400, "BadRequest"),
+                };
+                let current = version(stored);
+                let mut patched = stored.clone();
+                if json_patch::patch(&mut patched, &patch).is_err() {
+                    return status(422, "Invalid");
+                }
+                if version(&patched) != current {
+                    return status(409, "Conflict");
+                }
+                let generation = stored["metadata"]["generation"].as_i64().unwrap_or(0);
+                if patched["spec"] != stored["spec"] {
+                    patched["metadata"]["generation"] = (generation + 1).into();
+                }
+                patched["metadata"]["resourceVersion"] = (current + 1).to_string().into();
+                *stored = patched.clone();
+                (200, patched)
+            }
+            _ => status(405, "MethodNotAllowed"),
+        }
     }
 }
 
