@@ -58,6 +58,12 @@ enum Command {
     /// Show every MiniCluster, its bursts and the spokes, from the hub's admin gRPC service
     /// (mTLS with an admin certificate from `flux-hub certs --admin NAME`).
     Status(flux_hub::status_cmd::StatusOptions),
+    /// Change a MiniCluster's bursts through the hub's admin gRPC service (same connection
+    /// flags as `status`).
+    Burst {
+        #[command(subcommand)]
+        command: flux_hub::burst_cmd::BurstCommand,
+    },
 }
 
 fn main() -> ExitCode {
@@ -81,6 +87,7 @@ fn main() -> ExitCode {
         Command::Crd => flux_shared::crd::crd_yaml().map_err(anyhow::Error::from),
         Command::Certs(opts) => flux_hub::certs_cmd::run(&opts),
         Command::Status(opts) => return flux_hub::status_cmd::main(&opts),
+        Command::Burst { command } => return flux_hub::burst_cmd::main(&command),
         Command::Run(opts) => {
             return match run_controller(opts) {
                 Ok(()) => ExitCode::SUCCESS,

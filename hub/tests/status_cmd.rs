@@ -1,4 +1,5 @@
-//! `flux-hub status`, run as the real binary against a fake hub: a tonic `Admin` server on
+//! The admin commands `flux-hub status` and `flux-hub burst scale`, run as the real binary
+//! against a fake hub: a tonic `Admin` server on
 //! 127.0.0.1 with real mutual TLS (certificates from `flux_shared::federation::pki`), or
 //! plaintext for `--insecure`.
 
@@ -335,8 +336,12 @@ async fn serve(security: &ServerSecurity, hub: FakeHub) -> SocketAddr {
 // ---------------------------------------------------------------------------------------
 
 fn command(args: &[String]) -> tokio::process::Command {
+    subcommand(&["status"], args)
+}
+
+fn subcommand(words: &[&str], args: &[String]) -> tokio::process::Command {
     let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_flux-hub"));
-    cmd.arg("status")
+    cmd.args(words)
         .args(args)
         .env_remove("FLUX_HUB")
         .env_remove("FLUX_CA")
@@ -352,6 +357,13 @@ async fn status(args: &[String]) -> Output {
         .await
         .expect("flux-hub status did not finish")
         .expect("run flux-hub status")
+}
+
+async fn burst_scale(args: &[String]) -> Output {
+    tokio::time::timeout(RUN_LIMIT, subcommand(&["burst", "scale"], args).output())
+        .await
+        .expect("flux-hub burst scale did not finish")
+        .expect("run flux-hub burst scale")
 }
 
 fn args(parts: &[&str]) -> Vec<String> {
@@ -780,4 +792,90 @@ async fn watch_table_prints_a_separator_per_snapshot() {
     );
     // `--- YYYY-MM-DDTHH:MM:SSZ ...`
     assert_eq!(separators[0].as_bytes()[14], b'T', "{separators:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn burst_scale_asks_the_hub_and_says_what_changed() {
+    let pki = Pki::new("scale");
+    let hub = FakeHub::new(Authenticator::Mtls, vec![snapshot(1)]);
+    let addr = serve(&pki.server(), hub.clone()).await;
+
+    let mut a = args(&["hpc/bursty", "burst-gke", "3", "--hub", &hub_url(addr)]);
+    a.extend(pki.flags("admin-ops"));
+    let out = burst_scale(&a).await;
+    assert_success(&out);
+    assert_eq!(
+        stdout(&out),
+        "hpc/bursty burst burst-gke: size 1 -> 3 (maxSize 4, spoke gke); the spoke resizes its Job once the hub applies generation 7\n"
+    );
+    assert_eq!(
+        hub.calls.lock().unwrap().last().cloned(),
+        Some(("ops".to_string(), "hpc/bursty burst-gke=3".to_string())),
+        "the request names the MiniCluster, the burst and the size, as admin ops"
+    );
+
+    a.extend(args(&["-o", "json"]));
+    let out = burst_scale(&a).await;
+    assert_success(&out);
+    let v: Value = serde_json::from_str(&stdout(&out)).expect("one JSON document");
+    assert_eq!(
+        v,
+        serde_json::json!({"namespace": "hpc", "name": "bursty", "burst": "burst-gke",
+            "previousSize": 1, "size": 3, "maxSize": 4, "changed": true, "generation": 7,
+            "spoke": "gke"})
+    );
+
+    // The hub's refusal, with its reason.
+    let mut a = args(&["hpc/bursty", "burst-gke", "5", "--hub", &hub_url(addr)]);
+    a.extend(pki.flags("admin-ops"));
+    assert_fails_with(
+        &burst_scale(&a).await,
+        &[
+            "the hub declined ScaleBurst",
+            "SizeAboveMaximum: spec.flux.bursting.clusters[0].size: 5 is above the maximum size 4",
+        ],
+    );
+
+    // A spoke's certificate is refused like for status.
+    let mut a = args(&["hpc/bursty", "burst-gke", "2", "--hub", &hub_url(addr)]);
+    a.extend(pki.flags("spoke-a"));
+    assert_fails_with(
+        &burst_scale(&a).await,
+        &[
+            "refused the certificate",
+            "PermissionDenied",
+            "admin client certificate",
+        ],
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn burst_scale_checks_its_arguments_before_dialing() {
+    let pki = Pki::new("scale-args");
+    // Nothing listens here: an argument error must come first.
+    let hub = "https://127.0.0.1:9";
+    let mut a = args(&["bursty", "burst-gke", "3", "--hub", hub]);
+    a.extend(pki.flags("admin-ops"));
+    assert_fails_with(
+        &burst_scale(&a).await,
+        &[
+            "NAMESPACE/MINICLUSTER",
+            "\"bursty\" is not of the form NAMESPACE/NAME",
+        ],
+    );
+    let mut a = args(&["hpc/bursty", "burst-gke", "--hub", hub]);
+    a.extend(pki.flags("admin-ops"));
+    a.extend(args(&["--", "-1"]));
+    let out = burst_scale(&a).await;
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "clap's usage error: {}",
+        stderr(&out)
+    );
+    assert!(
+        stderr(&out).contains("invalid value '-1' for '<SIZE>'"),
+        "{}",
+        stderr(&out)
+    );
 }

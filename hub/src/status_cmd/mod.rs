@@ -60,26 +60,23 @@
 //! * [`view`](mod@view): the view model, what is shown ([`StatusView`], also the JSON
 //!   document);
 //! * [`output`]: the tables, the JSON text, and framing `--watch` snapshots;
-//! * `connection`: dialing the hub with the admin certificate, the calls, what failures
-//!   mean, reconnecting.
+//! * [`crate::admin_client`]: dialing the hub with the admin certificate, the calls, what
+//!   failures mean; reconnecting a broken `--watch` is here.
 
 use std::io::{IsTerminal as _, Write};
-use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Duration;
 
-use backon::BackoffBuilder as _;
+use backon::{BackoffBuilder as _, ExponentialBackoff, ExponentialBuilder};
 use flux_shared::federation::proto::WatchMiniClustersRequest;
 
-mod connection;
 pub mod output;
 #[cfg(test)]
 mod sample;
 pub mod view;
 
-use connection::{Client, HubEndpoint, reconnect_backoff};
+use crate::admin_client::{AdminError, Client, HubEndpoint, HubOptions};
 use output::Printer;
-
-pub use connection::StatusError;
 pub use output::{age, json, table, utc, watch_separator};
 pub use view::{
     BurstRow, ConditionView, EndpointView, MiniClusterView, SCHEMA_VERSION, SpokeView, StatusView,
@@ -89,30 +86,9 @@ pub use view::{
 /// Options of `flux-hub status`.
 #[derive(clap::Args, Debug, Clone)]
 pub struct StatusOptions {
-    /// The hub's federation gRPC endpoint: `https://HOST:PORT` (mTLS), or `http://HOST:PORT`
-    /// with --insecure. A bare `HOST:PORT` gets the scheme of the security mode.
-    #[arg(long, env = "FLUX_HUB", value_name = "URL")]
-    pub hub: String,
-    /// CA certificate (PEM) that issued the hub's certificate (`ca.crt` of `flux-hub certs`).
-    #[arg(long, env = "FLUX_CA", value_name = "FILE")]
-    pub ca: Option<PathBuf>,
-    /// Admin client certificate (PEM), from `flux-hub certs --admin NAME`.
-    #[arg(long, env = "FLUX_CERT", value_name = "FILE")]
-    pub cert: Option<PathBuf>,
-    /// Private key of the admin client certificate (PEM).
-    #[arg(long, env = "FLUX_KEY", value_name = "FILE")]
-    pub key: Option<PathBuf>,
-    /// The DNS name (or IP address) the hub's certificate must carry (default: the host of
-    /// --hub).
-    #[arg(long, value_name = "DNS")]
-    pub hub_domain: Option<String>,
-    /// LOCAL DEVELOPMENT ONLY: plaintext, for a hub started with --insecure; the admin
-    /// names itself in a request header (--admin-name).
-    #[arg(long, conflicts_with_all = ["ca", "cert", "key", "hub_domain"])]
-    pub insecure: bool,
-    /// With --insecure: the admin name to send (default `admin`).
-    #[arg(long, value_name = "NAME", requires = "insecure")]
-    pub admin_name: Option<String>,
+    /// How to reach the hub.
+    #[command(flatten)]
+    pub connection: HubOptions,
     /// Only MiniClusters in this namespace (default: every namespace).
     #[arg(short = 'n', long, value_name = "NS")]
     pub namespace: Option<String>,
@@ -134,16 +110,53 @@ pub enum Format {
     Json,
 }
 
-/// Admin name sent with --insecure when --admin-name is not given.
-pub const DEFAULT_ADMIN_NAME: &str = "admin";
+/// First `--watch` reconnect delay.
+const FIRST_RETRY: Duration = Duration::from_secs(1);
+/// Largest `--watch` reconnect delay.
+const MAX_RETRY: Duration = Duration::from_secs(30);
+
+/// The `--watch` reconnect delays: 1 s, doubling up to 30 s, no jitter (one admin at a
+/// terminal, not a fleet), for as long as the failures are transient.
+fn reconnect_backoff() -> ExponentialBuilder {
+    ExponentialBuilder::default()
+        .with_min_delay(FIRST_RETRY)
+        .with_factor(2.0)
+        .with_max_delay(MAX_RETRY)
+        .without_max_times()
+}
+
+/// After a broken `--watch` stream (`reason`): waits the next delay of `backoff`, dials
+/// again, and repeats while the failure is transient, saying so on standard error each
+/// time. A fatal failure (refused, bad setup) ends it.
+async fn reconnect(
+    hub: &HubEndpoint,
+    reason: &str,
+    backoff: &mut ExponentialBackoff,
+) -> Result<Client, AdminError> {
+    loop {
+        // Never `None`: the backoff has no maximum number of attempts.
+        let delay = backoff.next().unwrap_or(MAX_RETRY);
+        eprintln!(
+            "flux-hub status: {reason}; reconnecting in {}s",
+            delay.as_secs()
+        );
+        tokio::time::sleep(delay).await;
+        match hub.connect().await {
+            Ok(client) => return Ok(client),
+            Err(e) if e.is_fatal() => return Err(e),
+            Err(e) => eprintln!("flux-hub status: {e}"),
+        }
+    }
+}
 
 /// Runs `flux-hub status`, writing to `out` (standard output; `terminal` when it is one).
 pub async fn run(
     opts: &StatusOptions,
     out: &mut dyn Write,
     terminal: bool,
-) -> Result<(), StatusError> {
-    let hub = HubEndpoint::new(opts)?;
+) -> Result<(), AdminError> {
+    let hub = HubEndpoint::new(&opts.connection)?;
+    let namespace = opts.namespace.clone().unwrap_or_default();
     let printer = Printer {
         format: opts.output,
         watch: opts.watch,
@@ -151,19 +164,28 @@ pub async fn run(
     };
     let mut client = hub.connect().await?;
     if !opts.watch {
-        let (snapshot, spokes) = hub.list(&mut client).await?;
+        let (snapshot, spokes) = hub.list(&mut client, &namespace).await?;
         out.write_all(printer.render(&snapshot, &spokes).as_bytes())?;
         out.flush()?;
         return Ok(());
     }
 
-    let reconnect = reconnect_backoff();
-    let mut backoff = reconnect.build();
+    let delays = reconnect_backoff();
+    let mut backoff = delays.build();
     let mut last: Option<(String, u64)> = None;
     let mut printed_any = false;
     loop {
         let mut printed = false;
-        let ended = watch(&hub, &mut client, &printer, out, &mut last, &mut printed).await;
+        let ended = watch(
+            &hub,
+            &mut client,
+            &namespace,
+            &printer,
+            out,
+            &mut last,
+            &mut printed,
+        )
+        .await;
         printed_any |= printed;
         let reason = match ended {
             Ok(()) => "the hub ended the stream".to_string(),
@@ -173,9 +195,9 @@ pub async fn run(
         };
         if printed {
             // This stream delivered: start the backoff over.
-            backoff = reconnect.build();
+            backoff = delays.build();
         }
-        client = hub.reconnect(&reason, &mut backoff).await?;
+        client = reconnect(&hub, &reason, &mut backoff).await?;
     }
 }
 
@@ -183,14 +205,15 @@ pub async fn run(
 async fn watch(
     hub: &HubEndpoint,
     client: &mut Client,
+    namespace: &str,
     printer: &Printer,
     out: &mut dyn Write,
     last: &mut Option<(String, u64)>,
     printed: &mut bool,
-) -> Result<(), StatusError> {
+) -> Result<(), AdminError> {
     let mut stream = client
         .watch_mini_clusters(WatchMiniClustersRequest {
-            namespace: hub.namespace.clone(),
+            namespace: namespace.to_string(),
         })
         .await
         .map_err(|s| hub.call_error("WatchMiniClusters", &s))?
@@ -231,12 +254,28 @@ pub fn main(opts: &StatusOptions) -> ExitCode {
     let mut out = stdout.lock();
     match runtime.block_on(run(opts, &mut out, terminal)) {
         Ok(()) => ExitCode::SUCCESS,
-        Err(StatusError::Output(e)) if e.kind() == std::io::ErrorKind::BrokenPipe => {
+        Err(AdminError::Output(e)) if e.kind() == std::io::ErrorKind::BrokenPipe => {
             ExitCode::SUCCESS
         }
         Err(e) => {
             eprintln!("flux-hub status: {e}");
             ExitCode::FAILURE
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn watch_reconnects_after_1s_doubling_up_to_30s_forever() {
+        let delays: Vec<u64> = reconnect_backoff()
+            .build()
+            .take(8)
+            .map(|d| d.as_secs())
+            .collect();
+        assert_eq!(delays, [1, 2, 4, 8, 16, 30, 30, 30]);
+        assert!(reconnect_backoff().build().nth(10_000).is_some());
     }
 }

@@ -1,11 +1,10 @@
-//! The connection of `flux-hub status` to the hub: dialing it with the admin certificate
-//! (or the insecure development identity) and the federation's transport settings, the two
-//! calls it makes, what each failure means for the user, and reconnecting after a broken
-//! `--watch` stream.
+//! The admin commands' connection to the hub's `Admin` gRPC API (`flux-hub status`,
+//! `flux-hub burst scale`): the connection flags, dialing the hub with the admin
+//! certificate (or the insecure development identity) and the federation's transport
+//! settings, the calls, and what each failure means for the user.
 
-use std::time::Duration;
+use std::path::PathBuf;
 
-use backon::{ExponentialBackoff, ExponentialBuilder};
 use flux_shared::federation::auth::IdentityInterceptor;
 use flux_shared::federation::diagnostics::{
     TlsFailure, classify_tls_failure, error_chain, hub_host, normalize_hub_url, status_text,
@@ -13,6 +12,7 @@ use flux_shared::federation::diagnostics::{
 use flux_shared::federation::proto::admin_client::AdminClient;
 use flux_shared::federation::proto::{
     ListMiniClustersRequest, ListSpokesRequest, ListSpokesResponse, MiniClusterSnapshot,
+    ScaleBurstRequest, ScaleBurstResponse,
 };
 use flux_shared::federation::tls::{ClientSecurity, TlsError, TlsPem, TransportSettings};
 use flux_shared::federation::{Identity, identity_from_pem};
@@ -20,11 +20,41 @@ use tonic::service::interceptor::InterceptedService;
 use tonic::transport::Channel;
 use tonic::{Code, Status};
 
-use super::{DEFAULT_ADMIN_NAME, StatusOptions};
+/// Admin name sent with --insecure when --admin-name is not given.
+pub const DEFAULT_ADMIN_NAME: &str = "admin";
 
-/// Why `flux-hub status` failed.
+/// How to reach the hub's Admin API: the flags every admin command shares.
+#[derive(clap::Args, Debug, Clone)]
+pub struct HubOptions {
+    /// The hub's federation gRPC endpoint: `https://HOST:PORT` (mTLS), or `http://HOST:PORT`
+    /// with --insecure. A bare `HOST:PORT` gets the scheme of the security mode.
+    #[arg(long, env = "FLUX_HUB", value_name = "URL")]
+    pub hub: String,
+    /// CA certificate (PEM) that issued the hub's certificate (`ca.crt` of `flux-hub certs`).
+    #[arg(long, env = "FLUX_CA", value_name = "FILE")]
+    pub ca: Option<PathBuf>,
+    /// Admin client certificate (PEM), from `flux-hub certs --admin NAME`.
+    #[arg(long, env = "FLUX_CERT", value_name = "FILE")]
+    pub cert: Option<PathBuf>,
+    /// Private key of the admin client certificate (PEM).
+    #[arg(long, env = "FLUX_KEY", value_name = "FILE")]
+    pub key: Option<PathBuf>,
+    /// The DNS name (or IP address) the hub's certificate must carry (default: the host of
+    /// --hub).
+    #[arg(long, value_name = "DNS")]
+    pub hub_domain: Option<String>,
+    /// LOCAL DEVELOPMENT ONLY: plaintext, for a hub started with --insecure; the admin
+    /// names itself in a request header (--admin-name).
+    #[arg(long, conflicts_with_all = ["ca", "cert", "key", "hub_domain"])]
+    pub insecure: bool,
+    /// With --insecure: the admin name to send (default `admin`).
+    #[arg(long, value_name = "NAME", requires = "insecure")]
+    pub admin_name: Option<String>,
+}
+
+/// Why an admin command failed.
 #[derive(Debug, thiserror::Error)]
-pub enum StatusError {
+pub enum AdminError {
     /// Bad flags or certificate files; nothing was sent.
     #[error("{0}")]
     Setup(String),
@@ -39,6 +69,15 @@ pub enum StatusError {
     /// The hub refused the caller (its certificate or its identity).
     #[error("{0}")]
     Refused(String),
+    /// The hub declined what was asked (no such object, a size it will not apply), with
+    /// its reason; nothing was changed.
+    #[error("the hub declined {call}: {message}")]
+    Declined {
+        /// The RPC.
+        call: &'static str,
+        /// The hub's reason.
+        message: String,
+    },
     /// The hub answered a call with an error.
     #[error("the hub at {url} failed {call}: {code:?}: {message}")]
     Call {
@@ -56,13 +95,16 @@ pub enum StatusError {
     Output(#[from] std::io::Error),
 }
 
-impl StatusError {
+impl AdminError {
     /// Whether `--watch` gives up on this error (rather than reconnecting).
-    pub(super) fn is_fatal(&self) -> bool {
+    pub fn is_fatal(&self) -> bool {
         match self {
-            StatusError::Setup(_) | StatusError::Refused(_) | StatusError::Output(_) => true,
-            StatusError::Unreachable { .. } => false,
-            StatusError::Call { code, .. } => !matches!(
+            AdminError::Setup(_)
+            | AdminError::Refused(_)
+            | AdminError::Declined { .. }
+            | AdminError::Output(_) => true,
+            AdminError::Unreachable { .. } => false,
+            AdminError::Call { code, .. } => !matches!(
                 code,
                 Code::Unavailable
                     | Code::Unknown
@@ -76,58 +118,39 @@ impl StatusError {
     }
 }
 
-/// First `--watch` reconnect delay.
-const FIRST_RETRY: Duration = Duration::from_secs(1);
-/// Largest `--watch` reconnect delay.
-const MAX_RETRY: Duration = Duration::from_secs(30);
-
-/// The `--watch` reconnect delays: 1 s, doubling up to 30 s, no jitter (one admin at a
-/// terminal, not a fleet), for as long as the failures are transient.
-pub(super) fn reconnect_backoff() -> ExponentialBuilder {
-    ExponentialBuilder::default()
-        .with_min_delay(FIRST_RETRY)
-        .with_factor(2.0)
-        .with_max_delay(MAX_RETRY)
-        .without_max_times()
-}
-
 /// The `Admin` client, with the insecure mode's identity header when there is one.
-pub(super) type Client = AdminClient<InterceptedService<Channel, IdentityInterceptor>>;
+pub type Client = AdminClient<InterceptedService<Channel, IdentityInterceptor>>;
 
 /// The hub being dialed, and everything needed to (re)connect to it: its URL, the TLS
-/// settings and admin certificate (or the insecure identity), who we are for messages,
-/// and the namespace the calls select. (Not a `plan::Target`: that is where the planner
-/// puts a burst.)
-pub(super) struct HubEndpoint {
+/// settings and admin certificate (or the insecure identity), and who we are for messages.
+/// (Not a `plan::Target`: that is where the planner puts a burst.)
+pub struct HubEndpoint {
     url: String,
     settings: TransportSettings,
     security: ClientSecurity,
     /// Who we are, for messages: the certificate file and its identity, or the admin name.
     caller: String,
     insecure: bool,
-    pub(super) namespace: String,
 }
 
-const ADMIN_HINT: &str = "`flux-hub status` needs an admin client certificate issued by the hub's CA: \
+const ADMIN_HINT: &str = "the hub's Admin API needs an admin client certificate issued by the hub's CA: \
      create one with `flux-hub certs --out DIR --admin NAME` and pass it with --ca, --cert and --key";
 
 impl HubEndpoint {
     /// The hub of `--hub` and how to dial it, from the flags; every mistake in the flags or
     /// the certificate files is reported here, before anything connects.
-    pub(super) fn new(opts: &StatusOptions) -> Result<HubEndpoint, StatusError> {
+    pub fn new(opts: &HubOptions) -> Result<HubEndpoint, AdminError> {
         let url = normalize_hub_url(&opts.hub, opts.insecure);
-        let namespace = opts.namespace.clone().unwrap_or_default();
         if opts.insecure {
             let name = opts.admin_name.as_deref().unwrap_or(DEFAULT_ADMIN_NAME);
             let identity = Identity::admin(name)
-                .map_err(|e| StatusError::Setup(format!("--admin-name {name:?}: {e}")))?;
+                .map_err(|e| AdminError::Setup(format!("--admin-name {name:?}: {e}")))?;
             return Ok(HubEndpoint {
                 url,
                 settings: TransportSettings::default(),
                 caller: format!("{identity} (insecure mode)"),
                 security: ClientSecurity::InsecureDevelopment(identity),
                 insecure: true,
-                namespace,
             });
         }
         let (Some(ca), Some(cert), Some(key)) = (&opts.ca, &opts.cert, &opts.key) else {
@@ -139,7 +162,7 @@ impl HubEndpoint {
             .into_iter()
             .filter_map(|(flag, missing)| missing.then_some(flag))
             .collect();
-            return Err(StatusError::Setup(format!(
+            return Err(AdminError::Setup(format!(
                 "missing {} (or FLUX_CA, FLUX_CERT, FLUX_KEY): the hub requires mutual TLS. \
                  {ADMIN_HINT}. (--insecure is for a development hub started with --insecure.)",
                 missing.join(", ")
@@ -159,7 +182,7 @@ impl HubEndpoint {
             .into_iter()
             .find(|(_, path)| path.display().to_string() == file)
             .map_or(String::new(), |(flag, _)| format!("{flag}: "));
-            StatusError::Setup(format!("{flag}{e}"))
+            AdminError::Setup(format!("{flag}{e}"))
         })?;
         let identity = match identity_from_pem(tls.cert_pem()) {
             Ok(identity) => identity.to_string(),
@@ -168,7 +191,7 @@ impl HubEndpoint {
         let domain = match &opts.hub_domain {
             Some(domain) => domain.clone(),
             None => hub_host(&url).map_err(|_| {
-                StatusError::Setup(format!(
+                AdminError::Setup(format!(
                     "--hub {url}: no host in the URL; name the hub's certificate name with --hub-domain"
                 ))
             })?,
@@ -179,12 +202,11 @@ impl HubEndpoint {
             caller: format!("the certificate {} ({identity})", cert.display()),
             security: ClientSecurity::Mtls { tls, domain },
             insecure: false,
-            namespace,
         })
     }
 
     /// Dials the hub (TCP and, with mTLS, the handshake).
-    pub(super) async fn connect(&self) -> Result<Client, StatusError> {
+    pub async fn connect(&self) -> Result<Client, AdminError> {
         let endpoint = self
             .settings
             .endpoint(&self.url, &self.security)
@@ -194,7 +216,7 @@ impl HubEndpoint {
                 } else {
                     "mTLS needs an https:// URL (--insecure for a plaintext development hub)"
                 };
-                StatusError::Setup(format!("--hub: {e} ({hint})"))
+                AdminError::Setup(format!("--hub: {e} ({hint})"))
             })?;
         match endpoint.connect().await {
             Ok(channel) => Ok(
@@ -207,10 +229,10 @@ impl HubEndpoint {
 
     /// A failure before any answer: a refused client certificate, or unreachable.
     /// `connected`: the TLS handshake had completed (the failure came with a call).
-    fn connection_error(&self, cause: String, connected: bool) -> StatusError {
+    fn connection_error(&self, cause: String, connected: bool) -> AdminError {
         let failure = classify_tls_failure(&cause, connected);
         if failure == Some(TlsFailure::ClientCertificateRefused) {
-            return StatusError::Refused(format!(
+            return AdminError::Refused(format!(
                 "the hub at {} refused {} during the TLS handshake ({cause}). {ADMIN_HINT}",
                 self.url, self.caller
             ));
@@ -238,7 +260,7 @@ impl HubEndpoint {
             }
             _ => String::new(),
         };
-        StatusError::Unreachable {
+        AdminError::Unreachable {
             url: self.url.clone(),
             cause: format!("{cause}{hint}"),
         }
@@ -246,7 +268,7 @@ impl HubEndpoint {
 
     /// What a failed call means: a refusal, a transport failure (see
     /// [`HubEndpoint::connection_error`]), or the hub's own error.
-    pub(super) fn call_error(&self, call: &'static str, status: &Status) -> StatusError {
+    pub fn call_error(&self, call: &'static str, status: &Status) -> AdminError {
         let cause = status_text(status);
         match status.code() {
             Code::Unauthenticated | Code::PermissionDenied => {
@@ -255,7 +277,7 @@ impl HubEndpoint {
                 } else {
                     ""
                 };
-                StatusError::Refused(format!(
+                AdminError::Refused(format!(
                     "the hub at {} refused {}: {:?}: {}. {ADMIN_HINT}.{mode}",
                     self.url,
                     self.caller,
@@ -272,7 +294,13 @@ impl HubEndpoint {
             {
                 self.connection_error(cause, true)
             }
-            code => StatusError::Call {
+            Code::NotFound | Code::InvalidArgument | Code::FailedPrecondition => {
+                AdminError::Declined {
+                    call,
+                    message: status.message().to_string(),
+                }
+            }
+            code => AdminError::Call {
                 url: self.url.clone(),
                 call,
                 code,
@@ -281,14 +309,15 @@ impl HubEndpoint {
         }
     }
 
-    /// One snapshot of the MiniClusters (of the namespace) and the spokes.
-    pub(super) async fn list(
+    /// One snapshot of the MiniClusters (of `namespace`, or all for "") and the spokes.
+    pub async fn list(
         &self,
         client: &mut Client,
-    ) -> Result<(MiniClusterSnapshot, ListSpokesResponse), StatusError> {
+        namespace: &str,
+    ) -> Result<(MiniClusterSnapshot, ListSpokesResponse), AdminError> {
         let snapshot = client
             .list_mini_clusters(self.settings.unary_request(ListMiniClustersRequest {
-                namespace: self.namespace.clone(),
+                namespace: namespace.to_string(),
             }))
             .await
             .map_err(|s| self.call_error("ListMiniClusters", &s))?
@@ -297,11 +326,21 @@ impl HubEndpoint {
         Ok((snapshot, spokes))
     }
 
-    /// Every spoke the hub knows.
-    pub(super) async fn spokes(
+    /// Sets a burst's size (`ScaleBurst`).
+    pub async fn scale_burst(
         &self,
         client: &mut Client,
-    ) -> Result<ListSpokesResponse, StatusError> {
+        request: ScaleBurstRequest,
+    ) -> Result<ScaleBurstResponse, AdminError> {
+        Ok(client
+            .scale_burst(self.settings.unary_request(request))
+            .await
+            .map_err(|s| self.call_error("ScaleBurst", &s))?
+            .into_inner())
+    }
+
+    /// Every spoke the hub knows.
+    pub async fn spokes(&self, client: &mut Client) -> Result<ListSpokesResponse, AdminError> {
         Ok(client
             .list_spokes(self.settings.unary_request(ListSpokesRequest {}))
             .await
@@ -310,46 +349,19 @@ impl HubEndpoint {
     }
 }
 
-impl HubEndpoint {
-    /// After a broken `--watch` stream (`reason`): waits the next delay of `backoff`, dials
-    /// again, and repeats while the failure is transient, saying so on standard error each
-    /// time. A fatal failure (refused, bad setup) ends it.
-    pub(super) async fn reconnect(
-        &self,
-        reason: &str,
-        backoff: &mut ExponentialBackoff,
-    ) -> Result<Client, StatusError> {
-        loop {
-            // Never `None`: the backoff has no maximum number of attempts.
-            let delay = backoff.next().unwrap_or(MAX_RETRY);
-            eprintln!(
-                "flux-hub status: {reason}; reconnecting in {}s",
-                delay.as_secs()
-            );
-            tokio::time::sleep(delay).await;
-            match self.connect().await {
-                Ok(client) => return Ok(client),
-                Err(e) if e.is_fatal() => return Err(e),
-                Err(e) => eprintln!("flux-hub status: {e}"),
-            }
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use backon::BackoffBuilder as _;
 
     #[test]
     fn only_transient_failures_are_retried_by_watch() {
-        let unreachable = StatusError::Unreachable {
+        let unreachable = AdminError::Unreachable {
             url: "u".into(),
             cause: "c".into(),
         };
         assert!(!unreachable.is_fatal());
-        assert!(StatusError::Refused("r".into()).is_fatal());
-        let call = |code| StatusError::Call {
+        assert!(AdminError::Refused("r".into()).is_fatal());
+        let call = |code| AdminError::Call {
             url: "u".into(),
             call: "c",
             code,
@@ -358,16 +370,5 @@ mod tests {
         assert!(!call(Code::Unavailable).is_fatal());
         assert!(call(Code::Unimplemented).is_fatal());
         assert!(call(Code::InvalidArgument).is_fatal());
-    }
-
-    #[test]
-    fn watch_reconnects_after_1s_doubling_up_to_30s_forever() {
-        let delays: Vec<u64> = reconnect_backoff()
-            .build()
-            .take(8)
-            .map(|d| d.as_secs())
-            .collect();
-        assert_eq!(delays, [1, 2, 4, 8, 16, 30, 30, 30]);
-        assert!(reconnect_backoff().build().nth(10_000).is_some());
     }
 }
