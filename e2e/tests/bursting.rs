@@ -335,12 +335,29 @@ async fn elastic(env: &TestEnv, fed: &Federation) -> Result<()> {
         layout.len() == 1 && layout[0].name == burst && layout[0].max_size == 3,
         "status.burstLayout: {layout:?}"
     );
-    for (size, want) in [
-        (3, (Some(3), Some(3), Some(false))),
-        (0, (Some(1), Some(1), Some(true))),
+    // Size 3 through the hub's Admin API (`flux-hub burst scale`), 0 by applying the spec.
+    for (size, want, admin) in [
+        (3, (Some(3), Some(3), Some(false)), true),
+        (0, (Some(1), Some(1), Some(true)), false),
     ] {
         let started = std::time::Instant::now();
-        env.apply_minicluster(&doc(&burst, size)).await?;
+        if admin {
+            let answer = fed
+                .burst_scale(&env.ns, NAME, &burst, size)
+                .await?
+                .map_err(|e| anyhow::anyhow!("flux-hub burst scale failed: {e}"))?;
+            ensure!(
+                answer["previousSize"] == 1 && answer["size"] == size && answer["maxSize"] == 3,
+                "flux-hub burst scale answered {answer}"
+            );
+            let spec_size = mcs.get(NAME).await?.spec.bursts()[0].size;
+            ensure!(
+                spec_size == size,
+                "the hub patched size {spec_size} into the spec"
+            );
+        } else {
+            env.apply_minicluster(&doc(&burst, size)).await?;
+        }
         env.eventually(
             &format!("the burst's Job resized to {size} in place"),
             objects_deadline(),
@@ -361,11 +378,27 @@ async fn elastic(env: &TestEnv, fed: &Federation) -> Result<()> {
         )
         .await?;
         eprintln!(
-            "{}: size {size} reached the spoke's Job in {} ms (same uid)",
+            "{}: size {size} ({}) reached the spoke's Job in {} ms (same uid)",
             env.ns,
+            if admin {
+                "flux-hub burst scale"
+            } else {
+                "applied"
+            },
             started.elapsed().as_millis()
         );
     }
+    // The admin call refuses what the controller would, with its reason, changing nothing.
+    let declined = fed.burst_scale(&env.ns, NAME, &burst, 4).await?;
+    ensure!(
+        matches!(&declined, Err(e) if e.contains("SizeAboveMaximum") && e.contains("size: 4 is above the maximum size 3")),
+        "flux-hub burst scale to 4 (maxSize 3) must be declined: {declined:?}"
+    );
+    let declined = fed.burst_scale(&env.ns, NAME, "nope", 1).await?;
+    ensure!(
+        matches!(&declined, Err(e) if e.contains("has no burst \"nope\"")),
+        "an unknown burst must be declined: {declined:?}"
+    );
     for kind in ["ConfigMap", "Secret", "Service"] {
         let name = match kind {
             "ConfigMap" => format!("{burst}-flux-config"),

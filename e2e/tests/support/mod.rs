@@ -1269,24 +1269,31 @@ impl Federation {
         format!("https://{}", self.grpc)
     }
 
-    /// `flux-hub status -o json` with the admin certificate, parsed.
-    pub async fn hub_status(&self, ns: &str) -> Result<Value> {
+    /// Runs the admin command `flux-hub WORDS... ARGS...` with the admin certificate.
+    async fn admin_command(&self, words: &[&str]) -> Result<std::process::Output> {
         let hub = tokio::task::spawn_blocking(hub_binary).await??;
         let mut cmd = Command::new(hub);
-        cmd.arg("status")
+        cmd.args(words)
             .args(["--hub", &self.hub_url(), "--hub-domain", "localhost"])
             .args(["--ca", &self.file("ca.crt")])
             .args(["--cert", &self.file(&format!("admin-{ADMIN}.crt"))])
             .args(["--key", &self.file(&format!("admin-{ADMIN}.key"))])
-            .args(["--namespace", ns, "-o", "json"])
             .env_remove("FLUX_HUB")
             .env_remove("FLUX_CA")
             .env_remove("FLUX_CERT")
             .env_remove("FLUX_KEY")
             .stdin(Stdio::null());
-        let out = tokio::task::spawn_blocking(move || cmd.output())
+        let what = words.join(" ");
+        tokio::task::spawn_blocking(move || cmd.output())
             .await?
-            .context("running flux-hub status")?;
+            .with_context(|| format!("running flux-hub {what}"))
+    }
+
+    /// `flux-hub status -o json` with the admin certificate, parsed.
+    pub async fn hub_status(&self, ns: &str) -> Result<Value> {
+        let out = self
+            .admin_command(&["status", "--namespace", ns, "-o", "json"])
+            .await?;
         if !out.status.success() {
             bail!(
                 "flux-hub status failed ({}): {}",
@@ -1300,6 +1307,34 @@ impl Federation {
                 String::from_utf8_lossy(&out.stdout)
             )
         })
+    }
+
+    /// `flux-hub burst scale NS/NAME BURST SIZE -o json` with the admin certificate: the
+    /// hub's answer, or (`Err` inside) what the command said on standard error when it
+    /// failed.
+    pub async fn burst_scale(
+        &self,
+        ns: &str,
+        name: &str,
+        burst: &str,
+        size: i32,
+    ) -> Result<std::result::Result<Value, String>> {
+        let minicluster = format!("{ns}/{name}");
+        let size = size.to_string();
+        let out = self
+            .admin_command(&["burst", "scale", &minicluster, burst, &size, "-o", "json"])
+            .await?;
+        if !out.status.success() {
+            return Ok(Err(String::from_utf8_lossy(&out.stderr).trim().to_string()));
+        }
+        Ok(Ok(serde_json::from_slice(&out.stdout).with_context(
+            || {
+                format!(
+                    "flux-hub burst scale -o json printed no JSON: {}",
+                    String::from_utf8_lossy(&out.stdout)
+                )
+            },
+        )?))
     }
 }
 
