@@ -18,7 +18,8 @@ use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::api::{Patch, PatchParams};
 use serde_json::{Value, json};
 use support::dataplane::{
-    FluxRun, Outcome, export_edited, indexed, overlay_up, overlay_wait, run_name, start_late,
+    FluxRun, Outcome, export_edited, indexed, overlay_full, overlay_up, overlay_wait, run_name,
+    start_late,
 };
 use support::{FIELD_MANAGER, Probe, TestEnv, secs};
 
@@ -300,6 +301,162 @@ async fn elastic_brokers_added_by_a_scale_up_join_the_running_instance() {
         run.flux_exec("elastic-0", "elastic", "flux shutdown --quiet")
             .await?;
         run.finish(run_deadline()).await?.all_succeeded(&all)
+    })
+    .await;
+}
+
+/// A leaving worker drains first (`flux.drainTimeoutSeconds`): the preStop hook the hub
+/// wrote into the Job, run in a worker pod as the kubelet would, drains the node in Flux
+/// and returns only once the job running there has finished (the job completes); with a
+/// job that outlasts the timeout it gives up after the timeout and says so (exit 1). A
+/// broker of a drained host that comes back (its pod re-created when the Job grows again;
+/// here its broker restarted) takes the drain back, and a job on every node runs.
+#[tokio::test]
+#[ignore = "needs a cluster and the testbed: KUBECONFIG, FLUX_E2E_TESTBED (scripts/e2e.sh)"]
+async fn a_leaving_worker_drains_and_waits_for_its_jobs() {
+    support::run("flux-drain", true, async |env| {
+        const NAME: &str = "drain";
+        let mut doc = minicluster(
+            NAME,
+            json!({"size": 3, "interactive": true, "flux": {"drainTimeoutSeconds": 12}}),
+            "",
+        );
+        doc["spec"]["containers"][0]
+            .as_object_mut()
+            .map(|c| c.remove("command"));
+        env.apply_minicluster(&doc).await?;
+        env.wait_for_children(NAME).await?;
+        let job = env.api::<Job>().get(NAME).await?;
+        let pod = job
+            .spec
+            .as_ref()
+            .and_then(|s| s.template.spec.as_ref())
+            .cloned()
+            .unwrap_or_default();
+        ensure!(
+            pod.termination_grace_period_seconds == Some(42),
+            "terminationGracePeriodSeconds: the drain timeout and 30 s to stop, got {:?}",
+            pod.termination_grace_period_seconds
+        );
+        let pre_stop: Vec<String> = pod
+            .containers
+            .first()
+            .and_then(|c| c.lifecycle.as_ref())
+            .and_then(|l| l.pre_stop.as_ref())
+            .and_then(|h| h.exec.as_ref())
+            .and_then(|e| e.command.clone())
+            .unwrap_or_default();
+        ensure!(
+            !pre_stop.is_empty(),
+            "no preStop hook on the broker container"
+        );
+
+        let name = run_name(&env.ns, "drain");
+        let args = vec![
+            "--timeout".to_string(),
+            "300".into(),
+            "--tail".into(),
+            "60".into(),
+        ];
+        let run = env.run_flux(NAME, &name, &args).await?;
+        let hosts = indexed(NAME, 3);
+        overlay_wait(&run, "drain-0", NAME, &hosts, None, overlay_full).await?;
+        let lead = async |script: String| run.flux_exec("drain-0", NAME, &script).await;
+        let state = async |rank: u32| -> Result<String> {
+            Ok(
+                lead(format!("flux resource drain -i {rank} -no '{{state}}'"))
+                    .await?
+                    .trim()
+                    .to_string(),
+            )
+        };
+
+        // 1. A job on drain-2 outlives the start of the hook by ~6 s: the hook waits for it.
+        let short = run
+            .flux_submit("drain-0", NAME, "--requires=rank:2 sleep 8")
+            .await?;
+        lead(format!("flux job wait-event -t 30 {short} start")).await?;
+        tokio::time::sleep(secs(2)).await;
+        let started = std::time::Instant::now();
+        let (code, out) = run.exec_argv("drain-2", NAME, &pre_stop, secs(60)).await?;
+        let waited = started.elapsed();
+        eprintln!(
+            "{}: preStop on drain-2 exited {code:?} after {waited:?}: {out}",
+            env.ns
+        );
+        ensure!(
+            code == Some(0),
+            "the hook must succeed once the job is done: {code:?} {out}"
+        );
+        ensure!(
+            waited >= secs(4),
+            "the hook returned after {waited:?}, before the job on its node could finish"
+        );
+        let result = lead(format!("flux jobs -no '{{result}}' {short}")).await?;
+        ensure!(
+            result.trim() == "COMPLETED",
+            "the job on the leaving node must complete, not be killed: {result:?}"
+        );
+        ensure!(state(2).await? == "drained", "drain-2 must be drained");
+
+        // 2. A job that outlasts the drain timeout: the hook gives up and says so.
+        let long = run
+            .flux_submit("drain-0", NAME, "--requires=rank:1 sleep 120")
+            .await?;
+        lead(format!("flux job wait-event -t 30 {long} start")).await?;
+        let started = std::time::Instant::now();
+        let (code, out) = run.exec_argv("drain-1", NAME, &pre_stop, secs(60)).await?;
+        let waited = started.elapsed();
+        eprintln!(
+            "{}: preStop on drain-1 exited {code:?} after {waited:?}",
+            env.ns
+        );
+        ensure!(
+            code == Some(1)
+                && out.contains("drain-1 still runs jobs after 12s; leaving anyway")
+                && waited >= secs(11),
+            "past the timeout the hook must give up and say so: {code:?} after {waited:?}: {out}"
+        );
+        lead(format!("flux cancel {long}")).await?;
+
+        // 3. Their brokers die and start again (a broker killed outright is restarted by
+        //    the entrypoint, as a re-created pod's would start): they take the drain back.
+        for host in ["drain-1", "drain-2"] {
+            // The broker names its process flux-broker-<rank>; the bracket keeps this shell out.
+            run.flux_exec(host, NAME, "pkill -KILL -f '[f]lux-broker'")
+                .await?;
+        }
+        let deadline = std::time::Instant::now() + secs(90);
+        loop {
+            let drained = lead("flux resource drain -no '{ranks} {state} {reason}'".into()).await?;
+            if drained.trim().is_empty() {
+                break;
+            }
+            ensure!(
+                std::time::Instant::now() < deadline,
+                "the restarted brokers never took their drain back:
+{drained}"
+            );
+            tokio::time::sleep(secs(1)).await;
+        }
+        overlay_wait(&run, "drain-0", NAME, &hosts, None, overlay_full).await?;
+        let out = lead("flux run -N 3 hostname".into()).await?;
+        for host in &hosts {
+            ensure!(
+                out.lines().any(|l| l == host),
+                "no job ran on {host}:
+{out}"
+            );
+        }
+        run.flux_exec("drain-0", NAME, "flux shutdown --quiet")
+            .await?;
+        let outcome = run.finish(run_deadline()).await?;
+        ensure!(
+            outcome.pods.get("drain-0").map(String::as_str) == Some("Succeeded"),
+            "the lead broker must end cleanly: {:?}",
+            outcome.pods
+        );
+        Ok(())
     })
     .await;
 }

@@ -13,6 +13,8 @@ pub const CURVE_KEY: &str = "curve.cert";
 pub const BROKER_TOML_KEY: &str = "broker.toml";
 /// Key of the resource set R in the ConfigMap.
 pub const R_KEY: &str = "R";
+/// Key of the drain script (the broker container's preStop hook) in the ConfigMap.
+pub const DRAIN_SCRIPT_KEY: &str = "flux-drain.sh";
 /// Key of the init container's script in the ConfigMap.
 pub const INIT_SCRIPT_KEY: &str = "flux-init.sh";
 /// Fallback home directory (an emptyDir) for images whose HOME is `/`.

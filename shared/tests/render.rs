@@ -128,10 +128,17 @@ fn root_job_is_an_indexed_job_of_size_pods() {
         .collect();
     assert_eq!(env, ["A", "B", "TOKEN"]);
     assert_eq!(c["env"][2]["valueFrom"]["secretKeyRef"]["name"], "creds");
+    // A leaving broker drains first (the ConfigMap's drain script), then the container's
+    // own preStopExec runs; the pod gets the drain timeout plus 30 s to stop.
     assert_eq!(
         c["lifecycle"]["preStop"]["exec"]["command"],
-        serde_json::json!(["/bin/sh", "-c", "echo bye"])
+        serde_json::json!([
+            "/bin/sh",
+            "-c",
+            "f=/flux_operator/flux-drain.sh; [ ! -f \"$f\" ] || /bin/bash \"$f\" leave\necho bye"
+        ])
     );
+    assert_eq!(pod["terminationGracePeriodSeconds"], 330);
     let mounts: Vec<String> = c["volumeMounts"]
         .as_array()
         .expect("mounts")
@@ -169,6 +176,37 @@ fn root_job_is_an_indexed_job_of_size_pods() {
 }
 
 #[test]
+fn without_draining_the_container_keeps_its_own_hooks_and_the_default_grace() {
+    let plan = plan(&SPEC.replace(
+        "  deadlineSeconds: 600\n",
+        "  deadlineSeconds: 600\n  flux: {drainTimeoutSeconds: 0}\n",
+    ));
+    let objects = objects(&plan, &Role::Root);
+    let job = find(&objects, "Job", "flux-sample");
+    let pod = &job["spec"]["template"]["spec"];
+    assert_eq!(
+        pod["containers"][0]["lifecycle"]["preStop"]["exec"]["command"],
+        serde_json::json!(["/bin/sh", "-c", "echo bye"])
+    );
+    assert!(pod.get("terminationGracePeriodSeconds").is_none());
+    let cm = find(&objects, "ConfigMap", "flux-sample-flux-config");
+    assert!(cm["data"].get("flux-drain.sh").is_none());
+    let items = pod["volumes"]
+        .as_array()
+        .and_then(|v| v.iter().find(|v| v["name"] == "flux-config"))
+        .map(|v| v["configMap"]["items"].to_string())
+        .unwrap_or_default();
+    assert!(!items.contains("flux-drain.sh"), "{items}");
+    assert!(
+        !cm["data"]["broker-0.sh"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("rejoin"),
+        "no drain to take back"
+    );
+}
+
+#[test]
 fn headless_service_publishes_pods_before_they_are_ready() {
     let plan = plan(SPEC);
     let objects = objects(&plan, &Role::Root);
@@ -190,7 +228,16 @@ fn config_map_carries_flux_config_and_scripts() {
     let objects = objects(&plan, &Role::Root);
     let cm = find(&objects, "ConfigMap", "flux-sample-flux-config");
     let keys: Vec<&String> = cm["data"].as_object().expect("data").keys().collect();
-    assert_eq!(keys, ["R", "broker-0.sh", "broker.toml", "flux-init.sh"]);
+    assert_eq!(
+        keys,
+        [
+            "R",
+            "broker-0.sh",
+            "broker.toml",
+            "flux-drain.sh",
+            "flux-init.sh"
+        ]
+    );
     assert!(
         cm["data"]["broker.toml"]
             .as_str()

@@ -338,6 +338,9 @@ fn render(case: &Case) -> Vec<(String, String)> {
             scripts::broker_script(&plan, &target),
         ),
     ];
+    if let Some(drain) = scripts::drain_script(&plan, &target) {
+        out.push((format!("{}.drain.sh", case.name), drain));
+    }
     for (i, c) in plan.spec.containers.iter().enumerate() {
         if i != plan.runner && !c.no_wrap_entrypoint.unwrap_or(false) {
             out.push((

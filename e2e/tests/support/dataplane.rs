@@ -290,6 +290,34 @@ impl FluxRun {
         output_of(cmd, &format!("run-rendered.sh --exec {} {pod}", self.name)).await
     }
 
+    /// Runs `argv` as it is in a running container of `pod` (like the kubelet runs an exec
+    /// hook): its exit code (`None` when killed) and its output, whatever the exit code.
+    pub async fn exec_argv(
+        &self,
+        pod: &str,
+        container: &str,
+        argv: &[String],
+        limit: Duration,
+    ) -> Result<(Option<i32>, String)> {
+        let mut cmd = Command::new(run_rendered()?);
+        cmd.args(["--exec", &self.name, pod, "-c", container, "--"])
+            .args(argv)
+            .stdin(Stdio::null())
+            .kill_on_drop(true);
+        let out = tokio::time::timeout(limit, cmd.output())
+            .await
+            .with_context(|| format!("{argv:?} in {pod} still runs after {limit:?}"))?
+            .with_context(|| format!("starting run-rendered.sh --exec {} {pod}", self.name))?;
+        Ok((
+            out.status.code(),
+            format!(
+                "{}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            ),
+        ))
+    }
+
     /// The log of one container (`<pod hostname>-<container>.log`).
     pub fn log(&self, pod: &str, container: &str) -> Result<String> {
         log_of(&self.name, pod, container)

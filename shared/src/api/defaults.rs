@@ -43,6 +43,11 @@ pub const FLUX_USER_NAME: &str = "flux";
 pub const FLUX_USER_UID: i64 = 1000;
 /// Default cores per pod declared in R.
 pub const CORES: i32 = 1;
+/// Seconds a leaving worker broker waits for the jobs on its node (`flux.drainTimeoutSeconds`).
+pub const DRAIN_TIMEOUT_SECONDS: i32 = 300;
+/// Seconds a broker gets to stop after its drain (added to the drain timeout for the pod's
+/// `terminationGracePeriodSeconds`; Kubernetes' own default grace).
+pub const BROKER_STOP_SECONDS: i64 = 30;
 /// Port the brokers listen on.
 pub const BROKER_PORT: i32 = 8050;
 /// Default pod restart policy.

@@ -188,6 +188,13 @@ impl FluxSpec {
         }
     }
 
+    /// `drainTimeoutSeconds`, defaulted; 0 when draining is off.
+    pub fn drain_timeout_seconds(&self) -> i32 {
+        self.drain_timeout_seconds
+            .unwrap_or(defaults::DRAIN_TIMEOUT_SECONDS)
+            .max(0)
+    }
+
     /// Broker log level.
     pub fn log_level(&self) -> i32 {
         self.log_level.unwrap_or(defaults::LOG_LEVEL)

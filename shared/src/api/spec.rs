@@ -227,6 +227,13 @@ pub struct FluxSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub complete_workers: Option<bool>,
 
+    /// How long a worker broker that is leaving (a scale-down, a burst shrinking or going,
+    /// an eviction) waits in its pod's preStop hook for the Flux jobs on its node: it is
+    /// drained first, so no new job lands there. Default 300; 0 turns draining off.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0, max = 86400))]
+    pub drain_timeout_seconds: Option<i32>,
+
     /// Broker stderr log level (`log-stderr-level`), default 6.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 0, max = 7))]

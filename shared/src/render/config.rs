@@ -22,6 +22,9 @@ impl Renderer<'_> {
                 scripts::init_script(self.plan, self.target),
             ),
         ]);
+        if let Some(drain) = scripts::drain_script(self.plan, self.target) {
+            data.insert(layout::DRAIN_SCRIPT_KEY.to_string(), drain);
+        }
         for (i, c) in self.plan.spec.containers.iter().enumerate() {
             if i == self.plan.runner {
                 data.insert(

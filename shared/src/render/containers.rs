@@ -7,6 +7,7 @@ use k8s_openapi::api::core::v1::{
 };
 
 use crate::api::MiniClusterContainer;
+use crate::layout;
 
 use super::non_empty_vec;
 
@@ -63,6 +64,36 @@ pub(super) fn ports(c: &MiniClusterContainer) -> Option<Vec<ContainerPort>> {
             })
             .collect(),
     )
+}
+
+/// The flux-running container's hooks when leaving brokers drain: the preStop hook runs
+/// the drain script (when the ConfigMap has it mounted), then the container's own
+/// `preStopExec`, if any.
+pub(super) fn drain_lifecycle(c: &MiniClusterContainer) -> Lifecycle {
+    let mut script = format!(
+        "f={}/{}; [ ! -f \"$f\" ] || /bin/bash \"$f\" leave",
+        layout::CONFIG_MOUNT,
+        layout::DRAIN_SCRIPT_KEY
+    );
+    let own = lifecycle(c).unwrap_or_default();
+    if let Some(user) = c
+        .life_cycle
+        .as_ref()
+        .and_then(|l| l.pre_stop_exec.as_deref())
+        .filter(|s| !s.trim().is_empty())
+    {
+        script.push('\n');
+        script.push_str(user);
+    }
+    Lifecycle {
+        pre_stop: Some(LifecycleHandler {
+            exec: Some(ExecAction {
+                command: Some(vec!["/bin/sh".into(), "-c".into(), script]),
+            }),
+            ..Default::default()
+        }),
+        ..own
+    }
 }
 
 pub(super) fn lifecycle(c: &MiniClusterContainer) -> Option<Lifecycle> {

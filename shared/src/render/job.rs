@@ -13,10 +13,10 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
     LabelSelector, LabelSelectorRequirement, ObjectMeta,
 };
 
-use crate::api::MiniClusterContainer;
+use crate::api::{MiniClusterContainer, defaults};
 use crate::layout;
 
-use super::containers::{env, image_pull_secrets, lifecycle, ports};
+use super::containers::{drain_lifecycle, env, image_pull_secrets, lifecycle, ports};
 use super::volumes::{empty_dir, key_to_path, mount, user_mount, user_volumes};
 use super::{Renderer, config_map_name, curve_secret_name, labels, non_empty};
 
@@ -93,8 +93,15 @@ impl Renderer<'_> {
             volumes: Some(self.volumes()),
             init_containers: Some(vec![self.view_container()]),
             containers,
+            // A leaving worker may wait the drain timeout for its jobs, then stop.
+            termination_grace_period_seconds: (self.drain_timeout() > 0)
+                .then(|| i64::from(self.drain_timeout()) + defaults::BROKER_STOP_SECONDS),
             ..self.pod_basics()
         }
+    }
+
+    fn drain_timeout(&self) -> i32 {
+        self.plan.spec.flux().drain_timeout_seconds()
     }
 
     fn affinity(&self) -> Affinity {
@@ -159,6 +166,9 @@ impl Renderer<'_> {
             key_to_path(layout::R_KEY, None),
             key_to_path(layout::INIT_SCRIPT_KEY, Some(0o755)),
         ];
+        if self.drain_timeout() > 0 {
+            items.push(key_to_path(layout::DRAIN_SCRIPT_KEY, Some(0o755)));
+        }
         for (i, c) in self.plan.spec.containers.iter().enumerate() {
             if i == self.plan.runner {
                 items.push(key_to_path(&layout::entrypoint_key(i, true), Some(0o755)));
@@ -259,7 +269,11 @@ impl Renderer<'_> {
             ports: ports(c),
             resources: c.resources.clone(),
             security_context: c.security_context.clone(),
-            lifecycle: lifecycle(c),
+            lifecycle: if runs_flux && self.drain_timeout() > 0 {
+                Some(drain_lifecycle(c))
+            } else {
+                lifecycle(c)
+            },
             // A terminal for `flux proxy` sessions and interactive brokers.
             stdin: Some(true),
             tty: Some(true),

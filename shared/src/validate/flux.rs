@@ -45,6 +45,14 @@ impl Validator {
                 format!("{t:?} must be a duration such as 5s, 500ms, 1m (or \"\" to omit it)"),
             );
         }
+        if let Some(t) = flux.drain_timeout_seconds {
+            check!(
+                self,
+                (0..=86_400).contains(&t),
+                "spec.flux.drainTimeoutSeconds",
+                format!("{t} must be between 0 (no draining) and 86400 (one day)"),
+            );
+        }
         let policy = flux.queue_policy();
         check!(
             self,

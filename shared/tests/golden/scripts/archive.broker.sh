@@ -100,9 +100,11 @@ else
       sleep 1
     done
   fi
+  drain_script="${FLUX_OPERATOR_CONFIG_DIR:-/flux_operator}/flux-drain.sh"
   echo 'flux-operator: starting Flux'
   while :; do
     flux_status=0
+    [ ! -f "$drain_script" ] || /bin/bash "$drain_script" rejoin &
     flux start "${broker_args[@]}" || flux_status=$?
     if [ "$flux_status" -eq 0 ]; then
       break

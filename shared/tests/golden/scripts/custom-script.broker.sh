@@ -111,7 +111,9 @@ echo worker
       sleep 1
     done
   fi
+  drain_script="${FLUX_OPERATOR_CONFIG_DIR:-/flux_operator}/flux-drain.sh"
   echo 'flux-operator: starting Flux'
+  [ ! -f "$drain_script" ] || /bin/bash "$drain_script" rejoin &
   # flux.completeWorkers: the broker is not restarted and the pod completes.
   flux start "${broker_args[@]}" || flux_status=$?
   if [ "$flux_status" -ne 0 ]; then
