@@ -564,6 +564,7 @@ async fn spokes_can_report() {
             size: 2,
             conditions: vec![],
             message: String::new(),
+            brokers_draining: 1,
         }],
         cluster_access: None,
     };

@@ -330,11 +330,13 @@ pub fn status(tracked: &Tracked, job: Option<&Job>) -> AssignmentStatus {
         size: tracked.size,
         conditions: Vec::new(),
         message: String::new(),
+        brokers_draining: 0,
     };
     let from_job = |status: &mut AssignmentStatus| {
         status.phase = burst_phase(job).into();
         if let Some(job) = job {
             status.brokers_ready = ready(job);
+            status.brokers_draining = job.status.as_ref().and_then(|s| s.terminating).unwrap_or(0);
             if let Some(p) = job.spec.as_ref().and_then(|s| s.parallelism) {
                 status.size = p;
             }
@@ -645,6 +647,14 @@ mod tests {
         assert_eq!(s.conditions[1].r#type, CONFIG_IDENTICAL);
         assert_eq!(s.conditions[1].status, "True");
         assert!(s.message.is_empty());
+
+        // A shrink in progress: the pods going are terminating (draining their Flux jobs).
+        let mut shrinking = j.clone();
+        if let Some(st) = shrinking.status.as_mut() {
+            st.terminating = Some(2);
+        }
+        let s = status(&tracked(Outcome::Applied), Some(&shrinking));
+        assert_eq!(s.brokers_draining, 2);
 
         // Job not there yet: pending, with the size the spoke applied.
         let s = status(&tracked(Outcome::Applied), None);

@@ -70,6 +70,11 @@ pub fn compute(
         .and_then(|j| j.spec.as_ref()?.parallelism)
         .unwrap_or(previous.size);
     let ready = job.and_then(|j| j.status.as_ref()?.ready).unwrap_or(0);
+    // Pods of a scale-down still terminating: their brokers drain their Flux jobs first.
+    let draining = job
+        .and_then(|j| j.status.as_ref()?.terminating)
+        .unwrap_or(0);
+    let leaving = crate::federation::bursts::leaving(draining);
     let finished = job.and_then(job_finished);
     let failed = job.and_then(|j| job_condition(j, "Failed"));
 
@@ -99,7 +104,7 @@ pub fn compute(
             "Ready",
             true,
             "BrokersReady",
-            format!("{ready}/{size} brokers ready"),
+            format!("{ready}/{size} brokers ready{leaving}"),
         ),
         minicluster_phase::SUCCEEDED => {
             cond("Ready", false, "Completed", "the Job completed".into())
@@ -165,6 +170,7 @@ pub fn compute(
         phase: Some(phase.to_string()),
         brokers: Some(format!("{ready}/{size}")),
         brokers_ready: ready,
+        brokers_draining: draining,
         observed_generation: generation,
         conditions: vec![ready_cond, progressing, degraded, failed_cond]
             .into_iter()
@@ -283,6 +289,17 @@ mod tests {
         let s = compute(&m, Some(4), Some(&job(2, 2, None)), None, &now(1));
         assert_eq!(s.phase.as_deref(), Some(minicluster_phase::RUNNING));
         assert_eq!(condition(&s, "Ready").status, "True");
+        // Scaled down from 4 to 2: two pods still terminate, draining their Flux jobs.
+        let mut shrinking = job(2, 2, None);
+        if let Some(st) = shrinking.status.as_mut() {
+            st.terminating = Some(2);
+        }
+        let s = compute(&m, Some(4), Some(&shrinking), None, &now(1));
+        assert_eq!(s.brokers_draining, 2);
+        assert_eq!(
+            condition(&s, "Ready").message,
+            "2/2 brokers ready; 2 brokers leaving, draining their Flux jobs first"
+        );
         let s = compute(
             &m,
             Some(4),

@@ -122,7 +122,12 @@ pub fn statuses(
                         match BurstPhase::try_from(r.phase).unwrap_or_default() {
                             BurstPhase::Running => (
                                 burst_phase::RUNNING,
-                                format!("{}/{} brokers ready", r.brokers_ready, r.size),
+                                format!(
+                                    "{}/{} brokers ready{}",
+                                    r.brokers_ready,
+                                    r.size,
+                                    leaving(r.brokers_draining)
+                                ),
                             ),
                             BurstPhase::Succeeded => {
                                 (burst_phase::SUCCEEDED, "the burst Job completed".to_string())
@@ -136,7 +141,12 @@ pub fn statuses(
                             ),
                             _ => (
                                 burst_phase::DISPATCHED,
-                                format!("brokers starting: {}/{} ready", r.brokers_ready, r.size),
+                                format!(
+                                    "brokers starting: {}/{} ready{}",
+                                    r.brokers_ready,
+                                    r.size,
+                                    leaving(r.brokers_draining)
+                                ),
                             ),
                         }
                     }
@@ -168,6 +178,11 @@ pub fn statuses(
                     0
                 } else {
                     reported.map_or(0, |r| r.brokers_ready)
+                },
+                brokers_draining: if v.deleting {
+                    0
+                } else {
+                    reported.map_or(0, |r| r.brokers_draining)
                 },
                 assigned_version: i64::try_from(v.assigned_version).unwrap_or(i64::MAX),
                 acknowledged_version: reported
@@ -301,6 +316,16 @@ pub fn events(previous: &[BurstStatus], current: &[BurstStatus]) -> Vec<BurstEve
         .collect()
 }
 
+/// The status message's note on `n` brokers leaving (they drain their Flux jobs first);
+/// empty for none.
+pub fn leaving(n: i32) -> String {
+    match n {
+        0 => String::new(),
+        1 => "; 1 broker leaving, draining its Flux jobs first".to_string(),
+        n => format!("; {n} brokers leaving, draining their Flux jobs first"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -405,6 +430,22 @@ mod tests {
             (burst_phase::RUNNING, 3, 4)
         );
         assert_eq!(running.last_seen, time(t));
+        // A shrink: the leaving brokers drain their Flux jobs first, and the status says so.
+        let mut shrinking = reported(BurstPhase::Running, 4, 1, t);
+        if let Some((r, _)) = shrinking.as_mut() {
+            (r.size, r.brokers_draining) = (1, 2);
+        }
+        let shrinking = one(BurstView {
+            report: shrinking,
+            ..view()
+        });
+        assert_eq!(
+            (shrinking.brokers_draining, shrinking.message.as_deref()),
+            (
+                2,
+                Some("1/1 brokers ready; 2 brokers leaving, draining their Flux jobs first")
+            )
+        );
         let invalid = one(BurstView {
             report: reported(BurstPhase::Invalid, 4, 0, t),
             ..view()

@@ -679,6 +679,7 @@ impl Registry {
             let significant = state.reports.get(&status.key).is_none_or(|(old, _)| {
                 old.phase != status.phase
                     || old.brokers_ready != status.brokers_ready
+                    || old.brokers_draining != status.brokers_draining
                     || old.size != status.size
                     || old.observed_version != status.observed_version
                     || old.message != status.message

@@ -32,6 +32,11 @@ pub struct MiniClusterStatus {
     #[serde(default)]
     pub brokers_ready: i32,
 
+    /// Broker pods of a scale-down still terminating: each drains its node in Flux and
+    /// waits for the jobs there (`flux.drainTimeoutSeconds`) before it stops.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub brokers_draining: i32,
+
     /// The generation of the spec this status describes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
@@ -117,6 +122,11 @@ pub struct BurstStatus {
     #[serde(default)]
     pub brokers_ready: i32,
 
+    /// Brokers leaving (a shrink): they drain their nodes in Flux and wait for the jobs
+    /// there (`flux.drainTimeoutSeconds`) before their pods stop.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub brokers_draining: i32,
+
     /// Version of the spoke's snapshot that last changed this burst (within the hub's
     /// current incarnation).
     #[serde(default)]
@@ -135,4 +145,9 @@ pub struct BurstStatus {
     /// Why the burst is in this phase.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
+}
+
+/// Whether a count is zero (serde: omit it).
+fn is_zero(n: &i32) -> bool {
+    *n == 0
 }
