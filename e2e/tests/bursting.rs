@@ -97,6 +97,17 @@ async fn an_elastic_burst_is_resized_in_place_within_its_max_size() {
     support::run_federated("burst-elastic", "e2e-spoke", elastic).await;
 }
 
+/// Bursting on demand, by hand, with real Flux: a MiniCluster whose burst starts at size 0
+/// (`maxSize` 2) runs its root instance; a job for all four hosts waits; `flux-hub burst
+/// scale` grows the burst to 2, the spoke resizes the suspended Job, its brokers (run from
+/// what the spoke wrote) join the running instance, and the waiting job runs on every root
+/// and burst host. On the testbed only (`FLUX_E2E_TESTBED`).
+#[tokio::test]
+#[ignore = "needs two clusters and the testbed: KUBECONFIG, SPOKE_KUBECONFIG, FLUX_E2E_TESTBED (scripts/e2e.sh)"]
+async fn a_burst_grown_by_flux_hub_burst_scale_joins_the_running_instance() {
+    support::run_federated("burst-grow", "e2e-spoke", grow).await;
+}
+
 /// Restarting the spoke, stopping the hub, restarting the spoke while the hub is away and
 /// bringing the hub back never deletes or re-creates the burst's objects.
 #[tokio::test]
@@ -527,6 +538,137 @@ async fn elastic(env: &TestEnv, fed: &Federation) -> Result<()> {
         "a burst put back runs in a new Job of its size: {:?}",
         shape(&job)
     );
+    Ok(())
+}
+
+async fn grow(env: &TestEnv, fed: &Federation) -> Result<()> {
+    dataplane::testbed()?;
+    let burst = burst_name(&env.ns);
+    let mut doc = minicluster(&burst, fed.spoke(), lead_address_override().as_deref());
+    doc["spec"]["flux"]["bursting"]["clusters"] =
+        json!([{"name": burst, "size": 0, "maxSize": 2, "cluster": fed.spoke()}]);
+    env.apply_minicluster(&doc).await?;
+    let mcs = env.api::<MiniCluster>();
+    let lead = env
+        .eventually("status.leadBroker", objects_deadline(), async || {
+            let mc = mcs.get(NAME).await?;
+            Ok(
+                match mc.status.as_ref().and_then(|s| s.lead_broker.clone()) {
+                    Some(l) if !l.address.is_empty() && l.port > 0 => Probe::Done(l),
+                    _ => Probe::Waiting(yaml(&mc.status)),
+                },
+            )
+        })
+        .await?;
+    let job: Job = wait_spoke_object(env, fed.spoke(), &burst).await?;
+    ensure!(
+        job.spec.as_ref().and_then(|s| s.suspend) == Some(true),
+        "a burst of size 0 is a suspended Job"
+    );
+
+    // The root instance runs alone; a job for every host waits for the burst.
+    let root_file = support::log_file(&format!("{}-root-objects.yaml", env.ns))?;
+    dataplane::export(&env.client, &env.ns, &root_file).await?;
+    let mut root = FluxRun::start(
+        &run_name(&env.ns, "root"),
+        &[&root_file],
+        &[
+            "--timeout".into(),
+            "240".into(),
+            "--nodeport-ip".into(),
+            lead.address.clone(),
+            "--serve-nodeport".into(),
+        ],
+    )?;
+    root.wait_for_output("NodePort emulation", secs(60)).await?;
+    let lead_pod = format!("{NAME}-0");
+    let root_hosts = dataplane::indexed(NAME, ROOT_SIZE);
+    overlay_wait(&root, &lead_pod, NAME, &root_hosts, None, overlay_up).await?;
+    let jobid = root.flux_submit(&lead_pod, NAME, "-N 4 hostname").await?;
+    let state = root
+        .flux_exec(
+            &lead_pod,
+            NAME,
+            &format!("flux jobs -no '{{state}}' {jobid}"),
+        )
+        .await?;
+    ensure!(
+        state.trim() == "SCHED",
+        "job {jobid} needs the burst's hosts, so it must wait (SCHED); it is {state:?}"
+    );
+
+    // Grow the burst through the hub's Admin API; the spoke resizes its Job in place.
+    let answer = fed
+        .burst_scale(&env.ns, NAME, &burst, 2)
+        .await?
+        .map_err(|e| anyhow::anyhow!("flux-hub burst scale failed: {e}"))?;
+    eprintln!("{}: flux-hub burst scale answered {answer}", env.ns);
+    let jobs = env.spoke_api::<Job>();
+    let uid = job.uid();
+    env.eventually(
+        "the burst's Job resized to 2 and resumed",
+        objects_deadline(),
+        async || {
+            let job = jobs.get(&burst).await?;
+            ensure!(job.uid() == uid, "the burst's Job was re-created");
+            let spec = job.spec.clone().unwrap_or_default();
+            Ok(
+                if spec.parallelism == Some(2) && spec.suspend == Some(false) {
+                    Probe::Done(())
+                } else {
+                    Probe::Waiting(format!("{:?} suspend {:?}", spec.parallelism, spec.suspend))
+                },
+            )
+        },
+    )
+    .await?;
+
+    // Its brokers, run from what the spoke wrote, join the running instance: the job runs.
+    let burst_file = support::log_file(&format!("{}-burst-objects.yaml", env.ns))?;
+    dataplane::export(&env.spoke_client(), &env.ns, &burst_file).await?;
+    let burst_run = FluxRun::start(
+        &run_name(&env.ns, "burst"),
+        &[&burst_file],
+        &[
+            "--timeout".into(),
+            "240".into(),
+            "--attach".into(),
+            lead.address.clone(),
+        ],
+    )?;
+    let mut hosts = root_hosts.clone();
+    hosts.extend(dataplane::indexed(&burst, 2));
+    let joined = overlay_wait(
+        &root,
+        &lead_pod,
+        NAME,
+        &hosts,
+        Some(&burst_run),
+        overlay_full,
+    )
+    .await?;
+    eprintln!(
+        "{}: the grown burst joined {joined:?} after it started",
+        env.ns
+    );
+    let out = root
+        .flux_exec(&lead_pod, NAME, &format!("flux job attach {jobid}"))
+        .await?;
+    let missing: Vec<&String> = hosts
+        .iter()
+        .filter(|h| !out.lines().any(|l| l == h.as_str()))
+        .collect();
+    ensure!(
+        missing.is_empty(),
+        "job {jobid} did not run on {missing:?}:\n{out}"
+    );
+    root.flux_exec(&lead_pod, NAME, "flux shutdown --quiet")
+        .await?;
+    root.finish(secs(120)).await?.all_succeeded(&root_hosts)?;
+    burst_run
+        .finish(secs(120))
+        .await?
+        .all_succeeded(&dataplane::indexed(&burst, 2))?;
     Ok(())
 }
 
