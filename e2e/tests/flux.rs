@@ -461,6 +461,128 @@ async fn a_leaving_worker_drains_and_waits_for_its_jobs() {
     .await;
 }
 
+/// Bursting on demand: the lead broker of an autoscaled MiniCluster runs the queue
+/// reporter the hub reads; with real Flux (the root's objects as the hub wrote them) it
+/// refuses a request without the instance's token, and with it answers what `flux` itself
+/// says: every host with its broker online or not and allocated or not, and the pending
+/// job with the nodes it waits for.
+#[tokio::test]
+#[ignore = "needs a cluster and the testbed: KUBECONFIG, FLUX_E2E_TESTBED (scripts/e2e.sh)"]
+async fn the_queue_reporter_answers_what_flux_says() {
+    support::run("flux-reporter", true, async |env| {
+        const NAME: &str = "demand";
+        let mut doc = minicluster(
+            NAME,
+            json!({"size": 2, "interactive": true, "flux": {"bursting": {
+                "leadAddress": "192.0.2.1",
+                "autoscale": {"scaleUpAfterSeconds": 5},
+                "clusters": [{"name": "grow", "size": 0, "maxSize": 2}],
+            }}}),
+            "",
+        );
+        doc["spec"]["containers"][0]
+            .as_object_mut()
+            .map(|c| c.remove("command"));
+        env.apply_minicluster(&doc).await?;
+        let name = run_name(&env.ns, "reporter");
+        let args = vec!["--timeout".to_string(), "240".into(), "--tail".into(), "60".into()];
+        let run = env.run_flux(NAME, &name, &args).await?;
+        let root = indexed(NAME, 2);
+        overlay_wait(&run, "demand-0", NAME, &root, None, overlay_up).await?;
+        let busy = run
+            .flux_submit("demand-0", NAME, "--requires=rank:1 sleep 60")
+            .await?;
+        run.flux_exec("demand-0", NAME, &format!("flux job wait-event -t 30 {busy} start"))
+            .await?;
+        let waiting = run.flux_submit("demand-0", NAME, "-N 4 hostname").await?;
+
+        let curl = "curl -s -w '\\n%{http_code}' http://127.0.0.1:8051/v1/queue";
+        let denied = run.flux_exec("demand-0", NAME, curl).await?;
+        ensure!(
+            denied.trim_end().ends_with("401"),
+            "without the token the reporter must refuse: {denied}"
+        );
+        let token = "$(python3 -c 'import hashlib; print(hashlib.sha256(b\"flux-operator reporter\\0\" + open(\"/flux_operator_curve/curve.cert\", \"rb\").read()).hexdigest())')";
+        let deadline = std::time::Instant::now() + secs(30);
+        let queue: Value = loop {
+            let out = run
+                .flux_exec(
+                    "demand-0",
+                    NAME,
+                    &format!("curl -sf -H \"Authorization: Bearer {token}\" http://127.0.0.1:8051/v1/queue"),
+                )
+                .await;
+            match out.map(|o| serde_json::from_str::<Value>(o.trim())) {
+                Ok(Ok(q)) => break q,
+                other if std::time::Instant::now() > deadline => {
+                    anyhow::bail!("the reporter never answered with a queue: {other:?}")
+                }
+                _ => tokio::time::sleep(secs(1)).await,
+            }
+        };
+        eprintln!("{}: reporter answered {queue}", env.ns);
+
+        // What flux itself says.
+        let hosts: Vec<(String, bool, bool)> = queue["hosts"]
+            .as_array()
+            .map(|hs| {
+                hs.iter()
+                    .map(|h| {
+                        (
+                            h["host"].as_str().unwrap_or_default().to_string(),
+                            h["online"] == true,
+                            h["allocated"] == true,
+                        )
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        let listed: Vec<&str> = hosts.iter().map(|(h, _, _)| h.as_str()).collect();
+        ensure!(
+            listed == ["demand-0", "demand-1", "grow-0", "grow-1"],
+            "every host of R in rank order: {listed:?}"
+        );
+        let online = run
+            .flux_exec("demand-0", NAME, "flux resource status -s online -no '{nodelist}'")
+            .await?;
+        let allocated = run
+            .flux_exec("demand-0", NAME, "flux resource list -s allocated -no '{nodelist}'")
+            .await?;
+        let expand = |hostlist: &str| -> Vec<String> {
+            flux_shared::hostlist::expand(hostlist.trim()).unwrap_or_default()
+        };
+        for (host, up, busy_here) in &hosts {
+            ensure!(
+                *up == expand(&online).contains(host),
+                "online of {host}: reporter {up}, flux {online:?}"
+            );
+            ensure!(
+                *busy_here == expand(&allocated).contains(host),
+                "allocated of {host}: reporter {busy_here}, flux {allocated:?}"
+            );
+        }
+        let pending = run
+            .flux_exec("demand-0", NAME, "flux jobs --filter=pending -no '{id.dec} {nnodes}'")
+            .await?;
+        let reported: Vec<String> = queue["pending"]
+            .as_array()
+            .map(|js| {
+                js.iter()
+                    .map(|j| format!("{} {}", j["id"], j["nodes"]))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let flux_says: Vec<String> = pending.lines().map(|l| l.trim().to_string()).collect();
+        ensure!(
+            reported == flux_says,
+            "pending jobs: reporter {reported:?}, flux {flux_says:?} (waiting job {waiting})"
+        );
+        run.flux_exec("demand-0", NAME, "flux shutdown --quiet").await?;
+        run.finish(run_deadline()).await?.all_succeeded(&root)
+    })
+    .await;
+}
+
 /// `flux.brokerConfig`: the brokers run with the given config, not a generated one (its
 /// distinctive `tbon.connect_timeout` is what `flux config get` answers), and the worker
 /// joins through the config's own `default_connect`.

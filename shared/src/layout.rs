@@ -15,6 +15,8 @@ pub const BROKER_TOML_KEY: &str = "broker.toml";
 pub const R_KEY: &str = "R";
 /// Key of the drain script (the broker container's preStop hook) in the ConfigMap.
 pub const DRAIN_SCRIPT_KEY: &str = "flux-drain.sh";
+/// Key of the queue reporter (bursting on demand) in the ConfigMap.
+pub const REPORTER_SCRIPT_KEY: &str = "flux-reporter.py";
 /// Key of the init container's script in the ConfigMap.
 pub const INIT_SCRIPT_KEY: &str = "flux-init.sh";
 /// Fallback home directory (an emptyDir) for images whose HOME is `/`.

@@ -29,6 +29,22 @@ const DATA_ONLY_NOTES: &str = "SC2016,SC1003";
 
 const CASES: &[Case] = &[
     Case {
+        name: "on-demand",
+        yaml: r#"
+metadata: {name: on-demand, namespace: default}
+spec:
+  size: 2
+  interactive: true
+  flux:
+    bursting:
+      autoscale: {scaleUpAfterSeconds: 30}
+      clusters: [{name: gke, size: 0, maxSize: 8}]
+  containers:
+    - image: rockylinux:9
+"#,
+        burst: false,
+    },
+    Case {
         name: "hello-world",
         yaml: r#"
 metadata: {name: flux-sample, namespace: default}
@@ -341,6 +357,9 @@ fn render(case: &Case) -> Vec<(String, String)> {
     if let Some(drain) = scripts::drain_script(&plan, &target) {
         out.push((format!("{}.drain.sh", case.name), drain));
     }
+    if let Some(reporter) = scripts::reporter_script(&plan, &target) {
+        out.push((format!("{}.reporter.py", case.name), reporter));
+    }
     for (i, c) in plan.spec.containers.iter().enumerate() {
         if i != plan.runner && !c.no_wrap_entrypoint.unwrap_or(false) {
             out.push((
@@ -388,7 +407,10 @@ fn scripts_are_deterministic() {
 
 #[test]
 fn scripts_pass_bash_syntax_check() {
-    for (file, script) in all_scripts() {
+    for (file, script) in all_scripts()
+        .into_iter()
+        .filter(|(f, _)| !f.ends_with(".py"))
+    {
         let mut child = Command::new("bash")
             .arg("-n")
             .stdin(Stdio::piped())
@@ -410,6 +432,36 @@ fn scripts_pass_bash_syntax_check() {
     }
 }
 
+/// The queue reporters parse as Python (the interpreter of `flux python` is Python 3).
+#[test]
+fn reporters_are_valid_python() {
+    let reporters: Vec<_> = all_scripts()
+        .into_iter()
+        .filter(|(f, _)| f.ends_with(".py"))
+        .collect();
+    assert!(!reporters.is_empty(), "a case renders a reporter");
+    for (file, script) in reporters {
+        let mut child = Command::new("python3")
+            .args(["-c", "import ast, sys; ast.parse(sys.stdin.read())"])
+            .stdin(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("run python3");
+        child
+            .stdin
+            .take()
+            .expect("stdin")
+            .write_all(script.as_bytes())
+            .expect("write script");
+        let out = child.wait_with_output().expect("wait for python3");
+        assert!(
+            out.status.success(),
+            "{file}: not valid Python:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
 #[test]
 fn scripts_pass_shellcheck() {
     let version = Command::new("shellcheck").arg("--version").output();
@@ -418,7 +470,10 @@ fn scripts_pass_shellcheck() {
         "shellcheck is required for this test: install it (apt-get install -y shellcheck)"
     );
     let mut failures = Vec::new();
-    for (file, script) in all_scripts() {
+    for (file, script) in all_scripts()
+        .into_iter()
+        .filter(|(f, _)| !f.ends_with(".py"))
+    {
         let mut cmd = Command::new("shellcheck");
         cmd.args(["--shell=bash", "--severity=style"]);
         if is_hostile(&file) {

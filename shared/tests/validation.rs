@@ -321,6 +321,31 @@ fn bursting_rules() {
         "a burst scaled to 0 is valid"
     );
     assert_rejects(
+        &format!(
+            "  flux: {{bursting: {{clusters: [{{name: b, size: 1, minSize: 4, maxSize: 3}}]}}}}\n{c}"
+        ),
+        "spec.flux.bursting.clusters[0].minSize",
+        "4 must be between 0 and the burst's maxSize 3",
+    );
+    assert_rejects(
+        &format!("  flux: {{drainTimeoutSeconds: -5}}\n{c}"),
+        "spec.flux.drainTimeoutSeconds",
+        "between 0 (no draining) and 86400",
+    );
+    assert_rejects(
+        &format!("  flux: {{bursting: {{autoscale: {{}}}}}}\n{c}"),
+        "spec.flux.bursting.autoscale",
+        "needs bursting.clusters on a root instance",
+    );
+    assert!(
+        errors(&format!(
+            "  flux: {{bursting: {{autoscale: {{maxStep: 2}}, clusters: [{{name: b, size: 0, minSize: 1, maxSize: 3}}]}}}}\n{c}"
+        ))
+        .iter()
+        .all(|e| !e.contains("autoscale") && !e.contains("minSize")),
+        "autoscale with bursts is valid (a size below minSize is raised by the autoscaler)"
+    );
+    assert_rejects(
         &format!("  flux: {{bursting: {{clusters: [{{name: flux-sample, size: 2}}]}}}}\n{c}"),
         "spec.flux.bursting.clusters[0].name",
         "differ from the MiniCluster's own name",

@@ -98,6 +98,7 @@ impl RunOptions {
 }
 
 mod apply;
+pub mod autoscaler;
 pub mod cache;
 pub mod context;
 mod desired;

@@ -384,6 +384,7 @@ async fn run_controller(
         .context("the federation registry's change stream was taken twice")?
         .map(|(ns, name)| reflector::ObjectRef::<MiniCluster>::new(&name).within(&ns));
     let mc_synced = mc_store.clone();
+    let autoscaler = super::autoscaler::run(ctx.clone(), mc_store.clone());
     let controller = Controller::for_stream(mc_events, mc_store)
         .with_config(controller::Config::default().concurrency(opts.concurrency))
         .owns_shared_stream(triggers.jobs)
@@ -438,6 +439,7 @@ async fn run_controller(
     };
     tokio::select! {
         () = controller => Ok(()),
+        () = autoscaler => Ok(()),
         () = forced_stop => Ok(()),
         result = lost => result.context("lost leadership; exiting so another replica takes over"),
         result = grpc_ended => result,

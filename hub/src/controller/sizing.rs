@@ -164,6 +164,7 @@ fn pin_bursts(
                 size: Some(0),
                 max_size: Some(l.max_size),
                 cluster: None,
+                min_size: None,
             }),
     );
     // Ranks follow the frozen order, whatever order the spec lists the bursts in.

@@ -6,7 +6,6 @@ use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
 
-use flux_shared::api::MiniCluster;
 use flux_shared::federation::Authenticator;
 use flux_shared::federation::proto::admin_server::Admin;
 use flux_shared::federation::proto::spoke_server::Spoke;
@@ -17,8 +16,6 @@ use flux_shared::federation::proto::{
 };
 use flux_shared::federation::tls::{ServerSecurity, TransportSettings};
 use futures::{Stream, StreamExt};
-use kube::api::{Patch, PatchParams};
-use kube::{Api, ResourceExt as _};
 use tokio_stream::wrappers::WatchStream;
 use tonic::{Request, Response, Status};
 use tracing::{Instrument as _, info, info_span, warn};
@@ -36,10 +33,6 @@ fn not_ready() -> Status {
         "the hub is not serving assignments yet (rebuilding its state from the API server, or not the leader); retry",
     )
 }
-
-/// How often `ScaleBurst` reads the MiniCluster again after its patch lost a race with
-/// another writer (the controller's finalizer, `kubectl edit`).
-const SCALE_ATTEMPTS: usize = 3;
 
 /// Both services, sharing the registry; `Admin.ScaleBurst` writes MiniClusters with
 /// `client`.
@@ -204,8 +197,7 @@ impl Admin for Services {
 }
 
 impl Services {
-    /// `ScaleBurst`: read the MiniCluster, decide ([`scale::decide`]), and patch its spec
-    /// guarded by the resourceVersion read; a lost race reads and decides again.
+    /// `ScaleBurst`, for admin `admin` ([`scale::set_size`]).
     async fn scale(
         &self,
         admin: &str,
@@ -216,66 +208,35 @@ impl Services {
                 "namespace, name and burst are required",
             ));
         }
-        let key = format!("{}/{}", req.namespace, req.name);
         if let Some(only) = self.namespace.as_deref().filter(|ns| *ns != req.namespace) {
             return Err(Status::not_found(format!(
-                "MiniCluster {key}: this hub manages namespace {only} only"
+                "MiniCluster {}/{}: this hub manages namespace {only} only",
+                req.namespace, req.name
             )));
         }
-        let api: Api<MiniCluster> = Api::namespaced(self.client.clone(), &req.namespace);
         // The field manager names the admin, so managedFields shows who scaled.
-        let manager: String = format!("flux-hub-admin:{admin}")
-            .chars()
-            .take(128)
-            .collect();
-        for _ in 0..SCALE_ATTEMPTS {
-            let mc = api
-                .get_opt(&req.name)
+        let manager = format!("flux-hub-admin:{admin}");
+        let target = scale::Target {
+            namespace: &req.namespace,
+            name: &req.name,
+            burst: &req.burst,
+        };
+        let (change, generation) =
+            scale::set_size(&self.client, &self.metrics, &target, req.size, &manager)
                 .await
-                .map_err(|e| api_status(&format!("reading MiniCluster {key}"), e))?
-                .ok_or_else(|| Status::not_found(format!("MiniCluster {key} not found")))?;
-            let change = scale::decide(&mc, &req.burst, req.size)
-                .map_err(|r| Status::new(r.code, r.message))?;
-            let mut response = ScaleBurstResponse {
-                previous_size: change.previous,
-                size: change.size,
-                max_size: change.max_size,
-                generation: mc.metadata.generation.unwrap_or_default(),
-                spoke: change.spoke.clone(),
-            };
-            if change.is_noop() {
-                info!(size = change.size, "burst already at this size");
-                return Ok(response);
-            }
-            let patch = change.patch(&mc.resource_version().unwrap_or_default());
-            let params = PatchParams {
-                field_manager: Some(manager.clone()),
-                ..Default::default()
-            };
-            match api
-                .patch(&req.name, &params, &Patch::<()>::Json(patch))
-                .await
-            {
-                Ok(stored) => {
-                    self.metrics.api_write("MiniCluster", "patch");
-                    response.generation = stored.metadata.generation.unwrap_or_default();
-                    info!(
-                        previous = change.previous,
-                        size = change.size,
-                        generation = response.generation,
-                        "burst scaled"
-                    );
-                    return Ok(response);
-                }
-                Err(kube::Error::Api(e)) if e.code == 409 => {
-                    info!("the MiniCluster changed while scaling; reading it again");
-                }
-                Err(e) => return Err(api_status(&format!("patching MiniCluster {key}"), e)),
-            }
-        }
-        Err(Status::aborted(format!(
-            "MiniCluster {key} kept changing while scaling ({SCALE_ATTEMPTS} attempts); retry"
-        )))
+                .map_err(|e| match e {
+                    scale::SetSizeError::Refused(r) => Status::new(r.code, r.message),
+                    scale::SetSizeError::NotFound(m) => Status::not_found(m),
+                    scale::SetSizeError::KeptChanging(m) => Status::aborted(m),
+                    scale::SetSizeError::Api { doing, error } => api_status(&doing, error),
+                })?;
+        Ok(ScaleBurstResponse {
+            previous_size: change.previous,
+            size: change.size,
+            max_size: change.max_size,
+            generation,
+            spoke: change.spoke,
+        })
     }
 }
 

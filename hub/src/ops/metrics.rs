@@ -38,6 +38,17 @@ struct ErrorLabels {
 
 /// Labels of `flux_hub_api_writes_total`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct OutcomeLabels {
+    outcome: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ChangeLabels {
+    direction: String,
+    reason: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct WriteLabels {
     kind: String,
     verb: String,
@@ -60,6 +71,9 @@ pub struct Metrics {
     reports_received: Counter,
     spokes_connected: Gauge,
     assignments: Gauge,
+    autoscale_decisions: Family<OutcomeLabels, Counter>,
+    autoscale_changes: Family<ChangeLabels, Counter>,
+    autoscale_pending_to_online: Histogram,
 }
 
 impl Metrics {
@@ -75,6 +89,10 @@ impl Metrics {
         let reports_received = Counter::default();
         let spokes_connected = Gauge::default();
         let assignments = Gauge::default();
+        let autoscale_decisions = Family::<OutcomeLabels, Counter>::default();
+        let autoscale_changes = Family::<ChangeLabels, Counter>::default();
+        let autoscale_pending_to_online =
+            Histogram::new(exponential_buckets_range(1.0, 3600.0, 16));
 
         let mut registry = Registry::default();
         // Counters get their `_total` suffix, and metrics with a unit their `_seconds`
@@ -130,6 +148,22 @@ impl Metrics {
             "Burst assignments over all spokes",
             assignments.clone(),
         );
+        registry.register(
+            "flux_hub_autoscale_decisions",
+            "Autoscaling polls of a lead broker's queue, by outcome (grow, shrink, none, unsatisfiable, refused, unreachable, error)",
+            autoscale_decisions.clone(),
+        );
+        registry.register(
+            "flux_hub_autoscale_burst_changes",
+            "Burst size changes made by the autoscaler, by direction and reason",
+            autoscale_changes.clone(),
+        );
+        registry.register_with_unit(
+            "flux_hub_autoscale_pending_to_online",
+            "From the submission of a job that made bursts grow to every new burst broker online",
+            Unit::Seconds,
+            autoscale_pending_to_online.clone(),
+        );
 
         Metrics {
             registry,
@@ -143,7 +177,35 @@ impl Metrics {
             reports_received,
             spokes_connected,
             assignments,
+            autoscale_decisions,
+            autoscale_changes,
+            autoscale_pending_to_online,
         }
+    }
+
+    /// Counts an autoscaling poll by its outcome (a short fixed word).
+    pub fn autoscale_decision(&self, outcome: &str) {
+        self.autoscale_decisions
+            .get_or_create(&OutcomeLabels {
+                outcome: outcome.to_owned(),
+            })
+            .inc();
+    }
+
+    /// Counts a burst size change made by the autoscaler: `direction` `up` or `down`,
+    /// `reason` `jobs_waiting` or `idle`.
+    pub fn autoscale_change(&self, direction: &str, reason: &str) {
+        self.autoscale_changes
+            .get_or_create(&ChangeLabels {
+                direction: direction.to_owned(),
+                reason: reason.to_owned(),
+            })
+            .inc();
+    }
+
+    /// Observes how long a job that made bursts grow waited for the new brokers.
+    pub fn autoscale_pending_to_online(&self, seconds: f64) {
+        self.autoscale_pending_to_online.observe(seconds);
     }
 
     /// Counts a snapshot sent to a spoke.

@@ -48,6 +48,16 @@ pub const DRAIN_TIMEOUT_SECONDS: i32 = 300;
 /// Seconds a broker gets to stop after its drain (added to the drain timeout for the pod's
 /// `terminationGracePeriodSeconds`; Kubernetes' own default grace).
 pub const BROKER_STOP_SECONDS: i64 = 30;
+/// `autoscale.scaleUpAfterSeconds`.
+pub const SCALE_UP_AFTER_SECONDS: i32 = 30;
+/// `autoscale.scaleDownAfterSeconds`.
+pub const SCALE_DOWN_AFTER_SECONDS: i32 = 300;
+/// `autoscale.maxStep`.
+pub const AUTOSCALE_MAX_STEP: i32 = 4;
+/// `autoscale.intervalSeconds`.
+pub const AUTOSCALE_INTERVAL_SECONDS: i32 = 10;
+/// Port of the queue reporter the lead broker runs for bursting on demand.
+pub const REPORTER_PORT: i32 = 8051;
 /// Port the brokers listen on.
 pub const BROKER_PORT: i32 = 8050;
 /// Default pod restart policy.

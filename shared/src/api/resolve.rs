@@ -23,6 +23,8 @@ pub struct ResolvedBurst {
     pub max_size: i32,
     /// Spoke cluster that runs it (the burst's name by default).
     pub cluster: String,
+    /// With autoscale, the fewest brokers the hub shrinks it to (`minSize`, default 0).
+    pub min_size: i32,
     /// Removed from a running MiniCluster's spec: its hosts keep their ranks (the running
     /// brokers know them), but it runs nowhere. Only the hub sets it
     /// ([`crate::plan::Plan::retire`]); a spec never does.
@@ -125,11 +127,25 @@ impl MiniClusterSpec {
                     size,
                     max_size: c.max_size.unwrap_or(size),
                     cluster: c.cluster.clone().unwrap_or_else(|| name.clone()),
+                    min_size: c.min_size.unwrap_or(0),
                     name,
                     retired: false,
                 }
             })
             .collect()
+    }
+
+    /// Bursting on demand, for a root instance that declares bursts (a MiniCluster that
+    /// joins a lead broker or names its hosts verbatim has none to scale).
+    pub fn autoscale(&self) -> Option<&Autoscale> {
+        let bursting = self.flux.as_ref()?.bursting.as_ref()?;
+        if bursting.clusters.is_empty()
+            || self.lead_broker().is_some()
+            || self.custom_hostlist().is_some()
+        {
+            return None;
+        }
+        bursting.autoscale.as_ref()
     }
 
     /// Index of the container that runs Flux: the only container; else the one with
@@ -346,4 +362,38 @@ impl Commands {
     pub fn hook(value: &Option<String>) -> Option<&str> {
         value.as_deref().filter(|v| !v.trim().is_empty())
     }
+}
+
+impl Autoscale {
+    /// `scaleUpAfterSeconds`, defaulted.
+    pub fn scale_up_after(&self) -> std::time::Duration {
+        secs(
+            self.scale_up_after_seconds,
+            defaults::SCALE_UP_AFTER_SECONDS,
+        )
+    }
+
+    /// `scaleDownAfterSeconds`, defaulted.
+    pub fn scale_down_after(&self) -> std::time::Duration {
+        secs(
+            self.scale_down_after_seconds,
+            defaults::SCALE_DOWN_AFTER_SECONDS,
+        )
+    }
+
+    /// `maxStep`, defaulted (at least 1).
+    pub fn max_step(&self) -> i32 {
+        self.max_step.unwrap_or(defaults::AUTOSCALE_MAX_STEP).max(1)
+    }
+
+    /// `intervalSeconds`, defaulted (at least 1 s).
+    pub fn interval(&self) -> std::time::Duration {
+        secs(self.interval_seconds, defaults::AUTOSCALE_INTERVAL_SECONDS)
+            .max(std::time::Duration::from_secs(1))
+    }
+}
+
+/// `value` seconds (never negative), else `default`.
+fn secs(value: Option<i32>, default: i32) -> std::time::Duration {
+    std::time::Duration::from_secs(u64::try_from(value.unwrap_or(default)).unwrap_or(0))
 }

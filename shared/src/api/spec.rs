@@ -354,6 +354,39 @@ pub struct Bursting {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 64))]
     pub clusters: Vec<BurstCluster>,
+
+    /// Bursting on demand (off when absent): the hub grows bursts, in declared order and
+    /// within each one's `maxSize`, when jobs wait for more nodes than the instance has,
+    /// and shrinks a burst (its leaving brokers drain first) after its nodes were idle.
+    /// The hub then owns each burst's `size`, between its `minSize` and `maxSize`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub autoscale: Option<Autoscale>,
+}
+
+/// Settings of bursting on demand.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, KubeSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Autoscale {
+    /// Grow when a job has waited this long for nodes the instance does not have
+    /// (default 30).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0, max = 86400))]
+    pub scale_up_after_seconds: Option<i32>,
+
+    /// Shrink a burst after its highest nodes were idle this long (default 300).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0, max = 86400))]
+    pub scale_down_after_seconds: Option<i32>,
+
+    /// The most brokers one decision adds to or removes from a burst (default 4).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 1000))]
+    pub max_step: Option<i32>,
+
+    /// How often the hub reads the instance's queue from the lead broker (default 10).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 3600))]
+    pub interval_seconds: Option<i32>,
 }
 
 /// One burst cluster: hosts `<name>-0 .. <name>-(maxSize-1)`, of which the first `size`
@@ -384,6 +417,11 @@ pub struct BurstCluster {
     /// Spoke cluster that runs this burst (default: the burst's name).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cluster: Option<String>,
+
+    /// With `autoscale`: the fewest brokers the hub shrinks this burst to (default 0).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
+    pub min_size: Option<i32>,
 }
 
 /// The lead broker a burst MiniCluster joins.

@@ -25,6 +25,9 @@ impl Renderer<'_> {
         if let Some(drain) = scripts::drain_script(self.plan, self.target) {
             data.insert(layout::DRAIN_SCRIPT_KEY.to_string(), drain);
         }
+        if let Some(reporter) = scripts::reporter_script(self.plan, self.target) {
+            data.insert(layout::REPORTER_SCRIPT_KEY.to_string(), reporter);
+        }
         for (i, c) in self.plan.spec.containers.iter().enumerate() {
             if i == self.plan.runner {
                 data.insert(

@@ -169,6 +169,9 @@ impl Renderer<'_> {
         if self.drain_timeout() > 0 {
             items.push(key_to_path(layout::DRAIN_SCRIPT_KEY, Some(0o755)));
         }
+        if self.target.is_root() && self.plan.spec.autoscale().is_some() {
+            items.push(key_to_path(layout::REPORTER_SCRIPT_KEY, Some(0o755)));
+        }
         for (i, c) in self.plan.spec.containers.iter().enumerate() {
             if i == self.plan.runner {
                 items.push(key_to_path(&layout::entrypoint_key(i, true), Some(0o755)));

@@ -64,6 +64,15 @@ impl Validator {
             if let Some(cluster) = declared.cluster.as_deref() {
                 self.dns_label(cluster, format!("{field}.cluster"));
             }
+            check!(
+                self,
+                (0..=b.max_size).contains(&b.min_size),
+                format!("{field}.minSize"),
+                format!(
+                    "{} must be between 0 and the burst's maxSize {}",
+                    b.min_size, b.max_size
+                ),
+            );
             if is_dns_label(&b.name) && b.max_size >= 1 {
                 let longest = format!("{}-{}", b.name, b.max_size - 1);
                 check!(
@@ -73,6 +82,12 @@ impl Validator {
                     format!("is too long: host {longest:?} would exceed 63 characters"),
                 );
             }
+        }
+        if bursting.is_some_and(|b| b.autoscale.is_some()) && spec.autoscale().is_none() {
+            self.err(
+                "spec.flux.bursting.autoscale",
+                "needs bursting.clusters on a root instance (no leadBroker, no hostlist): there is nothing else to scale",
+            );
         }
         if let Some(b) = bursting {
             let root_with_bursts = !clusters.is_empty() && spec.lead_broker().is_none();

@@ -1,0 +1,6 @@
+//! Bursting on demand (`spec.flux.bursting.autoscale`): the lead broker's queue reporter
+//! is read ([`queue`]), a pure policy decides the bursts' sizes ([`policy`]), and the
+//! controller's autoscaler patches the MiniCluster's spec with them.
+
+pub mod policy;
+pub mod queue;

@@ -1,0 +1,197 @@
+//! The autoscaler: every MiniCluster with `flux.bursting.autoscale` has its lead broker's
+//! queue read every `intervalSeconds` ([`crate::autoscale::queue`]); the pure policy
+//! ([`crate::autoscale::policy`]) decides its bursts' sizes, and the changes are patched
+//! into the MiniCluster's spec like `flux-hub burst scale` does, so the API object stays
+//! the source of truth and the reconcile and the spokes do the rest. One Event per change.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use flux_shared::api::MiniCluster;
+use kube::runtime::events::EventType;
+use kube::runtime::reflector::Store;
+use tracing::{Instrument as _, info, info_span, warn};
+
+use super::context::{Context, mc_key};
+use super::desired::stored_certificate;
+use super::{events, sizing};
+use crate::autoscale::{policy, queue};
+use crate::federation::McKey;
+use crate::federation::scale::{self, SetSizeError};
+
+/// How long one read of a reporter may take.
+const FETCH_TIMEOUT: Duration = Duration::from_secs(3);
+/// Field manager of the autoscaler's size patches.
+const MANAGER: &str = "flux-hub-autoscaler";
+
+/// What the autoscaler remembers of one MiniCluster between polls.
+#[derive(Default)]
+pub struct Tracked {
+    next: Option<Instant>,
+    idle_since: HashMap<String, f64>,
+    /// Hosts added for a waiting job, and when that job was submitted.
+    growing: Vec<(Vec<String>, f64)>,
+    last_note: Option<String>,
+}
+
+/// Runs until the hub stops: polls every autoscaled MiniCluster of `miniclusters` when due.
+pub async fn run(ctx: Arc<Context>, miniclusters: Store<MiniCluster>) {
+    let mut tracked: HashMap<McKey, Tracked> = HashMap::new();
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        let now = Instant::now();
+        let mut seen = Vec::new();
+        for mc in miniclusters.state() {
+            let Some(settings) = mc.spec.autoscale() else {
+                continue;
+            };
+            if mc.metadata.deletion_timestamp.is_some() {
+                continue;
+            }
+            let key = mc_key(&mc);
+            seen.push(key.clone());
+            let state = tracked.entry(key.clone()).or_default();
+            if state.next.is_some_and(|next| now < next) {
+                continue;
+            }
+            state.next = Some(now + settings.interval());
+            let span = info_span!("autoscale", namespace = %key.0, name = %key.1);
+            poll(&ctx, &mc, state, &queue::address)
+                .instrument(span)
+                .await;
+        }
+        tracked.retain(|k, _| seen.contains(k));
+    }
+}
+
+/// One poll of one MiniCluster: read its queue (at the address `reporter` gives for its
+/// plan: [`queue::address`] in the cluster), decide, apply.
+pub async fn poll(
+    ctx: &Context,
+    mc: &MiniCluster,
+    state: &mut Tracked,
+    reporter: &dyn Fn(&flux_shared::plan::Plan) -> String,
+) {
+    let (ns, name) = mc_key(mc);
+    let Some(settings) = mc.spec.autoscale() else {
+        return;
+    };
+    // The spec the reconcile applies: a refused change is not scaled on top of.
+    let plan = match sizing::effective(mc).map(|e| e.plan()) {
+        Ok(Ok(plan)) => plan,
+        Ok(Err(_)) | Err(_) => {
+            ctx.metrics.autoscale_decision("refused");
+            return;
+        }
+    };
+    let Some(cert) = stored_certificate(ctx, &ns, &name) else {
+        // No Secret yet: the instance is not there either.
+        return;
+    };
+    let address = reporter(&plan);
+    let queue = match queue::fetch(&address, &queue::token(&cert), FETCH_TIMEOUT).await {
+        Ok(q) => q,
+        Err(error) => {
+            ctx.metrics.autoscale_decision("unreachable");
+            info!(%error, "queue not read");
+            return;
+        }
+    };
+    state.idle_since = policy::remember_idle(&state.idle_since, &queue);
+    state.growing.retain(|(hosts, submitted)| {
+        let online = hosts
+            .iter()
+            .all(|h| queue.hosts.iter().any(|q| &q.host == h && q.online));
+        if online {
+            ctx.metrics
+                .autoscale_pending_to_online((queue.now - submitted).max(0.0));
+        }
+        // Give up on growths that never came online within a day.
+        !online && queue.now - submitted < 86_400.0
+    });
+    let bursts: Vec<policy::Burst> = plan
+        .bursts
+        .iter()
+        .filter(|b| !b.retired)
+        .map(|b| policy::Burst {
+            name: b.name.clone(),
+            size: b.size,
+            min: b.min_size,
+            max: b.max_size,
+        })
+        .collect();
+    let decision = policy::decide(
+        settings,
+        &plan.name,
+        plan.spec.size,
+        &bursts,
+        &queue,
+        &state.idle_since,
+    );
+    if decision.note != state.last_note {
+        if let Some(note) = &decision.note {
+            events::publish(ctx, mc, EventType::Warning, "BurstCannotHelp", note.clone()).await;
+        }
+        state.last_note = decision.note.clone();
+    }
+    let outcome = if decision.changes.is_empty() {
+        if decision.note.is_some() {
+            "unsatisfiable"
+        } else {
+            "none"
+        }
+    } else if decision.grows() {
+        "grow"
+    } else {
+        "shrink"
+    };
+    ctx.metrics.autoscale_decision(outcome);
+    for change in decision.changes {
+        let target = scale::Target {
+            namespace: &ns,
+            name: &name,
+            burst: &change.burst,
+        };
+        let up = change.to > change.from;
+        match scale::set_size(&ctx.client, &ctx.metrics, &target, change.to, MANAGER).await {
+            Ok(_) => {
+                ctx.metrics.autoscale_change(
+                    if up { "up" } else { "down" },
+                    if up { "jobs_waiting" } else { "idle" },
+                );
+                if let Some(submitted) = change.for_job_submitted {
+                    let hosts = (change.from..change.to)
+                        .map(|i| format!("{}-{i}", change.burst))
+                        .collect();
+                    state.growing.push((hosts, submitted));
+                }
+                events::publish(
+                    ctx,
+                    mc,
+                    EventType::Normal,
+                    if up {
+                        "BurstScaledUp"
+                    } else {
+                        "BurstScaledDown"
+                    },
+                    format!(
+                        "burst {}: size {} -> {}: {}",
+                        change.burst, change.from, change.to, change.reason
+                    ),
+                )
+                .await;
+            }
+            Err(SetSizeError::Refused(refusal)) => {
+                ctx.metrics.autoscale_decision("refused");
+                warn!(burst = %change.burst, reason = %refusal.message, "autoscaling refused");
+            }
+            Err(error) => {
+                ctx.metrics.autoscale_decision("error");
+                warn!(burst = %change.burst, %error, "autoscaling failed; next poll retries");
+            }
+        }
+    }
+}
