@@ -108,6 +108,18 @@ async fn a_burst_grown_by_flux_hub_burst_scale_joins_the_running_instance() {
     support::run_federated("burst-grow", "e2e-spoke", grow).await;
 }
 
+/// Bursting on demand, end to end with real Flux: an autoscaled MiniCluster whose burst
+/// starts at size 0 runs its root instance; a job for four nodes waits; the hub reads the
+/// lead broker's queue reporter (through a relay into the emulated pod, as a `kubectl
+/// port-forward` would, named by the `flux-framework.org/queue-reporter` annotation),
+/// grows the burst to 2 by itself (an Event says why), the spoke resizes its Job, the new
+/// brokers join and the job runs on every host. On the testbed only.
+#[tokio::test]
+#[ignore = "needs two clusters and the testbed: KUBECONFIG, SPOKE_KUBECONFIG, FLUX_E2E_TESTBED (scripts/e2e.sh)"]
+async fn the_autoscaler_grows_a_burst_for_a_waiting_job_and_it_runs() {
+    support::run_federated("burst-autoscale", "e2e-spoke", autoscale).await;
+}
+
 /// Restarting the spoke, stopping the hub, restarting the spoke while the hub is away and
 /// bringing the hub back never deletes or re-creates the burst's objects.
 #[tokio::test]
@@ -661,6 +673,157 @@ async fn grow(env: &TestEnv, fed: &Federation) -> Result<()> {
     ensure!(
         missing.is_empty(),
         "job {jobid} did not run on {missing:?}:\n{out}"
+    );
+    root.flux_exec(&lead_pod, NAME, "flux shutdown --quiet")
+        .await?;
+    root.finish(secs(120)).await?.all_succeeded(&root_hosts)?;
+    burst_run
+        .finish(secs(120))
+        .await?
+        .all_succeeded(&dataplane::indexed(&burst, 2))?;
+    Ok(())
+}
+
+async fn autoscale(env: &TestEnv, fed: &Federation) -> Result<()> {
+    dataplane::testbed()?;
+    let burst = burst_name(&env.ns);
+    let mut doc = minicluster(&burst, fed.spoke(), lead_address_override().as_deref());
+    doc["spec"]["flux"]["bursting"]["clusters"] =
+        json!([{"name": burst, "size": 0, "maxSize": 2, "cluster": fed.spoke()}]);
+    doc["spec"]["flux"]["bursting"]["autoscale"] = json!({
+        "scaleUpAfterSeconds": 2, "scaleDownAfterSeconds": 3600, "intervalSeconds": 1,
+    });
+    env.apply_minicluster(&doc).await?;
+    let mcs = env.api::<MiniCluster>();
+    let lead = env
+        .eventually("status.leadBroker", objects_deadline(), async || {
+            let mc = mcs.get(NAME).await?;
+            Ok(
+                match mc.status.as_ref().and_then(|s| s.lead_broker.clone()) {
+                    Some(l) if !l.address.is_empty() && l.port > 0 => Probe::Done(l),
+                    _ => Probe::Waiting(yaml(&mc.status)),
+                },
+            )
+        })
+        .await?;
+    let job: Job = wait_spoke_object(env, fed.spoke(), &burst).await?;
+    let uid = job.uid();
+
+    let root_file = support::log_file(&format!("{}-root-objects.yaml", env.ns))?;
+    dataplane::export(&env.client, &env.ns, &root_file).await?;
+    let mut root = FluxRun::start(
+        &run_name(&env.ns, "root"),
+        &[&root_file],
+        &[
+            "--timeout".into(),
+            "240".into(),
+            "--nodeport-ip".into(),
+            lead.address.clone(),
+            "--serve-nodeport".into(),
+        ],
+    )?;
+    root.wait_for_output("NodePort emulation", secs(60)).await?;
+    let lead_pod = format!("{NAME}-0");
+    let root_hosts = dataplane::indexed(NAME, ROOT_SIZE);
+    overlay_wait(&root, &lead_pod, NAME, &root_hosts, None, overlay_up).await?;
+
+    // The hub reads the reporter through a relay into the lead pod (it cannot reach the
+    // emulated pod network), named by the annotation.
+    let relay = root.relay(&lead_pod, NAME, 8051).await?;
+    mcs.patch(
+        NAME,
+        &kube::api::PatchParams::default(),
+        &kube::api::Patch::Merge(
+            json!({"metadata": {"annotations": {"flux-framework.org/queue-reporter": relay}}}),
+        ),
+    )
+    .await?;
+    let jobid = root.flux_submit(&lead_pod, NAME, "-N 4 hostname").await?;
+    let submitted = std::time::Instant::now();
+
+    let jobs = env.spoke_api::<Job>();
+    env.eventually(
+        "the autoscaler to grow the burst to 2 for the waiting job",
+        secs(90),
+        async || {
+            let job = jobs.get(&burst).await?;
+            ensure!(job.uid() == uid, "the burst's Job was re-created");
+            let spec = job.spec.clone().unwrap_or_default();
+            Ok(
+                if spec.parallelism == Some(2) && spec.suspend == Some(false) {
+                    Probe::Done(())
+                } else {
+                    Probe::Waiting(format!(
+                        "{:?} suspend {:?}; hub log tail:\n{}",
+                        spec.parallelism,
+                        spec.suspend,
+                        env.hub_log_tail(15)
+                    ))
+                },
+            )
+        },
+    )
+    .await?;
+    eprintln!(
+        "{}: burst grown to 2 by the autoscaler {:?} after job {jobid} was submitted (scaleUpAfterSeconds 2)",
+        env.ns,
+        submitted.elapsed()
+    );
+    let events = env
+        .api::<k8s_openapi::api::core::v1::Event>()
+        .list(&Default::default())
+        .await?;
+    let scaled = events
+        .items
+        .iter()
+        .find(|e| e.reason.as_deref() == Some("BurstScaledUp"))
+        .and_then(|e| e.message.clone());
+    ensure!(
+        scaled.as_deref().is_some_and(
+            |m| m.contains(&format!("burst {burst}: size 0 -> 2")) && m.contains("4 nodes")
+        ),
+        "a BurstScaledUp Event says why: {scaled:?}"
+    );
+
+    let burst_file = support::log_file(&format!("{}-burst-objects.yaml", env.ns))?;
+    dataplane::export(&env.spoke_client(), &env.ns, &burst_file).await?;
+    let burst_run = FluxRun::start(
+        &run_name(&env.ns, "burst"),
+        &[&burst_file],
+        &[
+            "--timeout".into(),
+            "240".into(),
+            "--attach".into(),
+            lead.address.clone(),
+        ],
+    )?;
+    let mut hosts = root_hosts.clone();
+    hosts.extend(dataplane::indexed(&burst, 2));
+    overlay_wait(
+        &root,
+        &lead_pod,
+        NAME,
+        &hosts,
+        Some(&burst_run),
+        overlay_full,
+    )
+    .await?;
+    let out = root
+        .flux_exec(&lead_pod, NAME, &format!("flux job attach {jobid}"))
+        .await?;
+    let missing: Vec<&String> = hosts
+        .iter()
+        .filter(|h| !out.lines().any(|l| l == h.as_str()))
+        .collect();
+    ensure!(
+        missing.is_empty(),
+        "job {jobid} did not run on {missing:?}:\n{out}"
+    );
+    eprintln!(
+        "{}: job {jobid} ran on {} {:?} after it was submitted",
+        env.ns,
+        hosts.join(", "),
+        submitted.elapsed()
     );
     root.flux_exec(&lead_pod, NAME, "flux shutdown --quiet")
         .await?;

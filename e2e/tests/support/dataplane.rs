@@ -318,6 +318,51 @@ impl FluxRun {
         ))
     }
 
+    /// A TCP relay on 127.0.0.1 to `port` inside `pod` (its own loopback): each
+    /// connection is piped through `run-rendered.sh --exec ... socat` into the pod, as
+    /// `kubectl port-forward` would. Its address; it serves until the test ends.
+    pub async fn relay(&self, pod: &str, container: &str, port: u16) -> Result<String> {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let address = listener.local_addr()?.to_string();
+        let (script, run, pod, container) = (
+            run_rendered()?,
+            self.name.clone(),
+            pod.to_string(),
+            container.to_string(),
+        );
+        tokio::spawn(async move {
+            while let Ok((socket, _)) = listener.accept().await {
+                let mut cmd = Command::new(&script);
+                cmd.args(["--exec", &run, &pod, "-c", &container, "--"])
+                    .args(["socat", "-", &format!("TCP:127.0.0.1:{port}")])
+                    .stdin(Stdio::piped())
+                    .stdout(Stdio::piped())
+                    .stderr(Stdio::null())
+                    .kill_on_drop(true);
+                let Ok(mut child) = cmd.spawn() else { continue };
+                tokio::spawn(async move {
+                    use tokio::io::AsyncWriteExt as _;
+                    let (Some(mut stdin), Some(mut stdout)) =
+                        (child.stdin.take(), child.stdout.take())
+                    else {
+                        return;
+                    };
+                    let (mut read, mut write) = socket.into_split();
+                    // The request goes in; the answer comes back until the pod side closes,
+                    // then the caller sees the end of it.
+                    let up = tokio::spawn(async move {
+                        let _ = tokio::io::copy(&mut read, &mut stdin).await;
+                    });
+                    let _ = tokio::io::copy(&mut stdout, &mut write).await;
+                    let _ = write.shutdown().await;
+                    up.abort();
+                    let _ = child.wait().await;
+                });
+            }
+        });
+        Ok(address)
+    }
+
     /// The log of one container (`<pod hostname>-<container>.log`).
     pub fn log(&self, pod: &str, container: &str) -> Result<String> {
         log_of(&self.name, pod, container)

@@ -200,6 +200,14 @@ impl TestEnv {
         Api::namespaced(self.client.clone(), &self.ns)
     }
 
+    /// The last `n` lines of the current hub's log (empty before it started).
+    pub fn hub_log_tail(&self, n: usize) -> String {
+        lock(&self.hub_logs)
+            .last()
+            .map(|log| tail(log, n))
+            .unwrap_or_default()
+    }
+
     /// Server-side applies `examples/<file>` into the test namespace.
     pub async fn apply_example(&self, file: &str) -> Result<MiniCluster> {
         let doc = example(file)?;

@@ -11,6 +11,11 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use super::policy::Queue;
 
+/// Annotation on a MiniCluster naming the `host:port` its queue reporter is read at,
+/// instead of the lead broker pod's cluster DNS name: for a hub that cannot reach the pod
+/// network (running outside the cluster, with `kubectl port-forward pod/<name>-0-... 8051`).
+pub const REPORTER_ANNOTATION: &str = "flux-framework.org/queue-reporter";
+
 /// The most a reporter's answer may hold (hundreds of hosts and pending jobs fit).
 const MAX_ANSWER: usize = 4 << 20;
 

@@ -59,9 +59,18 @@ pub async fn run(ctx: Arc<Context>, miniclusters: Store<MiniCluster>) {
             }
             state.next = Some(now + settings.interval());
             let span = info_span!("autoscale", namespace = %key.0, name = %key.1);
-            poll(&ctx, &mc, state, &queue::address)
-                .instrument(span)
-                .await;
+            let annotated = mc
+                .metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(queue::REPORTER_ANNOTATION))
+                .filter(|a| !a.is_empty())
+                .cloned();
+            let reporter = |plan: &flux_shared::plan::Plan| match &annotated {
+                Some(address) => address.clone(),
+                None => queue::address(plan),
+            };
+            poll(&ctx, &mc, state, &reporter).instrument(span).await;
         }
         tracked.retain(|k, _| seen.contains(k));
     }
