@@ -35,7 +35,8 @@ pub struct Tracked {
     last_note: Option<String>,
 }
 
-/// Runs until the hub stops: polls every autoscaled MiniCluster of `miniclusters` when due.
+/// Runs until the hub stops: polls every autoscaled MiniCluster of `miniclusters` when due,
+/// the due ones concurrently (a reporter that does not answer delays no other).
 pub async fn run(ctx: Arc<Context>, miniclusters: Store<MiniCluster>) {
     let mut tracked: HashMap<McKey, Tracked> = HashMap::new();
     let mut tick = tokio::time::interval(Duration::from_secs(1));
@@ -44,6 +45,7 @@ pub async fn run(ctx: Arc<Context>, miniclusters: Store<MiniCluster>) {
         tick.tick().await;
         let now = Instant::now();
         let mut seen = Vec::new();
+        let mut due = Vec::new();
         for mc in miniclusters.state() {
             let Some(settings) = mc.spec.autoscale() else {
                 continue;
@@ -53,24 +55,37 @@ pub async fn run(ctx: Arc<Context>, miniclusters: Store<MiniCluster>) {
             }
             let key = mc_key(&mc);
             seen.push(key.clone());
-            let state = tracked.entry(key.clone()).or_default();
+            let mut state = tracked.remove(&key).unwrap_or_default();
             if state.next.is_some_and(|next| now < next) {
+                tracked.insert(key, state);
                 continue;
             }
             state.next = Some(now + settings.interval());
-            let span = info_span!("autoscale", namespace = %key.0, name = %key.1);
-            let annotated = mc
-                .metadata
-                .annotations
-                .as_ref()
-                .and_then(|a| a.get(queue::REPORTER_ANNOTATION))
-                .filter(|a| !a.is_empty())
-                .cloned();
-            let reporter = |plan: &flux_shared::plan::Plan| match &annotated {
-                Some(address) => address.clone(),
-                None => queue::address(plan),
-            };
-            poll(&ctx, &mc, state, &reporter).instrument(span).await;
+            due.push((key, mc, state));
+        }
+        let polls = due.into_iter().map(|(key, mc, mut state)| {
+            let ctx = ctx.clone();
+            async move {
+                let span = info_span!("autoscale", namespace = %key.0, name = %key.1);
+                let annotated = mc
+                    .metadata
+                    .annotations
+                    .as_ref()
+                    .and_then(|a| a.get(queue::REPORTER_ANNOTATION))
+                    .filter(|a| !a.is_empty())
+                    .cloned();
+                let reporter = |plan: &flux_shared::plan::Plan| match &annotated {
+                    Some(address) => address.clone(),
+                    None => queue::address(plan),
+                };
+                poll(&ctx, &mc, &mut state, &reporter)
+                    .instrument(span)
+                    .await;
+                (key, state)
+            }
+        });
+        for (key, state) in futures::future::join_all(polls).await {
+            tracked.insert(key, state);
         }
         tracked.retain(|k, _| seen.contains(k));
     }
