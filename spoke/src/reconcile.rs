@@ -337,8 +337,13 @@ pub fn status(tracked: &Tracked, job: Option<&Job>) -> AssignmentStatus {
         if let Some(job) = job {
             status.brokers_ready = ready(job);
             status.brokers_draining = job.status.as_ref().and_then(|s| s.terminating).unwrap_or(0);
-            if let Some(p) = job.spec.as_ref().and_then(|s| s.parallelism) {
-                status.size = p;
+            if let Some(spec) = job.spec.as_ref() {
+                // A burst scaled to 0 is a suspended Job of parallelism 1: it runs nothing.
+                status.size = match (spec.suspend, spec.parallelism) {
+                    (Some(true), _) => 0,
+                    (_, Some(p)) => p,
+                    (_, None) => status.size,
+                };
             }
             status.conditions = job_conditions(job);
         }

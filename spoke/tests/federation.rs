@@ -161,6 +161,67 @@ async fn first_snapshot_update_status_and_removal() {
 }
 
 #[tokio::test]
+async fn an_elastic_burst_is_resized_in_place_and_scaled_to_zero_over_the_wire() {
+    let pki = Pki::new(&spokes(&["a"]));
+    let hub = Hub::start(&pki, primed(), any_port()).await;
+    let registry = hub.registry.clone();
+    let sized = |size: i32| {
+        let mut mc = minicluster(
+            NS,
+            "lammps",
+            "ghcr.io/x/lammps:1",
+            &[("burst-a", "a", size)],
+        );
+        if let Some(b) = mc.spec.flux.as_mut().and_then(|f| f.bursting.as_mut()) {
+            b.clusters[0].max_size = Some(4);
+        }
+        mc
+    };
+    assign(&registry, &sized(1));
+    let mut spoke = SpokeAgent::start(&pki, "a", &hub.uri(), FakeCluster::new());
+    spoke
+        .applied_version(registry.epoch(), version_of(&registry, "a"))
+        .await;
+    let suspended = |cluster: &FakeCluster| match cluster.get(Kind::Job, NS, "burst-a") {
+        Some(Object::Job(j)) => j.spec.and_then(|s| s.suspend),
+        _ => None,
+    };
+    assert_eq!(job_parallelism(&spoke.cluster, "burst-a"), Some(1));
+    assert_eq!(suspended(&spoke.cluster), Some(false));
+    let companions = spoke.cluster.refs();
+
+    // Grown to 3: the same Job, 3 brokers; nothing else changes.
+    assign(&registry, &sized(3));
+    spoke
+        .applied_version(registry.epoch(), version_of(&registry, "a"))
+        .await;
+    assert_eq!(job_parallelism(&spoke.cluster, "burst-a"), Some(3));
+    assert_eq!(spoke.cluster.refs(), companions, "resized in place");
+
+    // Scaled to 0: suspended, its ConfigMap, Secret and Service kept; the report says 0.
+    assign(&registry, &sized(0));
+    spoke
+        .applied_version(registry.epoch(), version_of(&registry, "a"))
+        .await;
+    assert_eq!(suspended(&spoke.cluster), Some(true));
+    assert_eq!(job_parallelism(&spoke.cluster, "burst-a"), Some(1));
+    assert_eq!(
+        spoke.cluster.refs(),
+        companions,
+        "a burst at 0 keeps its objects"
+    );
+    let key = ("hpc".to_string(), "lammps".to_string());
+    eventually("a report of the suspended burst", || {
+        let view = registry.bursts(&key).pop()?;
+        let (status, _) = view.report?;
+        (status.observed_version == view.assigned_version && status.size == 0).then_some(())
+    })
+    .await;
+    spoke.stop().await;
+    hub.stop().await;
+}
+
+#[tokio::test]
 async fn two_spokes_each_get_only_their_own_bursts_and_certificates() {
     let pki = Pki::new(&spokes(&["a", "b"]));
     let hub = Hub::start(&pki, primed(), any_port()).await;
