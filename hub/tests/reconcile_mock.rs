@@ -1035,9 +1035,11 @@ async fn deletion_waits_for_the_spoke_then_releases_the_finalizer() {
 }
 
 #[tokio::test]
-async fn an_unreachable_spoke_delays_deletion_only_until_the_timeout() {
+async fn a_connected_spoke_that_never_confirms_delays_deletion_only_until_the_timeout() {
     let (client, server) = ApiServer::start(Arc::new(with_node));
     let (ctx, _writers) = context(client);
+    ctx.registry.set_primed();
+    let _spoke = ctx.registry.subscribe("gke", "test").expect("primed");
     let action = run(&ctx, deleted(301)).await.expect("reconcile");
     assert_eq!(action, kube::runtime::controller::Action::await_change());
     let calls = server.calls();
@@ -1056,6 +1058,29 @@ async fn an_unreachable_spoke_delays_deletion_only_until_the_timeout() {
         .iter()
         .find(|c| c.path.ends_with("/miniclusters/flux-sample"))
         .expect("finalizer released");
+    assert_eq!(release.body["metadata"]["finalizers"], json!([]));
+}
+
+#[tokio::test]
+async fn a_spoke_that_is_away_does_not_delay_deletion() {
+    // Spoke gke never connected (a typo in `cluster`, or not installed): nothing can be
+    // waiting there, and should it come, its first snapshot no longer lists the burst.
+    let (client, server) = ApiServer::start(Arc::new(with_node));
+    let (ctx, _writers) = context(client);
+    ctx.registry.set_primed();
+    let action = run(&ctx, deleted(1)).await.expect("reconcile");
+    assert_eq!(action, kube::runtime::controller::Action::await_change());
+    let calls = server.calls();
+    let event = calls.iter().find(|c| c.method == "POST").expect("event");
+    assert_eq!(event.body["reason"], "SpokeAway");
+    assert_eq!(
+        event.body["note"],
+        "spoke gke is not connected: it deletes burst burst-gke when it connects again (its snapshot no longer lists it)"
+    );
+    let release = calls
+        .iter()
+        .find(|c| c.path.ends_with("/miniclusters/flux-sample"))
+        .expect("finalizer released at once, not after the deletion timeout");
     assert_eq!(release.body["metadata"]["finalizers"], json!([]));
 }
 

@@ -1,6 +1,7 @@
 //! Stage "finalize", for a deleted MiniCluster: the garbage collector removes the local
 //! children (owner references); bursts in other clusters need their spokes, and the
-//! finalizer holds the MiniCluster until they confirm or the deletion timeout passes.
+//! finalizer holds the MiniCluster until the connected ones confirm or the deletion timeout
+//! passes (a spoke that is away prunes the burst when it connects again).
 
 use std::time::Duration;
 
@@ -17,8 +18,8 @@ use super::status;
 use super::status_write::write_status;
 use crate::federation::bursts;
 
-/// A deleted MiniCluster: withdraw its bursts, wait (bounded) for every spoke to confirm
-/// them gone, then release the finalizer.
+/// A deleted MiniCluster: withdraw its bursts, wait (bounded) for every connected spoke
+/// to confirm them gone, then release the finalizer.
 pub(super) async fn finalize(
     mc: &MiniCluster,
     ctx: &Context,
@@ -35,7 +36,16 @@ pub(super) async fn finalize(
     ctx.registry
         .withdraw(&key, mc_info(mc, &previous, None), bursts);
     let progress = ctx.registry.deletion_progress(&key);
-    let pending: Vec<_> = progress.iter().filter(|p| !p.confirmed).collect();
+    // Only a connected spoke is waited for: one that is away (or never came) deletes the
+    // burst when it connects, since its first snapshot no longer lists it.
+    let pending: Vec<_> = progress
+        .iter()
+        .filter(|p| !p.confirmed && p.connected)
+        .collect();
+    let away: Vec<_> = progress
+        .iter()
+        .filter(|p| !p.confirmed && !p.connected)
+        .collect();
     let now = (ctx.now)();
     let elapsed_ms = mc
         .metadata
@@ -44,7 +54,20 @@ pub(super) async fn finalize(
         .map_or(0, |t| now.0.as_millisecond() - t.0.as_millisecond());
     let timeout_ms = i64::try_from(ctx.deletion_timeout.as_millis()).unwrap_or(i64::MAX);
     if pending.is_empty() {
-        if !progress.is_empty() {
+        for p in &away {
+            publish(
+                ctx,
+                mc,
+                EventType::Warning,
+                "SpokeAway",
+                format!(
+                    "spoke {} is not connected: it deletes burst {} when it connects again (its snapshot no longer lists it)",
+                    p.spoke, p.burst
+                ),
+            )
+            .await;
+        }
+        if !progress.is_empty() && away.is_empty() {
             publish(
                 ctx,
                 mc,

@@ -92,10 +92,7 @@ pub fn statuses(
                     {
                         return old.clone();
                     }
-                    _ => (
-                        burst_phase::UNREACHABLE,
-                        format!("spoke {} is not connected to the hub", b.spoke),
-                    ),
+                    _ => (burst_phase::UNREACHABLE, not_connected(v)),
                 }
             } else if let Some((since, error)) = v
                 .cluster_unreachable
@@ -316,6 +313,31 @@ pub fn events(previous: &[BurstStatus], current: &[BurstStatus]) -> Vec<BurstEve
         .collect()
 }
 
+/// Why a burst's spoke is unreachable: gone since a time, or (never heard of since this
+/// hub started) perhaps a `cluster` that names no spoke, with the spokes that are there.
+fn not_connected(v: &BurstView) -> String {
+    let spoke = &v.burst.spoke;
+    match (v.spoke_last_seen, v.disconnected_since.and_then(time)) {
+        (Some(_), Some(since)) => {
+            format!(
+                "spoke {spoke} is not connected to the hub (since {})",
+                since.0
+            )
+        }
+        (Some(_), None) => format!("spoke {spoke} is not connected to the hub"),
+        (None, _) => {
+            let connected = if v.connected_spokes.is_empty() {
+                "no spoke is connected".to_string()
+            } else {
+                format!("connected spokes: {}", v.connected_spokes.join(", "))
+            };
+            format!(
+                "no spoke named {spoke} has connected to this hub ({connected}); check the burst's cluster and that spoke {spoke} runs"
+            )
+        }
+    }
+}
+
 /// The status message's note on `n` brokers leaving (they drain their Flux jobs first);
 /// empty for none.
 pub fn leaving(n: i32) -> String {
@@ -349,6 +371,7 @@ mod tests {
             deleting: false,
             disconnected_since: None,
             cluster_unreachable: None,
+            connected_spokes: Vec::new(),
         }
     }
 
@@ -461,6 +484,47 @@ mod tests {
             })
             .phase,
             burst_phase::DELETING
+        );
+    }
+
+    #[test]
+    fn an_unreachable_spoke_says_whether_it_ever_came() {
+        let t = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000);
+        let never = one(BurstView {
+            connected: false,
+            disconnected_since: Some(t),
+            connected_spokes: vec!["gke-east".into(), "kind".into()],
+            ..view()
+        });
+        assert_eq!(
+            (never.phase.as_str(), never.message.as_deref()),
+            (
+                burst_phase::UNREACHABLE,
+                Some(
+                    "no spoke named gke has connected to this hub (connected spokes: gke-east, kind); check the burst's cluster and that spoke gke runs"
+                )
+            )
+        );
+        let none = one(BurstView {
+            connected: false,
+            disconnected_since: Some(t),
+            ..view()
+        });
+        assert!(
+            none.message
+                .as_deref()
+                .is_some_and(|m| m.contains("(no spoke is connected)")),
+            "{none:?}"
+        );
+        let gone = one(BurstView {
+            connected: false,
+            disconnected_since: Some(t),
+            spoke_last_seen: Some(t),
+            ..view()
+        });
+        assert_eq!(
+            gone.message.as_deref(),
+            Some("spoke gke is not connected to the hub (since 1970-01-12T13:46:40Z)")
         );
     }
 

@@ -85,6 +85,9 @@ pub struct BurstView {
     /// While the spoke reports that it cannot reach its own cluster's API server: since
     /// when, and the error it gave.
     pub cluster_unreachable: Option<(SystemTime, String)>,
+    /// While the spoke is not connected: the spokes that are (to tell a typo in
+    /// `cluster`, or a spoke never installed, from one that went away).
+    pub connected_spokes: Vec<String>,
 }
 
 /// Whether each burst of a deleted MiniCluster is confirmed gone.
@@ -96,6 +99,9 @@ pub struct DeletionProgress {
     pub spoke: String,
     /// The spoke has applied a snapshot without the burst (or reported it deleted).
     pub confirmed: bool,
+    /// The spoke holds a Watch stream open (one that is away prunes the burst when it
+    /// connects again: its first snapshot no longer lists it).
+    pub connected: bool,
 }
 
 #[derive(Debug)]
@@ -541,6 +547,10 @@ impl Registry {
                     .spokes
                     .get(&b.spoke)
                     .is_none_or(|s| s.confirmed_gone(&b.key)),
+                connected: inner
+                    .spokes
+                    .get(&b.spoke)
+                    .is_some_and(|s| s.connections > 0),
             })
             .collect()
     }
@@ -580,15 +590,27 @@ impl Registry {
         let Some(entry) = inner.miniclusters.get(mc) else {
             return Vec::new();
         };
+        let connected_spokes: Vec<String> = inner
+            .spokes
+            .iter()
+            .filter(|(_, s)| s.connections > 0)
+            .map(|(name, _)| name.clone())
+            .collect();
         entry
             .bursts
             .iter()
             .map(|b| {
                 let state = inner.spokes.get(&b.spoke);
                 let slot = state.and_then(|s| s.assignments.get(&b.key));
+                let connected = state.is_some_and(|s| s.connections > 0);
                 BurstView {
+                    connected_spokes: if connected {
+                        Vec::new()
+                    } else {
+                        connected_spokes.clone()
+                    },
                     burst: b.clone(),
-                    connected: state.is_some_and(|s| s.connections > 0),
+                    connected,
                     disconnected_since: match state {
                         Some(s) if s.connections > 0 => None,
                         Some(s) => Some(s.disconnected_at.unwrap_or(self.started)),
