@@ -34,10 +34,11 @@ const fn cluster(
 /// apply, after one GET of the live object (`ownership.rs`); those a spec change drops are
 /// deleted (`orphans.rs`; Jobs never are).
 pub const REQUIRED: &[Permission] = &[
+    // get: ScaleBurst and the autoscaler read a MiniCluster before patching a burst's size.
     cluster(
         "flux-framework.org",
         "miniclusters",
-        &["list", "watch", "patch", "delete"],
+        &["get", "list", "watch", "patch", "delete"],
     ),
     cluster("flux-framework.org", "miniclusters/status", &["patch"]),
     // Owner references with blockOwnerDeletion need this where the
