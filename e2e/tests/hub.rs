@@ -1358,3 +1358,129 @@ async fn owned_objects(env: &TestEnv, name: &str) -> Result<Vec<Owned>> {
     }
     Ok(owned)
 }
+
+/// `flux-hub init` against the cluster of `KUBECONFIG`: the hub's install (what `deploy/`
+/// holds and its TLS Secret) is accepted by the API server; the hub's service account then
+/// has every permission the controller's REQUIRED list names and not more (a few it must
+/// not have are checked); running init again changes nothing (every resourceVersion
+/// stays). What it installed is removed afterwards (the shared CRD stays).
+#[tokio::test]
+#[ignore = "needs a cluster: KUBECONFIG (scripts/e2e.sh)"]
+async fn flux_hub_init_installs_the_hub_and_running_it_again_changes_nothing() {
+    support::run("init", false, async |env| {
+        use k8s_openapi::api::authorization::v1::SubjectAccessReview;
+        let kubeconfig = std::env::var("KUBECONFIG").context("KUBECONFIG")?;
+        let certs = support::log_file(&format!("{}-certs", env.ns))?;
+        let _ = std::fs::remove_dir_all(&certs);
+        let hub = tokio::task::spawn_blocking(support::hub_binary).await??;
+        let init = |extra: &[&str]| {
+            let mut cmd = std::process::Command::new(&hub);
+            cmd.args(["init", "--kubeconfig", &kubeconfig, "--certs"])
+                .arg(&certs)
+                .args(["--hub-dns", "hub.example.org", "-o", "json", "--timeout-seconds", "90"])
+                .args(extra);
+            cmd
+        };
+        let cleanup = async || {
+            use k8s_openapi::api::core::v1::Namespace;
+            use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
+            let dp = DeleteParams::background();
+            let _ = Api::<Namespace>::all(env.client.clone())
+                .delete("flux-operator-system", &dp)
+                .await;
+            let _ = Api::<ClusterRole>::all(env.client.clone())
+                .delete("flux-hub", &dp)
+                .await;
+            let _ = Api::<ClusterRoleBinding>::all(env.client.clone())
+                .delete("flux-hub", &dp)
+                .await;
+        };
+        let first = tokio::task::spawn_blocking({
+            let mut cmd = init(&[]);
+            move || cmd.output()
+        })
+        .await??;
+        if !first.status.success() {
+            cleanup().await;
+            bail!(
+                "flux-hub init failed: {}",
+                String::from_utf8_lossy(&first.stderr)
+            );
+        }
+        let result: Value = serde_json::from_slice(&first.stdout)?;
+        ensure!(result["ready"] == true, "{result}");
+        ensure!(
+            result["endpoint"] == "https://hub.example.org:8443",
+            "{result}"
+        );
+
+        // Every permission the controller needs, as the hub's service account, and not more.
+        let reviews: Api<SubjectAccessReview> = Api::all(env.client.clone());
+        let can = async |group: &str, resource: &str, verb: &str, ns: &str| -> Result<bool> {
+            let (resource, subresource) = resource.split_once('/').unwrap_or((resource, ""));
+            let review: SubjectAccessReview = serde_json::from_value(json!({
+                "spec": {
+                    "user": "system:serviceaccount:flux-operator-system:flux-hub",
+                    "groups": ["system:serviceaccounts", "system:serviceaccounts:flux-operator-system", "system:authenticated"],
+                    "resourceAttributes": {"group": group, "resource": resource, "subresource": subresource, "verb": verb, "namespace": ns},
+                }
+            }))?;
+            let answer = reviews.create(&Default::default(), &review).await?;
+            Ok(answer.status.is_some_and(|s| s.allowed))
+        };
+        let mut missing = Vec::new();
+        for p in flux_hub::controller::permissions::REQUIRED {
+            let ns = if p.own_namespace_only {
+                "flux-operator-system"
+            } else {
+                "some-team"
+            };
+            for verb in p.verbs {
+                if !can(p.group, p.resource, verb, ns).await? {
+                    missing.push(format!("{verb} {}/{} in {ns}", p.group, p.resource));
+                }
+            }
+        }
+        for (group, resource, verb) in [
+            ("", "pods/exec", "create"),
+            ("", "nodes", "patch"),
+            ("apps", "deployments", "patch"),
+            ("rbac.authorization.k8s.io", "clusterroles", "create"),
+            ("", "serviceaccounts/token", "create"),
+        ] {
+            ensure!(
+                !can(group, resource, verb, "some-team").await?,
+                "the hub must not be allowed to {verb} {group}/{resource}"
+            );
+        }
+        if !missing.is_empty() {
+            cleanup().await;
+            bail!("the installed RBAC lacks: {missing:?}");
+        }
+
+        // Again: nothing changes.
+        let second = tokio::task::spawn_blocking({
+            let mut cmd = init(&[]);
+            move || cmd.output()
+        })
+        .await??;
+        let again: Value = serde_json::from_slice(&second.stdout)?;
+        let changed: Vec<&Value> = again["applied"]
+            .as_array()
+            .map(|a| a.iter().filter(|o| o["outcome"] != "unchanged").collect())
+            .unwrap_or_default();
+        cleanup().await;
+        ensure!(
+            second.status.success() && changed.is_empty(),
+            "running init again must change nothing: {changed:?}\n{}",
+            String::from_utf8_lossy(&second.stderr)
+        );
+        eprintln!(
+            "{}: flux-hub init applied {} objects; again: all unchanged",
+            env.ns,
+            again["applied"].as_array().map_or(0, Vec::len)
+        );
+        Ok(())
+    })
+    .await;
+}

@@ -7,6 +7,8 @@ pub mod certs_cmd;
 pub mod controller;
 pub mod convert_cmd;
 pub mod federation;
+pub mod init_cmd;
+pub mod install;
 pub mod ops;
 pub mod render_cmd;
 pub mod status_cmd;

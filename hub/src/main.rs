@@ -58,6 +58,9 @@ enum Command {
     /// Show every MiniCluster, its bursts and the spokes, from the hub's admin gRPC service
     /// (mTLS with an admin certificate from `flux-hub certs --admin NAME`).
     Status(flux_hub::status_cmd::StatusOptions),
+    /// Install the hub into the root cluster: certificates, CRD, RBAC, Deployment,
+    /// Services and the TLS Secret; prints the endpoint spokes dial.
+    Init(flux_hub::init_cmd::InitOptions),
     /// Change a MiniCluster's bursts through the hub's admin gRPC service (same connection
     /// flags as `status`).
     Burst {
@@ -88,6 +91,7 @@ fn main() -> ExitCode {
         Command::Certs(opts) => flux_hub::certs_cmd::run(&opts),
         Command::Status(opts) => return flux_hub::status_cmd::main(&opts),
         Command::Burst { command } => return flux_hub::burst_cmd::main(&command),
+        Command::Init(opts) => return flux_hub::init_cmd::main(&opts),
         Command::Run(opts) => {
             return match run_controller(opts) {
                 Ok(()) => ExitCode::SUCCESS,

@@ -1,0 +1,429 @@
+//! `flux-hub init`: the hub's install in one command. Creates the federation CA and the
+//! hub's certificate in `--certs` when missing (reuses them otherwise), server-side applies
+//! what `deploy/` holds (CRD, namespace, RBAC, Deployment, Services, PDB; see
+//! [`crate::install`]) plus the `flux-hub-tls` Secret with field manager
+//! [`install::FIELD_MANAGER`], waits until the hub is available, and prints the endpoint
+//! spokes should dial. Progress goes to standard error, the result to standard output
+//! (`-o json` for scripts). Running it again changes nothing. When an apply fails, what
+//! this run created is deleted again, so nothing half-installed is left behind.
+
+use std::io::Write;
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, bail};
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::Service;
+use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::{Client, Config};
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::certs_cmd::{self, CertsOptions};
+use crate::install::{self, FEDERATION_PORT, FEDERATION_SERVICE, HUB_NAMESPACE};
+
+/// Options of `flux-hub init`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct InitOptions {
+    /// Kubeconfig of the root cluster (default: KUBECONFIG, then ~/.kube/config, then
+    /// in-cluster).
+    #[arg(long, value_name = "FILE")]
+    pub kubeconfig: Option<PathBuf>,
+    /// Context of the kubeconfig to use (default: its current context).
+    #[arg(long, value_name = "NAME")]
+    pub context: Option<String>,
+    /// Directory of the federation's certificates (`flux-hub certs` layout); the CA and the
+    /// hub's certificate are created there when missing.
+    #[arg(long, value_name = "DIR")]
+    pub certs: PathBuf,
+    /// DNS names spokes reach the hub at (its certificate carries them).
+    #[arg(long = "hub-dns", value_name = "NAME", num_args = 1.., value_delimiter = ',')]
+    pub hub_dns: Vec<String>,
+    /// IP addresses spokes reach the hub at (its certificate carries them).
+    #[arg(long = "hub-ip", value_name = "IP", num_args = 1.., value_delimiter = ',')]
+    pub hub_ip: Vec<IpAddr>,
+    /// The hub's image (default: the one `deploy/deployment.yaml` names).
+    #[arg(long, value_name = "IMAGE")]
+    pub image: Option<String>,
+    /// Wait until the hub is available (`--wait=false`: return after applying).
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set, value_name = "BOOL")]
+    pub wait: bool,
+    /// How long to wait for the hub, in seconds.
+    #[arg(long, default_value_t = 180, value_name = "SECONDS")]
+    pub timeout_seconds: u64,
+    /// Output format.
+    #[arg(short = 'o', long, value_enum, default_value = "text")]
+    pub output: Format,
+}
+
+/// Output format of `flux-hub init` / `join`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    /// Lines for a person.
+    Text,
+    /// One JSON object.
+    Json,
+}
+
+/// What happened to one object.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Outcome {
+    /// It did not exist.
+    Created,
+    /// It existed and changed.
+    Configured,
+    /// It existed as it is.
+    Unchanged,
+}
+
+/// One applied object.
+#[derive(Clone, Debug, Serialize)]
+pub struct Applied {
+    /// `Kind namespace/name`.
+    pub object: String,
+    /// What happened.
+    pub outcome: Outcome,
+}
+
+/// The result of `flux-hub init`.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct InitResult {
+    /// Every object, in apply order.
+    pub applied: Vec<Applied>,
+    /// Whether the hub was seen available (false with `--wait=false`).
+    pub ready: bool,
+    /// The URL spokes dial (`https://HOST:8443`), when known.
+    pub endpoint: Option<String>,
+    /// The certificate directory.
+    pub certs: String,
+}
+
+/// A client of the cluster of `kubeconfig` / `context` (or the default one).
+pub async fn client(kubeconfig: Option<&Path>, context: Option<&str>) -> anyhow::Result<Client> {
+    let options = KubeConfigOptions {
+        context: context.map(str::to_string),
+        ..Default::default()
+    };
+    let config = match kubeconfig {
+        Some(path) => {
+            let kc = Kubeconfig::read_from(path)
+                .with_context(|| format!("--kubeconfig {}: cannot read it", path.display()))?;
+            Config::from_custom_kubeconfig(kc, &options)
+                .await
+                .with_context(|| format!("--kubeconfig {}", path.display()))?
+        }
+        None if context.is_some() => Config::from_kubeconfig(&options)
+            .await
+            .context("--context: the default kubeconfig")?,
+        None => Config::infer()
+            .await
+            .context("no cluster configuration (set --kubeconfig or KUBECONFIG)")?,
+    };
+    let url = config.cluster_url.to_string();
+    Client::try_from(config).with_context(|| format!("a client for {url}"))
+}
+
+/// Server-side applies `objects` in order (field manager [`install::FIELD_MANAGER`]),
+/// saying each on standard error. On a failure, what this call created is deleted again
+/// (in reverse order) before the error is returned.
+pub async fn apply_all(client: &Client, objects: &[Value]) -> anyhow::Result<Vec<Applied>> {
+    let params = PatchParams::apply(install::FIELD_MANAGER).force();
+    let mut applied = Vec::new();
+    let mut created: Vec<(Api<DynamicObject>, String, String)> = Vec::new();
+    for object in objects {
+        let what = install::describe(object);
+        let result = apply_one(client, object, &params).await;
+        match result {
+            Ok((outcome, api, name)) => {
+                eprintln!("{what}: {}", outcome_word(&outcome));
+                if outcome == Outcome::Created {
+                    created.push((api, name, what.clone()));
+                }
+                applied.push(Applied {
+                    object: what,
+                    outcome,
+                });
+            }
+            Err(e) => {
+                for (api, name, what) in created.iter().rev() {
+                    match api.delete(name, &DeleteParams::background()).await {
+                        Ok(_) => eprintln!("{what}: deleted again (the install failed)"),
+                        Err(error) => eprintln!("{what}: could not delete it again: {error}"),
+                    }
+                }
+                return Err(e.context(format!("applying {what}")));
+            }
+        }
+    }
+    Ok(applied)
+}
+
+fn outcome_word(o: &Outcome) -> &'static str {
+    match o {
+        Outcome::Created => "created",
+        Outcome::Configured => "configured",
+        Outcome::Unchanged => "unchanged",
+    }
+}
+
+async fn apply_one(
+    client: &Client,
+    object: &Value,
+    params: &PatchParams,
+) -> anyhow::Result<(Outcome, Api<DynamicObject>, String)> {
+    let Some((resource, namespaced)) = install::resource_of(object) else {
+        bail!("the installer does not know this kind");
+    };
+    let name = object["metadata"]["name"]
+        .as_str()
+        .context("no metadata.name")?
+        .to_string();
+    let api: Api<DynamicObject> = if namespaced {
+        let ns = object["metadata"]["namespace"]
+            .as_str()
+            .context("no metadata.namespace")?;
+        Api::namespaced_with(client.clone(), ns, &resource)
+    } else {
+        Api::all_with(client.clone(), &resource)
+    };
+    let before = api.get_opt(&name).await.map_err(explain)?;
+    let after = api
+        .patch(&name, params, &Patch::Apply(install::dynamic(object)?))
+        .await
+        .map_err(explain)?;
+    let outcome = match before {
+        None => Outcome::Created,
+        Some(b) if b.metadata.resource_version == after.metadata.resource_version => {
+            Outcome::Unchanged
+        }
+        Some(_) => Outcome::Configured,
+    };
+    Ok((outcome, api, name))
+}
+
+/// A Kubernetes error with what it means for the installer.
+fn explain(e: kube::Error) -> anyhow::Error {
+    match e {
+        kube::Error::Api(s) if s.code == 403 => anyhow::anyhow!(
+            "missing rights: {} (the installer needs cluster-admin-like rights to install RBAC and the CRD)",
+            s.message
+        ),
+        kube::Error::Api(s) => {
+            anyhow::anyhow!("the API server refused it ({}): {}", s.code, s.message)
+        }
+        e => anyhow::anyhow!("cannot reach the cluster: {e}"),
+    }
+}
+
+/// Waits until Deployment `namespace/name` has an available replica.
+pub async fn wait_available(
+    client: &Client,
+    namespace: &str,
+    name: &str,
+    timeout: Duration,
+) -> anyhow::Result<()> {
+    let api: Api<Deployment> = Api::namespaced(client.clone(), namespace);
+    let start = Instant::now();
+    let mut last = String::new();
+    loop {
+        let d = api.get(name).await.map_err(explain)?;
+        let available = d
+            .status
+            .as_ref()
+            .and_then(|s| s.available_replicas)
+            .unwrap_or(0);
+        if available > 0 {
+            return Ok(());
+        }
+        let said = format!(
+            "Deployment {namespace}/{name}: {available} available of {}",
+            d.spec.and_then(|s| s.replicas).unwrap_or(1)
+        );
+        if said != last {
+            eprintln!("{said}; waiting");
+            last = said;
+        }
+        if start.elapsed() > timeout {
+            bail!(
+                "Deployment {namespace}/{name} has no available replica after {}s (is the image pullable? kubectl -n {namespace} describe deployment {name})",
+                timeout.as_secs()
+            );
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}
+
+/// The endpoint spokes dial: the federation Service's LoadBalancer address, else the first
+/// `--hub-dns`, else the first `--hub-ip`.
+pub fn endpoint(
+    service: Option<&Service>,
+    hub_dns: &[String],
+    hub_ip: &[IpAddr],
+) -> Option<String> {
+    let balancer = service
+        .and_then(|s| {
+            s.status
+                .as_ref()?
+                .load_balancer
+                .as_ref()?
+                .ingress
+                .as_ref()?
+                .first()
+                .cloned()
+        })
+        .and_then(|i| i.hostname.or(i.ip));
+    let host = balancer.or_else(|| hub_dns.first().cloned()).or_else(|| {
+        hub_ip.first().map(|ip| match ip {
+            IpAddr::V6(v6) => format!("[{v6}]"),
+            IpAddr::V4(v4) => v4.to_string(),
+        })
+    })?;
+    Some(format!("https://{host}:{FEDERATION_PORT}"))
+}
+
+/// The CA and the hub's certificate in `dir`: created when missing, reused otherwise.
+/// Returns (ca.crt, hub.crt, hub.key) as PEM.
+fn hub_certificates(opts: &InitOptions) -> anyhow::Result<(String, String, String)> {
+    let dir = &opts.certs;
+    let read = |name: &str| std::fs::read_to_string(dir.join(name));
+    if let (Ok(ca), Ok(cert), Ok(key)) = (read("ca.crt"), read("hub.crt"), read("hub.key")) {
+        eprintln!(
+            "{}: reusing the CA and the hub's certificate",
+            dir.display()
+        );
+        return Ok((ca, cert, key));
+    }
+    if opts.hub_dns.is_empty() && opts.hub_ip.is_empty() {
+        bail!(
+            "{} has no hub certificate yet: name the address spokes dial with --hub-dns or --hub-ip",
+            dir.display()
+        );
+    }
+    let summary = certs_cmd::run(&CertsOptions {
+        out: dir.clone(),
+        hub_dns: opts.hub_dns.clone(),
+        hub_ip: opts.hub_ip.clone(),
+        spokes: Vec::new(),
+        admins: Vec::new(),
+        days: flux_shared::federation::pki::DEFAULT_LEAF_VALIDITY_DAYS,
+        ca_days: flux_shared::federation::pki::DEFAULT_CA_VALIDITY_DAYS,
+        ca_name: "flux-federation CA".into(),
+        force: false,
+    })?;
+    eprint!("{summary}");
+    Ok((read("ca.crt")?, read("hub.crt")?, read("hub.key")?))
+}
+
+/// Runs `flux-hub init`.
+pub async fn run(opts: &InitOptions, out: &mut dyn Write) -> anyhow::Result<()> {
+    let (ca, cert, key) = hub_certificates(opts)?;
+    let client = client(opts.kubeconfig.as_deref(), opts.context.as_deref()).await?;
+    let objects = install::hub_objects(opts.image.as_deref(), &ca, &cert, &key)?;
+    let applied = apply_all(&client, &objects).await?;
+    let ready = if opts.wait {
+        wait_available(
+            &client,
+            HUB_NAMESPACE,
+            "flux-hub",
+            Duration::from_secs(opts.timeout_seconds),
+        )
+        .await?;
+        true
+    } else {
+        false
+    };
+    let services: Api<Service> = Api::namespaced(client.clone(), HUB_NAMESPACE);
+    let service = services
+        .get_opt(FEDERATION_SERVICE)
+        .await
+        .map_err(explain)?;
+    let result = InitResult {
+        applied,
+        ready,
+        endpoint: endpoint(service.as_ref(), &opts.hub_dns, &opts.hub_ip),
+        certs: opts.certs.display().to_string(),
+    };
+    match opts.output {
+        Format::Json => writeln!(out, "{}", serde_json::to_string_pretty(&result)?)?,
+        Format::Text => {
+            let changed = result
+                .applied
+                .iter()
+                .filter(|a| a.outcome != Outcome::Unchanged)
+                .count();
+            writeln!(
+                out,
+                "hub installed in namespace {HUB_NAMESPACE} ({changed} of {} objects changed){}",
+                result.applied.len(),
+                if ready { ", available" } else { "" }
+            )?;
+            match &result.endpoint {
+                Some(url) => writeln!(
+                    out,
+                    "spokes dial {url}; add one with: flux-hub join NAME --kubeconfig FILE --certs {} --hub {url}",
+                    result.certs
+                )?,
+                None => writeln!(
+                    out,
+                    "no address for spokes yet: the {FEDERATION_SERVICE} Service has no LoadBalancer address; give --hub-dns or --hub-ip"
+                )?,
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Entry point of `flux-hub init` (from `main`).
+pub fn main(opts: &InitOptions) -> ExitCode {
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("flux-hub init: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let mut out = std::io::stdout().lock();
+    match runtime.block_on(run(opts, &mut out)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("flux-hub init: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_endpoint_is_the_balancer_else_a_given_name() {
+        let service: Service = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "flux-hub-federation"},
+            "status": {"loadBalancer": {"ingress": [{"ip": "203.0.113.5"}]}},
+        }))
+        .expect("service");
+        let ip: IpAddr = "192.0.2.9".parse().expect("ip");
+        assert_eq!(
+            endpoint(Some(&service), &["hub.example.org".into()], &[]).as_deref(),
+            Some("https://203.0.113.5:8443")
+        );
+        assert_eq!(
+            endpoint(None, &["hub.example.org".into()], &[ip]).as_deref(),
+            Some("https://hub.example.org:8443")
+        );
+        assert_eq!(
+            endpoint(None, &[], &["2001:db8::1".parse().expect("ip")]).as_deref(),
+            Some("https://[2001:db8::1]:8443")
+        );
+        assert_eq!(endpoint(None, &[], &[]), None);
+    }
+}

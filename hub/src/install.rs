@@ -1,0 +1,311 @@
+//! What `flux-hub init` and `flux-hub join` install: the manifests of `deploy/` (the hub)
+//! and `deploy/spoke/` (a spoke), compiled in from those very files (one source: a test
+//! fails if a kustomization lists a file this module does not apply), plus the TLS Secret,
+//! with the image and the spoke's settings filled in. Pure: objects in, objects out; the
+//! commands apply them.
+
+use std::collections::BTreeMap;
+
+use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
+use serde_json::{Value, json};
+
+/// Field manager of everything the installer applies.
+pub const FIELD_MANAGER: &str = "flux-hub-install";
+
+/// Namespace of the hub's install.
+pub const HUB_NAMESPACE: &str = "flux-operator-system";
+/// Namespace of a spoke's install.
+pub const SPOKE_NAMESPACE: &str = "flux-spoke-system";
+/// The hub's TLS Secret (`ca.crt`, `tls.crt`, `tls.key`).
+pub const HUB_TLS_SECRET: &str = "flux-hub-tls";
+/// A spoke's TLS Secret.
+pub const SPOKE_TLS_SECRET: &str = "flux-spoke-tls";
+/// The hub's federation Service (gRPC, port 8443).
+pub const FEDERATION_SERVICE: &str = "flux-hub-federation";
+/// The port spokes dial.
+pub const FEDERATION_PORT: u16 = 8443;
+
+/// The hub's manifests, in `deploy/kustomization.yaml` order (the CRD from `crds/`).
+pub const HUB_MANIFESTS: &[(&str, &str)] = &[
+    (
+        "namespace.yaml",
+        include_str!("../../deploy/namespace.yaml"),
+    ),
+    (
+        "../crds",
+        include_str!("../../crds/miniclusters.flux-framework.org.yaml"),
+    ),
+    ("rbac.yaml", include_str!("../../deploy/rbac.yaml")),
+    (
+        "deployment.yaml",
+        include_str!("../../deploy/deployment.yaml"),
+    ),
+    ("pdb.yaml", include_str!("../../deploy/pdb.yaml")),
+    ("service.yaml", include_str!("../../deploy/service.yaml")),
+    (
+        "federation-service.yaml",
+        include_str!("../../deploy/federation-service.yaml"),
+    ),
+];
+
+/// A spoke's manifests, in `deploy/spoke/kustomization.yaml` order.
+pub const SPOKE_MANIFESTS: &[(&str, &str)] = &[
+    (
+        "namespace.yaml",
+        include_str!("../../deploy/spoke/namespace.yaml"),
+    ),
+    ("rbac.yaml", include_str!("../../deploy/spoke/rbac.yaml")),
+    (
+        "config.yaml",
+        include_str!("../../deploy/spoke/config.yaml"),
+    ),
+    (
+        "deployment.yaml",
+        include_str!("../../deploy/spoke/deployment.yaml"),
+    ),
+];
+
+/// Why the manifests could not be made into objects (a broken build, not user input).
+#[derive(Debug, thiserror::Error)]
+#[error("manifest {file}: {reason}")]
+pub struct ManifestError {
+    /// The file.
+    pub file: String,
+    /// What is wrong.
+    pub reason: String,
+}
+
+/// Every document of `manifests`, in order.
+pub fn documents(manifests: &[(&str, &str)]) -> Result<Vec<Value>, ManifestError> {
+    let mut out = Vec::new();
+    for (file, text) in manifests {
+        for doc in serde_yaml_ng::Deserializer::from_str(text) {
+            let value: Value = serde::Deserialize::deserialize(doc).map_err(|e| ManifestError {
+                file: file.to_string(),
+                reason: e.to_string(),
+            })?;
+            if value.is_object() {
+                out.push(value);
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// The hub's objects: the `deploy/` manifests with `image` (when given) and the TLS
+/// Secret holding the CA and the hub's certificate and key.
+pub fn hub_objects(
+    image: Option<&str>,
+    ca_pem: &str,
+    cert_pem: &str,
+    key_pem: &str,
+) -> Result<Vec<Value>, ManifestError> {
+    let mut objects = documents(HUB_MANIFESTS)?;
+    if let Some(image) = image {
+        set_image(&mut objects, "flux-hub", image);
+    }
+    objects.push(tls_secret(
+        HUB_TLS_SECRET,
+        HUB_NAMESPACE,
+        "flux-hub",
+        ca_pem,
+        cert_pem,
+        key_pem,
+    ));
+    Ok(objects)
+}
+
+/// Where a spoke dials its hub, and under which name.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SpokeSettings {
+    /// The spoke's name (its certificate's identity, the bursts' `cluster`).
+    pub name: String,
+    /// The hub's URL (`https://HOST:PORT`).
+    pub hub_url: String,
+    /// The name (or IP) in the hub's certificate.
+    pub hub_domain: String,
+}
+
+/// A spoke's objects: the `deploy/spoke/` manifests with its settings and `image` (when
+/// given), and the TLS Secret holding the CA and the spoke's certificate and key.
+pub fn spoke_objects(
+    settings: &SpokeSettings,
+    image: Option<&str>,
+    ca_pem: &str,
+    cert_pem: &str,
+    key_pem: &str,
+) -> Result<Vec<Value>, ManifestError> {
+    let mut objects = documents(SPOKE_MANIFESTS)?;
+    for o in &mut objects {
+        if o["kind"] == "ConfigMap" && o["metadata"]["name"] == "flux-spoke-config" {
+            o["data"] = json!({
+                "hub-url": settings.hub_url,
+                "hub-domain": settings.hub_domain,
+                "spoke-name": settings.name,
+            });
+        }
+    }
+    if let Some(image) = image {
+        set_image(&mut objects, "flux-spoke", image);
+    }
+    objects.push(tls_secret(
+        SPOKE_TLS_SECRET,
+        SPOKE_NAMESPACE,
+        "flux-spoke",
+        ca_pem,
+        cert_pem,
+        key_pem,
+    ));
+    Ok(objects)
+}
+
+/// Sets the image of every container of Deployment `name`.
+fn set_image(objects: &mut [Value], name: &str, image: &str) {
+    for o in objects.iter_mut() {
+        if o["kind"] == "Deployment"
+            && o["metadata"]["name"] == name
+            && let Some(containers) = o["spec"]["template"]["spec"]["containers"].as_array_mut()
+        {
+            for c in containers {
+                c["image"] = json!(image);
+            }
+        }
+    }
+}
+
+fn tls_secret(
+    name: &str,
+    namespace: &str,
+    app: &str,
+    ca_pem: &str,
+    cert_pem: &str,
+    key_pem: &str,
+) -> Value {
+    json!({
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "labels": {"app.kubernetes.io/name": app, "app.kubernetes.io/part-of": "flux-operator"},
+        },
+        "type": "Opaque",
+        "stringData": {"ca.crt": ca_pem, "tls.crt": cert_pem, "tls.key": key_pem},
+    })
+}
+
+/// The API resource of an object of the installer's kinds, and whether it is namespaced.
+/// `None` for a kind the installer does not know (a manifest added without teaching it).
+pub fn resource_of(object: &Value) -> Option<(ApiResource, bool)> {
+    let api_version = object["apiVersion"].as_str()?;
+    let kind = object["kind"].as_str()?;
+    let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
+    let known: BTreeMap<&str, (&str, bool)> = BTreeMap::from([
+        ("Namespace", ("namespaces", false)),
+        (
+            "CustomResourceDefinition",
+            ("customresourcedefinitions", false),
+        ),
+        ("ClusterRole", ("clusterroles", false)),
+        ("ClusterRoleBinding", ("clusterrolebindings", false)),
+        ("ServiceAccount", ("serviceaccounts", true)),
+        ("Role", ("roles", true)),
+        ("RoleBinding", ("rolebindings", true)),
+        ("Deployment", ("deployments", true)),
+        ("PodDisruptionBudget", ("poddisruptionbudgets", true)),
+        ("Service", ("services", true)),
+        ("ConfigMap", ("configmaps", true)),
+        ("Secret", ("secrets", true)),
+    ]);
+    let (plural, namespaced) = known.get(kind)?;
+    let gvk = GroupVersionKind::gvk(group, version, kind);
+    Some((ApiResource::from_gvk_with_plural(&gvk, plural), *namespaced))
+}
+
+/// `object` as a dynamic object to apply.
+pub fn dynamic(object: &Value) -> Result<DynamicObject, serde_json::Error> {
+    serde_json::from_value(object.clone())
+}
+
+/// `Kind namespace/name` (or `Kind name`) of an object, for messages.
+pub fn describe(object: &Value) -> String {
+    let kind = object["kind"].as_str().unwrap_or("?");
+    let name = object["metadata"]["name"].as_str().unwrap_or("?");
+    match object["metadata"]["namespace"].as_str() {
+        Some(ns) => format!("{kind} {ns}/{name}"),
+        None => format!("{kind} {name}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The files a kustomization lists, in order.
+    fn kustomization(text: &str) -> Vec<String> {
+        let k: Value = serde_yaml_ng::from_str(text).expect("kustomization");
+        k["resources"]
+            .as_array()
+            .expect("resources")
+            .iter()
+            .filter_map(|r| r.as_str().map(str::to_string))
+            .collect()
+    }
+
+    #[test]
+    fn the_installer_applies_what_the_kustomizations_list() {
+        let hub: Vec<&str> = HUB_MANIFESTS.iter().map(|(f, _)| *f).collect();
+        assert_eq!(
+            hub,
+            kustomization(include_str!("../../deploy/kustomization.yaml")),
+            "deploy/kustomization.yaml and HUB_MANIFESTS must list the same files"
+        );
+        let spoke: Vec<&str> = SPOKE_MANIFESTS.iter().map(|(f, _)| *f).collect();
+        assert_eq!(
+            spoke,
+            kustomization(include_str!("../../deploy/spoke/kustomization.yaml")),
+            "deploy/spoke/kustomization.yaml and SPOKE_MANIFESTS must list the same files"
+        );
+    }
+
+    #[test]
+    fn every_object_is_of_a_kind_the_installer_knows() {
+        let hub = hub_objects(Some("img:1"), "CA", "CERT", "KEY").expect("hub");
+        let spoke = spoke_objects(
+            &SpokeSettings {
+                name: "gke".into(),
+                hub_url: "https://hub.example.org:8443".into(),
+                hub_domain: "hub.example.org".into(),
+            },
+            Some("img:2"),
+            "CA",
+            "CERT",
+            "KEY",
+        )
+        .expect("spoke");
+        for o in hub.iter().chain(&spoke) {
+            let (_, namespaced) = resource_of(o).unwrap_or_else(|| panic!("{}", describe(o)));
+            assert_eq!(
+                namespaced,
+                o["metadata"]["namespace"].is_string(),
+                "{}",
+                describe(o)
+            );
+            dynamic(o).expect("a dynamic object");
+        }
+        let deployment = hub.iter().find(|o| o["kind"] == "Deployment").expect("hub");
+        assert_eq!(
+            deployment["spec"]["template"]["spec"]["containers"][0]["image"],
+            "img:1"
+        );
+        let config = spoke
+            .iter()
+            .find(|o| o["kind"] == "ConfigMap")
+            .expect("config");
+        assert_eq!(config["data"]["spoke-name"], "gke");
+        assert_eq!(config["data"]["hub-url"], "https://hub.example.org:8443");
+        let secret = spoke.last().expect("secret");
+        assert_eq!(describe(secret), "Secret flux-spoke-system/flux-spoke-tls");
+        assert_eq!(secret["stringData"]["tls.key"], "KEY");
+    }
+}
