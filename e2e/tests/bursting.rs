@@ -129,6 +129,16 @@ async fn a_burst_for_a_spoke_that_never_joined_says_so_and_does_not_hold_deletio
     support::run_federated("burst-typo", "e2e-spoke", typo).await;
 }
 
+/// `flux-hub join` against the burst cluster: the spoke's install (what `deploy/spoke/`
+/// holds, its settings and its TLS Secret) is accepted; a `flux-spoke run` started with
+/// exactly what the Secret and the ConfigMap hold (hollow nodes run no container) connects
+/// to the hub, and join's wait sees it connected; running join again changes nothing.
+#[tokio::test]
+#[ignore = "needs two clusters: KUBECONFIG and SPOKE_KUBECONFIG (scripts/e2e.sh)"]
+async fn flux_hub_join_installs_a_spoke_that_connects_and_running_it_again_changes_nothing() {
+    support::run_federated("join", "e2e-spoke", join).await;
+}
+
 /// Restarting the spoke, stopping the hub, restarting the spoke while the hub is away and
 /// bringing the hub back never deletes or re-creates the burst's objects.
 #[tokio::test]
@@ -887,6 +897,125 @@ async fn typo(env: &TestEnv, fed: &Federation) -> Result<()> {
     );
     eprintln!("{}: {message}; deleted in {:?}", env.ns, deleted.elapsed());
     Ok(())
+}
+
+async fn join(env: &TestEnv, fed: &Federation) -> Result<()> {
+    use k8s_openapi::api::core::v1::Namespace;
+    use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
+    let suffix = env.ns.rsplit('-').next().unwrap_or("x");
+    let name = format!("joined-{suffix}");
+    let kubeconfig = std::env::var("SPOKE_KUBECONFIG").context("SPOKE_KUBECONFIG")?;
+    let hub = tokio::task::spawn_blocking(support::hub_binary).await??;
+    let join = |wait: bool| {
+        let mut cmd = tokio::process::Command::new(&hub);
+        cmd.args(["join", &name, "--kubeconfig", &kubeconfig, "--certs"])
+            .arg(&fed.certs)
+            .args([
+                "--hub",
+                &fed.hub_url(),
+                "--hub-domain",
+                "localhost",
+                "-o",
+                "json",
+            ])
+            .args(["--timeout-seconds", "60", &format!("--wait={wait}")])
+            .kill_on_drop(true);
+        cmd
+    };
+    let client = env.spoke_client();
+    let cleanup = async || {
+        let dp = DeleteParams::background();
+        let _ = Api::<Namespace>::all(client.clone())
+            .delete("flux-spoke-system", &dp)
+            .await;
+        let _ = Api::<ClusterRole>::all(client.clone())
+            .delete("flux-spoke", &dp)
+            .await;
+        let _ = Api::<ClusterRoleBinding>::all(client.clone())
+            .delete("flux-spoke", &dp)
+            .await;
+    };
+    let outcome = async {
+        let first = join(false).output().await?;
+        ensure!(
+            first.status.success(),
+            "flux-hub join --wait=false failed: {}",
+            String::from_utf8_lossy(&first.stderr)
+        );
+        // What the installed spoke would run with, read back from the burst cluster.
+        let secrets: Api<Secret> = Api::namespaced(client.clone(), "flux-spoke-system");
+        let config: Api<ConfigMap> = Api::namespaced(client.clone(), "flux-spoke-system");
+        let secret = secrets.get("flux-spoke-tls").await?;
+        let settings = config
+            .get("flux-spoke-config")
+            .await?
+            .data
+            .unwrap_or_default();
+        ensure!(
+            settings.get("spoke-name") == Some(&name)
+                && settings.get("hub-url") == Some(&fed.hub_url()),
+            "the spoke's settings: {settings:?}"
+        );
+        let dir = support::log_file(&format!("{}-joined-tls", env.ns))?;
+        std::fs::create_dir_all(&dir)?;
+        for key in ["ca.crt", "tls.crt", "tls.key"] {
+            let bytes = secret
+                .data
+                .as_ref()
+                .and_then(|d| d.get(key))
+                .with_context(|| format!("flux-spoke-tls has no {key}"))?;
+            std::fs::write(dir.join(key), &bytes.0)?;
+        }
+        let spoke_bin = tokio::task::spawn_blocking(support::spoke_binary).await??;
+        let log =
+            std::fs::File::create(support::log_file(&format!("{}-joined-spoke.log", env.ns))?)?;
+        let mut spoke = tokio::process::Command::new(spoke_bin)
+            .env("KUBECONFIG", &kubeconfig)
+            .args([
+                "run",
+                "--hub",
+                &settings["hub-url"],
+                "--hub-domain",
+                &settings["hub-domain"],
+            ])
+            .args([
+                "--name",
+                &settings["spoke-name"],
+                "--metrics-addr",
+                "127.0.0.1:0",
+            ])
+            .arg("--ca")
+            .arg(dir.join("ca.crt"))
+            .arg("--cert")
+            .arg(dir.join("tls.crt"))
+            .arg("--key")
+            .arg(dir.join("tls.key"))
+            .stdout(log.try_clone()?)
+            .stderr(log)
+            .kill_on_drop(true)
+            .spawn()?;
+        let again = join(true).output().await?;
+        let _ = spoke.kill().await;
+        ensure!(
+            again.status.success(),
+            "flux-hub join (waiting) failed: {}",
+            String::from_utf8_lossy(&again.stderr)
+        );
+        let result: Value = serde_json::from_slice(&again.stdout)?;
+        let changed: Vec<&Value> = result["applied"]
+            .as_array()
+            .map(|a| a.iter().filter(|o| o["outcome"] != "unchanged").collect())
+            .unwrap_or_default();
+        ensure!(
+            result["connected"] == true && changed.is_empty(),
+            "join again: connected and nothing changed: {result}"
+        );
+        eprintln!("{}: spoke {name} joined and connected", env.ns);
+        Ok(())
+    }
+    .await;
+    cleanup().await;
+    outcome
 }
 
 async fn outage(env: &TestEnv, fed: &Federation) -> Result<()> {

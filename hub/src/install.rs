@@ -104,6 +104,7 @@ pub fn hub_objects(
     if let Some(image) = image {
         set_image(&mut objects, "flux-hub", image);
     }
+    stamp_certificate(&mut objects, "flux-hub", cert_pem);
     objects.push(tls_secret(
         HUB_TLS_SECRET,
         HUB_NAMESPACE,
@@ -148,6 +149,7 @@ pub fn spoke_objects(
     if let Some(image) = image {
         set_image(&mut objects, "flux-spoke", image);
     }
+    stamp_certificate(&mut objects, "flux-spoke", cert_pem);
     objects.push(tls_secret(
         SPOKE_TLS_SECRET,
         SPOKE_NAMESPACE,
@@ -157,6 +159,25 @@ pub fn spoke_objects(
         key_pem,
     ));
     Ok(objects)
+}
+
+/// Pod template annotation holding the SHA-256 of the certificate the pods run with: a new
+/// certificate (`join --rotate`) rolls the Deployment, the same one changes nothing.
+pub const CERTIFICATE_ANNOTATION: &str = "flux-framework.org/certificate-sha256";
+
+/// Stamps Deployment `name`'s pod template with the digest of `cert_pem`.
+fn stamp_certificate(objects: &mut [Value], name: &str, cert_pem: &str) {
+    let digest: String = ring::digest::digest(&ring::digest::SHA256, cert_pem.as_bytes())
+        .as_ref()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    for o in objects.iter_mut() {
+        if o["kind"] == "Deployment" && o["metadata"]["name"] == name {
+            o["spec"]["template"]["metadata"]["annotations"][CERTIFICATE_ANNOTATION] =
+                json!(digest);
+        }
+    }
 }
 
 /// Sets the image of every container of Deployment `name`.
@@ -304,6 +325,24 @@ mod tests {
             .expect("config");
         assert_eq!(config["data"]["spoke-name"], "gke");
         assert_eq!(config["data"]["hub-url"], "https://hub.example.org:8443");
+        let stamped = |objects: &[Value], cert: &str| {
+            objects
+                .iter()
+                .find(|o| o["kind"] == "Deployment")
+                .map(|d| {
+                    d["spec"]["template"]["metadata"]["annotations"][CERTIFICATE_ANNOTATION].clone()
+                })
+                .unwrap_or_default()
+                .as_str()
+                .map(str::to_string)
+                .unwrap_or_else(|| panic!("no digest for {cert}"))
+        };
+        let other = hub_objects(None, "CA", "CERT2", "KEY").expect("hub");
+        assert_ne!(
+            stamped(&hub, "CERT"),
+            stamped(&other, "CERT2"),
+            "a new certificate rolls the pods"
+        );
         let secret = spoke.last().expect("secret");
         assert_eq!(describe(secret), "Secret flux-spoke-system/flux-spoke-tls");
         assert_eq!(secret["stringData"]["tls.key"], "KEY");

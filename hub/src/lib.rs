@@ -9,6 +9,7 @@ pub mod convert_cmd;
 pub mod federation;
 pub mod init_cmd;
 pub mod install;
+pub mod join_cmd;
 pub mod ops;
 pub mod render_cmd;
 pub mod status_cmd;

@@ -61,6 +61,9 @@ enum Command {
     /// Install the hub into the root cluster: certificates, CRD, RBAC, Deployment,
     /// Services and the TLS Secret; prints the endpoint spokes dial.
     Init(flux_hub::init_cmd::InitOptions),
+    /// Install a spoke into a burst cluster: its certificate, RBAC, Deployment and TLS
+    /// Secret; waits until the hub lists it as connected.
+    Join(flux_hub::join_cmd::JoinOptions),
     /// Change a MiniCluster's bursts through the hub's admin gRPC service (same connection
     /// flags as `status`).
     Burst {
@@ -92,6 +95,7 @@ fn main() -> ExitCode {
         Command::Status(opts) => return flux_hub::status_cmd::main(&opts),
         Command::Burst { command } => return flux_hub::burst_cmd::main(&command),
         Command::Init(opts) => return flux_hub::init_cmd::main(&opts),
+        Command::Join(opts) => return flux_hub::join_cmd::main(&opts),
         Command::Run(opts) => {
             return match run_controller(opts) {
                 Ok(()) => ExitCode::SUCCESS,

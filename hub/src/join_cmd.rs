@@ -1,0 +1,276 @@
+//! `flux-hub join NAME`: a spoke's install in one command. Issues the spoke's client
+//! certificate (SPIFFE identity of NAME) from the CA in `--certs` when missing (`--rotate`
+//! issues a new one), server-side applies what `deploy/spoke/` holds with the hub's URL
+//! and the spoke's name filled in, plus the `flux-spoke-tls` Secret, into the burst
+//! cluster, then waits until the hub lists the spoke as connected (its Admin API, with an
+//! admin certificate from `--certs`) and prints the spoke's status line. Running it again
+//! changes nothing.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, bail};
+use flux_shared::federation::diagnostics::{hub_host, normalize_hub_url};
+use flux_shared::federation::proto::SpokeInfo;
+use serde::Serialize;
+
+use crate::admin_client::{HubEndpoint, HubOptions};
+use crate::certs_cmd::{self, CertsOptions};
+use crate::init_cmd::{Applied, Format, apply_all, client, wait_available};
+use crate::install::{self, SPOKE_NAMESPACE, SpokeSettings};
+
+/// Name of the admin certificate `join` issues for itself to ask the hub.
+const JOIN_ADMIN: &str = "flux-hub-join";
+
+/// Options of `flux-hub join`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct JoinOptions {
+    /// The spoke's name: its certificate's identity and the bursts' `cluster`.
+    pub name: String,
+    /// Kubeconfig of the burst cluster (default: KUBECONFIG, then ~/.kube/config).
+    #[arg(long, value_name = "FILE")]
+    pub kubeconfig: Option<PathBuf>,
+    /// Context of the kubeconfig to use.
+    #[arg(long, value_name = "NAME")]
+    pub context: Option<String>,
+    /// Directory of the federation's certificates (the CA `flux-hub init` made).
+    #[arg(long, value_name = "DIR")]
+    pub certs: PathBuf,
+    /// The hub's endpoint as `flux-hub init` printed it (`https://HOST:8443`).
+    #[arg(long, value_name = "URL")]
+    pub hub: String,
+    /// The name (or IP) the hub's certificate carries (default: the host of --hub).
+    #[arg(long, value_name = "DNS")]
+    pub hub_domain: Option<String>,
+    /// The spoke's image (default: the one `deploy/spoke/deployment.yaml` names).
+    #[arg(long, value_name = "IMAGE")]
+    pub image: Option<String>,
+    /// Issue a new certificate for the spoke (the spoke restarts with it).
+    #[arg(long)]
+    pub rotate: bool,
+    /// Wait until the hub lists the spoke as connected (`--wait=false`: return after
+    /// applying).
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set, value_name = "BOOL")]
+    pub wait: bool,
+    /// How long to wait, in seconds.
+    #[arg(long, default_value_t = 180, value_name = "SECONDS")]
+    pub timeout_seconds: u64,
+    /// Output format.
+    #[arg(short = 'o', long, value_enum, default_value = "text")]
+    pub output: Format,
+}
+
+/// The result of `flux-hub join`.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct JoinResult {
+    /// The spoke.
+    pub name: String,
+    /// Every object, in apply order.
+    pub applied: Vec<Applied>,
+    /// Whether the hub listed the spoke as connected (false with `--wait=false`).
+    pub connected: bool,
+    /// The spoke's version as the hub saw it, when connected.
+    pub spoke_version: Option<String>,
+}
+
+/// The spoke's certificate and key (issued when missing or with `--rotate`), and the CA.
+fn spoke_certificates(opts: &JoinOptions) -> anyhow::Result<(String, String, String)> {
+    let dir = &opts.certs;
+    let read = |name: &str| {
+        std::fs::read_to_string(dir.join(name))
+            .with_context(|| format!("{}: no {name} (run flux-hub init first)", dir.display()))
+    };
+    let ca = read("ca.crt")?;
+    let (cert_file, key_file) = (
+        format!("spoke-{}.crt", opts.name),
+        format!("spoke-{}.key", opts.name),
+    );
+    let have = dir.join(&cert_file).is_file() && dir.join(&key_file).is_file();
+    if !have || opts.rotate {
+        let summary = certs_cmd::run(&CertsOptions {
+            spokes: vec![opts.name.clone()],
+            force: opts.rotate,
+            ..certs_options(dir)
+        })?;
+        eprint!("{summary}");
+    } else {
+        eprintln!(
+            "{}: reusing the certificate of spoke {}",
+            dir.display(),
+            opts.name
+        );
+    }
+    Ok((ca, read(&cert_file)?, read(&key_file)?))
+}
+
+fn certs_options(dir: &std::path::Path) -> CertsOptions {
+    CertsOptions {
+        out: dir.to_path_buf(),
+        hub_dns: Vec::new(),
+        hub_ip: Vec::new(),
+        spokes: Vec::new(),
+        admins: Vec::new(),
+        days: flux_shared::federation::pki::DEFAULT_LEAF_VALIDITY_DAYS,
+        ca_days: flux_shared::federation::pki::DEFAULT_CA_VALIDITY_DAYS,
+        ca_name: "flux-federation CA".into(),
+        force: false,
+    }
+}
+
+/// Waits until the hub's Admin API lists spoke `name` as connected.
+async fn wait_connected(
+    opts: &JoinOptions,
+    hub_domain: &str,
+    timeout: Duration,
+) -> anyhow::Result<SpokeInfo> {
+    let dir = &opts.certs;
+    let (cert, key) = (
+        dir.join(format!("admin-{JOIN_ADMIN}.crt")),
+        dir.join(format!("admin-{JOIN_ADMIN}.key")),
+    );
+    if !cert.is_file() || !key.is_file() {
+        let summary = certs_cmd::run(&CertsOptions {
+            admins: vec![JOIN_ADMIN.to_string()],
+            ..certs_options(dir)
+        })?;
+        eprint!("{summary}");
+    }
+    let hub = HubEndpoint::new(&HubOptions {
+        hub: opts.hub.clone(),
+        ca: Some(dir.join("ca.crt")),
+        cert: Some(cert),
+        key: Some(key),
+        hub_domain: Some(hub_domain.to_string()),
+        insecure: false,
+        admin_name: None,
+    })?;
+    let start = Instant::now();
+    let mut last = String::new();
+    loop {
+        let seen = match hub.connect().await {
+            Ok(mut client) => hub.spokes(&mut client).await.map_err(anyhow::Error::from),
+            Err(e) => Err(anyhow::Error::from(e)),
+        };
+        let said = match seen {
+            Ok(list) => match list.spokes.into_iter().find(|s| s.name == opts.name) {
+                Some(s) if s.connected => return Ok(s),
+                Some(_) => format!(
+                    "the hub knows spoke {} but it is not connected yet",
+                    opts.name
+                ),
+                None => format!("the hub has not heard from spoke {} yet", opts.name),
+            },
+            Err(e) => format!("{e:#}"),
+        };
+        if said != last {
+            eprintln!("{said}; waiting");
+            last = said.clone();
+        }
+        if start.elapsed() > timeout {
+            bail!(
+                "spoke {} did not connect to {} within {}s: {said} (kubectl -n {SPOKE_NAMESPACE} logs deployment/flux-spoke)",
+                opts.name,
+                opts.hub,
+                timeout.as_secs()
+            );
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}
+
+/// Runs `flux-hub join`.
+pub async fn run(opts: &JoinOptions, out: &mut dyn Write) -> anyhow::Result<()> {
+    flux_shared::federation::Identity::spoke(&opts.name)
+        .map_err(|e| anyhow::anyhow!("NAME {:?}: {e}", opts.name))?;
+    let hub_url = normalize_hub_url(&opts.hub, false);
+    let hub_domain = match &opts.hub_domain {
+        Some(d) => d.clone(),
+        None => hub_host(&hub_url).map_err(|e| {
+            anyhow::anyhow!(
+                "--hub {hub_url}: {e}; name the hub's certificate name with --hub-domain"
+            )
+        })?,
+    };
+    let (ca, cert, key) = spoke_certificates(opts)?;
+    let client = client(opts.kubeconfig.as_deref(), opts.context.as_deref()).await?;
+    let settings = SpokeSettings {
+        name: opts.name.clone(),
+        hub_url: hub_url.clone(),
+        hub_domain: hub_domain.clone(),
+    };
+    let objects = install::spoke_objects(&settings, opts.image.as_deref(), &ca, &cert, &key)?;
+    let applied = apply_all(&client, &objects).await?;
+    let timeout = Duration::from_secs(opts.timeout_seconds);
+    let info = if opts.wait {
+        wait_available(&client, SPOKE_NAMESPACE, "flux-spoke", timeout).await?;
+        Some(wait_connected(opts, &hub_domain, timeout).await?)
+    } else {
+        None
+    };
+    let result = JoinResult {
+        name: opts.name.clone(),
+        applied,
+        connected: info.is_some(),
+        spoke_version: info.as_ref().map(|i| i.spoke_version.clone()),
+    };
+    match opts.output {
+        Format::Json => writeln!(out, "{}", serde_json::to_string_pretty(&result)?)?,
+        Format::Text => {
+            let changed = result
+                .applied
+                .iter()
+                .filter(|a| a.outcome != crate::init_cmd::Outcome::Unchanged)
+                .count();
+            writeln!(
+                out,
+                "spoke {} installed in namespace {SPOKE_NAMESPACE} ({changed} of {} objects changed)",
+                result.name,
+                result.applied.len()
+            )?;
+            match &info {
+                Some(i) => writeln!(
+                    out,
+                    "spoke {} connected to {hub_url} (spoke version {}, {} assignments); bursts with cluster: {} run there",
+                    i.name,
+                    if i.spoke_version.is_empty() {
+                        "?"
+                    } else {
+                        &i.spoke_version
+                    },
+                    i.assignments,
+                    i.name
+                )?,
+                None => writeln!(
+                    out,
+                    "not waiting for it to connect (--wait=false); see flux-hub status"
+                )?,
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Entry point of `flux-hub join` (from `main`).
+pub fn main(opts: &JoinOptions) -> ExitCode {
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("flux-hub join: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let mut out = std::io::stdout().lock();
+    match runtime.block_on(run(opts, &mut out)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("flux-hub join: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
