@@ -133,9 +133,11 @@ async fn a_burst_for_a_spoke_that_never_joined_says_so_and_does_not_hold_deletio
 /// holds, its settings and its TLS Secret) is accepted; a `flux-spoke run` started with
 /// exactly what the Secret and the ConfigMap hold (hollow nodes run no container) connects
 /// to the hub, and join's wait sees it connected; running join again changes nothing.
+/// `flux-hub unjoin` refuses while a MiniCluster bursts into the spoke, naming it; once it
+/// is gone, unjoin leaves nothing of the install and the hub forgets the spoke.
 #[tokio::test]
 #[ignore = "needs two clusters: KUBECONFIG and SPOKE_KUBECONFIG (scripts/e2e.sh)"]
-async fn flux_hub_join_installs_a_spoke_that_connects_and_running_it_again_changes_nothing() {
+async fn flux_hub_join_installs_a_spoke_that_connects_and_unjoin_takes_it_out() {
     support::run_federated("join", "e2e-spoke", join).await;
 }
 
@@ -995,7 +997,6 @@ async fn join(env: &TestEnv, fed: &Federation) -> Result<()> {
             .kill_on_drop(true)
             .spawn()?;
         let again = join(true).output().await?;
-        let _ = spoke.kill().await;
         ensure!(
             again.status.success(),
             "flux-hub join (waiting) failed: {}",
@@ -1011,6 +1012,93 @@ async fn join(env: &TestEnv, fed: &Federation) -> Result<()> {
             "join again: connected and nothing changed: {result}"
         );
         eprintln!("{}: spoke {name} joined and connected", env.ns);
+
+        // unjoin: refused while a MiniCluster bursts into the spoke, then it removes the
+        // install and the hub forgets the spoke.
+        let _ = spoke.kill().await;
+        let unjoin = || {
+            let mut cmd = tokio::process::Command::new(&hub);
+            cmd.args(["unjoin", &name, "--kubeconfig", &kubeconfig, "--certs"])
+                .arg(&fed.certs)
+                .args(["--hub", &fed.hub_url(), "--hub-domain", "localhost"])
+                .args(["--timeout-seconds", "60"])
+                .kill_on_drop(true);
+            cmd
+        };
+        env.apply_minicluster(&minicluster(
+            &burst_name(&env.ns),
+            &name,
+            lead_address_override().as_deref(),
+        ))
+        .await?;
+        env.eventually(
+            "the hub to list the burst into the joined spoke",
+            objects_deadline(),
+            async || {
+                let status = fed.hub_status(&env.ns).await?;
+                Ok(
+                    if status
+                        .to_string()
+                        .contains(&format!("\"spoke\":\"{name}\""))
+                    {
+                        Probe::Done(())
+                    } else {
+                        Probe::Waiting(status.to_string())
+                    },
+                )
+            },
+        )
+        .await?;
+        let refused = unjoin().output().await?;
+        let said = String::from_utf8_lossy(&refused.stderr).to_string();
+        ensure!(
+            !refused.status.success()
+                && said.contains(&format!(
+                    "MiniClusters still burst into spoke {name}: {}/{NAME}",
+                    env.ns
+                )),
+            "unjoin must refuse, naming the MiniCluster: {said}"
+        );
+        env.api::<MiniCluster>()
+            .delete(NAME, &DeleteParams::background())
+            .await?;
+        env.eventually("the MiniCluster gone", objects_deadline(), async || {
+            Ok(match env.api::<MiniCluster>().get_opt(NAME).await? {
+                None => Probe::Done(()),
+                Some(_) => Probe::Waiting("still there".into()),
+            })
+        })
+        .await?;
+        let done = unjoin().output().await?;
+        ensure!(
+            done.status.success(),
+            "unjoin failed: {}",
+            String::from_utf8_lossy(&done.stderr)
+        );
+        ensure!(
+            Api::<Namespace>::all(client.clone())
+                .get_opt("flux-spoke-system")
+                .await?
+                .is_none()
+                && Api::<ClusterRole>::all(client.clone())
+                    .get_opt("flux-spoke")
+                    .await?
+                    .is_none(),
+            "unjoin leaves nothing of the install"
+        );
+        let status = fed.hub_status(&env.ns).await?;
+        let spokes: Vec<&str> = status["spokes"]
+            .as_array()
+            .map(|a| a.iter().filter_map(|s| s["name"].as_str()).collect())
+            .unwrap_or_default();
+        ensure!(
+            !spokes.contains(&name.as_str()),
+            "the hub forgot {name}: {spokes:?}"
+        );
+        eprintln!(
+            "{}: spoke {name} unjoined: install gone, forgotten by the hub",
+            env.ns
+        );
         Ok(())
     }
     .await;

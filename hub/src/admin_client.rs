@@ -11,8 +11,8 @@ use flux_shared::federation::diagnostics::{
 };
 use flux_shared::federation::proto::admin_client::AdminClient;
 use flux_shared::federation::proto::{
-    ListMiniClustersRequest, ListSpokesRequest, ListSpokesResponse, MiniClusterSnapshot,
-    ScaleBurstRequest, ScaleBurstResponse,
+    ForgetSpokeRequest, ListMiniClustersRequest, ListSpokesRequest, ListSpokesResponse,
+    MiniClusterSnapshot, ScaleBurstRequest, ScaleBurstResponse,
 };
 use flux_shared::federation::tls::{ClientSecurity, TlsError, TlsPem, TransportSettings};
 use flux_shared::federation::{Identity, identity_from_pem};
@@ -337,6 +337,17 @@ impl HubEndpoint {
             .await
             .map_err(|s| self.call_error("ScaleBurst", &s))?
             .into_inner())
+    }
+
+    /// Forgets a spoke (`ForgetSpoke`).
+    pub async fn forget_spoke(&self, client: &mut Client, name: &str) -> Result<(), AdminError> {
+        client
+            .forget_spoke(self.settings.unary_request(ForgetSpokeRequest {
+                name: name.to_string(),
+            }))
+            .await
+            .map_err(|s| self.call_error("ForgetSpoke", &s))?;
+        Ok(())
     }
 
     /// Every spoke the hub knows.

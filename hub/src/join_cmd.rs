@@ -120,13 +120,9 @@ fn certs_options(dir: &std::path::Path) -> CertsOptions {
     }
 }
 
-/// Waits until the hub's Admin API lists spoke `name` as connected.
-async fn wait_connected(
-    opts: &JoinOptions,
-    hub_domain: &str,
-    timeout: Duration,
-) -> anyhow::Result<SpokeInfo> {
-    let dir = &opts.certs;
+/// The admin certificate and key the install commands ask the hub with, issued from the
+/// CA in `dir` when missing.
+pub fn admin_certificate(dir: &std::path::Path) -> anyhow::Result<(PathBuf, PathBuf)> {
     let (cert, key) = (
         dir.join(format!("admin-{JOIN_ADMIN}.crt")),
         dir.join(format!("admin-{JOIN_ADMIN}.key")),
@@ -138,6 +134,17 @@ async fn wait_connected(
         })?;
         eprint!("{summary}");
     }
+    Ok((cert, key))
+}
+
+/// Waits until the hub's Admin API lists spoke `name` as connected.
+async fn wait_connected(
+    opts: &JoinOptions,
+    hub_domain: &str,
+    timeout: Duration,
+) -> anyhow::Result<SpokeInfo> {
+    let dir = &opts.certs;
+    let (cert, key) = admin_certificate(dir)?;
     let hub = HubEndpoint::new(&HubOptions {
         hub: opts.hub.clone(),
         ca: Some(dir.join("ca.crt")),

@@ -13,3 +13,4 @@ pub mod join_cmd;
 pub mod ops;
 pub mod render_cmd;
 pub mod status_cmd;
+pub mod unjoin_cmd;

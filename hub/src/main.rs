@@ -64,6 +64,9 @@ enum Command {
     /// Install a spoke into a burst cluster: its certificate, RBAC, Deployment and TLS
     /// Secret; waits until the hub lists it as connected.
     Join(flux_hub::join_cmd::JoinOptions),
+    /// Remove a spoke's install from its burst cluster and make the hub forget it (refused
+    /// while bursts are assigned to it, unless --force).
+    Unjoin(flux_hub::unjoin_cmd::UnjoinOptions),
     /// Change a MiniCluster's bursts through the hub's admin gRPC service (same connection
     /// flags as `status`).
     Burst {
@@ -96,6 +99,7 @@ fn main() -> ExitCode {
         Command::Burst { command } => return flux_hub::burst_cmd::main(&command),
         Command::Init(opts) => return flux_hub::init_cmd::main(&opts),
         Command::Join(opts) => return flux_hub::join_cmd::main(&opts),
+        Command::Unjoin(opts) => return flux_hub::unjoin_cmd::main(&opts),
         Command::Run(opts) => {
             return match run_controller(opts) {
                 Ok(()) => ExitCode::SUCCESS,

@@ -13,9 +13,10 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use flux_shared::federation::pki::{Ca, IssuedCert};
 use flux_shared::federation::proto::admin_server::Admin;
 use flux_shared::federation::proto::{
-    BurstPhase, BurstStatus, Endpoint, ListMiniClustersRequest, ListSpokesRequest,
-    ListSpokesResponse, MiniClusterRef, MiniClusterSnapshot, MiniClusterStatus, ScaleBurstRequest,
-    ScaleBurstResponse, SpokeInfo, WatchMiniClustersRequest,
+    BurstPhase, BurstStatus, Endpoint, ForgetSpokeRequest, ForgetSpokeResponse,
+    ListMiniClustersRequest, ListSpokesRequest, ListSpokesResponse, MiniClusterRef,
+    MiniClusterSnapshot, MiniClusterStatus, ScaleBurstRequest, ScaleBurstResponse, SpokeInfo,
+    WatchMiniClustersRequest,
 };
 use flux_shared::federation::tls::{ServerSecurity, TlsPem, TransportSettings};
 use flux_shared::federation::{Authenticator, Identity};
@@ -291,6 +292,15 @@ impl Admin for FakeHub {
     ) -> Result<Response<ListSpokesResponse>, Status> {
         self.record(&request, "")?;
         Ok(Response::new(self.spokes.clone()))
+    }
+
+    async fn forget_spoke(
+        &self,
+        request: Request<ForgetSpokeRequest>,
+    ) -> Result<Response<ForgetSpokeResponse>, Status> {
+        let name = request.get_ref().name.clone();
+        self.record(&request, &format!("forget {name}"))?;
+        Ok(Response::new(ForgetSpokeResponse {}))
     }
 
     async fn scale_burst(

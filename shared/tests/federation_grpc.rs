@@ -15,10 +15,10 @@ use flux_shared::federation::proto::admin_server::{Admin, AdminServer};
 use flux_shared::federation::proto::spoke_client::SpokeClient;
 use flux_shared::federation::proto::spoke_server::{Spoke, SpokeServer};
 use flux_shared::federation::proto::{
-    Assignment, AssignmentStatus, BurstPhase, Endpoint, ListMiniClustersRequest, ListSpokesRequest,
-    ListSpokesResponse, MiniClusterRef, MiniClusterSnapshot, MiniClusterStatus, ReportRequest,
-    ReportResponse, ScaleBurstRequest, ScaleBurstResponse, Snapshot, SpokeInfo,
-    WatchMiniClustersRequest, WatchRequest,
+    Assignment, AssignmentStatus, BurstPhase, Endpoint, ForgetSpokeRequest, ForgetSpokeResponse,
+    ListMiniClustersRequest, ListSpokesRequest, ListSpokesResponse, MiniClusterRef,
+    MiniClusterSnapshot, MiniClusterStatus, ReportRequest, ReportResponse, ScaleBurstRequest,
+    ScaleBurstResponse, Snapshot, SpokeInfo, WatchMiniClustersRequest, WatchRequest,
 };
 use flux_shared::federation::tls::{ClientSecurity, ServerSecurity, TlsPem, TransportSettings};
 use flux_shared::federation::{Authenticator, Identity, assignment_key};
@@ -282,6 +282,14 @@ impl Admin for TestHub {
                 })
                 .collect(),
         }))
+    }
+
+    async fn forget_spoke(
+        &self,
+        request: Request<ForgetSpokeRequest>,
+    ) -> Result<Response<ForgetSpokeResponse>, Status> {
+        self.auth.require_admin(&request)?;
+        Ok(Response::new(ForgetSpokeResponse {}))
     }
 
     async fn scale_burst(

@@ -809,6 +809,28 @@ impl Registry {
         }
     }
 
+    /// Forget spoke `name` (it was uninstalled): refused while it is connected or has
+    /// assignments, which would bring it back. `Ok(false)` when it was not known.
+    pub fn forget_spoke(&self, name: &str) -> Result<bool, String> {
+        let mut inner = self.lock();
+        let Some(state) = inner.spokes.get(name) else {
+            return Ok(false);
+        };
+        if state.connections > 0 {
+            return Err(format!("spoke {name} is still connected; stop it first"));
+        }
+        if !state.assignments.is_empty() {
+            let keys: Vec<&str> = state.assignments.keys().map(String::as_str).collect();
+            return Err(format!(
+                "spoke {name} still has bursts assigned: {}",
+                keys.join(", ")
+            ));
+        }
+        inner.spokes.remove(name);
+        self.bump_admin(&mut inner);
+        Ok(true)
+    }
+
     /// Number of connected spokes, and of assignments over all spokes (metrics).
     pub fn counts(&self) -> (usize, usize) {
         let inner = self.lock();
@@ -1093,6 +1115,30 @@ mod tests {
         assert_eq!(
             r.spokes().spokes[0].cluster_unreachable_since_unix_millis,
             0
+        );
+    }
+
+    #[test]
+    fn a_spoke_is_forgotten_only_when_away_and_without_assignments() {
+        let r = primed();
+        assert_eq!(r.forget_spoke("nobody"), Ok(false));
+        let connected = r.subscribe("a", "v").unwrap();
+        assert!(
+            r.forget_spoke("a")
+                .is_err_and(|e| e.contains("still connected"))
+        );
+        drop(connected);
+        assert_eq!(r.forget_spoke("a"), Ok(true));
+        assert!(r.spokes().spokes.is_empty(), "gone from the listing");
+        r.set(
+            &mc(),
+            McInfo::default(),
+            vec![burst("ns/m/x", "b")],
+            vec![sa("b", "ns/m/x", "{}")],
+        );
+        assert!(
+            r.forget_spoke("b")
+                .is_err_and(|e| e.contains("still has bursts assigned: ns/m/x"))
         );
     }
 

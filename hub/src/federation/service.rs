@@ -10,9 +10,9 @@ use flux_shared::federation::Authenticator;
 use flux_shared::federation::proto::admin_server::Admin;
 use flux_shared::federation::proto::spoke_server::Spoke;
 use flux_shared::federation::proto::{
-    ListMiniClustersRequest, ListSpokesRequest, ListSpokesResponse, MiniClusterSnapshot,
-    ReportRequest, ReportResponse, ScaleBurstRequest, ScaleBurstResponse, Snapshot,
-    WatchMiniClustersRequest, WatchRequest,
+    ForgetSpokeRequest, ForgetSpokeResponse, ListMiniClustersRequest, ListSpokesRequest,
+    ListSpokesResponse, MiniClusterSnapshot, ReportRequest, ReportResponse, ScaleBurstRequest,
+    ScaleBurstResponse, Snapshot, WatchMiniClustersRequest, WatchRequest,
 };
 use flux_shared::federation::tls::{ServerSecurity, TransportSettings};
 use futures::{Stream, StreamExt};
@@ -173,6 +173,25 @@ impl Admin for Services {
     ) -> Result<Response<ListSpokesResponse>, Status> {
         self.auth.require_admin(&request)?;
         Ok(Response::new(self.registry.spokes()))
+    }
+
+    async fn forget_spoke(
+        &self,
+        request: Request<ForgetSpokeRequest>,
+    ) -> Result<Response<ForgetSpokeResponse>, Status> {
+        let admin = self.auth.require_admin(&request)?;
+        let name = request.into_inner().name;
+        let _span = info_span!("forget_spoke", %admin, spoke = %name).entered();
+        match self.registry.forget_spoke(&name) {
+            Ok(true) => {
+                info!("spoke forgotten");
+                Ok(Response::new(ForgetSpokeResponse {}))
+            }
+            Ok(false) => Err(Status::not_found(format!(
+                "this hub does not know a spoke named {name}"
+            ))),
+            Err(reason) => Err(Status::failed_precondition(reason)),
+        }
     }
 
     async fn scale_burst(

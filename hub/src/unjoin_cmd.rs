@@ -1,0 +1,185 @@
+//! `flux-hub unjoin NAME`: takes a spoke's install out of its burst cluster and makes the
+//! hub forget the spoke. Refused, with the list, while MiniClusters assign bursts to it
+//! (unless `--force`: the install goes, and the hub keeps the spoke, whose bursts show
+//! Unreachable, until those bursts go). Removes what `flux-hub join` applied: the
+//! `flux-spoke-system` namespace (the Deployment, ConfigMap and Secret with it) and the
+//! spoke's ClusterRole and ClusterRoleBinding. The spoke's certificate files stay in
+//! `--certs`.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use anyhow::bail;
+use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
+use kube::api::{Api, DeleteParams};
+
+use crate::admin_client::{HubEndpoint, HubOptions};
+use crate::init_cmd::client;
+use crate::install::SPOKE_NAMESPACE;
+
+/// Options of `flux-hub unjoin`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct UnjoinOptions {
+    /// The spoke's name.
+    pub name: String,
+    /// Kubeconfig of the burst cluster (default: KUBECONFIG, then ~/.kube/config).
+    #[arg(long, value_name = "FILE")]
+    pub kubeconfig: Option<PathBuf>,
+    /// Context of the kubeconfig to use.
+    #[arg(long, value_name = "NAME")]
+    pub context: Option<String>,
+    /// Directory of the federation's certificates (for an admin certificate).
+    #[arg(long, value_name = "DIR")]
+    pub certs: PathBuf,
+    /// The hub's endpoint (`https://HOST:8443`).
+    #[arg(long, value_name = "URL")]
+    pub hub: String,
+    /// The name (or IP) the hub's certificate carries (default: the host of --hub).
+    #[arg(long, value_name = "DNS")]
+    pub hub_domain: Option<String>,
+    /// Remove the install even while bursts are assigned to the spoke.
+    #[arg(long)]
+    pub force: bool,
+    /// How long to wait for the spoke to disconnect and its namespace to go, in seconds.
+    #[arg(long, default_value_t = 120, value_name = "SECONDS")]
+    pub timeout_seconds: u64,
+}
+
+/// Runs `flux-hub unjoin`.
+pub async fn run(opts: &UnjoinOptions, out: &mut dyn Write) -> anyhow::Result<()> {
+    let admin = crate::join_cmd::admin_certificate(&opts.certs)?;
+    let hub = HubEndpoint::new(&HubOptions {
+        hub: opts.hub.clone(),
+        ca: Some(opts.certs.join("ca.crt")),
+        cert: Some(admin.0),
+        key: Some(admin.1),
+        hub_domain: opts.hub_domain.clone(),
+        insecure: false,
+        admin_name: None,
+    })?;
+    let mut admin_client = hub.connect().await?;
+    let (snapshot, _) = hub.list(&mut admin_client, "").await?;
+    let assigned: Vec<String> = snapshot
+        .miniclusters
+        .iter()
+        .flat_map(|mc| {
+            let key = mc
+                .minicluster
+                .as_ref()
+                .map(|r| format!("{}/{}", r.namespace, r.name))
+                .unwrap_or_default();
+            mc.bursts
+                .iter()
+                .filter(|b| b.spoke == opts.name)
+                .map(move |b| format!("{key} (burst {})", b.burst_name))
+        })
+        .collect();
+    if !assigned.is_empty() && !opts.force {
+        bail!(
+            "MiniClusters still burst into spoke {}: {}; remove those bursts first, or --force",
+            opts.name,
+            assigned.join(", ")
+        );
+    }
+
+    let cluster = client(opts.kubeconfig.as_deref(), opts.context.as_deref()).await?;
+    let dp = DeleteParams::background();
+    let gone = |r: Result<_, kube::Error>, what: &str| match r {
+        Ok(_) => {
+            eprintln!("{what}: deleted");
+            Ok(())
+        }
+        Err(kube::Error::Api(e)) if e.code == 404 => {
+            eprintln!("{what}: not there");
+            Ok(())
+        }
+        Err(e) => Err(anyhow::anyhow!("deleting {what}: {e}")),
+    };
+    let namespaces: Api<Namespace> = Api::all(cluster.clone());
+    gone(
+        namespaces.delete(SPOKE_NAMESPACE, &dp).await.map(drop),
+        &format!("Namespace {SPOKE_NAMESPACE}"),
+    )?;
+    gone(
+        Api::<ClusterRoleBinding>::all(cluster.clone())
+            .delete("flux-spoke", &dp)
+            .await
+            .map(drop),
+        "ClusterRoleBinding flux-spoke",
+    )?;
+    gone(
+        Api::<ClusterRole>::all(cluster.clone())
+            .delete("flux-spoke", &dp)
+            .await
+            .map(drop),
+        "ClusterRole flux-spoke",
+    )?;
+
+    let timeout = Duration::from_secs(opts.timeout_seconds);
+    let start = Instant::now();
+    while namespaces.get_opt(SPOKE_NAMESPACE).await?.is_some() {
+        if start.elapsed() > timeout {
+            bail!(
+                "Namespace {SPOKE_NAMESPACE} is still terminating after {}s",
+                timeout.as_secs()
+            );
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    if !assigned.is_empty() {
+        writeln!(
+            out,
+            "spoke {} uninstalled; the hub keeps it while bursts are assigned to it: {}",
+            opts.name,
+            assigned.join(", ")
+        )?;
+        return Ok(());
+    }
+    // The spoke's stream ends with its pod; then the hub may forget it.
+    loop {
+        match hub.forget_spoke(&mut admin_client, &opts.name).await {
+            Ok(()) => break,
+            Err(crate::admin_client::AdminError::Declined { message, .. })
+                if message.contains("does not know") =>
+            {
+                break;
+            }
+            Err(e) if start.elapsed() > timeout => {
+                bail!("the hub did not forget spoke {}: {e}", opts.name)
+            }
+            Err(_) => tokio::time::sleep(Duration::from_secs(1)).await,
+        }
+    }
+    writeln!(
+        out,
+        "spoke {} uninstalled and forgotten by the hub (its certificate stays in {})",
+        opts.name,
+        opts.certs.display()
+    )?;
+    Ok(())
+}
+
+/// Entry point of `flux-hub unjoin` (from `main`).
+pub fn main(opts: &UnjoinOptions) -> ExitCode {
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("flux-hub unjoin: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let mut out = std::io::stdout().lock();
+    match runtime.block_on(run(opts, &mut out)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("flux-hub unjoin: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
