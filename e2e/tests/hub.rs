@@ -1409,8 +1409,11 @@ async fn flux_hub_init_installs_the_hub_and_running_it_again_changes_nothing() {
         }
         let result: Value = serde_json::from_slice(&first.stdout)?;
         ensure!(result["ready"] == true, "{result}");
+        // No load balancer here: the given name on the federation Service's node port.
         ensure!(
-            result["endpoint"] == "https://hub.example.org:8443",
+            result["endpoint"]
+                .as_str()
+                .is_some_and(|e| e.starts_with("https://hub.example.org:3")),
             "{result}"
         );
 

@@ -258,8 +258,9 @@ pub async fn wait_available(
     }
 }
 
-/// The endpoint spokes dial: the federation Service's LoadBalancer address, else the first
-/// `--hub-dns`, else the first `--hub-ip`.
+/// The endpoint spokes dial: the federation Service's LoadBalancer address on port 8443;
+/// without one (kind, bare metal), the first `--hub-dns`, else the first `--hub-ip`, on
+/// the Service's node port (reachable on every node without a balancer).
 pub fn endpoint(
     service: Option<&Service>,
     hub_dns: &[String],
@@ -277,13 +278,22 @@ pub fn endpoint(
                 .cloned()
         })
         .and_then(|i| i.hostname.or(i.ip));
-    let host = balancer.or_else(|| hub_dns.first().cloned()).or_else(|| {
+    if let Some(host) = balancer {
+        return Some(format!("https://{host}:{FEDERATION_PORT}"));
+    }
+    let host = hub_dns.first().cloned().or_else(|| {
         hub_ip.first().map(|ip| match ip {
             IpAddr::V6(v6) => format!("[{v6}]"),
             IpAddr::V4(v4) => v4.to_string(),
         })
     })?;
-    Some(format!("https://{host}:{FEDERATION_PORT}"))
+    let node_port = service
+        .and_then(|s| s.spec.as_ref()?.ports.as_ref()?.first()?.node_port)
+        .and_then(|p| u16::try_from(p).ok());
+    Some(format!(
+        "https://{host}:{}",
+        node_port.unwrap_or(FEDERATION_PORT)
+    ))
 }
 
 /// The CA and the hub's certificate in `dir`: created when missing, reused otherwise.
@@ -425,5 +435,15 @@ mod tests {
             Some("https://[2001:db8::1]:8443")
         );
         assert_eq!(endpoint(None, &[], &[]), None);
+        // No balancer (kind): the given name on the Service's node port.
+        let kind: Service = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "flux-hub-federation"},
+            "spec": {"type": "LoadBalancer", "ports": [{"port": 8443, "nodePort": 31443}]},
+        }))
+        .expect("service");
+        assert_eq!(
+            endpoint(Some(&kind), &[], &["172.18.0.2".parse().expect("ip")]).as_deref(),
+            Some("https://172.18.0.2:31443")
+        );
     }
 }

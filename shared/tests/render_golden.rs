@@ -19,8 +19,10 @@ fn examples_render_as_recorded() {
         address: "192.0.2.1".into(),
         port: 30050,
     };
-    let mut examples: Vec<PathBuf> = std::fs::read_dir(root().join("../examples"))
-        .expect("examples")
+    // examples/*.yaml and the quickstart's MiniCluster.
+    let mut examples: Vec<PathBuf> = ["../examples", "../examples/quickstart"]
+        .iter()
+        .flat_map(|dir| std::fs::read_dir(root().join(dir)).expect("examples"))
         .map(|e| e.expect("entry").path())
         .filter(|p| p.extension().is_some_and(|e| e == "yaml"))
         .collect();
