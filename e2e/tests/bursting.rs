@@ -944,6 +944,40 @@ async fn join(env: &TestEnv, fed: &Federation) -> Result<()> {
             "flux-hub join --wait=false failed: {}",
             String::from_utf8_lossy(&first.stderr)
         );
+        // The spoke's service account has every permission the spoke uses, cluster-wide.
+        let mut missing = Vec::new();
+        for (group, resource, verbs) in flux_spoke::cluster::REQUIRED {
+            for verb in *verbs {
+                let allowed = support::service_account_can(
+                    &client,
+                    ("flux-spoke-system", "flux-spoke"),
+                    group,
+                    resource,
+                    verb,
+                    "some-team",
+                )
+                .await?;
+                if !allowed {
+                    missing.push(format!("{verb} {group}/{resource}"));
+                }
+            }
+        }
+        ensure!(
+            missing.is_empty(),
+            "the spoke's installed RBAC lacks: {missing:?}"
+        );
+        ensure!(
+            !support::service_account_can(
+                &client,
+                ("flux-spoke-system", "flux-spoke"),
+                "",
+                "pods/exec",
+                "create",
+                "some-team"
+            )
+            .await?,
+            "the spoke must not exec into pods"
+        );
         // What the installed spoke would run with, read back from the burst cluster.
         let secrets: Api<Secret> = Api::namespaced(client.clone(), "flux-spoke-system");
         let config: Api<ConfigMap> = Api::namespaced(client.clone(), "flux-spoke-system");

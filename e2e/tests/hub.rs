@@ -1368,7 +1368,6 @@ async fn owned_objects(env: &TestEnv, name: &str) -> Result<Vec<Owned>> {
 #[ignore = "needs a cluster: KUBECONFIG (scripts/e2e.sh)"]
 async fn flux_hub_init_installs_the_hub_and_running_it_again_changes_nothing() {
     support::run("init", false, async |env| {
-        use k8s_openapi::api::authorization::v1::SubjectAccessReview;
         let kubeconfig = std::env::var("KUBECONFIG").context("KUBECONFIG")?;
         let certs = support::log_file(&format!("{}-certs", env.ns))?;
         let _ = std::fs::remove_dir_all(&certs);
@@ -1377,7 +1376,14 @@ async fn flux_hub_init_installs_the_hub_and_running_it_again_changes_nothing() {
             let mut cmd = std::process::Command::new(&hub);
             cmd.args(["init", "--kubeconfig", &kubeconfig, "--certs"])
                 .arg(&certs)
-                .args(["--hub-dns", "hub.example.org", "-o", "json", "--timeout-seconds", "90"])
+                .args([
+                    "--hub-dns",
+                    "hub.example.org",
+                    "-o",
+                    "json",
+                    "--timeout-seconds",
+                    "90",
+                ])
                 .args(extra);
             cmd
         };
@@ -1418,18 +1424,16 @@ async fn flux_hub_init_installs_the_hub_and_running_it_again_changes_nothing() {
         );
 
         // Every permission the controller needs, as the hub's service account, and not more.
-        let reviews: Api<SubjectAccessReview> = Api::all(env.client.clone());
-        let can = async |group: &str, resource: &str, verb: &str, ns: &str| -> Result<bool> {
-            let (resource, subresource) = resource.split_once('/').unwrap_or((resource, ""));
-            let review: SubjectAccessReview = serde_json::from_value(json!({
-                "spec": {
-                    "user": "system:serviceaccount:flux-operator-system:flux-hub",
-                    "groups": ["system:serviceaccounts", "system:serviceaccounts:flux-operator-system", "system:authenticated"],
-                    "resourceAttributes": {"group": group, "resource": resource, "subresource": subresource, "verb": verb, "namespace": ns},
-                }
-            }))?;
-            let answer = reviews.create(&Default::default(), &review).await?;
-            Ok(answer.status.is_some_and(|s| s.allowed))
+        let can = async |group: &str, resource: &str, verb: &str, ns: &str| {
+            support::service_account_can(
+                &env.client,
+                ("flux-operator-system", "flux-hub"),
+                group,
+                resource,
+                verb,
+                ns,
+            )
+            .await
         };
         let mut missing = Vec::new();
         for p in flux_hub::controller::permissions::REQUIRED {

@@ -1735,3 +1735,29 @@ pub fn mc_conditions(mc: &MiniCluster) -> &[Condition] {
 pub fn mentions_max(text: &str) -> bool {
     text.to_lowercase().contains("max")
 }
+
+/// Whether service account `namespace/name` may `verb` `group`/`resource` (with an optional
+/// `/subresource`) in namespace `ns`, as the API server's authorizer answers a
+/// SubjectAccessReview (what `kubectl auth can-i --as=system:serviceaccount:...` asks).
+pub async fn service_account_can(
+    client: &Client,
+    account: (&str, &str),
+    group: &str,
+    resource: &str,
+    verb: &str,
+    ns: &str,
+) -> Result<bool> {
+    use k8s_openapi::api::authorization::v1::SubjectAccessReview;
+    let (resource, subresource) = resource.split_once('/').unwrap_or((resource, ""));
+    let review: SubjectAccessReview = serde_json::from_value(json!({
+        "spec": {
+            "user": format!("system:serviceaccount:{}:{}", account.0, account.1),
+            "groups": ["system:serviceaccounts", format!("system:serviceaccounts:{}", account.0), "system:authenticated"],
+            "resourceAttributes": {"group": group, "resource": resource, "subresource": subresource, "verb": verb, "namespace": ns},
+        }
+    }))?;
+    let answer = Api::<SubjectAccessReview>::all(client.clone())
+        .create(&Default::default(), &review)
+        .await?;
+    Ok(answer.status.is_some_and(|s| s.allowed))
+}
