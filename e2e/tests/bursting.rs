@@ -581,18 +581,7 @@ async fn grow(env: &TestEnv, fed: &Federation) -> Result<()> {
     doc["spec"]["flux"]["bursting"]["clusters"] =
         json!([{"name": burst, "size": 0, "maxSize": 2, "cluster": fed.spoke()}]);
     env.apply_minicluster(&doc).await?;
-    let mcs = env.api::<MiniCluster>();
-    let lead = env
-        .eventually("status.leadBroker", objects_deadline(), async || {
-            let mc = mcs.get(NAME).await?;
-            Ok(
-                match mc.status.as_ref().and_then(|s| s.lead_broker.clone()) {
-                    Some(l) if !l.address.is_empty() && l.port > 0 => Probe::Done(l),
-                    _ => Probe::Waiting(yaml(&mc.status)),
-                },
-            )
-        })
-        .await?;
+    let lead = lead_endpoint(env).await?;
     let job: Job = wait_spoke_object(env, fed.spoke(), &burst).await?;
     ensure!(
         job.spec.as_ref().and_then(|s| s.suspend) == Some(true),
@@ -600,23 +589,9 @@ async fn grow(env: &TestEnv, fed: &Federation) -> Result<()> {
     );
 
     // The root instance runs alone; a job for every host waits for the burst.
-    let root_file = support::log_file(&format!("{}-root-objects.yaml", env.ns))?;
-    dataplane::export(&env.client, &env.ns, &root_file).await?;
-    let mut root = FluxRun::start(
-        &run_name(&env.ns, "root"),
-        &[&root_file],
-        &[
-            "--timeout".into(),
-            "240".into(),
-            "--nodeport-ip".into(),
-            lead.address.clone(),
-            "--serve-nodeport".into(),
-        ],
-    )?;
-    root.wait_for_output("NodePort emulation", secs(60)).await?;
+    let root = start_root(env, &lead).await?;
     let lead_pod = format!("{NAME}-0");
     let root_hosts = dataplane::indexed(NAME, ROOT_SIZE);
-    overlay_wait(&root, &lead_pod, NAME, &root_hosts, None, overlay_up).await?;
     let jobid = root.flux_submit(&lead_pod, NAME, "-N 4 hostname").await?;
     let state = root
         .flux_exec(
@@ -657,18 +632,7 @@ async fn grow(env: &TestEnv, fed: &Federation) -> Result<()> {
     .await?;
 
     // Its brokers, run from what the spoke wrote, join the running instance: the job runs.
-    let burst_file = support::log_file(&format!("{}-burst-objects.yaml", env.ns))?;
-    dataplane::export(&env.spoke_client(), &env.ns, &burst_file).await?;
-    let burst_run = FluxRun::start(
-        &run_name(&env.ns, "burst"),
-        &[&burst_file],
-        &[
-            "--timeout".into(),
-            "240".into(),
-            "--attach".into(),
-            lead.address.clone(),
-        ],
-    )?;
+    let burst_run = start_burst(env, &lead).await?;
     let mut hosts = root_hosts.clone();
     hosts.extend(dataplane::indexed(&burst, 2));
     let joined = overlay_wait(
@@ -716,37 +680,13 @@ async fn autoscale(env: &TestEnv, fed: &Federation) -> Result<()> {
     });
     env.apply_minicluster(&doc).await?;
     let mcs = env.api::<MiniCluster>();
-    let lead = env
-        .eventually("status.leadBroker", objects_deadline(), async || {
-            let mc = mcs.get(NAME).await?;
-            Ok(
-                match mc.status.as_ref().and_then(|s| s.lead_broker.clone()) {
-                    Some(l) if !l.address.is_empty() && l.port > 0 => Probe::Done(l),
-                    _ => Probe::Waiting(yaml(&mc.status)),
-                },
-            )
-        })
-        .await?;
+    let lead = lead_endpoint(env).await?;
     let job: Job = wait_spoke_object(env, fed.spoke(), &burst).await?;
     let uid = job.uid();
 
-    let root_file = support::log_file(&format!("{}-root-objects.yaml", env.ns))?;
-    dataplane::export(&env.client, &env.ns, &root_file).await?;
-    let mut root = FluxRun::start(
-        &run_name(&env.ns, "root"),
-        &[&root_file],
-        &[
-            "--timeout".into(),
-            "240".into(),
-            "--nodeport-ip".into(),
-            lead.address.clone(),
-            "--serve-nodeport".into(),
-        ],
-    )?;
-    root.wait_for_output("NodePort emulation", secs(60)).await?;
+    let root = start_root(env, &lead).await?;
     let lead_pod = format!("{NAME}-0");
     let root_hosts = dataplane::indexed(NAME, ROOT_SIZE);
-    overlay_wait(&root, &lead_pod, NAME, &root_hosts, None, overlay_up).await?;
 
     // The hub reads the reporter through a relay into the lead pod (it cannot reach the
     // emulated pod network), named by the annotation.
@@ -806,18 +746,7 @@ async fn autoscale(env: &TestEnv, fed: &Federation) -> Result<()> {
         "a BurstScaledUp Event says why: {scaled:?}"
     );
 
-    let burst_file = support::log_file(&format!("{}-burst-objects.yaml", env.ns))?;
-    dataplane::export(&env.spoke_client(), &env.ns, &burst_file).await?;
-    let burst_run = FluxRun::start(
-        &run_name(&env.ns, "burst"),
-        &[&burst_file],
-        &[
-            "--timeout".into(),
-            "240".into(),
-            "--attach".into(),
-            lead.address.clone(),
-        ],
-    )?;
+    let burst_run = start_burst(env, &lead).await?;
     let mut hosts = root_hosts.clone();
     hosts.extend(dataplane::indexed(&burst, 2));
     overlay_wait(
@@ -1138,6 +1067,68 @@ async fn join(env: &TestEnv, fed: &Federation) -> Result<()> {
     .await;
     cleanup().await;
     outcome
+}
+
+/// The lead broker's endpoint once the hub has published it in the status.
+async fn lead_endpoint(env: &TestEnv) -> Result<flux_shared::api::LeadBrokerStatus> {
+    let mcs = env.api::<MiniCluster>();
+    env.eventually("status.leadBroker", objects_deadline(), async || {
+        let mc = mcs.get(NAME).await?;
+        Ok(
+            match mc.status.as_ref().and_then(|s| s.lead_broker.clone()) {
+                Some(l) if !l.address.is_empty() && l.port > 0 => Probe::Done(l),
+                _ => Probe::Waiting(yaml(&mc.status)),
+            },
+        )
+    })
+    .await
+}
+
+/// The root's objects, as the API server has them, run with real Flux (serving the lead
+/// broker's NodePort at `lead`), until the root brokers are up.
+async fn start_root(env: &TestEnv, lead: &flux_shared::api::LeadBrokerStatus) -> Result<FluxRun> {
+    let root_file = support::log_file(&format!("{}-root-objects.yaml", env.ns))?;
+    dataplane::export(&env.client, &env.ns, &root_file).await?;
+    let mut root = FluxRun::start(
+        &run_name(&env.ns, "root"),
+        &[&root_file],
+        &[
+            "--timeout".into(),
+            "240".into(),
+            "--nodeport-ip".into(),
+            lead.address.clone(),
+            "--serve-nodeport".into(),
+        ],
+    )?;
+    root.wait_for_output("NodePort emulation", secs(60)).await?;
+    let root_hosts = dataplane::indexed(NAME, ROOT_SIZE);
+    overlay_wait(
+        &root,
+        &format!("{NAME}-0"),
+        NAME,
+        &root_hosts,
+        None,
+        overlay_up,
+    )
+    .await?;
+    Ok(root)
+}
+
+/// The burst's objects, as the spoke's cluster has them, run with real Flux attached to
+/// the root run's NodePort at `lead`.
+async fn start_burst(env: &TestEnv, lead: &flux_shared::api::LeadBrokerStatus) -> Result<FluxRun> {
+    let burst_file = support::log_file(&format!("{}-burst-objects.yaml", env.ns))?;
+    dataplane::export(&env.spoke_client(), &env.ns, &burst_file).await?;
+    FluxRun::start(
+        &run_name(&env.ns, "burst"),
+        &[&burst_file],
+        &[
+            "--timeout".into(),
+            "240".into(),
+            "--attach".into(),
+            lead.address.clone(),
+        ],
+    )
 }
 
 async fn outage(env: &TestEnv, fed: &Federation) -> Result<()> {

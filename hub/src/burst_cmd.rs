@@ -153,24 +153,7 @@ pub async fn scale(opts: &ScaleOptions, out: &mut dyn Write) -> Result<(), Admin
 /// Entry point of `flux-hub burst` (from `main`).
 pub fn main(command: &BurstCommand) -> ExitCode {
     let BurstCommand::Scale(opts) = command;
-    let runtime = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("flux-hub burst scale: starting the runtime: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
-    let mut out = std::io::stdout().lock();
-    match runtime.block_on(scale(opts, &mut out)) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("flux-hub burst scale: {e}");
-            ExitCode::FAILURE
-        }
-    }
+    crate::cli::run("flux-hub burst scale", async |out| scale(opts, out).await)
 }
 
 #[cfg(test)]

@@ -25,16 +25,31 @@ use serde_json::Value;
 use crate::certs_cmd::{self, CertsOptions};
 use crate::install::{self, FEDERATION_PORT, FEDERATION_SERVICE, HUB_NAMESPACE};
 
-/// Options of `flux-hub init`.
+/// The cluster an install command works on.
 #[derive(clap::Args, Debug, Clone)]
-pub struct InitOptions {
-    /// Kubeconfig of the root cluster (default: KUBECONFIG, then ~/.kube/config, then
+pub struct ClusterOptions {
+    /// Kubeconfig of the cluster (default: KUBECONFIG, then ~/.kube/config, then
     /// in-cluster).
     #[arg(long, value_name = "FILE")]
     pub kubeconfig: Option<PathBuf>,
     /// Context of the kubeconfig to use (default: its current context).
     #[arg(long, value_name = "NAME")]
     pub context: Option<String>,
+}
+
+impl ClusterOptions {
+    /// A client of that cluster.
+    pub async fn client(&self) -> anyhow::Result<Client> {
+        client(self.kubeconfig.as_deref(), self.context.as_deref()).await
+    }
+}
+
+/// Options of `flux-hub init`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct InitOptions {
+    /// The root cluster.
+    #[command(flatten)]
+    pub cluster: ClusterOptions,
     /// Directory of the federation's certificates (`flux-hub certs` layout); the CA and the
     /// hub's certificate are created there when missing.
     #[arg(long, value_name = "DIR")]
@@ -332,7 +347,7 @@ fn hub_certificates(opts: &InitOptions) -> anyhow::Result<(String, String, Strin
 /// Runs `flux-hub init`.
 pub async fn run(opts: &InitOptions, out: &mut dyn Write) -> anyhow::Result<()> {
     let (ca, cert, key) = hub_certificates(opts)?;
-    let client = client(opts.kubeconfig.as_deref(), opts.context.as_deref()).await?;
+    let client = opts.cluster.client().await?;
     let objects = install::hub_objects(opts.image.as_deref(), &ca, &cert, &key)?;
     let applied = apply_all(&client, &objects).await?;
     let ready = if opts.wait {
@@ -390,24 +405,9 @@ pub async fn run(opts: &InitOptions, out: &mut dyn Write) -> anyhow::Result<()> 
 
 /// Entry point of `flux-hub init` (from `main`).
 pub fn main(opts: &InitOptions) -> ExitCode {
-    let runtime = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("flux-hub init: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
-    let mut out = std::io::stdout().lock();
-    match runtime.block_on(run(opts, &mut out)) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("flux-hub init: {e:#}");
-            ExitCode::FAILURE
-        }
-    }
+    crate::cli::run("flux-hub init", async |out| {
+        run(opts, out).await.map_err(|e| format!("{e:#}"))
+    })
 }
 
 #[cfg(test)]

@@ -18,7 +18,7 @@ use serde::Serialize;
 
 use crate::admin_client::{HubEndpoint, HubOptions};
 use crate::certs_cmd::{self, CertsOptions};
-use crate::init_cmd::{Applied, Format, apply_all, client, wait_available};
+use crate::init_cmd::{Applied, ClusterOptions, Format, apply_all, wait_available};
 use crate::install::{self, SPOKE_NAMESPACE, SpokeSettings};
 
 /// Name of the admin certificate `join` issues for itself to ask the hub.
@@ -29,12 +29,9 @@ const JOIN_ADMIN: &str = "flux-hub-join";
 pub struct JoinOptions {
     /// The spoke's name: its certificate's identity and the bursts' `cluster`.
     pub name: String,
-    /// Kubeconfig of the burst cluster (default: KUBECONFIG, then ~/.kube/config).
-    #[arg(long, value_name = "FILE")]
-    pub kubeconfig: Option<PathBuf>,
-    /// Context of the kubeconfig to use.
-    #[arg(long, value_name = "NAME")]
-    pub context: Option<String>,
+    /// The burst cluster.
+    #[command(flatten)]
+    pub cluster: ClusterOptions,
     /// Directory of the federation's certificates (the CA `flux-hub init` made).
     #[arg(long, value_name = "DIR")]
     pub certs: PathBuf,
@@ -202,7 +199,7 @@ pub async fn run(opts: &JoinOptions, out: &mut dyn Write) -> anyhow::Result<()> 
         })?,
     };
     let (ca, cert, key) = spoke_certificates(opts)?;
-    let client = client(opts.kubeconfig.as_deref(), opts.context.as_deref()).await?;
+    let client = opts.cluster.client().await?;
     let settings = SpokeSettings {
         name: opts.name.clone(),
         hub_url: hub_url.clone(),
@@ -262,22 +259,7 @@ pub async fn run(opts: &JoinOptions, out: &mut dyn Write) -> anyhow::Result<()> 
 
 /// Entry point of `flux-hub join` (from `main`).
 pub fn main(opts: &JoinOptions) -> ExitCode {
-    let runtime = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("flux-hub join: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
-    let mut out = std::io::stdout().lock();
-    match runtime.block_on(run(opts, &mut out)) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("flux-hub join: {e:#}");
-            ExitCode::FAILURE
-        }
-    }
+    crate::cli::run("flux-hub join", async |out| {
+        run(opts, out).await.map_err(|e| format!("{e:#}"))
+    })
 }

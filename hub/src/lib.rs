@@ -4,6 +4,7 @@ pub mod admin_client;
 pub mod autoscale;
 pub mod burst_cmd;
 pub mod certs_cmd;
+pub mod cli;
 pub mod controller;
 pub mod convert_cmd;
 pub mod federation;

@@ -17,7 +17,7 @@ use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
 use kube::api::{Api, DeleteParams};
 
 use crate::admin_client::{HubEndpoint, HubOptions};
-use crate::init_cmd::client;
+use crate::init_cmd::ClusterOptions;
 use crate::install::SPOKE_NAMESPACE;
 
 /// Options of `flux-hub unjoin`.
@@ -25,12 +25,9 @@ use crate::install::SPOKE_NAMESPACE;
 pub struct UnjoinOptions {
     /// The spoke's name.
     pub name: String,
-    /// Kubeconfig of the burst cluster (default: KUBECONFIG, then ~/.kube/config).
-    #[arg(long, value_name = "FILE")]
-    pub kubeconfig: Option<PathBuf>,
-    /// Context of the kubeconfig to use.
-    #[arg(long, value_name = "NAME")]
-    pub context: Option<String>,
+    /// The burst cluster.
+    #[command(flatten)]
+    pub cluster: ClusterOptions,
     /// Directory of the federation's certificates (for an admin certificate).
     #[arg(long, value_name = "DIR")]
     pub certs: PathBuf,
@@ -85,7 +82,7 @@ pub async fn run(opts: &UnjoinOptions, out: &mut dyn Write) -> anyhow::Result<()
         );
     }
 
-    let cluster = client(opts.kubeconfig.as_deref(), opts.context.as_deref()).await?;
+    let cluster = opts.cluster.client().await?;
     let dp = DeleteParams::background();
     let gone = |r: Result<_, kube::Error>, what: &str| match r {
         Ok(_) => {
@@ -164,22 +161,7 @@ pub async fn run(opts: &UnjoinOptions, out: &mut dyn Write) -> anyhow::Result<()
 
 /// Entry point of `flux-hub unjoin` (from `main`).
 pub fn main(opts: &UnjoinOptions) -> ExitCode {
-    let runtime = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("flux-hub unjoin: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
-    let mut out = std::io::stdout().lock();
-    match runtime.block_on(run(opts, &mut out)) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("flux-hub unjoin: {e:#}");
-            ExitCode::FAILURE
-        }
-    }
+    crate::cli::run("flux-hub unjoin", async |out| {
+        run(opts, out).await.map_err(|e| format!("{e:#}"))
+    })
 }

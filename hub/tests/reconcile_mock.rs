@@ -1329,6 +1329,18 @@ status:
   burstLayout: [{name: a, maxSize: 4}]
 "#;
 
+/// The hub's Secret cache holds `bursty-curve` with the certificate text `CERT`.
+fn cache_curve_cert(writers: &mut Writers) {
+    writers.secrets.apply_watcher_event(&watcher::Event::Apply(
+        serde_json::from_value(json!({
+            "apiVersion": "v1", "kind": "Secret",
+            "metadata": {"name": "bursty-curve", "namespace": "hpc"},
+            "data": {"curve.cert": "Q0VSVA=="},
+        }))
+        .expect("secret"),
+    ));
+}
+
 /// A queue reporter on 127.0.0.1 that answers `queue` to the token of `cert`, and 401
 /// to anything else; the requests' Authorization headers are recorded.
 async fn fake_reporter(cert: &str, queue: Value) -> (String, Arc<Mutex<Vec<String>>>) {
@@ -1398,14 +1410,7 @@ async fn the_autoscaler_grows_a_burst_for_a_job_that_waits_and_says_why() {
     let mc = minicluster(AUTOSCALED);
     let (client, api) = ApiServer::start(holding(serde_json::to_value(&mc).expect("json")));
     let (ctx, mut writers) = context(client);
-    writers.secrets.apply_watcher_event(&watcher::Event::Apply(
-        serde_json::from_value(json!({
-            "apiVersion": "v1", "kind": "Secret",
-            "metadata": {"name": "bursty-curve", "namespace": "hpc"},
-            "data": {"curve.cert": "Q0VSVA=="},
-        }))
-        .expect("secret"),
-    ));
+    cache_curve_cert(&mut writers);
     // Root bursty-0/1 busy; a job for 4 nodes has waited 100 s: burst a grows by 2.
     let queue = json!({
         "version": 1, "now": 1000.0,
@@ -1474,14 +1479,7 @@ async fn the_autoscaler_changes_nothing_when_the_reporter_refuses_it() {
     let mc = minicluster(AUTOSCALED);
     let (client, api) = ApiServer::start(holding(serde_json::to_value(&mc).expect("json")));
     let (ctx, mut writers) = context(client);
-    writers.secrets.apply_watcher_event(&watcher::Event::Apply(
-        serde_json::from_value(json!({
-            "apiVersion": "v1", "kind": "Secret",
-            "metadata": {"name": "bursty-curve", "namespace": "hpc"},
-            "data": {"curve.cert": "Q0VSVA=="},
-        }))
-        .expect("secret"),
-    ));
+    cache_curve_cert(&mut writers);
     // A reporter of another instance (another certificate): 401, nothing is decided.
     let (address, _) = fake_reporter("OTHER", json!({})).await;
     let mut memory = flux_hub::controller::autoscaler::Tracked::default();

@@ -1,0 +1,32 @@
+//! What the one-shot commands (`init`, `join`, `unjoin`, `burst scale`) share at the
+//! binary's edge: a single-threaded runtime, standard output, and the exit status.
+
+use std::fmt::Display;
+use std::io::Write;
+use std::process::ExitCode;
+
+/// Runs `command` (given standard output) on a current-thread runtime: exit status 0, or
+/// 1 after printing `<name>: <error>` on standard error.
+pub fn run<E: Display>(
+    name: &str,
+    command: impl AsyncFnOnce(&mut dyn Write) -> Result<(), E>,
+) -> ExitCode {
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("{name}: starting the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let mut out = std::io::stdout().lock();
+    match runtime.block_on(command(&mut out)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("{name}: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
