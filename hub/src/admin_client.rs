@@ -267,7 +267,7 @@ impl HubEndpoint {
     }
 
     /// What a failed call means: a refusal, a transport failure (see
-    /// [`HubEndpoint::connection_error`]), or the hub's own error.
+    /// `connection_error`), or the hub's own error.
     pub fn call_error(&self, call: &'static str, status: &Status) -> AdminError {
         let cause = status_text(status);
         match status.code() {
