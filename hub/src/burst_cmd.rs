@@ -18,6 +18,7 @@ use flux_shared::federation::proto::{ScaleBurstRequest, ScaleBurstResponse};
 use serde::Serialize;
 
 use crate::admin_client::{AdminError, HubEndpoint, HubOptions};
+use crate::cli::Format;
 
 /// `flux-hub burst` subcommands.
 #[derive(clap::Subcommand, Debug, Clone)]
@@ -40,19 +41,10 @@ pub struct ScaleOptions {
     /// How to reach the hub.
     #[command(flatten)]
     pub connection: HubOptions,
-    /// Output format.
+    /// Output format: one line, or a JSON object (`namespace`, `name`, `burst`,
+    /// `previousSize`, `size`, `maxSize`, `changed`, `generation`, `spoke`).
     #[arg(short = 'o', long, value_enum, default_value = "text")]
     pub output: Format,
-}
-
-/// Output format of `flux-hub burst scale`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum Format {
-    /// One line.
-    Text,
-    /// A JSON object (`namespace`, `name`, `burst`, `previousSize`, `size`, `maxSize`,
-    /// `changed`, `generation`, `spoke`).
-    Json,
 }
 
 /// What `-o json` prints.

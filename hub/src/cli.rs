@@ -30,3 +30,12 @@ pub fn run<E: Display>(
         }
     }
 }
+
+/// Output format of the one-shot commands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    /// Lines for a person.
+    Text,
+    /// One JSON object.
+    Json,
+}

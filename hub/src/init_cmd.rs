@@ -23,6 +23,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::certs_cmd::{self, CertsOptions};
+use crate::cli::Format;
 use crate::install::{self, FEDERATION_PORT, FEDERATION_SERVICE, HUB_NAMESPACE};
 
 /// The cluster an install command works on.
@@ -72,15 +73,6 @@ pub struct InitOptions {
     /// Output format.
     #[arg(short = 'o', long, value_enum, default_value = "text")]
     pub output: Format,
-}
-
-/// Output format of `flux-hub init` / `join`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum Format {
-    /// Lines for a person.
-    Text,
-    /// One JSON object.
-    Json,
 }
 
 /// What happened to one object.

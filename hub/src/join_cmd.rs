@@ -18,20 +18,17 @@ use serde::Serialize;
 
 use crate::admin_client::{HubEndpoint, HubOptions};
 use crate::certs_cmd::{self, CertsOptions};
-use crate::init_cmd::{Applied, ClusterOptions, Format, apply_all, wait_available};
+use crate::cli::Format;
+use crate::init_cmd::{Applied, ClusterOptions, apply_all, wait_available};
 use crate::install::{self, SPOKE_NAMESPACE, SpokeSettings};
 
 /// Name of the admin certificate `join` issues for itself to ask the hub.
 const JOIN_ADMIN: &str = "flux-hub-join";
 
-/// Options of `flux-hub join`.
+/// The federation a spoke joins or leaves: the certificates `flux-hub init` made and the
+/// hub's endpoint.
 #[derive(clap::Args, Debug, Clone)]
-pub struct JoinOptions {
-    /// The spoke's name: its certificate's identity and the bursts' `cluster`.
-    pub name: String,
-    /// The burst cluster.
-    #[command(flatten)]
-    pub cluster: ClusterOptions,
+pub struct FederationOptions {
     /// Directory of the federation's certificates (the CA `flux-hub init` made).
     #[arg(long, value_name = "DIR")]
     pub certs: PathBuf,
@@ -41,6 +38,51 @@ pub struct JoinOptions {
     /// The name (or IP) the hub's certificate carries (default: the host of --hub).
     #[arg(long, value_name = "DNS")]
     pub hub_domain: Option<String>,
+}
+
+impl FederationOptions {
+    /// The hub's URL and the name its certificate must carry.
+    pub fn hub_url_and_domain(&self) -> anyhow::Result<(String, String)> {
+        let url = normalize_hub_url(&self.hub, false);
+        let domain = match &self.hub_domain {
+            Some(d) => d.clone(),
+            None => hub_host(&url).map_err(|e| {
+                anyhow::anyhow!(
+                    "--hub {url}: {e}; name the hub's certificate name with --hub-domain"
+                )
+            })?,
+        };
+        Ok((url, domain))
+    }
+
+    /// The hub's Admin API, as the admin certificate the install commands ask with
+    /// (issued from the CA in `--certs` when missing).
+    pub fn admin_endpoint(&self) -> anyhow::Result<HubEndpoint> {
+        let (_, domain) = self.hub_url_and_domain()?;
+        let (cert, key) = admin_certificate(&self.certs)?;
+        Ok(HubEndpoint::new(&HubOptions {
+            hub: self.hub.clone(),
+            ca: Some(self.certs.join("ca.crt")),
+            cert: Some(cert),
+            key: Some(key),
+            hub_domain: Some(domain),
+            insecure: false,
+            admin_name: None,
+        })?)
+    }
+}
+
+/// Options of `flux-hub join`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct JoinOptions {
+    /// The spoke's name: its certificate's identity and the bursts' `cluster`.
+    pub name: String,
+    /// The burst cluster.
+    #[command(flatten)]
+    pub cluster: ClusterOptions,
+    /// The federation: its certificates and its hub.
+    #[command(flatten)]
+    pub federation: FederationOptions,
     /// The spoke's image (default: the one `deploy/spoke/deployment.yaml` names).
     #[arg(long, value_name = "IMAGE")]
     pub image: Option<String>,
@@ -75,7 +117,7 @@ pub struct JoinResult {
 
 /// The spoke's certificate and key (issued when missing or with `--rotate`), and the CA.
 fn spoke_certificates(opts: &JoinOptions) -> anyhow::Result<(String, String, String)> {
-    let dir = &opts.certs;
+    let dir = &opts.federation.certs;
     let read = |name: &str| {
         std::fs::read_to_string(dir.join(name))
             .with_context(|| format!("{}: no {name} (run flux-hub init first)", dir.display()))
@@ -119,7 +161,7 @@ fn certs_options(dir: &std::path::Path) -> CertsOptions {
 
 /// The admin certificate and key the install commands ask the hub with, issued from the
 /// CA in `dir` when missing.
-pub fn admin_certificate(dir: &std::path::Path) -> anyhow::Result<(PathBuf, PathBuf)> {
+fn admin_certificate(dir: &std::path::Path) -> anyhow::Result<(PathBuf, PathBuf)> {
     let (cert, key) = (
         dir.join(format!("admin-{JOIN_ADMIN}.crt")),
         dir.join(format!("admin-{JOIN_ADMIN}.key")),
@@ -135,22 +177,8 @@ pub fn admin_certificate(dir: &std::path::Path) -> anyhow::Result<(PathBuf, Path
 }
 
 /// Waits until the hub's Admin API lists spoke `name` as connected.
-async fn wait_connected(
-    opts: &JoinOptions,
-    hub_domain: &str,
-    timeout: Duration,
-) -> anyhow::Result<SpokeInfo> {
-    let dir = &opts.certs;
-    let (cert, key) = admin_certificate(dir)?;
-    let hub = HubEndpoint::new(&HubOptions {
-        hub: opts.hub.clone(),
-        ca: Some(dir.join("ca.crt")),
-        cert: Some(cert),
-        key: Some(key),
-        hub_domain: Some(hub_domain.to_string()),
-        insecure: false,
-        admin_name: None,
-    })?;
+async fn wait_connected(opts: &JoinOptions, timeout: Duration) -> anyhow::Result<SpokeInfo> {
+    let hub = opts.federation.admin_endpoint()?;
     let start = Instant::now();
     let mut last = String::new();
     loop {
@@ -177,7 +205,7 @@ async fn wait_connected(
             bail!(
                 "spoke {} did not connect to {} within {}s: {said} (kubectl -n {SPOKE_NAMESPACE} logs deployment/flux-spoke)",
                 opts.name,
-                opts.hub,
+                opts.federation.hub,
                 timeout.as_secs()
             );
         }
@@ -189,15 +217,7 @@ async fn wait_connected(
 pub async fn run(opts: &JoinOptions, out: &mut dyn Write) -> anyhow::Result<()> {
     flux_shared::federation::Identity::spoke(&opts.name)
         .map_err(|e| anyhow::anyhow!("NAME {:?}: {e}", opts.name))?;
-    let hub_url = normalize_hub_url(&opts.hub, false);
-    let hub_domain = match &opts.hub_domain {
-        Some(d) => d.clone(),
-        None => hub_host(&hub_url).map_err(|e| {
-            anyhow::anyhow!(
-                "--hub {hub_url}: {e}; name the hub's certificate name with --hub-domain"
-            )
-        })?,
-    };
+    let (hub_url, hub_domain) = opts.federation.hub_url_and_domain()?;
     let (ca, cert, key) = spoke_certificates(opts)?;
     let client = opts.cluster.client().await?;
     let settings = SpokeSettings {
@@ -210,7 +230,7 @@ pub async fn run(opts: &JoinOptions, out: &mut dyn Write) -> anyhow::Result<()> 
     let timeout = Duration::from_secs(opts.timeout_seconds);
     let info = if opts.wait {
         wait_available(&client, SPOKE_NAMESPACE, "flux-spoke", timeout).await?;
-        Some(wait_connected(opts, &hub_domain, timeout).await?)
+        Some(wait_connected(opts, timeout).await?)
     } else {
         None
     };

@@ -7,7 +7,6 @@
 //! `--certs`.
 
 use std::io::Write;
-use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
@@ -16,9 +15,9 @@ use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
 use kube::api::{Api, DeleteParams};
 
-use crate::admin_client::{HubEndpoint, HubOptions};
 use crate::init_cmd::ClusterOptions;
 use crate::install::SPOKE_NAMESPACE;
+use crate::join_cmd::FederationOptions;
 
 /// Options of `flux-hub unjoin`.
 #[derive(clap::Args, Debug, Clone)]
@@ -28,15 +27,9 @@ pub struct UnjoinOptions {
     /// The burst cluster.
     #[command(flatten)]
     pub cluster: ClusterOptions,
-    /// Directory of the federation's certificates (for an admin certificate).
-    #[arg(long, value_name = "DIR")]
-    pub certs: PathBuf,
-    /// The hub's endpoint (`https://HOST:8443`).
-    #[arg(long, value_name = "URL")]
-    pub hub: String,
-    /// The name (or IP) the hub's certificate carries (default: the host of --hub).
-    #[arg(long, value_name = "DNS")]
-    pub hub_domain: Option<String>,
+    /// The federation: its certificates (for an admin certificate) and its hub.
+    #[command(flatten)]
+    pub federation: FederationOptions,
     /// Remove the install even while bursts are assigned to the spoke.
     #[arg(long)]
     pub force: bool,
@@ -47,16 +40,7 @@ pub struct UnjoinOptions {
 
 /// Runs `flux-hub unjoin`.
 pub async fn run(opts: &UnjoinOptions, out: &mut dyn Write) -> anyhow::Result<()> {
-    let admin = crate::join_cmd::admin_certificate(&opts.certs)?;
-    let hub = HubEndpoint::new(&HubOptions {
-        hub: opts.hub.clone(),
-        ca: Some(opts.certs.join("ca.crt")),
-        cert: Some(admin.0),
-        key: Some(admin.1),
-        hub_domain: opts.hub_domain.clone(),
-        insecure: false,
-        admin_name: None,
-    })?;
+    let hub = opts.federation.admin_endpoint()?;
     let mut admin_client = hub.connect().await?;
     let (snapshot, _) = hub.list(&mut admin_client, "").await?;
     let assigned: Vec<String> = snapshot
@@ -154,7 +138,7 @@ pub async fn run(opts: &UnjoinOptions, out: &mut dyn Write) -> anyhow::Result<()
         out,
         "spoke {} uninstalled and forgotten by the hub (its certificate stays in {})",
         opts.name,
-        opts.certs.display()
+        opts.federation.certs.display()
     )?;
     Ok(())
 }

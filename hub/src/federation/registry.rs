@@ -590,12 +590,20 @@ impl Registry {
         let Some(entry) = inner.miniclusters.get(mc) else {
             return Vec::new();
         };
-        let connected_spokes: Vec<String> = inner
-            .spokes
-            .iter()
-            .filter(|(_, s)| s.connections > 0)
-            .map(|(name, _)| name.clone())
-            .collect();
+        // Listed only for a burst whose spoke is away, which is rare: built on demand.
+        let connected_spokes = std::cell::OnceCell::new();
+        let list_connected = || -> Vec<String> {
+            connected_spokes
+                .get_or_init(|| {
+                    inner
+                        .spokes
+                        .iter()
+                        .filter(|(_, s)| s.connections > 0)
+                        .map(|(name, _)| name.clone())
+                        .collect::<Vec<String>>()
+                })
+                .clone()
+        };
         entry
             .bursts
             .iter()
@@ -607,7 +615,7 @@ impl Registry {
                     connected_spokes: if connected {
                         Vec::new()
                     } else {
-                        connected_spokes.clone()
+                        list_connected()
                     },
                     burst: b.clone(),
                     connected,
