@@ -55,6 +55,14 @@ async fn hello_world_creates_every_child_object() {
     support::run("hello", true, hello_world).await;
 }
 
+/// drift: a child edited or deleted by hand is put back at once, woken by its own watch
+/// event (nothing else changes on a quiet cluster).
+#[tokio::test]
+#[ignore = "needs a cluster: KUBECONFIG (scripts/e2e.sh)"]
+async fn an_edited_or_deleted_child_is_put_back() {
+    support::run("drift", true, drift).await;
+}
+
 /// elasticity: the scale subresource resizes the Job in place; above maxSize is refused.
 #[tokio::test]
 #[ignore = "needs a cluster: KUBECONFIG (scripts/e2e.sh)"]
@@ -608,6 +616,82 @@ async fn crd_validation(env: &TestEnv) -> Result<()> {
             "the rejected MiniCluster {name} exists"
         );
     }
+    Ok(())
+}
+
+async fn drift(env: &TestEnv) -> Result<()> {
+    const NAME: &str = "hello-world";
+    // Well under the time anything else would wake the MiniCluster.
+    const BACK_WITHIN: Duration = Duration::from_secs(15);
+    env.apply_example("hello-world.yaml").await?;
+    let children = wait_for_children(env, NAME).await?;
+    wait_for_status(env, NAME, 4, 4).await?;
+    let config_maps = env.api::<ConfigMap>();
+    let services = env.api::<Service>();
+    let cm_name = format!("{NAME}-flux-config");
+    let rendered = children.config_map.data.clone();
+
+    let edit = json!({"data": {BROKER_TOML_KEY: "# edited by hand\n"}});
+    config_maps
+        .patch(&cm_name, &PatchParams::default(), &Patch::Merge(&edit))
+        .await?;
+    let edited = std::time::Instant::now();
+    env.eventually(
+        "the hand-edited broker.toml put back",
+        BACK_WITHIN,
+        async || {
+            let cm = config_maps.get(&cm_name).await?;
+            Ok(if cm.data == rendered {
+                Probe::Done(())
+            } else {
+                Probe::Waiting(yaml(&cm.data))
+            })
+        },
+    )
+    .await?;
+    eprintln!(
+        "drift: the edited ConfigMap was put back after {:?}",
+        edited.elapsed()
+    );
+
+    // One at a time: the Service's deletion changes nothing else the hub watches.
+    let old_uid = children.service.uid();
+    services.delete(NAME, &DeleteParams::default()).await?;
+    let deleted = std::time::Instant::now();
+    env.eventually("the deleted Service re-created", BACK_WITHIN, async || {
+        Ok(match services.get_opt(NAME).await? {
+            Some(svc) if svc.uid() != old_uid => Probe::Done(()),
+            svc => Probe::Waiting(format!("uid {:?}", svc.and_then(|o| o.uid()))),
+        })
+    })
+    .await?;
+    eprintln!(
+        "drift: the deleted Service was back after {:?}",
+        deleted.elapsed()
+    );
+    let old_uid = children.config_map.uid();
+    config_maps
+        .delete(&cm_name, &DeleteParams::default())
+        .await?;
+    let deleted = std::time::Instant::now();
+    env.eventually(
+        "the deleted ConfigMap re-created",
+        BACK_WITHIN,
+        async || {
+            Ok(match config_maps.get_opt(&cm_name).await? {
+                Some(cm) if cm.uid() != old_uid => {
+                    ensure!(cm.data == rendered, "ConfigMap re-created with other data");
+                    Probe::Done(())
+                }
+                cm => Probe::Waiting(format!("uid {:?}", cm.and_then(|o| o.uid()))),
+            })
+        },
+    )
+    .await?;
+    eprintln!(
+        "drift: the deleted ConfigMap was back after {:?}",
+        deleted.elapsed()
+    );
     Ok(())
 }
 

@@ -75,7 +75,7 @@ fn main() {
         let (secrets, mut sw) = reflector::store::<Secret>();
         let (config_maps, mut cw) = reflector::store::<ConfigMap>();
         let (services, mut vw) = reflector::store::<Service>();
-        let (broker_pods, mut bw) = reflector::store();
+        let (broker_pods, mut bw) = flux_hub::controller::broker_pods::store();
         let (pods, mut pw) = reflector::store();
         bw.apply_watcher_event(&watcher::Event::InitDone);
         pw.apply_watcher_event(&watcher::Event::InitDone);
@@ -84,7 +84,7 @@ fn main() {
         cw.apply_watcher_event(&watcher::Event::InitDone);
         vw.apply_watcher_event(&watcher::Event::InitDone);
         let recorder = Recorder::new(client.clone(), Reporter { controller: "flux-hub".into(), instance: None });
-        let ctx = Arc::new(Context::new(client, Stores { jobs, secrets, config_maps, services, broker_pods, pods }, recorder, Arc::new(Metrics::new())));
+        let ctx = Arc::new(Context::new(client, Stores { jobs, secrets, config_maps, services, broker_pods, pods, echoes: Arc::default() }, recorder, Arc::new(Metrics::new())));
         let mc: MiniCluster = serde_yaml_ng::from_str(SPEC).expect("spec");
 
         // Create from nothing, many times (fresh names so every pass creates).

@@ -4,6 +4,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use flux_hub::controller::broker_pods::{self, BrokerPodsWriter};
 use flux_hub::controller::cache::{BrokerPod, Compact};
 use flux_hub::controller::context::{self, Context, Stores};
 use flux_hub::controller::partial_decode::{Partial, Selection};
@@ -157,7 +158,7 @@ struct Writers {
     secrets: Writer<Secret>,
     config_maps: Writer<ConfigMap>,
     services: Writer<Service>,
-    broker_pods: Writer<Pod>,
+    broker_pods: BrokerPodsWriter,
     pods: Writer<Pod>,
 }
 
@@ -166,7 +167,7 @@ fn context(client: Client) -> (Arc<Context>, Writers) {
     let (secrets, sw) = reflector::store();
     let (config_maps, cw) = reflector::store();
     let (services, vw) = reflector::store();
-    let (broker_pods, mut bw) = reflector::store();
+    let (broker_pods, mut bw) = broker_pods::store();
     let (pods, pw) = reflector::store();
     let stores = Stores {
         jobs,
@@ -175,6 +176,7 @@ fn context(client: Client) -> (Arc<Context>, Writers) {
         services,
         broker_pods,
         pods,
+        echoes: Arc::default(),
     };
     let (mut jw, mut sw, mut cw, mut vw, mut pw) = (jw, sw, cw, vw, pw);
     bw.apply_watcher_event(&watcher::Event::InitDone);

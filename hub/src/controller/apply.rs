@@ -153,6 +153,7 @@ async fn apply<K>(
 ) -> Result<Option<(K, bool)>, Error>
 where
     K: Resource<Scope = NamespaceResourceScope, DynamicType = ()>
+        + k8s_openapi::Resource
         + Clone
         + Debug
         + Serialize
@@ -180,6 +181,8 @@ where
         match api.create(&params, desired).await {
             Ok(created) => {
                 ctx.metrics.api_write(&kind, "create");
+                let rv = created.meta().resource_version.as_deref();
+                ctx.stores.echoes.record(K::KIND, ns, &name, rv);
                 info!(kind = %kind, object = %name, "created");
                 return Ok(Some((created, true)));
             }
@@ -198,6 +201,8 @@ where
         .await
         .map_err(kube_err(format!("applying {kind} {ns}/{name}")))?;
     ctx.metrics.api_write(&kind, "apply");
+    let rv = applied.meta().resource_version.as_deref();
+    ctx.stores.echoes.record(K::KIND, ns, &name, rv);
     info!(kind = %kind, object = %name, "applied");
     Ok(Some((applied, false)))
 }
@@ -213,7 +218,7 @@ async fn take_over_created_fields<K>(
     name: &str,
 ) -> Result<(), Error>
 where
-    K: Resource<DynamicType = ()> + Clone + Debug + DeserializeOwned,
+    K: Resource<DynamicType = ()> + k8s_openapi::Resource + Clone + Debug + DeserializeOwned,
 {
     let kind = K::kind(&());
     let live = api
@@ -230,11 +235,14 @@ where
         "resourceVersion": live.meta().resource_version,
         "managedFields": entries,
     }});
-    api.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+    let patched = api
+        .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
         .await
         .map_err(kube_err(format!(
             "taking over the fields of {kind} {ns}/{name} for server-side apply"
         )))?;
     ctx.metrics.api_write(&kind, "patch");
+    let rv = patched.meta().resource_version.as_deref();
+    ctx.stores.echoes.record(K::KIND, ns, name, rv);
     Ok(())
 }

@@ -16,7 +16,7 @@
 //! `managedFields` are dropped everywhere: never read, and most of a small object's size.
 
 use flux_shared::api::MiniCluster;
-use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::batch::v1::{Job, JobStatus};
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, PodSpec, PodTemplateSpec, Secret, Service};
 use kube::ResourceExt;
 use serde_json::Value;
@@ -69,6 +69,14 @@ impl Selection for Job {
             Fields::Except(&[("managedFields", Fields::Skip)]),
         ),
         ("spec", Fields::Except(&[("template", Fields::Skip)])),
+        (
+            "status",
+            Fields::Only(&[
+                ("ready", Fields::All),
+                ("terminating", Fields::All),
+                ("conditions", Fields::All),
+            ]),
+        ),
     ]);
 }
 
@@ -150,6 +158,18 @@ impl Compact for Job {
         self.managed_fields_mut().clear();
         if let Some(spec) = self.spec.as_mut() {
             spec.template = PodTemplateSpec::default();
+        }
+        // Of the status, the counts of ready and terminating pods and the conditions are
+        // read; zero is kept as absent, so the Job controller's first status write (start
+        // time, `active`, zero counts) leaves the cached Job as it was and wakes nothing.
+        if let Some(status) = self.status.take() {
+            let kept = JobStatus {
+                ready: status.ready.filter(|n| *n != 0),
+                terminating: status.terminating.filter(|n| *n != 0),
+                conditions: status.conditions.filter(|c| !c.is_empty()),
+                ..JobStatus::default()
+            };
+            self.status = (kept != JobStatus::default()).then_some(kept);
         }
     }
 
@@ -338,6 +358,32 @@ mod tests {
             !crate::controller::diff::is_subset(&changed, &have),
             "a template change still shows, through the hash"
         );
+    }
+
+    #[test]
+    fn a_cached_job_status_keeps_ready_terminating_and_conditions_only() {
+        let status = |json: Value| -> Option<JobStatus> {
+            let mut j = job("a:1");
+            j.status = serde_json::from_value(json).expect("status");
+            j.compact();
+            j.status
+        };
+        let first = status(
+            json!({"startTime": "2026-11-24T12:00:00Z", "active": 2, "ready": 0,
+                                  "terminating": 0, "uncountedTerminatedPods": {}}),
+        );
+        assert_eq!(
+            first, None,
+            "the Job controller's first write changes nothing read"
+        );
+        let running = status(
+            json!({"startTime": "2026-11-24T12:00:00Z", "active": 2, "ready": 2,
+                                    "terminating": 1, "conditions": [{"type": "Complete", "status": "True"}]}),
+        );
+        let running = running.expect("kept");
+        assert_eq!((running.ready, running.terminating), (Some(2), Some(1)));
+        assert_eq!(running.conditions.map(|c| c.len()), Some(1));
+        assert_eq!((running.active, running.start_time), (None, None));
     }
 
     #[test]

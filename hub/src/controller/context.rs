@@ -13,6 +13,8 @@ use kube::runtime::events::Recorder;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Client, Resource, ResourceExt};
 
+use super::broker_pods::BrokerPods;
+use super::echoes::Echoes;
 use crate::federation::{McKey, Registry};
 use crate::ops::metrics::Metrics;
 
@@ -30,10 +32,12 @@ pub struct Stores {
     pub config_maps: Store<ConfigMap>,
     /// Services.
     pub services: Store<Service>,
-    /// Broker pods (of the hub's Jobs): metadata and node only.
-    pub broker_pods: Store<Pod>,
+    /// Broker pods (of the hub's Jobs): metadata and node only, indexed by Job.
+    pub broker_pods: BrokerPods,
     /// The hub's own services pods.
     pub pods: Store<Pod>,
+    /// The hub's writes whose watch events are still to come.
+    pub echoes: Arc<Echoes>,
 }
 
 impl Stores {

@@ -256,11 +256,9 @@ pub(super) async fn set_finalizers(
 pub(super) fn lead_pod_node(stores: &Stores, ns: &str, job: &str) -> Option<String> {
     stores
         .broker_pods
-        .state()
+        .of_job(ns, job)
         .iter()
-        .filter(|p| p.metadata.namespace.as_deref() == Some(ns))
         .filter(|p| p.metadata.deletion_timestamp.is_none())
-        .filter(|p| p.labels().get(render::labels::JOB).map(String::as_str) == Some(job))
         .filter(|p| {
             p.labels()
                 .get(render::labels::COMPLETION_INDEX)

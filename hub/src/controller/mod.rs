@@ -99,10 +99,12 @@ impl RunOptions {
 
 mod apply;
 pub mod autoscaler;
+pub mod broker_pods;
 pub mod cache;
 pub mod context;
 mod desired;
 pub mod diff;
+pub mod echoes;
 mod events;
 mod federate;
 mod finalize;

@@ -2,7 +2,6 @@
 
 use std::time::Duration;
 
-use flux_shared::render;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Patch, PatchParams};
 use kube::{Api, ResourceExt};
@@ -27,10 +26,8 @@ pub(super) async fn label_pods_with_their_index(
         labelled.retain(|_, at| now.duration_since(*at) < LABEL_ECHO_WAIT);
         ctx.stores
             .broker_pods
-            .state()
+            .of_job(ns, job)
             .iter()
-            .filter(|p| p.metadata.namespace.as_deref() == Some(ns))
-            .filter(|p| p.labels().get(render::labels::JOB).map(String::as_str) == Some(job))
             .filter(|p| !p.labels().contains_key(JOB_INDEX))
             .filter_map(|p| {
                 let uid = p.uid();
@@ -48,8 +45,10 @@ pub(super) async fn label_pods_with_their_index(
             .patch(&pod, &PatchParams::default(), &Patch::Merge(&patch))
             .await
         {
-            Ok(_) => {
+            Ok(patched) => {
                 ctx.metrics.api_write("Pod", "patch");
+                let rv = patched.into_inner().metadata.resource_version;
+                ctx.stores.echoes.record("Pod", ns, &pod, rv.as_deref());
                 if let (Some(uid), Ok(mut labelled)) = (uid, ctx.labelled.lock()) {
                     labelled.insert(uid, now);
                 }

@@ -76,7 +76,7 @@ pub async fn run(opts: RunOptions) -> anyhow::Result<()> {
         stores,
         triggers,
         task: watches,
-    } = watches::start(&client, ns);
+    } = watches::start(&client, ns, &Arc::default());
     let registry = Registry::new();
     let ctx = Arc::new(
         Context::new(
@@ -373,11 +373,6 @@ async fn run_controller(
     })
     .applied_objects()
     .predicate_filter(triggers::minicluster, PredicateConfig::default());
-    // Only pod events that change what a reconcile reads (triggers::PodFilter).
-    let mut pod_filter = triggers::PodFilter::default();
-    let pod_events = triggers.pods.filter(move |pod| {
-        futures::future::ready(triggers::pod_owner(pod).is_some() && pod_filter.pass(pod))
-    });
     let changes = registry
         .take_changes()
         .map(tokio_stream::wrappers::UnboundedReceiverStream::new)
@@ -392,7 +387,7 @@ async fn run_controller(
         .owns_shared_stream(triggers.config_maps)
         .owns_shared_stream(triggers.services)
         // Broker pods belong to the Job, not to the MiniCluster: map them by label.
-        .watches_shared_stream(pod_events, |pod| triggers::pod_owner(&pod))
+        .watches_shared_stream(triggers.pods, |pod| triggers::pod_owner(&pod))
         .reconcile_on(changes)
         .graceful_shutdown_on({
             let shutdown = shutdown.clone();

@@ -1,19 +1,22 @@
 //! Which watch events start a reconcile. Each reconcile renders the MiniCluster's objects
 //! and compares them with the caches; the events that change nothing a reconcile reads
-//! (the echo of the hub's own status write, a broker pod's status, the echo of the hub's
-//! `job-index` label) are dropped here, before they queue one.
+//! are dropped here, before they queue one: the echo of the hub's own writes (status,
+//! children, `job-index` labels), a new resourceVersion of an object whose cached form
+//! (see `cache`: a broker pod's status, say, is not kept) did not change, and pods that
+//! concern no decision.
 
-use std::collections::HashMap;
+use std::collections::HashSet;
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 
 use flux_shared::api::MiniCluster;
 use flux_shared::render::labels;
 use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
-use kube::runtime::reflector::ObjectRef;
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::watcher;
 
+use super::echoes::Echoes;
 use super::pod_labels::JOB_INDEX;
 
 /// What a reconcile reads of a MiniCluster, besides the status it writes itself: a
@@ -43,85 +46,152 @@ pub fn pod_owner(pod: &Pod) -> Option<ObjectRef<MiniCluster>> {
     wanted.then(|| ObjectRef::new(minicluster).within(&namespace))
 }
 
-/// What a reconcile reads of a pod: for broker pods, where it runs and whether it is going;
-/// the services pod is compared whole (any change). The `job-index` label is left out, so
-/// the echo of the hub's own label patch starts nothing, and so is the status (the Job's
-/// status has the counts).
-fn pod(pod: &Pod) -> u64 {
-    let mut h = DefaultHasher::new();
-    let broker = pod.labels().contains_key(labels::COMPLETION_INDEX);
-    if broker {
-        pod.spec
-            .as_ref()
-            .and_then(|s| s.node_name.as_ref())
-            .hash(&mut h);
-        pod.metadata.deletion_timestamp.is_some().hash(&mut h);
-    } else {
-        pod.metadata.resource_version.hash(&mut h);
+/// Which watch events of one managed kind wake the reconcile of their owner: an object
+/// that is new, changed in something its cache keeps (the caches keep what a reconcile
+/// reads, see `cache`), or deleted, unless the event is the echo of the hub's own write
+/// ([`Echoes`]). A relist after a lost watch wakes the owners of what changed or vanished
+/// meanwhile; the first list wakes nothing, since every MiniCluster is reconciled at start.
+///
+/// Call [`ChildEvents::before`] with each event before the cache applies it, and
+/// [`Wake::objects`] after.
+pub struct ChildEvents<K: kube::Resource> {
+    listed: bool,
+    relist: Option<Relist<K>>,
+}
+
+struct Relist<K: kube::Resource> {
+    before: Vec<Arc<K>>,
+    seen: HashSet<ObjectRef<K>>,
+    changed: Vec<ObjectRef<K>>,
+}
+
+/// The objects whose owners an event wakes.
+pub struct Wake<K: kube::Resource> {
+    /// In the cache once the event is applied.
+    cached: Vec<ObjectRef<K>>,
+    /// No longer in the cache.
+    gone: Vec<Arc<K>>,
+}
+
+impl<K: kube::Resource> Wake<K> {
+    fn none() -> Self {
+        Wake {
+            cached: Vec::new(),
+            gone: Vec::new(),
+        }
     }
-    h.finish()
+
+    /// The objects to send, read from `cache` after it applied the event.
+    pub fn objects(self, cache: &Store<K>) -> Vec<Arc<K>>
+    where
+        K: Clone,
+        K::DynamicType: Eq + Hash + Clone,
+    {
+        let mut objects: Vec<Arc<K>> = self.cached.iter().filter_map(|r| cache.get(r)).collect();
+        objects.extend(self.gone);
+        objects
+    }
 }
 
-/// Drops pod events that repeat what a reconcile already saw of that pod (see [`pod`]).
-/// Remembers each pod by UID for [`PodFilter::MEMORY`] after its last event, so
-/// deleted pods are forgotten.
-#[derive(Debug)]
-pub struct PodFilter {
-    seen: HashMap<String, (u64, Instant)>,
-    pruned: Instant,
-}
-
-impl Default for PodFilter {
+impl<K> Default for ChildEvents<K>
+where
+    K: kube::Resource,
+{
     fn default() -> Self {
-        PodFilter {
-            seen: HashMap::new(),
-            pruned: Instant::now(),
+        ChildEvents {
+            listed: false,
+            relist: None,
         }
     }
 }
 
-impl PodFilter {
-    /// How long a pod is remembered after its last event. A pod quiet for longer passes
-    /// once more, which costs one reconcile that finds nothing to do.
-    pub const MEMORY: Duration = Duration::from_secs(3600);
-
-    /// Whether `pod`'s event should reach the MiniCluster it concerns.
-    pub fn pass(&mut self, pod: &Arc<Pod>) -> bool {
-        self.pass_at(pod, Instant::now())
-    }
-
-    fn pass_at(&mut self, pod: &Pod, now: Instant) -> bool {
-        if now.duration_since(self.pruned) >= Self::MEMORY {
-            self.seen
-                .retain(|_, (_, last)| now.duration_since(*last) < Self::MEMORY);
-            self.pruned = now;
+impl<K> ChildEvents<K>
+where
+    K: kube::Resource<DynamicType = ()> + k8s_openapi::Resource + Clone + PartialEq,
+{
+    /// What `event` wakes, decided against `cache` as it is before the event.
+    pub fn before(
+        &mut self,
+        event: &watcher::Event<K>,
+        cache: &Store<K>,
+        echoes: &Echoes,
+    ) -> Wake<K> {
+        let mut wake = Wake::none();
+        match event {
+            watcher::Event::Apply(obj) => {
+                let (ns, name, rv) = identity(obj);
+                if !echoes.is_echo(K::KIND, ns, name, rv) && changed(cache, obj) {
+                    wake.cached.push(ObjectRef::from_obj(obj));
+                }
+            }
+            watcher::Event::Delete(obj) => {
+                let (ns, name, _) = identity(obj);
+                echoes.forget(K::KIND, ns, name);
+                wake.gone.push(Arc::new(obj.clone()));
+            }
+            watcher::Event::Init => {
+                self.relist = self.listed.then(|| Relist {
+                    before: cache.state(),
+                    seen: HashSet::new(),
+                    changed: Vec::new(),
+                });
+            }
+            watcher::Event::InitApply(obj) => {
+                if let Some(relist) = self.relist.as_mut() {
+                    let r = ObjectRef::from_obj(obj);
+                    if changed(cache, obj) {
+                        relist.changed.push(r.clone());
+                    }
+                    relist.seen.insert(r);
+                }
+            }
+            watcher::Event::InitDone => {
+                self.listed = true;
+                if let Some(relist) = self.relist.take() {
+                    wake.cached = relist.changed;
+                    wake.gone = relist
+                        .before
+                        .into_iter()
+                        .filter(|o| !relist.seen.contains(&ObjectRef::from_obj(o)))
+                        .collect();
+                }
+            }
         }
-        let Some(uid) = pod.uid() else {
-            return true;
-        };
-        let hash = self::pod(pod);
-        match self.seen.insert(uid, (hash, now)) {
-            Some((before, last)) => before != hash || now.duration_since(last) >= Self::MEMORY,
-            None => true,
-        }
+        wake
     }
+}
 
-    /// How many pods are remembered.
-    pub fn len(&self) -> usize {
-        self.seen.len()
-    }
+fn identity<K: kube::Resource>(obj: &K) -> (&str, &str, Option<&str>) {
+    let meta = obj.meta();
+    (
+        meta.namespace.as_deref().unwrap_or_default(),
+        meta.name.as_deref().unwrap_or_default(),
+        meta.resource_version.as_deref(),
+    )
+}
 
-    /// Whether no pod is remembered.
-    pub fn is_empty(&self) -> bool {
-        self.seen.is_empty()
+/// Whether `obj` differs from its cached version in anything but the resourceVersion.
+fn changed<K>(cache: &Store<K>, obj: &K) -> bool
+where
+    K: kube::Resource<DynamicType = ()> + Clone + PartialEq,
+{
+    let Some(cached) = cache.get(&ObjectRef::from_obj(obj)) else {
+        return true;
+    };
+    if cached.meta().resource_version == obj.meta().resource_version {
+        return false;
     }
+    let mut same_version = obj.clone();
+    same_version.meta_mut().resource_version = cached.meta().resource_version.clone();
+    same_version != *cached
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use k8s_openapi::api::core::v1::PodSpec;
+    use k8s_openapi::api::core::v1::ConfigMap;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+    use kube::runtime::reflector::{self, store::Writer};
 
     fn pod(labels: &[(&str, &str)]) -> Pod {
         let mut pod = Pod::default();
@@ -190,48 +260,115 @@ mod tests {
         assert_eq!(pod_owner(&pod(&[])), None);
     }
 
-    #[test]
-    fn pod_events_pass_once_per_change_of_node_or_deletion() {
-        let mut filter = PodFilter::default();
-        let t0 = Instant::now();
-        let mut lead = pod(&[(labels::MINICLUSTER, "m"), (labels::COMPLETION_INDEX, "0")]);
-        assert!(filter.pass_at(&lead, t0), "a new pod passes");
-        assert!(!filter.pass_at(&lead, t0), "the same pod again does not");
+    fn cm(name: &str, rv: &str, value: &str) -> ConfigMap {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": name, "namespace": "hpc", "resourceVersion": rv},
+            "data": {"k": value},
+        }))
+        .expect("a ConfigMap")
+    }
 
-        lead.labels_mut().insert(JOB_INDEX.into(), "0".into());
-        lead.status = Some(Default::default());
-        assert!(
-            !filter.pass_at(&lead, t0),
-            "the job-index label's echo and status changes do not"
-        );
+    /// Feeds `event` as a watch would and returns the names of the objects it wakes.
+    fn feed(
+        events: &mut ChildEvents<ConfigMap>,
+        (cache, writer): &mut (Store<ConfigMap>, Writer<ConfigMap>),
+        echoes: &Echoes,
+        event: watcher::Event<ConfigMap>,
+    ) -> Vec<String> {
+        let wake = events.before(&event, cache, echoes);
+        writer.apply_watcher_event(&event);
+        let mut names: Vec<String> = wake.objects(cache).iter().map(|o| o.name_any()).collect();
+        names.sort();
+        names
+    }
 
-        lead.spec = Some(PodSpec {
-            node_name: Some("node-1".into()),
-            ..PodSpec::default()
-        });
-        assert!(filter.pass_at(&lead, t0), "scheduled to a node passes");
-        lead.metadata.deletion_timestamp = Some(Time(k8s_openapi::jiff::Timestamp::now()));
-        assert!(filter.pass_at(&lead, t0), "deletion passes");
-
-        let later = t0 + PodFilter::MEMORY;
-        assert!(filter.pass_at(&lead, later), "forgotten after MEMORY");
-        assert_eq!(filter.len(), 1);
-
-        let mut other = pod(&[(labels::MINICLUSTER, "m"), (labels::COMPLETION_INDEX, "1")]);
-        other.metadata.uid = Some("u-2".into());
-        assert!(filter.pass_at(&other, later + PodFilter::MEMORY));
-        assert_eq!(filter.len(), 1, "the quiet pod was pruned");
+    fn listed() -> (
+        ChildEvents<ConfigMap>,
+        (Store<ConfigMap>, Writer<ConfigMap>),
+        Echoes,
+    ) {
+        let mut events = ChildEvents::default();
+        let mut cache = reflector::store();
+        let echoes = Echoes::default();
+        for e in [
+            watcher::Event::Init,
+            watcher::Event::InitApply(cm("a", "1", "x")),
+            watcher::Event::InitDone,
+        ] {
+            assert!(
+                feed(&mut events, &mut cache, &echoes, e).is_empty(),
+                "the first list wakes nothing"
+            );
+        }
+        (events, cache, echoes)
     }
 
     #[test]
-    fn the_services_pod_passes_on_every_change() {
-        let mut filter = PodFilter::default();
-        let t0 = Instant::now();
-        let mut services = pod(&[(labels::MINICLUSTER, "m")]);
-        services.metadata.resource_version = Some("1".into());
-        assert!(filter.pass_at(&services, t0));
-        assert!(!filter.pass_at(&services, t0));
-        services.metadata.resource_version = Some("2".into());
-        assert!(filter.pass_at(&services, t0));
+    fn new_changed_and_deleted_objects_wake_their_owner_and_a_new_version_alone_does_not() {
+        let (mut events, mut cache, echoes) = listed();
+        let mut feed = |e| feed(&mut events, &mut cache, &echoes, e);
+        assert_eq!(feed(watcher::Event::Apply(cm("b", "2", "x"))), ["b"], "new");
+        assert!(
+            feed(watcher::Event::Apply(cm("b", "2", "x"))).is_empty(),
+            "seen"
+        );
+        assert!(
+            feed(watcher::Event::Apply(cm("b", "3", "x"))).is_empty(),
+            "only the version"
+        );
+        assert_eq!(
+            feed(watcher::Event::Apply(cm("b", "4", "y"))),
+            ["b"],
+            "changed"
+        );
+        assert_eq!(
+            feed(watcher::Event::Delete(cm("a", "5", "x"))),
+            ["a"],
+            "deleted"
+        );
+    }
+
+    #[test]
+    fn the_echo_of_the_hubs_own_write_wakes_nothing_and_the_next_change_does() {
+        let (mut events, mut cache, echoes) = listed();
+        echoes.record("ConfigMap", "hpc", "b", Some("2"));
+        echoes.record("ConfigMap", "hpc", "a", Some("3"));
+        let mut feed = |e| feed(&mut events, &mut cache, &echoes, e);
+        assert!(
+            feed(watcher::Event::Apply(cm("b", "2", "x"))).is_empty(),
+            "created by the hub"
+        );
+        assert!(
+            feed(watcher::Event::Apply(cm("a", "3", "y"))).is_empty(),
+            "applied by the hub"
+        );
+        assert_eq!(
+            feed(watcher::Event::Apply(cm("a", "4", "z"))),
+            ["a"],
+            "someone else"
+        );
+    }
+
+    #[test]
+    fn a_relist_wakes_what_changed_or_vanished_while_the_watch_was_away() {
+        let (mut events, mut cache, echoes) = listed();
+        let mut feed = |e| feed(&mut events, &mut cache, &echoes, e);
+        assert_eq!(feed(watcher::Event::Apply(cm("b", "2", "x"))), ["b"]);
+        assert_eq!(feed(watcher::Event::Apply(cm("c", "3", "x"))), ["c"]);
+        assert!(feed(watcher::Event::Init).is_empty());
+        assert!(feed(watcher::Event::InitApply(cm("a", "1", "x"))).is_empty());
+        assert!(
+            feed(watcher::Event::InitApply(cm("b", "7", "changed"))).is_empty(),
+            "woken at the end"
+        );
+        assert!(
+            feed(watcher::Event::InitApply(cm("d", "8", "x"))).is_empty(),
+            "woken at the end"
+        );
+        assert_eq!(
+            feed(watcher::Event::InitDone),
+            ["b", "c", "d"],
+            "b changed, c was deleted, d was created; a is as it was"
+        );
     }
 }

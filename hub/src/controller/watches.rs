@@ -8,18 +8,21 @@ use flux_shared::render::labels;
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret, Service};
-use kube::runtime::reflector::{self, Store};
+use kube::runtime::reflector::{self, Store, store::Writer};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, Resource};
 use serde::de::DeserializeOwned;
 use tracing::error;
 
+use super::broker_pods::{self, BrokerPodsWriter};
 use super::cache;
 use super::context::Stores;
+use super::echoes::Echoes;
 use super::partial_decode::{Partial, Selection};
+use super::triggers;
 
-/// Size of the buffer between a shared watch and its subscribers.
-const SHARED_BUFFER: usize = 256;
+/// Objects waiting for the controller to take them (a full buffer holds the watch back).
+const WAKE_BUFFER: usize = 256;
 
 /// Objects per page of every initial LIST (the watches' and the federation rebuild's).
 /// A page is deserialized whole, before the cache compacts its objects one by one: at
@@ -56,23 +59,41 @@ pub(super) struct Triggers {
     pub pods: Events<Pod>,
 }
 
-/// Start the watches of every managed kind (only the hub's objects, by label).
-pub(super) fn start(client: &Client, ns: Option<&str>) -> Watches {
+/// Start the watches of every managed kind (only the hub's objects, by label). `echoes`
+/// holds the hub's own writes, whose events wake nothing.
+pub(super) fn start(client: &Client, ns: Option<&str>, echoes: &Arc<Echoes>) -> Watches {
     let ours = format!("{}={}", labels::MANAGED_BY, labels::MANAGER);
-    let (jobs, job_events, jobs_watch) = shared_watch::<Job, Job>(client, ns, &ours);
-    let (secrets, secret_events, secrets_watch) = shared_watch::<Secret, Secret>(client, ns, &ours);
-    let (config_maps, cm_events, cms_watch) =
-        shared_watch::<ConfigMap, ConfigMap>(client, ns, &ours);
-    let (services, svc_events, svcs_watch) = shared_watch::<Service, Service>(client, ns, &ours);
+    let (jobs, jobs_w) = reflector::store();
+    let (job_events, jobs_watch) = watch::<Job, Job, _>(client, ns, &ours, jobs_w, &jobs, echoes);
+    let (secrets, secrets_w) = reflector::store();
+    let (secret_events, secrets_watch) =
+        watch::<Secret, Secret, _>(client, ns, &ours, secrets_w, &secrets, echoes);
+    let (config_maps, cms_w) = reflector::store();
+    let (cm_events, cms_watch) =
+        watch::<ConfigMap, ConfigMap, _>(client, ns, &ours, cms_w, &config_maps, echoes);
+    let (services, svcs_w) = reflector::store();
+    let (svc_events, svcs_watch) =
+        watch::<Service, Service, _>(client, ns, &ours, svcs_w, &services, echoes);
     // Pods of our Jobs (the Job controller labels them with the Job's name) are read for
     // a few fields only; the hub's own services pods are compared whole.
-    let (broker_pods, broker_pod_events, broker_pods_watch) = shared_watch::<Pod, cache::BrokerPod>(
+    let (broker_pods, broker_pods_w) = broker_pods::store();
+    let (broker_pod_events, broker_pods_watch) = watch::<Pod, cache::BrokerPod, _>(
         client,
         ns,
         &format!("{ours},{}", cache::JOB_NAME_LABEL),
+        broker_pods_w,
+        broker_pods.store(),
+        echoes,
     );
-    let (pods, services_pod_events, pods_watch) =
-        shared_watch::<Pod, Pod>(client, ns, &format!("{ours},!{}", cache::JOB_NAME_LABEL));
+    let (pods, pods_w) = reflector::store();
+    let (services_pod_events, pods_watch) = watch::<Pod, Pod, _>(
+        client,
+        ns,
+        &format!("{ours},!{}", cache::JOB_NAME_LABEL),
+        pods_w,
+        &pods,
+        echoes,
+    );
     let task = tokio::spawn(async move {
         futures::future::join(
             futures::future::join5(jobs_watch, secrets_watch, cms_watch, svcs_watch, pods_watch),
@@ -88,33 +109,60 @@ pub(super) fn start(client: &Client, ns: Option<&str>) -> Watches {
             services,
             broker_pods,
             pods,
+            echoes: echoes.clone(),
         },
         triggers: Triggers {
-            jobs: job_events.boxed(),
-            secrets: secret_events.boxed(),
-            config_maps: cm_events.boxed(),
-            services: svc_events.boxed(),
+            jobs: job_events,
+            secrets: secret_events,
+            config_maps: cm_events,
+            services: svc_events,
             pods: futures::stream::select(broker_pod_events, services_pod_events).boxed(),
         },
         task,
     }
 }
 
-/// Watch one kind of managed object (only ours, by `selector`) into a shared cache,
-/// decoding only the fields `S` selects; returns the cache, a trigger stream for the
-/// controller and the future driving the watch.
-fn shared_watch<K, S>(
+/// What feeds a cache: kube's store writer, or the broker pod cache's (with its index).
+pub(super) trait CacheWriter<K> {
+    /// Apply one watch event.
+    fn apply_watcher_event(&mut self, event: &watcher::Event<K>);
+}
+
+impl<K> CacheWriter<K> for Writer<K>
+where
+    K: kube::runtime::reflector::Lookup + Clone + 'static,
+    K::DynamicType: Eq + std::hash::Hash + Clone,
+{
+    fn apply_watcher_event(&mut self, event: &watcher::Event<K>) {
+        Writer::apply_watcher_event(self, event);
+    }
+}
+
+impl CacheWriter<Pod> for BrokerPodsWriter {
+    fn apply_watcher_event(&mut self, event: &watcher::Event<Pod>) {
+        BrokerPodsWriter::apply_watcher_event(self, event);
+    }
+}
+
+/// Watch one kind of managed object (only ours, by `selector`) into a cache through
+/// `writer`, decoding only the fields `S` selects; returns the stream of objects whose
+/// owners must be reconciled ([`triggers::ChildEvents`]) and the future driving the watch.
+fn watch<K, S, W>(
     client: &Client,
     namespace: Option<&str>,
     selector: &str,
+    mut writer: W,
+    cache: &Store<K>,
+    echoes: &Arc<Echoes>,
 ) -> (
-    Store<K>,
-    impl futures::Stream<Item = Arc<K>> + Send + 'static,
+    Events<K>,
     impl std::future::Future<Output = ()> + Send + 'static,
 )
 where
     K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+        + k8s_openapi::Resource
         + Clone
+        + PartialEq
         + std::fmt::Debug
         + DeserializeOwned
         + cache::Compact
@@ -122,29 +170,45 @@ where
         + Sync
         + 'static,
     S: Selection + 'static,
+    W: CacheWriter<K> + Send + 'static,
 {
     let api: Api<Partial<K, S>> = match namespace {
         Some(ns) => Api::namespaced(client.clone(), ns),
         None => Api::all(client.clone()),
     };
-    let (reader, writer) = reflector::store_shared(SHARED_BUFFER);
-    let subscriber = writer
-        .subscribe()
-        .expect("a shared store always has subscribers");
     let config = watcher::Config::default()
         .labels(selector)
         .page_size(LIST_PAGE_SIZE);
-    let driver = watcher(api, config)
-        .default_backoff()
-        .map_ok(unwrap_partial)
-        .modify(cache::Compact::compact)
-        .reflect_shared(writer)
-        .for_each(|event| async move {
-            if let Err(error) = event {
-                error!(%error, kind = %K::kind(&()), "watch error");
+    let (wake, woken) = tokio::sync::mpsc::channel(WAKE_BUFFER);
+    let cache = cache.clone();
+    let echoes = echoes.clone();
+    let driver = async move {
+        let events = watcher(api, config)
+            .default_backoff()
+            .map_ok(unwrap_partial)
+            .modify(cache::Compact::compact);
+        futures::pin_mut!(events);
+        let mut triggers = triggers::ChildEvents::<K>::default();
+        while let Some(event) = events.next().await {
+            let event = match event {
+                Ok(event) => event,
+                Err(error) => {
+                    error!(%error, kind = %K::KIND, "watch error");
+                    continue;
+                }
+            };
+            let woken = triggers.before(&event, &cache, &echoes);
+            writer.apply_watcher_event(&event);
+            for object in woken.objects(&cache) {
+                // The controller stopped: keep the cache current for the shutdown.
+                let _ = wake.send(object).await;
             }
-        });
-    (reader, subscriber, driver)
+        }
+    };
+    (
+        tokio_stream::wrappers::ReceiverStream::new(woken).boxed(),
+        driver,
+    )
 }
 
 /// The watch event of a partially decoded object, as one of the object itself.
