@@ -373,6 +373,60 @@ async fn creates_every_object_from_nothing_then_makes_no_writes() {
     );
 }
 
+/// A pass woken by the Job's status writes only the status; a child edited since the
+/// last pass (a new resourceVersion, other data) is put back.
+#[tokio::test]
+async fn a_status_change_writes_only_the_status_and_an_edited_child_is_put_back() {
+    let (client, server) = ApiServer::start(ok_responder());
+    let (ctx, mut writers) = context(client);
+    let mc = minicluster(SPEC);
+    run(&ctx, mc.clone()).await.expect("reconcile");
+    let first = server.calls();
+    let applied_status = observe(&first, &mut writers).expect("status");
+    let mut mc = mc;
+    mc.status = Some(serde_json::from_value(applied_status).expect("status"));
+
+    let job = first
+        .iter()
+        .find(|c| writes_object(c, "jobs", "flux-sample"))
+        .expect("the Job was created");
+    let (_, mut job) = echo(job);
+    job["metadata"]["resourceVersion"] = json!("2");
+    job["status"] = json!({"active": 2, "ready": 2});
+    writers
+        .jobs
+        .apply_watcher_event(&watcher::Event::Apply(watched::<Job, Job>(job)));
+    let before = server.calls().len();
+    run(&ctx, mc.clone()).await.expect("reconcile");
+    let writes: Vec<String> = server.calls()[before..].iter().map(Call::short).collect();
+    assert_eq!(writes.len(), 1, "{writes:?}");
+    assert!(writes[0].contains("/status"), "{writes:?}");
+
+    let cm = first
+        .iter()
+        .find(|c| writes_object(c, "configmaps", "flux-sample-flux-config"))
+        .expect("the ConfigMap was created");
+    let (_, mut cm) = echo(cm);
+    cm["metadata"]["resourceVersion"] = json!("3");
+    cm["data"]["broker.toml"] = json!("# edited by hand");
+    writers
+        .config_maps
+        .apply_watcher_event(&watcher::Event::Apply(watched::<ConfigMap, ConfigMap>(cm)));
+    let before = server.calls().len();
+    run(&ctx, mc).await.expect("reconcile");
+    let put_back = server.calls()[before..]
+        .iter()
+        .any(|c| writes_object(c, "configmaps", "flux-sample-flux-config"));
+    assert!(
+        put_back,
+        "the edited ConfigMap was left: {:?}",
+        server.calls()[before..]
+            .iter()
+            .map(Call::short)
+            .collect::<Vec<_>>()
+    );
+}
+
 #[tokio::test]
 async fn reuses_the_certificate_it_created() {
     let (client, server) = ApiServer::start(ok_responder());

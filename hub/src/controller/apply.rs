@@ -23,6 +23,7 @@ use super::diff::is_subset;
 use super::events::publish;
 use super::ownership;
 use super::status::Problem;
+use super::verified::{self, Kind, Version};
 
 /// What the apply stage wrote.
 pub(super) struct Outcome {
@@ -32,6 +33,20 @@ pub(super) struct Outcome {
     pub created: bool,
     /// A change the running Job cannot take (its pod template is immutable).
     pub problem: Option<Problem>,
+    /// Every object as this pass left it (incomplete when one was not left as rendered).
+    pub versions: Vec<Version>,
+}
+
+impl Outcome {
+    /// A pass that found every object as the previous one left it.
+    pub fn unchanged() -> Self {
+        Outcome {
+            job: None,
+            created: false,
+            problem: None,
+            versions: Vec::new(),
+        }
+    }
 }
 
 /// Apply every object: ConfigMaps, Secret and Services first, all at once (broker pods
@@ -41,11 +56,7 @@ pub(super) async fn apply_all(
     ns: &str,
     objects: &[Object],
 ) -> Result<Outcome, Error> {
-    let mut outcome = Outcome {
-        job: None,
-        created: false,
-        problem: None,
-    };
+    let mut outcome = Outcome::unchanged();
     let (config, workloads): (Vec<&Object>, Vec<&Object>) = objects
         .iter()
         .partition(|o| !matches!(o, Object::Job(_) | Object::Pod(_)));
@@ -53,10 +64,13 @@ pub(super) async fn apply_all(
         let applied = join_all(stage.iter().map(|o| apply_if_changed(ctx, ns, o))).await;
         for (object, result) in stage.into_iter().zip(applied) {
             match result {
-                Ok(Applied::Unchanged | Applied::Other) => {}
-                Ok(Applied::Job(applied, created)) => {
+                Ok((Applied::Unchanged | Applied::Other, version)) => {
+                    outcome.versions.extend(version);
+                }
+                Ok((Applied::Job(applied, created), version)) => {
                     outcome.created |= created;
                     outcome.job = Some(*applied);
+                    outcome.versions.extend(version);
                 }
                 Err(Error::Kube {
                     source: kube::Error::Api(e),
@@ -118,39 +132,46 @@ enum Applied {
     Other,
 }
 
-async fn apply_if_changed(ctx: &Context, ns: &str, object: &Object) -> Result<Applied, Error> {
+/// Applies `object` if it differs; returns what was written and the object's version as
+/// this pass leaves it.
+async fn apply_if_changed(
+    ctx: &Context,
+    ns: &str,
+    object: &Object,
+) -> Result<(Applied, Option<Version>), Error> {
     let s = &ctx.stores;
+    fn other<K>(
+        (written, version): (Option<(K, bool)>, Option<Version>),
+    ) -> (Applied, Option<Version>) {
+        let applied = written.map_or(Applied::Unchanged, |_| Applied::Other);
+        (applied, version)
+    }
     Ok(match object {
-        Object::ConfigMap(o) => apply(ctx, ns, o, &s.config_maps)
-            .await?
-            .map_or(Applied::Unchanged, |_| Applied::Other),
-        Object::Secret(o) => apply(ctx, ns, o, &s.secrets)
-            .await?
-            .map_or(Applied::Unchanged, |_| Applied::Other),
-        Object::Service(o) => apply(ctx, ns, o, &s.services)
-            .await?
-            .map_or(Applied::Unchanged, |_| Applied::Other),
-        Object::Pod(o) => apply(ctx, ns, o, &s.pods)
-            .await?
-            .map_or(Applied::Unchanged, |_| Applied::Other),
-        Object::Job(o) => apply(ctx, ns, &cache::stamp(o), &s.jobs)
-            .await?
-            .map_or(Applied::Unchanged, |(j, created)| {
+        Object::ConfigMap(o) => other(apply(ctx, ns, o, &s.config_maps, Kind::ConfigMap).await?),
+        Object::Secret(o) => other(apply(ctx, ns, o, &s.secrets, Kind::Secret).await?),
+        Object::Service(o) => other(apply(ctx, ns, o, &s.services, Kind::Service).await?),
+        Object::Pod(o) => other(apply(ctx, ns, o, &s.pods, Kind::Pod).await?),
+        Object::Job(o) => {
+            let (written, version) = apply(ctx, ns, &cache::stamp(o), &s.jobs, Kind::Job).await?;
+            let applied = written.map_or(Applied::Unchanged, |(j, created)| {
                 Applied::Job(Box::new(j), created)
-            }),
+            });
+            (applied, version)
+        }
     })
 }
 
 /// Make the live object `desired`: nothing when the cached live object already has every
 /// field, a POST when the cache has none, else a server-side apply (after taking over,
 /// as this manager's apply, the fields a POST recorded: see [`ownership`]). Returns the
-/// object written and whether this call created it.
+/// object written and whether this call created it, and the object's version as left.
 async fn apply<K>(
     ctx: &Context,
     ns: &str,
     desired: &K,
     store: &Store<K>,
-) -> Result<Option<(K, bool)>, Error>
+    kind_of: Kind,
+) -> Result<(Option<(K, bool)>, Option<Version>), Error>
 where
     K: Resource<Scope = NamespaceResourceScope, DynamicType = ()>
         + k8s_openapi::Resource
@@ -167,11 +188,11 @@ where
         let (Ok(mut want), Ok(have)) =
             (serde_json::to_value(desired), serde_json::to_value(&*live))
         else {
-            return Ok(None);
+            return Ok((None, None));
         };
         K::comparable(&mut want);
         if is_subset(&want, &have) {
-            return Ok(None);
+            return Ok((None, Some(verified::of(kind_of, &*live))));
         }
     } else {
         let params = PostParams {
@@ -184,7 +205,8 @@ where
                 let rv = created.meta().resource_version.as_deref();
                 ctx.stores.echoes.record(K::KIND, ns, &name, rv);
                 info!(kind = %kind, object = %name, "created");
-                return Ok(Some((created, true)));
+                let version = verified::of(kind_of, &created);
+                return Ok((Some((created, true)), Some(version)));
             }
             // The cache had not seen it yet: change it like any live object.
             Err(kube::Error::Api(e)) if e.code == 409 => {}
@@ -204,7 +226,8 @@ where
     let rv = applied.meta().resource_version.as_deref();
     ctx.stores.echoes.record(K::KIND, ns, &name, rv);
     info!(kind = %kind, object = %name, "applied");
-    Ok(Some((applied, false)))
+    let version = verified::of(kind_of, &applied);
+    Ok((Some((applied, false)), Some(version)))
 }
 
 /// Rewrites the `Update` entry a POST by this manager left on the object as its `Apply`

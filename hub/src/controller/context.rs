@@ -15,6 +15,7 @@ use kube::{Client, Resource, ResourceExt};
 
 use super::broker_pods::BrokerPods;
 use super::echoes::Echoes;
+use super::verified::Verified;
 use crate::federation::{McKey, Registry};
 use crate::ops::metrics::Metrics;
 
@@ -81,6 +82,8 @@ pub struct Context {
     /// The MiniCluster UID and generation whose orphans were last deleted: only a spec
     /// change can make new ones, so later passes at that generation skip the scan.
     pub pruned: Mutex<HashMap<(String, String), (String, i64)>>,
+    /// What the last pass of each MiniCluster left as rendered (see `verified`).
+    pub(super) verified: Mutex<HashMap<(String, String), Verified>>,
     /// The current time (a parameter so tests are deterministic).
     pub now: fn() -> Time,
     /// Assignments for spokes and what they reported.
@@ -105,6 +108,7 @@ impl Context {
             labelled: Mutex::new(HashMap::new()),
             written_status: Mutex::new(HashMap::new()),
             pruned: Mutex::new(HashMap::new()),
+            verified: Mutex::new(HashMap::new()),
             now: || Time(k8s_openapi::jiff::Timestamp::now()),
             registry: Registry::new(),
             lead_address: None,
@@ -121,6 +125,9 @@ impl Context {
             m.remove(key);
         }
         if let Ok(mut m) = self.written_status.lock() {
+            m.remove(key);
+        }
+        if let Ok(mut m) = self.verified.lock() {
             m.remove(key);
         }
         if let Ok(mut m) = self.pruned.lock() {

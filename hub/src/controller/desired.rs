@@ -1,5 +1,6 @@
 //! Stage "desired objects": the MiniCluster's CURVE certificate (found in the cache, or
 //! generated once) and every object the plan renders for the root cluster.
+//! (Skipped when the last pass's objects still hold: see `verified`.)
 
 use flux_shared::curve::CurveCert;
 use flux_shared::layout;
@@ -8,11 +9,9 @@ use flux_shared::render::{self, Object};
 
 use super::context::{Context, get};
 
-/// The certificate and the objects of `plan`'s root role.
-pub(super) fn desired(ctx: &Context, plan: &Plan, ns: &str, name: &str) -> (String, Vec<Object>) {
-    let cert = certificate(ctx, ns, name);
-    let objects = render::render(plan, &Role::Root, &cert).unwrap_or_default();
-    (cert, objects)
+/// The objects of `plan`'s root role, with certificate `cert`.
+pub(super) fn desired(plan: &Plan, cert: &str) -> Vec<Object> {
+    render::render(plan, &Role::Root, cert).unwrap_or_default()
 }
 
 /// The certificate in the MiniCluster's curve Secret, if the cache has one.
@@ -25,7 +24,7 @@ pub(super) fn stored_certificate(ctx: &Context, ns: &str, name: &str) -> Option<
 /// The MiniCluster's CURVE certificate: created once and reused forever. The Secret
 /// cache is synced before the first reconcile, so after a hub restart the stored
 /// certificate is always found.
-fn certificate(ctx: &Context, ns: &str, name: &str) -> String {
+pub(super) fn certificate(ctx: &Context, ns: &str, name: &str) -> String {
     let key = (ns.to_string(), name.to_string());
     let stored = stored_certificate(ctx, ns, name);
     let Ok(mut generated) = ctx.generated_certs.lock() else {

@@ -120,4 +120,5 @@ pub mod status;
 mod status_write;
 pub mod triggers;
 mod validate;
+mod verified;
 mod watches;

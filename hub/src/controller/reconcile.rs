@@ -24,11 +24,12 @@ use kube::{Api, ResourceExt};
 use tracing::{info, warn};
 
 use super::context::{Context, Error, get, kube_err, managed_objects, mc_key};
-use super::desired::desired;
+use super::desired::{certificate, desired};
 use super::federate::{federate, publish_assignments, retain_from_status};
 use super::finalize::finalize;
 use super::status::{self, minicluster_phase};
 use super::validate::validate;
+use super::verified::{self, Verified};
 use super::{apply, orphans, pod_labels, sizing, status_write};
 use crate::federation::bursts;
 
@@ -83,12 +84,26 @@ async fn reconcile_inner(
             return Ok(Action::await_change());
         }
     };
-    let (cert, objects) = desired(ctx, &plan, ns, name);
-    let applied = apply::apply_all(ctx, ns, &objects).await?;
+    let cert = certificate(ctx, ns, name);
+    let key = (ns.to_string(), name.to_string());
+    let inputs = verified::inputs(&plan, &cert);
+    let holds = ctx.verified.lock().is_ok_and(|v| {
+        v.get(&key)
+            .is_some_and(|v| v.still_holds(inputs, &ctx.stores, ns))
+    });
+    // As the last pass left them: that pass rendered, applied and pruned this same plan.
+    let (applied, objects) = if holds {
+        (apply::Outcome::unchanged(), None)
+    } else {
+        let objects = desired(&plan, &cert);
+        (apply::apply_all(ctx, ns, &objects).await?, Some(objects))
+    };
     pod_labels::label_pods_with_their_index(ctx, ns, name).await?;
     apply::announce(ctx, mc, &plan, live_job.as_deref(), &applied).await;
-    if applied.problem.is_none() {
-        orphans::delete_orphans(ctx, mc, ns, &objects).await?;
+    if let Some(objects) = &objects
+        && applied.problem.is_none()
+    {
+        orphans::delete_orphans(ctx, mc, ns, objects).await?;
     }
     ctx.metrics
         .set_objects_managed(managed_objects(&ctx.stores));
@@ -100,6 +115,13 @@ async fn reconcile_inner(
     status.burst_layout = sizing::burst_layout(&plan);
     let (status, burst_events) = publish_assignments(ctx, mc, status, fed, &now);
     let status = status_write::write_if_changed(ctx, mc, status, problem, burst_events).await?;
+    if let Some(objects) = &objects
+        && applied.problem.is_none()
+        && applied.versions.len() == objects.len()
+        && let Ok(mut v) = ctx.verified.lock()
+    {
+        v.insert(key, Verified::new(inputs, applied.versions));
+    }
     if plan.spec.cleanup.unwrap_or(false)
         && matches!(
             status.phase.as_deref(),
