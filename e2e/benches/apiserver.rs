@@ -652,6 +652,26 @@ fn tail(path: &Path, n: usize) -> String {
     lines[lines.len().saturating_sub(n)..].join("\n")
 }
 
+/// `flux_hub_reconciles_total` from the hub's `/metrics` at `addr`.
+async fn hub_reconciles(addr: SocketAddr) -> Result<f64> {
+    let io = async {
+        let mut s = tokio::net::TcpStream::connect(addr).await?;
+        s.write_all(
+            format!("GET /metrics HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n")
+                .as_bytes(),
+        )
+        .await?;
+        let mut text = String::new();
+        s.read_to_string(&mut text).await?;
+        anyhow::Ok(text)
+    };
+    let text = tokio::time::timeout(Duration::from_secs(5), io).await??;
+    text.lines()
+        .find_map(|l| l.strip_prefix("flux_hub_reconciles_total "))
+        .and_then(|v| v.trim().parse().ok())
+        .context("no flux_hub_reconciles_total in the hub's /metrics")
+}
+
 /// The status code of `GET path` over HTTP/1.1, with short timeouts.
 async fn http_status(addr: SocketAddr, path: &str) -> Result<u16> {
     let io = async {
@@ -877,6 +897,9 @@ struct Window {
     /// (count, mean server-side duration in ms) of each kind of request in the window.
     #[serde(default)]
     durations_ms: BTreeMap<String, (f64, f64)>,
+    /// Reconciles the controller ran in the window (flux-hub's own counter).
+    #[serde(default)]
+    reconciles: Option<f64>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -1047,6 +1070,11 @@ async fn phase(a: PhaseArgs) -> Result<()> {
         tokio::time::sleep(Duration::from_secs(1) - settle.elapsed()).await;
     }
 
+    let reconciles = async |ctrl: &Option<Controller>| match ctrl {
+        Some(c) if c.kind == Kind::Hub => hub_reconciles(c.probe).await.map(Some),
+        _ => Ok(None),
+    };
+    let r0 = reconciles(&ctrl).await?;
     let m0 = metrics(&client).await?;
     let c0 = cpu(pid)?;
     let s0 = ticks_of(servers)?;
@@ -1091,6 +1119,7 @@ async fn phase(a: PhaseArgs) -> Result<()> {
     let c1 = cpu(pid)?;
     let s1 = ticks_of(servers)?;
     let t1 = Instant::now();
+    let r1 = reconciles(&ctrl).await?;
 
     eprintln!("[{label}] idle for {} s", a.idle);
     tokio::time::sleep(Duration::from_secs(a.idle)).await;
@@ -1098,6 +1127,7 @@ async fn phase(a: PhaseArgs) -> Result<()> {
     let c2 = cpu(pid)?;
     let s2 = ticks_of(servers)?;
     let t2 = Instant::now();
+    let r2 = reconciles(&ctrl).await?;
     let mem_after_idle = memory(pid)?;
     if let Some(c) = &mut ctrl {
         c.check_alive()?;
@@ -1124,6 +1154,7 @@ async fn phase(a: PhaseArgs) -> Result<()> {
             server_cpu_ms: ticks_ms(s0, s1),
             requests: delta(&m1.counts, &m0.counts),
             durations_ms: durations(&m1, &m0),
+            reconciles: r1.zip(r0).map(|(b, a)| b - a),
         },
         idle_window: Window {
             secs: (t2 - t1).as_secs_f64(),
@@ -1131,6 +1162,7 @@ async fn phase(a: PhaseArgs) -> Result<()> {
             server_cpu_ms: ticks_ms(s1, s2),
             requests: delta(&m2.counts, &m1.counts),
             durations_ms: durations(&m2, &m1),
+            reconciles: r2.zip(r1).map(|(b, a)| b - a),
         },
         mem_after_sequential,
         mem_after_burst,
@@ -1576,6 +1608,9 @@ struct Derived {
     burst_p50_ms: f64,
     burst_p99_ms: f64,
     cpu_ms_per_minicluster: Option<f64>,
+    /// Reconciles per MiniCluster (flux-hub only).
+    #[serde(default)]
+    reconciles_per_minicluster: Option<f64>,
     /// kube-apiserver + etcd CPU per MiniCluster, their idle rate subtracted.
     server_cpu_ms_per_minicluster: Option<f64>,
     /// kube-apiserver + etcd CPU in the idle window beyond their idle rate.
@@ -1678,6 +1713,7 @@ fn derive(p: &PhaseResult, bare: &PhaseResult) -> Derived {
         burst_p50_ms: percentile(&p.burst_ms, 50.0),
         burst_p99_ms: percentile(&p.burst_ms, 99.0),
         cpu_ms_per_minicluster: p.create_window.cpu_ms.map(|c| c / m),
+        reconciles_per_minicluster: p.create_window.reconciles.map(|r| r / m),
         server_cpu_ms_per_minicluster: server_cpu(&p.create_window).map(|c| c / m),
         idle_server_cpu_ms: server_cpu(&p.idle_window),
         requests_per_minicluster_by_key: by_key,
@@ -1907,6 +1943,12 @@ fn phase_table(bare: &PhaseResult, cols: &[&Derived], hub: Option<&Derived>) -> 
         &|d| opt(d.cpu_ms_per_minicluster, 2),
         "≤ 3",
         &|d| d.cpu_ms_per_minicluster.map(|c| c <= 3.0),
+    );
+    row(
+        "… reconciles per MiniCluster created",
+        &|d| opt(d.reconciles_per_minicluster, 1),
+        "",
+        &|_| None,
     );
     row(
         "kube-apiserver + etcd CPU per MiniCluster created, ms",
