@@ -199,11 +199,11 @@ where
             field_manager: Some(MANAGER.into()),
             ..PostParams::default()
         };
+        let write = ctx.stores.echoes.begin(K::KIND, ns, &name);
         match api.create(&params, desired).await {
             Ok(created) => {
                 ctx.metrics.api_write(&kind, "create");
-                let rv = created.meta().resource_version.as_deref();
-                ctx.stores.echoes.record(K::KIND, ns, &name, rv);
+                write.done(created.meta().resource_version.as_deref());
                 info!(kind = %kind, object = %name, "created");
                 let version = verified::of(kind_of, &created);
                 return Ok((Some((created, true)), Some(version)));
@@ -214,6 +214,7 @@ where
         }
     }
     take_over_created_fields(ctx, &api, ns, &name).await?;
+    let write = ctx.stores.echoes.begin(K::KIND, ns, &name);
     let applied = api
         .patch(
             &name,
@@ -223,8 +224,7 @@ where
         .await
         .map_err(kube_err(format!("applying {kind} {ns}/{name}")))?;
     ctx.metrics.api_write(&kind, "apply");
-    let rv = applied.meta().resource_version.as_deref();
-    ctx.stores.echoes.record(K::KIND, ns, &name, rv);
+    write.done(applied.meta().resource_version.as_deref());
     info!(kind = %kind, object = %name, "applied");
     let version = verified::of(kind_of, &applied);
     Ok((Some((applied, false)), Some(version)))
@@ -258,6 +258,7 @@ where
         "resourceVersion": live.meta().resource_version,
         "managedFields": entries,
     }});
+    let write = ctx.stores.echoes.begin(K::KIND, ns, name);
     let patched = api
         .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
         .await
@@ -265,7 +266,6 @@ where
             "taking over the fields of {kind} {ns}/{name} for server-side apply"
         )))?;
     ctx.metrics.api_write(&kind, "patch");
-    let rv = patched.meta().resource_version.as_deref();
-    ctx.stores.echoes.record(K::KIND, ns, name, rv);
+    write.done(patched.meta().resource_version.as_deref());
     Ok(())
 }

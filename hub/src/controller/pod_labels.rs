@@ -41,6 +41,7 @@ pub(super) async fn label_pods_with_their_index(
     let api: Api<Partial<Pod, BrokerPod>> = Api::namespaced(ctx.client.clone(), ns);
     for (pod, uid, index) in pods {
         let patch = serde_json::json!({"metadata": {"labels": {JOB_INDEX: index}}});
+        let write = ctx.stores.echoes.begin("Pod", ns, &pod);
         match api
             .patch(&pod, &PatchParams::default(), &Patch::Merge(&patch))
             .await
@@ -48,7 +49,7 @@ pub(super) async fn label_pods_with_their_index(
             Ok(patched) => {
                 ctx.metrics.api_write("Pod", "patch");
                 let rv = patched.into_inner().metadata.resource_version;
-                ctx.stores.echoes.record("Pod", ns, &pod, rv.as_deref());
+                write.done(rv.as_deref());
                 if let (Some(uid), Ok(mut labelled)) = (uid, ctx.labelled.lock()) {
                     labelled.insert(uid, now);
                 }

@@ -37,6 +37,7 @@ use crate::federation::bursts;
 #[tracing::instrument(skip_all, fields(namespace = mc.namespace().unwrap_or_default(), name = mc.name_any(), generation = mc.metadata.generation))]
 pub async fn reconcile(mc: Arc<MiniCluster>, ctx: Arc<Context>) -> Result<Action, Error> {
     let _timer = ctx.metrics.reconcile_timer();
+    tracing::debug!("reconcile starts");
     let ns = mc
         .namespace()
         .ok_or_else(|| Error::NoNamespace(mc.name_any()))?;

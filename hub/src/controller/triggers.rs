@@ -5,7 +5,7 @@
 //! (see `cache`: a broker pod's status, say, is not kept) did not change, and pods that
 //! concern no decision.
 
-use std::collections::HashSet;
+use std::collections::{HashSet, VecDeque};
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::Arc;
 
@@ -52,11 +52,23 @@ pub fn pod_owner(pod: &Pod) -> Option<ObjectRef<MiniCluster>> {
 /// ([`Echoes`]). A relist after a lost watch wakes the owners of what changed or vanished
 /// meanwhile; the first list wakes nothing, since every MiniCluster is reconciled at start.
 ///
+/// An event of an object the hub is writing waits until the write ends ([`Echoes`]),
+/// and so do the later events of that object, to keep their order.
+///
 /// Call [`ChildEvents::before`] with each event before the cache applies it, and
-/// [`Wake::objects`] after.
+/// [`Wake::objects`] after; [`ChildEvents::settle`] whenever a write ends.
 pub struct ChildEvents<K: kube::Resource> {
     listed: bool,
     relist: Option<Relist<K>>,
+    waiting: VecDeque<Waiting<K>>,
+}
+
+/// An event held back by a write in flight.
+struct Waiting<K: kube::Resource> {
+    object: ObjectRef<K>,
+    resource_version: Option<String>,
+    /// Whether it changed its cached form.
+    changed: bool,
 }
 
 struct Relist<K: kube::Resource> {
@@ -101,6 +113,7 @@ where
         ChildEvents {
             listed: false,
             relist: None,
+            waiting: VecDeque::new(),
         }
     }
 }
@@ -120,13 +133,25 @@ where
         match event {
             watcher::Event::Apply(obj) => {
                 let (ns, name, rv) = identity(obj);
-                if !echoes.is_echo(K::KIND, ns, name, rv) && changed(cache, obj) {
-                    wake.cached.push(ObjectRef::from_obj(obj));
+                let object = ObjectRef::from_obj(obj);
+                if echoes.in_flight(K::KIND, ns, name)
+                    || self.waiting.iter().any(|w| w.object == object)
+                {
+                    self.waiting.push_back(Waiting {
+                        object,
+                        resource_version: rv.map(str::to_string),
+                        changed: changed(cache, obj),
+                    });
+                } else if !echoes.is_echo(K::KIND, ns, name, rv) && changed(cache, obj) {
+                    wake.cached.push(object);
                 }
             }
             watcher::Event::Delete(obj) => {
                 let (ns, name, _) = identity(obj);
                 echoes.forget(K::KIND, ns, name);
+                // Wakes its owner now: what waited for it is moot.
+                let object = ObjectRef::from_obj(obj);
+                self.waiting.retain(|w| w.object != object);
                 wake.gone.push(Arc::new(obj.clone()));
             }
             watcher::Event::Init => {
@@ -157,6 +182,38 @@ where
                 }
             }
         }
+        wake
+    }
+}
+
+impl<K> ChildEvents<K>
+where
+    K: kube::Resource<DynamicType = ()> + k8s_openapi::Resource,
+{
+    /// Whether events wait for writes in flight.
+    pub fn waiting(&self) -> bool {
+        !self.waiting.is_empty()
+    }
+
+    /// What the events that waited wake, now that some writes ended: each of an object
+    /// no longer written is an echo, or wakes its owner if it changed the cached form.
+    pub fn settle(&mut self, echoes: &Echoes) -> Wake<K> {
+        let mut wake = Wake::none();
+        let mut still: VecDeque<Waiting<K>> = VecDeque::new();
+        for w in std::mem::take(&mut self.waiting) {
+            let ns = w.object.namespace.as_deref().unwrap_or_default();
+            if echoes.in_flight(K::KIND, ns, &w.object.name)
+                || still.iter().any(|s| s.object == w.object)
+            {
+                still.push_back(w);
+            } else if !echoes.is_echo(K::KIND, ns, &w.object.name, w.resource_version.as_deref())
+                && w.changed
+                && !wake.cached.contains(&w.object)
+            {
+                wake.cached.push(w.object);
+            }
+        }
+        self.waiting = still;
         wake
     }
 }
@@ -331,8 +388,8 @@ mod tests {
     #[test]
     fn the_echo_of_the_hubs_own_write_wakes_nothing_and_the_next_change_does() {
         let (mut events, mut cache, echoes) = listed();
-        echoes.record("ConfigMap", "hpc", "b", Some("2"));
-        echoes.record("ConfigMap", "hpc", "a", Some("3"));
+        echoes.begin("ConfigMap", "hpc", "b").done(Some("2"));
+        echoes.begin("ConfigMap", "hpc", "a").done(Some("3"));
         let mut feed = |e| feed(&mut events, &mut cache, &echoes, e);
         assert!(
             feed(watcher::Event::Apply(cm("b", "2", "x"))).is_empty(),
@@ -369,6 +426,111 @@ mod tests {
             feed(watcher::Event::InitDone),
             ["b", "c", "d"],
             "b changed, c was deleted, d was created; a is as it was"
+        );
+    }
+
+    /// What the waiting events wake once the writes in flight ended.
+    fn settle(
+        events: &mut ChildEvents<ConfigMap>,
+        (cache, _): &mut (Store<ConfigMap>, Writer<ConfigMap>),
+        echoes: &Echoes,
+    ) -> Vec<String> {
+        let mut names: Vec<String> = events
+            .settle(echoes)
+            .objects(cache)
+            .iter()
+            .map(|o| o.name_any())
+            .collect();
+        names.sort();
+        names
+    }
+
+    #[test]
+    fn an_echo_that_comes_before_the_answer_waits_for_it_and_wakes_nothing() {
+        let (mut events, mut cache, echoes) = listed();
+        let create = echoes.begin("ConfigMap", "hpc", "b");
+        assert!(
+            feed(
+                &mut events,
+                &mut cache,
+                &echoes,
+                watcher::Event::Apply(cm("b", "2", "x"))
+            )
+            .is_empty(),
+            "waits for the answer"
+        );
+        assert!(events.waiting());
+        // Someone else's change right after, before the answer: waits behind the echo.
+        assert!(
+            feed(
+                &mut events,
+                &mut cache,
+                &echoes,
+                watcher::Event::Apply(cm("b", "3", "y"))
+            )
+            .is_empty()
+        );
+        assert_eq!(
+            cache
+                .0
+                .get(&ObjectRef::new("b").within("hpc"))
+                .map(|c| c.name_any()),
+            Some("b".into()),
+            "the cache is current"
+        );
+        assert!(
+            settle(&mut events, &mut cache, &echoes).is_empty(),
+            "still in flight"
+        );
+        create.done(Some("2"));
+        assert_eq!(
+            settle(&mut events, &mut cache, &echoes),
+            ["b"],
+            "the echo wakes nothing, the change after it does"
+        );
+        assert!(!events.waiting());
+
+        let apply = echoes.begin("ConfigMap", "hpc", "a");
+        assert!(
+            feed(
+                &mut events,
+                &mut cache,
+                &echoes,
+                watcher::Event::Apply(cm("a", "4", "z"))
+            )
+            .is_empty()
+        );
+        drop(apply);
+        assert_eq!(
+            settle(&mut events, &mut cache, &echoes),
+            ["a"],
+            "the write failed: the change was someone else's"
+        );
+
+        let apply = echoes.begin("ConfigMap", "hpc", "a");
+        assert!(
+            feed(
+                &mut events,
+                &mut cache,
+                &echoes,
+                watcher::Event::Apply(cm("a", "5", "w"))
+            )
+            .is_empty()
+        );
+        assert_eq!(
+            feed(
+                &mut events,
+                &mut cache,
+                &echoes,
+                watcher::Event::Delete(cm("a", "6", "w"))
+            ),
+            ["a"],
+            "a deletion wakes at once"
+        );
+        apply.done(Some("5"));
+        assert!(
+            !events.waiting(),
+            "what waited for the deleted object is dropped"
         );
     }
 }

@@ -189,16 +189,23 @@ where
             .modify(cache::Compact::compact);
         futures::pin_mut!(events);
         let mut triggers = triggers::ChildEvents::<K>::default();
-        while let Some(event) = events.next().await {
-            let event = match event {
-                Ok(event) => event,
-                Err(error) => {
-                    error!(%error, kind = %K::KIND, "watch error");
-                    continue;
-                }
+        let mut settled = echoes.settled();
+        loop {
+            let woken = tokio::select! {
+                event = events.next() => match event {
+                    None => break,
+                    Some(Ok(event)) => {
+                        let woken = triggers.before(&event, &cache, &echoes);
+                        writer.apply_watcher_event(&event);
+                        woken
+                    }
+                    Some(Err(error)) => {
+                        error!(%error, kind = %K::KIND, "watch error");
+                        continue;
+                    }
+                },
+                Ok(()) = settled.changed(), if triggers.waiting() => triggers.settle(&echoes),
             };
-            let woken = triggers.before(&event, &cache, &echoes);
-            writer.apply_watcher_event(&event);
             for object in woken.objects(&cache) {
                 // The controller stopped: keep the cache current for the shutdown.
                 let _ = wake.send(object).await;
