@@ -22,6 +22,7 @@ use super::context::{Context, Error, MANAGER, get, kube_err};
 use super::diff::is_subset;
 use super::events::publish;
 use super::ownership;
+use super::partial_decode::{Partial, Selection};
 use super::status::Problem;
 use super::verified::{self, Kind, Version};
 
@@ -179,11 +180,14 @@ where
         + Debug
         + Serialize
         + DeserializeOwned
-        + Compact,
+        + Compact
+        + Selection,
 {
     let name = desired.meta().name.clone().unwrap_or_default();
     let kind = K::kind(&());
-    let api: Api<K> = Api::namespaced(ctx.client.clone(), ns);
+    // The answers are decoded as the cache decodes watch events: they are compared with
+    // the cache and never carry what it drops (managedFields, a Job's pod template).
+    let api: Api<Partial<K>> = Api::namespaced(ctx.client.clone(), ns);
     if let Some(live) = get(store, ns, &name) {
         let (Ok(mut want), Ok(have)) =
             (serde_json::to_value(desired), serde_json::to_value(&*live))
@@ -200,8 +204,9 @@ where
             ..PostParams::default()
         };
         let write = ctx.stores.echoes.begin(K::KIND, ns, &name);
-        match api.create(&params, desired).await {
+        match api.create(&params, &Partial::new(desired.clone())).await {
             Ok(created) => {
+                let created = created.into_inner();
                 ctx.metrics.api_write(&kind, "create");
                 write.done(created.meta().resource_version.as_deref());
                 info!(kind = %kind, object = %name, "created");
@@ -213,7 +218,9 @@ where
             Err(e) => return Err(kube_err(format!("creating {kind} {ns}/{name}"))(e)),
         }
     }
-    take_over_created_fields(ctx, &api, ns, &name).await?;
+    // Reads the managedFields: the whole object.
+    let whole: Api<K> = Api::namespaced(ctx.client.clone(), ns);
+    take_over_created_fields(ctx, &whole, ns, &name).await?;
     let write = ctx.stores.echoes.begin(K::KIND, ns, &name);
     let applied = api
         .patch(
@@ -222,7 +229,8 @@ where
             &Patch::Apply(desired),
         )
         .await
-        .map_err(kube_err(format!("applying {kind} {ns}/{name}")))?;
+        .map_err(kube_err(format!("applying {kind} {ns}/{name}")))?
+        .into_inner();
     ctx.metrics.api_write(&kind, "apply");
     write.done(applied.meta().resource_version.as_deref());
     info!(kind = %kind, object = %name, "applied");

@@ -52,7 +52,7 @@ pub trait Selection {
 }
 
 /// `K` decoded through the selection `S` (by default `K`'s own). Only a carrier between
-/// the API response and the cache: watches unwrap it at once.
+/// an API response and its reader: watches and the hub's writes unwrap it at once.
 pub struct Partial<K, S = K>(pub K, PhantomData<fn() -> S>);
 
 // By hand: derives would also require `S` (a marker) to be Clone and Debug.
@@ -72,6 +72,20 @@ impl<K, S> Partial<K, S> {
     /// The decoded object.
     pub fn into_inner(self) -> K {
         self.0
+    }
+}
+
+impl<K, S> Partial<K, S> {
+    /// `object`, to be sent: a request sends it whole, only the answer is decoded
+    /// through the selection.
+    pub fn new(object: K) -> Self {
+        Partial(object, PhantomData)
+    }
+}
+
+impl<K: serde::Serialize, S> serde::Serialize for Partial<K, S> {
+    fn serialize<Ser: serde::Serializer>(&self, serializer: Ser) -> Result<Ser::Ok, Ser::Error> {
+        self.0.serialize(serializer)
     }
 }
 
@@ -357,6 +371,15 @@ mod tests {
             }
         })
         .to_string()
+    }
+
+    #[test]
+    fn a_partial_object_is_sent_whole() {
+        let event: serde_json::Value = serde_json::from_str(&pod_json()).expect("json");
+        let pod: Pod = serde_json::from_value(event["object"].clone()).expect("a pod");
+        let sent = serde_json::to_value(Partial::<Pod, NodeOnly>::new(pod.clone())).expect("json");
+        assert_eq!(sent, serde_json::to_value(&pod).expect("json"));
+        assert_eq!(sent["spec"]["volumes"][0]["name"], "v");
     }
 
     #[test]
