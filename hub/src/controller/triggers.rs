@@ -448,82 +448,49 @@ mod tests {
     #[test]
     fn an_echo_that_comes_before_the_answer_waits_for_it_and_wakes_nothing() {
         let (mut events, mut cache, echoes) = listed();
+        let e = &echoes;
+        use watcher::Event::{Apply, Delete};
         let create = echoes.begin("ConfigMap", "hpc", "b");
         assert!(
-            feed(
-                &mut events,
-                &mut cache,
-                &echoes,
-                watcher::Event::Apply(cm("b", "2", "x"))
-            )
-            .is_empty(),
+            feed(&mut events, &mut cache, e, Apply(cm("b", "2", "x"))).is_empty(),
             "waits for the answer"
         );
         assert!(events.waiting());
         // Someone else's change right after, before the answer: waits behind the echo.
-        assert!(
-            feed(
-                &mut events,
-                &mut cache,
-                &echoes,
-                watcher::Event::Apply(cm("b", "3", "y"))
-            )
-            .is_empty()
-        );
+        assert!(feed(&mut events, &mut cache, e, Apply(cm("b", "3", "y"))).is_empty());
         assert_eq!(
             cache
                 .0
                 .get(&ObjectRef::new("b").within("hpc"))
-                .map(|c| c.name_any()),
-            Some("b".into()),
+                .and_then(|c| c.data.as_ref()?.get("k").cloned()),
+            Some("y".into()),
             "the cache is current"
         );
         assert!(
-            settle(&mut events, &mut cache, &echoes).is_empty(),
+            settle(&mut events, &mut cache, e).is_empty(),
             "still in flight"
         );
         create.done(Some("2"));
         assert_eq!(
-            settle(&mut events, &mut cache, &echoes),
+            settle(&mut events, &mut cache, e),
             ["b"],
             "the echo wakes nothing, the change after it does"
         );
         assert!(!events.waiting());
 
         let apply = echoes.begin("ConfigMap", "hpc", "a");
-        assert!(
-            feed(
-                &mut events,
-                &mut cache,
-                &echoes,
-                watcher::Event::Apply(cm("a", "4", "z"))
-            )
-            .is_empty()
-        );
+        assert!(feed(&mut events, &mut cache, e, Apply(cm("a", "4", "z"))).is_empty());
         drop(apply);
         assert_eq!(
-            settle(&mut events, &mut cache, &echoes),
+            settle(&mut events, &mut cache, e),
             ["a"],
             "the write failed: the change was someone else's"
         );
 
         let apply = echoes.begin("ConfigMap", "hpc", "a");
-        assert!(
-            feed(
-                &mut events,
-                &mut cache,
-                &echoes,
-                watcher::Event::Apply(cm("a", "5", "w"))
-            )
-            .is_empty()
-        );
+        assert!(feed(&mut events, &mut cache, e, Apply(cm("a", "5", "w"))).is_empty());
         assert_eq!(
-            feed(
-                &mut events,
-                &mut cache,
-                &echoes,
-                watcher::Event::Delete(cm("a", "6", "w"))
-            ),
+            feed(&mut events, &mut cache, e, Delete(cm("a", "6", "w"))),
             ["a"],
             "a deletion wakes at once"
         );
