@@ -96,6 +96,12 @@ async fn deleting_a_minicluster_removes_its_children() {
 /// hostlist of every cluster in rank order; with bursting removed, the Service goes.
 #[tokio::test]
 #[ignore = "needs a cluster: KUBECONFIG (scripts/e2e.sh)"]
+async fn someone_elses_objects_with_the_roots_names_are_never_touched() {
+    support::run("taken", true, taken_names).await;
+}
+
+#[tokio::test]
+#[ignore = "needs a cluster: KUBECONFIG (scripts/e2e.sh)"]
 async fn bursting_root_exposes_the_lead_broker_until_bursting_is_removed() {
     support::run("burst", true, bursting_root).await;
 }
@@ -1574,4 +1580,163 @@ async fn flux_hub_init_installs_the_hub_and_running_it_again_changes_nothing() {
         Ok(())
     })
     .await;
+}
+
+/// Someone else's ConfigMap, Secret and headless Service carry the names hello-world's
+/// children would take: the hub writes none of them (same resourceVersion throughout),
+/// refuses the MiniCluster with each named, goes on when one of them goes (a watch of
+/// the blocking objects wakes it, not a retry loop), and deleting the MiniCluster leaves
+/// them all in place.
+async fn taken_names(env: &TestEnv) -> Result<()> {
+    const NAME: &str = "hello-world";
+    let mcs = env.api::<MiniCluster>();
+    let cms = env.api::<ConfigMap>();
+    let secrets = env.api::<Secret>();
+    let services = env.api::<Service>();
+    let theirs = json!({"team": "data"});
+    let pp = kube::api::PostParams::default();
+    let cm: ConfigMap = serde_json::from_value(json!({
+        "metadata": {"name": "hello-world-flux-config", "labels": theirs},
+        "data": {"theirs": "yes"}}))?;
+    let secret: Secret = serde_json::from_value(json!({
+        "metadata": {"name": "hello-world-curve", "labels": theirs},
+        "stringData": {"token": "theirs"}}))?;
+    let service: Service = serde_json::from_value(json!({
+        "metadata": {"name": NAME, "labels": theirs},
+        "spec": {"clusterIP": "None", "selector": {"app": "theirs"},
+                 "ports": [{"port": 80}]}}))?;
+    let cm = cms.create(&pp, &cm).await?;
+    let secret = secrets.create(&pp, &secret).await?;
+    let service = services.create(&pp, &service).await?;
+    let versions = async || -> Result<Vec<Option<String>>> {
+        Ok(vec![
+            cms.get_opt("hello-world-flux-config")
+                .await?
+                .and_then(|o| o.metadata.resource_version),
+            secrets
+                .get_opt("hello-world-curve")
+                .await?
+                .and_then(|o| o.metadata.resource_version),
+            services
+                .get_opt(NAME)
+                .await?
+                .and_then(|o| o.metadata.resource_version),
+        ])
+    };
+    let before = vec![
+        cm.metadata.resource_version.clone(),
+        secret.metadata.resource_version.clone(),
+        service.metadata.resource_version.clone(),
+    ];
+
+    env.apply_example("hello-world.yaml").await?;
+    let refused = async |names: &[&str]| -> Result<Probe<String>> {
+        let mc = mcs.get(NAME).await?;
+        let degraded = mc_conditions(&mc)
+            .iter()
+            .find(|c| c.type_ == "Degraded" && c.status == "True" && c.reason == "NameTaken")
+            .map(|c| c.message.clone());
+        Ok(match degraded {
+            Some(m) if names.iter().all(|n| m.contains(n)) => Probe::Done(m),
+            _ => Probe::Waiting(yaml(&mc.status)),
+        })
+    };
+    let message = env
+        .eventually(
+            "the MiniCluster to be refused with the three names",
+            objects_deadline(),
+            async || {
+                refused(&[
+                    "ConfigMap",
+                    "hello-world-flux-config",
+                    "Secret",
+                    "hello-world-curve",
+                    "Service",
+                ])
+                .await
+            },
+        )
+        .await?;
+    ensure!(message.contains("made by someone else"), "{message}");
+    env.holds_for(
+        "someone else's objects stay as they were, and no Job is made",
+        Duration::from_secs(4),
+        async || {
+            let now = versions().await?;
+            if now != before {
+                return Ok(Some(format!("resourceVersions {before:?} became {now:?}")));
+            }
+            let job = env.api::<Job>().get_opt(NAME).await?;
+            Ok(job.map(|j| format!("a Job was made: {}", yaml(&j.metadata))))
+        },
+    )
+    .await?;
+    let events = env
+        .api::<k8s_openapi::api::events::v1::Event>()
+        .list(&ListParams::default())
+        .await?;
+    let refusals: Vec<String> = events
+        .items
+        .iter()
+        .filter(|e| e.reason.as_deref() == Some("NameTaken"))
+        .map(describe_event)
+        .collect();
+    ensure!(
+        refusals.len() == 1,
+        "one NameTaken Event, not a retry loop: {refusals:?}"
+    );
+
+    // The ConfigMap's owner deletes it: the hub hears of it and goes on, still refused
+    // for the other two.
+    cms.delete("hello-world-flux-config", &DeleteParams::default())
+        .await?;
+    env.eventually(
+        "the refusal to name only the Secret and the Service",
+        objects_deadline(),
+        async || {
+            Ok(match refused(&["hello-world-curve", "Service"]).await? {
+                Probe::Done(m) if !m.contains("ConfigMap") => Probe::Done(()),
+                Probe::Done(m) => Probe::Waiting(m),
+                Probe::Waiting(w) => Probe::Waiting(w),
+            })
+        },
+    )
+    .await?;
+    let ours = cms.get("hello-world-flux-config").await?;
+    let mc = mcs.get(NAME).await?;
+    ensure_controlled_by(
+        "the ConfigMap made once the name was free",
+        &ours.metadata,
+        &mc,
+    )?;
+
+    // Deleting the MiniCluster takes what it made and nothing else.
+    mcs.delete(NAME, &DeleteParams::background()).await?;
+    env.eventually(
+        "the MiniCluster and its ConfigMap to be gone",
+        secs(120),
+        async || {
+            let mc = mcs.get_opt(NAME).await?;
+            let cm = cms.get_opt("hello-world-flux-config").await?;
+            Ok(match (mc, cm) {
+                (None, None) => Probe::Done(()),
+                (mc, cm) => Probe::Waiting(format!(
+                    "MiniCluster there: {}, ConfigMap there: {}",
+                    mc.is_some(),
+                    cm.is_some()
+                )),
+            })
+        },
+    )
+    .await?;
+    env.holds_for(
+        "someone else's Secret and Service survive the MiniCluster, unchanged",
+        Duration::from_secs(4),
+        async || {
+            let now = versions().await?;
+            Ok((now[1..] != before[1..])
+                .then(|| format!("resourceVersions {:?} became {:?}", &before[1..], &now[1..])))
+        },
+    )
+    .await
 }

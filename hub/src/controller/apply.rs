@@ -21,7 +21,7 @@ use super::cache::{self, Compact};
 use super::context::{Context, Error, MANAGER, get, kube_err};
 use super::diff::is_subset;
 use super::events::publish;
-use super::ownership;
+use super::ownership::{self, Holder};
 use super::partial_decode::{Partial, Selection};
 use super::status::Problem;
 use super::verified::{self, Kind, Version};
@@ -36,6 +36,72 @@ pub(super) struct Outcome {
     pub problem: Option<Problem>,
     /// Every object as this pass left it (incomplete when one was not left as rendered).
     pub versions: Vec<Version>,
+    /// Names the plan needs that objects of someone else hold: nothing was written to
+    /// them, and nothing after the stage that found them (no Job runs without its
+    /// configuration).
+    pub taken: Vec<Taken>,
+}
+
+/// An existing object, not the MiniCluster's, holding a name its plan needs.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Taken {
+    /// Its kind (`ConfigMap`, `Secret`, `Service`, `Job`, `Pod`).
+    pub kind: &'static str,
+    /// Its name (in the MiniCluster's namespace).
+    pub name: String,
+    /// Whose it is, as far as its metadata tells.
+    pub holder: String,
+    /// Its resourceVersion when found: a change or its deletion is worth another try.
+    pub resource_version: Option<String>,
+}
+
+impl Taken {
+    fn of<K: Resource<DynamicType = ()>>(object: &K, holder: String) -> Taken {
+        Taken {
+            kind: static_kind::<K>(),
+            name: object.meta().name.clone().unwrap_or_default(),
+            holder,
+            resource_version: object.meta().resource_version.clone(),
+        }
+    }
+}
+
+/// The kind name of `K` as a static string (the kinds the hub writes).
+fn static_kind<K: Resource<DynamicType = ()>>() -> &'static str {
+    match K::kind(&()).as_ref() {
+        "Job" => "Job",
+        "Pod" => "Pod",
+        "Service" => "Service",
+        "Secret" => "Secret",
+        _ => "ConfigMap",
+    }
+}
+
+/// The refusal of a MiniCluster some of whose names are taken: the Degraded condition and
+/// its one Event. Nothing is retried until one of those objects changes or goes, or the
+/// MiniCluster changes.
+pub(super) fn name_taken(ns: &str, taken: &[Taken]) -> Problem {
+    let objects: Vec<String> = taken
+        .iter()
+        .map(|t| format!("{} {ns}/{} ({})", t.kind, t.name, t.holder))
+        .collect();
+    Problem {
+        reason: "NameTaken".into(),
+        message: format!(
+            "{} already exist{} and {} not this MiniCluster's, so nothing of {} is changed: {}; delete or rename {}, or give the MiniCluster another name",
+            if taken.len() == 1 {
+                "an object"
+            } else {
+                "objects"
+            },
+            if taken.len() == 1 { "s" } else { "" },
+            if taken.len() == 1 { "is" } else { "are" },
+            if taken.len() == 1 { "it" } else { "them" },
+            objects.join(", "),
+            if taken.len() == 1 { "it" } else { "them" },
+        ),
+        invalid: false,
+    }
 }
 
 impl Outcome {
@@ -46,23 +112,35 @@ impl Outcome {
             created: false,
             problem: None,
             versions: Vec::new(),
+            taken: Vec::new(),
         }
     }
 }
 
 /// Apply every object: ConfigMaps, Secret and Services first, all at once (broker pods
-/// mount them), then the Job and the services pod.
+/// mount them), then the Job and the services pod. Only objects of the MiniCluster whose
+/// UID is `mc_uid` are changed: a cached object of someone else is found before anything
+/// is written, one the cache cannot see (not labelled as the hub's) by the 409 its POST
+/// gets; either way the pass stops there with [`Outcome::taken`].
 pub(super) async fn apply_all(
     ctx: &Context,
     ns: &str,
+    mc_uid: &str,
     objects: &[Object],
 ) -> Result<Outcome, Error> {
     let mut outcome = Outcome::unchanged();
+    outcome.taken = objects
+        .iter()
+        .filter_map(|o| cached_holder(ctx, ns, mc_uid, o))
+        .collect();
+    if !outcome.taken.is_empty() {
+        return Ok(outcome);
+    }
     let (config, workloads): (Vec<&Object>, Vec<&Object>) = objects
         .iter()
         .partition(|o| !matches!(o, Object::Job(_) | Object::Pod(_)));
     for stage in [config, workloads] {
-        let applied = join_all(stage.iter().map(|o| apply_if_changed(ctx, ns, o))).await;
+        let applied = join_all(stage.iter().map(|o| apply_if_changed(ctx, ns, mc_uid, o))).await;
         for (object, result) in stage.into_iter().zip(applied) {
             match result {
                 Ok((Applied::Unchanged | Applied::Other, version)) => {
@@ -73,6 +151,7 @@ pub(super) async fn apply_all(
                     outcome.job = Some(*applied);
                     outcome.versions.extend(version);
                 }
+                Ok((Applied::Taken(taken), _)) => outcome.taken.push(taken),
                 Err(Error::Kube {
                     source: kube::Error::Api(e),
                     ..
@@ -89,8 +168,36 @@ pub(super) async fn apply_all(
                 Err(e) => return Err(e),
             }
         }
+        if !outcome.taken.is_empty() {
+            outcome.taken.sort();
+            break;
+        }
     }
     Ok(outcome)
+}
+
+/// The cached object of `desired`'s name, when it is not the MiniCluster's.
+fn cached_holder(ctx: &Context, ns: &str, mc_uid: &str, desired: &Object) -> Option<Taken> {
+    fn check<K: Resource<DynamicType = ()> + Clone>(
+        store: &Store<K>,
+        ns: &str,
+        name: Option<&String>,
+        mc_uid: &str,
+    ) -> Option<Taken> {
+        let live = get(store, ns, name?)?;
+        match ownership::holder(live.meta(), mc_uid) {
+            Holder::Ours => None,
+            Holder::Theirs(holder) => Some(Taken::of(&*live, holder)),
+        }
+    }
+    let s = &ctx.stores;
+    match desired {
+        Object::ConfigMap(o) => check(&s.config_maps, ns, o.metadata.name.as_ref(), mc_uid),
+        Object::Secret(o) => check(&s.secrets, ns, o.metadata.name.as_ref(), mc_uid),
+        Object::Service(o) => check(&s.services, ns, o.metadata.name.as_ref(), mc_uid),
+        Object::Pod(o) => check(&s.pods, ns, o.metadata.name.as_ref(), mc_uid),
+        Object::Job(o) => check(&s.jobs, ns, o.metadata.name.as_ref(), mc_uid),
+    }
 }
 
 /// An Event for a Job this pass created or resized.
@@ -131,6 +238,18 @@ enum Applied {
     /// The Job as written, and whether this write created it.
     Job(Box<Job>, bool),
     Other,
+    /// The name is someone else's: nothing was written.
+    Taken(Taken),
+}
+
+/// What [`apply`] did with one object.
+enum Written<K> {
+    /// Nothing to write.
+    Unchanged,
+    /// The object as written, and whether this write created it.
+    Wrote(K, bool),
+    /// The name is someone else's: nothing was written.
+    Taken(Taken),
 }
 
 /// Applies `object` if it differs; returns what was written and the object's version as
@@ -138,25 +257,33 @@ enum Applied {
 async fn apply_if_changed(
     ctx: &Context,
     ns: &str,
+    mc_uid: &str,
     object: &Object,
 ) -> Result<(Applied, Option<Version>), Error> {
     let s = &ctx.stores;
-    fn other<K>(
-        (written, version): (Option<(K, bool)>, Option<Version>),
-    ) -> (Applied, Option<Version>) {
-        let applied = written.map_or(Applied::Unchanged, |_| Applied::Other);
+    fn other<K>((written, version): (Written<K>, Option<Version>)) -> (Applied, Option<Version>) {
+        let applied = match written {
+            Written::Unchanged => Applied::Unchanged,
+            Written::Wrote(..) => Applied::Other,
+            Written::Taken(t) => Applied::Taken(t),
+        };
         (applied, version)
     }
     Ok(match object {
-        Object::ConfigMap(o) => other(apply(ctx, ns, o, &s.config_maps, Kind::ConfigMap).await?),
-        Object::Secret(o) => other(apply(ctx, ns, o, &s.secrets, Kind::Secret).await?),
-        Object::Service(o) => other(apply(ctx, ns, o, &s.services, Kind::Service).await?),
-        Object::Pod(o) => other(apply(ctx, ns, o, &s.pods, Kind::Pod).await?),
+        Object::ConfigMap(o) => {
+            other(apply(ctx, ns, mc_uid, o, &s.config_maps, Kind::ConfigMap).await?)
+        }
+        Object::Secret(o) => other(apply(ctx, ns, mc_uid, o, &s.secrets, Kind::Secret).await?),
+        Object::Service(o) => other(apply(ctx, ns, mc_uid, o, &s.services, Kind::Service).await?),
+        Object::Pod(o) => other(apply(ctx, ns, mc_uid, o, &s.pods, Kind::Pod).await?),
         Object::Job(o) => {
-            let (written, version) = apply(ctx, ns, &cache::stamp(o), &s.jobs, Kind::Job).await?;
-            let applied = written.map_or(Applied::Unchanged, |(j, created)| {
-                Applied::Job(Box::new(j), created)
-            });
+            let (written, version) =
+                apply(ctx, ns, mc_uid, &cache::stamp(o), &s.jobs, Kind::Job).await?;
+            let applied = match written {
+                Written::Unchanged => Applied::Unchanged,
+                Written::Wrote(j, created) => Applied::Job(Box::new(j), created),
+                Written::Taken(t) => Applied::Taken(t),
+            };
             (applied, version)
         }
     })
@@ -164,15 +291,17 @@ async fn apply_if_changed(
 
 /// Make the live object `desired`: nothing when the cached live object already has every
 /// field, a POST when the cache has none, else a server-side apply (after taking over,
-/// as this manager's apply, the fields a POST recorded: see [`ownership`]). Returns the
-/// object written and whether this call created it, and the object's version as left.
+/// as this manager's apply, the fields a POST recorded: see [`ownership`]). An object
+/// found by a 409 is changed only when it is the MiniCluster's ([`ownership::holder`]).
+/// Returns what was written and the object's version as left.
 async fn apply<K>(
     ctx: &Context,
     ns: &str,
+    mc_uid: &str,
     desired: &K,
     store: &Store<K>,
     kind_of: Kind,
-) -> Result<(Option<(K, bool)>, Option<Version>), Error>
+) -> Result<(Written<K>, Option<Version>), Error>
 where
     K: Resource<Scope = NamespaceResourceScope, DynamicType = ()>
         + k8s_openapi::Resource
@@ -189,14 +318,17 @@ where
     // the cache and never carry what it drops (managedFields, a Job's pod template).
     let api: Api<Partial<K>> = Api::namespaced(ctx.client.clone(), ns);
     if let Some(live) = get(store, ns, &name) {
+        if let Holder::Theirs(holder) = ownership::holder(live.meta(), mc_uid) {
+            return Ok((Written::Taken(Taken::of(&*live, holder)), None));
+        }
         let (Ok(mut want), Ok(have)) =
             (serde_json::to_value(desired), serde_json::to_value(&*live))
         else {
-            return Ok((None, None));
+            return Ok((Written::Unchanged, None));
         };
         K::comparable(&mut want);
         if is_subset(&want, &have) {
-            return Ok((None, Some(verified::of(kind_of, &*live))));
+            return Ok((Written::Unchanged, Some(verified::of(kind_of, &*live))));
         }
     } else {
         let params = PostParams {
@@ -211,16 +343,18 @@ where
                 write.done(created.meta().resource_version.as_deref());
                 info!(kind = %kind, object = %name, "created");
                 let version = verified::of(kind_of, &created);
-                return Ok((Some((created, true)), Some(version)));
+                return Ok((Written::Wrote(created, true), Some(version)));
             }
-            // The cache had not seen it yet: change it like any live object.
+            // Someone's: the cache had not seen it yet, or it is not labelled as ours.
             Err(kube::Error::Api(e)) if e.code == 409 => {}
             Err(e) => return Err(kube_err(format!("creating {kind} {ns}/{name}"))(e)),
         }
     }
     // Reads the managedFields: the whole object.
     let whole: Api<K> = Api::namespaced(ctx.client.clone(), ns);
-    take_over_created_fields(ctx, &whole, ns, &name).await?;
+    if let Err(taken) = take_over_created_fields(ctx, &whole, ns, &name, mc_uid).await? {
+        return Ok((Written::Taken(taken), None));
+    }
     let write = ctx.stores.echoes.begin(K::KIND, ns, &name);
     let applied = api
         .patch(
@@ -235,19 +369,21 @@ where
     write.done(applied.meta().resource_version.as_deref());
     info!(kind = %kind, object = %name, "applied");
     let version = verified::of(kind_of, &applied);
-    Ok((Some((applied, false)), Some(version)))
+    Ok((Written::Wrote(applied, false), Some(version)))
 }
 
 /// Rewrites the `Update` entry a POST by this manager left on the object as its `Apply`
 /// entry, so the apply that follows prunes what it no longer sends. One GET, and a PATCH
 /// only the first time (guarded by the resourceVersion read: a concurrent change makes it
-/// fail with 409 and the reconcile retry).
+/// fail with 409 and the reconcile retry). An object that is not the MiniCluster's is
+/// left as it is and returned as [`Taken`].
 async fn take_over_created_fields<K>(
     ctx: &Context,
     api: &Api<K>,
     ns: &str,
     name: &str,
-) -> Result<(), Error>
+    mc_uid: &str,
+) -> Result<Result<(), Taken>, Error>
 where
     K: Resource<DynamicType = ()> + k8s_openapi::Resource + Clone + Debug + DeserializeOwned,
 {
@@ -256,11 +392,14 @@ where
         .get(name)
         .await
         .map_err(kube_err(format!("reading {kind} {ns}/{name}")))?;
+    if let Holder::Theirs(holder) = ownership::holder(live.meta(), mc_uid) {
+        return Ok(Err(Taken::of(&live, holder)));
+    }
     let Some(entries) = ownership::as_applied(
         &live.meta().managed_fields.clone().unwrap_or_default(),
         MANAGER,
     ) else {
-        return Ok(());
+        return Ok(Ok(()));
     };
     let patch = serde_json::json!({"metadata": {
         "resourceVersion": live.meta().resource_version,
@@ -275,5 +414,5 @@ where
         )))?;
     ctx.metrics.api_write(&kind, "patch");
     write.done(patched.meta().resource_version.as_deref());
-    Ok(())
+    Ok(Ok(()))
 }

@@ -111,7 +111,12 @@ pub async fn poll(
             return;
         }
     };
-    let Some(cert) = stored_certificate(ctx, &ns, &name) else {
+    let Some(cert) = stored_certificate(
+        ctx,
+        &ns,
+        &name,
+        mc.metadata.uid.as_deref().unwrap_or_default(),
+    ) else {
         // No Secret yet: the instance is not there either.
         return;
     };

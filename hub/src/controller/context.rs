@@ -13,6 +13,7 @@ use kube::runtime::events::Recorder;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Client, Resource, ResourceExt};
 
+use super::blockers::Blockers;
 use super::broker_pods::BrokerPods;
 use super::echoes::Echoes;
 use super::verified::Verified;
@@ -93,12 +94,15 @@ pub struct Context {
     pub lead_address: Option<String>,
     /// How long a deleted MiniCluster waits for spokes to confirm its bursts are gone.
     pub deletion_timeout: Duration,
+    /// Watches of objects of someone else that hold a name a MiniCluster needs.
+    pub blockers: Arc<Blockers>,
 }
 
 impl Context {
     /// A context with the real clock.
     pub fn new(client: Client, stores: Stores, recorder: Recorder, metrics: Arc<Metrics>) -> Self {
         Context {
+            blockers: Arc::new(Blockers::new(client.clone())),
             client,
             stores,
             recorder,
@@ -133,6 +137,7 @@ impl Context {
         if let Ok(mut m) = self.pruned.lock() {
             m.remove(key);
         }
+        self.blockers.clear(key);
         self.registry.forget(key);
     }
 

@@ -8,15 +8,18 @@ use flux_shared::plan::{Plan, Role};
 use flux_shared::render::{self, Object};
 
 use super::context::{Context, get};
+use super::ownership::{self, Holder};
 
 /// The objects of `plan`'s root role, with certificate `cert`.
 pub(super) fn desired(plan: &Plan, cert: &str) -> Vec<Object> {
     render::render(plan, &Role::Root, cert).unwrap_or_default()
 }
 
-/// The certificate in the MiniCluster's curve Secret, if the cache has one.
-pub(super) fn stored_certificate(ctx: &Context, ns: &str, name: &str) -> Option<String> {
+/// The certificate in the MiniCluster's curve Secret, if the cache has one and it is the
+/// MiniCluster's (someone else's key is never used: the apply refuses that name).
+pub(super) fn stored_certificate(ctx: &Context, ns: &str, name: &str, uid: &str) -> Option<String> {
     get(&ctx.stores.secrets, ns, &render::curve_secret_name(name))
+        .filter(|s| ownership::holder(&s.metadata, uid) == Holder::Ours)
         .and_then(|s| s.data.as_ref()?.get(layout::CURVE_KEY).cloned())
         .and_then(|bytes| String::from_utf8(bytes.0).ok())
 }
@@ -24,9 +27,9 @@ pub(super) fn stored_certificate(ctx: &Context, ns: &str, name: &str) -> Option<
 /// The MiniCluster's CURVE certificate: created once and reused forever. The Secret
 /// cache is synced before the first reconcile, so after a hub restart the stored
 /// certificate is always found.
-pub(super) fn certificate(ctx: &Context, ns: &str, name: &str) -> String {
+pub(super) fn certificate(ctx: &Context, ns: &str, name: &str, uid: &str) -> String {
     let key = (ns.to_string(), name.to_string());
-    let stored = stored_certificate(ctx, ns, name);
+    let stored = stored_certificate(ctx, ns, name, uid);
     let Ok(mut generated) = ctx.generated_certs.lock() else {
         return stored.unwrap_or_else(|| CurveCert::generate(name).to_zcert());
     };

@@ -99,6 +99,7 @@ impl RunOptions {
 
 mod apply;
 pub mod autoscaler;
+pub mod blockers;
 pub mod broker_pods;
 pub mod cache;
 pub mod context;

@@ -33,8 +33,13 @@ pub fn prime(ctx: &Context, miniclusters: &[MiniCluster]) {
             continue;
         };
         let lead = previous.lead_broker.clone();
-        let cert = stored_certificate(ctx, &key.0, &key.1)
-            .or_else(|| plan.spec.flux().curve_cert().map(str::to_string));
+        let cert = stored_certificate(
+            ctx,
+            &key.0,
+            &key.1,
+            mc.metadata.uid.as_deref().unwrap_or_default(),
+        )
+        .or_else(|| plan.spec.flux().curve_cert().map(str::to_string));
         let assignments = match (&lead, cert) {
             (Some(l), Some(cert)) if plan.has_running_bursts() => assignment::build(
                 &plan,

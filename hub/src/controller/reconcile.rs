@@ -20,7 +20,7 @@ use std::time::Duration;
 use flux_shared::api::MiniCluster;
 use kube::api::DeleteParams;
 use kube::runtime::controller::Action;
-use kube::{Api, ResourceExt};
+use kube::{Api, Resource, ResourceExt};
 use tracing::{info, warn};
 
 use super::context::{Context, Error, get, kube_err, managed_objects, mc_key};
@@ -30,7 +30,7 @@ use super::finalize::finalize;
 use super::status::{self, minicluster_phase};
 use super::validate::validate;
 use super::verified::{self, Verified};
-use super::{apply, orphans, pod_labels, sizing, status_write};
+use super::{apply, orphans, ownership, pod_labels, sizing, status_write};
 use crate::federation::bursts;
 
 /// Reconcile one MiniCluster.
@@ -66,7 +66,10 @@ async fn reconcile_inner(
     name: &str,
 ) -> Result<Action, Error> {
     let now = (ctx.now)();
-    let live_job = get(&ctx.stores.jobs, ns, name);
+    let uid = mc.metadata.uid.as_deref().unwrap_or_default();
+    // Someone else's Job of this name says nothing about this MiniCluster.
+    let live_job = get(&ctx.stores.jobs, ns, name)
+        .filter(|j| ownership::holder(j.meta(), uid) == ownership::Holder::Ours);
 
     let plan = match validate(mc) {
         Ok(plan) => plan,
@@ -85,7 +88,7 @@ async fn reconcile_inner(
             return Ok(Action::await_change());
         }
     };
-    let cert = certificate(ctx, ns, name);
+    let cert = certificate(ctx, ns, name, uid);
     let key = (ns.to_string(), name.to_string());
     let inputs = verified::inputs(&plan, &cert);
     let holds = ctx.verified.lock().is_ok_and(|v| {
@@ -97,8 +100,23 @@ async fn reconcile_inner(
         (apply::Outcome::unchanged(), None)
     } else {
         let objects = desired(&plan, &cert);
-        (apply::apply_all(ctx, ns, &objects).await?, Some(objects))
+        (
+            apply::apply_all(ctx, ns, uid, &objects).await?,
+            Some(objects),
+        )
     };
+    if !applied.taken.is_empty() {
+        // Refused, not retried: the blockers' watches wake this MiniCluster when one of
+        // those objects changes or goes, and a spec change wakes it anyway.
+        let problem = apply::name_taken(ns, &applied.taken);
+        ctx.blockers.watch(&mc_key(mc), &applied.taken, ns);
+        retain_from_status(ctx, mc);
+        let max = Some(plan.spec.max_size());
+        let status = status::compute(mc, max, live_job.as_deref(), Some(&problem), &now);
+        status_write::write_if_changed(ctx, mc, status, Some(&problem), Vec::new()).await?;
+        return Ok(Action::await_change());
+    }
+    ctx.blockers.clear(&mc_key(mc));
     pod_labels::label_pods_with_their_index(ctx, ns, name).await?;
     apply::announce(ctx, mc, &plan, live_job.as_deref(), &applied).await;
     if let Some(objects) = &objects

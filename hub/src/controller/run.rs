@@ -363,7 +363,7 @@ async fn run_controller(
         miniclusters,
         watcher::Config::default().page_size(LIST_PAGE_SIZE),
     )
-    .default_backoff()
+    .backoff(flux_shared::ops::WatchBackoff::default())
     .map_ok(unwrap_partial)
     .reflect(mc_writer)
     .inspect(move |event| {
@@ -378,6 +378,14 @@ async fn run_controller(
         .map(tokio_stream::wrappers::UnboundedReceiverStream::new)
         .context("the federation registry's change stream was taken twice")?
         .map(|(ns, name)| reflector::ObjectRef::<MiniCluster>::new(&name).within(&ns));
+    // MiniClusters refused for a taken name, whose blocking object changed or went.
+    let unblocked = ctx
+        .blockers
+        .take_woken()
+        .map(tokio_stream::wrappers::UnboundedReceiverStream::new)
+        .context("the blockers' wake stream was taken twice")?
+        .map(|(ns, name)| reflector::ObjectRef::<MiniCluster>::new(&name).within(&ns));
+    let changes = futures::stream::select(changes, unblocked);
     let mc_synced = mc_store.clone();
     let autoscaler = super::autoscaler::run(ctx.clone(), mc_store.clone());
     let controller = Controller::for_stream(mc_events, mc_store)

@@ -184,7 +184,7 @@ where
     let echoes = echoes.clone();
     let driver = async move {
         let events = watcher(api, config)
-            .default_backoff()
+            .backoff(flux_shared::ops::WatchBackoff::default())
             .map_ok(unwrap_partial)
             .modify(cache::Compact::compact);
         futures::pin_mut!(events);

@@ -12,5 +12,7 @@ pub mod health;
 pub mod logging;
 pub mod server;
 pub mod shutdown;
+pub mod watch_backoff;
 
 pub use health::Health;
+pub use watch_backoff::WatchBackoff;
