@@ -141,6 +141,31 @@ async fn flux_hub_join_installs_a_spoke_that_connects_and_unjoin_takes_it_out() 
     support::run_federated("join", "e2e-spoke", join).await;
 }
 
+/// "Touch only what we made", in the burst cluster. Someone else's ConfigMap, Secret,
+/// headless Service and Job hold every name a burst would use: the spoke refuses the burst
+/// (status.bursts[] Failed, `NameTaken`, each object named), writes nothing (all four keep
+/// their resourceVersion, also over several report intervals), and the four survive the
+/// MiniCluster's deletion. Then a running burst, and a second spoke process of the same
+/// federation under another name against the same cluster: its first snapshot (empty)
+/// deletes none of the first spoke's objects.
+#[tokio::test]
+#[ignore = "needs two clusters: KUBECONFIG and SPOKE_KUBECONFIG (scripts/e2e.sh)"]
+async fn names_taken_in_the_burst_cluster_are_refused_and_other_spokes_objects_survive() {
+    support::run_federated("burst-taken", "e2e-spoke", names_taken).await;
+}
+
+/// Safe bursts by default: a burst asking for the spoke's service account and its token, a
+/// privileged container and the node's `/` is not assigned (status.bursts[] Invalid,
+/// `UnsafeBurst`, each field named, one Event) and nothing of it reaches the burst cluster.
+/// And sizes are bounded (docs/limits.md): `maxSize: 10000000` is refused by the API server
+/// (the CRD's maximum); a total over the limit that no single field shows is refused by
+/// the hub (status Invalid, naming the rule).
+#[tokio::test]
+#[ignore = "needs two clusters: KUBECONFIG and SPOKE_KUBECONFIG (scripts/e2e.sh)"]
+async fn an_unsafe_burst_and_a_huge_minicluster_are_refused_and_write_nothing() {
+    support::run_federated("burst-unsafe", "e2e-spoke", unsafe_and_huge).await;
+}
+
 /// Restarting the spoke, stopping the hub, restarting the spoke while the hub is away and
 /// bringing the hub back never deletes or re-creates the burst's objects.
 #[tokio::test]
@@ -229,7 +254,11 @@ fn checks_agree_with_the_assignment() -> Result<()> {
     let assignments = assignment::build(&plan, &cert, &lead)?;
     ensure!(assignments.len() == 1, "one assignment: {assignments:?}");
     ensure!(assignments[0].spoke == "e2e-spoke");
-    let realized = assignment::realize(&assignments[0].assignment)?;
+    let me = flux_shared::federation::ownership::SpokeIdentity {
+        name: "e2e-spoke".into(),
+        federation: flux_shared::federation::ownership::INSECURE_FEDERATION.into(),
+    };
+    let realized = assignment::realize(&assignments[0].assignment, &me)?;
     ensure!(realized.namespace == NS && realized.job == burst);
     let job = realized
         .objects
@@ -782,6 +811,122 @@ async fn autoscale(env: &TestEnv, fed: &Federation) -> Result<()> {
         .finish(secs(120))
         .await?
         .all_succeeded(&dataplane::indexed(&burst, 2))?;
+    Ok(())
+}
+
+async fn unsafe_and_huge(env: &TestEnv, fed: &Federation) -> Result<()> {
+    let burst = burst_name(&env.ns);
+    let mut doc = minicluster(&burst, fed.spoke(), lead_address_override().as_deref());
+    doc["spec"]["pod"] =
+        json!({"serviceAccountName": "flux-spoke", "automountServiceAccountToken": true});
+    doc["spec"]["containers"][0]["securityContext"] = json!({"privileged": true});
+    doc["spec"]["containers"][0]["volumes"] = json!({"root": {"hostPath": "/", "path": "/host"}});
+    env.apply_minicluster(&doc).await?;
+    let (_, message) = wait_burst_phase(env, "Invalid", objects_deadline()).await?;
+    for part in [
+        "UnsafeBurst: ",
+        "spec.pod.serviceAccountName",
+        "spec.pod.automountServiceAccountToken",
+        "spec.containers[0].securityContext.privileged",
+        "spec.containers[0].volumes[\"root\"].hostPath",
+    ] {
+        ensure!(
+            message.contains(part),
+            "{part:?} not in the burst's message: {message}"
+        );
+    }
+    let events = env.events_about("MiniCluster", NAME).await?;
+    let refusals = events
+        .iter()
+        .filter(|e| e.reason.as_deref() == Some("UnsafeBurst"))
+        .count();
+    ensure!(refusals == 1, "one UnsafeBurst Event, found {refusals}");
+    // Over several report intervals: nothing of the burst in the burst cluster.
+    env.holds_for(
+        "nothing of the unsafe burst in the burst cluster",
+        Duration::from_secs(10),
+        async || {
+            let mut found = spoke_objects_of(env, fed.spoke(), &burst).await?;
+            let all = ListParams::default();
+            let ns = &env.ns;
+            for j in env.spoke_api::<Job>().list(&all).await? {
+                found.push(format!("Job {ns}/{}", j.name_any()));
+            }
+            for c in env.spoke_api::<ConfigMap>().list(&all).await? {
+                // Every namespace has the API server's CA bundle.
+                if c.name_any() != "kube-root-ca.crt" {
+                    found.push(format!("ConfigMap {ns}/{}", c.name_any()));
+                }
+            }
+            for s in env.spoke_api::<Secret>().list(&all).await? {
+                found.push(format!("Secret {ns}/{}", s.name_any()));
+            }
+            for s in env.spoke_api::<Service>().list(&all).await? {
+                found.push(format!("Service {ns}/{}", s.name_any()));
+            }
+            Ok((!found.is_empty()).then(|| format!("written: {}", found.join(", "))))
+        },
+    )
+    .await?;
+    let mcs = env.api::<MiniCluster>();
+    mcs.delete(NAME, &DeleteParams::background()).await?;
+    env.eventually("the unsafe MiniCluster gone", secs(60), async || {
+        Ok(match mcs.get_opt(NAME).await? {
+            None => Probe::Done(()),
+            Some(mc) => Probe::Waiting(yaml(&mc.status)),
+        })
+    })
+    .await?;
+
+    // Ten million hosts: the CRD's maximum refuses it at the API server.
+    let mut huge = minicluster(&burst, fed.spoke(), None);
+    huge["metadata"]["name"] = json!("huge");
+    huge["spec"]["maxSize"] = json!(10_000_000);
+    match env.apply_minicluster(&huge).await {
+        Ok(_) => bail!("the API server accepted maxSize 10000000"),
+        Err(e) => {
+            let text = e.to_string();
+            ensure!(
+                text.contains("maxSize") && text.contains("16384"),
+                "the refusal names the field and the limit: {text}"
+            );
+        }
+    }
+    // 10000 + 10000 hosts: each field within the CRD's maximum, the total refused by the hub.
+    let mut total = minicluster(&burst, fed.spoke(), None);
+    total["metadata"]["name"] = json!("total");
+    total["spec"]["size"] = json!(1);
+    total["spec"]["maxSize"] = json!(10_000);
+    total["spec"]["flux"]["bursting"]["clusters"][0]["size"] = json!(10_000);
+    env.apply_minicluster(&total).await?;
+    let text = env
+        .eventually(
+            "MiniCluster total to be Invalid, naming the limit",
+            objects_deadline(),
+            async || {
+                let mc = mcs.get("total").await?;
+                let status = mc.status.as_ref();
+                let said = status
+                    .into_iter()
+                    .flat_map(|s| s.conditions.iter())
+                    .map(|c| c.message.clone())
+                    .find(|m| m.contains("limit of 16384"));
+                Ok(match (status.and_then(|s| s.phase.as_deref()), said) {
+                    (Some("Invalid"), Some(m)) => Probe::Done(m),
+                    _ => Probe::Waiting(yaml(&mc.status)),
+                })
+            },
+        )
+        .await?;
+    ensure!(
+        text.contains("spec.flux.bursting.clusters: the instance declares 20000 hosts"),
+        "{text}"
+    );
+    ensure!(
+        env.api::<Job>().get_opt("total").await?.is_none(),
+        "no root Job for a refused MiniCluster"
+    );
+    eprintln!("{}: {message}; {text}", env.ns);
     Ok(())
 }
 
@@ -1678,11 +1823,47 @@ async fn api_outage(env: &TestEnv, fed: &Federation) -> Result<()> {
         "BurstsReady must be False with reason SpokeClusterUnreachable: {condition:?}"
     );
 
-    wait_burst_phase(env, "Running", secs(120)).await?;
+    // The spoke notices its API server's return within 5 s (its watch retries at most
+    // 4 s apart): the burst is Running again at most 5 s after its pods are ready again
+    // in the burst cluster (what the pods need is the kubelet's and the Job controller's).
+    let jobs = env.spoke_api::<Job>();
+    let (mut pods_ready, mut running) = (None, None);
+    let deadline = restarted + secs(120);
+    while (pods_ready.is_none() || running.is_none()) && std::time::Instant::now() < deadline {
+        if pods_ready.is_none()
+            && let Ok(Some(job)) = jobs.get_opt(&burst.name).await
+        {
+            let status = job.status.unwrap_or_default();
+            let size = job.spec.and_then(|s| s.parallelism).unwrap_or(0);
+            if size > 0 && status.ready.unwrap_or(0) >= size {
+                pods_ready = Some(restarted.elapsed());
+            }
+        }
+        if running.is_none() {
+            let mc = env.api::<MiniCluster>().get(NAME).await?;
+            if mc
+                .status
+                .as_ref()
+                .and_then(|s| s.bursts.first())
+                .is_some_and(|b| b.phase == "Running")
+            {
+                running = Some(restarted.elapsed());
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let (Some(pods_ready), Some(running)) = (pods_ready, running) else {
+        bail!(
+            "within 120 s of the restart: burst pods ready again {pods_ready:?}, burst Running again {running:?}"
+        );
+    };
     eprintln!(
-        "{}: the burst is Running again {:?} after the control plane restarted",
-        env.ns,
-        restarted.elapsed()
+        "{}: after the control plane restarted, the burst's pods were ready again in {pods_ready:?} and the burst Running in {running:?}",
+        env.ns
+    );
+    ensure!(
+        running <= pods_ready + secs(5),
+        "the burst was Running again {running:?} after the restart, more than 5 s after its pods were ready ({pods_ready:?})"
     );
     env.holds_for(
         "the burst's objects survive the outage (same uids)",
@@ -2601,4 +2782,281 @@ async fn pod_report(api: &Api<Pod>, pods: &[Pod]) -> String {
         out.push_str(&format!("--- logs of {} (tail):\n{logs}\n", pod.name_any()));
     }
     out
+}
+
+/// Someone else's objects holding the names of burst `burst` in the burst cluster's test
+/// namespace: (kind, name, resourceVersion, uid) of each, as created.
+async fn squat(
+    env: &TestEnv,
+    fed: &Federation,
+    burst: &str,
+) -> Result<Vec<(&'static str, String, String, String)>> {
+    let ns_api: Api<Namespace> = Api::all(env.spoke_client_of(fed.spoke()));
+    if ns_api.get_opt(&env.ns).await?.is_none() {
+        let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": env.ns}}))?;
+        ns_api.create(&Default::default(), &ns).await?;
+    }
+    let labels = json!({"app.kubernetes.io/managed-by": "someone-else", "owner": "e2e"});
+    let pp = Default::default();
+    let mut out = Vec::new();
+    let rv = |m: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta| {
+        (
+            m.resource_version.clone().unwrap_or_default(),
+            m.uid.clone().unwrap_or_default(),
+        )
+    };
+    let cm: ConfigMap = serde_json::from_value(json!({
+        "metadata": {"name": format!("{burst}-flux-config"), "labels": labels},
+        "data": {"theirs": "precious"},
+    }))?;
+    let cm = env
+        .spoke_api_of::<ConfigMap>(fed.spoke())
+        .create(&pp, &cm)
+        .await?;
+    let (v, u) = rv(&cm.metadata);
+    out.push(("ConfigMap", cm.name_any(), v, u));
+    let secret: Secret = serde_json::from_value(json!({
+        "metadata": {"name": format!("{burst}-curve"), "labels": labels},
+        "stringData": {"password": "hunter2"},
+    }))?;
+    let secret = env
+        .spoke_api_of::<Secret>(fed.spoke())
+        .create(&pp, &secret)
+        .await?;
+    let (v, u) = rv(&secret.metadata);
+    out.push(("Secret", secret.name_any(), v, u));
+    let svc: Service = serde_json::from_value(json!({
+        "metadata": {"name": burst, "labels": labels},
+        "spec": {"clusterIP": "None", "selector": {"app": "theirs"},
+                 "ports": [{"name": "db", "port": 5432}]},
+    }))?;
+    let svc = env
+        .spoke_api_of::<Service>(fed.spoke())
+        .create(&pp, &svc)
+        .await?;
+    let (v, u) = rv(&svc.metadata);
+    out.push(("Service", svc.name_any(), v, u));
+    // Suspended: it runs nothing, so nothing but a writer changes its resourceVersion.
+    let job: Job = serde_json::from_value(json!({
+        "metadata": {"name": burst, "labels": labels},
+        "spec": {"suspend": true, "template": {"spec": {
+            "restartPolicy": "Never",
+            "containers": [{"name": "theirs", "image": image(), "command": ["true"]}],
+        }}},
+    }))?;
+    let job = env
+        .spoke_api_of::<Job>(fed.spoke())
+        .create(&pp, &job)
+        .await?;
+    let (v, u) = rv(&job.metadata);
+    out.push(("Job", job.name_any(), v, u));
+    // The API server may bump a new Job's resourceVersion once (its controller adds a
+    // condition or status); take what it settles on.
+    tokio::time::sleep(secs(3)).await;
+    for o in &mut out {
+        if let Some((v, u)) = spoke_meta(env, fed.spoke(), o.0, &o.1).await? {
+            o.2 = v;
+            o.3 = u;
+        }
+    }
+    Ok(out)
+}
+
+/// (resourceVersion, uid) of an object of the burst cluster's test namespace.
+async fn spoke_meta(
+    env: &TestEnv,
+    spoke: &str,
+    kind: &str,
+    name: &str,
+) -> Result<Option<(String, String)>> {
+    let meta = match kind {
+        "Job" => env
+            .spoke_api_of::<Job>(spoke)
+            .get_opt(name)
+            .await?
+            .map(|o| o.metadata),
+        "ConfigMap" => env
+            .spoke_api_of::<ConfigMap>(spoke)
+            .get_opt(name)
+            .await?
+            .map(|o| o.metadata),
+        "Secret" => env
+            .spoke_api_of::<Secret>(spoke)
+            .get_opt(name)
+            .await?
+            .map(|o| o.metadata),
+        "Service" => env
+            .spoke_api_of::<Service>(spoke)
+            .get_opt(name)
+            .await?
+            .map(|o| o.metadata),
+        other => bail!("unexpected kind {other}"),
+    };
+    Ok(meta.map(|m| {
+        (
+            m.resource_version.unwrap_or_default(),
+            m.uid.unwrap_or_default(),
+        )
+    }))
+}
+
+/// `None` while every squatted object is exactly as created, else what changed.
+async fn untouched(
+    env: &TestEnv,
+    spoke: &str,
+    objects: &[(&'static str, String, String, String)],
+) -> Result<Option<String>> {
+    let mut changed = Vec::new();
+    for (kind, name, rv, uid) in objects {
+        match spoke_meta(env, spoke, kind, name).await? {
+            None => changed.push(format!("{kind} {name} was deleted")),
+            Some((v, u)) if (&v, &u) != (rv, uid) => changed.push(format!(
+                "{kind} {name} changed (resourceVersion {rv} -> {v}, uid {uid} -> {u})"
+            )),
+            Some(_) => {}
+        }
+    }
+    Ok((!changed.is_empty()).then(|| changed.join("; ")))
+}
+
+async fn names_taken(env: &TestEnv, fed: &Federation) -> Result<()> {
+    let mcs = env.api::<MiniCluster>();
+    // 1. Every name of the burst taken by someone else.
+    let taken = format!("{}-t", burst_name(&env.ns));
+    let theirs = squat(env, fed, &taken).await?;
+    let doc = minicluster(&taken, fed.spoke(), lead_address_override().as_deref());
+    env.apply_minicluster(&doc).await?;
+    let message = env
+        .eventually(
+            "the burst refused as NameTaken",
+            objects_deadline(),
+            async || {
+                let mc = mcs.get(NAME).await?;
+                let b = mc.status.as_ref().and_then(|s| s.bursts.first().cloned());
+                Ok(match b {
+                    Some(b)
+                        if b.message
+                            .as_deref()
+                            .is_some_and(|m| m.contains("NameTaken")) =>
+                    {
+                        Probe::Done((b.phase, b.message.unwrap_or_default()))
+                    }
+                    _ => Probe::Waiting(yaml(&mc.status)),
+                })
+            },
+        )
+        .await?;
+    let (phase, message) = message;
+    ensure!(
+        phase == "Failed",
+        "the refused burst is Failed: {phase}: {message}"
+    );
+    for (kind, name, _, _) in &theirs {
+        ensure!(
+            message.contains(&format!("{kind} {}/{name}", env.ns)),
+            "the refusal names {kind} {name}: {message}"
+        );
+    }
+    ensure!(
+        message.contains("someone-else"),
+        "and who owns them: {message}"
+    );
+    // Several report intervals: still nothing written (not retried every few seconds).
+    env.holds_for("the squatted objects untouched", secs(10), async || {
+        untouched(env, fed.spoke(), &theirs).await
+    })
+    .await?;
+    eprintln!("{}: refused: {message}", env.ns);
+    mcs.delete(NAME, &DeleteParams::background()).await?;
+    env.eventually("the MiniCluster gone", secs(120), async || {
+        Ok(match mcs.get_opt(NAME).await? {
+            None => Probe::Done(()),
+            Some(mc) => Probe::Waiting(yaml(&mc.status)),
+        })
+    })
+    .await?;
+    tokio::time::sleep(secs(3)).await;
+    if let Some(changed) = untouched(env, fed.spoke(), &theirs).await? {
+        bail!("deleting the MiniCluster touched someone else's objects: {changed}");
+    }
+
+    // 2. A running burst, and a second spoke of this federation (another name) against
+    // the same cluster: its first snapshot lists nothing, and deletes nothing of ours.
+    let burst = dispatch(env, fed).await?;
+    let renamed = format!("{}-renamed", fed.spoke());
+    let hub = tokio::task::spawn_blocking(support::hub_binary).await??;
+    let out = std::process::Command::new(&hub)
+        .arg("certs")
+        .arg("--out")
+        .arg(&fed.certs)
+        .args(["--spoke", &renamed])
+        .output()
+        .context("running flux-hub certs")?;
+    ensure!(
+        out.status.success(),
+        "flux-hub certs --spoke {renamed}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let cluster = support::spoke_cluster_from("SPOKE_KUBECONFIG", "the renamed spoke").await;
+    env.attach_spoke(
+        &renamed,
+        cluster.client,
+        cluster.config,
+        cluster.kubeconfig,
+        vec![
+            "--hub".into(),
+            fed.hub_url(),
+            "--hub-domain".into(),
+            "localhost".into(),
+            "--name".into(),
+            renamed.clone(),
+            "--ca".into(),
+            fed.file("ca.crt"),
+            "--cert".into(),
+            fed.file(&format!("spoke-{renamed}.crt")),
+            "--key".into(),
+            fed.file(&format!("spoke-{renamed}.key")),
+        ],
+    )?;
+    env.start_spoke_of(&renamed).await?;
+    let log = support::log_file(&format!("{}-spoke-{renamed}-0.log", env.ns))?;
+    env.eventually(
+        "the renamed spoke's first snapshot applied",
+        secs(60),
+        async || {
+            let text = std::fs::read_to_string(&log).unwrap_or_default();
+            Ok(if text.contains("snapshot applied") {
+                Probe::Done(())
+            } else {
+                Probe::Waiting(text.lines().rev().take(5).collect::<Vec<_>>().join("\n"))
+            })
+        },
+    )
+    .await?;
+    env.holds_for(
+        "the first spoke's burst objects kept",
+        secs(5),
+        async || {
+            let mut changed = Vec::new();
+            for o in &burst.objects {
+                match spoke_meta(env, fed.spoke(), o.kind, &o.name).await? {
+                    Some((_, uid)) if Some(&uid) == o.uid.as_ref() => {}
+                    other => changed.push(format!("{} {}: {other:?}", o.kind, o.name)),
+                }
+            }
+            Ok((!changed.is_empty()).then(|| changed.join("; ")))
+        },
+    )
+    .await?;
+    env.stop_spoke_of(&renamed);
+    if let Some(changed) = untouched(env, fed.spoke(), &theirs).await? {
+        bail!("someone else's objects changed: {changed}");
+    }
+    eprintln!(
+        "{}: spoke {renamed} left spoke {}'s burst {} alone",
+        env.ns,
+        fed.spoke(),
+        burst.name
+    );
+    Ok(())
 }

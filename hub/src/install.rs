@@ -161,6 +161,70 @@ pub fn spoke_objects(
     Ok(objects)
 }
 
+/// The spoke's settings ConfigMap (hub URL, hub domain, spoke name).
+pub const SPOKE_CONFIG: &str = "flux-spoke-config";
+
+/// What a burst cluster's spoke install says it is: the settings in its
+/// [`SPOKE_CONFIG`] ConfigMap (what the running spoke was started with).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct InstalledSpoke {
+    /// Its spoke name, when set.
+    pub name: Option<String>,
+    /// Its hub URL, when set.
+    pub hub_url: Option<String>,
+}
+
+impl InstalledSpoke {
+    /// The install described by the data of its settings ConfigMap.
+    pub fn from_config(data: &BTreeMap<String, String>) -> InstalledSpoke {
+        let get = |key: &str| data.get(key).filter(|v| !v.is_empty()).cloned();
+        InstalledSpoke {
+            name: get("spoke-name"),
+            hub_url: get("hub-url"),
+        }
+    }
+}
+
+/// What `join` with `wanted` would change of the spoke installed as `installed`, one line
+/// per setting (its name, its hub), naming the installed and the new value. Empty: the
+/// same spoke of the same hub, which `join` may re-apply. Changing either renames a
+/// running spoke or moves it to another hub, which a `join` aimed at the wrong cluster
+/// must not do silently.
+pub fn join_changes(installed: &InstalledSpoke, wanted: &SpokeSettings) -> Vec<String> {
+    let mut out = Vec::new();
+    if let Some(name) = &installed.name
+        && *name != wanted.name
+    {
+        out.push(format!(
+            "its spoke name is {name:?}, join would make it {:?}",
+            wanted.name
+        ));
+    }
+    if let Some(url) = &installed.hub_url
+        && *url != wanted.hub_url
+    {
+        out.push(format!(
+            "its hub is {url}, join would make it {}",
+            wanted.hub_url
+        ));
+    }
+    out
+}
+
+/// Why `unjoin NAME` must not remove the install described by `installed` (`None`: no
+/// settings ConfigMap): it is not spoke `name`'s. `None` when it may.
+pub fn unjoin_mismatch(installed: Option<&InstalledSpoke>, name: &str) -> Option<String> {
+    match installed.map(|i| i.name.as_deref()) {
+        Some(Some(installed)) if installed != name => Some(format!(
+            "this cluster runs spoke {installed:?}, not {name:?}"
+        )),
+        Some(None) => Some(format!(
+            "this cluster's spoke install ({SPOKE_NAMESPACE}/{SPOKE_CONFIG}) names no spoke, so it cannot be told to be {name:?}'s"
+        )),
+        _ => None,
+    }
+}
+
 /// Pod template annotation holding the SHA-256 of the certificate the pods run with: a new
 /// certificate (`join --rotate`) rolls the Deployment, the same one changes nothing.
 pub const CERTIFICATE_ANNOTATION: &str = "flux-framework.org/certificate-sha256";
@@ -261,6 +325,57 @@ pub fn describe(object: &Value) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn settings(name: &str, hub_url: &str) -> SpokeSettings {
+        SpokeSettings {
+            name: name.into(),
+            hub_url: hub_url.into(),
+            hub_domain: "hub.example.org".into(),
+        }
+    }
+
+    fn installed(name: &str, hub_url: &str) -> InstalledSpoke {
+        InstalledSpoke::from_config(&BTreeMap::from([
+            ("spoke-name".to_string(), name.to_string()),
+            ("hub-url".to_string(), hub_url.to_string()),
+            ("hub-domain".to_string(), "hub.example.org".to_string()),
+        ]))
+    }
+
+    #[test]
+    fn join_refuses_to_rename_a_spoke_or_move_it_to_another_hub() {
+        let a = "https://hub-a.example.org:8443";
+        let b = "https://hub-b.example.org:8443";
+        assert!(join_changes(&installed("gke", a), &settings("gke", a)).is_empty());
+        assert!(join_changes(&InstalledSpoke::default(), &settings("gke", a)).is_empty());
+        assert_eq!(
+            join_changes(&installed("gke", a), &settings("edge", a)),
+            ["its spoke name is \"gke\", join would make it \"edge\""]
+        );
+        assert_eq!(
+            join_changes(&installed("gke", a), &settings("gke", b)),
+            [format!("its hub is {a}, join would make it {b}")]
+        );
+        assert_eq!(
+            join_changes(&installed("gke", a), &settings("edge", b)).len(),
+            2
+        );
+        // Empty values are unset, not a name.
+        assert_eq!(installed("", ""), InstalledSpoke::default());
+    }
+
+    #[test]
+    fn unjoin_removes_only_the_spoke_it_names() {
+        let a = "https://hub.example.org:8443";
+        assert_eq!(unjoin_mismatch(None, "gke"), None);
+        assert_eq!(unjoin_mismatch(Some(&installed("gke", a)), "gke"), None);
+        assert_eq!(
+            unjoin_mismatch(Some(&installed("edge", a)), "gke").as_deref(),
+            Some("this cluster runs spoke \"edge\", not \"gke\"")
+        );
+        let unnamed = unjoin_mismatch(Some(&InstalledSpoke::default()), "gke").unwrap();
+        assert!(unnamed.contains("names no spoke"), "{unnamed}");
+    }
 
     /// The files a kustomization lists, in order.
     fn kustomization(text: &str) -> Vec<String> {

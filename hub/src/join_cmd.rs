@@ -4,7 +4,9 @@
 //! and the spoke's name filled in, plus the `flux-spoke-tls` Secret, into the burst
 //! cluster, then waits until the hub lists the spoke as connected (its Admin API, with an
 //! admin certificate from `--certs`) and prints the spoke's status line. Running it again
-//! changes nothing.
+//! changes nothing. It refuses, naming both values, to change the name or the hub of a
+//! spoke already installed there (a `join` aimed at the wrong cluster would rename a
+//! running spoke) unless `--force`.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -14,13 +16,15 @@ use std::time::{Duration, Instant};
 use anyhow::{Context as _, bail};
 use flux_shared::federation::diagnostics::{hub_host, normalize_hub_url};
 use flux_shared::federation::proto::SpokeInfo;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::Api;
 use serde::Serialize;
 
 use crate::admin_client::{HubEndpoint, HubOptions};
 use crate::certs_cmd::{self, CertsOptions};
 use crate::cli::Format;
 use crate::init_cmd::{Applied, ClusterOptions, apply_all, wait_available};
-use crate::install::{self, SPOKE_NAMESPACE, SpokeSettings};
+use crate::install::{self, InstalledSpoke, SPOKE_CONFIG, SPOKE_NAMESPACE, SpokeSettings};
 
 /// Name of the admin certificate `join` issues for itself to ask the hub.
 const JOIN_ADMIN: &str = "flux-hub-join";
@@ -89,6 +93,10 @@ pub struct JoinOptions {
     /// Issue a new certificate for the spoke (the spoke restarts with it).
     #[arg(long)]
     pub rotate: bool,
+    /// Replace a spoke installed there with another name or another hub URL. The old
+    /// spoke's running bursts are not deleted (they carry its name), but its hub loses it.
+    #[arg(long)]
+    pub force: bool,
     /// Wait until the hub lists the spoke as connected (`--wait=false`: return after
     /// applying).
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set, value_name = "BOOL")]
@@ -213,18 +221,65 @@ async fn wait_connected(opts: &JoinOptions, timeout: Duration) -> anyhow::Result
     }
 }
 
+/// The spoke installed in the burst cluster `client` talks to, if any (its settings
+/// ConfigMap).
+pub async fn installed_spoke(client: &kube::Client) -> anyhow::Result<Option<InstalledSpoke>> {
+    let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), SPOKE_NAMESPACE);
+    let found = config_maps
+        .get_opt(SPOKE_CONFIG)
+        .await
+        .with_context(|| format!("reading ConfigMap {SPOKE_NAMESPACE}/{SPOKE_CONFIG}"))?;
+    Ok(found.map(|cm| InstalledSpoke::from_config(&cm.data.unwrap_or_default())))
+}
+
+/// Fails, naming the installed and the new values, when the burst cluster runs a spoke of
+/// another name or hub (unless `--force`).
+async fn refuse_to_change_another_spoke(
+    client: &kube::Client,
+    opts: &JoinOptions,
+    settings: &SpokeSettings,
+) -> anyhow::Result<()> {
+    let Some(installed) = installed_spoke(client).await? else {
+        return Ok(());
+    };
+    let changes = install::join_changes(&installed, settings);
+    if changes.is_empty() {
+        return Ok(());
+    }
+    let context = opts
+        .cluster
+        .context
+        .as_deref()
+        .unwrap_or("(current context)");
+    if opts.force {
+        eprintln!(
+            "--force: replacing the spoke installed in {context}: {}",
+            changes.join("; ")
+        );
+        return Ok(());
+    }
+    bail!(
+        "the cluster of context {context} already runs a spoke, and join would change it: {}. \
+         Is this the burst cluster you meant (--context, --kubeconfig)? To replace that spoke, \
+         run `flux-hub unjoin` for it first, or pass --force",
+        changes.join("; ")
+    )
+}
+
 /// Runs `flux-hub join`.
 pub async fn run(opts: &JoinOptions, out: &mut dyn Write) -> anyhow::Result<()> {
     flux_shared::federation::Identity::spoke(&opts.name)
         .map_err(|e| anyhow::anyhow!("NAME {:?}: {e}", opts.name))?;
     let (hub_url, hub_domain) = opts.federation.hub_url_and_domain()?;
-    let (ca, cert, key) = spoke_certificates(opts)?;
     let client = opts.cluster.client().await?;
     let settings = SpokeSettings {
         name: opts.name.clone(),
         hub_url: hub_url.clone(),
         hub_domain: hub_domain.clone(),
     };
+    // Before issuing anything: the wrong cluster is a refusal, not a new certificate.
+    refuse_to_change_another_spoke(&client, opts, &settings).await?;
+    let (ca, cert, key) = spoke_certificates(opts)?;
     let objects = install::spoke_objects(&settings, opts.image.as_deref(), &ca, &cert, &key)?;
     let applied = apply_all(&client, &objects).await?;
     let timeout = Duration::from_secs(opts.timeout_seconds);

@@ -5,6 +5,11 @@
 //! `flux-spoke-system` namespace (the Deployment, ConfigMap and Secret with it) and the
 //! spoke's ClusterRole and ClusterRoleBinding. The spoke's certificate files stay in
 //! `--certs`.
+//!
+//! It first checks that the cluster it talks to runs spoke NAME (refusing, naming the
+//! installed spoke, otherwise: the wrong `--context` must not uninstall another spoke).
+//! With `--force`, a hub that cannot be reached does not stop it: the install goes and the
+//! output says that the hub was not told, and what the hub does about it.
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -14,10 +19,12 @@ use anyhow::bail;
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
 use kube::api::{Api, DeleteParams};
+use tonic::Code;
 
+use crate::admin_client::AdminError;
 use crate::init_cmd::ClusterOptions;
-use crate::install::SPOKE_NAMESPACE;
-use crate::join_cmd::FederationOptions;
+use crate::install::{self, SPOKE_NAMESPACE};
+use crate::join_cmd::{FederationOptions, installed_spoke};
 
 /// Options of `flux-hub unjoin`.
 #[derive(clap::Args, Debug, Clone)]
@@ -30,7 +37,8 @@ pub struct UnjoinOptions {
     /// The federation: its certificates (for an admin certificate) and its hub.
     #[command(flatten)]
     pub federation: FederationOptions,
-    /// Remove the install even while bursts are assigned to the spoke.
+    /// Remove the install even while bursts are assigned to the spoke, or when the hub
+    /// cannot be reached (it is then not told).
     #[arg(long)]
     pub force: bool,
     /// How long to wait for the spoke to disconnect and its namespace to go, in seconds.
@@ -40,9 +48,37 @@ pub struct UnjoinOptions {
 
 /// Runs `flux-hub unjoin`.
 pub async fn run(opts: &UnjoinOptions, out: &mut dyn Write) -> anyhow::Result<()> {
+    let cluster = opts.cluster.client().await?;
+    let installed = installed_spoke(&cluster).await?;
+    if let Some(why) = install::unjoin_mismatch(installed.as_ref(), &opts.name) {
+        bail!(
+            "refusing to unjoin spoke {}: {why}. Is this the burst cluster you meant (--context, --kubeconfig)?",
+            opts.name
+        );
+    }
+
     let hub = opts.federation.admin_endpoint()?;
-    let mut admin_client = hub.connect().await?;
-    let (snapshot, _) = hub.list(&mut admin_client, "").await?;
+    let reached = async {
+        let mut client = hub.connect().await?;
+        let (snapshot, _) = hub.list(&mut client, "").await?;
+        Ok::<_, AdminError>((client, snapshot))
+    }
+    .await;
+    let (mut admin_client, snapshot) = match reached {
+        Ok(reached) => reached,
+        Err(e) if unreachable(&e) && opts.force => {
+            eprintln!("{e}; --force: removing the install without telling the hub");
+            return remove_install(opts, &cluster).await.and_then(|()| {
+                writeln!(out, "{}", untold(&opts.name))?;
+                Ok(())
+            });
+        }
+        Err(e) if unreachable(&e) => bail!(
+            "{e}; the hub must be told that spoke {} leaves (or pass --force to remove the install without telling it)",
+            opts.name
+        ),
+        Err(e) => return Err(e.into()),
+    };
     let assigned: Vec<String> = snapshot
         .miniclusters
         .iter()
@@ -66,7 +102,71 @@ pub async fn run(opts: &UnjoinOptions, out: &mut dyn Write) -> anyhow::Result<()
         );
     }
 
-    let cluster = opts.cluster.client().await?;
+    remove_install(opts, &cluster).await?;
+    let start = Instant::now();
+    let timeout = Duration::from_secs(opts.timeout_seconds);
+    if !assigned.is_empty() {
+        writeln!(
+            out,
+            "spoke {} uninstalled; the hub keeps it while bursts are assigned to it: {}",
+            opts.name,
+            assigned.join(", ")
+        )?;
+        return Ok(());
+    }
+    // The spoke's stream ends with its pod; then the hub may forget it.
+    loop {
+        match hub.forget_spoke(&mut admin_client, &opts.name).await {
+            Ok(()) => break,
+            Err(crate::admin_client::AdminError::Declined { message, .. })
+                if message.contains("does not know") =>
+            {
+                break;
+            }
+            Err(e) if start.elapsed() > timeout => {
+                bail!("the hub did not forget spoke {}: {e}", opts.name)
+            }
+            Err(_) => tokio::time::sleep(Duration::from_secs(1)).await,
+        }
+    }
+    writeln!(
+        out,
+        "spoke {} uninstalled and forgotten by the hub (its certificate stays in {})",
+        opts.name,
+        opts.federation.certs.display()
+    )?;
+    Ok(())
+}
+
+/// Whether the hub could not be reached at all (as opposed to refusing or declining).
+fn unreachable(error: &AdminError) -> bool {
+    matches!(
+        error,
+        AdminError::Unreachable { .. }
+            | AdminError::Call {
+                code: Code::Unavailable | Code::DeadlineExceeded,
+                ..
+            }
+    )
+}
+
+/// What `unjoin --force` says when the hub was not told (see `Registry::forget_spoke` and
+/// the burst statuses of the hub for what it does).
+fn untold(name: &str) -> String {
+    format!(
+        "spoke {name} uninstalled WITHOUT telling the hub (it could not be reached). The hub \
+         still lists spoke {name}, disconnected. Bursts MiniClusters assign to it stay \
+         assigned and show Unreachable (after 30 s); deleting such a MiniCluster waits \
+         (bounded) for a spoke that will not answer. The burst objects it made stay in this \
+         cluster (label flux-framework.org/spoke={name}) until you delete them. Drop those \
+         bursts from their MiniClusters, then run `flux-hub unjoin {name}` again with the hub \
+         reachable so that it forgets the spoke (a hub restart also forgets a spoke with no \
+         bursts)"
+    )
+}
+
+/// Deletes what `join` installed in the burst cluster and waits for its namespace to go.
+async fn remove_install(opts: &UnjoinOptions, cluster: &kube::Client) -> anyhow::Result<()> {
     let dp = DeleteParams::background();
     let gone = |r: Result<_, kube::Error>, what: &str| match r {
         Ok(_) => {
@@ -110,36 +210,6 @@ pub async fn run(opts: &UnjoinOptions, out: &mut dyn Write) -> anyhow::Result<()
         }
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
-    if !assigned.is_empty() {
-        writeln!(
-            out,
-            "spoke {} uninstalled; the hub keeps it while bursts are assigned to it: {}",
-            opts.name,
-            assigned.join(", ")
-        )?;
-        return Ok(());
-    }
-    // The spoke's stream ends with its pod; then the hub may forget it.
-    loop {
-        match hub.forget_spoke(&mut admin_client, &opts.name).await {
-            Ok(()) => break,
-            Err(crate::admin_client::AdminError::Declined { message, .. })
-                if message.contains("does not know") =>
-            {
-                break;
-            }
-            Err(e) if start.elapsed() > timeout => {
-                bail!("the hub did not forget spoke {}: {e}", opts.name)
-            }
-            Err(_) => tokio::time::sleep(Duration::from_secs(1)).await,
-        }
-    }
-    writeln!(
-        out,
-        "spoke {} uninstalled and forgotten by the hub (its certificate stays in {})",
-        opts.name,
-        opts.federation.certs.display()
-    )?;
     Ok(())
 }
 

@@ -1874,3 +1874,94 @@ async fn a_cached_object_not_controlled_by_the_minicluster_stops_the_pass_before
         event.body["note"]
     );
 }
+
+/// A burst that asks for privileges, host access and credentials in another cluster is
+/// never assigned, even once the lead endpoint is known: its status entry says Invalid and
+/// why, the BurstsReady condition and one Event name UnsafeBurst.
+#[tokio::test]
+async fn an_unsafe_burst_is_not_assigned_and_its_status_says_why() {
+    let unsafe_spec = BURSTING.replace(
+        r#"containers: [{image: "rockylinux:9", command: hostname}]"#,
+        r#"containers: [{image: "rockylinux:9", command: hostname, securityContext: {privileged: true}, volumes: {root: {hostPath: /, path: /host}}}]
+  pod: {serviceAccountName: flux-spoke, automountServiceAccountToken: true}"#,
+    );
+    assert_ne!(unsafe_spec, BURSTING);
+    let (client, server) = ApiServer::start(Arc::new(with_node));
+    let (ctx, mut writers) = context(client);
+    let mc = minicluster(&unsafe_spec);
+    run(&ctx, mc.clone()).await.expect("reconcile");
+    let calls = server.calls();
+    let status = observe(&calls, &mut writers).expect("status");
+    let burst = &status["bursts"][0];
+    assert_eq!(burst["name"], "burst-gke");
+    assert_eq!(burst["phase"], "Invalid");
+    let message = burst["message"].as_str().expect("message");
+    assert!(message.starts_with("UnsafeBurst: "), "{message}");
+    for field in [
+        "spec.pod.serviceAccountName",
+        "spec.pod.automountServiceAccountToken",
+        "spec.containers[0].securityContext.privileged",
+        "spec.containers[0].volumes[\"root\"].hostPath",
+    ] {
+        assert!(message.contains(field), "{field} not in {message}");
+    }
+    let events: Vec<&Call> = calls
+        .iter()
+        .filter(|c| c.method == "POST" && c.path.contains("/events"))
+        .filter(|c| c.body["reason"] == "UnsafeBurst")
+        .collect();
+    assert_eq!(events.len(), 1, "one Event");
+    assert_eq!(events[0].body["type"], "Warning");
+
+    // The lead endpoint becomes known: still nothing is sent to the spoke.
+    let mut lead: Service = writers_service(&calls);
+    lead.spec
+        .as_mut()
+        .expect("spec")
+        .ports
+        .as_mut()
+        .expect("ports")[0]
+        .node_port = Some(30093);
+    writers
+        .services
+        .apply_watcher_event(&watcher::Event::Apply(lead));
+    writers
+        .broker_pods
+        .apply_watcher_event(&watcher::Event::Apply(lead_pod()));
+    let mut next = mc;
+    next.metadata.finalizers = Some(vec!["flux-framework.org/bursts".into()]);
+    next.status = Some(serde_json::from_value(status).expect("status"));
+    let before = server.calls().len();
+    run(&ctx, next).await.expect("reconcile");
+    let calls = server.calls()[before..].to_vec();
+    assert!(
+        ctx.registry
+            .spokes()
+            .spokes
+            .iter()
+            .all(|s| s.assignments == 0),
+        "an unsafe burst must not be assigned"
+    );
+    assert!(ctx.registry.snapshot("gke").assignments.is_empty());
+    assert!(
+        !calls
+            .iter()
+            .any(|c| c.path.contains("/events") && c.body["reason"] == "UnsafeBurst"),
+        "no second Event"
+    );
+    // The lead endpoint is new in the status; the bursts stay refused.
+    let status = &calls
+        .iter()
+        .find(|c| c.path.ends_with("/status"))
+        .expect("status")
+        .body["status"];
+    assert_eq!(status["leadBroker"]["port"], 30093);
+    assert_eq!(status["bursts"][0]["phase"], "Invalid");
+    let ready = status["conditions"]
+        .as_array()
+        .expect("conditions")
+        .iter()
+        .find(|c| c["type"] == "BurstsReady")
+        .expect("BurstsReady");
+    assert_eq!(ready["reason"], "UnsafeBurst");
+}

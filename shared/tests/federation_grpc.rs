@@ -163,6 +163,7 @@ impl TestHub {
             version: 1,
             assignments: self.by_spoke.get(spoke).cloned().unwrap_or_default(),
             retained_keys: vec![],
+            ..Snapshot::default()
         }
     }
 

@@ -634,3 +634,47 @@ fn cel_rules_agree_with_the_validator() {
         assert_eq!(validate(&mc).is_ok(), valid, "validator on\n{spec}");
     }
 }
+
+/// A size of ten million is refused by the host-count bound alone: the checks that build
+/// host names (and the planner) never run. The name below is too long for its pod host
+/// names, which a later check would report; that it does not shows the bound came first.
+#[test]
+fn ten_million_hosts_are_refused_before_any_host_is_built() {
+    let long = "a".repeat(60);
+    let root = mc(&format!(
+        "apiVersion: flux-framework.org/v1alpha2\nkind: MiniCluster\nmetadata: {{name: {long}}}\nspec:\n  size: 1\n  maxSize: 10000000\n  containers: [{{image: busybox}}]\n"
+    ));
+    let burst = mc(&format!(
+        "{BASE}spec:\n  containers: [{{image: busybox}}]\n  flux:\n    bursting:\n      clusters: [{{name: {long}, size: 10000000}}]\n"
+    ));
+    for (mc, field) in [
+        (&root, "spec.maxSize"),
+        (&burst, "spec.flux.bursting.clusters[0].size"),
+    ] {
+        let want = vec![format!(
+            "{field}: 10000000 is above the limit of 16384 brokers per MiniCluster (docs/limits.md)"
+        )];
+        let got: Vec<String> = validate(mc)
+            .expect_err("refused")
+            .0
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        assert_eq!(got, want);
+        let planned: Vec<String> = flux_shared::plan::Plan::new(mc)
+            .expect_err("the planner refuses too")
+            .0
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        assert_eq!(planned, want);
+    }
+}
+
+#[test]
+fn the_limit_itself_is_valid() {
+    assert_eq!(
+        errors("  size: 1\n  maxSize: 16384\n  containers: [{image: busybox}]\n"),
+        Vec::<String>::new()
+    );
+}

@@ -16,6 +16,12 @@
 //! * `Report.applied_version` acknowledges a snapshot only once every assignment in it is
 //!   applied or refused and every unlisted object is deleted; a partly applied snapshot is
 //!   retried every report interval.
+//! * Only this spoke's objects are touched: the owned objects listed (and so every deletion)
+//!   are this spoke name's in this federation ([`AgentConfig::identity`]). A name of an
+//!   assignment taken by an object the spoke did not make refuses the whole assignment
+//!   (reason `NameTaken`) before any of its objects is written; the refusal is remembered
+//!   and examined again only when the assignment's content changes or, checked at every
+//!   report interval with one read per blocking object, that object changes or goes.
 //! * Reconnects forever: exponential backoff with jitter (`backon`), from
 //!   [`AgentConfig::min_reconnect_delay`] to [`AgentConfig::max_reconnect_delay`] (jitter
 //!   adds up to 100 %), reset after a connection that delivered a snapshot. A refused
@@ -25,7 +31,7 @@
 //! reports); its guarantees above are about the whole loop. The decisions are already
 //! apart in [`crate::reconcile`]; about 40 lines are tests.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -35,6 +41,10 @@ use backon::{BackoffBuilder, ExponentialBuilder};
 use flux_shared::federation::assignment::Realized;
 use flux_shared::federation::auth::IdentityInterceptor;
 use flux_shared::federation::diagnostics::{classify_tls_failure, error_chain, status_text};
+use flux_shared::federation::ownership::{
+    Ownership, SpokeIdentity, SpokeIdentityError, ownership, same_owner,
+};
+use flux_shared::federation::parts::Assembler;
 use flux_shared::federation::proto::spoke_client::SpokeClient;
 use flux_shared::federation::proto::{
     AssignmentStatus, ClusterAccess, ReportRequest, Snapshot, WatchRequest,
@@ -49,10 +59,11 @@ use tonic::transport::Channel;
 use tonic::{Code, Status};
 use tracing::{Instrument, debug, error, info, info_span, warn};
 
-use crate::cluster::{Cluster, Kind};
+use crate::cluster::{Cluster, Kind, ObjectRef, Taken, metadata};
 use crate::metrics::{ErrorKind, Metrics};
 use crate::reconcile::{
-    Applied, Decision, Memory, Outcome, Tracked, find_job, plan_snapshot, status,
+    Applied, AssignmentRefusal, Decision, Memory, NAME_TAKEN, Outcome, Tracked, find_job,
+    plan_snapshot, status,
 };
 
 /// How the agent reaches the hub and how often it reports.
@@ -63,6 +74,9 @@ pub struct AgentConfig {
     pub hub_uri: String,
     /// mTLS material (or the insecure development identity).
     pub security: ClientSecurity,
+    /// Who this spoke is (from `security`): stamped on every object it makes, required of
+    /// every object it changes or deletes.
+    pub identity: SpokeIdentity,
     /// Keepalives, timeouts, message size limits and the unary deadline.
     pub settings: TransportSettings,
     /// Every assignment's status is reported at least this often while connected (and
@@ -76,6 +90,10 @@ pub struct AgentConfig {
     pub max_reconnect_delay: Duration,
     /// After a Job change, how long to wait for more before reporting.
     pub report_debounce: Duration,
+    /// The namespace the spoke runs in: no burst may be created there
+    /// ([`flux_shared::validate::unsafe_burst`]). Default
+    /// [`flux_shared::validate::DEFAULT_SPOKE_NAMESPACE`].
+    pub namespace: String,
 }
 
 impl AgentConfig {
@@ -90,18 +108,25 @@ impl AgentConfig {
 
     /// A configuration for `hub_uri` with `security` and every default: recommended
     /// transport settings, reports every 30 s, reconnects after 200 ms up to 30 s, this
-    /// crate's version.
-    pub fn new(hub_uri: impl Into<String>, security: ClientSecurity) -> AgentConfig {
-        AgentConfig {
+    /// crate's version. Fails when `security` does not name a spoke (an admin identity or
+    /// certificate) or its CA is unreadable.
+    pub fn new(
+        hub_uri: impl Into<String>,
+        security: ClientSecurity,
+    ) -> Result<AgentConfig, SpokeIdentityError> {
+        let identity = SpokeIdentity::of_client(&security)?;
+        Ok(AgentConfig {
             hub_uri: hub_uri.into(),
             security,
+            identity,
             settings: TransportSettings::default(),
             report_interval: Self::DEFAULT_REPORT_INTERVAL,
             spoke_version: env!("CARGO_PKG_VERSION").to_string(),
             min_reconnect_delay: Self::DEFAULT_MIN_RECONNECT_DELAY,
             max_reconnect_delay: Self::DEFAULT_MAX_RECONNECT_DELAY,
             report_debounce: Self::DEFAULT_REPORT_DEBOUNCE,
-        }
+            namespace: flux_shared::validate::DEFAULT_SPOKE_NAMESPACE.to_string(),
+        })
     }
 }
 
@@ -154,6 +179,18 @@ struct State {
     tracked: Vec<Tracked>,
     /// Statuses and cluster access of the last report the hub accepted.
     last_sent: Option<(Vec<AssignmentStatus>, Option<ClusterAccess>)>,
+    /// The last snapshot processed (re-processed when a blocking object changes).
+    current: Option<Snapshot>,
+    /// The objects blocking each assignment refused as `NameTaken`, as seen then.
+    blockers: BTreeMap<String, Vec<Taken>>,
+}
+
+/// Why an assignment's objects were not all applied.
+enum ApplyError {
+    /// Names taken by objects the spoke did not make: refuse the assignment.
+    Taken(Vec<Taken>),
+    /// Anything else: retried.
+    Failed(String),
 }
 
 /// Why a connection ended.
@@ -334,6 +371,7 @@ impl<C: Cluster> Agent<C> {
                 .unwrap_or_default(),
             applied_version: state.applied.as_ref().map_or(0, |a| a.version),
             spoke_version: self.config.spoke_version.clone(),
+            accepts_parts: true,
         };
         // No grpc-timeout on a stream (it would end it); bound only the time to open it.
         let mut stream =
@@ -351,10 +389,25 @@ impl<C: Cluster> Agent<C> {
         let mut report_at: Option<Instant> = None;
         let mut got_snapshot = false;
         let mut changes_open = true;
+        // A snapshot may come in parts; nothing is acted on before the last one.
+        let mut parts = Assembler::default();
         loop {
             tokio::select! {
                 message = stream.message() => match message {
-                    Ok(Some(snapshot)) => {
+                    Ok(Some(part)) => {
+                        let snapshot = match parts.push(part) {
+                            Ok(Some(whole)) => whole,
+                            Ok(None) => continue,
+                            Err(e) => {
+                                // The hub sends each snapshot whole and in order: a broken
+                                // one is dropped and the stream started again.
+                                warn!(error = %e, "a snapshot part out of place; reconnecting");
+                                return SessionEnd {
+                                    got_snapshot,
+                                    error: SessionError::Stream(Status::data_loss(e.to_string())),
+                                };
+                            }
+                        };
                         self.metrics.snapshot_received(snapshot.assignments.len());
                         self.process(state, snapshot, !got_snapshot).await;
                         got_snapshot = true;
@@ -379,6 +432,11 @@ impl<C: Cluster> Agent<C> {
                 _ = ticks.tick() => {
                     if !state.complete && let Some(snapshot) = state.pending.clone() {
                         info!(version = snapshot.version, "retrying the snapshot not fully applied");
+                        self.process(state, snapshot, true).await;
+                    } else if self.blockers_changed(state).await
+                        && let Some(snapshot) = state.current.clone()
+                    {
+                        info!(version = snapshot.version, "a name an assignment was refused for changed; applying the snapshot again");
                         self.process(state, snapshot, true).await;
                     }
                     self.report(&mut client, state, true).await;
@@ -420,8 +478,10 @@ impl<C: Cluster> Agent<C> {
         state.last = Some((snapshot.hub_epoch.clone(), version));
         state.complete = false;
         state.pending = Some(snapshot.clone());
+        state.current = Some(snapshot.clone());
+        let me = &self.config.identity;
 
-        let owned = match self.cluster.owned().await {
+        let owned = match self.cluster.owned(me).await {
             Ok(owned) => owned,
             Err(e) => {
                 self.metrics.error(ErrorKind::List);
@@ -429,7 +489,7 @@ impl<C: Cluster> Agent<C> {
                 return;
             }
         };
-        let plan = plan_snapshot(&snapshot, &owned, &state.memory);
+        let plan = plan_snapshot(&snapshot, &owned, &state.memory, me, &self.config.namespace);
         let previous: BTreeMap<String, Tracked> = std::mem::take(&mut state.tracked)
             .into_iter()
             .map(|t| (t.key.clone(), t))
@@ -452,13 +512,23 @@ impl<C: Cluster> Agent<C> {
         }
 
         let mut tracked = Vec::with_capacity(plan.assignments.len() + plan.removed.len());
+        // Keys refused now for a taken name: their older objects are kept, like those of
+        // any refused assignment.
+        let mut refused_now: BTreeSet<String> = BTreeSet::new();
         for p in plan.assignments {
             let key = p.key;
             match p.decision {
                 Decision::Apply(realized) => {
                     let result = match namespaces.get(&realized.namespace) {
-                        Some(Err(e)) => Err(e.clone()),
-                        _ => self.apply_objects(&realized).await,
+                        Some(Err(e)) => Err(ApplyError::Failed(e.clone())),
+                        _ => {
+                            let listed: BTreeSet<&ObjectRef> = owned
+                                .iter()
+                                .filter(|o| o.key == key)
+                                .map(|o| &o.object)
+                                .collect();
+                            self.apply_objects(&realized, &listed).await
+                        }
                     };
                     let job = Some((realized.namespace.clone(), realized.job.clone()));
                     let size = realized.size;
@@ -485,7 +555,28 @@ impl<C: Cluster> Agent<C> {
                                 outcome: Outcome::Applied,
                             });
                         }
-                        Err(message) => {
+                        Err(ApplyError::Taken(taken)) => {
+                            self.metrics.error(ErrorKind::Invalid);
+                            let message = name_taken_message(&taken);
+                            warn!(%key, reason = NAME_TAKEN, blocking = taken.len(), error = %message, "assignment refused: a name it needs is taken");
+                            if let Some(assignment) =
+                                snapshot.assignments.iter().find(|a| a.key == key)
+                            {
+                                tracked
+                                    .push(refused(&key, version, assignment, NAME_TAKEN, &message));
+                                state.memory.refused.insert(
+                                    key.clone(),
+                                    AssignmentRefusal {
+                                        assignment: assignment.clone(),
+                                        reason: NAME_TAKEN,
+                                        message,
+                                    },
+                                );
+                            }
+                            state.blockers.insert(key.clone(), taken);
+                            refused_now.insert(key);
+                        }
+                        Err(ApplyError::Failed(message)) => {
                             failed = true;
                             state.memory.applied.remove(&key);
                             let observed_version = previous
@@ -539,6 +630,9 @@ impl<C: Cluster> Agent<C> {
 
         let mut delete_errors: BTreeMap<String, String> = BTreeMap::new();
         for o in &plan.delete {
+            if refused_now.contains(&o.key) && !plan.removed.contains(&o.key) {
+                continue;
+            }
             match self.cluster.delete(o).await {
                 Ok(()) => {
                     self.metrics.deleted(o.object.kind.as_str());
@@ -587,6 +681,11 @@ impl<C: Cluster> Agent<C> {
         }
         tracked.sort_by(|a, b| a.key.cmp(&b.key));
         state.tracked = tracked;
+        // Blockers matter only while their refusal is remembered.
+        let refused = &state.memory.refused;
+        state
+            .blockers
+            .retain(|key, _| refused.get(key).is_some_and(|r| r.reason == NAME_TAKEN));
 
         if failed {
             warn!(retry_in = ?self.config.report_interval, "snapshot partly applied; retrying");
@@ -605,20 +704,81 @@ impl<C: Cluster> Agent<C> {
         }
     }
 
-    /// Applies one assignment's objects in order, stopping at the first error.
-    async fn apply_objects(&self, realized: &Realized) -> Result<(), String> {
+    /// Applies one assignment's objects in order, stopping at the first error. `listed`:
+    /// those of its objects the spoke listed as its own. Every other name is read first,
+    /// and if any holds an object the spoke did not make for this assignment, nothing is
+    /// written (no half-applied burst).
+    async fn apply_objects(
+        &self,
+        realized: &Realized,
+        listed: &BTreeSet<&ObjectRef>,
+    ) -> Result<(), ApplyError> {
+        let mut ours = Vec::with_capacity(realized.objects.len());
+        let mut taken = Vec::new();
         for object in &realized.objects {
+            let r = ObjectRef::of(object);
+            if listed.contains(&r) {
+                ours.push(true);
+                continue;
+            }
+            match self.cluster.inspect(&r).await {
+                Ok(None) => ours.push(false),
+                // Ours, though not listed (made meanwhile): applied as ours.
+                Ok(Some(meta)) if same_owner(&meta, metadata(object)) => ours.push(true),
+                Ok(Some(meta)) => taken.push(Taken::new(&r, &meta)),
+                Err(e) => {
+                    self.metrics.error(ErrorKind::Apply);
+                    error!(key = %realized.key, object = %r, error = %e, "cannot check whether the name is free");
+                    return Err(ApplyError::Failed(e.to_string()));
+                }
+            }
+        }
+        if !taken.is_empty() {
+            return Err(ApplyError::Taken(taken));
+        }
+        for (object, owned) in realized.objects.iter().zip(ours) {
             let kind = Kind::of(object);
-            match self.cluster.apply(object).await {
+            match self.cluster.apply(object, owned).await {
                 Ok(()) => self.metrics.applied(kind.as_str()),
+                // Taken between the check and the create.
+                Err(e) if e.taken.is_some() => {
+                    return Err(ApplyError::Taken(e.taken.into_iter().map(|t| *t).collect()));
+                }
                 Err(e) => {
                     self.metrics.error(ErrorKind::Apply);
                     error!(key = %realized.key, object = %object.describe(), error = %e, "apply failed");
-                    return Err(e.to_string());
+                    return Err(ApplyError::Failed(e.to_string()));
                 }
             }
         }
         Ok(())
+    }
+
+    /// Reads every object blocking a `NameTaken` refusal; forgets the refusals whose
+    /// blocking objects changed or went (so that the next processing examines them again),
+    /// and says whether there were any. A read that fails changes nothing.
+    async fn blockers_changed(&self, state: &mut State) -> bool {
+        let mut changed = Vec::new();
+        for (key, taken) in &state.blockers {
+            for t in taken {
+                match self.cluster.inspect(&t.object).await {
+                    Ok(now) if t.changed(now.as_ref()) => {
+                        info!(%key, object = %t.object, gone = now.is_none(), "an object blocking an assignment changed");
+                        changed.push(key.clone());
+                        break;
+                    }
+                    Ok(_) => {}
+                    Err(e) => {
+                        debug!(%key, object = %t.object, error = %e, "cannot re-read an object blocking an assignment");
+                    }
+                }
+            }
+        }
+        for key in &changed {
+            state.blockers.remove(key);
+            state.memory.refused.remove(key);
+        }
+        !changed.is_empty()
     }
 
     /// Sends every tracked status with the acknowledgement: always when `force`, else only
@@ -628,7 +788,16 @@ impl<C: Cluster> Agent<C> {
             return;
         }
         let jobs = match self.cluster.jobs().await {
-            Ok(jobs) => Some(jobs),
+            // Another spoke's Job of the same name says nothing about ours.
+            Ok(mut jobs) => {
+                jobs.retain(|j| {
+                    matches!(
+                        ownership(&j.metadata, &self.config.identity),
+                        Ownership::Ours { .. }
+                    )
+                });
+                Some(jobs)
+            }
             Err(e) => {
                 self.metrics.error(ErrorKind::Jobs);
                 warn!(error = %e, "cannot read the spoke's Jobs; reporting without their status");
@@ -696,6 +865,15 @@ fn refused(
             message: message.to_string(),
         },
     }
+}
+
+/// The message of a `NameTaken` refusal: every blocking object and who seems to own it.
+fn name_taken_message(taken: &[Taken]) -> String {
+    let objects: Vec<String> = taken.iter().map(Taken::to_string).collect();
+    format!(
+        "{NAME_TAKEN}: refusing this burst rather than taking over objects it did not make: {}; delete or rename them, or rename the burst",
+        objects.join("; ")
+    )
 }
 
 /// The statuses of `tracked`; those that depend on a Job are left out when `jobs` could

@@ -4,27 +4,34 @@
 //! `kube::Client` ([`KubeCluster`]).
 //!
 //! Every object the spoke creates carries `app.kubernetes.io/managed-by: flux-spoke`
-//! ([`spoke_selector`]) and the assignment key in an annotation ([`owned_key`]): that is
-//! all the spoke needs to find what it owns after a restart, with no local state.
+//! ([`spoke_selector`]), the spoke's name and federation identity, and the assignment key
+//! in an annotation: that is all the spoke needs to find what it owns after a restart,
+//! with no local state ([`ownership`]). The spoke touches nothing else: it lists only its
+//! own objects ([`Cluster::owned`]), creates with a POST so that a name taken by someone
+//! else is a refusal and never a takeover ([`Cluster::apply`]), and deletes with the uid it
+//! listed as a precondition ([`Cluster::delete`]).
 //!
-//! RBAC the real implementation needs: `get`, `create` on namespaces; `list`, `patch`
-//! (server-side apply), `delete` on configmaps, secrets, services, pods and jobs in every
-//! namespace it runs bursts in; `watch` on jobs.
+//! RBAC the real implementation needs: `get`, `create` on namespaces; `get`, `list`,
+//! `create`, `patch` (server-side apply), `delete` on configmaps, secrets, services, pods
+//! and jobs in every namespace it runs bursts in; `watch` on jobs.
 
 use std::fmt;
 use std::future::Future;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime};
 
-use flux_shared::federation::assignment::{owned_key, spoke_selector};
+use flux_shared::federation::assignment::spoke_selector;
 use flux_shared::federation::diagnostics::error_chain;
+use flux_shared::federation::ownership::{
+    Ownership, SpokeIdentity, describe_owner, ownership, same_owner,
+};
 use flux_shared::render::Object;
 use futures::{Stream, StreamExt};
 use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod, Secret, Service};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, Preconditions};
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, Resource};
@@ -42,20 +49,29 @@ pub const JOB_CACHE_SYNC_TIMEOUT: Duration = Duration::from_secs(30);
 /// One RBAC rule the spoke needs: API group (`""` for core), resource, verbs.
 pub type Permission = (&'static str, &'static str, &'static [&'static str]);
 
-/// Every Kubernetes permission [`KubeCluster`] uses, cluster-wide. Server-side apply of an
-/// object that may not exist needs `create` and `patch`; owned objects are found with
-/// metadata-only lists; Jobs are also watched (status reports). `deploy/spoke/rbac.yaml`
+/// Every Kubernetes permission [`KubeCluster`] uses, cluster-wide. New objects are created
+/// (`create`), the spoke's own updated with server-side apply (`patch`); a name not known
+/// to be the spoke's is checked first (`get`); owned objects are found with metadata-only
+/// lists; Jobs are also watched (status reports). `deploy/spoke/rbac.yaml`
 /// grants exactly this (a test checks), and the mock-API tests check that every request
 /// is covered.
 pub const REQUIRED: &[Permission] = &[
     ("", "namespaces", &["get", "create"]),
-    ("", "configmaps", &["list", "create", "patch", "delete"]),
-    ("", "secrets", &["list", "create", "patch", "delete"]),
-    ("", "services", &["list", "create", "patch", "delete"]),
+    (
+        "",
+        "configmaps",
+        &["get", "list", "create", "patch", "delete"],
+    ),
+    ("", "secrets", &["get", "list", "create", "patch", "delete"]),
+    (
+        "",
+        "services",
+        &["get", "list", "create", "patch", "delete"],
+    ),
     (
         "batch",
         "jobs",
-        &["list", "watch", "create", "patch", "delete"],
+        &["get", "list", "watch", "create", "patch", "delete"],
     ),
     ("", "pods", &["list", "delete"]),
 ];
@@ -164,6 +180,17 @@ pub fn metadata(object: &Object) -> &ObjectMeta {
     }
 }
 
+/// The metadata of a rendered object, to change.
+pub fn metadata_mut(object: &mut Object) -> &mut ObjectMeta {
+    match object {
+        Object::ConfigMap(o) => &mut o.metadata,
+        Object::Secret(o) => &mut o.metadata,
+        Object::Service(o) => &mut o.metadata,
+        Object::Job(o) => &mut o.metadata,
+        Object::Pod(o) => &mut o.metadata,
+    }
+}
+
 /// An object the spoke owns in its cluster, and the assignment it belongs to.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct OwnedObject {
@@ -171,12 +198,18 @@ pub struct OwnedObject {
     pub object: ObjectRef,
     /// Its assignment key (`<namespace>/<name>/<burst>` in the hub's cluster).
     pub key: String,
+    /// Its uid as listed: deleting it is conditional on it, so that an object re-created
+    /// under the same name meanwhile (by anyone) is left alone. `None` deletes by name.
+    pub uid: Option<String>,
 }
 
 impl OwnedObject {
-    /// The owned object described by `meta`, if the spoke owns it ([`owned_key`]).
-    pub fn from_meta(kind: Kind, meta: &ObjectMeta) -> Option<OwnedObject> {
-        let key = owned_key(meta)?;
+    /// The object described by `meta`, if the spoke `me` made it ([`ownership`]: its
+    /// spoke and federation labels, or neither for an object of an older spoke version).
+    pub fn from_meta(kind: Kind, meta: &ObjectMeta, me: &SpokeIdentity) -> Option<OwnedObject> {
+        let Ownership::Ours { key, .. } = ownership(meta, me) else {
+            return None;
+        };
         Some(OwnedObject {
             object: ObjectRef {
                 kind,
@@ -184,7 +217,50 @@ impl OwnedObject {
                 name: meta.name.clone().unwrap_or_default(),
             },
             key: key.to_string(),
+            uid: meta.uid.clone(),
         })
+    }
+}
+
+/// An object holding a name the spoke needs, which the spoke did not make (for this
+/// assignment, with this spoke name and federation).
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Taken {
+    /// The object.
+    pub object: ObjectRef,
+    /// Who seems to own it ([`describe_owner`]).
+    pub owner: String,
+    /// Its uid when seen.
+    pub uid: Option<String>,
+    /// Its resourceVersion when seen: a change of either may free the name.
+    pub resource_version: Option<String>,
+}
+
+impl Taken {
+    /// The object `r`, described by `meta`, holding a name the spoke needs.
+    pub fn new(r: &ObjectRef, meta: &ObjectMeta) -> Taken {
+        Taken {
+            object: r.clone(),
+            owner: describe_owner(meta),
+            uid: meta.uid.clone(),
+            resource_version: meta.resource_version.clone(),
+        }
+    }
+
+    /// Whether `now` (the object's metadata now, `None` if gone) differs from what was
+    /// seen.
+    pub fn changed(&self, now: Option<&ObjectMeta>) -> bool {
+        now.is_none_or(|m| m.uid != self.uid || m.resource_version != self.resource_version)
+    }
+}
+
+impl fmt::Display for Taken {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} {}/{} exists and was not made by this spoke for this burst ({})",
+            self.object.kind, self.object.namespace, self.object.name, self.owner
+        )
     }
 }
 
@@ -198,6 +274,9 @@ pub struct ClusterError {
     pub code: Option<u16>,
     /// Why it failed.
     pub message: String,
+    /// Set when the write was refused because the name is taken by an object the spoke
+    /// did not make: not retried like other errors, but reported as a refusal.
+    pub taken: Option<Box<Taken>>,
 }
 
 impl ClusterError {
@@ -207,6 +286,17 @@ impl ClusterError {
             action: action.into(),
             code: None,
             message: message.into(),
+            taken: None,
+        }
+    }
+
+    /// The refusal to write `action` onto `taken`.
+    pub fn name_taken(action: impl Into<String>, taken: Taken) -> ClusterError {
+        ClusterError {
+            action: action.into(),
+            code: Some(409),
+            message: taken.to_string(),
+            taken: Some(Box::new(taken)),
         }
     }
 
@@ -221,6 +311,7 @@ impl ClusterError {
                 } else {
                     status.message.clone()
                 },
+                taken: None,
             },
             other => ClusterError::new(action, error_chain(other)),
         }
@@ -237,16 +328,38 @@ pub trait Cluster: Clone + Send + Sync + 'static {
         namespace: &str,
     ) -> impl Future<Output = Result<(), ClusterError>> + Send;
 
-    /// Server-side applies `object` (field manager [`FIELD_MANAGER`], forced) in its
-    /// namespace.
-    fn apply(&self, object: &Object) -> impl Future<Output = Result<(), ClusterError>> + Send;
+    /// Writes `object` (which carries the spoke's claim: labels and assignment annotation)
+    /// in its namespace, never onto an object someone else made.
+    ///
+    /// `owned`: the caller listed the object among its assignment's own
+    /// ([`Cluster::owned`]): server-side apply (field manager [`FIELD_MANAGER`], forced).
+    /// Otherwise it is created (POST, same field manager); if the name exists, the object
+    /// is read and, if it is the spoke's for the same assignment ([`same_owner`]: listing
+    /// lag, or made by an older version), applied; if not, nothing is written and the
+    /// error carries [`ClusterError::taken`].
+    fn apply(
+        &self,
+        object: &Object,
+        owned: bool,
+    ) -> impl Future<Output = Result<(), ClusterError>> + Send;
+
+    /// The metadata of object `r`, `None` if it does not exist.
+    fn inspect(
+        &self,
+        r: &ObjectRef,
+    ) -> impl Future<Output = Result<Option<ObjectMeta>, ClusterError>> + Send;
 
     /// Every object of the kinds in [`Kind::ALL`], in every namespace, that the spoke
-    /// owns ([`owned_key`]).
-    fn owned(&self) -> impl Future<Output = Result<Vec<OwnedObject>, ClusterError>> + Send;
+    /// `me` made ([`OwnedObject::from_meta`]): another spoke's or another federation's
+    /// objects are not listed, so nothing the spoke decides from this list touches them.
+    fn owned(
+        &self,
+        me: &SpokeIdentity,
+    ) -> impl Future<Output = Result<Vec<OwnedObject>, ClusterError>> + Send;
 
-    /// Deletes `object` (a Job with propagation policy `Background`, so its pods go too).
-    /// An object that is already gone is not an error.
+    /// Deletes `object` (a Job with propagation policy `Background`, so its pods go too),
+    /// only if its uid is still [`OwnedObject::uid`]. An object that is already gone, or
+    /// was replaced by another of the same name, is not an error (and is left alone).
     fn delete(&self, object: &OwnedObject)
     -> impl Future<Output = Result<(), ClusterError>> + Send;
 
@@ -299,7 +412,8 @@ impl KubeCluster {
         let (tx, rx) = watch::channel(0u64);
         let api: Api<Job> = Api::all(client.clone());
         let config = watcher::Config::default().labels(&spoke_selector());
-        let events = reflector::reflector(writer, watcher(api, config)).default_backoff();
+        let events = reflector::reflector(writer, watcher(api, config))
+            .backoff(flux_shared::ops::WatchBackoff::default());
         let unreachable = Arc::new(Mutex::new(None::<(SystemTime, String)>));
         let access = unreachable.clone();
         let task = tokio::spawn(async move {
@@ -345,7 +459,12 @@ impl KubeCluster {
         }
     }
 
-    async fn apply_typed<K>(&self, object: &K, r: &ObjectRef) -> Result<(), ClusterError>
+    async fn apply_typed<K>(
+        &self,
+        object: &K,
+        r: &ObjectRef,
+        owned: bool,
+    ) -> Result<(), ClusterError>
     where
         K: Resource<Scope = NamespaceResourceScope>
             + Clone
@@ -355,14 +474,68 @@ impl KubeCluster {
         K::DynamicType: Default,
     {
         let api: Api<K> = Api::namespaced(self.client.clone(), &r.namespace);
-        let params = PatchParams::apply(FIELD_MANAGER).force();
-        api.patch(&r.name, &params, &Patch::Apply(object))
-            .await
-            .map(|_| ())
-            .map_err(|e| ClusterError::from_kube(format!("apply {r}"), &e))
+        let apply = || async {
+            let params = PatchParams::apply(FIELD_MANAGER).force();
+            api.patch(&r.name, &params, &Patch::Apply(object))
+                .await
+                .map(|_| ())
+                .map_err(|e| ClusterError::from_kube(format!("apply {r}"), &e))
+        };
+        if owned {
+            return apply().await;
+        }
+        // A POST fails on an existing name instead of taking the object over, which a
+        // forced apply would do.
+        let params = PostParams {
+            field_manager: Some(FIELD_MANAGER.to_string()),
+            ..PostParams::default()
+        };
+        match api.create(&params, object).await {
+            Ok(_) => {
+                tracing::info!(object = %r, "created");
+                Ok(())
+            }
+            Err(kube::Error::Api(status)) if status.code == 409 => {
+                let existing = api
+                    .get_metadata_opt(&r.name)
+                    .await
+                    .map_err(|e| ClusterError::from_kube(format!("get {r}"), &e))?;
+                match existing {
+                    Some(existing) if same_owner(&existing.metadata, object.meta()) => {
+                        apply().await
+                    }
+                    Some(existing) => Err(ClusterError::name_taken(
+                        format!("create {r}"),
+                        Taken::new(r, &existing.metadata),
+                    )),
+                    // Deleted since: the next attempt creates it.
+                    None => Err(ClusterError::new(
+                        format!("create {r}"),
+                        "the name was taken and has just been freed; retrying later",
+                    )),
+                }
+            }
+            Err(e) => Err(ClusterError::from_kube(format!("create {r}"), &e)),
+        }
     }
 
-    async fn list_owned<K>(&self, kind: Kind) -> Result<Vec<OwnedObject>, ClusterError>
+    async fn inspect_typed<K>(&self, r: &ObjectRef) -> Result<Option<ObjectMeta>, ClusterError>
+    where
+        K: Resource<Scope = NamespaceResourceScope> + Clone + fmt::Debug + DeserializeOwned,
+        K::DynamicType: Default,
+    {
+        let api: Api<K> = Api::namespaced(self.client.clone(), &r.namespace);
+        api.get_metadata_opt(&r.name)
+            .await
+            .map(|o| o.map(|o| o.metadata))
+            .map_err(|e| ClusterError::from_kube(format!("get {r}"), &e))
+    }
+
+    async fn list_owned<K>(
+        &self,
+        kind: Kind,
+        me: &SpokeIdentity,
+    ) -> Result<Vec<OwnedObject>, ClusterError>
     where
         K: Resource<Scope = NamespaceResourceScope> + Clone + fmt::Debug + DeserializeOwned,
         K::DynamicType: Default,
@@ -376,7 +549,7 @@ impl KubeCluster {
         Ok(list
             .items
             .iter()
-            .filter_map(|o| OwnedObject::from_meta(kind, &o.metadata))
+            .filter_map(|o| OwnedObject::from_meta(kind, &o.metadata, me))
             .collect())
     }
 
@@ -393,6 +566,11 @@ impl KubeCluster {
         match api.delete(&r.name, params).await {
             Ok(_) => Ok(()),
             Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
+            // The uid precondition failed: the name now holds another object, not ours.
+            Err(kube::Error::Api(status)) if status.code == 409 => {
+                tracing::info!(object = %r, reason = %status.message, "not deleted: the name now holds another object");
+                Ok(())
+            }
             Err(e) => Err(ClusterError::from_kube(format!("delete {r}"), &e)),
         }
     }
@@ -430,7 +608,7 @@ impl Cluster for KubeCluster {
         }
     }
 
-    async fn apply(&self, object: &Object) -> Result<(), ClusterError> {
+    async fn apply(&self, object: &Object, owned: bool) -> Result<(), ClusterError> {
         let r = ObjectRef::of(object);
         if r.namespace.is_empty() || r.name.is_empty() {
             return Err(ClusterError::new(
@@ -439,31 +617,51 @@ impl Cluster for KubeCluster {
             ));
         }
         match object {
-            Object::ConfigMap(o) => self.apply_typed(o, &r).await,
-            Object::Secret(o) => self.apply_typed(o, &r).await,
-            Object::Service(o) => self.apply_typed(o, &r).await,
-            Object::Job(o) => self.apply_typed(o, &r).await,
-            Object::Pod(o) => self.apply_typed(o, &r).await,
+            Object::ConfigMap(o) => self.apply_typed(o, &r, owned).await,
+            Object::Secret(o) => self.apply_typed(o, &r, owned).await,
+            Object::Service(o) => self.apply_typed(o, &r, owned).await,
+            Object::Job(o) => self.apply_typed(o, &r, owned).await,
+            Object::Pod(o) => self.apply_typed(o, &r, owned).await,
         }
     }
 
-    async fn owned(&self) -> Result<Vec<OwnedObject>, ClusterError> {
+    async fn inspect(&self, r: &ObjectRef) -> Result<Option<ObjectMeta>, ClusterError> {
+        match r.kind {
+            Kind::Job => self.inspect_typed::<Job>(r).await,
+            Kind::Pod => self.inspect_typed::<Pod>(r).await,
+            Kind::Service => self.inspect_typed::<Service>(r).await,
+            Kind::Secret => self.inspect_typed::<Secret>(r).await,
+            Kind::ConfigMap => self.inspect_typed::<ConfigMap>(r).await,
+        }
+    }
+
+    async fn owned(&self, me: &SpokeIdentity) -> Result<Vec<OwnedObject>, ClusterError> {
         let mut out = Vec::new();
-        out.extend(self.list_owned::<Job>(Kind::Job).await?);
-        out.extend(self.list_owned::<Pod>(Kind::Pod).await?);
-        out.extend(self.list_owned::<Service>(Kind::Service).await?);
-        out.extend(self.list_owned::<Secret>(Kind::Secret).await?);
-        out.extend(self.list_owned::<ConfigMap>(Kind::ConfigMap).await?);
+        out.extend(self.list_owned::<Job>(Kind::Job, me).await?);
+        out.extend(self.list_owned::<Pod>(Kind::Pod, me).await?);
+        out.extend(self.list_owned::<Service>(Kind::Service, me).await?);
+        out.extend(self.list_owned::<Secret>(Kind::Secret, me).await?);
+        out.extend(self.list_owned::<ConfigMap>(Kind::ConfigMap, me).await?);
         Ok(out)
     }
 
     async fn delete(&self, object: &OwnedObject) -> Result<(), ClusterError> {
         let r = &object.object;
-        let plain = DeleteParams::default();
+        let preconditions = object.uid.as_ref().map(|uid| Preconditions {
+            uid: Some(uid.clone()),
+            resource_version: None,
+        });
+        let plain = DeleteParams {
+            preconditions: preconditions.clone(),
+            ..DeleteParams::default()
+        };
         match r.kind {
             Kind::Job => {
-                self.delete_typed::<Job>(r, &DeleteParams::background())
-                    .await
+                let params = DeleteParams {
+                    preconditions,
+                    ..DeleteParams::background()
+                };
+                self.delete_typed::<Job>(r, &params).await
             }
             Kind::Pod => self.delete_typed::<Pod>(r, &plain).await,
             Kind::Service => self.delete_typed::<Service>(r, &plain).await,

@@ -77,6 +77,27 @@ struct RunArgs {
     report_interval_seconds: u64,
 }
 
+/// Where the pod's namespace is mounted with its service account token.
+const SERVICE_ACCOUNT_NAMESPACE: &str = "/var/run/secrets/kubernetes.io/serviceaccount/namespace";
+
+/// The namespace this spoke runs in (no burst may be created there): `POD_NAMESPACE`, else
+/// the service account's namespace file, else the default install's namespace.
+fn own_namespace() -> String {
+    pick_namespace(
+        std::env::var("POD_NAMESPACE").ok(),
+        std::fs::read_to_string(SERVICE_ACCOUNT_NAMESPACE).ok(),
+    )
+}
+
+fn pick_namespace(env: Option<String>, file: Option<String>) -> String {
+    [env, file]
+        .into_iter()
+        .flatten()
+        .map(|n| n.trim().to_string())
+        .find(|n| !n.is_empty())
+        .unwrap_or_else(|| flux_shared::validate::DEFAULT_SPOKE_NAMESPACE.to_string())
+}
+
 #[tokio::main]
 async fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -218,9 +239,10 @@ async fn run(args: RunArgs) -> Result<()> {
         settings,
         report_interval: Duration::from_secs(args.report_interval_seconds),
         spoke_version: env!("CARGO_PKG_VERSION").to_string(),
-        ..AgentConfig::new(args.hub.clone(), security)
+        namespace: own_namespace(),
+        ..AgentConfig::new(args.hub.clone(), security).context("this spoke's identity")?
     };
-    tracing::info!(spoke = %args.name, hub = %args.hub, version = %config.spoke_version, "flux-spoke starting");
+    tracing::info!(spoke = %args.name, federation = %config.identity.federation, hub = %args.hub, version = %config.spoke_version, "flux-spoke starting");
     let agent = Agent::new(config, cluster, metrics);
     let mut applied = agent.applied();
     let ready = Arc::clone(&health);
@@ -239,5 +261,18 @@ async fn run(args: RunArgs) -> Result<()> {
     match http.await {
         Ok(result) => result.context("the metrics server failed"),
         Err(e) => Err(e).context("the metrics server task failed"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::pick_namespace;
+
+    #[test]
+    fn the_namespace_comes_from_the_environment_then_the_service_account_then_the_default() {
+        let s = |v: &str| Some(v.to_string());
+        assert_eq!(pick_namespace(s("a"), s("b\n")), "a");
+        assert_eq!(pick_namespace(s(""), s("b\n")), "b");
+        assert_eq!(pick_namespace(None, None), "flux-spoke-system");
     }
 }

@@ -8,10 +8,13 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use flux_shared::api::MiniClusterSpec;
 use flux_shared::federation::assignment::{RealizeError, Realized, realize};
+use flux_shared::federation::ownership::SpokeIdentity;
 use flux_shared::federation::proto::{
     Assignment, AssignmentStatus, BurstPhase, Condition, Snapshot,
 };
+use flux_shared::validate::{describe_violations, unsafe_burst};
 use k8s_openapi::api::batch::v1::Job;
 
 use crate::cluster::{ObjectRef, OwnedObject};
@@ -20,6 +23,14 @@ use crate::cluster::{ObjectRef, OwnedObject};
 /// broker.toml and R for an assignment (`True`), renders something else (`False`), or
 /// could not tell because the assignment was refused for another reason (`Unknown`).
 pub const CONFIG_IDENTICAL: &str = "ConfigIdentical";
+
+/// Reason of a refusal because the burst asks for privileges, host access, credentials or
+/// a namespace a burst may not have ([`flux_shared::validate::unsafe_burst`]).
+pub const UNSAFE_BURST: &str = "UnsafeBurst";
+
+/// Reason of a refusal because one of the assignment's names is taken in the cluster by an
+/// object this spoke did not make for it.
+pub const NAME_TAKEN: &str = "NameTaken";
 
 /// An assignment this process applied, and the objects it made of it.
 #[derive(Clone, Debug, PartialEq)]
@@ -35,7 +46,8 @@ pub struct Applied {
 pub struct AssignmentRefusal {
     /// The assignment as received; the same content is not examined again.
     pub assignment: Assignment,
-    /// Machine-readable reason: `Malformed`, `InvalidSpec` or `ConfigMismatch`.
+    /// Machine-readable reason: `Malformed`, `InvalidSpec`, `ConfigMismatch`, or
+    /// [`NAME_TAKEN`] (decided by the agent when it checks the names in the cluster).
     pub reason: &'static str,
     /// Why, for humans (the [`RealizeError`] message).
     pub message: String,
@@ -106,8 +118,9 @@ pub struct SnapshotPlan {
     pub forget: BTreeSet<String>,
 }
 
-/// Plans `snapshot` against the objects the spoke owns (`owned`) and what this process
-/// remembers (`memory`).
+/// Plans `snapshot` against the objects the spoke `me` owns (`owned`, which must hold only
+/// objects of `me`: everything here may be deleted) and what this process remembers
+/// (`memory`).
 ///
 /// * An assignment whose content equals the one applied before, with every one of its
 ///   objects still present, is left alone; any other realizable one is applied.
@@ -116,7 +129,16 @@ pub struct SnapshotPlan {
 /// * Owned objects whose key is neither assigned nor retained are deleted; so are owned
 ///   objects of an applied assignment that its current rendering no longer contains.
 /// * Retained keys are neither applied nor deleted.
-pub fn plan_snapshot(snapshot: &Snapshot, owned: &[OwnedObject], memory: &Memory) -> SnapshotPlan {
+/// * An assignment that asks for what a burst may not have
+///   ([`flux_shared::validate::unsafe_burst`], with `spoke_namespace` the spoke's own
+///   namespace) is refused with [`UNSAFE_BURST`] before anything of it is written.
+pub fn plan_snapshot(
+    snapshot: &Snapshot,
+    owned: &[OwnedObject],
+    memory: &Memory,
+    me: &SpokeIdentity,
+    spoke_namespace: &str,
+) -> SnapshotPlan {
     let present: BTreeSet<(&str, &ObjectRef)> =
         owned.iter().map(|o| (o.key.as_str(), &o.object)).collect();
     let mut plan = SnapshotPlan::default();
@@ -128,7 +150,7 @@ pub fn plan_snapshot(snapshot: &Snapshot, owned: &[OwnedObject], memory: &Memory
         if !seen.insert(a.key.as_str()) {
             continue;
         }
-        let decision = decide(a, memory, &present);
+        let decision = decide(a, memory, &present, me, spoke_namespace);
         match &decision {
             Decision::Apply(r) => {
                 rendered.insert(&a.key, r.objects.iter().map(ObjectRef::of).collect());
@@ -176,7 +198,13 @@ pub fn plan_snapshot(snapshot: &Snapshot, owned: &[OwnedObject], memory: &Memory
     plan
 }
 
-fn decide(a: &Assignment, memory: &Memory, present: &BTreeSet<(&str, &ObjectRef)>) -> Decision {
+fn decide(
+    a: &Assignment,
+    memory: &Memory,
+    present: &BTreeSet<(&str, &ObjectRef)>,
+    me: &SpokeIdentity,
+    spoke_namespace: &str,
+) -> Decision {
     if memory
         .refused
         .get(&a.key)
@@ -197,10 +225,45 @@ fn decide(a: &Assignment, memory: &Memory, present: &BTreeSet<(&str, &ObjectRef)
         }
         return Decision::Apply(Box::new(applied.realized.clone()));
     }
-    match realize(a) {
-        Ok(realized) => Decision::Apply(Box::new(realized)),
+    match realize(a, me) {
+        Ok(realized) => match unsafe_refusal(a, &realized, spoke_namespace) {
+            // Refused here, before the agent writes anything (not even the namespace).
+            Some(refusal) => Decision::Refuse(Box::new(refusal)),
+            None => Decision::Apply(Box::new(realized)),
+        },
         Err(error) => Decision::Refuse(Box::new(AssignmentRefusal::new(a, &error))),
     }
+}
+
+/// The refusal of an assignment whose burst asks for what this cluster does not give a
+/// burst (privileges, host access, credentials, the spoke's or the system's namespaces),
+/// or `None` when it is safe. The hub checks the same before it assigns; this spoke checks
+/// again because it, not the hub, answers for its cluster.
+fn unsafe_refusal(
+    a: &Assignment,
+    realized: &Realized,
+    spoke_namespace: &str,
+) -> Option<AssignmentRefusal> {
+    // `realize` has parsed the same text; a failure here still refuses, never applies.
+    let violations = match serde_json::from_str::<MiniClusterSpec>(&a.minicluster_spec_json) {
+        Ok(spec) => unsafe_burst(&spec, &realized.namespace, Some(spoke_namespace)),
+        Err(e) => {
+            return Some(AssignmentRefusal {
+                assignment: a.clone(),
+                reason: "Malformed",
+                message: format!("the MiniCluster spec does not parse: {e}"),
+            });
+        }
+    };
+    (!violations.is_empty()).then(|| AssignmentRefusal {
+        assignment: a.clone(),
+        reason: UNSAFE_BURST,
+        message: format!(
+            "assignment {:?}: this cluster does not run such a burst: {}",
+            a.key,
+            describe_violations(&violations)
+        ),
+    })
 }
 
 /// How an assignment of the current snapshot (or a removed one) ended up.
@@ -390,9 +453,18 @@ pub fn status(tracked: &Tracked, job: Option<&Job>) -> AssignmentStatus {
 mod tests {
     use super::*;
     use crate::cluster::Kind;
-    use crate::testing::sample_assignments;
+    use crate::testing::{sample_assignments, sample_identity};
+    use flux_shared::validate::DEFAULT_SPOKE_NAMESPACE;
     use k8s_openapi::api::batch::v1::{JobCondition, JobSpec, JobStatus};
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
+    fn me() -> SpokeIdentity {
+        sample_identity("x")
+    }
+
+    fn plan_snapshot(snapshot: &Snapshot, owned: &[OwnedObject], memory: &Memory) -> SnapshotPlan {
+        super::plan_snapshot(snapshot, owned, memory, &me(), DEFAULT_SPOKE_NAMESPACE)
+    }
 
     fn snapshot(assignments: Vec<Assignment>, retained: &[&str]) -> Snapshot {
         Snapshot {
@@ -400,6 +472,7 @@ mod tests {
             version: 3,
             assignments,
             retained_keys: retained.iter().map(|s| s.to_string()).collect(),
+            ..Snapshot::default()
         }
     }
 
@@ -410,6 +483,7 @@ mod tests {
             .map(|o| OwnedObject {
                 object: ObjectRef::of(o),
                 key: realized.key.clone(),
+                uid: None,
             })
             .collect()
     }
@@ -422,11 +496,12 @@ mod tests {
                 name: name.into(),
             },
             key: key.into(),
+            uid: None,
         }
     }
 
     fn remember(memory: &mut Memory, a: &Assignment) -> Realized {
-        let realized = realize(a).unwrap();
+        let realized = realize(a, &me()).unwrap();
         memory.applied.insert(
             a.key.clone(),
             Applied {
@@ -435,6 +510,75 @@ mod tests {
             },
         );
         realized
+    }
+
+    /// The assignment of the reported case: a burst in the spoke's own namespace, as the
+    /// spoke's service account with its token, privileged, with the node's root mounted.
+    fn unsafe_assignment(namespace: &str) -> Assignment {
+        let mut a = sample_assignments(namespace, "m", &[("x", 2)]).remove(0);
+        let mut spec: serde_json::Value =
+            serde_json::from_str(&a.minicluster_spec_json).expect("sample spec");
+        spec["pod"] = serde_json::json!({"serviceAccountName": "flux-spoke", "automountServiceAccountToken": true});
+        spec["containers"][0]["securityContext"] = serde_json::json!({"privileged": true});
+        spec["containers"][0]["volumes"] =
+            serde_json::json!({"root": {"hostPath": "/", "path": "/host"}});
+        a.minicluster_spec_json = spec.to_string();
+        a
+    }
+
+    #[test]
+    fn an_unsafe_burst_is_refused_with_every_violation_and_nothing_to_write() {
+        let a = unsafe_assignment("flux-spoke-system");
+        // It realizes: only the safety check stands between it and the cluster.
+        assert!(realize(&a, &me()).is_ok());
+        let plan = plan_snapshot(&snapshot(vec![a.clone()], &[]), &[], &Memory::default());
+        let Decision::Refuse(r) = &plan.assignments[0].decision else {
+            panic!("{:?}", plan.assignments[0].decision)
+        };
+        assert_eq!(r.reason, UNSAFE_BURST);
+        assert_eq!(r.assignment, a);
+        for field in [
+            "metadata.namespace",
+            "spec.pod.serviceAccountName",
+            "spec.pod.automountServiceAccountToken",
+            "spec.containers[0].securityContext.privileged",
+            "spec.containers[0].volumes[\"root\"].hostPath",
+        ] {
+            assert!(
+                r.message.contains(&format!("{field}: ")),
+                "{field} not in {}",
+                r.message
+            );
+        }
+        assert!(plan.delete.is_empty() && plan.removed.is_empty());
+    }
+
+    #[test]
+    fn the_spokes_own_namespace_is_the_one_refused() {
+        let mut a = sample_assignments("spokes", "m", &[("x", 2)]).remove(0);
+        let refused = |a: &Assignment, ns: &str| {
+            let plan = super::plan_snapshot(
+                &snapshot(vec![a.clone()], &[]),
+                &[],
+                &Memory::default(),
+                &me(),
+                ns,
+            );
+            match &plan.assignments[0].decision {
+                Decision::Refuse(r) => Some((r.reason, r.message.clone())),
+                Decision::Apply(_) => None,
+                other => panic!("{other:?}"),
+            }
+        };
+        let (reason, message) = refused(&a, "spokes").expect("refused in the spoke's namespace");
+        assert_eq!(reason, UNSAFE_BURST);
+        assert!(
+            message.contains("metadata.namespace: \"spokes\" is the spoke's own namespace"),
+            "{message}"
+        );
+        assert_eq!(refused(&a, DEFAULT_SPOKE_NAMESPACE), None);
+        a = sample_assignments("kube-system", "m", &[("x", 2)]).remove(0);
+        assert!(refused(&a, "spokes").is_some());
     }
 
     #[test]
@@ -478,7 +622,7 @@ mod tests {
     fn unlisted_keys_are_deleted_jobs_first_and_retained_ones_kept() {
         let a = sample_assignments("hpc", "m", &[("x", 2), ("y", 1), ("z", 1)]);
         let mut owned = Vec::new();
-        for r in a.iter().map(|a| realize(a).unwrap()) {
+        for r in a.iter().map(|a| realize(a, &me()).unwrap()) {
             owned.extend(owned_of(&r));
         }
         // Only x stays assigned; z is retained; y goes.
@@ -491,7 +635,9 @@ mod tests {
         assert!(!plan.delete.is_empty());
         assert!(plan.delete.iter().all(|o| o.key == "hpc/m/y"));
         assert_eq!(plan.delete[0].object.kind, Kind::Job);
-        let expected: BTreeSet<_> = owned_of(&realize(&a[1]).unwrap()).into_iter().collect();
+        let expected: BTreeSet<_> = owned_of(&realize(&a[1], &me()).unwrap())
+            .into_iter()
+            .collect();
         let got: BTreeSet<_> = plan.delete.iter().cloned().collect();
         assert_eq!(got, expected);
 
@@ -504,7 +650,7 @@ mod tests {
     #[test]
     fn stale_objects_of_an_applied_assignment_are_pruned() {
         let a = sample_assignments("hpc", "m", &[("x", 2)]);
-        let mut owned = owned_of(&realize(&a[0]).unwrap());
+        let mut owned = owned_of(&realize(&a[0], &me()).unwrap());
         let stale = leftover("hpc/m/x", Kind::Service, "x-old-sidecar");
         owned.push(stale.clone());
         let plan = plan_snapshot(&snapshot(a, &[]), &owned, &Memory::default());
@@ -515,7 +661,7 @@ mod tests {
     #[test]
     fn refused_assignments_keep_their_objects_and_are_not_reexamined() {
         let a = sample_assignments("hpc", "m", &[("x", 2)]);
-        let owned = owned_of(&realize(&a[0]).unwrap());
+        let owned = owned_of(&realize(&a[0], &me()).unwrap());
         let mut bad = a[0].clone();
         bad.broker_toml.push_str("# tampered\n");
         let plan = plan_snapshot(

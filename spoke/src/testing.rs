@@ -14,22 +14,26 @@ use std::time::SystemTime;
 
 use flux_shared::api::MiniCluster;
 use flux_shared::federation::assignment::{SPOKE_MANAGER, build};
+use flux_shared::federation::ownership::{INSECURE_FEDERATION, SpokeIdentity, same_owner};
 use flux_shared::federation::proto::Assignment;
 use flux_shared::plan::{Endpoint, Plan};
 use flux_shared::render::{Object, labels};
 use futures::{Stream, StreamExt};
 use k8s_openapi::api::batch::v1::{Job, JobStatus};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use tokio::sync::watch;
 use tokio_stream::wrappers::WatchStream;
 
-use crate::cluster::{Cluster, ClusterError, Kind, ObjectRef, OwnedObject, metadata};
+use crate::cluster::{
+    Cluster, ClusterError, Kind, ObjectRef, OwnedObject, Taken, metadata, metadata_mut,
+};
 
 /// One recorded call of the agent.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Op {
     /// `ensure_namespace(namespace)`.
     EnsureNamespace(String),
-    /// `apply(object)` that succeeded.
+    /// `apply(object)` that succeeded (a create or an update).
     Apply(ObjectRef),
     /// `delete(object)` that succeeded.
     Delete(ObjectRef),
@@ -42,6 +46,8 @@ pub enum FakeOp {
     EnsureNamespace,
     /// `apply`.
     Apply,
+    /// `inspect`.
+    Inspect,
     /// `owned`.
     Owned,
     /// `delete`.
@@ -64,15 +70,37 @@ struct State {
     ops: Vec<Op>,
     failures: Vec<Failure>,
     unreachable: Option<(SystemTime, String)>,
+    /// Last uid and resourceVersion handed out.
+    serial: u64,
+}
+
+impl State {
+    /// Stamps `object` as the API server would store it: a new uid when it is created,
+    /// the old one when it replaces `old`, and a new resourceVersion either way.
+    fn stamp(&mut self, object: &mut Object, old: Option<&Object>) {
+        self.serial += 1;
+        let meta = metadata_mut(object);
+        meta.uid = match old {
+            Some(old) => metadata(old).uid.clone(),
+            None => meta
+                .uid
+                .clone()
+                .or_else(|| Some(format!("fake-uid-{}", self.serial))),
+        };
+        meta.resource_version = Some(self.serial.to_string());
+    }
 }
 
 /// An in-memory cluster.
 ///
 /// Behaves like an API server where it matters to the agent: applying into a namespace
 /// that does not exist fails (404), applying a Job keeps its status (server-side apply
-/// does not touch it), deleting a missing object succeeds, `owned` finds objects by the
-/// same labels and annotation as the real implementation, and `jobs` only returns Jobs
-/// labelled as the spoke's.
+/// does not touch it), objects get a uid when created and a new resourceVersion on every
+/// write, creating onto a name that holds an object of someone else fails like
+/// [`crate::KubeCluster`] does (the error carries [`ClusterError::taken`]), deleting a
+/// missing object or one whose uid is not the one listed succeeds without touching
+/// anything, `owned` finds objects by the same labels and annotation as the real
+/// implementation, and `jobs` only returns Jobs labelled as a spoke's.
 #[derive(Clone, Debug)]
 pub struct FakeCluster {
     state: Arc<Mutex<State>>,
@@ -114,25 +142,37 @@ impl FakeCluster {
                 action: action.to_string(),
                 code: Some(500),
                 message: f.message.clone(),
+                taken: None,
             }),
             None => Ok(()),
         }
     }
 
-    /// Puts `object` in the cluster (creating its namespace) without recording an
-    /// operation: for objects left over from an earlier run of the spoke, or someone
-    /// else's.
-    pub fn insert(&self, object: Object) {
+    /// Puts `object` in the cluster (creating its namespace; giving it a uid unless it
+    /// has one, and a new resourceVersion) without recording an operation: for objects
+    /// left over from an earlier run of the spoke, or someone else's.
+    pub fn insert(&self, mut object: Object) {
         let r = ObjectRef::of(&object);
         let is_job = r.kind == Kind::Job;
         {
             let mut state = self.lock();
             state.namespaces.insert(r.namespace.clone());
+            state.stamp(&mut object, None);
             state.objects.insert(r, object);
         }
         if is_job {
             self.notify();
         }
+    }
+
+    /// Removes an object without recording an operation (someone else deleted it).
+    pub fn remove(&self, kind: Kind, namespace: &str, name: &str) -> Option<Object> {
+        let r = ObjectRef {
+            kind,
+            namespace: namespace.to_string(),
+            name: name.to_string(),
+        };
+        self.lock().objects.remove(&r)
     }
 
     /// Creates a namespace without recording an operation.
@@ -260,7 +300,7 @@ impl Cluster for FakeCluster {
         Ok(())
     }
 
-    async fn apply(&self, object: &Object) -> Result<(), ClusterError> {
+    async fn apply(&self, object: &Object, owned: bool) -> Result<(), ClusterError> {
         let r = ObjectRef::of(object);
         let action = format!("apply {r}");
         self.check(FakeOp::Apply, Some(r.kind), &action)?;
@@ -272,13 +312,24 @@ impl Cluster for FakeCluster {
                     action,
                     code: Some(404),
                     message: format!("namespaces \"{}\" not found", r.namespace),
+                    taken: None,
                 });
             }
-            let mut object = object.clone();
-            if let (Object::Job(new), Some(Object::Job(old))) = (&mut object, state.objects.get(&r))
+            let old = state.objects.get(&r).cloned();
+            if let Some(old) = &old
+                && !owned
+                && !same_owner(metadata(old), metadata(object))
             {
+                return Err(ClusterError::name_taken(
+                    format!("create {r}"),
+                    Taken::new(&r, metadata(old)),
+                ));
+            }
+            let mut object = object.clone();
+            if let (Object::Job(new), Some(Object::Job(old))) = (&mut object, &old) {
                 new.status = old.status.clone();
             }
+            state.stamp(&mut object, old.as_ref());
             state.objects.insert(r.clone(), object);
             state.ops.push(Op::Apply(r));
         }
@@ -288,13 +339,18 @@ impl Cluster for FakeCluster {
         Ok(())
     }
 
-    async fn owned(&self) -> Result<Vec<OwnedObject>, ClusterError> {
+    async fn inspect(&self, r: &ObjectRef) -> Result<Option<ObjectMeta>, ClusterError> {
+        self.check(FakeOp::Inspect, Some(r.kind), &format!("get {r}"))?;
+        Ok(self.lock().objects.get(r).map(|o| metadata(o).clone()))
+    }
+
+    async fn owned(&self, me: &SpokeIdentity) -> Result<Vec<OwnedObject>, ClusterError> {
         self.check(FakeOp::Owned, None, "list owned objects")?;
         Ok(self
             .lock()
             .objects
             .iter()
-            .filter_map(|(r, o)| OwnedObject::from_meta(r.kind, metadata(o)))
+            .filter_map(|(r, o)| OwnedObject::from_meta(r.kind, metadata(o), me))
             .collect())
     }
 
@@ -303,6 +359,16 @@ impl Cluster for FakeCluster {
         self.check(FakeOp::Delete, Some(r.kind), &format!("delete {r}"))?;
         {
             let mut state = self.lock();
+            let replaced = object.uid.is_some()
+                && state
+                    .objects
+                    .get(r)
+                    .is_some_and(|o| metadata(o).uid != object.uid);
+            if replaced {
+                // The uid precondition fails: the object is left alone, like the API
+                // server does (409, which the real implementation treats as done).
+                return Ok(());
+            }
             state.objects.remove(r);
             state.ops.push(Op::Delete(r.clone()));
         }
@@ -340,6 +406,15 @@ impl Cluster for FakeCluster {
 
     fn unreachable(&self) -> Option<(SystemTime, String)> {
         self.lock().unreachable.clone()
+    }
+}
+
+/// The identity of a spoke named `name` running with `--insecure` (the one
+/// [`crate::AgentConfig::new`] derives for an insecure development identity).
+pub fn sample_identity(name: &str) -> SpokeIdentity {
+    SpokeIdentity {
+        name: name.to_string(),
+        federation: INSECURE_FEDERATION.to_string(),
     }
 }
 

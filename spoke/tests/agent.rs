@@ -9,6 +9,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use flux_shared::federation::assignment::realize;
+use flux_shared::federation::ownership::{
+    FEDERATION_LABEL, SPOKE_LABEL, SpokeIdentity, federation_id,
+};
 use flux_shared::federation::pki::{Ca, IssuedCert};
 use flux_shared::federation::proto::spoke_server::Spoke;
 use flux_shared::federation::proto::{
@@ -17,8 +20,8 @@ use flux_shared::federation::proto::{
 use flux_shared::federation::tls::{ClientSecurity, ServerSecurity, TlsPem, TransportSettings};
 use flux_shared::federation::{Authenticator, Identity};
 use flux_shared::render::Object;
-use flux_spoke::cluster::{Kind, ObjectRef};
-use flux_spoke::testing::{FakeCluster, FakeOp, Op, sample_assignments};
+use flux_spoke::cluster::{Kind, ObjectRef, metadata, metadata_mut};
+use flux_spoke::testing::{FakeCluster, FakeOp, Op, sample_assignments, sample_identity};
 use flux_spoke::{Agent, AgentConfig, AppliedSnapshot, Metrics};
 use futures::{Stream, StreamExt};
 use k8s_openapi::api::batch::v1::{JobCondition, JobStatus};
@@ -63,6 +66,14 @@ impl Pki {
             hub,
             spoke,
             admin,
+        }
+    }
+
+    /// Who the agent running with the spoke certificate is.
+    fn me(&self) -> SpokeIdentity {
+        SpokeIdentity {
+            name: SPOKE.into(),
+            federation: federation_id(self.ca.cert_pem()).unwrap(),
         }
     }
 
@@ -288,14 +299,17 @@ impl RunningAgent {
         cluster: &FakeCluster,
         report_interval: Duration,
     ) -> RunningAgent {
-        let security = ClientSecurity::Mtls {
+        let security = |leaf| ClientSecurity::Mtls {
             tls: pki.pem(leaf),
             domain: HUB_DNS.to_string(),
         };
+        // The spoke's identity (on its objects) is the spoke certificate's; it dials with
+        // `leaf`, which may be a certificate the hub refuses.
         let config = AgentConfig {
             report_interval,
             spoke_version: "test-version".into(),
-            ..AgentConfig::new(format!("https://{addr}"), security)
+            security: security(leaf),
+            ..AgentConfig::new(format!("https://{addr}"), security(&pki.spoke)).unwrap()
         };
         let agent = Agent::new(config, cluster.clone(), Arc::new(Metrics::new()));
         let applied = agent.applied();
@@ -353,6 +367,7 @@ fn snapshot(epoch: &str, version: u64, assignments: Vec<Assignment>) -> Snapshot
         version,
         assignments,
         retained_keys: vec![],
+        ..Snapshot::default()
     }
 }
 
@@ -361,9 +376,9 @@ fn assignment(mc: &str, burst: &str, size: i32) -> Assignment {
     sample_assignments("hpc", mc, &[(burst, size)]).remove(0)
 }
 
-/// The objects an assignment becomes.
+/// The objects an assignment becomes (their names do not depend on the spoke).
 fn refs_of(a: &Assignment) -> BTreeSet<ObjectRef> {
-    realize(a)
+    realize(a, &sample_identity(SPOKE))
         .unwrap()
         .objects
         .iter()
@@ -451,7 +466,7 @@ async fn first_snapshot_is_applied_and_acknowledged_and_heartbeats_are_noops() {
     hub.publish(snapshot("e1", 2, vec![x.clone(), y.clone(), z.clone()]));
     hub.ack("e1", 2).await;
     let after: Vec<_> = cluster.ops()[before.len()..].to_vec();
-    let expected: Vec<_> = realize(&z)
+    let expected: Vec<_> = realize(&z, &pki.me())
         .unwrap()
         .objects
         .iter()
@@ -536,7 +551,7 @@ async fn after_a_restart_leftovers_are_deleted_and_retained_keys_kept() {
     let old = assignment("old", "z", 1);
     let kept = assignment("kept", "k", 1);
     for a in [&old, &kept] {
-        for o in realize(a).unwrap().objects {
+        for o in realize(a, &pki.me()).unwrap().objects {
             cluster.insert(o);
         }
     }
@@ -706,6 +721,51 @@ async fn an_invalid_assignment_is_reported_and_not_applied_until_it_changes() {
     server.stop().await;
 }
 
+/// The reported case: a burst in the spoke's own namespace, as the spoke's service account
+/// with its token, privileged, with the node's root mounted. Refused before anything is
+/// written (not even the namespace), and reported Invalid with reason UnsafeBurst.
+#[tokio::test]
+async fn an_unsafe_burst_is_refused_before_anything_is_written() {
+    let pki = Pki::new();
+    let mut a = sample_assignments("flux-spoke-system", "m1", &[("x", 2)]).remove(0);
+    let mut spec: serde_json::Value = serde_json::from_str(&a.minicluster_spec_json).unwrap();
+    spec["pod"] = serde_json::json!({"serviceAccountName": "flux-spoke", "automountServiceAccountToken": true});
+    spec["containers"][0]["securityContext"] = serde_json::json!({"privileged": true});
+    spec["containers"][0]["volumes"] =
+        serde_json::json!({"root": {"hostPath": "/", "path": "/host"}});
+    a.minicluster_spec_json = spec.to_string();
+    let hub = HubState::new(snapshot("e1", 1, vec![a.clone()]));
+    let server = RunningHub::start(&pki, &hub, any_port()).await;
+    let cluster = FakeCluster::new();
+    let agent = RunningAgent::start(&pki, &pki.spoke, server.addr, &cluster, LONG);
+
+    let report = hub.ack("e1", 1).await;
+    assert_eq!(phase_of(&report, &a.key), Some(BurstPhase::Invalid));
+    let s = status(&report, &a.key).unwrap();
+    for field in [
+        "metadata.namespace",
+        "spec.pod.serviceAccountName",
+        "spec.pod.automountServiceAccountToken",
+        "spec.containers[0].securityContext.privileged",
+        "hostPath",
+    ] {
+        assert!(s.message.contains(field), "{field} not in {}", s.message);
+    }
+    assert!(
+        s.conditions.iter().any(|c| c.reason == "UnsafeBurst"),
+        "{:?}",
+        s.conditions
+    );
+    assert!(
+        cluster.ops().is_empty(),
+        "nothing written: {:?}",
+        cluster.ops()
+    );
+
+    agent.stop().await;
+    server.stop().await;
+}
+
 /// Losing the API server is reported at once (not on the timer), with since when and why,
 /// and so is getting it back.
 #[tokio::test]
@@ -864,6 +924,236 @@ async fn a_refused_certificate_is_retried_without_touching_the_cluster() {
     assert!(hub.reports().is_empty());
     assert_eq!(agent.metric("flux_spoke_connected"), 0.0);
     // Shutdown interrupts the (long) wait before the next attempt.
+    agent.stop().await;
+    server.stop().await;
+}
+
+/// The objects of `a` as the spoke `who` makes them, with their labels as `relabel` says.
+fn objects_of(
+    a: &Assignment,
+    who: &SpokeIdentity,
+    relabel: impl Fn(&mut ObjectMeta),
+) -> Vec<Object> {
+    realize(a, who)
+        .unwrap()
+        .objects
+        .into_iter()
+        .map(|mut o| {
+            relabel(metadata_mut(&mut o));
+            o
+        })
+        .collect()
+}
+
+/// What an object is in the cluster now: its whole serialised form (uid and
+/// resourceVersion included), to tell that nothing wrote it.
+fn snapshot_of(cluster: &FakeCluster, r: &ObjectRef) -> Option<serde_json::Value> {
+    cluster
+        .get(r.kind, &r.namespace, &r.name)
+        .map(|o| serde_json::to_value(o).unwrap())
+}
+
+/// Someone else's ConfigMap holding a name a burst needs, and a spoke's Secret of another
+/// spoke name: the burst is refused as a whole (nothing of it written, not even the objects
+/// whose names are free), the refusal names both objects, it is not retried on every
+/// report, and it is examined again once the blocking objects go.
+#[tokio::test]
+async fn a_name_taken_by_someone_else_refuses_the_whole_burst_until_it_is_freed() {
+    let pki = Pki::new();
+    let x = assignment("m1", "x", 2);
+    let cluster = FakeCluster::new();
+    let refs: Vec<ObjectRef> = realize(&x, &pki.me())
+        .unwrap()
+        .objects
+        .iter()
+        .map(ObjectRef::of)
+        .collect();
+    let config = refs
+        .iter()
+        .find(|r| r.kind == Kind::ConfigMap)
+        .unwrap()
+        .clone();
+    let secret = refs
+        .iter()
+        .find(|r| r.kind == Kind::Secret)
+        .unwrap()
+        .clone();
+    let mut foreign = ConfigMap {
+        metadata: ObjectMeta {
+            name: Some(config.name.clone()),
+            namespace: Some("hpc".into()),
+            labels: Some(
+                [(
+                    "app.kubernetes.io/managed-by".to_string(),
+                    "helm".to_string(),
+                )]
+                .into(),
+            ),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    foreign.data = Some([("k".to_string(), "v".to_string())].into());
+    cluster.insert(Object::ConfigMap(foreign));
+    let other = SpokeIdentity {
+        name: "edge".into(),
+        ..pki.me()
+    };
+    for o in objects_of(&x, &other, |_| {}) {
+        if ObjectRef::of(&o) == secret {
+            cluster.insert(o);
+        }
+    }
+    let before: Vec<_> = [&config, &secret]
+        .iter()
+        .map(|r| snapshot_of(&cluster, r).unwrap())
+        .collect();
+
+    let hub = HubState::new(snapshot("e1", 1, vec![x.clone()]));
+    let server = RunningHub::start(&pki, &hub, any_port()).await;
+    let interval = Duration::from_millis(200);
+    let agent = RunningAgent::start(&pki, &pki.spoke, server.addr, &cluster, interval);
+
+    let report = hub.ack("e1", 1).await;
+    let s = status(&report, &x.key).unwrap();
+    assert_eq!(
+        phase_of(&report, &x.key),
+        Some(BurstPhase::Invalid),
+        "{s:?}"
+    );
+    assert!(s.message.starts_with("NameTaken: "), "{}", s.message);
+    for needle in [
+        format!("ConfigMap hpc/{}", config.name),
+        "managed by \"helm\"".to_string(),
+        format!("Secret hpc/{}", secret.name),
+        "spoke \"edge\"".to_string(),
+    ] {
+        assert!(
+            s.message.contains(&needle),
+            "{needle:?} not in {}",
+            s.message
+        );
+    }
+    assert!(
+        s.conditions
+            .iter()
+            .any(|c| c.r#type == "ConfigIdentical" && c.reason == "NameTaken"),
+        "{s:?}"
+    );
+    // Not retried every report interval: several reports, still nothing written.
+    let seen = hub.report_count();
+    hub.report_where(seen + 3, "three more reports", |_| true)
+        .await;
+    assert!(cluster.applied().is_empty(), "{:?}", cluster.ops());
+    assert!(cluster.deleted().is_empty(), "{:?}", cluster.ops());
+    let after: Vec<_> = [&config, &secret]
+        .iter()
+        .map(|r| snapshot_of(&cluster, r).unwrap())
+        .collect();
+    assert_eq!(after, before, "the blocking objects are untouched");
+    assert_eq!(
+        agent.metric("flux_spoke_errors_total{kind=\"invalid\"}"),
+        1.0
+    );
+
+    // One blocker goes: still refused (the other one holds), named alone now.
+    cluster.remove(config.kind, &config.namespace, &config.name);
+    let seen = hub.report_count();
+    let report = hub
+        .report_where(seen, "a refusal naming only the Secret", |r| {
+            status(r, &x.key)
+                .is_some_and(|s| !s.message.contains("ConfigMap") && s.message.contains("Secret"))
+        })
+        .await;
+    assert_eq!(phase_of(&report, &x.key), Some(BurstPhase::Invalid));
+    assert!(cluster.applied().is_empty(), "{:?}", cluster.ops());
+
+    // The other goes too: the burst is applied.
+    cluster.remove(secret.kind, &secret.namespace, &secret.name);
+    let seen = hub.report_count();
+    hub.report_where(seen, "the burst applied", |r| {
+        phase_of(r, &x.key) == Some(BurstPhase::Pending)
+    })
+    .await;
+    let applied: BTreeSet<_> = cluster.applied().into_iter().collect();
+    assert_eq!(applied, refs_of(&x));
+    assert!(cluster.deleted().is_empty());
+
+    agent.stop().await;
+    server.stop().await;
+}
+
+/// The first snapshot deletes what this spoke made and the hub no longer lists, objects of
+/// an older spoke version included, but never objects of another spoke name or another
+/// federation, even with the same managed-by label and assignment annotation.
+#[tokio::test]
+async fn only_this_spokes_objects_are_pruned_and_legacy_ones_are_adopted() {
+    let pki = Pki::new();
+    let cluster = FakeCluster::new();
+    let me = pki.me();
+    let renamed = SpokeIdentity {
+        name: "old-name".into(),
+        ..me.clone()
+    };
+    let elsewhere = SpokeIdentity {
+        federation: "another-federation".into(),
+        ..me.clone()
+    };
+    let strip = |m: &mut ObjectMeta| {
+        if let Some(l) = m.labels.as_mut() {
+            l.remove(SPOKE_LABEL);
+            l.remove(FEDERATION_LABEL);
+        }
+    };
+    // Running bursts of another spoke name and of another federation, in other namespaces
+    // than ours, and an old version's leftovers (no spoke or federation labels): one no
+    // longer assigned, one assigned.
+    let theirs = sample_assignments("a", "m", &[("r", 1)]).remove(0);
+    let federated = sample_assignments("b", "m", &[("f", 1)]).remove(0);
+    let gone = assignment("gone", "g", 1);
+    let x = assignment("m1", "x", 2);
+    let mut protected = BTreeSet::new();
+    for o in objects_of(&theirs, &renamed, |_| {}) {
+        protected.insert(ObjectRef::of(&o));
+        cluster.insert(o);
+    }
+    for o in objects_of(&federated, &elsewhere, |_| {}) {
+        protected.insert(ObjectRef::of(&o));
+        cluster.insert(o);
+    }
+    for o in objects_of(&gone, &me, strip)
+        .into_iter()
+        .chain(objects_of(&x, &me, strip))
+    {
+        cluster.insert(o);
+    }
+    let before: Vec<_> = protected.iter().map(|r| snapshot_of(&cluster, r)).collect();
+
+    let hub = HubState::new(snapshot("e1", 1, vec![x.clone()]));
+    let server = RunningHub::start(&pki, &hub, any_port()).await;
+    let agent = RunningAgent::start(&pki, &pki.spoke, server.addr, &cluster, LONG);
+    let report = hub.ack("e1", 1).await;
+
+    assert_eq!(phase_of(&report, &x.key), Some(BurstPhase::Pending));
+    let deleted: BTreeSet<_> = cluster.deleted().into_iter().collect();
+    assert_eq!(deleted, refs_of(&gone), "only the legacy leftovers");
+    let applied: BTreeSet<_> = cluster.applied().into_iter().collect();
+    assert_eq!(applied, refs_of(&x));
+    for r in refs_of(&x) {
+        let o = cluster.get(r.kind, &r.namespace, &r.name).unwrap();
+        let labels = metadata(&o).labels.clone().unwrap_or_default();
+        assert_eq!(labels.get(SPOKE_LABEL), Some(&me.name), "{r}: relabelled");
+        assert_eq!(labels.get(FEDERATION_LABEL), Some(&me.federation), "{r}");
+    }
+    let after: Vec<_> = protected.iter().map(|r| snapshot_of(&cluster, r)).collect();
+    assert_eq!(after, before, "other spokes' objects are untouched");
+
+    // Nor when the hub drops everything.
+    hub.publish(snapshot("e1", 2, vec![]));
+    hub.ack("e1", 2).await;
+    let left: BTreeSet<_> = cluster.refs().into_iter().collect();
+    assert_eq!(left, protected);
+
     agent.stop().await;
     server.stop().await;
 }

@@ -15,7 +15,8 @@ use flux_hub::federation::registry::{McInfo, Registry};
 use flux_shared::federation::proto::admin_client::AdminClient;
 use flux_shared::federation::proto::spoke_client::SpokeClient;
 use flux_shared::federation::proto::{
-    BurstPhase, ListMiniClustersRequest, ListSpokesRequest, ScaleBurstRequest, WatchRequest,
+    BurstPhase, ListMiniClustersRequest, ListSpokesRequest, ReportRequest, ScaleBurstRequest,
+    WatchRequest,
 };
 use flux_shared::federation::tls::{ClientSecurity, TransportSettings};
 use flux_shared::layout;
@@ -482,6 +483,43 @@ async fn refused_identities() {
     hub.stop().await;
 }
 
+/// A spoke that reports far more often than any healthy one is answered
+/// RESOURCE_EXHAUSTED (not recorded); other spokes are not affected.
+#[tokio::test]
+async fn a_spoke_reporting_in_a_loop_is_throttled_alone() {
+    let pki = Pki::new(&spokes(&["a", "b"]));
+    let hub = Hub::start(&pki, primed(), any_port()).await;
+    let settings = TransportSettings::default();
+    let client = |name: &str| {
+        let endpoint = settings
+            .endpoint(&hub.uri(), &pki.spoke(name))
+            .expect("endpoint");
+        async move { SpokeClient::new(endpoint.connect().await.expect("connects")) }
+    };
+    let mut a = client("a").await;
+    let burst = flux_hub::federation::report_limits::REPORT_BURST as usize;
+    let mut refused = None;
+    // More than the burst, faster than the refill: some report must be refused.
+    for i in 0..burst * 2 {
+        if let Err(status) = a.report(ReportRequest::default()).await {
+            refused = Some((i, status));
+            break;
+        }
+    }
+    let (i, status) = refused.expect("a report loop is throttled");
+    assert!(
+        i >= burst,
+        "refused after {i} reports, before the burst of {burst}"
+    );
+    assert_eq!(status.code(), Code::ResourceExhausted, "{status:?}");
+    assert!(status.message().contains("spoke a"), "{}", status.message());
+    let mut b = client("b").await;
+    b.report(ReportRequest::default())
+        .await
+        .expect("another spoke still reports");
+    hub.stop().await;
+}
+
 #[tokio::test]
 async fn the_admin_client_shows_bursts_and_spokes() {
     let pki = Pki::new(&spokes(&["a", "b"]));
@@ -768,5 +806,58 @@ async fn a_deleted_minicluster_is_confirmed_gone_by_its_spokes() {
     assert!(progress.iter().any(|p| p.spoke == "b" && !p.confirmed));
     assert!(registry.bursts(&key)[1].deleting);
     a.stop().await;
+    hub.stop().await;
+}
+
+/// A tenant with 1 MiB of scripts and four bursts on one spoke, next to another tenant's
+/// small burst there: the spoke's snapshot is far over gRPC's 4 MiB message limit, but it
+/// travels in parts, every burst is applied, and the small tenant's burst still scales.
+#[tokio::test]
+async fn a_large_tenant_does_not_stop_another_tenants_burst_on_the_same_spoke() {
+    let pki = Pki::new(&spokes(&["a"]));
+    let hub = Hub::start(&pki, primed(), any_port()).await;
+    let registry = hub.registry.clone();
+    let mut big = minicluster(
+        NS,
+        "big",
+        "ghcr.io/x/big:1",
+        &[
+            ("big-0", "a", 1),
+            ("big-1", "a", 1),
+            ("big-2", "a", 1),
+            ("big-3", "a", 1),
+        ],
+    );
+    big.spec.containers[0].commands = Some(flux_shared::api::Commands {
+        pre: Some("echo 'a line of a large setup script'\n".repeat(30_000)),
+        ..Default::default()
+    });
+    assign(&registry, &big);
+    assign(
+        &registry,
+        &minicluster(NS, "small", "ghcr.io/x/small:1", &[("small-burst", "a", 1)]),
+    );
+    {
+        use prost::Message as _;
+        let size = registry.snapshot("a").encoded_len();
+        assert!(size > 4 << 20, "the whole snapshot is {size} bytes");
+    }
+    let mut spoke = SpokeAgent::start(&pki, "a", &hub.uri(), FakeCluster::new());
+    spoke
+        .applied_version(registry.epoch(), version_of(&registry, "a"))
+        .await;
+    for job in ["big-0", "big-1", "big-2", "big-3", "small-burst"] {
+        assert_eq!(job_parallelism(&spoke.cluster, job), Some(1), "{job}");
+    }
+
+    assign(
+        &registry,
+        &minicluster(NS, "small", "ghcr.io/x/small:1", &[("small-burst", "a", 2)]),
+    );
+    spoke
+        .applied_version(registry.epoch(), version_of(&registry, "a"))
+        .await;
+    assert_eq!(job_parallelism(&spoke.cluster, "small-burst"), Some(2));
+    spoke.stop().await;
     hub.stop().await;
 }

@@ -5,8 +5,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use flux_shared::federation::assignment::realize;
+use flux_shared::federation::ownership::SpokeIdentity;
 use flux_spoke::cluster::{Cluster, Kind, KubeCluster, ObjectRef, OwnedObject};
-use flux_spoke::testing::sample_assignments;
+use flux_spoke::testing::{sample_assignments, sample_identity};
 use futures::StreamExt;
 use http::{Method, Request, Response, StatusCode};
 use kube::client::Body;
@@ -78,16 +79,52 @@ fn status(code: u16, reason: &str) -> Value {
     })
 }
 
-fn meta_item(name: &str, key: Option<&str>) -> Value {
+/// The spoke the tests' cluster is ([`sample_identity`]).
+fn me() -> SpokeIdentity {
+    sample_identity("gke")
+}
+
+/// Metadata of an object in `hpc` labelled managed-by flux-spoke, with the assignment
+/// annotation `key` and, when given, spoke and federation labels.
+fn meta_item(name: &str, key: Option<&str>, spoke: Option<(&str, &str)>) -> Value {
+    meta_in("hpc", name, key, spoke)
+}
+
+fn meta_in(namespace: &str, name: &str, key: Option<&str>, spoke: Option<(&str, &str)>) -> Value {
     let mut metadata = json!({
         "name": name,
-        "namespace": "hpc",
+        "namespace": namespace,
+        "uid": format!("uid-{name}"),
+        "resourceVersion": "11",
         "labels": {"app.kubernetes.io/managed-by": "flux-spoke"},
     });
     if let Some(key) = key {
         metadata["annotations"] = json!({"flux-framework.org/assignment": key});
     }
+    if let Some((spoke, federation)) = spoke {
+        metadata["labels"]["flux-framework.org/spoke"] = json!(spoke);
+        metadata["labels"]["flux-framework.org/federation"] = json!(federation);
+    }
     json!({"apiVersion": "meta.k8s.io/v1", "kind": "PartialObjectMetadata", "metadata": metadata})
+}
+
+/// Someone else's object: labelled by another manager.
+fn foreign_in(namespace: &str, name: &str) -> Value {
+    json!({"apiVersion": "meta.k8s.io/v1", "kind": "PartialObjectMetadata", "metadata": {
+        "name": name, "namespace": namespace, "uid": format!("theirs-{name}"),
+        "resourceVersion": "77", "labels": {"app.kubernetes.io/managed-by": "helm"},
+    }})
+}
+
+/// The object name in an object path (`.../namespaces/<ns>/<plural>/<name>`).
+fn object_name(path: &str) -> &str {
+    path.rsplit('/').next().unwrap_or("")
+}
+
+/// Whether `path` is an object path in namespace `namespace`.
+fn in_namespace(path: &str, namespace: &str) -> bool {
+    let marker = format!("/namespaces/{namespace}/");
+    path.contains(&marker)
 }
 
 fn job_json(name: &str, ready: i32) -> Value {
@@ -121,11 +158,18 @@ fn answer(seen: &Seen) -> Option<(u16, Value)> {
                        "metadata": {"resourceVersion": "5"}, "items": [job_json("x", 2)]}),
             ))
         }
-        (Method::GET, "/apis/batch/v1/jobs") => list_meta(vec![meta_item("x", Some("hpc/m/x"))]),
+        (Method::GET, "/apis/batch/v1/jobs") => list_meta(vec![
+            meta_item("x", Some("hpc/m/x"), Some(("gke", "insecure"))),
+            // Another spoke's, and this spoke name's in another federation.
+            meta_item("y", Some("hpc/m/y"), Some(("edge", "insecure"))),
+            meta_item("z", Some("hpc/m/z"), Some(("gke", "0123abcd"))),
+        ]),
         (Method::GET, "/api/v1/configmaps") => list_meta(vec![
-            meta_item("x-flux-config", Some("hpc/m/x")),
+            meta_item("x-flux-config", Some("hpc/m/x"), Some(("gke", "insecure"))),
+            // Made by an older spoke (no spoke or federation labels): ours.
+            meta_item("legacy", Some("hpc/m/old"), None),
             // Labelled but without the assignment annotation: not the spoke's.
-            meta_item("stray", None),
+            meta_item("stray", None, Some(("gke", "insecure"))),
         ]),
         (Method::GET, "/api/v1/pods" | "/api/v1/services" | "/api/v1/secrets") => list_meta(vec![]),
         (Method::GET, "/api/v1/namespaces/hpc") => Some((404, status(404, "NotFound"))),
@@ -141,6 +185,25 @@ fn answer(seen: &Seen) -> Option<(u16, Value)> {
                 Some((201, seen.body.clone()))
             }
         }
+        // Namespace `taken`: every name holds someone else's object. Namespace `race`:
+        // every name holds the spoke's own object (made meanwhile, not yet listed).
+        (Method::POST, p) if in_namespace(p, "taken") || in_namespace(p, "race") => {
+            Some((409, status(409, "AlreadyExists")))
+        }
+        (Method::POST, _) => Some((201, seen.body.clone())),
+        (Method::GET, p) if in_namespace(p, "taken") => {
+            Some((200, foreign_in("taken", object_name(p))))
+        }
+        (Method::GET, p) if in_namespace(p, "race") => Some((
+            200,
+            meta_in(
+                "race",
+                object_name(p),
+                Some("race/m/x"),
+                Some(("gke", "insecure")),
+            ),
+        )),
+        (Method::GET, p) if in_namespace(p, "hpc") => Some((404, status(404, "NotFound"))),
         (Method::PATCH, _) => Some((200, seen.body.clone())),
         (Method::DELETE, "/apis/batch/v1/namespaces/hpc/jobs/x") => {
             Some((200, status(200, "Deleted")))
@@ -150,6 +213,10 @@ fn answer(seen: &Seen) -> Option<(u16, Value)> {
         }
         (Method::DELETE, "/api/v1/namespaces/hpc/secrets/locked") => {
             Some((403, status(403, "Forbidden")))
+        }
+        // The uid precondition failed: the name holds another object now.
+        (Method::DELETE, "/api/v1/namespaces/hpc/services/replaced") => {
+            Some((409, status(409, "Conflict")))
         }
         (method, path) => panic!("unexpected request {method} {path}"),
     }
@@ -258,6 +325,19 @@ fn assert_permitted(seen: &Arc<Mutex<Vec<Seen>>>) {
     }
 }
 
+/// Every request but the Job watcher's (its listing and watch of every namespace's Jobs,
+/// which run in the background from the start).
+fn writes_and_reads(seen: &Arc<Mutex<Vec<Seen>>>) -> Vec<Seen> {
+    seen.lock()
+        .unwrap()
+        .iter()
+        .filter(|s| {
+            !(s.method == Method::GET && s.path == "/apis/batch/v1/jobs" && !is_metadata(s))
+        })
+        .cloned()
+        .collect()
+}
+
 fn requests(seen: &Arc<Mutex<Vec<Seen>>>, method: Method) -> Vec<Seen> {
     seen.lock()
         .unwrap()
@@ -281,13 +361,33 @@ async fn namespaces_are_created_only_when_missing() {
     assert_permitted(&seen);
 }
 
-#[tokio::test]
-async fn objects_are_server_side_applied_with_force() {
-    let (cluster, seen) = setup();
-    let realized = realize(&sample_assignments("hpc", "m", &[("x", 2)])[0]).unwrap();
-    for o in &realized.objects {
-        cluster.apply(o).await.unwrap();
+fn plural(kind: Kind) -> (&'static str, &'static str) {
+    match kind {
+        Kind::Job => ("/apis/batch/v1", "jobs"),
+        Kind::Pod => ("/api/v1", "pods"),
+        Kind::Service => ("/api/v1", "services"),
+        Kind::Secret => ("/api/v1", "secrets"),
+        Kind::ConfigMap => ("/api/v1", "configmaps"),
     }
+}
+
+fn path_of(r: &ObjectRef) -> String {
+    let (group, plural) = plural(r.kind);
+    format!("{group}/namespaces/{}/{plural}/{}", r.namespace, r.name)
+}
+
+#[tokio::test]
+async fn the_spokes_own_objects_are_server_side_applied_with_force() {
+    let (cluster, seen) = setup();
+    let realized = realize(&sample_assignments("hpc", "m", &[("x", 2)])[0], &me()).unwrap();
+    for o in &realized.objects {
+        cluster.apply(o, true).await.unwrap();
+    }
+    let methods: Vec<_> = writes_and_reads(&seen)
+        .into_iter()
+        .map(|s| s.method)
+        .collect();
+    assert!(methods.iter().all(|m| m == Method::PATCH), "{methods:?}");
     let patches = requests(&seen, Method::PATCH);
     assert_eq!(patches.len(), realized.objects.len());
     for (patch, object) in patches.iter().zip(&realized.objects) {
@@ -324,31 +424,135 @@ async fn objects_are_server_side_applied_with_force() {
             patch.body["metadata"]["annotations"]["flux-framework.org/assignment"],
             "hpc/m/x"
         );
+        assert_eq!(
+            patch.body["metadata"]["labels"]["flux-framework.org/spoke"],
+            "gke"
+        );
+        assert_eq!(
+            patch.body["metadata"]["labels"]["flux-framework.org/federation"],
+            "insecure"
+        );
     }
     assert_permitted(&seen);
 }
 
 #[tokio::test]
-async fn owned_objects_are_found_by_label_and_annotation_in_every_namespace() {
+async fn new_objects_are_created_with_a_post_never_a_forced_apply() {
     let (cluster, seen) = setup();
-    let owned = cluster.owned().await.unwrap();
+    let realized = realize(&sample_assignments("hpc", "m", &[("x", 2)])[0], &me()).unwrap();
+    for o in &realized.objects {
+        cluster.apply(o, false).await.unwrap();
+    }
+    let all = writes_and_reads(&seen);
+    assert_eq!(all.len(), realized.objects.len(), "one POST each: {all:?}");
+    for (post, object) in all.iter().zip(&realized.objects) {
+        let r = ObjectRef::of(object);
+        let (group, plural) = plural(r.kind);
+        assert_eq!(post.method, Method::POST);
+        assert_eq!(post.path, format!("{group}/namespaces/hpc/{plural}"));
+        assert_eq!(post.param("fieldManager"), Some("flux-spoke"));
+        assert_eq!(post.body["metadata"]["name"], r.name.as_str());
+        assert_eq!(
+            post.body["metadata"]["labels"]["flux-framework.org/spoke"],
+            "gke"
+        );
+    }
+    assert_permitted(&seen);
+}
+
+/// Someone else's objects hold the names: the POST fails, the object is read, and nothing
+/// else is sent; the error names the object and its owner.
+#[tokio::test]
+async fn a_name_taken_by_someone_else_is_refused_without_writing_to_it() {
+    let (cluster, seen) = setup();
+    let realized = realize(&sample_assignments("taken", "m", &[("x", 2)])[0], &me()).unwrap();
+    for o in &realized.objects {
+        let r = ObjectRef::of(o);
+        let err = cluster.apply(o, false).await.unwrap_err();
+        let taken = err.taken.clone().unwrap_or_else(|| panic!("{err:?}"));
+        assert_eq!(taken.object, r);
+        assert_eq!(taken.owner, "managed by \"helm\"");
+        assert_eq!(
+            taken.uid.as_deref(),
+            Some(format!("theirs-{}", r.name).as_str())
+        );
+        assert_eq!(taken.resource_version.as_deref(), Some("77"));
+        let text = err.to_string();
+        assert!(
+            text.contains(&format!("{} taken/{}", r.kind, r.name)) && text.contains("helm"),
+            "{text}"
+        );
+    }
+    let all = writes_and_reads(&seen);
+    let methods: Vec<_> = all.iter().map(|s| s.method.clone()).collect();
+    let expected: Vec<_> = realized
+        .objects
+        .iter()
+        .flat_map(|_| [Method::POST, Method::GET])
+        .collect();
+    assert_eq!(methods, expected, "{all:?}");
+    for (pair, object) in all.chunks(2).zip(&realized.objects) {
+        assert_eq!(pair[1].path, path_of(&ObjectRef::of(object)));
+        assert!(is_metadata(&pair[1]), "a metadata-only read");
+    }
+    assert_permitted(&seen);
+}
+
+/// The spoke's own object behind a 409 (made meanwhile): applied as its own.
+#[tokio::test]
+async fn the_spokes_own_object_behind_a_conflict_is_applied() {
+    let (cluster, seen) = setup();
+    let realized = realize(&sample_assignments("race", "m", &[("x", 2)])[0], &me()).unwrap();
+    let object = &realized.objects[0];
+    cluster.apply(object, false).await.unwrap();
+    let all = writes_and_reads(&seen);
+    let methods: Vec<_> = all.iter().map(|s| s.method.clone()).collect();
+    assert_eq!(methods, [Method::POST, Method::GET, Method::PATCH]);
+    assert_eq!(all[2].path, path_of(&ObjectRef::of(object)));
+    assert_eq!(all[2].param("force"), Some("true"));
+    assert_permitted(&seen);
+}
+
+#[tokio::test]
+async fn names_are_inspected_with_metadata_only_reads() {
+    let (cluster, seen) = setup();
+    let free = ObjectRef {
+        kind: Kind::Job,
+        namespace: "hpc".into(),
+        name: "free".into(),
+    };
+    assert_eq!(cluster.inspect(&free).await.unwrap(), None);
+    let held = ObjectRef {
+        kind: Kind::Service,
+        namespace: "taken".into(),
+        name: "svc".into(),
+    };
+    let meta = cluster.inspect(&held).await.unwrap().unwrap();
+    assert_eq!(meta.uid.as_deref(), Some("theirs-svc"));
+    let gets = writes_and_reads(&seen);
+    assert_eq!(gets.len(), 2);
+    assert_eq!(gets[0].path, "/apis/batch/v1/namespaces/hpc/jobs/free");
+    assert!(gets.iter().all(is_metadata));
+    assert_permitted(&seen);
+}
+
+#[tokio::test]
+async fn owned_objects_are_this_spokes_in_every_namespace() {
+    let (cluster, seen) = setup();
+    let owned = cluster.owned(&me()).await.unwrap();
+    let object = |kind, name: &str, key: &str| OwnedObject {
+        object: ObjectRef {
+            kind,
+            namespace: "hpc".into(),
+            name: name.into(),
+        },
+        key: key.into(),
+        uid: Some(format!("uid-{name}")),
+    };
     let expected = vec![
-        OwnedObject {
-            object: ObjectRef {
-                kind: Kind::Job,
-                namespace: "hpc".into(),
-                name: "x".into(),
-            },
-            key: "hpc/m/x".into(),
-        },
-        OwnedObject {
-            object: ObjectRef {
-                kind: Kind::ConfigMap,
-                namespace: "hpc".into(),
-                name: "x-flux-config".into(),
-            },
-            key: "hpc/m/x".into(),
-        },
+        object(Kind::Job, "x", "hpc/m/x"),
+        object(Kind::ConfigMap, "x-flux-config", "hpc/m/x"),
+        object(Kind::ConfigMap, "legacy", "hpc/m/old"),
     ];
     assert_eq!(owned, expected);
     let lists: Vec<Seen> = requests(&seen, Method::GET)
@@ -382,6 +586,7 @@ async fn jobs_are_deleted_in_the_background_and_missing_objects_are_fine() {
             name: name.into(),
         },
         key: "hpc/m/x".into(),
+        uid: Some(format!("uid-{name}")),
     };
     cluster.delete(&owned(Kind::Job, "x")).await.unwrap();
     cluster
@@ -394,9 +599,22 @@ async fn jobs_are_deleted_in_the_background_and_missing_objects_are_fine() {
         .unwrap_err();
     assert_eq!(err.code, Some(403));
     assert!(err.to_string().contains("Secret/hpc/locked"), "{err}");
+    // Replaced by another object of the same name since it was listed: left alone.
+    cluster
+        .delete(&owned(Kind::Service, "replaced"))
+        .await
+        .unwrap();
     let deletes = requests(&seen, Method::DELETE);
     assert_eq!(deletes[0].body["propagationPolicy"], "Background");
-    assert_eq!(deletes.len(), 3);
+    assert_eq!(deletes.len(), 4);
+    for d in &deletes {
+        let name = object_name(&d.path);
+        assert_eq!(
+            d.body["preconditions"]["uid"],
+            format!("uid-{name}"),
+            "every delete is conditional on the uid listed: {d:?}"
+        );
+    }
     assert_permitted(&seen);
 }
 

@@ -6,9 +6,10 @@ use std::time::SystemTime;
 
 use flux_shared::api::{LeadBrokerStatus, MiniCluster, MiniClusterStatus};
 use flux_shared::federation::assignment::{self, SpokeAssignment};
-use flux_shared::federation::assignment_key;
+use flux_shared::federation::{assignment_key, parts};
 use flux_shared::plan::{Plan, Role};
 use flux_shared::render;
+use flux_shared::validate::{describe_violations, unsafe_burst};
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Patch, PatchParams};
@@ -18,7 +19,7 @@ use tracing::warn;
 use super::context::{Context, Error, Stores, get, kube_err, mc_key};
 use super::pod_labels::COMPLETION_INDEX;
 use super::status;
-use crate::federation::bursts::{self, BurstEvent};
+use crate::federation::bursts::{self, ASSIGNMENT_TOO_LARGE, BurstEvent, UNSAFE_BURST};
 use crate::federation::{self, BurstInfo, McInfo, lead};
 
 /// What the federation decided in one reconcile of a planned MiniCluster.
@@ -31,6 +32,22 @@ pub struct Federated {
     pub(super) bursts: Vec<BurstInfo>,
     /// Assignments to send (none until the endpoint is known).
     pub(super) assignments: Vec<SpokeAssignment>,
+    /// Why the bursts are not assigned at all: they are unsafe ([`unsafe_refusal`]).
+    pub(super) refused: Option<String>,
+}
+
+/// Why the bursts of `plan` are not assigned, or `None` when they are safe to send: the
+/// checks every spoke applies before it creates anything
+/// ([`flux_shared::validate::unsafe_burst`]), run here so the author hears at once. The
+/// hub does not know a spoke's namespace: the default one is checked.
+pub(super) fn unsafe_refusal(plan: &Plan) -> Option<String> {
+    let violations = unsafe_burst(&plan.spec, &plan.namespace, None);
+    (!violations.is_empty()).then(|| {
+        format!(
+            "{UNSAFE_BURST}: not assigned, a burst may not have this in another cluster: {}",
+            describe_violations(&violations)
+        )
+    })
 }
 
 /// Bursts: keep the finalizer, resolve the lead broker's endpoint, build the assignments.
@@ -53,6 +70,7 @@ pub(super) async fn federate(
             waiting: None,
             bursts,
             assignments: Vec::new(),
+            refused: None,
         });
     }
     if !has_finalizer(mc) {
@@ -94,7 +112,10 @@ pub(super) async fn federate(
         Ok(lead) => (Some(lead), None),
         Err(reason) => (None, Some(reason)),
     };
+    let refused = unsafe_refusal(plan);
     let assignments = match &lead {
+        // Unsafe: nothing is sent (the spoke would refuse it anyway).
+        _ if refused.is_some() => Vec::new(),
         None => Vec::new(),
         Some(l) => {
             let endpoint = flux_shared::plan::Endpoint {
@@ -112,17 +133,41 @@ pub(super) async fn federate(
                         waiting: Some(e.to_string()),
                         bursts,
                         assignments: Vec::new(),
+                        refused: None,
                     });
                 }
             }
         }
+    };
+    // An assignment carries the whole spec: one too large to send is refused on this
+    // MiniCluster alone (no spoke's snapshot is held up by it).
+    let refused = refused.or_else(|| too_large_refusal(&assignments));
+    let assignments = if refused.is_some() {
+        Vec::new()
+    } else {
+        assignments
     };
     Ok(Federated {
         lead,
         waiting,
         bursts,
         assignments,
+        refused,
     })
+}
+
+/// Why the bursts are not assigned when one of `assignments` is larger than a spoke can
+/// receive ([`parts::MAX_ASSIGNMENT_BYTES`]).
+pub(super) fn too_large_refusal(assignments: &[SpokeAssignment]) -> Option<String> {
+    let (a, size) = assignments
+        .iter()
+        .find_map(|a| Some((a, parts::too_large(&a.assignment)?)))?;
+    Some(format!(
+        "{ASSIGNMENT_TOO_LARGE}: not assigned, the assignment of burst {} is {} KiB, above the {} KiB a spoke receives (it carries the whole MiniCluster spec: keep large scripts in a ConfigMap volume instead)",
+        a.assignment.burst_name,
+        size / 1024,
+        parts::MAX_ASSIGNMENT_BYTES / 1024
+    ))
 }
 
 /// Publish the assignments to the registry (each spoke gets its own in its next snapshot)
@@ -138,14 +183,24 @@ pub(super) fn publish_assignments(
     let previous = mc.status.clone().unwrap_or_default();
     let key = mc_key(mc);
     let info = mc_info(mc, &status, fed.lead.as_ref());
-    ctx.registry.set(&key, info, fed.bursts, fed.assignments);
-    let views = ctx.registry.bursts(&key);
-    let statuses = bursts::statuses(
-        &views,
-        fed.waiting.as_deref(),
-        &previous.bursts,
-        SystemTime::from(now.0),
-    );
+    let statuses = match &fed.refused {
+        Some(message) => {
+            // Refused, never half-applied: what spokes already run of an earlier, safe
+            // version stays as it is (as for any spec that cannot be applied).
+            ctx.registry.retain(&key, &fed.bursts);
+            bursts::refused(&fed.bursts, message, &previous.bursts)
+        }
+        None => {
+            ctx.registry.set(&key, info, fed.bursts, fed.assignments);
+            let views = ctx.registry.bursts(&key);
+            bursts::statuses(
+                &views,
+                fed.waiting.as_deref(),
+                &previous.bursts,
+                SystemTime::from(now.0),
+            )
+        }
+    };
     let events = bursts::events(&previous.bursts, &statuses);
     let status = status::with_bursts(
         status,
@@ -291,5 +346,35 @@ pub(super) fn mc_info(
             address: l.address.clone(),
             port: l.port,
         }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use flux_shared::federation::proto;
+
+    fn spoke_assignment(burst: &str, spec_bytes: usize) -> SpokeAssignment {
+        SpokeAssignment {
+            spoke: "gke".into(),
+            assignment: proto::Assignment {
+                burst_name: burst.into(),
+                minicluster_spec_json: "x".repeat(spec_bytes),
+                ..proto::Assignment::default()
+            },
+        }
+    }
+
+    #[test]
+    fn only_an_assignment_above_the_limit_refuses_the_bursts() {
+        let fits = [spoke_assignment("a", 1 << 20), spoke_assignment("b", 10)];
+        assert_eq!(too_large_refusal(&fits), None);
+        let large = [
+            spoke_assignment("a", 10),
+            spoke_assignment("b", parts::MAX_ASSIGNMENT_BYTES),
+        ];
+        let message = too_large_refusal(&large).expect("refused");
+        assert!(message.starts_with("AssignmentTooLarge: "), "{message}");
+        assert!(message.contains("burst b is 3072 KiB"), "{message}");
     }
 }

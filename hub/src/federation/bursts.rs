@@ -8,7 +8,7 @@ use flux_shared::federation::proto::BurstPhase;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 
-use super::registry::BurstView;
+use super::registry::{BurstInfo, BurstView};
 
 /// Phases of `status.bursts[].phase`.
 pub mod burst_phase {
@@ -29,6 +29,47 @@ pub mod burst_phase {
     /// The spoke is connected but cannot reach its own cluster's API server: what the
     /// burst is doing is not known.
     pub const UNKNOWN: &str = "Unknown";
+    /// The hub does not assign the burst: it asks for what a burst may not have in
+    /// another cluster (`flux_shared::validate::unsafe_burst`); the message says what.
+    pub const INVALID: &str = "Invalid";
+}
+
+/// Reason of the Event and of the `BurstsReady` condition when the hub refuses to assign a
+/// MiniCluster's bursts because they are unsafe.
+pub const UNSAFE_BURST: &str = "UnsafeBurst";
+
+/// Reason when the hub refuses to assign a MiniCluster's bursts because an assignment is
+/// too large to send to a spoke.
+pub const ASSIGNMENT_TOO_LARGE: &str = "AssignmentTooLarge";
+
+/// The reason of a refusal message made by the hub (it starts with its reason).
+fn refusal_reason(message: Option<&str>) -> &'static str {
+    match message {
+        Some(m) if m.starts_with(ASSIGNMENT_TOO_LARGE) => ASSIGNMENT_TOO_LARGE,
+        _ => UNSAFE_BURST,
+    }
+}
+
+/// The status entries of bursts the hub refuses to assign (`message` says why, starting
+/// with [`UNSAFE_BURST`]): phase [`burst_phase::INVALID`], nothing ready, and whatever
+/// `lastSeen` the previous entry had.
+pub fn refused(bursts: &[BurstInfo], message: &str, previous: &[BurstStatus]) -> Vec<BurstStatus> {
+    bursts
+        .iter()
+        .map(|b| {
+            let old = previous.iter().find(|p| p.name == b.name);
+            BurstStatus {
+                name: b.name.clone(),
+                cluster: b.spoke.clone(),
+                phase: burst_phase::INVALID.to_string(),
+                size: b.size,
+                max_size: b.max_size,
+                last_seen: old.and_then(|o| o.last_seen.clone()),
+                message: Some(message.to_string()),
+                ..Default::default()
+            }
+        })
+        .collect()
 }
 
 /// How long a spoke may fail to reach its own cluster's API server before its bursts show
@@ -212,7 +253,9 @@ pub fn ready_condition(bursts: &[BurstStatus]) -> Option<(bool, &'static str, St
         ));
     }
     let first = |p: &str| bursts.iter().find(|b| b.phase == p);
-    let (reason, culprit) = if let Some(b) = first(burst_phase::FAILED) {
+    let (reason, culprit) = if let Some(b) = first(burst_phase::INVALID) {
+        (refusal_reason(b.message.as_deref()), b)
+    } else if let Some(b) = first(burst_phase::FAILED) {
         ("BurstFailed", b)
     } else if let Some(b) = first(burst_phase::UNREACHABLE) {
         ("SpokeUnreachable", b)
@@ -272,8 +315,31 @@ pub fn recheck_after(views: &[BurstView], now: SystemTime) -> Option<Duration> {
         .map(|left| left + Duration::from_millis(100))
 }
 
-/// Events for bursts whose phase changed.
+/// Events for bursts whose phase changed. Bursts the hub refuses to assign share one
+/// Event (the refusal is the MiniCluster's, not each burst's).
 pub fn events(previous: &[BurstStatus], current: &[BurstStatus]) -> Vec<BurstEvent> {
+    let newly_refused: Vec<&BurstStatus> = current
+        .iter()
+        .filter(|b| {
+            b.phase == burst_phase::INVALID
+                && previous
+                    .iter()
+                    .find(|p| p.name == b.name)
+                    .is_none_or(|p| p.phase != burst_phase::INVALID)
+        })
+        .collect();
+    let refusal = newly_refused.first().map(|first| {
+        let names: Vec<&str> = newly_refused.iter().map(|b| b.name.as_str()).collect();
+        (
+            true,
+            refusal_reason(first.message.as_deref()),
+            format!(
+                "bursts not assigned ({}): {}",
+                names.join(", "),
+                first.message.as_deref().unwrap_or("")
+            ),
+        )
+    });
     current
         .iter()
         .filter_map(|b| {
@@ -310,6 +376,7 @@ pub fn events(previous: &[BurstStatus], current: &[BurstStatus]) -> Vec<BurstEve
                 _ => None,
             }
         })
+        .chain(refusal)
         .collect()
 }
 
@@ -680,5 +747,64 @@ mod tests {
         );
         assert_eq!(back[0].phase, burst_phase::RUNNING);
         assert_eq!(events(&unknown, &back)[0].1, "BurstRunning");
+    }
+
+    #[test]
+    fn refused_bursts_show_invalid_with_one_event_and_the_condition_says_why() {
+        let info = |name: &str| BurstInfo {
+            key: format!("ns/m/{name}"),
+            name: name.into(),
+            spoke: "gke".into(),
+            size: 2,
+            max_size: 2,
+        };
+        let message = "UnsafeBurst: the hub does not assign this MiniCluster's bursts: spec.pod.hostPID: must not be true in a burst";
+        let t = Time(Timestamp::from_second(1_000_000).unwrap());
+        let previous = vec![BurstStatus {
+            name: "a".into(),
+            cluster: "gke".into(),
+            phase: burst_phase::RUNNING.into(),
+            brokers_ready: 2,
+            last_seen: Some(t.clone()),
+            ..Default::default()
+        }];
+        let now = refused(&[info("a"), info("b")], message, &previous);
+        assert_eq!(now.len(), 2);
+        for b in &now {
+            assert_eq!(b.phase, burst_phase::INVALID);
+            assert_eq!(b.message.as_deref(), Some(message));
+            assert_eq!(b.brokers_ready, 0);
+        }
+        assert_eq!(now[0].last_seen, Some(t));
+        assert_eq!(now[1].last_seen, None);
+
+        let events = events(&previous, &now);
+        assert_eq!(events.len(), 1, "{events:?}");
+        assert_eq!((events[0].0, events[0].1), (true, UNSAFE_BURST));
+        assert!(events[0].2.contains("(a, b)"), "{}", events[0].2);
+        assert!(events[0].2.contains("spec.pod.hostPID"), "{}", events[0].2);
+        // Still refused: no new Event.
+        assert!(super::events(&now, &now).is_empty());
+
+        let (ok, reason, text) = ready_condition(&now).unwrap();
+        assert_eq!((ok, reason), (false, UNSAFE_BURST));
+        assert!(text.contains("spec.pod.hostPID"), "{text}");
+    }
+
+    #[test]
+    fn an_assignment_too_large_is_its_own_reason() {
+        let info = BurstInfo {
+            key: "ns/m/a".into(),
+            name: "a".into(),
+            spoke: "gke".into(),
+            size: 2,
+            max_size: 2,
+        };
+        let message = "AssignmentTooLarge: not assigned, the assignment of burst a is 3500 KiB";
+        let now = refused(&[info], message, &[]);
+        let events = events(&[], &now);
+        assert_eq!((events[0].0, events[0].1), (true, ASSIGNMENT_TOO_LARGE));
+        let (ok, reason, _) = ready_condition(&now).unwrap();
+        assert_eq!((ok, reason), (false, ASSIGNMENT_TOO_LARGE));
     }
 }

@@ -5,6 +5,7 @@
 pub mod bursts;
 pub mod lead;
 pub mod registry;
+pub mod report_limits;
 pub mod scale;
 pub mod service;
 

@@ -475,6 +475,7 @@ impl Registry {
                 version: 1,
                 assignments: Vec::new(),
                 retained_keys: Vec::new(),
+                ..Snapshot::default()
             },
             Some(state) => Snapshot {
                 hub_epoch: self.epoch.clone(),
@@ -485,6 +486,7 @@ impl Registry {
                     .map(|slot| proto::Assignment::clone(&slot.assignment))
                     .collect(),
                 retained_keys: state.retained.iter().cloned().collect(),
+                ..Snapshot::default()
             },
         }
     }
@@ -670,8 +672,10 @@ impl Registry {
     }
 
     /// A spoke reports. Statuses for keys it is not assigned (and has not been withdrawn
-    /// from) are ignored; versions from another epoch are ignored.
+    /// from) are ignored; versions from another epoch are ignored. Its text is cut to
+    /// [`super::report_limits`]'s bounds first: it ends up in status and Events.
     pub fn report(&self, spoke: &str, request: proto::ReportRequest) {
+        let request = super::report_limits::bound_report(request);
         let now = SystemTime::now();
         let mut inner = self.lock();
         let current_epoch = request.hub_epoch == self.epoch;
@@ -1032,6 +1036,52 @@ mod tests {
             },
         );
         assert!(!r.has_unconfirmed_withdrawals(&mc()));
+    }
+
+    #[test]
+    fn a_reports_text_is_stored_bounded() {
+        use super::super::report_limits::{MAX_CONDITIONS, MAX_MESSAGE};
+        let r = primed();
+        r.set(
+            &mc(),
+            McInfo::default(),
+            vec![burst("ns/m/x", "a")],
+            vec![sa("a", "ns/m/x", "1")],
+        );
+        let huge = "é".repeat(1 << 20);
+        r.report(
+            "a",
+            proto::ReportRequest {
+                hub_epoch: "e1".into(),
+                applied_version: 2,
+                statuses: vec![AssignmentStatus {
+                    key: "ns/m/x".into(),
+                    phase: BurstPhase::Failed as i32,
+                    message: huge.clone(),
+                    conditions: vec![
+                        proto::Condition {
+                            r#type: "Failed".into(),
+                            reason: huge.clone(),
+                            ..Default::default()
+                        };
+                        100
+                    ],
+                    ..Default::default()
+                }],
+                cluster_access: Some(proto::ClusterAccess {
+                    unreachable_since_unix_millis: 1,
+                    error: huge,
+                }),
+            },
+        );
+        let view = &r.bursts(&mc())[0];
+        let (stored, _) = view.report.as_ref().expect("stored");
+        assert!(stored.message.len() <= MAX_MESSAGE);
+        assert!(stored.message.ends_with('…'));
+        assert_eq!(stored.conditions.len(), MAX_CONDITIONS);
+        assert!(stored.conditions[0].reason.len() <= 64);
+        let (_, error) = view.cluster_unreachable.as_ref().expect("unreachable");
+        assert!(error.len() <= MAX_MESSAGE);
     }
 
     #[test]

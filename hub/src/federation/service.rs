@@ -6,7 +6,6 @@ use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
 
-use flux_shared::federation::Authenticator;
 use flux_shared::federation::proto::admin_server::Admin;
 use flux_shared::federation::proto::spoke_server::Spoke;
 use flux_shared::federation::proto::{
@@ -15,12 +14,14 @@ use flux_shared::federation::proto::{
     ScaleBurstResponse, Snapshot, WatchMiniClustersRequest, WatchRequest,
 };
 use flux_shared::federation::tls::{ServerSecurity, TransportSettings};
+use flux_shared::federation::{Authenticator, parts};
 use futures::{Stream, StreamExt};
 use tokio_stream::wrappers::WatchStream;
 use tonic::{Request, Response, Status};
 use tracing::{Instrument as _, info, info_span, warn};
 
 use super::registry::Registry;
+use super::report_limits::{self, ReportLimiter};
 use super::scale;
 use crate::ops::metrics::Metrics;
 
@@ -45,6 +46,8 @@ pub struct Services {
     /// The one namespace the hub manages (`--namespace`), if so.
     namespace: Option<String>,
     stop: tokio::sync::watch::Receiver<bool>,
+    /// Reports per spoke are rate-limited: a flapping spoke cannot storm the hub.
+    reports: Arc<ReportLimiter>,
 }
 
 impl Services {
@@ -63,6 +66,7 @@ impl Services {
             client,
             namespace: None,
             stop: tokio::sync::watch::channel(false).1,
+            reports: Arc::default(),
         }
     }
 
@@ -114,13 +118,22 @@ impl Spoke for Services {
         });
         let (versions, guard) = subscription.into_parts();
         let (metrics, registry) = (self.metrics.clone(), self.registry.clone());
+        let accepts_parts = req.accepts_parts;
         let stream = WatchStream::new(versions)
-            .map(move |_| {
+            .flat_map(move |_| {
                 // The guard lives as long as the stream: dropping the stream (the spoke went
                 // away) marks the spoke disconnected.
                 let _connected = &guard;
                 metrics.snapshot_sent();
-                Ok(registry.snapshot(&spoke))
+                let snapshot = registry.snapshot(&spoke);
+                // Parts of bounded size for spokes that assemble them: no tenant's size
+                // can make a spoke's snapshot unsendable.
+                let parts = if accepts_parts {
+                    parts::split(snapshot, parts::PART_BUDGET)
+                } else {
+                    vec![snapshot]
+                };
+                futures::stream::iter(parts.into_iter().map(Ok))
             })
             .take_until(self.stopped());
         Ok(Response::new(Box::pin(stream)))
@@ -133,6 +146,15 @@ impl Spoke for Services {
         let spoke = self.auth.require_spoke(&request)?;
         let req = request.into_inner();
         let _span = info_span!("report", %spoke, applied_version = req.applied_version).entered();
+        if !self.reports.allow(&spoke, std::time::Instant::now()) {
+            // Not recorded: the spoke keeps it unsent and reports again later (every
+            // report carries its whole state, so none is lost for good).
+            warn!("spoke reports too often; report refused");
+            return Err(Status::resource_exhausted(format!(
+                "spoke {spoke} reports more often than {} per second; report again later",
+                report_limits::REPORTS_PER_SECOND
+            )));
+        }
         self.metrics.report_received();
         self.registry.report(&spoke, req);
         Ok(Response::new(ReportResponse {}))

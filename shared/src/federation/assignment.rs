@@ -6,15 +6,17 @@
 //! burst role and refuses the assignment unless its broker.toml and R are byte-identical to
 //! the hub's (mismatched rank maps would make brokers refuse each other at run time).
 //!
-//! Objects a spoke creates carry `app.kubernetes.io/managed-by: flux-spoke` and the
-//! assignment key in the [`ASSIGNMENT_ANNOTATION`] annotation: the spoke rebuilds what it
-//! owns from those after a restart ([`owned_key`]).
+//! Objects a spoke creates carry `app.kubernetes.io/managed-by: flux-spoke`, the spoke's
+//! name and its federation's identity ([`super::ownership`]) and the assignment key in the
+//! [`ASSIGNMENT_ANNOTATION`] annotation: the spoke rebuilds what it owns from those after
+//! a restart ([`super::ownership::ownership`]).
 
 use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use super::assignment_key;
+use super::ownership::{FEDERATION_LABEL, SPOKE_LABEL, SpokeIdentity};
 use super::proto;
 use crate::api::{MiniCluster, MiniClusterSpec};
 use crate::flux_config;
@@ -154,8 +156,8 @@ pub struct Realized {
 }
 
 /// Re-plan and render one assignment's burst role, checking config identity with the hub,
-/// and label every object as the spoke's own.
-pub fn realize(a: &proto::Assignment) -> Result<Realized, RealizeError> {
+/// and label every object as made by the spoke `me`.
+pub fn realize(a: &proto::Assignment, me: &SpokeIdentity) -> Result<Realized, RealizeError> {
     let key = a.key.clone();
     let malformed = |problem: &str| RealizeError::Malformed {
         key: key.clone(),
@@ -229,7 +231,7 @@ pub fn realize(a: &proto::Assignment) -> Result<Realized, RealizeError> {
     let mut objects = render::render(&plan, &role, &a.curve_cert)
         .ok_or_else(|| malformed("the burst index is out of range"))?;
     for object in &mut objects {
-        claim(object, &key, &mc_ref.uid);
+        claim(object, &key, &mc_ref.uid, me);
     }
     Ok(Realized {
         key,
@@ -240,12 +242,13 @@ pub fn realize(a: &proto::Assignment) -> Result<Realized, RealizeError> {
     })
 }
 
-/// Mark an object (and a Job's pod template) as the spoke's, for assignment `key`.
-fn claim(object: &mut Object, key: &str, uid: &str) {
+/// Mark an object (and a Job's pod template) as the spoke `me`'s, for assignment `key`.
+fn claim(object: &mut Object, key: &str, uid: &str, me: &SpokeIdentity) {
     let mark = |meta: &mut ObjectMeta| {
-        meta.labels
-            .get_or_insert_with(BTreeMap::new)
-            .insert(labels::MANAGED_BY.into(), SPOKE_MANAGER.into());
+        let l = meta.labels.get_or_insert_with(BTreeMap::new);
+        l.insert(labels::MANAGED_BY.into(), SPOKE_MANAGER.into());
+        l.insert(SPOKE_LABEL.into(), me.name.clone());
+        l.insert(FEDERATION_LABEL.into(), me.federation.clone());
         let annotations = meta.annotations.get_or_insert_with(BTreeMap::new);
         annotations.insert(ASSIGNMENT_ANNOTATION.into(), key.into());
         if !uid.is_empty() {
@@ -271,8 +274,9 @@ fn claim(object: &mut Object, key: &str, uid: &str) {
     }
 }
 
-/// The assignment key of an object a spoke owns (`managed-by: flux-spoke` and the
-/// assignment annotation), `None` for anything else.
+/// The assignment key of an object made by some spoke (`managed-by: flux-spoke` and the
+/// assignment annotation), `None` for anything else. Which spoke made it is
+/// [`super::ownership::ownership`]'s question.
 pub fn owned_key(meta: &ObjectMeta) -> Option<&str> {
     let managed = meta.labels.as_ref()?.get(labels::MANAGED_BY)?;
     if managed != SPOKE_MANAGER {
@@ -306,6 +310,13 @@ spec:
         Plan::new(&mc).unwrap()
     }
 
+    fn me() -> SpokeIdentity {
+        SpokeIdentity {
+            name: "edge".into(),
+            federation: "0123456789abcdef0123456789abcdef".into(),
+        }
+    }
+
     fn lead() -> Endpoint {
         Endpoint {
             address: "203.0.113.9".into(),
@@ -333,7 +344,7 @@ spec:
     fn a_spoke_realizes_what_the_hub_built() {
         let plan = bursting();
         for sa in build(&plan, "CERT", &lead()).unwrap() {
-            let r = realize(&sa.assignment).unwrap();
+            let r = realize(&sa.assignment, &me()).unwrap();
             assert_eq!(r.namespace, "hpc");
             assert_eq!(r.job, sa.assignment.burst_name);
             let expected = render::render(
@@ -350,6 +361,11 @@ spec:
                 let value = serde_json::to_value(o).unwrap();
                 let meta: ObjectMeta = serde_json::from_value(value["metadata"].clone()).unwrap();
                 assert_eq!(owned_key(&meta), Some(sa.assignment.key.as_str()));
+                assert!(crate::federation::ownership::is_ours(
+                    &meta,
+                    &me(),
+                    &sa.assignment.key
+                ));
                 assert!(meta.owner_references.is_none());
                 assert_eq!(
                     meta.annotations.as_ref().unwrap()[MINICLUSTER_UID_ANNOTATION],
@@ -398,7 +414,7 @@ spec:
         assert_eq!(keys, ["hpc/root/kind-b"]);
         assert_eq!(out[0].assignment.burst_index, 1);
         // The spoke sees gke as a burst of size 0: same hosts, same broker.toml and R.
-        assert_eq!(realize(&out[0].assignment).unwrap().size, 1);
+        assert_eq!(realize(&out[0].assignment, &me()).unwrap().size, 1);
         let root = render::render(&plan, &Role::Root, "CERT").unwrap();
         assert!(
             root.iter().any(|o| matches!(o, Object::Service(s)
@@ -423,7 +439,7 @@ spec:
         let mut a = build(&plan, "CERT", &lead()).unwrap().remove(0).assignment;
         a.broker_toml.push('\n');
         assert!(matches!(
-            realize(&a),
+            realize(&a, &me()),
             Err(RealizeError::ConfigMismatch {
                 what: "broker.toml",
                 ..
@@ -432,7 +448,7 @@ spec:
         let mut a = build(&plan, "CERT", &lead()).unwrap().remove(0).assignment;
         a.resource_set = a.resource_set.replace("root", "other");
         assert!(matches!(
-            realize(&a),
+            realize(&a, &me()),
             Err(RealizeError::ConfigMismatch { what: "R", .. })
         ));
     }
@@ -486,7 +502,7 @@ spec:
             ),
         ];
         for (a, needle) in cases {
-            let err = realize(&a).unwrap_err().to_string();
+            let err = realize(&a, &me()).unwrap_err().to_string();
             assert!(err.contains(needle), "{err} lacks {needle}");
         }
     }

@@ -8,6 +8,10 @@
 //!   every server and client of the federation uses.
 //! * [`diagnostics`]: what clients tell people when dialing the hub fails: error chains,
 //!   gRPC status text, TLS failure classification, hub URL normalisation.
+//! * [`parts`]: a spoke's snapshot sent as messages of bounded size, and put together
+//!   again.
+//! * [`ownership`]: who made an object in a burst cluster (spoke name, federation
+//!   identity) and whether a spoke may touch it.
 //! * [`auth`]: who is calling — the verified client certificate mapped to an
 //!   [`Identity`] — and the per-call checks `require_spoke` / `require_admin`.
 //!
@@ -21,6 +25,8 @@
 pub mod assignment;
 pub mod auth;
 pub mod diagnostics;
+pub mod ownership;
+pub mod parts;
 pub mod pki;
 pub mod tls;
 

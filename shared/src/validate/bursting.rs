@@ -185,9 +185,11 @@ impl Validator {
             match hostlist::expand(custom) {
                 Err(e) => self.err("spec.flux.bursting.hostlist", e.to_string()),
                 Ok(hosts) => {
+                    // A set: a list scan per host would be quadratic in the host count.
+                    let listed: BTreeSet<&str> = hosts.iter().map(String::as_str).collect();
                     for i in 0..spec.max_size() {
                         let host = format!("{name}-{i}");
-                        if !hosts.contains(&host) {
+                        if !listed.contains(host.as_str()) {
                             self.err(
                                 "spec.flux.bursting.hostlist",
                                 format!("does not list this MiniCluster's host {host:?}, so that broker would have no rank"),

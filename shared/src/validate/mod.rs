@@ -15,17 +15,23 @@ macro_rules! check {
     };
 }
 
+mod burst_safety;
 mod bursting;
 mod containers;
 mod error;
 mod flux;
 mod formats;
+mod limits;
 mod pod;
 mod sizes;
 mod volumes;
 
+pub use burst_safety::{
+    DEFAULT_SPOKE_NAMESPACE, Violation, describe as describe_violations, unsafe_burst,
+};
 pub use error::{FieldError, ValidationErrors};
 pub use formats::{is_dns_label, is_fsd, is_host_address, is_quantity};
+pub use limits::{MAX_BROKERS, check_host_count};
 
 /// Check a MiniCluster; `Ok` means the planner and renderer can run without surprises.
 pub fn validate(mc: &MiniCluster) -> Result<(), ValidationErrors> {
@@ -33,7 +39,12 @@ pub fn validate(mc: &MiniCluster) -> Result<(), ValidationErrors> {
 }
 
 /// Validate, and hand the planner the rank-ordered host list computed on the way.
+///
+/// The host count is bounded first ([`check_host_count`], O(number of bursts)): every later
+/// check, and the list returned, costs time and memory in proportion to it, so an absurd
+/// size is refused here alone, before any host name exists.
 pub(crate) fn validate_hosts(mc: &MiniCluster) -> Result<Vec<String>, ValidationErrors> {
+    check_host_count(&mc.spec)?;
     let mut v = Validator::default();
     let name = mc.metadata.name.as_deref().unwrap_or("");
     v.metadata(name, mc.metadata.namespace.as_deref());

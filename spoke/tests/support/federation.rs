@@ -364,7 +364,7 @@ impl SpokeAgent {
             min_reconnect_delay: Duration::from_millis(20),
             max_reconnect_delay: Duration::from_millis(500),
             report_debounce: Duration::from_millis(10),
-            ..AgentConfig::new(hub_uri, pki.spoke(name))
+            ..AgentConfig::new(hub_uri, pki.spoke(name)).unwrap()
         };
         let agent = Agent::new(config, cluster.clone(), Arc::new(Metrics::new()));
         let applied = agent.applied();

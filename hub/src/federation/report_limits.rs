@@ -1,0 +1,197 @@
+//! Bounds on what a spoke reports. Its text ends up in MiniCluster status and Events (in
+//! the root cluster, read by its users), and each report may wake reconciles and status
+//! writes: a spoke is a peer, not trusted to keep either small. See `docs/limits.md`.
+
+use std::collections::HashMap;
+use std::sync::{Mutex, PoisonError};
+use std::time::Instant;
+
+use flux_shared::federation::proto::{AssignmentStatus, Condition, ReportRequest};
+
+/// Most bytes of a message (a status's, a condition's, the cluster access error).
+pub const MAX_MESSAGE: usize = 1024;
+/// Most bytes of a condition's type, status or reason.
+pub const MAX_WORD: usize = 64;
+/// Most conditions kept per assignment status.
+pub const MAX_CONDITIONS: usize = 16;
+
+/// Reports a spoke may send at once before it is throttled.
+pub const REPORT_BURST: f64 = 40.0;
+/// Reports per second a spoke may sustain. A spoke debounces its reports (250 ms by
+/// default) and otherwise reports every 30 s, so a healthy one stays below this.
+pub const REPORTS_PER_SECOND: f64 = 5.0;
+
+/// What marks a cut text.
+const ELLIPSIS: char = '…';
+
+/// `text` cut to at most `max` bytes at a character boundary, ending in an ellipsis when
+/// cut (the ellipsis counts toward `max`).
+pub fn truncate(text: &mut String, max: usize) {
+    if text.len() <= max {
+        return;
+    }
+    let mut end = max.saturating_sub(ELLIPSIS.len_utf8());
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    text.truncate(end);
+    if max >= ELLIPSIS.len_utf8() {
+        text.push(ELLIPSIS);
+    }
+}
+
+fn bound_condition(c: &mut Condition) {
+    truncate(&mut c.r#type, MAX_WORD);
+    truncate(&mut c.status, MAX_WORD);
+    truncate(&mut c.reason, MAX_WORD);
+    truncate(&mut c.message, MAX_MESSAGE);
+}
+
+fn bound_status(s: &mut AssignmentStatus) {
+    truncate(&mut s.message, MAX_MESSAGE);
+    s.conditions.truncate(MAX_CONDITIONS);
+    s.conditions.iter_mut().for_each(bound_condition);
+}
+
+/// `request` with every text and list cut to the bounds above, as the hub stores it.
+pub fn bound_report(mut request: ReportRequest) -> ReportRequest {
+    request.statuses.iter_mut().for_each(bound_status);
+    if let Some(access) = request.cluster_access.as_mut() {
+        truncate(&mut access.error, MAX_MESSAGE);
+    }
+    request
+}
+
+/// A token bucket per spoke: each report takes a token; tokens come back at
+/// [`REPORTS_PER_SECOND`] up to [`REPORT_BURST`].
+#[derive(Debug, Default)]
+pub struct ReportLimiter {
+    buckets: Mutex<HashMap<String, (f64, Instant)>>,
+}
+
+impl ReportLimiter {
+    /// Whether `spoke` may report at `now` (taking a token if so).
+    pub fn allow(&self, spoke: &str, now: Instant) -> bool {
+        // Only counters are updated under the lock: a panic cannot leave them inconsistent.
+        let mut buckets = self.buckets.lock().unwrap_or_else(PoisonError::into_inner);
+        let (tokens, last) = buckets
+            .entry(spoke.to_string())
+            .or_insert((REPORT_BURST, now));
+        let elapsed = now.saturating_duration_since(*last).as_secs_f64();
+        *tokens = (*tokens + elapsed * REPORTS_PER_SECOND).min(REPORT_BURST);
+        *last = now.max(*last);
+        if *tokens >= 1.0 {
+            *tokens -= 1.0;
+            true
+        } else {
+            false
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use flux_shared::federation::proto::ClusterAccess;
+
+    use super::*;
+
+    #[test]
+    fn short_text_is_kept_and_long_text_cut_at_a_char_boundary() {
+        let mut s = "fine".to_string();
+        truncate(&mut s, 10);
+        assert_eq!(s, "fine");
+        let mut s = "a".repeat(2000);
+        truncate(&mut s, MAX_MESSAGE);
+        assert_eq!(s.len(), MAX_MESSAGE);
+        assert!(s.ends_with('…'));
+        // Three-byte characters: the cut never splits one.
+        let mut s = "€".repeat(1000);
+        truncate(&mut s, MAX_MESSAGE);
+        assert!(s.len() <= MAX_MESSAGE, "{}", s.len());
+        assert!(s.ends_with('…'));
+        assert!(s.trim_end_matches('…').chars().all(|c| c == '€'));
+        // Exactly at the bound: untouched.
+        let mut s = "b".repeat(MAX_WORD);
+        truncate(&mut s, MAX_WORD);
+        assert_eq!(s, "b".repeat(MAX_WORD));
+    }
+
+    #[test]
+    fn a_report_is_bounded_everywhere_text_can_hide() {
+        let long = "x".repeat(100_000);
+        let condition = Condition {
+            r#type: long.clone(),
+            status: long.clone(),
+            reason: long.clone(),
+            message: long.clone(),
+            last_transition_unix_millis: 7,
+        };
+        let request = ReportRequest {
+            hub_epoch: "e".into(),
+            applied_version: 3,
+            statuses: vec![AssignmentStatus {
+                key: "ns/m/b".into(),
+                message: long.clone(),
+                conditions: vec![condition; 1000],
+                brokers_ready: 2,
+                ..Default::default()
+            }],
+            cluster_access: Some(ClusterAccess {
+                unreachable_since_unix_millis: 5,
+                error: long.clone(),
+            }),
+        };
+        let bounded = bound_report(request);
+        let s = &bounded.statuses[0];
+        assert_eq!((s.key.as_str(), s.brokers_ready), ("ns/m/b", 2));
+        assert_eq!(s.message.len(), MAX_MESSAGE);
+        assert_eq!(s.conditions.len(), MAX_CONDITIONS);
+        for c in &s.conditions {
+            assert_eq!(c.r#type.len(), MAX_WORD);
+            assert_eq!(c.status.len(), MAX_WORD);
+            assert_eq!(c.reason.len(), MAX_WORD);
+            assert_eq!(c.message.len(), MAX_MESSAGE);
+            assert_eq!(c.last_transition_unix_millis, 7);
+        }
+        let access = bounded.cluster_access.expect("access");
+        assert_eq!(access.error.len(), MAX_MESSAGE);
+        assert_eq!(access.unreachable_since_unix_millis, 5);
+        assert_eq!(bounded.applied_version, 3);
+    }
+
+    #[test]
+    fn a_flapping_spoke_is_throttled_and_recovers_and_others_are_not() {
+        let limiter = ReportLimiter::default();
+        let t = Instant::now();
+        let burst = REPORT_BURST as usize;
+        for i in 0..burst {
+            assert!(limiter.allow("flappy", t), "report {i} of the burst");
+        }
+        assert!(!limiter.allow("flappy", t), "past the burst");
+        // Another spoke has its own bucket.
+        assert!(limiter.allow("calm", t));
+        // One token back after 1 / rate seconds, no more.
+        let later = t + Duration::from_secs_f64(1.0 / REPORTS_PER_SECOND);
+        assert!(limiter.allow("flappy", later));
+        assert!(!limiter.allow("flappy", later));
+        // A long pause refills to the burst, not beyond.
+        let much_later = later + Duration::from_secs(3600);
+        for _ in 0..burst {
+            assert!(limiter.allow("flappy", much_later));
+        }
+        assert!(!limiter.allow("flappy", much_later));
+    }
+
+    #[test]
+    fn a_healthy_spokes_pace_is_never_throttled() {
+        // Debounced reports every 250 ms for ten minutes.
+        let limiter = ReportLimiter::default();
+        let t = Instant::now();
+        for i in 0..2400u32 {
+            let at = t + Duration::from_millis(250) * i;
+            assert!(limiter.allow("gke", at), "report {i}");
+        }
+    }
+}

@@ -1,0 +1,282 @@
+//! Snapshots in parts: a spoke's snapshot carries every assignment it runs, and an
+//! assignment carries its MiniCluster's whole spec (scripts included), so one large tenant
+//! could push a spoke's whole snapshot past the gRPC message limit (4 MiB by default) and
+//! stop every other tenant's updates on that spoke. The hub sends a snapshot as parts of
+//! at most [`PART_BUDGET`] bytes ([`split`]); the spoke acts on it only once it has every
+//! part ([`Assembler`]). An assignment is never split: one larger than
+//! [`MAX_ASSIGNMENT_BYTES`] is refused on its own MiniCluster by the hub, so no single
+//! tenant can make a part unsendable.
+
+use prost::Message;
+
+use super::proto::{Assignment, Snapshot};
+
+/// The encoded size parts are packed to (a quarter of gRPC's default message limit). An
+/// assignment larger than this travels alone in its part.
+pub const PART_BUDGET: usize = 1 << 20;
+
+/// The largest encoded assignment the hub sends: under gRPC's default 4 MiB message
+/// limit with room for the part's envelope. A MiniCluster whose spec is this large cannot
+/// burst (its spec alone is near etcd's 1.5 MiB object limit long before).
+pub const MAX_ASSIGNMENT_BYTES: usize = 3 << 20;
+
+/// The most parts a spoke accepts for one snapshot (bounds what it holds while
+/// assembling: [`MAX_ASSIGNMENT_BYTES`] per part at most).
+pub const MAX_PARTS: u32 = 4096;
+
+/// Whether `assignment` is too large to send ([`MAX_ASSIGNMENT_BYTES`]): its encoded size
+/// when it is.
+pub fn too_large(assignment: &Assignment) -> Option<usize> {
+    let size = assignment.encoded_len();
+    (size > MAX_ASSIGNMENT_BYTES).then_some(size)
+}
+
+/// `snapshot` as parts of at most `budget` encoded bytes each (an assignment larger than
+/// `budget` alone in its part), numbered 1..=n, in the snapshot's order: assignments first,
+/// then retained keys. A snapshot that fits is one part (`1 of 1`); an empty one too.
+pub fn split(snapshot: Snapshot, budget: usize) -> Vec<Snapshot> {
+    let empty = || Snapshot {
+        hub_epoch: snapshot.hub_epoch.clone(),
+        version: snapshot.version,
+        ..Snapshot::default()
+    };
+    let envelope = empty().encoded_len() + 16;
+    let mut parts = vec![empty()];
+    let mut used = envelope;
+    for a in snapshot.assignments {
+        let size = a.encoded_len() + 8;
+        if used + size > budget && used > envelope {
+            parts.push(empty());
+            used = envelope;
+        }
+        used += size;
+        if let Some(last) = parts.last_mut() {
+            last.assignments.push(a);
+        }
+    }
+    for key in snapshot.retained_keys {
+        let size = key.len() + 8;
+        if used + size > budget && used > envelope {
+            parts.push(empty());
+            used = envelope;
+        }
+        used += size;
+        if let Some(last) = parts.last_mut() {
+            last.retained_keys.push(key);
+        }
+    }
+    let n = u32::try_from(parts.len()).unwrap_or(u32::MAX);
+    for (i, part) in parts.iter_mut().enumerate() {
+        part.part = u32::try_from(i + 1).unwrap_or(u32::MAX);
+        part.parts = n;
+    }
+    parts
+}
+
+/// Why a part was dropped (the snapshot it belongs to is then waited for again: the hub
+/// sends every snapshot whole, in order, on each stream).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PartError {
+    /// Part numbers out of range, or more parts than [`MAX_PARTS`].
+    #[error("part {part} of {parts} is not a valid part number (at most {MAX_PARTS} parts)")]
+    Invalid {
+        /// The part's number.
+        part: u32,
+        /// The parts it says the snapshot has.
+        parts: u32,
+    },
+    /// A part arrived out of order: the one expected next is another.
+    #[error("part {got} of snapshot {version} arrived where part {expected} was expected")]
+    OutOfOrder {
+        /// The snapshot's version.
+        version: u64,
+        /// The part expected.
+        expected: u32,
+        /// The part that came.
+        got: u32,
+    },
+}
+
+/// Puts the parts of a snapshot together, on the spoke.
+#[derive(Debug, Default)]
+pub struct Assembler {
+    /// The parts so far of the snapshot being assembled, in order.
+    pending: Vec<Snapshot>,
+}
+
+impl Assembler {
+    /// Takes the next message of the stream: the whole snapshot once its last part is in,
+    /// `None` while parts are missing. A message of another snapshot than the one being
+    /// assembled starts over with it (a newer snapshot replaces one half received).
+    pub fn push(&mut self, part: Snapshot) -> Result<Option<Snapshot>, PartError> {
+        if part.parts == 0 {
+            // A whole snapshot from a hub that does not send parts.
+            self.pending.clear();
+            return Ok(Some(part));
+        }
+        if part.part == 0 || part.part > part.parts || part.parts > MAX_PARTS {
+            self.pending.clear();
+            return Err(PartError::Invalid {
+                part: part.part,
+                parts: part.parts,
+            });
+        }
+        let same = self.pending.first().is_some_and(|first| {
+            first.hub_epoch == part.hub_epoch
+                && first.version == part.version
+                && first.parts == part.parts
+        });
+        if !same {
+            self.pending.clear();
+        }
+        let expected = u32::try_from(self.pending.len() + 1).unwrap_or(u32::MAX);
+        if part.part != expected {
+            self.pending.clear();
+            return Err(PartError::OutOfOrder {
+                version: part.version,
+                expected,
+                got: part.part,
+            });
+        }
+        let last = part.part == part.parts;
+        self.pending.push(part);
+        if !last {
+            return Ok(None);
+        }
+        let mut parts = std::mem::take(&mut self.pending).into_iter();
+        let Some(mut whole) = parts.next() else {
+            return Ok(None);
+        };
+        for p in parts {
+            whole.assignments.extend(p.assignments);
+            whole.retained_keys.extend(p.retained_keys);
+        }
+        whole.part = 1;
+        whole.parts = 1;
+        Ok(Some(whole))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn assignment(key: &str, spec_bytes: usize) -> Assignment {
+        Assignment {
+            key: key.into(),
+            minicluster_spec_json: "x".repeat(spec_bytes),
+            ..Assignment::default()
+        }
+    }
+
+    fn snapshot(assignments: Vec<Assignment>, retained: &[&str]) -> Snapshot {
+        Snapshot {
+            hub_epoch: "e1".into(),
+            version: 7,
+            assignments,
+            retained_keys: retained.iter().map(|k| k.to_string()).collect(),
+            ..Snapshot::default()
+        }
+    }
+
+    #[test]
+    fn a_small_snapshot_is_one_part_and_comes_back_whole() {
+        let s = snapshot(vec![assignment("ns/a/b", 10)], &["ns/c/d"]);
+        let parts = split(s.clone(), PART_BUDGET);
+        assert_eq!(parts.len(), 1);
+        assert_eq!((parts[0].part, parts[0].parts), (1, 1));
+        let mut a = Assembler::default();
+        let whole = a.push(parts[0].clone()).expect("valid").expect("whole");
+        assert_eq!(whole.assignments, s.assignments);
+        assert_eq!(whole.retained_keys, s.retained_keys);
+        // An empty snapshot (a spoke with nothing to run) is a part too.
+        let empty = split(snapshot(vec![], &[]), PART_BUDGET);
+        assert_eq!(empty.len(), 1);
+        assert!(a.push(empty[0].clone()).expect("valid").is_some());
+    }
+
+    #[test]
+    fn a_large_tenant_does_not_push_any_part_over_the_budget() {
+        // Four bursts of a tenant with 1 MiB of scripts, and a small tenant.
+        let mut assignments: Vec<Assignment> = (0..4)
+            .map(|i| assignment(&format!("big/mc/b{i}"), 1 << 20))
+            .collect();
+        assignments.push(assignment("small/mc/b", 2000));
+        let s = snapshot(assignments, &["kept/mc/b"]);
+        assert!(s.encoded_len() > 4 << 20, "too large for one message");
+        let parts = split(s.clone(), PART_BUDGET);
+        assert_eq!(
+            parts.len(),
+            5,
+            "each large assignment alone, the small one with the keys"
+        );
+        for p in &parts {
+            assert!(
+                p.encoded_len() <= PART_BUDGET || p.assignments.len() == 1,
+                "part {} is {} bytes with {} assignments",
+                p.part,
+                p.encoded_len(),
+                p.assignments.len()
+            );
+            assert!(p.encoded_len() < 4 << 20);
+            assert_eq!((p.hub_epoch.as_str(), p.version, p.parts), ("e1", 7, 5));
+        }
+        let mut a = Assembler::default();
+        let mut whole = None;
+        for (i, p) in parts.into_iter().enumerate() {
+            let out = a.push(p).expect("in order");
+            assert_eq!(out.is_some(), i == 4, "whole only at the last part");
+            whole = whole.or(out);
+        }
+        let whole = whole.expect("whole");
+        assert_eq!(whole.assignments, s.assignments, "same order");
+        assert_eq!(whole.retained_keys, s.retained_keys);
+    }
+
+    #[test]
+    fn missing_or_foreign_parts_are_never_taken_for_a_whole_snapshot() {
+        let s = snapshot(
+            (0..3)
+                .map(|i| assignment(&format!("t/mc/b{i}"), 600_000))
+                .collect(),
+            &[],
+        );
+        let parts = split(s, PART_BUDGET);
+        assert_eq!(parts.len(), 3);
+        let mut a = Assembler::default();
+        assert_eq!(a.push(parts[0].clone()), Ok(None));
+        // Part 3 without part 2.
+        assert_eq!(
+            a.push(parts[2].clone()),
+            Err(PartError::OutOfOrder {
+                version: 7,
+                expected: 2,
+                got: 3
+            })
+        );
+        // A newer snapshot starts over: the parts of version 7 are dropped.
+        let mut newer = split(snapshot(vec![assignment("t/mc/b0", 10)], &[]), PART_BUDGET);
+        newer[0].version = 8;
+        assert_eq!(a.push(parts[0].clone()), Ok(None));
+        let whole = a.push(newer[0].clone()).expect("valid").expect("whole");
+        assert_eq!(whole.version, 8);
+        assert_eq!(whole.assignments.len(), 1);
+        // Nonsense numbering.
+        let mut bad = parts[0].clone();
+        bad.part = 4;
+        assert!(matches!(a.push(bad), Err(PartError::Invalid { .. })));
+        let mut bad = parts[0].clone();
+        bad.parts = MAX_PARTS + 1;
+        assert!(matches!(a.push(bad), Err(PartError::Invalid { .. })));
+        // A whole snapshot of an older hub (no part numbers) is taken as it is.
+        let old = snapshot(vec![assignment("t/mc/b0", 10)], &["k"]);
+        assert_eq!(a.push(old.clone()), Ok(Some(old)));
+    }
+
+    #[test]
+    fn only_an_assignment_over_the_limit_is_too_large() {
+        assert_eq!(too_large(&assignment("a/b/c", 1 << 20)), None);
+        let big = assignment("a/b/c", MAX_ASSIGNMENT_BYTES);
+        assert!(too_large(&big).is_some_and(|n| n > MAX_ASSIGNMENT_BYTES));
+    }
+}

@@ -1,0 +1,457 @@
+//! Safe bursts by default: what a burst may not ask of the cluster it runs in.
+//!
+//! A root MiniCluster runs in its own cluster, on its users' authority. A burst runs in
+//! someone else's cluster, created by the spoke with the spoke's own permissions, so a spec
+//! that asks for host access or for the spoke's credentials would hand them to whoever can
+//! write a MiniCluster in the root cluster. The rules follow the Kubernetes Pod Security
+//! Standards' *baseline* profile (no privileged containers, no added capabilities, no host
+//! namespaces or host paths, no unconfined seccomp / AppArmor, no custom SELinux user or
+//! role, no unmasked /proc, no Windows host processes, only the safe sysctls), plus the
+//! credentials a burst could borrow: a named service account, a mounted token, and the
+//! spoke's own or the system's namespaces. The hub runs it before it assigns a burst, the
+//! spoke again before it creates anything.
+
+use k8s_openapi::api::core::v1::{PodSecurityContext, SecurityContext};
+
+use super::FieldError;
+use crate::api::MiniClusterSpec;
+
+/// One thing a burst may not do: the field and the rule.
+pub type Violation = FieldError;
+
+/// The namespace the spoke is deployed to unless told otherwise (`deploy/spoke`).
+pub const DEFAULT_SPOKE_NAMESPACE: &str = "flux-spoke-system";
+
+/// Sysctls the Pod Security Standards' baseline profile allows: namespaced and unable to
+/// affect other pods or the node.
+const SAFE_SYSCTLS: &[&str] = &[
+    "kernel.shm_rmid_forced",
+    "net.ipv4.ip_local_port_range",
+    "net.ipv4.ip_unprivileged_port_start",
+    "net.ipv4.tcp_syncookies",
+    "net.ipv4.ping_group_range",
+    "net.ipv4.ip_local_reserved_ports",
+    "net.ipv4.tcp_keepalive_time",
+    "net.ipv4.tcp_fin_timeout",
+    "net.ipv4.tcp_keepalive_intvl",
+    "net.ipv4.tcp_keepalive_probes",
+];
+
+/// SELinux types the baseline profile allows (besides none).
+const SAFE_SELINUX_TYPES: &[&str] = &[
+    "container_t",
+    "container_init_t",
+    "container_kvm_t",
+    "container_engine_t",
+];
+
+/// Everything in `spec` that a burst in `namespace` of a spoke's cluster may not have,
+/// each naming the field and the rule; empty when the burst is safe to create.
+/// `spoke_namespace` is the spoke's own namespace; the hub, which does not know it, passes
+/// `None` and [`DEFAULT_SPOKE_NAMESPACE`] is assumed. Only what a burst renders is looked
+/// at: the services pod runs in the root cluster alone.
+pub fn unsafe_burst(
+    spec: &MiniClusterSpec,
+    namespace: &str,
+    spoke_namespace: Option<&str>,
+) -> Vec<Violation> {
+    let mut out = Vec::new();
+    let mut deny = |field: String, rule: String| out.push(Violation { field, rule });
+    let spoke_namespace = spoke_namespace.unwrap_or(DEFAULT_SPOKE_NAMESPACE);
+    if namespace == spoke_namespace {
+        deny(
+            "metadata.namespace".into(),
+            format!(
+                "{namespace:?} is the spoke's own namespace: a burst there could reach the spoke's credentials; use another namespace"
+            ),
+        );
+    }
+    if namespace.starts_with("kube-") {
+        deny(
+            "metadata.namespace".into(),
+            format!(
+                "{namespace:?}: kube-* namespaces belong to the burst cluster's system components; use another namespace"
+            ),
+        );
+    }
+    let pod = spec.pod();
+    if let Some(account) = pod
+        .service_account_name
+        .as_deref()
+        .filter(|a| !a.is_empty() && *a != "default")
+    {
+        deny(
+            "spec.pod.serviceAccountName".into(),
+            format!(
+                "{account:?}: a burst runs as its namespace's default service account; a named one would lend its permissions in the burst cluster"
+            ),
+        );
+    }
+    if pod.automount_service_account_token == Some(true) {
+        deny(
+            "spec.pod.automountServiceAccountToken".into(),
+            "must not be true in a burst: the token would let the brokers act on the burst cluster's API".into(),
+        );
+    }
+    if pod.host_ipc == Some(true) {
+        deny(
+            "spec.pod.hostIPC".into(),
+            "must not be true in a burst: it shares the node's IPC namespace".into(),
+        );
+    }
+    if pod.host_pid == Some(true) {
+        deny(
+            "spec.pod.hostPID".into(),
+            "must not be true in a burst: it shares the node's process namespace".into(),
+        );
+    }
+    if let Some(sc) = &pod.security_context {
+        pod_security_context(sc, &mut deny);
+    }
+    if let Some(sc) = spec.flux().view().security_context.as_ref() {
+        container_security_context("spec.flux.container.securityContext", sc, &mut deny);
+    }
+    for (i, c) in spec.containers.iter().enumerate() {
+        if let Some(sc) = &c.security_context {
+            container_security_context(
+                &format!("spec.containers[{i}].securityContext"),
+                sc,
+                &mut deny,
+            );
+        }
+        for (name, v) in &c.volumes {
+            if let Some(path) = v.host_path.as_deref().filter(|p| !p.is_empty()) {
+                deny(
+                    format!("spec.containers[{i}].volumes[{name:?}].hostPath"),
+                    format!(
+                        "{path:?}: a burst may not mount a directory of the burst cluster's nodes"
+                    ),
+                );
+            }
+        }
+    }
+    out
+}
+
+fn container_security_context(
+    field: &str,
+    sc: &SecurityContext,
+    deny: &mut impl FnMut(String, String),
+) {
+    if sc.privileged == Some(true) {
+        deny(
+            format!("{field}.privileged"),
+            "must not be true in a burst: a privileged container controls the node".into(),
+        );
+    }
+    if let Some(add) = sc
+        .capabilities
+        .as_ref()
+        .and_then(|c| c.add.as_ref())
+        .filter(|a| !a.is_empty())
+    {
+        deny(
+            format!("{field}.capabilities.add"),
+            format!(
+                "must be empty in a burst (adds {}): added capabilities reach beyond the container",
+                add.join(", ")
+            ),
+        );
+    }
+    if sc.proc_mount.as_deref() == Some("Unmasked") {
+        deny(
+            format!("{field}.procMount"),
+            "must not be Unmasked in a burst: it exposes the node's /proc".into(),
+        );
+    }
+    shared_security(
+        field,
+        sc.seccomp_profile.as_ref().map(|p| p.type_.as_str()),
+        sc.app_armor_profile.as_ref().map(|p| p.type_.as_str()),
+        sc.se_linux_options.as_ref(),
+        sc.windows_options
+            .as_ref()
+            .and_then(|w| w.host_process)
+            .unwrap_or(false),
+        deny,
+    );
+}
+
+fn pod_security_context(sc: &PodSecurityContext, deny: &mut impl FnMut(String, String)) {
+    let field = "spec.pod.securityContext";
+    shared_security(
+        field,
+        sc.seccomp_profile.as_ref().map(|p| p.type_.as_str()),
+        sc.app_armor_profile.as_ref().map(|p| p.type_.as_str()),
+        sc.se_linux_options.as_ref(),
+        sc.windows_options
+            .as_ref()
+            .and_then(|w| w.host_process)
+            .unwrap_or(false),
+        deny,
+    );
+    for (i, s) in sc.sysctls.iter().flatten().enumerate() {
+        if !SAFE_SYSCTLS.contains(&s.name.as_str()) {
+            deny(
+                format!("{field}.sysctls[{i}].name"),
+                format!(
+                    "{:?} is not one of the safe sysctls a burst may set ({})",
+                    s.name,
+                    SAFE_SYSCTLS.join(", ")
+                ),
+            );
+        }
+    }
+}
+
+/// Rules the pod and container security contexts share.
+fn shared_security(
+    field: &str,
+    seccomp: Option<&str>,
+    app_armor: Option<&str>,
+    se_linux: Option<&k8s_openapi::api::core::v1::SELinuxOptions>,
+    host_process: bool,
+    deny: &mut impl FnMut(String, String),
+) {
+    if seccomp == Some("Unconfined") {
+        deny(
+            format!("{field}.seccompProfile.type"),
+            "must not be Unconfined in a burst".into(),
+        );
+    }
+    if app_armor == Some("Unconfined") {
+        deny(
+            format!("{field}.appArmorProfile.type"),
+            "must not be Unconfined in a burst".into(),
+        );
+    }
+    if let Some(se) = se_linux {
+        for (name, value) in [("user", &se.user), ("role", &se.role)] {
+            if let Some(v) = value.as_deref().filter(|v| !v.is_empty()) {
+                deny(
+                    format!("{field}.seLinuxOptions.{name}"),
+                    format!("{v:?}: a burst may not pick its SELinux {name}"),
+                );
+            }
+        }
+        if let Some(t) = se
+            .type_
+            .as_deref()
+            .filter(|t| !t.is_empty() && !SAFE_SELINUX_TYPES.contains(t))
+        {
+            deny(
+                format!("{field}.seLinuxOptions.type"),
+                format!(
+                    "{t:?} is not one of the SELinux types a burst may use ({})",
+                    SAFE_SELINUX_TYPES.join(", ")
+                ),
+            );
+        }
+    }
+    if host_process {
+        deny(
+            format!("{field}.windowsOptions.hostProcess"),
+            "must not be true in a burst: a host process runs on the node".into(),
+        );
+    }
+}
+
+/// The violations as one message: `field: rule; field: rule`.
+pub fn describe(violations: &[Violation]) -> String {
+    super::ValidationErrors(violations.to_vec()).to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A spec of `extra` (`, key: value` pairs), with one plain container unless `extra`
+    /// lists its own.
+    fn spec(extra: &str) -> MiniClusterSpec {
+        let containers = if extra.contains(" containers: [") {
+            ""
+        } else {
+            ", containers: [{image: a}]"
+        };
+        serde_yaml_ng::from_str(&format!("{{size: 1{containers}{extra}}}"))
+            .expect("test spec parses")
+    }
+
+    fn fields(extra: &str, namespace: &str, spoke: Option<&str>) -> Vec<String> {
+        unsafe_burst(&spec(extra), namespace, spoke)
+            .into_iter()
+            .map(|v| v.field)
+            .collect()
+    }
+
+    fn only(extra: &str) -> Vec<String> {
+        fields(extra, "default", None)
+    }
+
+    #[test]
+    fn a_plain_burst_is_safe() {
+        assert_eq!(only(""), Vec::<String>::new());
+        // The harmless settings of every field the rules look at.
+        assert_eq!(
+            only(
+                ", pod: {serviceAccountName: default, automountServiceAccountToken: false, hostIPC: false, hostPID: false, securityContext: {runAsUser: 1000, seccompProfile: {type: RuntimeDefault}, sysctls: [{name: net.ipv4.tcp_syncookies, value: '1'}], seLinuxOptions: {type: container_t, level: 's0:c1'}}}"
+            ),
+            Vec::<String>::new()
+        );
+        assert_eq!(
+            fields(
+                ", containers: [{image: a, securityContext: {privileged: false, capabilities: {drop: [ALL], add: []}, procMount: Default, allowPrivilegeEscalation: false}, volumes: {data: {claimName: c, path: /data}, shm: {emptyDir: true}}}]",
+                "flux-spoke-system",
+                Some("spokes")
+            ),
+            Vec::<String>::new()
+        );
+    }
+
+    #[test]
+    fn the_spokes_namespace_and_system_namespaces_are_refused() {
+        assert_eq!(
+            fields("", "flux-spoke-system", None),
+            ["metadata.namespace"]
+        );
+        assert_eq!(fields("", "spokes", Some("spokes")), ["metadata.namespace"]);
+        assert_eq!(fields("", "kube-system", None), ["metadata.namespace"]);
+        assert_eq!(fields("", "kube-public", Some("x")), ["metadata.namespace"]);
+        // Only a prefix match on `kube-`, and only the spoke's actual namespace.
+        assert_eq!(fields("", "kubeflow", None), Vec::<String>::new());
+        assert_eq!(
+            fields("", "flux-spoke-system", Some("spokes")),
+            Vec::<String>::new()
+        );
+    }
+
+    #[test]
+    fn credentials_are_refused() {
+        assert_eq!(
+            only(", pod: {serviceAccountName: flux-spoke}"),
+            ["spec.pod.serviceAccountName"]
+        );
+        assert_eq!(
+            only(", pod: {serviceAccountName: ''}"),
+            Vec::<String>::new()
+        );
+        assert_eq!(
+            only(", pod: {automountServiceAccountToken: true}"),
+            ["spec.pod.automountServiceAccountToken"]
+        );
+    }
+
+    #[test]
+    fn host_namespaces_are_refused() {
+        assert_eq!(only(", pod: {hostIPC: true}"), ["spec.pod.hostIPC"]);
+        assert_eq!(only(", pod: {hostPID: true}"), ["spec.pod.hostPID"]);
+    }
+
+    #[test]
+    fn privileged_containers_and_capabilities_are_refused_in_every_container() {
+        let sc = |s: &str| {
+            only(&format!(
+                ", containers: [{{image: a}}, {{image: b, name: side, runFlux: false, securityContext: {s}}}]"
+            ))
+        };
+        assert_eq!(
+            sc("{privileged: true}"),
+            ["spec.containers[1].securityContext.privileged"]
+        );
+        assert_eq!(
+            sc("{capabilities: {add: [SYS_ADMIN]}}"),
+            ["spec.containers[1].securityContext.capabilities.add"]
+        );
+        assert_eq!(
+            sc("{procMount: Unmasked}"),
+            ["spec.containers[1].securityContext.procMount"]
+        );
+        assert_eq!(
+            sc("{seccompProfile: {type: Unconfined}}"),
+            ["spec.containers[1].securityContext.seccompProfile.type"]
+        );
+        assert_eq!(
+            sc("{appArmorProfile: {type: Unconfined}}"),
+            ["spec.containers[1].securityContext.appArmorProfile.type"]
+        );
+        assert_eq!(
+            sc("{seLinuxOptions: {user: system_u, role: system_r, type: spc_t}}"),
+            [
+                "spec.containers[1].securityContext.seLinuxOptions.user",
+                "spec.containers[1].securityContext.seLinuxOptions.role",
+                "spec.containers[1].securityContext.seLinuxOptions.type"
+            ]
+        );
+        assert_eq!(
+            sc("{windowsOptions: {hostProcess: true}}"),
+            ["spec.containers[1].securityContext.windowsOptions.hostProcess"]
+        );
+    }
+
+    #[test]
+    fn the_flux_view_container_is_checked_too() {
+        assert_eq!(
+            only(
+                ", flux: {container: {securityContext: {privileged: true, capabilities: {add: [NET_ADMIN]}}}}"
+            ),
+            [
+                "spec.flux.container.securityContext.privileged",
+                "spec.flux.container.securityContext.capabilities.add"
+            ]
+        );
+    }
+
+    #[test]
+    fn the_pod_security_context_is_checked() {
+        assert_eq!(
+            only(
+                ", pod: {securityContext: {seccompProfile: {type: Unconfined}, appArmorProfile: {type: Unconfined}, seLinuxOptions: {role: r}, windowsOptions: {hostProcess: true}, sysctls: [{name: kernel.msgmax, value: '1'}]}}"
+            ),
+            [
+                "spec.pod.securityContext.seccompProfile.type",
+                "spec.pod.securityContext.appArmorProfile.type",
+                "spec.pod.securityContext.seLinuxOptions.role",
+                "spec.pod.securityContext.windowsOptions.hostProcess",
+                "spec.pod.securityContext.sysctls[0].name"
+            ]
+        );
+    }
+
+    #[test]
+    fn host_paths_are_refused() {
+        assert_eq!(
+            only(", containers: [{image: a, volumes: {root: {hostPath: /, path: /host}}}]"),
+            ["spec.containers[0].volumes[\"root\"].hostPath"]
+        );
+    }
+
+    #[test]
+    fn services_run_in_the_root_only_and_are_not_checked() {
+        assert_eq!(
+            only(", services: [{image: s, name: s, securityContext: {privileged: true}}]"),
+            Vec::<String>::new()
+        );
+    }
+
+    #[test]
+    fn the_reported_case_lists_every_violation() {
+        let v = unsafe_burst(
+            &spec(
+                ", pod: {serviceAccountName: flux-spoke, automountServiceAccountToken: true}, containers: [{image: a, securityContext: {privileged: true}, volumes: {root: {hostPath: /, path: /host}}}]",
+            ),
+            "flux-spoke-system",
+            None,
+        );
+        let message = describe(&v);
+        for part in [
+            "metadata.namespace: \"flux-spoke-system\" is the spoke's own namespace",
+            "spec.pod.serviceAccountName: \"flux-spoke\"",
+            "spec.pod.automountServiceAccountToken: must not be true",
+            "spec.containers[0].securityContext.privileged: must not be true",
+            "spec.containers[0].volumes[\"root\"].hostPath: \"/\"",
+        ] {
+            assert!(message.contains(part), "{part:?} not in {message}");
+        }
+        assert_eq!(v.len(), 5);
+    }
+}
