@@ -166,6 +166,16 @@ async fn an_unsafe_burst_and_a_huge_minicluster_are_refused_and_write_nothing() 
     support::run_federated("burst-unsafe", "e2e-spoke", unsafe_and_huge).await;
 }
 
+/// Two MiniClusters of one namespace declare bursts of the same name on one spoke: the
+/// second's burst would take the first's objects in the burst cluster, so it is refused
+/// (NameTaken, naming the first's assignment) and the first keeps running, untouched, also
+/// when the second is deleted.
+#[tokio::test]
+#[ignore = "needs two clusters: KUBECONFIG and SPOKE_KUBECONFIG (scripts/e2e.sh)"]
+async fn a_second_minicluster_whose_burst_collides_is_refused_and_the_first_keeps_running() {
+    support::run_federated("burst-collide", "e2e-spoke", collide).await;
+}
+
 /// Restarting the spoke, stopping the hub, restarting the spoke while the hub is away and
 /// bringing the hub back never deletes or re-creates the burst's objects.
 #[tokio::test]
@@ -1018,6 +1028,42 @@ async fn join(env: &TestEnv, fed: &Federation) -> Result<()> {
             "flux-hub join --wait=false failed: {}",
             String::from_utf8_lossy(&first.stderr)
         );
+        // The cluster runs spoke `name` now: a join under another name (the wrong
+        // --context, say) and an unjoin of another name are refused, naming what is
+        // installed, and change nothing.
+        let other = format!("{name}-other");
+        let renaming = tokio::process::Command::new(&hub)
+            .args(["join", &other, "--kubeconfig", &kubeconfig, "--certs"])
+            .arg(&fed.certs)
+            .args(["--hub", &fed.hub_url(), "--hub-domain", "localhost"])
+            .args(["--timeout-seconds", "60", "--wait=false"])
+            .output()
+            .await?;
+        let said = String::from_utf8_lossy(&renaming.stderr).to_string();
+        ensure!(
+            !renaming.status.success()
+                && said.contains(&format!(
+                    "its spoke name is {name:?}, join would make it {other:?}"
+                )),
+            "join under another name must be refused, naming both: {said}"
+        );
+        let wrong = tokio::process::Command::new(&hub)
+            .args(["unjoin", &other, "--kubeconfig", &kubeconfig, "--certs"])
+            .arg(&fed.certs)
+            .args([
+                "--hub",
+                &fed.hub_url(),
+                "--hub-domain",
+                "localhost",
+                "--force",
+            ])
+            .output()
+            .await?;
+        let said = String::from_utf8_lossy(&wrong.stderr).to_string();
+        ensure!(
+            !wrong.status.success() && said.contains(&format!("refusing to unjoin spoke {other}")),
+            "unjoin of another spoke must be refused, even with --force: {said}"
+        );
         // The spoke's service account has every permission the spoke uses, cluster-wide.
         let mut missing = Vec::new();
         for (group, resource, verbs) in flux_spoke::cluster::REQUIRED {
@@ -1205,6 +1251,40 @@ async fn join(env: &TestEnv, fed: &Federation) -> Result<()> {
         );
         eprintln!(
             "{}: spoke {name} unjoined: install gone, forgotten by the hub",
+            env.ns
+        );
+
+        // Installed again, then the hub is gone (its cluster deleted, say): unjoin
+        // --force still removes the install, and says the hub was not told.
+        let again = join(false).output().await?;
+        ensure!(
+            again.status.success(),
+            "join again: {}",
+            String::from_utf8_lossy(&again.stderr)
+        );
+        let gone_hub = format!("https://127.0.0.1:{}", support::free_port()?);
+        let orphaned = tokio::process::Command::new(&hub)
+            .args(["unjoin", &name, "--kubeconfig", &kubeconfig, "--certs"])
+            .arg(&fed.certs)
+            .args(["--hub", &gone_hub, "--hub-domain", "localhost", "--force"])
+            .args(["--timeout-seconds", "60"])
+            .output()
+            .await?;
+        let said = String::from_utf8_lossy(&orphaned.stdout).to_string();
+        ensure!(
+            orphaned.status.success() && said.contains("WITHOUT telling the hub"),
+            "unjoin --force without a hub: {said}{}",
+            String::from_utf8_lossy(&orphaned.stderr)
+        );
+        ensure!(
+            Api::<Namespace>::all(client.clone())
+                .get_opt("flux-spoke-system")
+                .await?
+                .is_none_or(|n| n.metadata.deletion_timestamp.is_some()),
+            "unjoin --force leaves no install"
+        );
+        eprintln!(
+            "{}: unjoin --force removed spoke {name} with the hub gone",
             env.ns
         );
         Ok(())
@@ -3059,4 +3139,72 @@ async fn names_taken(env: &TestEnv, fed: &Federation) -> Result<()> {
         burst.name
     );
     Ok(())
+}
+
+async fn collide(env: &TestEnv, fed: &Federation) -> Result<()> {
+    const SECOND: &str = "second";
+    let mcs = env.api::<MiniCluster>();
+    let burst = dispatch(env, fed).await?;
+    wait_burst_phase(env, "Running", objects_deadline()).await?;
+    let mut second = minicluster(&burst.name, fed.spoke(), lead_address_override().as_deref());
+    second["metadata"]["name"] = json!(SECOND);
+    env.apply_minicluster(&second).await?;
+    let message = env
+        .eventually(
+            "the second MiniCluster's burst refused as NameTaken",
+            objects_deadline(),
+            async || {
+                let mc = mcs.get(SECOND).await?;
+                let b = mc.status.as_ref().and_then(|s| s.bursts.first().cloned());
+                Ok(match b {
+                    Some(b)
+                        if b.message
+                            .as_deref()
+                            .is_some_and(|m| m.contains("NameTaken")) =>
+                    {
+                        Probe::Done(b.message.unwrap_or_default())
+                    }
+                    _ => Probe::Waiting(yaml(&mc.status)),
+                })
+            },
+        )
+        .await?;
+    let first_key = format!("{}/{NAME}/{}", env.ns, burst.name);
+    ensure!(
+        message.contains(&first_key),
+        "the refusal names the first MiniCluster's burst {first_key}: {message}"
+    );
+    eprintln!("{}: the colliding burst was refused: {message}", env.ns);
+    let first_running = async || -> Result<Option<String>> {
+        let mc = mcs.get(NAME).await?;
+        let phase = mc
+            .status
+            .as_ref()
+            .and_then(|s| s.bursts.first())
+            .map(|b| b.phase.clone());
+        if phase.as_deref() != Some("Running") {
+            return Ok(Some(format!("the first burst is {phase:?}")));
+        }
+        same_objects(env, &burst.objects).await
+    };
+    env.holds_for(
+        "the first MiniCluster's burst keeps running with the same objects",
+        secs(10),
+        first_running,
+    )
+    .await?;
+    mcs.delete(SECOND, &DeleteParams::background()).await?;
+    env.eventually("the second MiniCluster gone", secs(120), async || {
+        Ok(match mcs.get_opt(SECOND).await? {
+            None => Probe::Done(()),
+            Some(mc) => Probe::Waiting(yaml(&mc.status)),
+        })
+    })
+    .await?;
+    env.holds_for(
+        "the first burst survives the second MiniCluster's deletion",
+        secs(5),
+        first_running,
+    )
+    .await
 }

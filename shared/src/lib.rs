@@ -12,6 +12,7 @@ pub mod federation;
 pub mod flux_config;
 pub mod hostlist;
 pub mod layout;
+pub mod managed_fields;
 #[cfg(feature = "ops")]
 pub mod ops;
 pub mod plan;

@@ -25,6 +25,7 @@ use flux_shared::federation::diagnostics::error_chain;
 use flux_shared::federation::ownership::{
     Ownership, SpokeIdentity, describe_owner, ownership, same_owner,
 };
+use flux_shared::managed_fields::as_applied;
 use flux_shared::render::Object;
 use futures::{Stream, StreamExt};
 use k8s_openapi::NamespaceResourceScope;
@@ -474,15 +475,48 @@ impl KubeCluster {
         K::DynamicType: Default,
     {
         let api: Api<K> = Api::namespaced(self.client.clone(), &r.namespace);
-        let apply = || async {
+        // Applies to `live` (the object's metadata as just read), when it is ours: first
+        // the fields a POST recorded become this manager's applied fields, so the apply
+        // prunes what it no longer sends (`flux_shared::managed_fields`).
+        let api = &api;
+        let apply = |live: ObjectMeta| async move {
+            if !same_owner(&live, object.meta()) {
+                return Err(ClusterError::name_taken(
+                    format!("apply {r}"),
+                    Taken::new(r, &live),
+                ));
+            }
+            let entries = live.managed_fields.as_deref().unwrap_or_default();
+            if let Some(entries) = as_applied(entries, FIELD_MANAGER) {
+                let patch = serde_json::json!({"metadata": {
+                    "resourceVersion": live.resource_version,
+                    "managedFields": entries,
+                }});
+                api.patch(&r.name, &PatchParams::default(), &Patch::Merge(&patch))
+                    .await
+                    .map_err(|e| {
+                        ClusterError::from_kube(format!("take over the fields of {r}"), &e)
+                    })?;
+            }
             let params = PatchParams::apply(FIELD_MANAGER).force();
             api.patch(&r.name, &params, &Patch::Apply(object))
                 .await
                 .map(|_| ())
                 .map_err(|e| ClusterError::from_kube(format!("apply {r}"), &e))
         };
+        let read = || async {
+            api.get_metadata_opt(&r.name)
+                .await
+                .map(|o| o.map(|o| o.metadata))
+                .map_err(|e| ClusterError::from_kube(format!("get {r}"), &e))
+        };
         if owned {
-            return apply().await;
+            // Read again right before the write: listed as ours, but it may have been
+            // replaced by someone else's since.
+            // Gone since it was listed: created below like any new object.
+            if let Some(live) = read().await? {
+                return apply(live).await;
+            }
         }
         // A POST fails on an existing name instead of taking the object over, which a
         // forced apply would do.
@@ -495,26 +529,14 @@ impl KubeCluster {
                 tracing::info!(object = %r, "created");
                 Ok(())
             }
-            Err(kube::Error::Api(status)) if status.code == 409 => {
-                let existing = api
-                    .get_metadata_opt(&r.name)
-                    .await
-                    .map_err(|e| ClusterError::from_kube(format!("get {r}"), &e))?;
-                match existing {
-                    Some(existing) if same_owner(&existing.metadata, object.meta()) => {
-                        apply().await
-                    }
-                    Some(existing) => Err(ClusterError::name_taken(
-                        format!("create {r}"),
-                        Taken::new(r, &existing.metadata),
-                    )),
-                    // Deleted since: the next attempt creates it.
-                    None => Err(ClusterError::new(
-                        format!("create {r}"),
-                        "the name was taken and has just been freed; retrying later",
-                    )),
-                }
-            }
+            Err(kube::Error::Api(status)) if status.code == 409 => match read().await? {
+                Some(live) => apply(live).await,
+                // Deleted since: the next attempt creates it.
+                None => Err(ClusterError::new(
+                    format!("create {r}"),
+                    "the name was taken and has just been freed; retrying later",
+                )),
+            },
             Err(e) => Err(ClusterError::from_kube(format!("create {r}"), &e)),
         }
     }

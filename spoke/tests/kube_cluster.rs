@@ -203,6 +203,18 @@ fn answer(seen: &Seen) -> Option<(u16, Value)> {
                 Some(("gke", "insecure")),
             ),
         )),
+        (Method::GET, p) if in_namespace(p, "posted") => {
+            let mut meta = meta_in(
+                "posted",
+                object_name(p),
+                Some("posted/m/x"),
+                Some(("gke", "insecure")),
+            );
+            meta["metadata"]["managedFields"] = json!([{
+                "manager": "flux-spoke", "operation": "Update", "apiVersion": "v1",
+                "fieldsType": "FieldsV1", "fieldsV1": {"f:data": {"f:dropped": {}}}}]);
+            Some((200, meta))
+        }
         (Method::GET, p) if in_namespace(p, "hpc") => Some((404, status(404, "NotFound"))),
         (Method::PATCH, _) => Some((200, seen.body.clone())),
         (Method::DELETE, "/apis/batch/v1/namespaces/hpc/jobs/x") => {
@@ -377,17 +389,20 @@ fn path_of(r: &ObjectRef) -> String {
 }
 
 #[tokio::test]
-async fn the_spokes_own_objects_are_server_side_applied_with_force() {
+async fn the_spokes_own_objects_are_read_then_server_side_applied_with_force() {
     let (cluster, seen) = setup();
-    let realized = realize(&sample_assignments("hpc", "m", &[("x", 2)])[0], &me()).unwrap();
+    // Listed as ours, and still ours when read right before the write.
+    let realized = realize(&sample_assignments("race", "m", &[("x", 2)])[0], &me()).unwrap();
     for o in &realized.objects {
         cluster.apply(o, true).await.unwrap();
     }
-    let methods: Vec<_> = writes_and_reads(&seen)
-        .into_iter()
-        .map(|s| s.method)
-        .collect();
-    assert!(methods.iter().all(|m| m == Method::PATCH), "{methods:?}");
+    let all = writes_and_reads(&seen);
+    for pair in all.chunks(2) {
+        let methods: Vec<_> = pair.iter().map(|s| s.method.clone()).collect();
+        assert_eq!(methods, [Method::GET, Method::PATCH]);
+        assert!(is_metadata(&pair[0]), "a metadata-only read");
+        assert_eq!(pair[0].path, pair[1].path);
+    }
     let patches = requests(&seen, Method::PATCH);
     assert_eq!(patches.len(), realized.objects.len());
     for (patch, object) in patches.iter().zip(&realized.objects) {
@@ -406,7 +421,7 @@ async fn the_spokes_own_objects_are_server_side_applied_with_force() {
         };
         assert_eq!(
             patch.path,
-            format!("{group}/namespaces/hpc/{plural}/{}", r.name)
+            format!("{group}/namespaces/race/{plural}/{}", r.name)
         );
         assert_eq!(patch.param("fieldManager"), Some("flux-spoke"));
         assert_eq!(patch.param("force"), Some("true"));
@@ -422,7 +437,7 @@ async fn the_spokes_own_objects_are_server_side_applied_with_force() {
         );
         assert_eq!(
             patch.body["metadata"]["annotations"]["flux-framework.org/assignment"],
-            "hpc/m/x"
+            "race/m/x"
         );
         assert_eq!(
             patch.body["metadata"]["labels"]["flux-framework.org/spoke"],
@@ -434,6 +449,49 @@ async fn the_spokes_own_objects_are_server_side_applied_with_force() {
         );
     }
     assert_permitted(&seen);
+}
+
+/// An object the spoke created with a POST: before its first apply the POST's `Update`
+/// entry becomes the spoke's `Apply` entry (guarded by the resourceVersion read), so the
+/// apply prunes what the rendering no longer has.
+#[tokio::test]
+async fn the_fields_a_post_recorded_are_taken_over_before_the_first_apply() {
+    let (cluster, seen) = setup();
+    let realized = realize(&sample_assignments("posted", "m", &[("x", 2)])[0], &me()).unwrap();
+    let object = &realized.objects[0];
+    cluster.apply(object, true).await.unwrap();
+    let all = writes_and_reads(&seen);
+    let methods: Vec<_> = all.iter().map(|s| s.method.clone()).collect();
+    assert_eq!(methods, [Method::GET, Method::PATCH, Method::PATCH]);
+    let take_over = &all[1];
+    assert_eq!(
+        take_over.content_type.as_deref(),
+        Some("application/merge-patch+json")
+    );
+    assert_eq!(take_over.body["metadata"]["resourceVersion"], "11");
+    let entries = take_over.body["metadata"]["managedFields"]
+        .as_array()
+        .expect("managedFields");
+    assert_eq!(entries.len(), 1);
+    assert_eq!(entries[0]["manager"], "flux-spoke");
+    assert_eq!(entries[0]["operation"], "Apply");
+    assert_eq!(all[2].param("force"), Some("true"));
+    assert_permitted(&seen);
+}
+
+/// Listed as ours, but replaced by someone else's object since: never written.
+#[tokio::test]
+async fn an_object_replaced_since_it_was_listed_is_not_written() {
+    let (cluster, seen) = setup();
+    let realized = realize(&sample_assignments("taken", "m", &[("x", 2)])[0], &me()).unwrap();
+    let object = &realized.objects[0];
+    let error = cluster.apply(object, true).await.unwrap_err();
+    assert!(error.taken.is_some(), "{error:?}");
+    let methods: Vec<_> = writes_and_reads(&seen)
+        .into_iter()
+        .map(|s| s.method)
+        .collect();
+    assert_eq!(methods, [Method::GET]);
 }
 
 #[tokio::test]

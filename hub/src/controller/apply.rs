@@ -291,7 +291,8 @@ async fn apply_if_changed(
 
 /// Make the live object `desired`: nothing when the cached live object already has every
 /// field, a POST when the cache has none, else a server-side apply (after taking over,
-/// as this manager's apply, the fields a POST recorded: see [`ownership`]). An object
+/// as this manager's apply, the fields a POST recorded: see
+/// [`flux_shared::managed_fields`]). An object
 /// found by a 409 is changed only when it is the MiniCluster's ([`ownership::holder`]).
 /// Returns what was written and the object's version as left.
 async fn apply<K>(
@@ -395,7 +396,7 @@ where
     if let Holder::Theirs(holder) = ownership::holder(live.meta(), mc_uid) {
         return Ok(Err(Taken::of(&live, holder)));
     }
-    let Some(entries) = ownership::as_applied(
+    let Some(entries) = flux_shared::managed_fields::as_applied(
         &live.meta().managed_fields.clone().unwrap_or_default(),
         MANAGER,
     ) else {
