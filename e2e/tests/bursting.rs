@@ -170,6 +170,15 @@ async fn an_unsafe_burst_and_a_huge_minicluster_are_refused_and_write_nothing() 
 /// second's burst would take the first's objects in the burst cluster, so it is refused
 /// (NameTaken, naming the first's assignment) and the first keeps running, untouched, also
 /// when the second is deleted.
+/// A tenant with nearly 1 MiB of scripts (as much as its ConfigMap can hold) and five
+/// bursts on one spoke (a snapshot over gRPC's 4 MiB message limit, so it travels in parts)
+/// does not stop another tenant's burst there from starting and being resized.
+#[tokio::test]
+#[ignore = "needs two clusters: KUBECONFIG and SPOKE_KUBECONFIG (scripts/e2e.sh)"]
+async fn a_large_tenant_does_not_stop_another_tenants_burst_from_scaling() {
+    support::run_federated("burst-large", "e2e-spoke", large_tenant).await;
+}
+
 #[tokio::test]
 #[ignore = "needs two clusters: KUBECONFIG and SPOKE_KUBECONFIG (scripts/e2e.sh)"]
 async fn a_second_minicluster_whose_burst_collides_is_refused_and_the_first_keeps_running() {
@@ -3207,4 +3216,100 @@ async fn collide(env: &TestEnv, fed: &Federation) -> Result<()> {
         first_running,
     )
     .await
+}
+
+async fn large_tenant(env: &TestEnv, fed: &Federation) -> Result<()> {
+    let big_bursts: Vec<String> = (0..5).map(|i| format!("big-{i}")).collect();
+    let mut bursting = json!({
+        "clusters": big_bursts
+            .iter()
+            .map(|b| json!({"name": b, "size": 1, "cluster": fed.spoke()}))
+            .collect::<Vec<_>>(),
+    });
+    if let Some(address) = lead_address_override() {
+        bursting["leadAddress"] = json!(address);
+    }
+    // 900 kB: the root's ConfigMap (at most 1 MiB) holds it once, with the rest.
+    let script = "echo 'one line of a large setup script, repeated'\n".repeat(18_000);
+    env.apply_minicluster(&json!({
+        "apiVersion": "flux-framework.org/v1alpha2",
+        "kind": "MiniCluster",
+        "metadata": {"name": "big"},
+        "spec": {
+            "size": 1,
+            "interactive": true,
+            "flux": {"bursting": bursting},
+            "containers": [{"image": image(), "commands": {"pre": script}}],
+        },
+    }))
+    .await
+    .context("applying the large tenant's MiniCluster")?;
+    let jobs = env.spoke_api::<Job>();
+    env.eventually(
+        "the large tenant's five bursts in the burst cluster",
+        objects_deadline(),
+        async || {
+            let mut missing = Vec::new();
+            for b in &big_bursts {
+                if jobs.get_opt(b).await?.is_none() {
+                    missing.push(b.clone());
+                }
+            }
+            Ok(if missing.is_empty() {
+                Probe::Done(())
+            } else {
+                Probe::Waiting(format!("no Job yet: {missing:?}"))
+            })
+        },
+    )
+    .await?;
+
+    // The other tenant: its burst starts, then shrinks to one broker.
+    let burst = dispatch(env, fed).await?;
+    let mcs = env.api::<MiniCluster>();
+    let mut mc = mcs.get(NAME).await?;
+    let clusters = &mut mc
+        .spec
+        .flux
+        .as_mut()
+        .and_then(|f| f.bursting.as_mut())
+        .context("the MiniCluster's bursting")?
+        .clusters;
+    clusters[0].size = Some(1);
+    let patch = json!({"spec": {"flux": {"bursting": {"clusters": clusters}}}});
+    mcs.patch(
+        NAME,
+        &kube::api::PatchParams::default(),
+        &kube::api::Patch::Merge(&patch),
+    )
+    .await?;
+    env.eventually(
+        "the other tenant's burst Job resized to 1",
+        objects_deadline(),
+        async || {
+            let job = jobs.get_opt(&burst.name).await?;
+            let parallelism = job.as_ref().and_then(|j| j.spec.as_ref()?.parallelism);
+            Ok(if parallelism == Some(1) {
+                Probe::Done(())
+            } else {
+                Probe::Waiting(format!("parallelism {parallelism:?}"))
+            })
+        },
+    )
+    .await?;
+    let log = std::fs::read_to_string(support::log_file(&format!(
+        "{}-spoke-{}-0.log",
+        env.ns,
+        fed.spoke()
+    ))?)
+    .unwrap_or_default();
+    ensure!(
+        !log.contains("decoded message length too large"),
+        "the spoke hit the message limit:\n{log}"
+    );
+    eprintln!(
+        "{}: the other tenant's burst {} resized next to five bursts of a 900 kB spec",
+        env.ns, burst.name
+    );
+    Ok(())
 }

@@ -1965,3 +1965,51 @@ async fn an_unsafe_burst_is_not_assigned_and_its_status_says_why() {
         .expect("BurstsReady");
     assert_eq!(ready["reason"], "UnsafeBurst");
 }
+
+/// An object of the spec that the API server finds invalid (a ConfigMap over its 1 MiB
+/// limit): the MiniCluster is Invalid with the API server's reason, once, no Job is made,
+/// and the pass is not retried in a loop.
+#[tokio::test]
+async fn an_object_the_api_server_refuses_makes_the_minicluster_invalid_without_retries() {
+    let responder: Responder = Arc::new(|call: &Call| {
+        if call.method == "POST" && call.path.ends_with("/configmaps") {
+            return (
+                StatusCode::UNPROCESSABLE_ENTITY,
+                json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
+                       "message": "ConfigMap \"flux-sample-flux-config\" is invalid: []: Too long: may not be more than 1048576 bytes",
+                       "reason": "Invalid", "code": 422}),
+            );
+        }
+        echo(call)
+    });
+    let (client, server) = ApiServer::start(responder);
+    let (ctx, _writers) = context(client);
+    let action = run(&ctx, minicluster(SPEC)).await.expect("not an error");
+    assert_eq!(
+        action,
+        kube::runtime::controller::Action::await_change(),
+        "no retry loop"
+    );
+    let calls = server.calls();
+    assert!(
+        !calls.iter().any(|c| c.path.contains("/jobs")),
+        "no Job without its configuration: {:?}",
+        calls.iter().map(Call::short).collect::<Vec<_>>()
+    );
+    let events: Vec<&Call> = calls
+        .iter()
+        .filter(|c| c.path.ends_with("/events"))
+        .collect();
+    assert_eq!(events.len(), 1);
+    assert_eq!(events[0].body["reason"], "RejectedByAPIServer");
+    let note = events[0].body["note"].as_str().expect("note");
+    assert!(
+        note.contains("ConfigMap/flux-sample-flux-config") && note.contains("1048576 bytes"),
+        "{note}"
+    );
+    let status = calls
+        .iter()
+        .find(|c| c.path.ends_with("/status"))
+        .expect("status");
+    assert_eq!(status.body["status"]["phase"], "Invalid");
+}

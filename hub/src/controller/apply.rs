@@ -42,6 +42,9 @@ pub(super) struct Outcome {
     pub taken: Vec<Taken>,
 }
 
+/// Reason of a spec whose objects the API server refuses as invalid.
+const REJECTED: &str = "RejectedByAPIServer";
+
 /// An existing object, not the MiniCluster's, holding a name its plan needs.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Taken {
@@ -165,8 +168,32 @@ pub(super) async fn apply_all(
                         invalid: false,
                     });
                 }
+                // Anything else the API server finds invalid (a ConfigMap over its 1 MiB
+                // limit, say) comes from the spec: said once, not retried in a loop.
+                Err(Error::Kube {
+                    source: kube::Error::Api(e),
+                    ..
+                }) if e.code == 422 => {
+                    outcome.problem = Some(Problem {
+                        reason: REJECTED.into(),
+                        message: format!(
+                            "the API server refuses {} of this spec: {}",
+                            object.describe(),
+                            e.message
+                        ),
+                        invalid: true,
+                    });
+                }
                 Err(e) => return Err(e),
             }
+        }
+        // A refused configuration: no Job is started without it.
+        if outcome
+            .problem
+            .as_ref()
+            .is_some_and(|p| p.reason == REJECTED)
+        {
+            break;
         }
         if !outcome.taken.is_empty() {
             outcome.taken.sort();
