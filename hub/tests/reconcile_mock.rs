@@ -29,6 +29,8 @@ struct Call {
     method: String,
     path: String,
     query: String,
+    /// The Accept header (a metadata-only read asks for PartialObjectMetadata).
+    accept: String,
     body: Value,
 }
 
@@ -53,11 +55,18 @@ impl ApiServer {
         tokio::spawn(async move {
             while let Some((request, send)) = handle.next_request().await {
                 let (parts, body) = request.into_parts();
+                let accept = parts
+                    .headers
+                    .get(http::header::ACCEPT)
+                    .and_then(|v| v.to_str().ok())
+                    .unwrap_or("")
+                    .to_string();
                 let bytes = body.collect_bytes().await.expect("request body");
                 let call = Call {
                     method: parts.method.to_string(),
                     path: parts.uri.path().to_string(),
                     query: parts.uri.query().unwrap_or("").to_string(),
+                    accept,
                     body: serde_json::from_slice(&bytes).unwrap_or(Value::Null),
                 };
                 let (status, reply) = respond(&call);
@@ -1760,6 +1769,15 @@ async fn someone_elses_object_with_a_needed_name_is_never_written_and_refuses_th
     assert_eq!(
         secret_name, "flux-sample-curve",
         "test names the real Secret"
+    );
+    let read = calls
+        .iter()
+        .find(|c| c.method == "GET" && c.path.ends_with("/secrets/flux-sample-curve"))
+        .expect("the Secret behind the 409 is read");
+    assert!(
+        read.accept.contains("PartialObjectMetadata"),
+        "only its metadata: someone else's Secret data is never read ({})",
+        read.accept
     );
     for c in &calls {
         assert!(

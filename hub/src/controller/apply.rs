@@ -401,7 +401,8 @@ where
 }
 
 /// Rewrites the `Update` entry a POST by this manager left on the object as its `Apply`
-/// entry, so the apply that follows prunes what it no longer sends. One GET, and a PATCH
+/// entry, so the apply that follows prunes what it no longer sends. One metadata GET, and a
+/// PATCH
 /// only the first time (guarded by the resourceVersion read: a concurrent change makes it
 /// fail with 409 and the reconcile retry). An object that is not the MiniCluster's is
 /// left as it is and returned as [`Taken`].
@@ -416,8 +417,9 @@ where
     K: Resource<DynamicType = ()> + k8s_openapi::Resource + Clone + Debug + DeserializeOwned,
 {
     let kind = K::kind(&());
+    // Metadata only: what is read may be someone else's (a Secret's data, say).
     let live = api
-        .get(name)
+        .get_metadata(name)
         .await
         .map_err(kube_err(format!("reading {kind} {ns}/{name}")))?;
     if let Holder::Theirs(holder) = ownership::holder(live.meta(), mc_uid) {
