@@ -178,9 +178,22 @@ pub fn error_policy(mc: Arc<MiniCluster>, error: &Error, ctx: Arc<Context>) -> A
             *n
         })
         .unwrap_or(1);
-    let delay = backoff(attempt);
+    let delay = if error.kind() == "transport" {
+        // The API server did not answer at all: retrying costs it nothing, and a pass
+        // must follow within 5 s of its return (spread so that not every MiniCluster comes
+        // back in the same instant).
+        unreachable_backoff(attempt) + Duration::from_millis(rand::random_range(0..1000))
+    } else {
+        backoff(attempt)
+    };
     warn!(%error, attempt, delay_ms = delay.as_millis() as u64, "reconcile failed; retrying");
     Action::requeue(delay)
+}
+
+/// Delay before retry `attempt` (1-based) while the API server cannot be reached: 1 s,
+/// 2 s, then 4 s (plus up to 1 s of jitter in [`error_policy`]).
+pub fn unreachable_backoff(attempt: u32) -> Duration {
+    backoff(attempt).min(Duration::from_secs(4))
 }
 
 /// Delay before retry `attempt` (1-based).
@@ -201,5 +214,13 @@ mod tests {
         assert_eq!(backoff(9), Duration::from_secs(256));
         assert_eq!(backoff(10), Duration::from_secs(300));
         assert_eq!(backoff(u32::MAX), Duration::from_secs(300));
+    }
+
+    #[test]
+    fn an_unreachable_api_server_is_tried_again_within_5_s() {
+        assert_eq!(unreachable_backoff(1), Duration::from_secs(1));
+        assert_eq!(unreachable_backoff(2), Duration::from_secs(2));
+        assert_eq!(unreachable_backoff(3), Duration::from_secs(4));
+        assert_eq!(unreachable_backoff(u32::MAX), Duration::from_secs(4));
     }
 }
