@@ -391,6 +391,8 @@ impl<C: Cluster> Agent<C> {
         let mut changes_open = true;
         // A snapshot may come in parts; nothing is acted on before the last one.
         let mut parts = Assembler::default();
+        // Whether the cluster's API server was seen unreachable since the last retry.
+        let mut cluster_was_away = self.cluster.unreachable().is_some();
         loop {
             tokio::select! {
                 message = stream.message() => match message {
@@ -418,6 +420,18 @@ impl<C: Cluster> Agent<C> {
                 },
                 change = changes.next(), if changes_open => match change {
                     Some(()) => {
+                        // The cluster's API server is back: what it could not take is
+                        // tried again now, not at the next report tick.
+                        let reachable = self.cluster.unreachable().is_none();
+                        if reachable
+                            && std::mem::take(&mut cluster_was_away)
+                            && !state.complete
+                            && let Some(snapshot) = state.pending.clone()
+                        {
+                            info!(version = snapshot.version, "the cluster's API server answers again; retrying the snapshot not fully applied");
+                            self.process(state, snapshot, true).await;
+                        }
+                        cluster_was_away |= !reachable;
                         report_at.get_or_insert_with(|| Instant::now() + self.config.report_debounce);
                     }
                     None => {

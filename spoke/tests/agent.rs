@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use flux_shared::federation::assignment::realize;
 use flux_shared::federation::ownership::{
@@ -904,6 +904,34 @@ async fn a_failed_apply_is_not_acknowledged_and_is_retried() {
     assert_eq!(s.observed_version, 1);
     assert!(cluster.get(Kind::Job, "hpc", "x").is_some());
 
+    agent.stop().await;
+    server.stop().await;
+}
+
+/// Applying failed while the cluster's API server was away: once it answers again the
+/// snapshot is applied at once, not at the next report tick.
+#[tokio::test]
+async fn a_snapshot_the_cluster_could_not_take_is_applied_as_soon_as_it_is_back() {
+    let pki = Pki::new();
+    let x = assignment("m1", "x", 2);
+    let hub = HubState::new(snapshot("e1", 1, vec![x.clone()]));
+    let server = RunningHub::start(&pki, &hub, any_port()).await;
+    let cluster = FakeCluster::new();
+    cluster.fail(FakeOp::Apply, "connection refused");
+    // Reports (and retries on the timer) only every 60 s: longer than the test waits.
+    let agent = RunningAgent::start(&pki, &pki.spoke, server.addr, &cluster, LONG);
+    hub.report_where(0, "a report of the failure", |r| {
+        status(r, "hpc/m1/x").is_some_and(|s| s.message.contains("connection refused"))
+    })
+    .await;
+    cluster.set_unreachable(Some((SystemTime::now(), "connection refused".into())));
+    // The watch saw the outage; then the API server answers again.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    cluster.heal();
+    cluster.set_unreachable(None);
+    let report = hub.ack("e1", 1).await;
+    assert_eq!(status(&report, &x.key).unwrap().observed_version, 1);
+    assert!(cluster.get(Kind::Job, "hpc", "x").is_some());
     agent.stop().await;
     server.stop().await;
 }
