@@ -8,7 +8,8 @@
 #                       tests (real Flux) also run when the testbed is present and we are root.
 #   else, ../shared/testbed present (or FLUX_E2E_TESTBED)
 #                       installs it, starts a root and two burst clusters at once (2 hollow
-#                       nodes each, node ExternalIPs outside 127/8), runs the whole e2e suite,
+#                       nodes each, node ExternalIPs outside 127/8), runs the whole e2e suite
+#                       (and builds the controller image offline and runs it in containerd),
 #                       and always stops what it started.
 #   else                says how to run it on kind and exits 0, having run nothing.
 #
@@ -112,7 +113,8 @@ cleanup() {
 }
 trap cleanup EXIT
 
-"$testbed/install"
+# --real-nodes: containerd, runc and mmdebstrap, for the images built offline (tests/images.rs).
+"$testbed/install" --real-nodes
 if [ "${CI:-}" = true ]; then
   # Tells a broken machine from a broken test.
   "$testbed/selftest"
@@ -143,4 +145,4 @@ export KUBECONFIG SPOKE_KUBECONFIG SPOKE2_KUBECONFIG FLUX_E2E_TESTBED=$testbed
 # down and up again, keeping its data, for the API-outage test.
 export FLUX_E2E_BURST_STOP="'$testbed/k8s/stop.sh' $burst_name"
 export FLUX_E2E_BURST_START="NODE_EXTERNAL_IP_PREFIX=10.250.$burst_offset '$testbed/k8s/start.sh' $burst_name $burst_offset 2"
-suite --test hub --test bursting --test flux -- --include-ignored "$@"
+suite --test hub --test bursting --test flux --test images -- --include-ignored "$@"
