@@ -135,8 +135,17 @@ pub fn dockerfile_runtime(text: &str) -> Result<RuntimeStage> {
 /// come from `SOURCE_DATE_EPOCH` (0), so a rebuild from the same package versions gives
 /// the same layer.
 pub fn base_layer(cache: &Path) -> Result<PathBuf> {
-    let key = format!("{BASE_SUITE}-{}", BASE_PACKAGES.join("_"));
-    let out = cache.join(format!("base-{}.tar", &oci::digest(key.as_bytes())[7..23]));
+    rootfs_layer(cache, "extract", BASE_PACKAGES)
+}
+
+/// A root filesystem of Debian [`BASE_SUITE`] as a layer: mmdebstrap's `variant` with
+/// `packages`, made once and kept in `cache` (keyed by variant and packages).
+pub fn rootfs_layer(cache: &Path, variant: &str, packages: &[&str]) -> Result<PathBuf> {
+    let key = format!("{BASE_SUITE}-{variant}-{}", packages.join("_"));
+    let out = cache.join(format!(
+        "rootfs-{}.tar",
+        &oci::digest(key.as_bytes())[7..23]
+    ));
     if out.is_file() {
         return Ok(out);
     }
@@ -144,15 +153,81 @@ pub fn base_layer(cache: &Path) -> Result<PathBuf> {
     let partial = out.with_extension("partial.tar");
     let status = Command::new("mmdebstrap")
         .env("SOURCE_DATE_EPOCH", "0")
-        .args(["--variant=extract", "--format=tar", "--quiet", "--skip=output/dev"])
-        .arg(format!("--include={}", BASE_PACKAGES.join(",")))
+        .arg(format!("--variant={variant}"))
+        .args(["--format=tar", "--quiet", "--skip=output/dev"])
+        .arg(format!("--include={}", packages.join(",")))
         .arg(BASE_SUITE)
         .arg(&partial)
         .status()
         .context("running mmdebstrap (Debian package mmdebstrap; the testbed's `install --real-nodes` installs it)")?;
-    ensure!(status.success(), "mmdebstrap failed ({status})");
+    ensure!(
+        status.success(),
+        "mmdebstrap --variant={variant} failed ({status})"
+    );
     std::fs::rename(&partial, &out)?;
     Ok(out)
+}
+
+/// What Flux's programs need at run time in an application image (the flux view brings
+/// Flux itself): its libraries, Python 3.11 with its modules, Lua 5.3 for flux-cron.
+pub const FLUX_RUNTIME_PACKAGES: &[&str] = &[
+    "libjansson4",
+    "libuuid1",
+    "libzmq5",
+    "libhwloc15",
+    "libarchive13",
+    "liblz4-1",
+    "libsqlite3-0",
+    "libncursesw6",
+    "libtinfo6",
+    "liblua5.3-0",
+    "libpython3.11",
+    "python3",
+    "python3-cffi-backend",
+    "python3-yaml",
+    "python3-ply",
+    "lua5.3",
+    "lua-posix",
+];
+
+/// Name of the application image (a Debian system with Flux's run-time packages).
+pub const APP_IMAGE: &str = "localhost/flux-app-debian";
+/// Name of the flux view image built from a flux-core view.
+pub const VIEW_IMAGE: &str = "localhost/flux-view-debian";
+
+/// The application image: Debian `minbase` (bash, coreutils) with
+/// [`FLUX_RUNTIME_PACKAGES`], as root, `/bin/bash` by default.
+pub fn app_archive(cache: &Path, tag: &str) -> Result<(Vec<u8>, String)> {
+    let mut packages = vec!["bash"];
+    packages.extend(FLUX_RUNTIME_PACKAGES);
+    let rootfs = std::fs::read(rootfs_layer(cache, "minbase", &packages)?)?;
+    let name = format!("{APP_IMAGE}:{tag}");
+    Ok(oci::archive(&[&name], &shell_config(), &[&rootfs])?)
+}
+
+/// A flux view image: Debian `minbase` (the init container's copy needs bash and
+/// coreutils) with the flux-core view `view` (built for the prefix the view is copied to,
+/// `/mnt/flux/view`) as its one spack view under `/opt/views/._view/<digest>/`, and an
+/// empty `/opt/software`, as the reference view images lay them out.
+pub fn view_archive(cache: &Path, view: &Path, tag: &str) -> Result<(Vec<u8>, String)> {
+    let rootfs = std::fs::read(rootfs_layer(cache, "minbase", &["bash"])?)?;
+    let mut entries = oci::tree(view, "opt/views/._view/flux")
+        .with_context(|| format!("reading the flux view {}", view.display()))?;
+    entries.push(Entry::dir("opt/software", 0o755, 0, 0));
+    let layer = oci::layer(&entries)?;
+    let name = format!("{VIEW_IMAGE}:{tag}");
+    Ok(oci::archive(&[&name], &shell_config(), &[&rootfs, &layer])?)
+}
+
+/// Root, `/bin/bash`: the application and view images.
+fn shell_config() -> ImageConfig {
+    ImageConfig {
+        user: "0:0".to_string(),
+        entrypoint: Vec::new(),
+        cmd: vec!["/bin/bash".to_string()],
+        env: vec!["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin".to_string()],
+        exposed_ports: Vec::new(),
+    }
 }
 
 /// The controller image's OCI archive, from the base layer in `cache` and the binaries in

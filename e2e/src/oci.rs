@@ -6,6 +6,8 @@
 //! so the same inputs give the same digests.
 
 use std::io::{self, Write};
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
 
 use serde_json::{Value, json};
 
@@ -16,6 +18,8 @@ pub enum Content {
     File(Vec<u8>),
     /// A directory.
     Dir,
+    /// A symbolic link to this target.
+    Symlink(String),
 }
 
 /// One entry of a layer.
@@ -57,6 +61,50 @@ impl Entry {
     }
 }
 
+/// The entries of the directory tree `src`, placed under `dest` (a path in the image), with
+/// its files' modes, owned by root: directories, regular files and symbolic links (as
+/// they are). Anything else (a socket, a device) is an error.
+pub fn tree(src: &Path, dest: &str) -> io::Result<Vec<Entry>> {
+    let dest = dest.trim_matches('/');
+    let mut out = vec![Entry::dir(dest, 0o755, 0, 0)];
+    let mut pending = vec![(src.to_path_buf(), dest.to_string())];
+    while let Some((dir, at)) = pending.pop() {
+        for item in std::fs::read_dir(&dir)? {
+            let item = item?;
+            let name = item.file_name().to_string_lossy().to_string();
+            let path = format!("{at}/{name}");
+            let meta = std::fs::symlink_metadata(item.path())?;
+            let mode = meta.permissions().mode() & 0o7777;
+            let kind = meta.file_type();
+            let content = if kind.is_symlink() {
+                Content::Symlink(
+                    std::fs::read_link(item.path())?
+                        .to_string_lossy()
+                        .to_string(),
+                )
+            } else if kind.is_dir() {
+                pending.push((item.path(), path.clone()));
+                Content::Dir
+            } else if kind.is_file() {
+                Content::File(std::fs::read(item.path())?)
+            } else {
+                return Err(io::Error::other(format!(
+                    "{} is neither a file, a directory nor a symbolic link",
+                    item.path().display()
+                )));
+            };
+            out.push(Entry {
+                path,
+                mode,
+                uid: 0,
+                gid: 0,
+                content,
+            });
+        }
+    }
+    Ok(out)
+}
+
 /// A layer (an uncompressed tar) of `entries`, sorted by path.
 pub fn layer(entries: &[Entry]) -> io::Result<Vec<u8>> {
     let mut sorted: Vec<&Entry> = entries.iter().collect();
@@ -78,6 +126,11 @@ pub fn layer(entries: &[Entry]) -> io::Result<Vec<u8>> {
                 header.set_entry_type(tar::EntryType::Directory);
                 header.set_size(0);
                 out.append_data(&mut header, format!("{}/", e.path), io::empty())?;
+            }
+            Content::Symlink(target) => {
+                header.set_entry_type(tar::EntryType::Symlink);
+                header.set_size(0);
+                out.append_link(&mut header, &e.path, target)?;
             }
         }
     }
@@ -261,6 +314,55 @@ mod tests {
         ])
         .expect("layer");
         assert_eq!(digest(&l), digest(&again));
+    }
+
+    #[test]
+    fn a_tree_keeps_files_links_and_modes_under_its_destination() {
+        let dir = std::env::temp_dir().join(format!("oci-tree-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("lib")).expect("mkdir");
+        std::fs::write(dir.join("lib/libx.so.1"), b"elf").expect("write");
+        std::os::unix::fs::symlink("libx.so.1", dir.join("lib/libx.so")).expect("symlink");
+        std::fs::write(dir.join("run.sh"), b"#!/bin/sh\n").expect("write");
+        std::fs::set_permissions(dir.join("run.sh"), std::fs::Permissions::from_mode(0o750))
+            .expect("chmod");
+        // Modes set here, whatever the umask.
+        for (path, mode) in [("", 0o755), ("lib", 0o755), ("lib/libx.so.1", 0o644)] {
+            std::fs::set_permissions(dir.join(path), std::fs::Permissions::from_mode(mode))
+                .expect("chmod");
+        }
+        let entries = tree(&dir, "/opt/views/._view/abc").expect("tree");
+        let _ = std::fs::remove_dir_all(&dir);
+        let l = layer(&entries).expect("layer");
+        let mut archive = tar::Archive::new(l.as_slice());
+        let mut seen = Vec::new();
+        for e in archive.entries().expect("entries") {
+            let e = e.expect("entry");
+            let path = e.path().expect("path").to_string_lossy().to_string();
+            let link = e
+                .link_name()
+                .expect("link")
+                .map(|l| l.to_string_lossy().to_string());
+            seen.push((path, e.header().mode().expect("mode"), link));
+        }
+        assert_eq!(
+            seen,
+            [
+                ("opt/views/._view/abc/".to_string(), 0o755, None),
+                ("opt/views/._view/abc/lib/".to_string(), 0o755, None),
+                (
+                    "opt/views/._view/abc/lib/libx.so".to_string(),
+                    0o777,
+                    Some("libx.so.1".to_string())
+                ),
+                (
+                    "opt/views/._view/abc/lib/libx.so.1".to_string(),
+                    0o644,
+                    None
+                ),
+                ("opt/views/._view/abc/run.sh".to_string(), 0o750, None),
+            ]
+        );
     }
 
     #[test]

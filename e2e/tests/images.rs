@@ -167,3 +167,80 @@ fn the_controller_image_runs_in_containerd() -> Result<()> {
     );
     Ok(())
 }
+
+/// The flux view image's copy of its view (what the init container does) into a folder
+/// both containers mount, then Flux from that copy in a container of the application
+/// image: the pod's two halves, in real containers.
+#[test]
+#[ignore = "needs root, mmdebstrap, containerd, runc and the testbed's flux view (scripts/e2e.sh on the testbed)"]
+fn flux_copied_from_the_view_image_runs_in_the_application_image() -> Result<()> {
+    let root = workspace();
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root.join("target"));
+    let flux = std::env::var_os("TESTBED_FLUX")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/opt/testbed/flux"));
+    let images_dir = target.join("images");
+    let cache = images_dir.join("cache");
+    let (view, _) = images::view_archive(&cache, &flux.join("view"), "e2e")?;
+    let (app, _) = images::app_archive(&cache, "e2e")?;
+    let containerd = Containerd::start(&target.join("containerd-view-test"))?;
+    for (file, bytes) in [
+        ("flux-view-e2e.oci.tar", &view),
+        ("flux-app-e2e.oci.tar", &app),
+    ] {
+        let path = images_dir.join(file);
+        std::fs::write(&path, bytes)?;
+        containerd.ctr(&["images", "import", &path.to_string_lossy()])?;
+    }
+    let shared = target.join("containerd-view-test/mnt-flux");
+    std::fs::create_dir_all(&shared)?;
+    let mount = format!(
+        "type=bind,src={},dst=/mnt/flux,options=rbind:rw",
+        shared.display()
+    );
+    let id = |what: &str| format!("{what}-{}", std::process::id());
+    let view_image = format!("{}:e2e", images::VIEW_IMAGE);
+    let app_image = format!("{}:e2e", images::APP_IMAGE);
+    // As the rendered init script copies it: the one view under /opt/views/._view.
+    containerd.ctr(&[
+        "run", "--rm", "--mount", &mount, &view_image, &id("copy"), "/bin/bash", "-c",
+        "shopt -s nullglob; views=(/opt/views/._view/*/); [ ${#views[@]} -eq 1 ] && mkdir -p /mnt/flux/view && cp -a \"${views[0]}.\" /mnt/flux/view/",
+    ])?;
+    let out = containerd.ctr(&[
+        "run",
+        "--rm",
+        "--mount",
+        &mount,
+        &app_image,
+        &id("flux"),
+        "/mnt/flux/view/bin/flux",
+        "version",
+    ])?;
+    eprintln!("flux version in a container of {app_image}:\n{out}");
+    ensure!(
+        out.contains("commands:") && out.contains("libflux-core:"),
+        "flux version from the copied view: {out}"
+    );
+    // A real broker: a one-rank instance runs a command under Flux.
+    let out = containerd.ctr(&[
+        "run",
+        "--rm",
+        "--mount",
+        &mount,
+        &app_image,
+        &id("broker"),
+        "/mnt/flux/view/bin/flux",
+        "start",
+        "/mnt/flux/view/bin/flux",
+        "run",
+        "echo",
+        "hello from a flux job",
+    ])?;
+    ensure!(
+        out.contains("hello from a flux job"),
+        "a one-broker instance in a container of the application image: {out}"
+    );
+    Ok(())
+}

@@ -2,9 +2,11 @@
 //!
 //! ```text
 //! flux-images controller --out target/images [--profile release] [--tag 0.1.0]
+//! flux-images app --out target/images [--tag bookworm]
+//! flux-images view --out target/images --view /opt/testbed/flux/view [--tag bookworm]
 //! ```
-//! writes `flux-hub-<tag>.oci.tar` (load it with `ctr -n k8s.io images import`) and prints
-//! its path and manifest digest.
+//! writes `<image>-<tag>.oci.tar` (load it with `ctr -n k8s.io images import`) and prints
+//! its path, manifest digest and name.
 
 use std::path::PathBuf;
 
@@ -36,6 +38,42 @@ enum Image {
         #[arg(long, default_value = env!("CARGO_PKG_VERSION"))]
         tag: String,
     },
+    /// An application image: Debian with Flux's run-time packages (Flux comes from a view).
+    App {
+        /// Folder for the archive and the cached root filesystems.
+        #[arg(long, default_value = "target/images")]
+        out: PathBuf,
+        /// The image tag.
+        #[arg(long, default_value = "bookworm")]
+        tag: String,
+    },
+    /// A flux view image of a flux-core installation built for prefix /mnt/flux/view.
+    View {
+        /// Folder for the archive and the cached root filesystems.
+        #[arg(long, default_value = "target/images")]
+        out: PathBuf,
+        /// The flux-core view (the testbed's `flux/view`).
+        #[arg(long, default_value = "/opt/testbed/flux/view")]
+        view: PathBuf,
+        /// The image tag.
+        #[arg(long, default_value = "bookworm")]
+        tag: String,
+    },
+}
+
+/// Writes `archive` as `<out>/<file>-<tag>.oci.tar` and says so.
+fn write(
+    out: &std::path::Path,
+    file: &str,
+    name: &str,
+    tag: &str,
+    built: (Vec<u8>, String),
+) -> Result<()> {
+    let (archive, digest) = built;
+    let path = out.join(format!("{file}-{tag}.oci.tar"));
+    std::fs::write(&path, &archive).with_context(|| format!("writing {}", path.display()))?;
+    println!("{} {digest} {name}:{tag}", path.display());
+    Ok(())
 }
 
 fn main() -> Result<()> {
@@ -44,17 +82,17 @@ fn main() -> Result<()> {
             let target = std::env::var_os("CARGO_TARGET_DIR")
                 .map(PathBuf::from)
                 .unwrap_or_else(|| PathBuf::from("target"));
-            let (archive, digest) =
+            let built =
                 images::controller_archive(&out.join("cache"), &target.join(&profile), &tag)?;
-            let path = out.join(format!("flux-hub-{tag}.oci.tar"));
-            std::fs::write(&path, &archive)
-                .with_context(|| format!("writing {}", path.display()))?;
-            println!(
-                "{} {digest} {}:{tag}",
-                path.display(),
-                images::CONTROLLER_IMAGE
-            );
-            Ok(())
+            write(&out, "flux-hub", images::CONTROLLER_IMAGE, &tag, built)
+        }
+        Image::App { out, tag } => {
+            let built = images::app_archive(&out.join("cache"), &tag)?;
+            write(&out, "flux-app", images::APP_IMAGE, &tag, built)
+        }
+        Image::View { out, view, tag } => {
+            let built = images::view_archive(&out.join("cache"), &view, &tag)?;
+            write(&out, "flux-view", images::VIEW_IMAGE, &tag, built)
         }
     }
 }
