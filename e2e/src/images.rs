@@ -219,6 +219,25 @@ pub fn view_archive(cache: &Path, view: &Path, tag: &str) -> Result<(Vec<u8>, St
     Ok(oci::archive(&[&name], &shell_config(), &[&rootfs, &layer])?)
 }
 
+/// Name of the pod sandbox image real nodes use (containerd's `sandbox_image`).
+pub const PAUSE_IMAGE: &str = "localhost/pause";
+
+/// The pod sandbox image: the static `pause` binary (the testbed's `k8s/bin/pause`) alone,
+/// as `/pause`.
+pub fn pause_archive(pause: &Path, tag: &str) -> Result<(Vec<u8>, String)> {
+    let binary = std::fs::read(pause).with_context(|| format!("reading {}", pause.display()))?;
+    let layer = oci::layer(&[Entry::file("pause", 0o755, binary)])?;
+    let config = ImageConfig {
+        user: "65535:65535".to_string(),
+        entrypoint: vec!["/pause".to_string()],
+        cmd: Vec::new(),
+        env: Vec::new(),
+        exposed_ports: Vec::new(),
+    };
+    let name = format!("{PAUSE_IMAGE}:{tag}");
+    Ok(oci::archive(&[&name], &config, &[&layer])?)
+}
+
 /// Root, `/bin/bash`: the application and view images.
 fn shell_config() -> ImageConfig {
     ImageConfig {

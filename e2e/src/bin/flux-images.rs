@@ -59,6 +59,18 @@ enum Image {
         #[arg(long, default_value = "bookworm")]
         tag: String,
     },
+    /// The pod sandbox image of a static `pause` binary.
+    Pause {
+        /// Folder for the archive.
+        #[arg(long, default_value = "target/images")]
+        out: PathBuf,
+        /// The static pause binary.
+        #[arg(long, default_value = "/opt/testbed/k8s/bin/pause")]
+        pause: PathBuf,
+        /// The image tag.
+        #[arg(long, default_value = "testbed")]
+        tag: String,
+    },
 }
 
 /// Writes `archive` as `<out>/<file>-<tag>.oci.tar` and says so.
@@ -89,6 +101,10 @@ fn main() -> Result<()> {
         Image::App { out, tag } => {
             let built = images::app_archive(&out.join("cache"), &tag)?;
             write(&out, "flux-app", images::APP_IMAGE, &tag, built)
+        }
+        Image::Pause { out, pause, tag } => {
+            let built = images::pause_archive(&pause, &tag)?;
+            write(&out, "pause", images::PAUSE_IMAGE, &tag, built)
         }
         Image::View { out, view, tag } => {
             let built = images::view_archive(&out.join("cache"), &view, &tag)?;

@@ -1,0 +1,216 @@
+#!/usr/bin/env bash
+# Real nodes for a testbed control plane (../shared/testbed/k8s/start.sh NAME OFFSET 0):
+# containerd + kubelet in a network namespace of their own, pods on a CNI bridge, cluster
+# DNS (dnsmasq, fed from the API's Services and EndpointSlices), images loaded without any
+# registry. Root only; needs the testbed's `install --real-nodes`.
+#
+#   scripts/real-node.sh up NAME OFFSET INDEX IMAGE.oci.tar...   start node NAME-real-INDEX
+#   scripts/real-node.sh down NAME OFFSET INDEX                  stop it (and, for the last
+#                                                                node of NAME, the DNS)
+#
+# Addresses: the cluster's bridge rnbrOFFSET on the host is 10.251.OFFSET.1/24 (the API
+# server, forwarded from 127.0.0.1, and the DNS server listen there); node INDEX is
+# 10.251.OFFSET.(10+INDEX) in netns rnOFFSET-INDEX; its pods 10.(160+INDEX).OFFSET.0/24.
+# The testbed's API server listens on 127.0.0.1 only, which a node's own namespace cannot
+# reach: a socat forwarder on the bridge address carries it (TLS is end to end, the
+# kubeconfig names the certificate's 127.0.0.1).
+set -euo pipefail
+
+testbed=${FLUX_E2E_TESTBED:-$(cd "$(dirname "$0")/../.." && pwd)/shared/testbed}
+k8s=/opt/testbed/k8s
+state_root=/opt/testbed/real-nodes
+
+usage() { sed -n '2,16p' "$0" >&2; exit 2; }
+[ $# -ge 4 ] || usage
+cmd=$1 name=$2 offset=$3 index=$4
+shift 4
+api_port=$((6443 + offset))
+node=$name-real-$index
+netns=rn$offset-$index
+bridge=rnbr$offset
+host_ip=10.251.$offset.1
+node_ip=10.251.$offset.$((10 + index))
+pod_subnet=10.$((160 + index)).$offset.0/24
+state=$state_root/$node
+cluster_state=$state_root/$name
+
+stop_pid() { # pidfile
+  [ -f "$1" ] || return 0
+  local pid; pid=$(cat "$1")
+  kill "$pid" 2>/dev/null || true
+  for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+  kill -9 "$pid" 2>/dev/null || true
+  rm -f "$1"
+}
+
+down() {
+  stop_pid "$state/kubelet.pid"
+  # Pod sandboxes and containers go with containerd's shims.
+  if [ -S "$state/containerd.sock" ]; then
+    for id in $(ctr --address "$state/containerd.sock" -n k8s.io tasks ls -q 2>/dev/null); do
+      ctr --address "$state/containerd.sock" -n k8s.io tasks kill -s KILL "$id" >/dev/null 2>&1 || true
+    done
+  fi
+  stop_pid "$state/containerd.pid"
+  pkill -9 -f "containerd-shim-runc-v2 .*-address $state/containerd.sock" 2>/dev/null || true
+  # Mounts under the node's state (pod volumes, snapshots) before its folder goes.
+  grep " $state/" /proc/mounts | awk '{print $2}' | sort -r | xargs -r -n1 umount -l 2>/dev/null || true
+  ip netns del "$netns" 2>/dev/null || true
+  ip link del "v$netns" 2>/dev/null || true
+  # Pod network namespaces (cni-*) left by sandboxes that died with containerd.
+  for pod_netns in $(ip netns list | awk '/^cni-/ {print $1}'); do
+    [ -z "$(ip netns pids "$pod_netns" 2>/dev/null)" ] && ip netns del "$pod_netns" 2>/dev/null || true
+  done
+  ip route del "$pod_subnet" 2>/dev/null || true
+  sed -i "/ $node # real-node\$/d" /etc/hosts
+  rm -rf "$state"
+  if ! ls -d "$state_root/$name"-real-* >/dev/null 2>&1; then
+    stop_pid "$cluster_state/scheduler.pid"
+    stop_pid "$cluster_state/dns-feed.pid"
+    stop_pid "$cluster_state/dnsmasq.pid"
+    stop_pid "$cluster_state/api-forward.pid"
+    ip link del "$bridge" 2>/dev/null || true
+    rm -rf "$cluster_state"
+  fi
+}
+
+up() {
+  [ "$(id -u)" = 0 ] || { echo "real-node: needs root" >&2; exit 1; }
+  for tool in containerd ctr runc socat dnsmasq ip iptables; do
+    command -v "$tool" >/dev/null || { echo "real-node: $tool missing (testbed install --real-nodes)" >&2; exit 1; }
+  done
+  local kubeconfig=$k8s/kubeconfig-$name
+  [ -f "$kubeconfig" ] || { echo "real-node: no cluster $name ($kubeconfig)" >&2; exit 1; }
+  down 2>/dev/null || true
+  mkdir -p "$state/net.d" "$cluster_state"
+  sysctl -qw net.ipv4.ip_forward=1
+
+  # The cluster's bridge, the API server on it, and the DNS server.
+  if ! ip link show "$bridge" >/dev/null 2>&1; then
+    ip link add "$bridge" type bridge
+    ip addr add "$host_ip/24" dev "$bridge"
+    ip link set "$bridge" up
+  fi
+  if [ ! -f "$cluster_state/api-forward.pid" ]; then
+    socat "TCP-LISTEN:$api_port,bind=$host_ip,fork,reuseaddr" "TCP:127.0.0.1:$api_port" \
+      >"$cluster_state/api-forward.log" 2>&1 &
+    echo $! >"$cluster_state/api-forward.pid"
+  fi
+  # `start.sh NAME OFFSET 0` starts no scheduler (its hollow nodes come with one).
+  if [ ! -f "$cluster_state/scheduler.pid" ] && ! pgrep -f "kube-scheduler.*--secure-port=$((24090 + offset))" >/dev/null; then
+    "$k8s/bin/kube-scheduler" --kubeconfig "$kubeconfig" --authentication-kubeconfig "$kubeconfig" \
+      --authorization-kubeconfig "$kubeconfig" --leader-elect=false \
+      --bind-address=127.0.0.1 --secure-port=$((24090 + offset)) >"$cluster_state/scheduler.log" 2>&1 &
+    echo $! >"$cluster_state/scheduler.pid"
+  fi
+  # A kubeconfig for the node: the API server on the bridge, its certificate's 127.0.0.1.
+  sed -e "s#server: https://127.0.0.1:$api_port#server: https://$host_ip:$api_port\n    tls-server-name: 127.0.0.1#" \
+    "$kubeconfig" >"$cluster_state/node.kubeconfig"
+  if [ ! -f "$cluster_state/dnsmasq.pid" ]; then
+    : >"$cluster_state/hosts"
+    dnsmasq --keep-in-foreground --no-resolv --no-hosts --bind-interfaces \
+      --listen-address="$host_ip" --addn-hosts="$cluster_state/hosts" --local=/cluster.local/ \
+      --log-facility="$cluster_state/dnsmasq.log" &
+    echo $! >"$cluster_state/dnsmasq.pid"
+    KUBECONFIG=$kubeconfig "$(dirname "$0")/real-node-dns.sh" "$cluster_state/hosts" "$cluster_state/dnsmasq.pid" \
+      >"$cluster_state/dns-feed.log" 2>&1 &
+    echo $! >"$cluster_state/dns-feed.pid"
+  fi
+
+  # The node's namespace: its address on the bridge, the host as its gateway.
+  ip netns add "$netns"
+  ip link add "v$netns" type veth peer name eth0 netns "$netns"
+  ip link set "v$netns" master "$bridge" up
+  ip -n "$netns" addr add "$node_ip/24" dev eth0
+  ip -n "$netns" link set eth0 up
+  ip -n "$netns" link set lo up
+  ip -n "$netns" route add default via "$host_ip"
+  ip netns exec "$netns" sysctl -qw net.ipv4.ip_forward=1
+  ip route replace "$pod_subnet" via "$node_ip"
+  # The API server reaches a kubelet (logs, exec) by the Node's host name first.
+  sed -i "/ $node # real-node\$/d" /etc/hosts
+  echo "$node_ip $node # real-node" >>/etc/hosts
+  echo "nameserver $host_ip" >"$state/resolv.conf"
+
+  cat >"$state/net.d/10-bridge.conflist" <<EOF
+{"cniVersion": "0.4.0", "name": "real-node", "plugins": [
+ {"type": "bridge", "bridge": "cni0", "isGateway": true, "ipMasq": true, "hairpinMode": true,
+  "ipam": {"type": "host-local", "ranges": [[{"subnet": "$pod_subnet"}]], "routes": [{"dst": "0.0.0.0/0"}],
+           "dataDir": "$state/cni-ipam"}},
+ {"type": "portmap", "capabilities": {"portMappings": true}}]}
+EOF
+  cat >"$state/containerd.toml" <<EOF
+version = 2
+root = "$state/containerd-root"
+state = "$state/containerd-state"
+[grpc]
+  address = "$state/containerd.sock"
+[plugins."io.containerd.grpc.v1.cri"]
+  sandbox_image = "localhost/pause:testbed"
+  [plugins."io.containerd.grpc.v1.cri".cni]
+    bin_dir = "/usr/lib/cni"
+    conf_dir = "$state/net.d"
+  [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+    runtime_type = "io.containerd.runc.v2"
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+      BinaryName = "$testbed/k8s/runc-wrapper"
+      SystemdCgroup = false
+EOF
+  # nsenter --net, not `ip netns exec`: that one also remounts /sys, which hides the
+  # cgroup mounts kubelet and runc need.
+  nsenter --net="/run/netns/$netns" containerd --config "$state/containerd.toml" >"$state/containerd.log" 2>&1 &
+  echo $! >"$state/containerd.pid"
+  for _ in $(seq 100); do
+    ctr --address "$state/containerd.sock" version >/dev/null 2>&1 && break
+    sleep 0.1
+  done
+  for image in "$@"; do
+    ctr --address "$state/containerd.sock" -n k8s.io images import --no-unpack "$image" >/dev/null
+  done
+
+  cat >"$state/kubelet.yaml" <<EOF
+apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+failCgroupV1: false
+cgroupDriver: cgroupfs
+containerRuntimeEndpoint: unix://$state/containerd.sock
+address: $node_ip
+port: 10250
+readOnlyPort: 0
+healthzPort: 0
+authentication:
+  anonymous: {enabled: true}
+  webhook: {enabled: false}
+authorization: {mode: AlwaysAllow}
+clusterDomain: cluster.local
+clusterDNS: ["$host_ip"]
+resolvConf: $state/resolv.conf
+failSwapOn: false
+evictionHard: {memory.available: "100Mi", nodefs.available: "1%", imagefs.available: "1%"}
+imageGCHighThresholdPercent: 100
+imageGCLowThresholdPercent: 99
+enforceNodeAllocatable: []
+EOF
+  nsenter --net="/run/netns/$netns" "$k8s/bin/kubelet" --config "$state/kubelet.yaml" \
+    --kubeconfig "$cluster_state/node.kubeconfig" --hostname-override "$node" --node-ip "$node_ip" \
+    --root-dir "$state/kubelet" --cert-dir "$state/pki" \
+    --node-labels "testbed/cluster=$name,testbed/real-node=true" >"$state/kubelet.log" 2>&1 &
+  echo $! >"$state/kubelet.pid"
+  for _ in $(seq 120); do
+    if KUBECONFIG=$kubeconfig "$k8s/bin/kubectl" get node "$node" \
+      -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}' 2>/dev/null | grep -q True; then
+      echo "real-node: $node Ready at $node_ip (pods $pod_subnet, DNS $host_ip)"
+      return 0
+    fi
+    sleep 0.5
+  done
+  echo "real-node: $node not Ready after 60 s; last kubelet lines:" >&2
+  tail -n 20 "$state/kubelet.log" >&2
+  exit 1
+}
+
+case $cmd in
+  up) up "$@" ;;
+  down) down ;;
+  *) usage ;;
+esac
