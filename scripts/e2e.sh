@@ -10,7 +10,9 @@
 #                       installs it, starts a root and two burst clusters at once (2 hollow
 #                       nodes each, node ExternalIPs outside 127/8), runs the whole e2e suite
 #                       (and builds the controller image offline and runs it in containerd),
-#                       and always stops what it started.
+#                       then a control plane with a real node (scripts/real-node.sh: kubelet,
+#                       containerd, the images built offline) for tests/real_node.rs, and
+#                       always stops what it started.
 #   else                says how to run it on kind and exits 0, having run nothing.
 #
 # Extra arguments go to the test binaries (e.g. a test name filter).
@@ -23,6 +25,8 @@ testbed=${FLUX_E2E_TESTBED:-$(cd .. && pwd)/shared/testbed}
 root_name=flux-e2e-root root_offset=40
 burst_name=flux-e2e-burst burst_offset=41
 burst2_name=flux-e2e-burst2 burst2_offset=42
+# A control plane whose node is real (kubelet + containerd, scripts/real-node.sh).
+real_name=flux-e2e-real real_offset=43
 # The test whose bursts run in two spoke clusters (SPOKE_KUBECONFIG and SPOKE2_KUBECONFIG).
 two_spokes_test=two_bursts_in_two_spoke_clusters_and_the_root_form_one_instance_of_eight_brokers
 
@@ -106,9 +110,11 @@ cleanup() {
       done
     done
   fi
+  "$(dirname "$0")/real-node.sh" down "$real_name" "$real_offset" 0 >/dev/null 2>&1 || true
   fresh "$root_name"
   fresh "$burst_name"
   fresh "$burst2_name"
+  fresh "$real_name"
   exit "$status"
 }
 trap cleanup EXIT
@@ -128,6 +134,9 @@ for cluster in "$root_name $root_offset" "$burst_name $burst_offset" "$burst2_na
   NODE_EXTERNAL_IP_PREFIX=10.250.$offset "$testbed/k8s/start.sh" "$name" "$offset" 2 &
   starting+=($!)
 done
+fresh "$real_name"
+"$testbed/k8s/start.sh" "$real_name" "$real_offset" 0 &
+starting+=($!)
 failed=0
 for pid in "${starting[@]}"; do wait "$pid" || failed=1; done
 starting=()
@@ -145,4 +154,15 @@ export KUBECONFIG SPOKE_KUBECONFIG SPOKE2_KUBECONFIG FLUX_E2E_TESTBED=$testbed
 # down and up again, keeping its data, for the API-outage test.
 export FLUX_E2E_BURST_STOP="'$testbed/k8s/stop.sh' $burst_name"
 export FLUX_E2E_BURST_START="NODE_EXTERNAL_IP_PREFIX=10.250.$burst_offset '$testbed/k8s/start.sh' $burst_name $burst_offset 2"
-suite --test hub --test bursting --test flux --test images -- --include-ignored "$@"
+status=0
+suite --test hub --test bursting --test flux --test images -- --include-ignored "$@" || status=$?
+
+# Real nodes: the images built offline, one real node, the real-node suite.
+images=target/images
+for image in pause app view; do
+  cargo run -q -p flux-e2e --bin flux-images -- "$image" --out "$images" >/dev/null
+done
+"$(dirname "$0")/real-node.sh" up "$real_name" "$real_offset" 0 \
+  "$images/pause-testbed.oci.tar" "$images/flux-app-bookworm.oci.tar" "$images/flux-view-bookworm.oci.tar"
+KUBECONFIG=$(kubeconfig "$real_name") suite --test real_node -- --include-ignored "$@" || status=$?
+exit "$status"
