@@ -162,7 +162,13 @@ images=target/images
 for image in pause app view; do
   cargo run -q -p flux-e2e --bin flux-images -- "$image" --out "$images" >/dev/null
 done
+# The controller image of the binaries the other suites ran (debug: no release build here).
+cargo build -q -p flux-hub -p flux-spoke
+cargo run -q -p flux-e2e --bin flux-images -- controller --profile debug --tag e2e --out "$images" >/dev/null
 "$(dirname "$0")/real-node.sh" up "$real_name" "$real_offset" 0 \
-  "$images/pause-testbed.oci.tar" "$images/flux-app-bookworm.oci.tar" "$images/flux-view-bookworm.oci.tar"
+  "$images/pause-testbed.oci.tar" "$images/flux-app-bookworm.oci.tar" "$images/flux-view-bookworm.oci.tar" \
+  "$images/flux-hub-e2e.oci.tar"
 KUBECONFIG=$(kubeconfig "$real_name") suite --test real_node -- --include-ignored "$@" || status=$?
+# After real_node.rs: the installed hub watches every namespace.
+KUBECONFIG=$(kubeconfig "$real_name") suite --test real_node_install -- --include-ignored "$@" || status=$?
 exit "$status"

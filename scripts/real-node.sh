@@ -126,6 +126,12 @@ up() {
   ip -n "$netns" link set lo up
   ip -n "$netns" route add default via "$host_ip"
   ip netns exec "$netns" sysctl -qw net.ipv4.ip_forward=1
+  # The `kubernetes` Service's endpoint is the API server's 127.0.0.1, which no pod can
+  # reach: in-cluster clients (the hub, a spoke) are sent to its forwarder on the bridge.
+  for chain in PREROUTING OUTPUT; do
+    ip netns exec "$netns" iptables -t nat -A "$chain" -d "${SERVICE_IP:-10.96.0.1}/32" -p tcp --dport 443 \
+      -j DNAT --to-destination "$host_ip:$api_port"
+  done
   ip route replace "$pod_subnet" via "$node_ip"
   # The API server reaches a kubelet (logs, exec) by the Node's host name first.
   sed -i "/ $node # real-node\$/d" /etc/hosts
