@@ -190,3 +190,155 @@ async fn an_interactive_minicluster_answers_kubectl_exec_and_flux_proxy() {
     })
     .await;
 }
+
+/// Runs `script` in the Flux environment of `pod`'s container `container` (kubectl exec),
+/// retrying until it succeeds and `done` accepts its output.
+async fn flux_in(
+    env: &TestEnv,
+    pod: &str,
+    container: &str,
+    script: &str,
+    what: &str,
+    done: impl Fn(&str) -> bool,
+) -> Result<String> {
+    let script = support::dataplane::in_flux_env(script);
+    env.eventually(what, secs(120), async || {
+        let mut cmd = tokio::process::Command::new("kubectl");
+        cmd.args(["--namespace", &env.ns, "exec", pod, "-c", container, "--"])
+            .args(["bash", "-c", &script]);
+        Ok(
+            match support::dataplane::output_of(cmd, &format!("kubectl exec {pod}")).await {
+                Ok(out) if done(&out) => Probe::Done(out),
+                Ok(out) => Probe::Waiting(out),
+                Err(e) => Probe::Waiting(format!("{e:#}")),
+            },
+        )
+    })
+    .await
+}
+
+/// An interactive MiniCluster of `size` brokers (up to `max`), Running; its lead pod.
+async fn interactive(env: &TestEnv, name: &str, size: i32, max: i32) -> Result<String> {
+    let mut doc = minicluster(name, size, "");
+    doc["spec"]["interactive"] = json!(true);
+    doc["spec"]["maxSize"] = json!(max);
+    if let Some(container) = doc["spec"]["containers"][0].as_object_mut() {
+        container.remove("command");
+    }
+    env.apply_minicluster(&doc).await?;
+    let mcs = env.api::<MiniCluster>();
+    env.eventually(&format!("{name} Running"), secs(180), async || {
+        let mc = mcs.get(name).await?;
+        Ok(match mc.status.as_ref().and_then(|s| s.phase.as_deref()) {
+            Some("Running") => Probe::Done(()),
+            _ => Probe::Waiting(yaml(&mc.status)),
+        })
+    })
+    .await?;
+    let pods = env
+        .api::<Pod>()
+        .list(&ListParams::default().labels(&format!("job-name={name}")))
+        .await?;
+    pods.items
+        .iter()
+        .filter_map(|p| p.metadata.name.clone())
+        .find(|n| n.starts_with(&format!("{name}-0-")))
+        .ok_or_else(|| anyhow::anyhow!("no lead broker pod of {name}"))
+}
+
+const UP_NODES: &str = "flux resource list -s up -no '{nnodes}'";
+
+#[tokio::test]
+#[ignore = "needs a cluster with real nodes: KUBECONFIG (scripts/e2e.sh on the testbed)"]
+async fn a_deleted_broker_pod_is_replaced_and_its_broker_rejoins() {
+    support::run("real-rejoin", true, async |env: &TestEnv| {
+        const NAME: &str = "rejoin";
+        let lead = interactive(env, NAME, 2, 2).await?;
+        flux_in(env, &lead, NAME, UP_NODES, "both brokers up", |o| {
+            o.trim() == "2"
+        })
+        .await?;
+        let pods = env.api::<Pod>();
+        let worker = pods
+            .list(&ListParams::default().labels(&format!("job-name={NAME}")))
+            .await?
+            .items
+            .into_iter()
+            .filter_map(|p| p.metadata.name)
+            .find(|n| n.starts_with(&format!("{NAME}-1-")))
+            .ok_or_else(|| anyhow::anyhow!("no worker pod"))?;
+        pods.delete(&worker, &kube::api::DeleteParams::default())
+            .await?;
+        let started = Instant::now();
+        // Gone from the API: its broker has stopped, so "2 up" below is the replacement.
+        env.eventually(&format!("{worker} gone"), secs(120), async || {
+            Ok(match pods.get_opt(&worker).await? {
+                None => Probe::Done(()),
+                Some(p) => Probe::Waiting(yaml(&p.status)),
+            })
+        })
+        .await?;
+        // The Job makes a new pod of index 1; its broker takes rank 1 again.
+        flux_in(
+            env,
+            &lead,
+            NAME,
+            UP_NODES,
+            "the replaced broker back in the instance",
+            |o| o.trim() == "2",
+        )
+        .await?;
+        let replaced = pods
+            .list(&ListParams::default().labels(&format!("job-name={NAME}")))
+            .await?
+            .items
+            .into_iter()
+            .filter_map(|p| p.metadata.name)
+            .any(|n| n.starts_with(&format!("{NAME}-1-")) && n != worker);
+        anyhow::ensure!(replaced, "a new pod of index 1 replaced {worker}");
+        eprintln!(
+            "{}: broker pod {worker} deleted; its replacement rejoined after {:?}",
+            env.ns,
+            started.elapsed()
+        );
+        Ok(())
+    })
+    .await;
+}
+
+#[tokio::test]
+#[ignore = "needs a cluster with real nodes: KUBECONFIG (scripts/e2e.sh on the testbed)"]
+async fn an_elastic_scale_up_adds_brokers_that_join_the_running_instance() {
+    support::run("real-grow", true, async |env: &TestEnv| {
+        const NAME: &str = "grow";
+        let lead = interactive(env, NAME, 2, 4).await?;
+        flux_in(env, &lead, NAME, UP_NODES, "two brokers up", |o| {
+            o.trim() == "2"
+        })
+        .await?;
+        let mcs = env.api::<MiniCluster>();
+        mcs.patch(
+            NAME,
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(&json!({"spec": {"size": 4}})),
+        )
+        .await?;
+        let started = Instant::now();
+        flux_in(
+            env,
+            &lead,
+            NAME,
+            UP_NODES,
+            "four brokers up after the scale-up",
+            |o| o.trim() == "4",
+        )
+        .await?;
+        eprintln!(
+            "{}: scaled 2 -> 4; the new brokers joined after {:?}",
+            env.ns,
+            started.elapsed()
+        );
+        Ok(())
+    })
+    .await;
+}

@@ -76,6 +76,30 @@ const DIAGNOSTICS: &[&str] = &[
     "sleep infinity",
 ];
 
+/// `run_broker CMD...`: runs the broker in the background and waits for it, passing on
+/// SIGTERM. The entrypoint is the container's PID 1, and bash there ignores SIGTERM
+/// unless it traps it: a deleted broker pod (a scale-down, a deleted MiniCluster) then
+/// kept running until the grace period (the drain timeout + 30 s) ran out and it was
+/// killed (seen on a real kubelet). With the trap the broker gets the signal at once (it
+/// leaves, or the lead shuts its instance down), and a worker is not restarted.
+fn signal_forwarding(sh: &mut Sh) {
+    sh.line("broker_pid=''");
+    sh.line("terminating=false");
+    sh.line("trap 'terminating=true; [ -z \"$broker_pid\" ] || kill -TERM \"$broker_pid\" 2>/dev/null || true' TERM");
+    sh.open("run_broker() {");
+    sh.line("\"$@\" &");
+    sh.line("broker_pid=$!");
+    sh.line("local status=0");
+    sh.open("while :; do");
+    sh.line("wait \"$broker_pid\" && status=0 || status=$?");
+    sh.line("# A trapped signal interrupts wait: wait again while the broker runs.");
+    sh.line("kill -0 \"$broker_pid\" 2>/dev/null || break");
+    sh.close("done");
+    sh.line("broker_pid=''");
+    sh.line("return \"$status\"");
+    sh.close("}");
+}
+
 /// The script of the flux view init container (run with `/bin/bash` in the view image).
 ///
 /// It creates the configuration tree under the layout's config root, copies broker.toml
@@ -248,6 +272,7 @@ pub fn broker_script(plan: &Plan, target: &Target) -> String {
     }
     sh.close(")");
     sh.line("flux_status=0");
+    signal_forwarding(&mut sh);
 
     sh.line("");
     if target.is_root() {
@@ -266,6 +291,12 @@ pub fn broker_script(plan: &Plan, target: &Target) -> String {
 
     ctx.hook(&mut sh, "post", Commands::hook(&hooks.post));
     sh.line("");
+    // A deleted pod must not count as a completed index of the Job: its index would
+    // never run again (not after a scale-up either), so a stopped broker fails the pod.
+    sh.open("if $terminating; then");
+    ctx.say_dq(&mut sh, "stopped by SIGTERM (the pod is being deleted)");
+    sh.line("flux_status=143");
+    sh.close("fi");
     ctx.say_dq(&mut sh, "flux exited with status $flux_status");
     sh.line("exit \"$flux_status\"");
     sh.finish()
@@ -1134,7 +1165,7 @@ impl<'a> Ctx<'a> {
             }
         };
 
-        let mut line = String::new();
+        let mut line = String::from("run_broker ");
         if self.timed {
             line.push_str("/usr/bin/time -f 'FLUXTIME fluxstart wall time %E' ");
         }
@@ -1238,9 +1269,9 @@ impl<'a> Ctx<'a> {
         sh.close("fi");
 
         let start = if self.timed {
-            "/usr/bin/time -f 'FLUXTIME fluxstart wall time %E' flux start \"${broker_args[@]}\""
+            "run_broker /usr/bin/time -f 'FLUXTIME fluxstart wall time %E' flux start \"${broker_args[@]}\""
         } else {
-            "flux start \"${broker_args[@]}\""
+            "run_broker flux start \"${broker_args[@]}\""
         };
         let rejoin = self.spec.flux().drain_timeout_seconds() > 0;
         if rejoin {
@@ -1272,7 +1303,8 @@ impl<'a> Ctx<'a> {
                 sh.line(rejoin_line);
             }
             sh.linef(format_args!("{start} || flux_status=$?"));
-            sh.open("if [ \"$flux_status\" -eq 0 ]; then");
+            sh.line("# Stopped on purpose (SIGTERM): not restarted.");
+            sh.open("if [ \"$flux_status\" -eq 0 ] || $terminating; then");
             sh.line("break");
             sh.close("fi");
             sh.linef(format_args!(

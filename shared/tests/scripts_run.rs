@@ -47,6 +47,16 @@ if [ "${1:-}" = start ]; then
   if [ $# -gt 0 ] && [ "${FAKE_FLUX_RUN:-0}" = 1 ]; then
     exec "$@"
   fi
+  if [ "${FAKE_FLUX_DELETED:-0}" = 1 ]; then
+    # The pod is deleted while the broker runs: the container's PID 1 (the entrypoint)
+    # gets SIGTERM; a real broker leaves cleanly (status 0) when it is passed on.
+    trap 'echo TERM >>"$FAKE_STATE/term"; exit 0' TERM
+    /bin/sleep 0.3
+    kill -TERM "$PPID"
+    /bin/sleep 30 &
+    wait
+    exit 9
+  fi
   read -ra codes <<<"${FAKE_FLUX_CODES:-0}"
   if [ "$n" -le "${#codes[@]}" ]; then
     exit "${codes[n - 1]}"
@@ -454,6 +464,37 @@ fn worker_waits_for_the_lead_and_restarts_a_failed_broker() {
     );
     assert!(err.contains("restarting"), "{err}");
     assert_cert_private(&sb);
+}
+
+/// A deleted broker pod: the entrypoint passes SIGTERM on to the broker at once (not the
+/// grace period later), does not restart it, and fails the pod (143), so that the Job
+/// makes the index again instead of counting it complete.
+#[test]
+fn sigterm_reaches_the_broker_which_is_not_restarted_and_the_pod_fails() {
+    let sb = Sandbox::new();
+    let plan = plan(&sb, HELLO, "");
+    let target = root(&plan);
+    let started = Instant::now();
+    let (code, out, err) = sb.run(
+        &scripts::broker_script(&plan, &target),
+        &[
+            ("FAKE_HOSTNAME", "flux-sample-1"),
+            ("FAKE_FLUX_DELETED", "1"),
+        ],
+    );
+    assert_eq!(code, 143, "stdout:\n{out}\nstderr:\n{err}");
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "the broker was not waited out: {:?}",
+        started.elapsed()
+    );
+    assert_eq!(
+        fs::read_to_string(sb.path("state/term")).unwrap_or_default(),
+        "TERM\n",
+        "the broker got SIGTERM once"
+    );
+    assert_eq!(sb.calls_of("flux").len(), 1, "not restarted");
+    assert!(out.contains("stopped by SIGTERM"), "{out}");
 }
 
 #[test]

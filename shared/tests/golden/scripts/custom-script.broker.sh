@@ -85,6 +85,21 @@ broker_args=(
   -Stbon.connect_timeout=5s
 )
 flux_status=0
+broker_pid=''
+terminating=false
+trap 'terminating=true; [ -z "$broker_pid" ] || kill -TERM "$broker_pid" 2>/dev/null || true' TERM
+run_broker() {
+  "$@" &
+  broker_pid=$!
+  local status=0
+  while :; do
+    wait "$broker_pid" && status=0 || status=$?
+    # A trapped signal interrupts wait: wait again while the broker runs.
+    kill -0 "$broker_pid" 2>/dev/null || break
+  done
+  broker_pid=''
+  return "$status"
+}
 
 host=$(hostname 2>/dev/null || uname -n)
 if [ "$host" = flux-sample-0 ]; then
@@ -93,7 +108,7 @@ if [ "$host" = flux-sample-0 ]; then
   # commands.brokerPre
 echo lead
   echo 'flux-operator: starting Flux'
-  flux start "${broker_args[@]}" flux submit -n 1 --quiet --watch /tmp/flux-operator-script-0.sh || flux_status=$?
+  run_broker flux start "${broker_args[@]}" flux submit -n 1 --quiet --watch /tmp/flux-operator-script-0.sh || flux_status=$?
 else
   echo 'flux-operator: this is a worker broker'
 
@@ -115,12 +130,16 @@ echo worker
   echo 'flux-operator: starting Flux'
   [ ! -f "$drain_script" ] || /bin/bash "$drain_script" rejoin &
   # flux.completeWorkers: the broker is not restarted and the pod completes.
-  flux start "${broker_args[@]}" || flux_status=$?
+  run_broker flux start "${broker_args[@]}" || flux_status=$?
   if [ "$flux_status" -ne 0 ]; then
     echo "flux-operator: broker exited with status $flux_status; completing (flux.completeWorkers)" >&2
     flux_status=0
   fi
 fi
 
+if $terminating; then
+  echo "flux-operator: stopped by SIGTERM (the pod is being deleted)"
+  flux_status=143
+fi
 echo "flux-operator: flux exited with status $flux_status"
 exit "$flux_status"

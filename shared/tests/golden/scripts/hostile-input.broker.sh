@@ -73,6 +73,21 @@ broker_args=(
   -Stbon.connect_timeout=5s
 )
 flux_status=0
+broker_pid=''
+terminating=false
+trap 'terminating=true; [ -z "$broker_pid" ] || kill -TERM "$broker_pid" 2>/dev/null || true' TERM
+run_broker() {
+  "$@" &
+  broker_pid=$!
+  local status=0
+  while :; do
+    wait "$broker_pid" && status=0 || status=$?
+    # A trapped signal interrupts wait: wait again while the broker runs.
+    kill -0 "$broker_pid" 2>/dev/null || break
+  done
+  broker_pid=''
+  return "$status"
+}
 
 host=$(hostname 2>/dev/null || uname -n)
 if [ "$host" = flux-sample-0 ]; then
@@ -95,7 +110,7 @@ flux batch -n 1 -o '\'''\''\'\'''\''x'\'' '\''y'\''\'\'''\'''\'' '\''`id`'\'' --
 flux dump '\''/state/it'\''\'\'''\''s $(touch /tmp/pwned).tar'\'' || echo '\''flux-operator: warning: flux dump /state/it'\''\'\'''\''s $(touch /tmp/pwned).tar failed'\'' >&2
 exit "$status"'
   echo 'flux-operator: starting Flux'
-  flux start "${broker_args[@]}" bash -c "$initial_program" flux-initial-program "$batch_file" || flux_status=$?
+  run_broker flux start "${broker_args[@]}" bash -c "$initial_program" flux-initial-program "$batch_file" || flux_status=$?
 else
   echo 'flux-operator: this is a worker broker'
   # Wait up to 60s for the lead broker (Flux keeps retrying after that).
@@ -115,8 +130,9 @@ else
   while :; do
     flux_status=0
     [ ! -f "$drain_script" ] || /bin/bash "$drain_script" rejoin &
-    flux start "${broker_args[@]}" || flux_status=$?
-    if [ "$flux_status" -eq 0 ]; then
+    run_broker flux start "${broker_args[@]}" || flux_status=$?
+    # Stopped on purpose (SIGTERM): not restarted.
+    if [ "$flux_status" -eq 0 ] || $terminating; then
       break
     fi
     echo "flux-operator: broker exited with status $flux_status; restarting in 15s" >&2
@@ -124,5 +140,9 @@ else
   done
 fi
 
+if $terminating; then
+  echo "flux-operator: stopped by SIGTERM (the pod is being deleted)"
+  flux_status=143
+fi
 echo "flux-operator: flux exited with status $flux_status"
 exit "$flux_status"

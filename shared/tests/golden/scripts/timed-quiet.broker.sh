@@ -78,10 +78,25 @@ broker_args=(
   -Stbon.connect_timeout=5s
 )
 flux_status=0
+broker_pid=''
+terminating=false
+trap 'terminating=true; [ -z "$broker_pid" ] || kill -TERM "$broker_pid" 2>/dev/null || true' TERM
+run_broker() {
+  "$@" &
+  broker_pid=$!
+  local status=0
+  while :; do
+    wait "$broker_pid" && status=0 || status=$?
+    # A trapped signal interrupts wait: wait again while the broker runs.
+    kill -0 "$broker_pid" 2>/dev/null || break
+  done
+  broker_pid=''
+  return "$status"
+}
 
 host=$(hostname 2>/dev/null || uname -n)
 if [ "$host" = flux-sample-0 ]; then
-  /usr/bin/time -f 'FLUXTIME fluxstart wall time %E' flux start "${broker_args[@]}" /usr/bin/time -f 'FLUXTIME fluxsubmit wall time %E' flux submit -n 1 --quiet --watch echo hello world || flux_status=$?
+  run_broker /usr/bin/time -f 'FLUXTIME fluxstart wall time %E' flux start "${broker_args[@]}" /usr/bin/time -f 'FLUXTIME fluxsubmit wall time %E' flux submit -n 1 --quiet --watch echo hello world || flux_status=$?
 else
   # Wait up to 60s for the lead broker (Flux keeps retrying after that).
   if command -v getent >/dev/null 2>&1; then
@@ -99,8 +114,9 @@ else
   while :; do
     flux_status=0
     [ ! -f "$drain_script" ] || /bin/bash "$drain_script" rejoin &
-    /usr/bin/time -f 'FLUXTIME fluxstart wall time %E' flux start "${broker_args[@]}" || flux_status=$?
-    if [ "$flux_status" -eq 0 ]; then
+    run_broker /usr/bin/time -f 'FLUXTIME fluxstart wall time %E' flux start "${broker_args[@]}" || flux_status=$?
+    # Stopped on purpose (SIGTERM): not restarted.
+    if [ "$flux_status" -eq 0 ] || $terminating; then
       break
     fi
     echo "flux-operator: broker exited with status $flux_status; restarting in 15s" >&2
@@ -111,4 +127,7 @@ fi
 # commands.post
 echo post
 
+if $terminating; then
+  flux_status=143
+fi
 exit "$flux_status"
