@@ -87,8 +87,12 @@ fn signal_forwarding(sh: &mut Sh) {
     sh.line("terminating=false");
     sh.line("trap 'terminating=true; [ -z \"$broker_pid\" ] || kill -TERM \"$broker_pid\" 2>/dev/null || true' TERM");
     sh.open("run_broker() {");
-    sh.line("\"$@\" &");
+    sh.line("# exec: broker_pid is the broker itself, not a subshell (traps keep bash from");
+    sh.line("# running the command in place of the subshell).");
+    sh.line("(exec \"$@\") &");
     sh.line("broker_pid=$!");
+    sh.line("# A SIGTERM that came before broker_pid was set is passed on now.");
+    sh.line("! $terminating || kill -TERM \"$broker_pid\" 2>/dev/null || true");
     sh.line("local status=0");
     sh.open("while :; do");
     sh.line("wait \"$broker_pid\" && status=0 || status=$?");

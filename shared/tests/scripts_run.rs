@@ -51,9 +51,11 @@ if [ "${1:-}" = start ]; then
     # The pod is deleted while the broker runs: the container's PID 1 (the entrypoint)
     # gets SIGTERM; a real broker leaves cleanly (status 0) when it is passed on.
     trap 'echo TERM >>"$FAKE_STATE/term"; exit 0' TERM
+    # The entrypoint is this process's parent: the broker is its own child.
     /bin/sleep 0.3
     kill -TERM "$PPID"
-    /bin/sleep 30 &
+    # Not holding the script's output open once the broker is gone.
+    /bin/sleep 30 >/dev/null 2>&1 &
     wait
     exit 9
   fi

@@ -70,8 +70,12 @@ broker_pid=''
 terminating=false
 trap 'terminating=true; [ -z "$broker_pid" ] || kill -TERM "$broker_pid" 2>/dev/null || true' TERM
 run_broker() {
-  "$@" &
+  # exec: broker_pid is the broker itself, not a subshell (traps keep bash from
+  # running the command in place of the subshell).
+  (exec "$@") &
   broker_pid=$!
+  # A SIGTERM that came before broker_pid was set is passed on now.
+  ! $terminating || kill -TERM "$broker_pid" 2>/dev/null || true
   local status=0
   while :; do
     wait "$broker_pid" && status=0 || status=$?
