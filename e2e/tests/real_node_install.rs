@@ -131,11 +131,20 @@ async fn flux_hub_init_runs_the_hub_image_and_a_second_replica_takes_over() {
         );
         pods.delete(&first, &DeleteParams::default()).await?;
         let failover = Instant::now();
+        // Another replica leads: the standby, or the leader's replacement if it was first.
         let second = env
             .eventually("another replica to lead", secs(120), async || {
+                let running: Vec<String> = pods
+                    .list(&ListParams::default().labels("app.kubernetes.io/name=flux-hub"))
+                    .await?
+                    .items
+                    .into_iter()
+                    .filter(|p| p.metadata.deletion_timestamp.is_none())
+                    .filter_map(|p| p.metadata.name)
+                    .collect();
                 Ok(match leader(env).await? {
-                    Some(l) if l != first && names.contains(&l) => Probe::Done(l),
-                    other => Probe::Waiting(format!("leader {other:?}")),
+                    Some(l) if l != first && running.contains(&l) => Probe::Done(l),
+                    other => Probe::Waiting(format!("leader {other:?} of hub pods {running:?}")),
                 })
             })
             .await?;
