@@ -127,59 +127,18 @@ async fn hello_world_runs_on_real_nodes() {
 async fn an_interactive_minicluster_answers_kubectl_exec_and_flux_proxy() {
     support::run("real-interactive", true, async |env: &TestEnv| {
         const NAME: &str = "interactive";
-        let mut doc = minicluster(NAME, 2, "");
-        doc["spec"]["interactive"] = json!(true);
-        if let Some(container) = doc["spec"]["containers"][0].as_object_mut() {
-            container.remove("command");
-        }
-        env.apply_minicluster(&doc).await?;
-        let mcs = env.api::<MiniCluster>();
-        env.eventually(
-            "the interactive MiniCluster Running",
-            secs(180),
-            async || {
-                let mc = mcs.get(NAME).await?;
-                Ok(match mc.status.as_ref().and_then(|s| s.phase.as_deref()) {
-                    Some("Running") => Probe::Done(()),
-                    _ => Probe::Waiting(yaml(&mc.status)),
-                })
-            },
-        )
-        .await?;
-        let pods = env
-            .api::<Pod>()
-            .list(&ListParams::default().labels(&format!("job-name={NAME}")))
-            .await?;
-        let lead = pods
-            .items
-            .iter()
-            .filter_map(|p| p.metadata.name.clone())
-            .find(|n| n.starts_with(&format!("{NAME}-0-")))
-            .ok_or_else(|| anyhow::anyhow!("no lead broker pod"))?;
+        let lead = interactive(env, NAME, 2, 2).await?;
         // What a user types: kubectl exec into the lead broker, then flux (directly and
         // through flux proxy) against the running instance.
-        let script = support::dataplane::in_flux_env(
+        let answer = flux_in(
+            env,
+            &lead,
+            NAME,
             "flux getattr size && flux proxy \"$fluxsocket\" flux resource list -no '{nnodes}'",
-        );
-        let answer = env
-            .eventually(
-                "flux to answer through kubectl exec",
-                secs(60),
-                async || {
-                    let mut cmd = tokio::process::Command::new("kubectl");
-                    cmd.args(["--namespace", &env.ns, "exec", &lead, "-c", NAME, "--"])
-                        .args(["bash", "-c", &script]);
-                    Ok(
-                        match support::dataplane::output_of(cmd, &format!("kubectl exec {lead}"))
-                            .await
-                        {
-                            Ok(out) => Probe::Done(out),
-                            Err(e) => Probe::Waiting(format!("{e:#}")),
-                        },
-                    )
-                },
-            )
-            .await?;
+            "flux to answer through kubectl exec",
+            |_| true,
+        )
+        .await?;
         let lines: Vec<&str> = answer.lines().map(str::trim).collect();
         ensure!(
             lines == ["2", "2"],
