@@ -3015,26 +3015,7 @@ async fn names_taken(env: &TestEnv, fed: &Federation) -> Result<()> {
     let theirs = squat(env, fed, &taken).await?;
     let doc = minicluster(&taken, fed.spoke(), lead_address_override().as_deref());
     env.apply_minicluster(&doc).await?;
-    let message = env
-        .eventually(
-            "the burst refused as NameTaken",
-            objects_deadline(),
-            async || {
-                let mc = mcs.get(NAME).await?;
-                let b = mc.status.as_ref().and_then(|s| s.bursts.first().cloned());
-                Ok(match b {
-                    Some(b)
-                        if b.message
-                            .as_deref()
-                            .is_some_and(|m| m.contains("NameTaken")) =>
-                    {
-                        Probe::Done((b.phase, b.message.unwrap_or_default()))
-                    }
-                    _ => Probe::Waiting(yaml(&mc.status)),
-                })
-            },
-        )
-        .await?;
+    let message = burst_refused_as_name_taken(env, NAME).await?;
     let (phase, message) = message;
     ensure!(
         phase == "Failed",
@@ -3158,26 +3139,7 @@ async fn collide(env: &TestEnv, fed: &Federation) -> Result<()> {
     let mut second = minicluster(&burst.name, fed.spoke(), lead_address_override().as_deref());
     second["metadata"]["name"] = json!(SECOND);
     env.apply_minicluster(&second).await?;
-    let message = env
-        .eventually(
-            "the second MiniCluster's burst refused as NameTaken",
-            objects_deadline(),
-            async || {
-                let mc = mcs.get(SECOND).await?;
-                let b = mc.status.as_ref().and_then(|s| s.bursts.first().cloned());
-                Ok(match b {
-                    Some(b)
-                        if b.message
-                            .as_deref()
-                            .is_some_and(|m| m.contains("NameTaken")) =>
-                    {
-                        Probe::Done(b.message.unwrap_or_default())
-                    }
-                    _ => Probe::Waiting(yaml(&mc.status)),
-                })
-            },
-        )
-        .await?;
+    let (_, message) = burst_refused_as_name_taken(env, SECOND).await?;
     let first_key = format!("{}/{NAME}/{}", env.ns, burst.name);
     ensure!(
         message.contains(&first_key),
@@ -3312,4 +3274,29 @@ async fn large_tenant(env: &TestEnv, fed: &Federation) -> Result<()> {
         env.ns, burst.name
     );
     Ok(())
+}
+
+/// The phase and message of MiniCluster `name`'s first burst, once the spoke refused it
+/// as NameTaken.
+async fn burst_refused_as_name_taken(env: &TestEnv, name: &str) -> Result<(String, String)> {
+    let mcs = env.api::<MiniCluster>();
+    env.eventually(
+        &format!("the burst of {name} refused as NameTaken"),
+        objects_deadline(),
+        async || {
+            let mc = mcs.get(name).await?;
+            let b = mc.status.as_ref().and_then(|s| s.bursts.first().cloned());
+            Ok(match b {
+                Some(b)
+                    if b.message
+                        .as_deref()
+                        .is_some_and(|m| m.contains("NameTaken")) =>
+                {
+                    Probe::Done((b.phase, b.message.unwrap_or_default()))
+                }
+                _ => Probe::Waiting(yaml(&mc.status)),
+            })
+        },
+    )
+    .await
 }
