@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # Real nodes for a testbed control plane (../shared/testbed/k8s/start.sh NAME OFFSET 0):
-# containerd + kubelet in a network namespace of their own, pods on a CNI bridge, cluster
+# containerd + kubelet + kube-proxy (iptables: cluster IPs, NodePorts) in a network
+# namespace of their own, pods on a CNI bridge under a cgroup of the node's own, cluster
 # DNS (dnsmasq, fed from the API's Services and EndpointSlices), images loaded without any
-# registry. Root only; needs the testbed's `install --real-nodes`.
+# registry. Several clusters side by side (one OFFSET each) reach each other's nodes, so
+# NodePorts carry traffic between clusters. Root only; needs the testbed's `install
+# --real-nodes`.
 #
 #   scripts/real-node.sh up NAME OFFSET INDEX IMAGE.oci.tar...   start node NAME-real-INDEX
 #   scripts/real-node.sh down NAME OFFSET INDEX                  stop it (and, for the last
@@ -20,7 +23,7 @@ testbed=${FLUX_E2E_TESTBED:-$(cd "$(dirname "$0")/../.." && pwd)/shared/testbed}
 k8s=/opt/testbed/k8s
 state_root=/opt/testbed/real-nodes
 
-usage() { sed -n '2,16p' "$0" >&2; exit 2; }
+usage() { sed -n '2,19p' "$0" >&2; exit 2; }
 [ $# -ge 4 ] || usage
 cmd=$1 name=$2 offset=$3 index=$4
 shift 4
@@ -44,6 +47,7 @@ stop_pid() { # pidfile
 }
 
 down() {
+  stop_pid "$state/kube-proxy.pid"
   stop_pid "$state/kubelet.pid"
   # Pod sandboxes and containers go with containerd's shims.
   if [ -S "$state/containerd.sock" ]; then
@@ -55,6 +59,10 @@ down() {
   pkill -9 -f "containerd-shim-runc-v2 .*-address $state/containerd.sock" 2>/dev/null || true
   # Mounts under the node's state (pod volumes, snapshots) before its folder goes.
   grep " $state/" /proc/mounts | awk '{print $2}' | sort -r | xargs -r -n1 umount -l 2>/dev/null || true
+  # The node's cgroups, deepest first, once their processes are gone.
+  for hierarchy in /sys/fs/cgroup/*/; do
+    [ -d "$hierarchy$netns" ] && find "$hierarchy$netns" -depth -type d -exec rmdir {} + 2>/dev/null || true
+  done
   ip netns del "$netns" 2>/dev/null || true
   ip link del "v$netns" 2>/dev/null || true
   # Pod network namespaces (cni-*) left by sandboxes that died with containerd.
@@ -126,12 +134,6 @@ up() {
   ip -n "$netns" link set lo up
   ip -n "$netns" route add default via "$host_ip"
   ip netns exec "$netns" sysctl -qw net.ipv4.ip_forward=1
-  # The `kubernetes` Service's endpoint is the API server's 127.0.0.1, which no pod can
-  # reach: in-cluster clients (the hub, a spoke) are sent to its forwarder on the bridge.
-  for chain in PREROUTING OUTPUT; do
-    ip netns exec "$netns" iptables -t nat -A "$chain" -d "${SERVICE_IP:-10.96.0.1}/32" -p tcp --dport 443 \
-      -j DNAT --to-destination "$host_ip:$api_port"
-  done
   ip route replace "$pod_subnet" via "$node_ip"
   # The API server reaches a kubelet (logs, exec) by the Node's host name first.
   sed -i "/ $node # real-node\$/d" /etc/hosts
@@ -196,12 +198,53 @@ evictionHard: {memory.available: "100Mi", nodefs.available: "1%", imagefs.availa
 imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
 enforceNodeAllocatable: []
+cgroupRoot: /$netns
 EOF
+  # Kubelets sharing the host each keep their pods under a cgroup of their own: under one
+  # /kubepods each would remove the others' pod cgroups as orphans.
+  for hierarchy in /sys/fs/cgroup/*/; do
+    mkdir -p "$hierarchy$netns"
+    if [ -f "${hierarchy}cpuset.cpus" ]; then
+      cat "${hierarchy}cpuset.cpus" >"$hierarchy$netns/cpuset.cpus"
+      cat "${hierarchy}cpuset.mems" >"$hierarchy$netns/cpuset.mems"
+    fi
+  done
   nsenter --net="/run/netns/$netns" "$k8s/bin/kubelet" --config "$state/kubelet.yaml" \
     --kubeconfig "$cluster_state/node.kubeconfig" --hostname-override "$node" --node-ip "$node_ip" \
     --root-dir "$state/kubelet" --cert-dir "$state/pki" \
     --node-labels "testbed/cluster=$name,testbed/real-node=true" >"$state/kubelet.log" 2>&1 &
   echo $! >"$state/kubelet.pid"
+  # kube-proxy (iptables): Services' cluster IPs and NodePorts on this node. conntrack
+  # limits stay the host's (a network namespace cannot set them); NodePorts on the node's
+  # own address.
+  cat >"$state/kube-proxy.yaml" <<EOF
+apiVersion: kubeproxy.config.k8s.io/v1alpha1
+kind: KubeProxyConfiguration
+clientConnection: {kubeconfig: $cluster_state/node.kubeconfig}
+mode: iptables
+hostnameOverride: $node
+bindAddress: $node_ip
+healthzBindAddress: $node_ip:10256
+metricsBindAddress: $node_ip:10249
+clusterCIDR: 10.160.0.0/11
+nodePortAddresses: ["$node_ip/32"]
+conntrack: {maxPerCore: 0, tcpEstablishedTimeout: 0s, tcpCloseWaitTimeout: 0s}
+EOF
+  nsenter --net="/run/netns/$netns" "$k8s/bin/kube-proxy" --config "$state/kube-proxy.yaml" \
+    >"$state/kube-proxy.log" 2>&1 &
+  echo $! >"$state/kube-proxy.pid"
+  # The `kubernetes` Service's endpoint is the API server's 127.0.0.1, which no pod can
+  # reach: in-cluster clients (the hub, a spoke) are sent to its forwarder on the bridge,
+  # ahead of kube-proxy's rules (which it does not reorder once they exist).
+  for _ in $(seq 100); do
+    ip netns exec "$netns" iptables -t nat -S PREROUTING 2>/dev/null | grep -q KUBE-SERVICES && break
+    sleep 0.1
+  done
+  for chain in PREROUTING OUTPUT; do
+    ip netns exec "$netns" iptables -t nat -I "$chain" 1 -d "${SERVICE_IP:-10.96.0.1}/32" -p tcp --dport 443 \
+      -j DNAT --to-destination "$host_ip:$api_port"
+  done
+
   for _ in $(seq 120); do
     if KUBECONFIG=$kubeconfig "$k8s/bin/kubectl" get node "$node" \
       -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}' 2>/dev/null | grep -q True; then
