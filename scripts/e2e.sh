@@ -10,9 +10,10 @@
 #                       installs it, starts a root and two burst clusters at once (2 hollow
 #                       nodes each, node ExternalIPs outside 127/8), runs the whole e2e suite
 #                       (and builds the controller image offline and runs it in containerd),
-#                       then a control plane with a real node (scripts/real-node.sh: kubelet,
-#                       containerd, the images built offline) for tests/real_node.rs, and
-#                       always stops what it started.
+#                       then (the hollow-node clusters stopped) three control planes with a
+#                       real node each (scripts/real-node.sh: kubelet, containerd,
+#                       kube-proxy, the images built offline) for the real-node suites
+#                       (tests/real_node*.rs), and always stops what it started.
 #   else                says how to run it on kind and exits 0, having run nothing.
 #
 # Extra arguments go to the test binaries (e.g. a test name filter).
@@ -25,8 +26,12 @@ testbed=${FLUX_E2E_TESTBED:-$(cd .. && pwd)/shared/testbed}
 root_name=flux-e2e-root root_offset=40
 burst_name=flux-e2e-burst burst_offset=41
 burst2_name=flux-e2e-burst2 burst2_offset=42
-# A control plane whose node is real (kubelet + containerd, scripts/real-node.sh).
+# Control planes whose nodes are real (kubelet + containerd + kube-proxy,
+# scripts/real-node.sh): the root and two burst clusters of the real-node suites.
 real_name=flux-e2e-real real_offset=43
+real_b_name=flux-e2e-real-b real_b_offset=44
+real_c_name=flux-e2e-real-c real_c_offset=45
+real_clusters=("$real_name $real_offset" "$real_b_name $real_b_offset" "$real_c_name $real_c_offset")
 # The test whose bursts run in two spoke clusters (SPOKE_KUBECONFIG and SPOKE2_KUBECONFIG).
 two_spokes_test=two_bursts_in_two_spoke_clusters_and_the_root_form_one_instance_of_eight_brokers
 
@@ -91,6 +96,7 @@ fresh() { # drop a cluster's state, so every run starts from an empty etcd
   rm -rf "$state/data/$1" "$state/data/etcd-$1" "$(kubeconfig "$1")"
 }
 starting=() # pids of start.sh runs still going
+# shellcheck disable=SC2329 # invoked by the trap below
 cleanup() {
   status=$?
   # Interrupted while clusters were starting: stop those start.sh runs first, so that
@@ -104,17 +110,19 @@ cleanup() {
     done
   fi
   if [ "$status" != 0 ]; then
-    for name in "$root_name" "$burst_name" "$burst2_name"; do
-      for log in "$state/logs/$name"-kube-apiserver.log; do
-        [ -f "$log" ] && { echo "--- last lines of $log"; tail -n 20 "$log"; }
-      done
+    for name in "$root_name" "$burst_name" "$burst2_name" "$real_name" "$real_b_name" "$real_c_name"; do
+      log=$state/logs/$name-kube-apiserver.log
+      if [ -f "$log" ]; then echo "--- last lines of $log"; tail -n 20 "$log"; fi
     done
   fi
-  "$(dirname "$0")/real-node.sh" down "$real_name" "$real_offset" 0 >/dev/null 2>&1 || true
+  for cluster in "${real_clusters[@]}"; do
+    read -r name offset <<<"$cluster"
+    "$(dirname "$0")/real-node.sh" down "$name" "$offset" 0 >/dev/null 2>&1 || true
+    fresh "$name"
+  done
   fresh "$root_name"
   fresh "$burst_name"
   fresh "$burst2_name"
-  fresh "$real_name"
   exit "$status"
 }
 trap cleanup EXIT
@@ -134,9 +142,6 @@ for cluster in "$root_name $root_offset" "$burst_name $burst_offset" "$burst2_na
   NODE_EXTERNAL_IP_PREFIX=10.250.$offset "$testbed/k8s/start.sh" "$name" "$offset" 2 &
   starting+=($!)
 done
-fresh "$real_name"
-"$testbed/k8s/start.sh" "$real_name" "$real_offset" 0 &
-starting+=($!)
 failed=0
 for pid in "${starting[@]}"; do wait "$pid" || failed=1; done
 starting=()
@@ -157,7 +162,11 @@ export FLUX_E2E_BURST_START="NODE_EXTERNAL_IP_PREFIX=10.250.$burst_offset '$test
 status=0
 suite --test hub --test bursting --test flux --test images -- --include-ignored "$@" || status=$?
 
-# Real nodes: the images built offline, one real node, the real-node suite.
+# Real nodes: the hollow-node clusters make way for three control planes with a real node
+# each, the images built offline loaded into every node.
+fresh "$root_name"
+fresh "$burst_name"
+fresh "$burst2_name"
 images=target/images
 for image in pause app view; do
   cargo run -q -p flux-e2e --bin flux-images -- "$image" --out "$images" >/dev/null
@@ -165,10 +174,22 @@ done
 # The controller image of the binaries the other suites ran (debug: no release build here).
 cargo build -q -p flux-hub -p flux-spoke
 cargo run -q -p flux-e2e --bin flux-images -- controller --profile debug --tag e2e --out "$images" >/dev/null
-"$(dirname "$0")/real-node.sh" up "$real_name" "$real_offset" 0 \
-  "$images/pause-testbed.oci.tar" "$images/flux-app-bookworm.oci.tar" "$images/flux-view-bookworm.oci.tar" \
-  "$images/flux-hub-e2e.oci.tar"
-KUBECONFIG=$(kubeconfig "$real_name") suite --test real_node -- --include-ignored "$@" || status=$?
-# After real_node.rs: the installed hub watches every namespace.
-KUBECONFIG=$(kubeconfig "$real_name") suite --test real_node_install -- --include-ignored "$@" || status=$?
+started=$SECONDS
+for cluster in "${real_clusters[@]}"; do
+  read -r name offset <<<"$cluster"
+  fresh "$name"
+  "$testbed/k8s/start.sh" "$name" "$offset" 0 >/dev/null
+  "$(dirname "$0")/real-node.sh" up "$name" "$offset" 0 \
+    "$images/pause-testbed.oci.tar" "$images/flux-app-bookworm.oci.tar" "$images/flux-view-bookworm.oci.tar" \
+    "$images/flux-hub-e2e.oci.tar"
+done
+echo "e2e: real-node clusters $real_name, $real_b_name, $real_c_name ready in $((SECONDS - started)) s"
+KUBECONFIG=$(kubeconfig "$real_name")
+SPOKE_KUBECONFIG=$(kubeconfig "$real_b_name")
+SPOKE2_KUBECONFIG=$(kubeconfig "$real_c_name")
+suite --test real_node -- --include-ignored "$@" || status=$?
+# After real_node.rs, one at a time: `flux-hub init` installs a hub that watches every
+# namespace.
+suite --test real_node_install -- --include-ignored "$@" || status=$?
+suite --test real_node_bursting -- --include-ignored "$@" || status=$?
 exit "$status"

@@ -15,6 +15,7 @@ use anyhow::{Result, ensure};
 use flux_e2e::images;
 use flux_shared::api::MiniCluster;
 use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::events::v1::Event;
 use kube::api::{ListParams, LogParams};
 use serde_json::json;
 use support::{Probe, TestEnv, secs, yaml};
@@ -130,7 +131,7 @@ async fn an_interactive_minicluster_answers_kubectl_exec_and_flux_proxy() {
         let lead = interactive(env, NAME, 2, 2).await?;
         // What a user types: kubectl exec into the lead broker, then flux (directly and
         // through flux proxy) against the running instance.
-        let answer = flux_in(
+        let answer = support::flux_in(
             env,
             &lead,
             NAME,
@@ -148,32 +149,6 @@ async fn an_interactive_minicluster_answers_kubectl_exec_and_flux_proxy() {
         Ok(())
     })
     .await;
-}
-
-/// Runs `script` in the Flux environment of `pod`'s container `container` (kubectl exec),
-/// retrying until it succeeds and `done` accepts its output.
-async fn flux_in(
-    env: &TestEnv,
-    pod: &str,
-    container: &str,
-    script: &str,
-    what: &str,
-    done: impl Fn(&str) -> bool,
-) -> Result<String> {
-    let script = support::dataplane::in_flux_env(script);
-    env.eventually(what, secs(120), async || {
-        let mut cmd = tokio::process::Command::new("kubectl");
-        cmd.args(["--namespace", &env.ns, "exec", pod, "-c", container, "--"])
-            .args(["bash", "-c", &script]);
-        Ok(
-            match support::dataplane::output_of(cmd, &format!("kubectl exec {pod}")).await {
-                Ok(out) if done(&out) => Probe::Done(out),
-                Ok(out) => Probe::Waiting(out),
-                Err(e) => Probe::Waiting(format!("{e:#}")),
-            },
-        )
-    })
-    .await
 }
 
 /// An interactive MiniCluster of `size` brokers (up to `max`), Running; its lead pod.
@@ -213,7 +188,7 @@ async fn a_deleted_broker_pod_is_replaced_and_its_broker_rejoins() {
     support::run("real-rejoin", true, async |env: &TestEnv| {
         const NAME: &str = "rejoin";
         let lead = interactive(env, NAME, 2, 2).await?;
-        flux_in(env, &lead, NAME, UP_NODES, "both brokers up", |o| {
+        support::flux_in(env, &lead, NAME, UP_NODES, "both brokers up", |o| {
             o.trim() == "2"
         })
         .await?;
@@ -238,7 +213,7 @@ async fn a_deleted_broker_pod_is_replaced_and_its_broker_rejoins() {
         })
         .await?;
         // The Job makes a new pod of index 1; its broker takes rank 1 again.
-        flux_in(
+        support::flux_in(
             env,
             &lead,
             NAME,
@@ -271,7 +246,7 @@ async fn an_elastic_scale_up_adds_brokers_that_join_the_running_instance() {
     support::run("real-grow", true, async |env: &TestEnv| {
         const NAME: &str = "grow";
         let lead = interactive(env, NAME, 2, 4).await?;
-        flux_in(env, &lead, NAME, UP_NODES, "two brokers up", |o| {
+        support::flux_in(env, &lead, NAME, UP_NODES, "two brokers up", |o| {
             o.trim() == "2"
         })
         .await?;
@@ -283,7 +258,7 @@ async fn an_elastic_scale_up_adds_brokers_that_join_the_running_instance() {
         )
         .await?;
         let started = Instant::now();
-        flux_in(
+        support::flux_in(
             env,
             &lead,
             NAME,
@@ -296,6 +271,104 @@ async fn an_elastic_scale_up_adds_brokers_that_join_the_running_instance() {
             "{}: scaled 2 -> 4; the new brokers joined after {:?}",
             env.ns,
             started.elapsed()
+        );
+        Ok(())
+    })
+    .await;
+}
+
+#[tokio::test]
+#[ignore = "needs a cluster with real nodes: KUBECONFIG (scripts/e2e.sh on the testbed)"]
+async fn a_shrink_drains_the_leaving_broker_and_its_running_job_completes_first() {
+    support::run("real-shrink", true, async |env: &TestEnv| {
+        const NAME: &str = "shrink";
+        let lead = interactive(env, NAME, 3, 3).await?;
+        support::flux_in(env, &lead, NAME, UP_NODES, "three brokers up", |o| {
+            o.trim() == "3"
+        })
+        .await?;
+        // A 20 s job on the broker that leaves when the MiniCluster shrinks to 2 (index 2).
+        let job = support::flux_in(
+            env,
+            &lead,
+            NAME,
+            "flux submit --requires=host:shrink-2 sleep 20",
+            "a job submitted to shrink-2",
+            |o| !o.trim().is_empty(),
+        )
+        .await?;
+        let job = job.trim().to_string();
+        let state = format!("flux jobs -no '{{state}} {{result}}' {job}");
+        support::flux_in(env, &lead, NAME, &state, "the job running", |o| {
+            o.trim() == "RUN"
+        })
+        .await?;
+        env.api::<MiniCluster>()
+            .patch(
+                NAME,
+                &kube::api::PatchParams::default(),
+                &kube::api::Patch::Merge(&json!({"spec": {"size": 2}})),
+            )
+            .await?;
+        let shrunk = Instant::now();
+        // The leaving broker's preStop hook drains its node (no new job lands there) and
+        // waits: the node shows as draining while the job runs.
+        support::flux_in(
+            env,
+            &lead,
+            NAME,
+            "flux resource drain -no '{nodelist} {state}'",
+            "shrink-2 draining while its job runs",
+            |o| o.contains("shrink-2 draining"),
+        )
+        .await?;
+        let ended = support::flux_in(env, &lead, NAME, &state, "the job to end", |o| {
+            o.trim().starts_with("INACTIVE")
+        })
+        .await?;
+        let waited = shrunk.elapsed();
+        ensure!(
+            ended.trim() == "INACTIVE COMPLETED",
+            "the job on the leaving broker completed (not canceled): {ended}"
+        );
+        // Then the pod goes and the instance has two brokers.
+        let pods = env.api::<Pod>();
+        env.eventually("the broker pod of index 2 gone", secs(60), async || {
+            let left = pods
+                .list(&ListParams::default().labels(&format!("job-name={NAME}")))
+                .await?
+                .items
+                .into_iter()
+                .filter_map(|p| p.metadata.name)
+                .filter(|n| n.starts_with(&format!("{NAME}-2-")))
+                .collect::<Vec<_>>();
+            Ok(if left.is_empty() {
+                Probe::Done(())
+            } else {
+                Probe::Waiting(format!("{left:?}"))
+            })
+        })
+        .await?;
+        support::flux_in(env, &lead, NAME, UP_NODES, "two brokers up", |o| {
+            o.trim() == "2"
+        })
+        .await?;
+        let failed_hooks: Vec<String> = env
+            .api::<Event>()
+            .list(&ListParams::default())
+            .await?
+            .items
+            .iter()
+            .filter(|e| e.reason.as_deref() == Some("FailedPreStopHook"))
+            .map(support::describe_event)
+            .collect();
+        ensure!(
+            failed_hooks.is_empty(),
+            "the preStop hook ended well: {failed_hooks:?}"
+        );
+        eprintln!(
+            "{}: shrank 3 -> 2; the leaving broker drained and its job completed {waited:?} later, then its pod went",
+            env.ns
         );
         Ok(())
     })

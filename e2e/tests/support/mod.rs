@@ -1761,3 +1761,29 @@ pub async fn service_account_can(
         .await?;
     Ok(answer.status.is_some_and(|s| s.allowed))
 }
+
+/// Runs `script` in the Flux environment of `pod`'s container `container` (kubectl exec),
+/// retrying until it succeeds and `done` accepts its output.
+pub async fn flux_in(
+    env: &TestEnv,
+    pod: &str,
+    container: &str,
+    script: &str,
+    what: &str,
+    done: impl Fn(&str) -> bool,
+) -> Result<String> {
+    let script = dataplane::in_flux_env(script);
+    env.eventually(what, secs(120), async || {
+        let mut cmd = tokio::process::Command::new("kubectl");
+        cmd.args(["--namespace", &env.ns, "exec", pod, "-c", container, "--"])
+            .args(["bash", "-c", &script]);
+        Ok(
+            match dataplane::output_of(cmd, &format!("kubectl exec {pod}")).await {
+                Ok(out) if done(&out) => Probe::Done(out),
+                Ok(out) => Probe::Waiting(out),
+                Err(e) => Probe::Waiting(format!("{e:#}")),
+            },
+        )
+    })
+    .await
+}

@@ -1,0 +1,445 @@
+//! Bursting on real nodes, as a user does it: the quickstart (`examples/quickstart/README.md`)
+//! command for command, then a second burst cluster joined and one instance of eight
+//! brokers over three clusters, then the hub's leader deleted. Every cluster has real nodes
+//! (`scripts/real-node.sh`: kubelet, containerd, kube-proxy); the hub and the spokes run
+//! in-cluster from the controller image built offline, burst brokers reach the lead broker
+//! through its real NodePort, and the spokes reach the hub through the federation Service's.
+//!
+//! `KUBECONFIG` is the root cluster, `SPOKE_KUBECONFIG` and `SPOKE2_KUBECONFIG` the burst
+//! clusters, each with the application, view and controller images loaded (`scripts/e2e.sh`
+//! starts them). A binary of its own: `flux-hub init` installs a hub that watches every
+//! namespace, so it runs after the other real-node binaries.
+
+mod support;
+
+use std::path::Path;
+use std::time::Instant;
+
+use anyhow::{Context as _, Result, ensure};
+use flux_e2e::images;
+use flux_shared::api::MiniCluster;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::Api;
+use kube::api::{DeleteParams, ListParams};
+use serde_json::{Value, json};
+use support::{Probe, TestEnv, secs};
+
+const README: &str = "examples/quickstart/README.md";
+const HUB_NAMESPACE: &str = "flux-operator-system";
+/// The hub endpoint the quickstart shows as init's output (its NodePort is random).
+const EXAMPLE_ENDPOINT: &str = "https://172.18.0.2:31234";
+
+/// The commands of the quickstart's kind section, as a user types them: comments dropped,
+/// continued lines joined, and the group of commands under a comment marked `(Docker)` or
+/// `(cloud)` left out (the harness does what they do: clusters, kubeconfigs, images).
+fn quickstart_commands(readme: &str) -> Result<Vec<String>> {
+    let section = readme
+        .split("\n## kind")
+        .nth(1)
+        .context("the quickstart has no '## kind' section")?;
+    let block = section
+        .split("```sh")
+        .nth(1)
+        .and_then(|b| b.split("```").next())
+        .context("the kind section has no ```sh block")?;
+    let mut commands = Vec::new();
+    let (mut skipping, mut current) = (false, String::new());
+    for line in block.lines() {
+        let line = line.trim();
+        if line.is_empty() {
+            // A blank line ends a group of commands (and its marking).
+            skipping = false;
+            continue;
+        }
+        if line.starts_with('#') {
+            skipping |= line.contains("(Docker)") || line.contains("(cloud)");
+            continue;
+        }
+        let (text, continued) = match line.strip_suffix('\\') {
+            Some(head) => (head.trim_end(), true),
+            None => (line, false),
+        };
+        current.push_str(text);
+        current.push(' ');
+        if !continued {
+            if !skipping {
+                commands.push(current.trim().to_string());
+            }
+            current.clear();
+        }
+    }
+    Ok(commands)
+}
+
+/// `text` with `from` replaced by `to`, failing when `from` is not there: the quickstart
+/// changed and the harness must follow.
+fn substitute(text: &str, from: &str, to: &str) -> Result<String> {
+    ensure!(
+        text.contains(from),
+        "the quickstart no longer has {from:?} (update the harness): {text}"
+    );
+    Ok(text.replace(from, to))
+}
+
+/// The address of the (single) real node of the cluster of `client`: what kind's
+/// `docker inspect` gives the quickstart as `ROOT_IP`.
+async fn node_ip(client: &kube::Client) -> Result<String> {
+    let nodes: Api<Node> = Api::all(client.clone());
+    nodes
+        .list(&ListParams::default().labels("testbed/real-node=true"))
+        .await?
+        .items
+        .iter()
+        .flat_map(|n| n.status.iter().flat_map(|s| s.addresses.iter().flatten()))
+        .find(|a| a.type_ == "InternalIP")
+        .map(|a| a.address.clone())
+        .context("the root cluster has no real node with an InternalIP")
+}
+
+/// Runs one quickstart command with bash in `dir`, `flux-hub` first on the PATH and no
+/// KUBECONFIG (every command names its cluster); its stdout, or an error with both streams.
+async fn shell(dir: &Path, hub: &Path, root_ip: &str, command: &str) -> Result<String> {
+    let bin = hub.parent().context("flux-hub has a directory")?;
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let out = tokio::time::timeout(
+        secs(300),
+        tokio::process::Command::new("bash")
+            .args(["-euo", "pipefail", "-c", command])
+            .current_dir(dir)
+            .env("PATH", path)
+            .env("ROOT_IP", root_ip)
+            .env_remove("KUBECONFIG")
+            .stdin(std::process::Stdio::null())
+            .kill_on_drop(true)
+            .output(),
+    )
+    .await
+    .with_context(|| format!("timed out: {command}"))??;
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    ensure!(
+        out.status.success(),
+        "{command}\nfailed ({}):\n{stdout}{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Ok(stdout)
+}
+
+/// The hub pod holding the leader lease.
+async fn leader(client: &kube::Client) -> Result<Option<String>> {
+    let leases: Api<Lease> = Api::namespaced(client.clone(), HUB_NAMESPACE);
+    Ok(leases
+        .get_opt("flux-hub")
+        .await?
+        .and_then(|l| l.spec?.holder_identity))
+}
+
+/// `flux-hub status -o json` with the admin certificate `join` issued.
+async fn hub_status(dir: &Path, hub: &Path, url: &str) -> Result<Value> {
+    let out = tokio::process::Command::new(hub)
+        .args(["status", "--hub", url, "-o", "json"])
+        .args([
+            "--ca",
+            "certs/ca.crt",
+            "--cert",
+            "certs/admin-flux-hub-join.crt",
+        ])
+        .args(["--key", "certs/admin-flux-hub-join.key"])
+        .current_dir(dir)
+        .output()
+        .await?;
+    ensure!(
+        out.status.success(),
+        "flux-hub status: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Ok(serde_json::from_slice(&out.stdout)?)
+}
+
+/// The phase and ready brokers of every burst of `ns/name` in a status document.
+fn bursts_of(status: &Value, ns: &str, name: &str) -> Vec<(String, String, i64, bool)> {
+    status["miniClusters"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|m| m["namespace"] == ns && m["name"] == name)
+        .flat_map(|m| m["bursts"].as_array().cloned().unwrap_or_default())
+        .map(|b| {
+            (
+                b["name"].as_str().unwrap_or_default().to_string(),
+                b["phase"].as_str().unwrap_or_default().to_string(),
+                b["brokersReady"].as_i64().unwrap_or(0),
+                b["spokeConnected"].as_bool().unwrap_or(false),
+            )
+        })
+        .collect()
+}
+
+/// The lead broker pod of `name` in the test namespace.
+async fn lead_pod(env: &TestEnv, name: &str) -> Result<String> {
+    env.api::<Pod>()
+        .list(&ListParams::default().labels(&format!(
+            "job-name={name},batch.kubernetes.io/job-completion-index=0"
+        )))
+        .await?
+        .items
+        .into_iter()
+        .find_map(|p| p.metadata.name)
+        .with_context(|| format!("no lead broker pod of {name}"))
+}
+
+const UP_NODES: &str = "flux resource list -s up -no '{nnodes}'";
+
+#[tokio::test]
+#[ignore = "needs three clusters with real nodes: KUBECONFIG, SPOKE_KUBECONFIG, SPOKE2_KUBECONFIG (scripts/e2e.sh on the testbed)"]
+async fn the_quickstart_then_eight_brokers_over_three_real_clusters_survive_a_hub_failover() {
+    support::run("real-burst", false, async |env: &TestEnv| {
+        let burst = support::spoke_cluster_from("SPOKE_KUBECONFIG", "the quickstart's burst cluster").await;
+        let burst2 = support::spoke_cluster_from("SPOKE2_KUBECONFIG", "a second burst cluster").await;
+        let hub = tokio::task::spawn_blocking(support::hub_binary).await??;
+        let root = support::workspace_root();
+
+        // What the quickstart's (Docker) lines make: a folder with the clusters'
+        // kubeconfigs, ROOT_IP, the images in the nodes (scripts/e2e.sh loaded them), and
+        // the MiniCluster with images that exist offline.
+        let dir = support::log_file(&format!("{}-quickstart", env.ns))?;
+        std::fs::create_dir_all(dir.join("examples/quickstart"))?;
+        let kubeconfig = std::env::var("KUBECONFIG").context("KUBECONFIG")?;
+        std::fs::copy(&kubeconfig, dir.join("root.kubeconfig"))?;
+        std::fs::copy(&burst.kubeconfig, dir.join("burst.kubeconfig"))?;
+        std::fs::copy(&burst2.kubeconfig, dir.join("burst2.kubeconfig"))?;
+        let manifest = std::fs::read_to_string(root.join("examples/quickstart/bursting-quickstart.yaml"))?;
+        let manifest = substitute(
+            &manifest,
+            "ghcr.io/converged-computing/metric-lammps:latest",
+            &format!("{}:bookworm", images::APP_IMAGE),
+        )?;
+        let manifest = substitute(
+            &manifest,
+            "\n  flux:\n",
+            &format!("\n  flux:\n    container: {{image: \"{}:bookworm\"}}\n", images::VIEW_IMAGE),
+        )?;
+        std::fs::write(dir.join("examples/quickstart/bursting-quickstart.yaml"), manifest)?;
+        let root_ip = node_ip(&env.client).await?;
+        let image = format!("{}:e2e", images::CONTROLLER_IMAGE);
+
+        // The quickstart, command for command.
+        let commands = quickstart_commands(&std::fs::read_to_string(root.join(README))?)?;
+        let started = Instant::now();
+        let mut endpoint: Option<String> = None;
+        for command in &commands {
+            let mut command = command.clone();
+            if command.contains("flux-hub:dev") {
+                command = substitute(&command, "flux-hub:dev", &image)?;
+            }
+            if let Some(url) = &endpoint
+                && command.contains(EXAMPLE_ENDPOINT)
+            {
+                // The README's endpoint is an example: a user pastes the one init printed.
+                command = substitute(&command, EXAMPLE_ENDPOINT, url)?;
+            }
+            eprintln!("{}: $ {command}", env.ns);
+            let out = if command.contains(" exec ") {
+                // The quickstart execs at once; a user whose pod is not running yet tries
+                // again. The job waits for the burst the autoscaler starts.
+                env.eventually(&format!("{command} to succeed"), secs(240), async || {
+                    Ok(match shell(&dir, &hub, &root_ip, &command).await {
+                        Ok(out) => Probe::Done(out),
+                        Err(e) => Probe::Waiting(format!("{e:#}")),
+                    })
+                })
+                .await?
+            } else {
+                shell(&dir, &hub, &root_ip, &command).await?
+            };
+            eprint!("{out}");
+            if command.starts_with("flux-hub init") {
+                endpoint = out
+                    .split_whitespace()
+                    .skip_while(|w| *w != "dial")
+                    .nth(1)
+                    .map(|u| u.trim_end_matches(';').to_string());
+                let url = endpoint.as_deref().context("init printed no endpoint")?;
+                ensure!(
+                    url.starts_with(&format!("https://{root_ip}:")),
+                    "init prints the root node's address and the federation NodePort: {url}"
+                );
+            }
+            if command.contains(" exec ") {
+                let mut hosts: Vec<&str> = out.lines().map(str::trim).collect();
+                hosts.sort_unstable();
+                ensure!(
+                    hosts == ["quickstart-0", "quickstart-1", "quickstart-burst-0", "quickstart-burst-1"],
+                    "the job ran on all four hosts, two of them the burst's: {out}"
+                );
+            }
+            if command.starts_with("flux-hub status") {
+                ensure!(
+                    out.lines().any(|l| l.contains("quickstart-burst") && l.contains("Running")),
+                    "the status shows the burst Running: {out}"
+                );
+            }
+        }
+        ensure!(
+            commands.iter().any(|c| c.contains(" exec ")) && endpoint.is_some(),
+            "the quickstart installs the hub and runs a job: {commands:#?}"
+        );
+        eprintln!(
+            "{}: the quickstart ran as written in {:?}; the job ran on the burst's brokers",
+            env.ns,
+            started.elapsed()
+        );
+        let url = endpoint.context("endpoint")?;
+
+        // A second burst cluster joins; one instance of eight brokers over the three.
+        shell(
+            &dir,
+            &hub,
+            &root_ip,
+            &format!(
+                "flux-hub join burst2 --kubeconfig burst2.kubeconfig --certs certs/ --hub {url} --image {image}"
+            ),
+        )
+        .await?;
+        const NAME: &str = "eight";
+        env.apply_minicluster(&json!({
+            "apiVersion": "flux-framework.org/v1alpha2",
+            "kind": "MiniCluster",
+            "metadata": {"name": NAME},
+            "spec": {
+                "size": 4,
+                "interactive": true,
+                "flux": {
+                    "container": {"image": format!("{}:bookworm", images::VIEW_IMAGE)},
+                    "bursting": {"clusters": [
+                        {"name": "eight-b", "cluster": "burst", "size": 2},
+                        {"name": "eight-c", "cluster": "burst2", "size": 2},
+                    ]},
+                },
+                "containers": [{"image": format!("{}:bookworm", images::APP_IMAGE)}],
+            },
+        }))
+        .await?;
+        let started = Instant::now();
+        let lead = env
+            .eventually("the lead broker pod", secs(120), async || {
+                Ok(match lead_pod(env, NAME).await {
+                    Ok(p) => Probe::Done(p),
+                    Err(e) => Probe::Waiting(format!("{e:#}")),
+                })
+            })
+            .await?;
+        support::flux_in(env, &lead, NAME, UP_NODES, "eight brokers up", |o| o.trim() == "8").await?;
+        eprintln!("{}: 8 brokers over three clusters online after {:?}", env.ns, started.elapsed());
+        let hosts = support::flux_in(env, &lead, NAME, "flux run -N 8 hostname | sort", "a job on all eight", |_| true).await?;
+        let hosts: Vec<&str> = hosts.lines().map(str::trim).collect();
+        ensure!(
+            hosts == ["eight-0", "eight-1", "eight-2", "eight-3", "eight-b-0", "eight-b-1", "eight-c-0", "eight-c-1"],
+            "one job ran on the root's four brokers and both bursts' two: {hosts:?}"
+        );
+        // The burst brokers dialled the lead broker at the root node's address and the lead
+        // Service's NodePort: a real NodePort through kube-proxy.
+        let mc = env.api::<MiniCluster>().get(NAME).await?;
+        let lead_endpoint = mc.status.as_ref().and_then(|s| s.lead_broker.clone()).context("a lead broker endpoint")?;
+        ensure!(
+            lead_endpoint.address == root_ip && (30000..=32767).contains(&lead_endpoint.port),
+            "the bursts dial the root node's NodePort: {lead_endpoint:?}"
+        );
+
+        // The hub's leader goes: the other replica leads, both spokes come back to it, the
+        // instance keeps its eight brokers, and a scale-down sent to the new leader runs.
+        let first = leader(&env.client).await?.context("a hub leader")?;
+        let hub_pods: Api<Pod> = Api::namespaced(env.client.clone(), HUB_NAMESPACE);
+        hub_pods.delete(&first, &DeleteParams::default()).await?;
+        let failover = Instant::now();
+        env.eventually("another hub replica leading, both spokes connected, bursts Running", secs(120), async || {
+            let now = leader(&env.client).await?;
+            let status = match hub_status(&dir, &hub, &url).await {
+                Ok(s) => s,
+                Err(e) => return Ok(Probe::Waiting(format!("leader {now:?}: {e:#}"))),
+            };
+            let bursts = bursts_of(&status, &env.ns, NAME);
+            let fine = bursts.len() == 2 && bursts.iter().all(|(_, phase, ready, connected)| phase == "Running" && *ready == 2 && *connected);
+            Ok(match now {
+                Some(l) if l != first && fine => Probe::Done(()),
+                other => Probe::Waiting(format!("leader {other:?}, bursts {bursts:?}")),
+            })
+        })
+        .await?;
+        eprintln!("{}: hub leader {first} deleted; the spokes are back and the bursts Running after {:?}", env.ns, failover.elapsed());
+        let up = support::flux_in(env, &lead, NAME, UP_NODES, "the instance still has eight brokers", |_| true).await?;
+        ensure!(up.trim() == "8", "nothing lost in the failover: {up} brokers up");
+        shell(
+            &dir,
+            &hub,
+            &root_ip,
+            &format!(
+                "flux-hub burst scale {}/{NAME} eight-c 1 --hub {url} --ca certs/ca.crt --cert certs/admin-flux-hub-join.crt --key certs/admin-flux-hub-join.key",
+                env.ns
+            ),
+        )
+        .await?;
+        support::flux_in(env, &lead, NAME, UP_NODES, "seven brokers after the burst shrank", |o| o.trim() == "7").await?;
+        let left: Vec<String> = burst2_pods(&burst2.client, &env.ns).await?;
+        ensure!(
+            left.len() == 1 && left[0].starts_with("eight-c-0-"),
+            "the burst in the second cluster keeps its index 0: {left:?}"
+        );
+        Ok(())
+    })
+    .await;
+}
+
+/// The burst's broker pods in the second burst cluster that are not terminating.
+async fn burst2_pods(client: &kube::Client, ns: &str) -> Result<Vec<String>> {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
+    let deadline = Instant::now() + secs(120);
+    loop {
+        let live: Vec<String> = pods
+            .list(&ListParams::default().labels("job-name=eight-c"))
+            .await?
+            .items
+            .into_iter()
+            .filter(|p| p.metadata.deletion_timestamp.is_none())
+            .filter_map(|p| p.metadata.name)
+            .collect();
+        if live.len() == 1 || Instant::now() > deadline {
+            return Ok(live);
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    }
+}
+
+#[test]
+fn the_quickstart_parses_into_the_commands_a_user_types() {
+    let readme = std::fs::read_to_string(support::workspace_root().join(README))
+        .expect("the quickstart README");
+    let commands = quickstart_commands(&readme).expect("the kind section");
+    let heads: Vec<&str> = commands
+        .iter()
+        .map(|c| c.split_whitespace().take(2).collect::<Vec<_>>())
+        .map(|w| {
+            if w.first() == Some(&"flux-hub") {
+                w[1]
+            } else {
+                w[0]
+            }
+        })
+        .collect();
+    assert_eq!(
+        heads,
+        ["init", "join", "kubectl", "kubectl", "status"],
+        "{commands:#?}"
+    );
+    assert!(
+        commands
+            .iter()
+            .all(|c| !c.contains("kind ") && !c.contains("docker ")),
+        "the (Docker) group is left out: {commands:#?}"
+    );
+}
