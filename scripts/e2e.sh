@@ -10,9 +10,9 @@
 #                       installs it, starts a root and two burst clusters at once (2 hollow
 #                       nodes each, node ExternalIPs outside 127/8), runs the whole e2e suite
 #                       (and builds the controller image offline and runs it in containerd),
-#                       then (the hollow-node clusters stopped) three control planes with a
-#                       real node each (scripts/real-node.sh: kubelet, containerd,
-#                       kube-proxy, the images built offline) for the real-node suites
+#                       then (the hollow-node clusters stopped) three control planes with
+#                       real nodes (scripts/real-node.sh: kubelet, containerd, kube-proxy,
+#                       the images built offline; two in the root) for the real-node suites
 #                       (tests/real_node*.rs), and always stops what it started.
 #   else                says how to run it on kind and exits 0, having run nothing.
 #
@@ -31,7 +31,8 @@ burst2_name=flux-e2e-burst2 burst2_offset=42
 real_name=flux-e2e-real real_offset=43
 real_b_name=flux-e2e-real-b real_b_offset=44
 real_c_name=flux-e2e-real-c real_c_offset=45
-real_clusters=("$real_name $real_offset" "$real_b_name $real_b_offset" "$real_c_name $real_c_offset")
+# NAME OFFSET NODES: the root has two nodes, so brokers of one MiniCluster meet across nodes.
+real_clusters=("$real_name $real_offset 2" "$real_b_name $real_b_offset 1" "$real_c_name $real_c_offset 1")
 # The test whose bursts run in two spoke clusters (SPOKE_KUBECONFIG and SPOKE2_KUBECONFIG).
 two_spokes_test=two_bursts_in_two_spoke_clusters_and_the_root_form_one_instance_of_eight_brokers
 
@@ -116,8 +117,10 @@ cleanup() {
     done
   fi
   for cluster in "${real_clusters[@]}"; do
-    read -r name offset <<<"$cluster"
-    "$(dirname "$0")/real-node.sh" down "$name" "$offset" 0 >/dev/null 2>&1 || true
+    read -r name offset nodes <<<"$cluster"
+    for ((node = 0; node < nodes; node++)); do
+      "$(dirname "$0")/real-node.sh" down "$name" "$offset" "$node" >/dev/null 2>&1 || true
+    done
     fresh "$name"
   done
   fresh "$root_name"
@@ -176,12 +179,14 @@ cargo build -q -p flux-hub -p flux-spoke
 cargo run -q -p flux-e2e --bin flux-images -- controller --profile debug --tag e2e --out "$images" >/dev/null
 started=$SECONDS
 for cluster in "${real_clusters[@]}"; do
-  read -r name offset <<<"$cluster"
+  read -r name offset nodes <<<"$cluster"
   fresh "$name"
   "$testbed/k8s/start.sh" "$name" "$offset" 0 >/dev/null
-  "$(dirname "$0")/real-node.sh" up "$name" "$offset" 0 \
-    "$images/pause-testbed.oci.tar" "$images/flux-app-bookworm.oci.tar" "$images/flux-view-bookworm.oci.tar" \
-    "$images/flux-hub-e2e.oci.tar"
+  for ((node = 0; node < nodes; node++)); do
+    "$(dirname "$0")/real-node.sh" up "$name" "$offset" "$node" \
+      "$images/pause-testbed.oci.tar" "$images/flux-app-bookworm.oci.tar" "$images/flux-view-bookworm.oci.tar" \
+      "$images/flux-hub-e2e.oci.tar"
+  done
 done
 echo "e2e: real-node clusters $real_name, $real_b_name, $real_c_name ready in $((SECONDS - started)) s"
 KUBECONFIG=$(kubeconfig "$real_name")

@@ -199,9 +199,11 @@ imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
 enforceNodeAllocatable: []
 cgroupRoot: /$netns
+podLogsDir: $state/pod-logs
 EOF
-  # Kubelets sharing the host each keep their pods under a cgroup of their own: under one
-  # /kubepods each would remove the others' pod cgroups as orphans.
+  # Kubelets sharing the host each keep their pods under a cgroup of their own, and their
+  # logs in a folder of their own: under one /kubepods or /var/log/pods each would remove
+  # the others' as orphans.
   for hierarchy in /sys/fs/cgroup/*/; do
     mkdir -p "$hierarchy$netns"
     if [ -f "${hierarchy}cpuset.cpus" ]; then

@@ -14,7 +14,7 @@ use std::time::Instant;
 use anyhow::{Result, ensure};
 use flux_e2e::images;
 use flux_shared::api::MiniCluster;
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::events::v1::Event;
 use kube::api::{ListParams, LogParams};
 use serde_json::json;
@@ -106,6 +106,7 @@ async fn hello_world_runs_on_real_nodes() {
             "the job's output is in the lead broker's log:\n{lead}"
         );
         let pods = env.api::<Pod>().list(&ListParams::default()).await?;
+        let mut used = std::collections::BTreeSet::new();
         for pod in &pods.items {
             let node = pod
                 .spec
@@ -117,7 +118,19 @@ async fn hello_world_runs_on_real_nodes() {
                 "{} ran on {node}, not a real node",
                 pod.metadata.name.clone().unwrap_or_default()
             );
+            used.insert(node);
         }
+        // With several nodes the brokers find each other across them (pod DNS, routes).
+        let nodes = kube::Api::<Node>::all(env.client.clone())
+            .list(&ListParams::default().labels("testbed/real-node=true"))
+            .await?
+            .items
+            .len();
+        ensure!(
+            nodes < 2 || used.len() >= 2,
+            "the scheduler spreads a Job's pods: {nodes} real nodes, pods on {used:?}"
+        );
+        eprintln!("{}: brokers on the nodes {used:?}", env.ns);
         Ok(())
     })
     .await;
