@@ -15,8 +15,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail};
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::Service;
-use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams};
+use k8s_openapi::api::core::v1::{Pod, Service};
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};
 use serde::Serialize;
@@ -227,7 +227,66 @@ fn explain(e: kube::Error) -> anyhow::Error {
     }
 }
 
-/// Waits until Deployment `namespace/name` has an available replica.
+/// How long an image that cannot be pulled is waited for before giving up: a registry may
+/// be slow once, but a wrong name or tag does not heal.
+const PULL_FAILURE_GRACE: Duration = Duration::from_secs(30);
+
+/// Why a pod of the Deployment is not running yet, when it is something the user must fix
+/// or should know about: a container that cannot pull its image (`pull` is true), crashes,
+/// or lacks its configuration, or a pod that cannot be scheduled.
+fn pod_blocker(pod: &Pod) -> Option<(bool, String)> {
+    let name = pod.metadata.name.as_deref().unwrap_or("?");
+    let status = pod.status.as_ref()?;
+    let statuses = status
+        .init_container_statuses
+        .iter()
+        .flatten()
+        .chain(status.container_statuses.iter().flatten());
+    for c in statuses {
+        let Some(waiting) = c.state.as_ref().and_then(|s| s.waiting.as_ref()) else {
+            continue;
+        };
+        let reason = waiting.reason.as_deref().unwrap_or_default();
+        let pull = matches!(
+            reason,
+            "ErrImagePull" | "ImagePullBackOff" | "InvalidImageName" | "ErrImageNeverPull"
+        );
+        if pull
+            || matches!(
+                reason,
+                "CrashLoopBackOff" | "CreateContainerConfigError" | "CreateContainerError"
+            )
+        {
+            let message = waiting.message.as_deref().unwrap_or_default();
+            return Some((
+                pull,
+                format!(
+                    "pod {name}: container {} ({}): {reason}{}{message}",
+                    c.name,
+                    c.image,
+                    if message.is_empty() { "" } else { ": " }
+                ),
+            ));
+        }
+    }
+    status
+        .conditions
+        .iter()
+        .flatten()
+        .find(|c| c.type_ == "PodScheduled" && c.status == "False")
+        .map(|c| {
+            (
+                false,
+                format!(
+                    "pod {name}: not scheduled: {}",
+                    c.message.as_deref().unwrap_or("no reason given")
+                ),
+            )
+        })
+}
+
+/// Waits until Deployment `namespace/name` has an available replica, saying what its pods
+/// wait for; gives up early when its image cannot be pulled.
 pub async fn wait_available(
     client: &Client,
     namespace: &str,
@@ -235,8 +294,10 @@ pub async fn wait_available(
     timeout: Duration,
 ) -> anyhow::Result<()> {
     let api: Api<Deployment> = Api::namespaced(client.clone(), namespace);
+    let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
     let start = Instant::now();
     let mut last = String::new();
+    let mut pull_failing_since: Option<Instant> = None;
     loop {
         let d = api.get(name).await.map_err(explain)?;
         let available = d
@@ -247,18 +308,59 @@ pub async fn wait_available(
         if available > 0 {
             return Ok(());
         }
+        let selector = d
+            .spec
+            .as_ref()
+            .and_then(|s| s.selector.match_labels.as_ref())
+            .map(|labels| {
+                labels
+                    .iter()
+                    .map(|(k, v)| format!("{k}={v}"))
+                    .collect::<Vec<_>>()
+                    .join(",")
+            })
+            .unwrap_or_default();
+        let blockers: Vec<(bool, String)> = if selector.is_empty() {
+            Vec::new()
+        } else {
+            pods.list(&ListParams::default().labels(&selector))
+                .await
+                .map_err(explain)?
+                .items
+                .iter()
+                .filter_map(pod_blocker)
+                .collect()
+        };
         let said = format!(
-            "Deployment {namespace}/{name}: {available} available of {}",
-            d.spec.and_then(|s| s.replicas).unwrap_or(1)
+            "Deployment {namespace}/{name}: {available} available of {}{}",
+            d.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1),
+            blockers
+                .first()
+                .map(|(_, why)| format!("; {why}"))
+                .unwrap_or_default()
         );
         if said != last {
             eprintln!("{said}; waiting");
             last = said;
         }
+        let pull_failure = blockers.iter().find(|(pull, _)| *pull);
+        match (pull_failure, pull_failing_since) {
+            (Some((_, why)), Some(since)) if since.elapsed() >= PULL_FAILURE_GRACE => bail!(
+                "Deployment {namespace}/{name}: its image cannot be pulled ({}s): {why} (give an image the cluster's nodes can pull with --image)",
+                since.elapsed().as_secs()
+            ),
+            (Some(_), None) => pull_failing_since = Some(Instant::now()),
+            (None, _) => pull_failing_since = None,
+            _ => {}
+        }
         if start.elapsed() > timeout {
             bail!(
-                "Deployment {namespace}/{name} has no available replica after {}s (is the image pullable? kubectl -n {namespace} describe deployment {name})",
-                timeout.as_secs()
+                "Deployment {namespace}/{name} has no available replica after {}s{} (kubectl -n {namespace} describe deployment {name})",
+                timeout.as_secs(),
+                blockers
+                    .first()
+                    .map(|(_, why)| format!(": {why}"))
+                    .unwrap_or_default()
             );
         }
         tokio::time::sleep(Duration::from_secs(1)).await;
@@ -405,6 +507,54 @@ pub fn main(opts: &InitOptions) -> ExitCode {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn pod(status: serde_json::Value) -> Pod {
+        serde_json::from_value(
+            serde_json::json!({"metadata": {"name": "flux-hub-1"}, "status": status}),
+        )
+        .expect("pod")
+    }
+
+    #[test]
+    fn a_pod_that_cannot_pull_its_image_or_be_scheduled_says_why() {
+        let pulling = pod(serde_json::json!({"containerStatuses": [{
+            "name": "hub", "image": "flux-hub:dev", "imageID": "", "ready": false, "restartCount": 0,
+            "state": {"waiting": {"reason": "ImagePullBackOff", "message": "Back-off pulling image \"flux-hub:dev\""}},
+        }]}));
+        assert_eq!(
+            pod_blocker(&pulling),
+            Some((
+                true,
+                "pod flux-hub-1: container hub (flux-hub:dev): ImagePullBackOff: Back-off pulling image \"flux-hub:dev\"".into()
+            ))
+        );
+        let crashing = pod(serde_json::json!({"containerStatuses": [{
+            "name": "hub", "image": "i", "imageID": "", "ready": false, "restartCount": 3,
+            "state": {"waiting": {"reason": "CrashLoopBackOff"}},
+        }]}));
+        assert_eq!(
+            pod_blocker(&crashing),
+            Some((
+                false,
+                "pod flux-hub-1: container hub (i): CrashLoopBackOff".into()
+            ))
+        );
+        let unscheduled = pod(serde_json::json!({"conditions": [{
+            "type": "PodScheduled", "status": "False", "message": "0/1 nodes are available",
+        }]}));
+        assert_eq!(
+            pod_blocker(&unscheduled),
+            Some((
+                false,
+                "pod flux-hub-1: not scheduled: 0/1 nodes are available".into()
+            ))
+        );
+        let starting = pod(serde_json::json!({"containerStatuses": [{
+            "name": "hub", "image": "i", "imageID": "", "ready": false, "restartCount": 0,
+            "state": {"waiting": {"reason": "ContainerCreating"}},
+        }]}));
+        assert_eq!(pod_blocker(&starting), None);
+    }
 
     #[test]
     fn the_endpoint_is_the_balancer_else_a_given_name() {
