@@ -1,7 +1,8 @@
 //! The install on real nodes: `flux-hub init --image` starts the hub's Deployment from the
 //! controller image built offline (`flux-images controller`), in the cluster, as users run
-//! it: two replicas, one leader, MiniClusters reconciled by it; the leader's pod deleted,
-//! the other replica leads and the next MiniCluster runs.
+//! it: two replicas, one leader, MiniClusters reconciled by it; the leader's pod evicted
+//! (as a node drain does, through the PodDisruptionBudget), the other replica leads and the
+//! next MiniCluster runs.
 //!
 //! A binary of its own: the installed hub watches every namespace, so it runs after
 //! `real_node.rs` (whose tests each start a hub of their own), on the same cluster
@@ -17,8 +18,9 @@ use flux_shared::api::MiniCluster;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::Api;
-use kube::api::{DeleteParams, ListParams};
+use kube::api::{EvictParams, ListParams};
 use serde_json::json;
 use support::{Probe, TestEnv, secs, yaml};
 
@@ -123,13 +125,29 @@ async fn flux_hub_init_runs_the_hub_image_and_a_second_replica_takes_over() {
             .await?
             .items
             .into_iter()
+            .filter(|p| p.metadata.deletion_timestamp.is_none())
             .filter_map(|p| p.metadata.name)
             .collect();
         ensure!(
             names.contains(&first),
             "the lease names a hub pod: {first} of {names:?}"
         );
-        pods.delete(&first, &DeleteParams::default()).await?;
+        // Evicted, as a node drain does: the PodDisruptionBudget covers both hub pods and
+        // lets one go.
+        let budgets: Api<PodDisruptionBudget> = Api::namespaced(env.client.clone(), HUB_NAMESPACE);
+        env.eventually(
+            "the hub's PodDisruptionBudget to allow one disruption",
+            secs(60),
+            async || {
+                let pdb = budgets.get("flux-hub").await?;
+                Ok(match pdb.status.as_ref().map(|s| s.disruptions_allowed) {
+                    Some(1) => Probe::Done(()),
+                    other => Probe::Waiting(format!("disruptionsAllowed {other:?}")),
+                })
+            },
+        )
+        .await?;
+        pods.evict(&first, &EvictParams::default()).await?;
         let failover = Instant::now();
         // Another replica leads: the standby, or the leader's replacement if it was first.
         let second = env
@@ -149,7 +167,7 @@ async fn flux_hub_init_runs_the_hub_image_and_a_second_replica_takes_over() {
             })
             .await?;
         eprintln!(
-            "{}: leader {first} deleted, {second} leads after {:?}",
+            "{}: leader {first} evicted, {second} leads after {:?}",
             env.ns,
             failover.elapsed()
         );
