@@ -6,6 +6,7 @@
 #   <pod IP>     <svc>.<ns>.svc.cluster.local            (headless Services: every endpoint)
 #   <pod IP>     <hostname>.<svc>.<ns>.svc.cluster.local (endpoints with a hostname: Indexed
 #                                                         Job pods under their subdomain)
+# Endpoints that are not ready are left out, as CoreDNS leaves them out.
 #
 #   scripts/real-node-dns.sh HOSTS DNSMASQ_PIDFILE
 set -euo pipefail
@@ -31,6 +32,10 @@ for s in slices:
         continue
     headless = services[(ns, svc)] in (None, "None")
     for e in s.get("endpoints") or []:
+        # As CoreDNS: only ready endpoints (a Service with publishNotReadyAddresses has
+        # every endpoint marked ready by the EndpointSlice controller).
+        if (e.get("conditions") or {}).get("ready") is False:
+            continue
         host = e.get("hostname")
         for addr in e.get("addresses") or []:
             if host:
