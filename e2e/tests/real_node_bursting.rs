@@ -244,7 +244,24 @@ async fn the_quickstart_then_eight_brokers_over_three_real_clusters_survive_a_hu
                 command = substitute(&command, EXAMPLE_ENDPOINT, url)?;
             }
             eprintln!("{}: $ {command}", env.ns);
-            let out = if command.contains(" exec ") {
+            let out = if command.starts_with("flux-hub status") {
+                // The burst's readiness reaches the hub with the spoke's next report (the
+                // Job's ready count, then a short debounce): a user runs status again.
+                env.eventually("the status to show the burst Running", secs(60), async || {
+                    let out = shell(&dir, &hub, &root_ip, &command).await?;
+                    Ok(
+                        if out
+                            .lines()
+                            .any(|l| l.contains("quickstart-burst") && l.contains("Running"))
+                        {
+                            Probe::Done(out)
+                        } else {
+                            Probe::Waiting(out)
+                        },
+                    )
+                })
+                .await?
+            } else if command.contains(" exec ") {
                 // The quickstart execs at once; a user whose pod is not running yet tries
                 // again. The job waits for the burst the autoscaler starts.
                 env.eventually(&format!("{command} to succeed"), secs(240), async || {

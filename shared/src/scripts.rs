@@ -423,7 +423,8 @@ pub fn drain_script(plan: &Plan, target: &Target) -> Option<String> {
     sh.line("*) exit 0 ;;");
     sh.close("esac");
     sh.close("fi");
-    sh.line("sleep 1");
+    sh.line("# The broker is starting: ask again soon, so its node is back as it joins.");
+    sh.line("sleep 0.2 2>/dev/null || sleep 1");
     sh.close("done");
     sh.line(";;");
     sh.dedent();
@@ -1255,20 +1256,27 @@ impl<'a> Ctx<'a> {
             ),
         };
         sh.open(&format!("if command -v {guard} >/dev/null 2>&1; then"));
-        sh.line("tries=0");
+        sh.linef(format_args!(
+            "tries=0 deadline=$((SECONDS + {LEAD_WAIT_SECONDS}))"
+        ));
         if target.lead.is_some() {
             sh.line("# shellcheck disable=SC2016 # expanded by the probe");
         }
         sh.open(&format!("until {probe}; do"));
         sh.line("tries=$((tries + 1))");
-        sh.open(&format!("if [ \"$tries\" -ge {LEAD_WAIT_SECONDS} ]; then"));
+        sh.open(&format!(
+            "if [ \"$tries\" -ge {} ] || [ \"$SECONDS\" -ge \"$deadline\" ]; then",
+            LEAD_WAIT_SECONDS * 5
+        ));
         sh.linef(format_args!(
             "echo {} >&2",
             sq(&format!("flux-operator: {what} yet; starting anyway"))
         ));
         sh.line("break");
         sh.close("fi");
-        sh.line("sleep 1");
+        sh.line("# Short naps: the broker starts as soon as the name resolves (a `sleep` that");
+        sh.line("# takes no fractions naps a second).");
+        sh.line("sleep 0.2 2>/dev/null || sleep 1");
         sh.close("done");
         sh.close("fi");
 

@@ -71,7 +71,8 @@ case "$mode" in
           *) exit 0 ;;
         esac
       fi
-      sleep 1
+      # The broker is starting: ask again soon, so its node is back as it joins.
+      sleep 0.2 2>/dev/null || sleep 1
     done
     ;;
   *)

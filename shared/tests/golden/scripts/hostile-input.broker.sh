@@ -119,14 +119,16 @@ else
   echo 'flux-operator: this is a worker broker'
   # Wait up to 60s for the lead broker (Flux keeps retrying after that).
   if command -v getent >/dev/null 2>&1; then
-    tries=0
+    tries=0 deadline=$((SECONDS + 60))
     until getent hosts flux-sample-0.flux-sample.default.svc.cluster.local >/dev/null 2>&1; do
       tries=$((tries + 1))
-      if [ "$tries" -ge 60 ]; then
+      if [ "$tries" -ge 300 ] || [ "$SECONDS" -ge "$deadline" ]; then
         echo 'flux-operator: flux-sample-0.flux-sample.default.svc.cluster.local does not resolve yet; starting anyway' >&2
         break
       fi
-      sleep 1
+      # Short naps: the broker starts as soon as the name resolves (a `sleep` that
+      # takes no fractions naps a second).
+      sleep 0.2 2>/dev/null || sleep 1
     done
   fi
   drain_script="${FLUX_OPERATOR_CONFIG_DIR:-/flux_operator}/flux-drain.sh"
