@@ -37,7 +37,9 @@
 # phase needs it).
 #
 # Each kind gets a warm-up of size 2 first (in the raw data, not in the figures); then
-# every size --runs times, one at a time, each torn down before the next. Probe: one
+# every size --runs times, one at a time, each torn down before the next; every controller
+# run comes right after a floor run of the same size (the floor is measured next to each
+# controller, so both meet the node in the same state). Probe: one
 # `kubectl exec` into the lead pod (retried until its container runs) runs the flux command
 # every 200 ms inside the pod and prints the host clock when it first reports every broker
 # up (the pod shares the host's clock); pods Ready come from a `kubectl get --watch`. In
@@ -498,6 +500,25 @@ run_kind() { # KIND NS
   delete_namespace "$2"
 }
 
+# Each run of a controller right after a floor run of the same size, so that both meet the
+# node in the same state (the node slows down as runs accumulate: measured first and alone,
+# the floor looked faster than it is). FLOOR_OFFSET numbers the floor runs of the second
+# controller after the first's.
+run_kind_with_floor() { # KIND NS FLOOR_OFFSET
+  create_namespace "$2"
+  log "$1: warm-up (size 2)"
+  measure "$1" "$2" 2 0
+  local size run
+  for size in "${size_list[@]}"; do
+    for run in $(seq "$runs"); do
+      log "$1: size $size, run $run/$runs, after a floor run"
+      measure floor bench-floor "$size" $((run + $3))
+      measure "$1" "$2" "$size" "$run"
+    done
+  done
+  delete_namespace "$2"
+}
+
 # --- burst phase (bench-real-b; in-cluster hub and spoke)
 burst_ns=bench-burst burst_mc=burst burst_name=burst-b
 certs=$work/certs
@@ -711,18 +732,21 @@ scripts/real-node.sh up "$name" "$offset" 0 "$images/pause-testbed.oci.tar" \
 node_ready_s=$((SECONDS - t_start))
 
 if [ "$only_burst" = false ]; then
-  run_kind floor bench-floor
+  create_namespace bench-floor
+  log "floor: warm-up (size 2)"
+  measure floor bench-floor 2 0
   install_crd hub
   start_controller hub
-  run_kind hub bench-hub
+  run_kind_with_floor hub bench-hub 0
   stop_controller hub
   if [ "$skip_reference" = false ]; then
     remove_crd
     install_crd reference
     start_controller reference
-    run_kind reference bench-ref
+    run_kind_with_floor reference bench-ref "$runs"
     stop_controller reference
   fi
+  delete_namespace bench-floor
 fi
 # Last and on its own: the in-cluster hub watches every namespace.
 if [ "$skip_burst" = false ]; then
