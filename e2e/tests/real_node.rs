@@ -195,6 +195,32 @@ async fn interactive(env: &TestEnv, name: &str, size: i32, max: i32) -> Result<S
 
 const UP_NODES: &str = "flux resource list -s up -no '{nnodes}'";
 
+/// The names of the broker pods of index `index` of MiniCluster `name`.
+async fn pods_of_index(env: &TestEnv, name: &str, index: u32) -> Result<Vec<String>> {
+    let prefix = format!("{name}-{index}-");
+    Ok(env
+        .api::<Pod>()
+        .list(&ListParams::default().labels(&format!("job-name={name}")))
+        .await?
+        .items
+        .into_iter()
+        .filter_map(|p| p.metadata.name)
+        .filter(|n| n.starts_with(&prefix))
+        .collect())
+}
+
+/// Sets MiniCluster `name`'s size, as `kubectl patch` does.
+async fn resize(env: &TestEnv, name: &str, size: i32) -> Result<()> {
+    env.api::<MiniCluster>()
+        .patch(
+            name,
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(&json!({"spec": {"size": size}})),
+        )
+        .await?;
+    Ok(())
+}
+
 #[tokio::test]
 #[ignore = "needs a cluster with real nodes: KUBECONFIG (scripts/e2e.sh on the testbed)"]
 async fn a_deleted_broker_pod_is_replaced_and_its_broker_rejoins() {
@@ -206,13 +232,9 @@ async fn a_deleted_broker_pod_is_replaced_and_its_broker_rejoins() {
         })
         .await?;
         let pods = env.api::<Pod>();
-        let worker = pods
-            .list(&ListParams::default().labels(&format!("job-name={NAME}")))
+        let worker = pods_of_index(env, NAME, 1)
             .await?
-            .items
-            .into_iter()
-            .filter_map(|p| p.metadata.name)
-            .find(|n| n.starts_with(&format!("{NAME}-1-")))
+            .pop()
             .ok_or_else(|| anyhow::anyhow!("no worker pod"))?;
         pods.delete(&worker, &kube::api::DeleteParams::default())
             .await?;
@@ -235,13 +257,10 @@ async fn a_deleted_broker_pod_is_replaced_and_its_broker_rejoins() {
             |o| o.trim() == "2",
         )
         .await?;
-        let replaced = pods
-            .list(&ListParams::default().labels(&format!("job-name={NAME}")))
+        let replaced = pods_of_index(env, NAME, 1)
             .await?
-            .items
-            .into_iter()
-            .filter_map(|p| p.metadata.name)
-            .any(|n| n.starts_with(&format!("{NAME}-1-")) && n != worker);
+            .iter()
+            .any(|n| *n != worker);
         anyhow::ensure!(replaced, "a new pod of index 1 replaced {worker}");
         eprintln!(
             "{}: broker pod {worker} deleted; its replacement rejoined after {:?}",
@@ -263,13 +282,7 @@ async fn an_elastic_scale_up_adds_brokers_that_join_the_running_instance() {
             o.trim() == "2"
         })
         .await?;
-        let mcs = env.api::<MiniCluster>();
-        mcs.patch(
-            NAME,
-            &kube::api::PatchParams::default(),
-            &kube::api::Patch::Merge(&json!({"spec": {"size": 4}})),
-        )
-        .await?;
+        resize(env, NAME, 4).await?;
         let started = Instant::now();
         support::flux_in(
             env,
@@ -316,13 +329,7 @@ async fn a_shrink_drains_the_leaving_broker_and_its_running_job_completes_first(
             o.trim() == "RUN"
         })
         .await?;
-        env.api::<MiniCluster>()
-            .patch(
-                NAME,
-                &kube::api::PatchParams::default(),
-                &kube::api::Patch::Merge(&json!({"spec": {"size": 2}})),
-            )
-            .await?;
+        resize(env, NAME, 2).await?;
         let shrunk = Instant::now();
         // The leaving broker's preStop hook drains its node (no new job lands there) and
         // waits: the node shows as draining while the job runs.
@@ -345,16 +352,8 @@ async fn a_shrink_drains_the_leaving_broker_and_its_running_job_completes_first(
             "the job on the leaving broker completed (not canceled): {ended}"
         );
         // Then the pod goes and the instance has two brokers.
-        let pods = env.api::<Pod>();
         env.eventually("the broker pod of index 2 gone", secs(60), async || {
-            let left = pods
-                .list(&ListParams::default().labels(&format!("job-name={NAME}")))
-                .await?
-                .items
-                .into_iter()
-                .filter_map(|p| p.metadata.name)
-                .filter(|n| n.starts_with(&format!("{NAME}-2-")))
-                .collect::<Vec<_>>();
+            let left = pods_of_index(env, NAME, 2).await?;
             Ok(if left.is_empty() {
                 Probe::Done(())
             } else {
