@@ -402,34 +402,31 @@ async fn the_quickstart_then_eight_brokers_over_three_real_clusters_survive_a_hu
         )
         .await?;
         support::flux_in(env, &lead, NAME, UP_NODES, "seven brokers after the burst shrank", |o| o.trim() == "7").await?;
-        let left: Vec<String> = burst2_pods(&burst2.client, &env.ns).await?;
+        let burst2_pods: Api<Pod> = Api::namespaced(burst2.client.clone(), &env.ns);
+        let left = env
+            .eventually("one broker pod left in the second burst", secs(120), async || {
+                let live: Vec<String> = burst2_pods
+                    .list(&ListParams::default().labels("job-name=eight-c"))
+                    .await?
+                    .items
+                    .into_iter()
+                    .filter(|p| p.metadata.deletion_timestamp.is_none())
+                    .filter_map(|p| p.metadata.name)
+                    .collect();
+                Ok(if live.len() == 1 {
+                    Probe::Done(live)
+                } else {
+                    Probe::Waiting(format!("{live:?}"))
+                })
+            })
+            .await?;
         ensure!(
-            left.len() == 1 && left[0].starts_with("eight-c-0-"),
+            left.iter().all(|p| p.starts_with("eight-c-0-")),
             "the burst in the second cluster keeps its index 0: {left:?}"
         );
         Ok(())
     })
     .await;
-}
-
-/// The burst's broker pods in the second burst cluster that are not terminating.
-async fn burst2_pods(client: &kube::Client, ns: &str) -> Result<Vec<String>> {
-    let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
-    let deadline = Instant::now() + secs(120);
-    loop {
-        let live: Vec<String> = pods
-            .list(&ListParams::default().labels("job-name=eight-c"))
-            .await?
-            .items
-            .into_iter()
-            .filter(|p| p.metadata.deletion_timestamp.is_none())
-            .filter_map(|p| p.metadata.name)
-            .collect();
-        if live.len() == 1 || Instant::now() > deadline {
-            return Ok(live);
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
-    }
 }
 
 #[test]
