@@ -195,6 +195,13 @@ async fn interactive(env: &TestEnv, name: &str, size: i32, max: i32) -> Result<S
 
 const UP_NODES: &str = "flux resource list -s up -no '{nnodes}'";
 
+/// Waits until the instance of `name` (its lead broker pod `lead`) has `n` brokers up.
+async fn brokers_up(env: &TestEnv, lead: &str, name: &str, n: usize, what: &str) -> Result<()> {
+    let want = n.to_string();
+    support::flux_in(env, lead, name, UP_NODES, what, |o| o.trim() == want).await?;
+    Ok(())
+}
+
 /// The names of the broker pods of index `index` of MiniCluster `name`.
 async fn pods_of_index(env: &TestEnv, name: &str, index: u32) -> Result<Vec<String>> {
     let prefix = format!("{name}-{index}-");
@@ -227,10 +234,7 @@ async fn a_deleted_broker_pod_is_replaced_and_its_broker_rejoins() {
     support::run("real-rejoin", true, async |env: &TestEnv| {
         const NAME: &str = "rejoin";
         let lead = interactive(env, NAME, 2, 2).await?;
-        support::flux_in(env, &lead, NAME, UP_NODES, "both brokers up", |o| {
-            o.trim() == "2"
-        })
-        .await?;
+        brokers_up(env, &lead, NAME, 2, "both brokers up").await?;
         let pods = env.api::<Pod>();
         let worker = pods_of_index(env, NAME, 1)
             .await?
@@ -248,13 +252,12 @@ async fn a_deleted_broker_pod_is_replaced_and_its_broker_rejoins() {
         })
         .await?;
         // The Job makes a new pod of index 1; its broker takes rank 1 again.
-        support::flux_in(
+        brokers_up(
             env,
             &lead,
             NAME,
-            UP_NODES,
+            2,
             "the replaced broker back in the instance",
-            |o| o.trim() == "2",
         )
         .await?;
         let replaced = pods_of_index(env, NAME, 1)
@@ -278,21 +281,10 @@ async fn an_elastic_scale_up_adds_brokers_that_join_the_running_instance() {
     support::run("real-grow", true, async |env: &TestEnv| {
         const NAME: &str = "grow";
         let lead = interactive(env, NAME, 2, 4).await?;
-        support::flux_in(env, &lead, NAME, UP_NODES, "two brokers up", |o| {
-            o.trim() == "2"
-        })
-        .await?;
+        brokers_up(env, &lead, NAME, 2, "two brokers up").await?;
         resize(env, NAME, 4).await?;
         let started = Instant::now();
-        support::flux_in(
-            env,
-            &lead,
-            NAME,
-            UP_NODES,
-            "four brokers up after the scale-up",
-            |o| o.trim() == "4",
-        )
-        .await?;
+        brokers_up(env, &lead, NAME, 4, "four brokers up after the scale-up").await?;
         eprintln!(
             "{}: scaled 2 -> 4; the new brokers joined after {:?}",
             env.ns,
@@ -309,10 +301,7 @@ async fn a_shrink_drains_the_leaving_broker_and_its_running_job_completes_first(
     support::run("real-shrink", true, async |env: &TestEnv| {
         const NAME: &str = "shrink";
         let lead = interactive(env, NAME, 3, 3).await?;
-        support::flux_in(env, &lead, NAME, UP_NODES, "three brokers up", |o| {
-            o.trim() == "3"
-        })
-        .await?;
+        brokers_up(env, &lead, NAME, 3, "three brokers up").await?;
         // A 20 s job on the broker that leaves when the MiniCluster shrinks to 2 (index 2).
         let job = support::flux_in(
             env,
@@ -361,10 +350,7 @@ async fn a_shrink_drains_the_leaving_broker_and_its_running_job_completes_first(
             })
         })
         .await?;
-        support::flux_in(env, &lead, NAME, UP_NODES, "two brokers up", |o| {
-            o.trim() == "2"
-        })
-        .await?;
+        brokers_up(env, &lead, NAME, 2, "two brokers up").await?;
         let failed_hooks: Vec<String> = env
             .api::<Event>()
             .list(&ListParams::default())
