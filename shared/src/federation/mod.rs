@@ -28,6 +28,7 @@ pub mod diagnostics;
 pub mod ownership;
 pub mod parts;
 pub mod pki;
+pub mod policy;
 pub mod tls;
 
 pub use auth::{Authenticator, require_admin, require_spoke};
