@@ -15,7 +15,7 @@ use std::path::PathBuf;
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Container, Namespace, PodSpec, ServiceAccount};
-use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use k8s_openapi::{Metadata, Resource};
@@ -80,6 +80,8 @@ struct Manifests {
     service_accounts: Vec<ServiceAccount>,
     cluster_roles: Vec<ClusterRole>,
     cluster_role_bindings: Vec<ClusterRoleBinding>,
+    roles: Vec<Role>,
+    role_bindings: Vec<RoleBinding>,
     config_maps: Vec<ConfigMap>,
     deployments: Vec<Deployment>,
     ids: BTreeSet<(String, String, String)>,
@@ -101,6 +103,8 @@ fn manifests() -> Manifests {
             || take(&doc, ids, &mut m.service_accounts)
             || take(&doc, ids, &mut m.cluster_roles)
             || take(&doc, ids, &mut m.cluster_role_bindings)
+            || take(&doc, ids, &mut m.roles)
+            || take(&doc, ids, &mut m.role_bindings)
             || take(&doc, ids, &mut m.config_maps)
             || take(&doc, ids, &mut m.deployments);
         assert!(
@@ -142,6 +146,8 @@ fn every_manifest_parses_into_a_known_kind() {
         ("ServiceAccount", m.service_accounts.len()),
         ("ClusterRole", m.cluster_roles.len()),
         ("ClusterRoleBinding", m.cluster_role_bindings.len()),
+        ("Role", m.roles.len()),
+        ("RoleBinding", m.role_bindings.len()),
         ("ConfigMap", m.config_maps.len()),
         ("Deployment", m.deployments.len()),
     ] {
@@ -214,6 +220,39 @@ fn cluster_role_grants_exactly_what_the_spoke_needs() {
         Some(false),
         "the spoke needs its token"
     );
+}
+
+#[test]
+fn role_grants_reading_the_policy_in_the_spokes_namespace_only() {
+    let m = manifests();
+    let binding = &m.role_bindings[0];
+    assert_eq!(binding.metadata.namespace.as_deref(), Some(NAMESPACE));
+    let subjects = binding.subjects.as_deref().unwrap_or_default();
+    assert!(
+        subjects.len() == 1 && is_spoke_account(&subjects[0]),
+        "{subjects:?}"
+    );
+    assert_eq!(binding.role_ref.kind, "Role");
+    let role = &m.roles[0];
+    assert_eq!(
+        role.metadata.name.as_deref(),
+        Some(binding.role_ref.name.as_str())
+    );
+    assert_eq!(role.metadata.namespace.as_deref(), Some(NAMESPACE));
+    let mut granted = Grants::new();
+    rule_grants(
+        "Role",
+        role.rules.as_deref().unwrap_or_default(),
+        &mut granted,
+    );
+    let mut expected = Grants::new();
+    for (group, resource, verbs) in flux_spoke::cluster::POLICY_PERMISSIONS {
+        expected
+            .entry((group.to_string(), resource.to_string()))
+            .or_default()
+            .extend(verbs.iter().map(|v| v.to_string()));
+    }
+    assert_eq!(granted, expected);
 }
 
 // ---------------------------------------------------------------------------------------

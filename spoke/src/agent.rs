@@ -45,6 +45,7 @@ use flux_shared::federation::ownership::{
     Ownership, SpokeIdentity, SpokeIdentityError, ownership, same_owner,
 };
 use flux_shared::federation::parts::Assembler;
+use flux_shared::federation::policy::PolicyState;
 use flux_shared::federation::proto::spoke_client::SpokeClient;
 use flux_shared::federation::proto::{
     AssignmentStatus, ClusterAccess, ReportRequest, Snapshot, WatchRequest,
@@ -62,7 +63,7 @@ use tracing::{Instrument, debug, error, info, info_span, warn};
 use crate::cluster::{Cluster, Kind, ObjectRef, Taken, metadata};
 use crate::metrics::{ErrorKind, Metrics};
 use crate::reconcile::{
-    Applied, AssignmentRefusal, Decision, Memory, NAME_TAKEN, Outcome, Tracked, find_job,
+    Applied, AssignmentRefusal, Context, Decision, Memory, NAME_TAKEN, Outcome, Tracked, find_job,
     plan_snapshot, status,
 };
 
@@ -183,6 +184,9 @@ struct State {
     current: Option<Snapshot>,
     /// The objects blocking each assignment refused as `NameTaken`, as seen then.
     blockers: BTreeMap<String, Vec<Taken>>,
+    /// The policy document the last snapshot was decided with (`None`: no policy); the
+    /// snapshot is decided again when it changes.
+    policy: Option<Option<String>>,
 }
 
 /// Why an assignment's objects were not all applied.
@@ -432,6 +436,15 @@ impl<C: Cluster> Agent<C> {
                             self.process(state, snapshot, true).await;
                         }
                         cluster_was_away |= !reachable;
+                        // A policy changed, or read for the first time after a snapshot
+                        // that could not be decided without it.
+                        if let Ok(policy) = self.cluster.policy()
+                            && state.policy.as_ref() != Some(&policy)
+                            && let Some(snapshot) = state.current.clone()
+                        {
+                            info!(version = snapshot.version, "the spoke policy changed; deciding the snapshot again");
+                            self.process(state, snapshot, true).await;
+                        }
                         report_at.get_or_insert_with(|| Instant::now() + self.config.report_debounce);
                     }
                     None => {
@@ -503,26 +516,72 @@ impl<C: Cluster> Agent<C> {
                 return;
             }
         };
-        let plan = plan_snapshot(&snapshot, &owned, &state.memory, me, &self.config.namespace);
+        let policy_text = match self.cluster.policy() {
+            Ok(text) => text,
+            Err(e) => {
+                self.metrics.error(ErrorKind::Policy);
+                error!(error = %e, "cannot read the spoke policy; nothing applied or deleted, retrying later");
+                return;
+            }
+        };
+        let policy = PolicyState::of(policy_text.as_deref());
+        if let PolicyState::Invalid(e) = &policy {
+            warn!(error = %e, "the spoke policy is not valid: no burst is admitted until it is fixed");
+        }
+        let mut namespaces = BTreeMap::new();
+        for a in &snapshot.assignments {
+            let Some(ns) = a.minicluster.as_ref().map(|m| m.namespace.as_str()) else {
+                continue;
+            };
+            if namespaces.contains_key(ns) || ns.is_empty() {
+                continue;
+            }
+            match self.cluster.namespace(ns).await {
+                Ok(state) => {
+                    namespaces.insert(ns.to_string(), state);
+                }
+                Err(e) => {
+                    self.metrics.error(ErrorKind::Namespace);
+                    error!(namespace = %ns, error = %e, "cannot read a burst's namespace; nothing applied or deleted, retrying later");
+                    return;
+                }
+            }
+        }
+        let running = match self.cluster.jobs().await {
+            Ok(jobs) => running_sizes(&jobs, me),
+            Err(e) => {
+                self.metrics.error(ErrorKind::Jobs);
+                error!(error = %e, "cannot read the spoke's Jobs; nothing applied or deleted, retrying later");
+                return;
+            }
+        };
+        let cx = Context {
+            spoke_namespace: &self.config.namespace,
+            policy: &policy,
+            namespaces: &namespaces,
+            running: &running,
+        };
+        let plan = plan_snapshot(&snapshot, &owned, &state.memory, me, &cx);
+        state.policy = Some(policy_text);
         let previous: BTreeMap<String, Tracked> = std::mem::take(&mut state.tracked)
             .into_iter()
             .map(|t| (t.key.clone(), t))
             .collect();
         let mut failed = false;
 
-        // Namespaces first, once each.
+        // Missing namespaces of admitted assignments first, once each, with the policy's
+        // Pod Security level.
         let mut namespaces: BTreeMap<String, Result<(), String>> = BTreeMap::new();
-        for p in &plan.assignments {
-            if let Decision::Apply(r) = &p.decision {
-                namespaces.entry(r.namespace.clone()).or_insert(Ok(()));
-            }
-        }
-        for (namespace, result) in &mut namespaces {
-            if let Err(e) = self.cluster.ensure_namespace(namespace).await {
-                self.metrics.error(ErrorKind::Namespace);
-                error!(%namespace, error = %e, "cannot create the namespace");
-                *result = Err(e.to_string());
-            }
+        for (namespace, level) in &plan.create_namespaces {
+            let result = match self.cluster.ensure_namespace(namespace, *level).await {
+                Ok(()) => Ok(()),
+                Err(e) => {
+                    self.metrics.error(ErrorKind::Namespace);
+                    error!(%namespace, error = %e, "cannot create the namespace");
+                    Err(e.to_string())
+                }
+            };
+            namespaces.insert(namespace.clone(), result);
         }
 
         let mut tracked = Vec::with_capacity(plan.assignments.len() + plan.removed.len());
@@ -531,6 +590,7 @@ impl<C: Cluster> Agent<C> {
         let mut refused_now: BTreeSet<String> = BTreeSet::new();
         for p in plan.assignments {
             let key = p.key;
+            let admitted_size = p.admitted_size;
             match p.decision {
                 Decision::Apply(realized) => {
                     let result = match namespaces.get(&realized.namespace) {
@@ -567,6 +627,7 @@ impl<C: Cluster> Agent<C> {
                                 job,
                                 size,
                                 outcome: Outcome::Applied,
+                                admitted_size,
                             });
                         }
                         Err(ApplyError::Taken(taken)) => {
@@ -576,8 +637,14 @@ impl<C: Cluster> Agent<C> {
                             if let Some(assignment) =
                                 snapshot.assignments.iter().find(|a| a.key == key)
                             {
-                                tracked
-                                    .push(refused(&key, version, assignment, NAME_TAKEN, &message));
+                                tracked.push(refused(
+                                    &key,
+                                    version,
+                                    assignment,
+                                    NAME_TAKEN,
+                                    &message,
+                                    admitted_size,
+                                ));
                                 state.memory.refused.insert(
                                     key.clone(),
                                     AssignmentRefusal {
@@ -605,6 +672,7 @@ impl<C: Cluster> Agent<C> {
                                 job,
                                 size,
                                 outcome: Outcome::Failed { message },
+                                admitted_size,
                             });
                         }
                     }
@@ -619,6 +687,7 @@ impl<C: Cluster> Agent<C> {
                             job: Some((r.namespace.clone(), r.job.clone())),
                             size: r.size,
                             outcome: Outcome::Applied,
+                            admitted_size,
                         });
                     }
                 }
@@ -631,13 +700,49 @@ impl<C: Cluster> Agent<C> {
                         &refusal.assignment,
                         refusal.reason,
                         &refusal.message,
+                        admitted_size,
                     ));
                     state.memory.refused.insert(key, *refusal);
                 }
                 Decision::StillRefused => {
                     if let Some(r) = state.memory.refused.get(&key) {
-                        tracked.push(refused(&key, version, &r.assignment, r.reason, &r.message));
+                        tracked.push(refused(
+                            &key,
+                            version,
+                            &r.assignment,
+                            r.reason,
+                            &r.message,
+                            admitted_size,
+                        ));
                     }
+                }
+                Decision::Hold(refusal) => {
+                    warn!(%key, reason = refusal.reason, error = %refusal.message, "assignment not admitted by the policy; its running objects are kept as they are");
+                    let a = &refusal.assignment;
+                    let job = match state.memory.applied.get(&key) {
+                        Some(applied) => (
+                            applied.realized.namespace.clone(),
+                            applied.realized.job.clone(),
+                        ),
+                        None => (
+                            a.minicluster
+                                .as_ref()
+                                .map(|m| m.namespace.clone())
+                                .unwrap_or_default(),
+                            a.burst_name.clone(),
+                        ),
+                    };
+                    tracked.push(Tracked {
+                        key,
+                        observed_version: version,
+                        job: Some(job),
+                        size: a.burst_size,
+                        outcome: Outcome::Held {
+                            reason: refusal.reason.to_string(),
+                            message: refusal.message.clone(),
+                        },
+                        admitted_size,
+                    });
                 }
             }
         }
@@ -687,6 +792,7 @@ impl<C: Cluster> Agent<C> {
                 job: None,
                 size: 0,
                 outcome,
+                admitted_size: None,
             });
         }
         for key in plan.forget {
@@ -868,6 +974,7 @@ fn refused(
     assignment: &flux_shared::federation::proto::Assignment,
     reason: &str,
     message: &str,
+    admitted_size: Option<i32>,
 ) -> Tracked {
     Tracked {
         key: key.to_string(),
@@ -878,7 +985,27 @@ fn refused(
             reason: reason.to_string(),
             message: message.to_string(),
         },
+        admitted_size,
     }
+}
+
+/// Brokers each of the spoke's own Jobs runs (its parallelism; 0 when suspended: a burst
+/// scaled to 0), by assignment key.
+fn running_sizes(jobs: &[Job], me: &SpokeIdentity) -> BTreeMap<String, i32> {
+    jobs.iter()
+        .filter_map(|j| match ownership(&j.metadata, me) {
+            Ownership::Ours { key, .. } => {
+                let spec = j.spec.as_ref();
+                let size = if spec.and_then(|s| s.suspend) == Some(true) {
+                    0
+                } else {
+                    spec.and_then(|s| s.parallelism).unwrap_or(1)
+                };
+                Some((key.to_string(), size))
+            }
+            _ => None,
+        })
+        .collect()
 }
 
 /// The message of a `NameTaken` refusal: every blocking object and who seems to own it.
@@ -896,7 +1023,10 @@ fn statuses(tracked: &[Tracked], jobs: Option<&[Job]>) -> Vec<AssignmentStatus> 
     tracked
         .iter()
         .filter_map(|t| {
-            let needs_job = matches!(t.outcome, Outcome::Applied | Outcome::Failed { .. });
+            let needs_job = matches!(
+                t.outcome,
+                Outcome::Applied | Outcome::Failed { .. } | Outcome::Held { .. }
+            );
             let job = match (needs_job, jobs) {
                 (false, _) => None,
                 (true, None) => return None,
@@ -935,6 +1065,7 @@ mod tests {
             job: Some(("ns".into(), key.into())),
             size: 1,
             outcome,
+            admitted_size: None,
         };
         let tracked = [t("a", Outcome::Applied), t("b", Outcome::Deleted)];
         let keys = |s: Vec<AssignmentStatus>| s.into_iter().map(|s| s.key).collect::<Vec<_>>();

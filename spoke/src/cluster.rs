@@ -17,6 +17,7 @@
 
 use std::fmt;
 use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime};
 
@@ -24,6 +25,9 @@ use flux_shared::federation::assignment::spoke_selector;
 use flux_shared::federation::diagnostics::error_chain;
 use flux_shared::federation::ownership::{
     Ownership, SpokeIdentity, describe_owner, ownership, same_owner,
+};
+use flux_shared::federation::policy::{
+    Level, NamespaceState, POD_SECURITY_ENFORCE, POD_SECURITY_WARN_AUDIT, POLICY_KEY,
 };
 use flux_shared::managed_fields::as_applied;
 use flux_shared::render::Object;
@@ -76,6 +80,19 @@ pub const REQUIRED: &[Permission] = &[
     ),
     ("", "pods", &["list", "delete"]),
 ];
+
+/// What [`KubeCluster::with_policy`] needs besides [`REQUIRED`], in the spoke's own
+/// namespace only: read and watch its policy ConfigMap.
+pub const POLICY_PERMISSIONS: &[Permission] = &[("", "configmaps", &["get", "list", "watch"])];
+
+/// The labels of a namespace the spoke creates: Pod Security `level` enforced, warned and
+/// audited.
+pub fn namespace_labels(level: Level) -> std::collections::BTreeMap<String, String> {
+    std::iter::once(POD_SECURITY_ENFORCE)
+        .chain(POD_SECURITY_WARN_AUDIT)
+        .map(|k| (k.to_string(), level.as_str().to_string()))
+        .collect()
+}
 
 /// Whether [`REQUIRED`] grants `verb` on `group`/`resource`.
 pub fn allows(group: &str, resource: &str, verb: &str) -> bool {
@@ -323,11 +340,25 @@ impl ClusterError {
 ///
 /// Implementations are cheap to clone (handles to shared state) and usable from any task.
 pub trait Cluster: Clone + Send + Sync + 'static {
-    /// Creates namespace `namespace` unless it exists.
+    /// Whether namespace `namespace` exists, and its Pod Security enforce label.
+    fn namespace(
+        &self,
+        namespace: &str,
+    ) -> impl Future<Output = Result<NamespaceState, ClusterError>> + Send;
+
+    /// Creates namespace `namespace` with Pod Security `level` (enforce, warn and audit
+    /// labels) unless it exists (an existing namespace is left as it is).
     fn ensure_namespace(
         &self,
         namespace: &str,
+        level: Level,
     ) -> impl Future<Output = Result<(), ClusterError>> + Send;
+
+    /// The spoke policy's document as the cluster holds it (the ConfigMap
+    /// [`flux_shared::federation::policy::POLICY_CONFIGMAP`] in the spoke's namespace):
+    /// `None` when there is none, an empty text when the ConfigMap lacks
+    /// [`flux_shared::federation::policy::POLICY_KEY`]; an error while it cannot be read.
+    fn policy(&self) -> Result<Option<String>, ClusterError>;
 
     /// Writes `object` (which carries the spoke's claim: labels and assignment annotation)
     /// in its namespace, never onto an object someone else made.
@@ -368,7 +399,8 @@ pub trait Cluster: Clone + Send + Sync + 'static {
     fn jobs(&self) -> impl Future<Output = Result<Vec<Job>, ClusterError>> + Send;
 
     /// Yields whenever one of the spoke's Jobs changes (created, status updated, deleted),
-    /// or [`Cluster::unreachable`] changes, so that the agent reports promptly. Changes may
+    /// the policy changes, or [`Cluster::unreachable`] changes, so that the agent acts and
+    /// reports promptly. Changes may
     /// be coalesced. Never ends while the cluster handle lives.
     fn changes(&self) -> impl Stream<Item = ()> + Send + 'static;
 
@@ -387,6 +419,19 @@ pub struct KubeCluster {
     jobs: Store<Job>,
     changes: watch::Receiver<u64>,
     unreachable: Arc<Mutex<Option<(SystemTime, String)>>>,
+    _watcher: Arc<AbortOnDrop>,
+    policy: Option<PolicyWatch>,
+}
+
+/// The watch on the spoke's policy ConfigMap.
+#[derive(Clone)]
+struct PolicyWatch {
+    namespace: String,
+    name: String,
+    store: Store<ConfigMap>,
+    /// Set once the first listing is done.
+    ready: Arc<AtomicBool>,
+    changes: watch::Receiver<u64>,
     _watcher: Arc<AbortOnDrop>,
 }
 
@@ -457,7 +502,49 @@ impl KubeCluster {
             changes: rx,
             unreachable,
             _watcher: Arc::new(AbortOnDrop(task)),
+            policy: None,
         }
+    }
+
+    /// This cluster, with the spoke's policy read from ConfigMap `namespace/name` (watched:
+    /// [`Cluster::changes`] yields when it changes). Without it [`Cluster::policy`] is an
+    /// error, and the agent applies nothing. Needs `get`, `list`, `watch` on configmaps in
+    /// `namespace` ([`POLICY_PERMISSIONS`]).
+    pub fn with_policy(mut self, namespace: &str, name: &str) -> KubeCluster {
+        let (reader, writer) = reflector::store();
+        let (tx, rx) = watch::channel(0u64);
+        let api: Api<ConfigMap> = Api::namespaced(self.client.clone(), namespace);
+        let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
+        let events = reflector::reflector(writer, watcher(api, config))
+            .backoff(flux_shared::ops::WatchBackoff::default());
+        let what = format!("{namespace}/{name}");
+        let ready = Arc::new(AtomicBool::new(false));
+        let listed = ready.clone();
+        let task = tokio::spawn(async move {
+            let mut events = std::pin::pin!(events);
+            while let Some(event) = events.next().await {
+                match event {
+                    Ok(watcher::Event::Init | watcher::Event::InitApply(_)) => {}
+                    Ok(watcher::Event::InitDone) => {
+                        listed.store(true, Ordering::Release);
+                        tx.send_modify(|n| *n = n.wrapping_add(1));
+                    }
+                    Ok(_) => tx.send_modify(|n| *n = n.wrapping_add(1)),
+                    Err(error) => {
+                        tracing::warn!(policy = %what, error = %error_chain(&error), "watching the spoke policy failed; retrying");
+                    }
+                }
+            }
+        });
+        self.policy = Some(PolicyWatch {
+            namespace: namespace.to_string(),
+            name: name.to_string(),
+            store: reader,
+            ready,
+            changes: rx,
+            _watcher: Arc::new(AbortOnDrop(task)),
+        });
+        self
     }
 
     async fn apply_typed<K>(
@@ -599,29 +686,37 @@ impl KubeCluster {
 }
 
 impl Cluster for KubeCluster {
-    async fn ensure_namespace(&self, namespace: &str) -> Result<(), ClusterError> {
+    async fn namespace(&self, namespace: &str) -> Result<NamespaceState, ClusterError> {
+        let api: Api<Namespace> = Api::all(self.client.clone());
+        match api.get_opt(namespace).await {
+            Ok(Some(ns)) => Ok(NamespaceState::Exists {
+                enforce: ns
+                    .metadata
+                    .labels
+                    .and_then(|mut l| l.remove(POD_SECURITY_ENFORCE)),
+            }),
+            Ok(None) => Ok(NamespaceState::Missing),
+            Err(e) => Err(ClusterError::from_kube(
+                format!("get namespace {namespace}"),
+                &e,
+            )),
+        }
+    }
+
+    async fn ensure_namespace(&self, namespace: &str, level: Level) -> Result<(), ClusterError> {
         let api: Api<Namespace> = Api::all(self.client.clone());
         let action = || format!("create namespace {namespace}");
-        match api.get_opt(namespace).await {
-            Ok(Some(_)) => return Ok(()),
-            Ok(None) => {}
-            Err(e) => {
-                return Err(ClusterError::from_kube(
-                    format!("get namespace {namespace}"),
-                    &e,
-                ));
-            }
-        }
         let ns = Namespace {
             metadata: ObjectMeta {
                 name: Some(namespace.to_string()),
+                labels: Some(namespace_labels(level)),
                 ..Default::default()
             },
             ..Default::default()
         };
         match api.create(&PostParams::default(), &ns).await {
             Ok(_) => {
-                tracing::info!(namespace, "created namespace");
+                tracing::info!(namespace, pod_security = %level, "created namespace");
                 Ok(())
             }
             // Created meanwhile by someone else: fine.
@@ -703,8 +798,42 @@ impl Cluster for KubeCluster {
         }
     }
 
+    fn policy(&self) -> Result<Option<String>, ClusterError> {
+        let Some(p) = &self.policy else {
+            return Err(ClusterError::new(
+                "read the spoke policy",
+                "this spoke was started without a policy source",
+            ));
+        };
+        let what = || {
+            format!(
+                "read the spoke policy (ConfigMap {}/{})",
+                p.namespace, p.name
+            )
+        };
+        if !p.ready.load(Ordering::Acquire) {
+            return Err(ClusterError::new(what(), "not listed yet"));
+        }
+        Ok(p.store
+            .state()
+            .iter()
+            .find(|c| c.metadata.name.as_deref() == Some(p.name.as_str()))
+            .map(|c| {
+                c.data
+                    .as_ref()
+                    .and_then(|d| d.get(POLICY_KEY))
+                    .cloned()
+                    .unwrap_or_default()
+            }))
+    }
+
     fn changes(&self) -> impl Stream<Item = ()> + Send + 'static {
-        WatchStream::from_changes(self.changes.clone()).map(|_| ())
+        let jobs = WatchStream::from_changes(self.changes.clone()).map(|_| ());
+        let policy = self
+            .policy
+            .as_ref()
+            .map(|p| WatchStream::from_changes(p.changes.clone()).map(|_| ()));
+        futures::stream::select(jobs, futures::stream::iter(policy).flatten())
     }
 
     fn unreachable(&self) -> Option<(SystemTime, String)> {

@@ -71,6 +71,11 @@ struct RunArgs {
     #[arg(long)]
     log_json: bool,
 
+    /// Name of the ConfigMap, in this spoke's namespace, that holds its policy (key
+    /// `policy.yaml`; `flux-hub join` writes it). Without one the spoke runs no burst.
+    #[arg(long, env = "FLUX_SPOKE_POLICY", default_value = flux_shared::federation::policy::POLICY_CONFIGMAP, value_name = "CONFIGMAP")]
+    policy: String,
+
     /// Report every assignment's status at least this often, in seconds.
     #[arg(long, default_value_t = 30, value_name = "SECONDS",
           value_parser = clap::value_parser!(u64).range(1..))]
@@ -208,7 +213,8 @@ async fn run(args: RunArgs) -> Result<()> {
     let client = kube::Client::try_default().await.context(
         "connecting to this cluster's Kubernetes API (in-cluster service account or KUBECONFIG)",
     )?;
-    let cluster = KubeCluster::new(client);
+    let namespace = own_namespace();
+    let cluster = KubeCluster::new(client).with_policy(&namespace, &args.policy);
 
     let metrics = Arc::new(Metrics::new());
     let health = Arc::new(Health::new());
@@ -239,10 +245,10 @@ async fn run(args: RunArgs) -> Result<()> {
         settings,
         report_interval: Duration::from_secs(args.report_interval_seconds),
         spoke_version: env!("CARGO_PKG_VERSION").to_string(),
-        namespace: own_namespace(),
+        namespace: namespace.clone(),
         ..AgentConfig::new(args.hub.clone(), security).context("this spoke's identity")?
     };
-    tracing::info!(spoke = %args.name, federation = %config.identity.federation, hub = %args.hub, version = %config.spoke_version, "flux-spoke starting");
+    tracing::info!(spoke = %args.name, federation = %config.identity.federation, hub = %args.hub, version = %config.spoke_version, %namespace, policy = %args.policy, "flux-spoke starting");
     let agent = Agent::new(config, cluster, metrics);
     let mut applied = agent.applied();
     let ready = Arc::clone(&health);

@@ -43,6 +43,8 @@ pub enum ErrorKind {
     Report,
     /// An assignment was refused (`BURST_PHASE_INVALID`).
     Invalid,
+    /// The spoke policy could not be read.
+    Policy,
 }
 
 impl ErrorKind {
@@ -50,6 +52,7 @@ impl ErrorKind {
     pub fn as_str(self) -> &'static str {
         match self {
             ErrorKind::Connect => "connect",
+            ErrorKind::Policy => "policy",
             ErrorKind::Auth => "auth",
             ErrorKind::NotReady => "not_ready",
             ErrorKind::Stream => "stream",

@@ -11,9 +11,11 @@ use std::collections::{BTreeMap, BTreeSet};
 use flux_shared::api::MiniClusterSpec;
 use flux_shared::federation::assignment::{RealizeError, Realized, realize};
 use flux_shared::federation::ownership::SpokeIdentity;
+use flux_shared::federation::policy::{self, Candidate, Level, NamespaceState, PolicyState};
 use flux_shared::federation::proto::{
     Assignment, AssignmentStatus, BurstPhase, Condition, Snapshot,
 };
+use flux_shared::render::Object;
 use flux_shared::validate::{describe_violations, unsafe_burst};
 use k8s_openapi::api::batch::v1::Job;
 
@@ -91,6 +93,9 @@ pub enum Decision {
     Refuse(Box<AssignmentRefusal>),
     /// Identical to content refused before: refused again without re-examining it.
     StillRefused,
+    /// The spoke's policy does not admit it as sent, but objects of it run: they are kept
+    /// exactly as they are (never grown, never deleted because of the policy).
+    Hold(Box<AssignmentRefusal>),
 }
 
 /// One assignment of a snapshot and what to do with it.
@@ -100,6 +105,9 @@ pub struct Planned {
     pub key: String,
     /// The decision.
     pub decision: Decision,
+    /// The most brokers the policy admits for it now; `None` when it was refused before
+    /// the policy was asked.
+    pub admitted_size: Option<i32>,
 }
 
 /// Everything to do to make the cluster match one snapshot.
@@ -116,58 +124,146 @@ pub struct SnapshotPlan {
     pub removed: BTreeSet<String>,
     /// Keys to forget from [`Memory`]: no longer listed at all.
     pub forget: BTreeSet<String>,
+    /// Namespaces to create before applying, with their Pod Security level: those of
+    /// admitted assignments that the cluster lacks.
+    pub create_namespaces: BTreeMap<String, Level>,
+}
+
+/// What the spoke's own cluster looks like to [`plan_snapshot`], besides its objects.
+#[derive(Clone, Debug)]
+pub struct Context<'a> {
+    /// The spoke's own namespace (no burst may run there).
+    pub spoke_namespace: &'a str,
+    /// The spoke's policy, as read.
+    pub policy: &'a PolicyState,
+    /// The namespaces of the snapshot's assignments, as read.
+    pub namespaces: &'a BTreeMap<String, NamespaceState>,
+    /// Brokers each key's Job runs now (its parallelism, 0 when suspended), by key.
+    pub running: &'a BTreeMap<String, i32>,
+}
+
+/// Whether a refusal's reason is the policy's (re-examined whenever the snapshot is
+/// processed: the policy, or the other bursts, may have changed).
+pub fn is_policy_reason(reason: &str) -> bool {
+    [
+        policy::reason::NO_POLICY,
+        policy::reason::POLICY_INVALID,
+        policy::reason::NAMESPACE_NOT_ALLOWED,
+        policy::reason::TOO_MANY_BROKERS,
+        policy::reason::IMAGE_NOT_ALLOWED,
+        policy::reason::VOLUME_NOT_ALLOWED,
+        policy::reason::RESOURCES_NOT_ALLOWED,
+        policy::reason::POD_SECURITY,
+    ]
+    .contains(&reason)
 }
 
 /// Plans `snapshot` against the objects the spoke `me` owns (`owned`, which must hold only
-/// objects of `me`: everything here may be deleted) and what this process remembers
-/// (`memory`).
+/// objects of `me`: everything here may be deleted), what this process remembers
+/// (`memory`) and the cluster's policy and namespaces (`cx`).
 ///
-/// * An assignment whose content equals the one applied before, with every one of its
-///   objects still present, is left alone; any other realizable one is applied.
 /// * An assignment that does not realize is refused; the same content refused before is
 ///   not examined again. Its existing objects (from an earlier, valid version) are kept.
+/// * An assignment that asks for what a burst may not have
+///   ([`flux_shared::validate::unsafe_burst`], with the spoke's own namespace) is refused
+///   with [`UNSAFE_BURST`] before anything of it is written.
+/// * Every other one goes to the policy ([`policy::admit`], all at once: the broker
+///   ceilings are shared). One it does not admit is refused, or held as it runs when it
+///   has objects; policy refusals are examined afresh every time.
+/// * An admitted assignment whose content equals the one applied before, with every one of
+///   its objects still present, is left alone; any other is applied, after its namespace
+///   is created when missing.
 /// * Owned objects whose key is neither assigned nor retained are deleted; so are owned
 ///   objects of an applied assignment that its current rendering no longer contains.
 /// * Retained keys are neither applied nor deleted.
-/// * An assignment that asks for what a burst may not have
-///   ([`flux_shared::validate::unsafe_burst`], with `spoke_namespace` the spoke's own
-///   namespace) is refused with [`UNSAFE_BURST`] before anything of it is written.
 pub fn plan_snapshot(
     snapshot: &Snapshot,
     owned: &[OwnedObject],
     memory: &Memory,
     me: &SpokeIdentity,
-    spoke_namespace: &str,
+    cx: &Context<'_>,
 ) -> SnapshotPlan {
     let present: BTreeSet<(&str, &ObjectRef)> =
         owned.iter().map(|o| (o.key.as_str(), &o.object)).collect();
+    let has_objects: BTreeSet<&str> = owned.iter().map(|o| o.key.as_str()).collect();
     let mut plan = SnapshotPlan::default();
     let mut seen: BTreeSet<&str> = BTreeSet::new();
+
+    // Realize (or refuse) each assignment once.
+    let mut examined: Vec<(&Assignment, Result<Realized, Decision>)> = Vec::new();
+    for a in &snapshot.assignments {
+        if seen.insert(a.key.as_str()) {
+            examined.push((a, examine(a, memory, me, cx.spoke_namespace)));
+        }
+    }
+
+    // The policy, for every realized one together.
+    let candidates: Vec<Candidate<'_>> = examined
+        .iter()
+        .filter_map(|(a, r)| r.as_ref().ok().map(|realized| (a, realized)))
+        .map(|(a, realized)| Candidate {
+            key: &a.key,
+            minicluster: a
+                .minicluster
+                .as_ref()
+                .map(|m| format!("{}/{}", m.namespace, m.name))
+                .unwrap_or_default(),
+            namespace: &realized.namespace,
+            size: realized.size,
+            pod: job_pod(realized),
+            running: cx.running.get(&a.key).copied().unwrap_or(0),
+        })
+        .collect();
+    let verdicts = policy::admit(cx.policy, &candidates, cx.namespaces);
+
     // Keys whose current rendering is known, with the objects it contains.
     let mut rendered: BTreeMap<&str, BTreeSet<ObjectRef>> = BTreeMap::new();
-
-    for a in &snapshot.assignments {
-        if !seen.insert(a.key.as_str()) {
-            continue;
-        }
-        let decision = decide(a, memory, &present, me, spoke_namespace);
-        match &decision {
-            Decision::Apply(r) => {
-                rendered.insert(&a.key, r.objects.iter().map(ObjectRef::of).collect());
-            }
-            Decision::Unchanged => {
-                if let Some(applied) = memory.applied.get(&a.key) {
-                    rendered.insert(
-                        &a.key,
-                        applied.realized.objects.iter().map(ObjectRef::of).collect(),
-                    );
+    for (a, examined) in examined {
+        let key = a.key.as_str();
+        let verdict = verdicts.get(key);
+        let decision = match examined {
+            Err(decision) => decision,
+            Ok(realized) => match verdict.and_then(|v| v.refusal.as_ref()) {
+                Some(r) => {
+                    let refusal = Box::new(AssignmentRefusal {
+                        assignment: a.clone(),
+                        reason: r.reason,
+                        message: format!(
+                            "assignment {key:?}: this cluster's policy does not admit it: {}",
+                            r.message
+                        ),
+                    });
+                    if has_objects.contains(key) {
+                        Decision::Hold(refusal)
+                    } else {
+                        Decision::Refuse(refusal)
+                    }
                 }
-            }
-            Decision::Refuse(_) | Decision::StillRefused => {}
-        }
+                None => {
+                    let objects: BTreeSet<ObjectRef> =
+                        realized.objects.iter().map(ObjectRef::of).collect();
+                    let unchanged = memory
+                        .applied
+                        .get(key)
+                        .is_some_and(|applied| applied.assignment == *a)
+                        && objects.iter().all(|o| present.contains(&(key, o)));
+                    if let Some(level) = verdict.and_then(|v| v.create_namespace) {
+                        plan.create_namespaces
+                            .insert(realized.namespace.clone(), level);
+                    }
+                    rendered.insert(key, objects);
+                    if unchanged {
+                        Decision::Unchanged
+                    } else {
+                        Decision::Apply(Box::new(realized))
+                    }
+                }
+            },
+        };
         plan.assignments.push(Planned {
             key: a.key.clone(),
             decision,
+            admitted_size: verdict.map(|v| v.admitted_size),
         });
     }
 
@@ -198,40 +294,44 @@ pub fn plan_snapshot(
     plan
 }
 
-fn decide(
+/// The pod template of a realized burst's Job.
+fn job_pod(realized: &Realized) -> Option<&k8s_openapi::api::core::v1::PodSpec> {
+    realized.objects.iter().find_map(|o| match o {
+        Object::Job(job) => job.spec.as_ref()?.template.spec.as_ref(),
+        _ => None,
+    })
+}
+
+/// The objects of `a`, or the decision that refuses it before the policy is asked: the
+/// same content refused before for a reason other than the policy's, content that does not
+/// realize, or an unsafe burst. Content applied before is not rendered again.
+fn examine(
     a: &Assignment,
     memory: &Memory,
-    present: &BTreeSet<(&str, &ObjectRef)>,
     me: &SpokeIdentity,
     spoke_namespace: &str,
-) -> Decision {
+) -> Result<Realized, Decision> {
     if memory
         .refused
         .get(&a.key)
-        .is_some_and(|r| r.assignment == *a)
+        .is_some_and(|r| r.assignment == *a && !is_policy_reason(r.reason))
     {
-        return Decision::StillRefused;
+        return Err(Decision::StillRefused);
     }
     if let Some(applied) = memory.applied.get(&a.key)
         && applied.assignment == *a
     {
-        let complete = applied
-            .realized
-            .objects
-            .iter()
-            .all(|o| present.contains(&(a.key.as_str(), &ObjectRef::of(o))));
-        if complete {
-            return Decision::Unchanged;
-        }
-        return Decision::Apply(Box::new(applied.realized.clone()));
+        return Ok(applied.realized.clone());
     }
     match realize(a, me) {
         Ok(realized) => match unsafe_refusal(a, &realized, spoke_namespace) {
             // Refused here, before the agent writes anything (not even the namespace).
-            Some(refusal) => Decision::Refuse(Box::new(refusal)),
-            None => Decision::Apply(Box::new(realized)),
+            Some(refusal) => Err(Decision::Refuse(Box::new(refusal))),
+            None => Ok(realized),
         },
-        Err(error) => Decision::Refuse(Box::new(AssignmentRefusal::new(a, &error))),
+        Err(error) => Err(Decision::Refuse(Box::new(AssignmentRefusal::new(
+            a, &error,
+        )))),
     }
 }
 
@@ -277,6 +377,14 @@ pub enum Outcome {
         /// The error.
         message: String,
     },
+    /// The policy does not admit it as sent, and its objects are kept as they run: the
+    /// phase comes from its Job, with the reason.
+    Held {
+        /// Machine-readable reason (one of [`policy::reason`]).
+        reason: String,
+        /// Why.
+        message: String,
+    },
     /// Refused: `BURST_PHASE_INVALID`.
     Refused {
         /// Machine-readable reason (see [`AssignmentRefusal::reason`]).
@@ -308,6 +416,8 @@ pub struct Tracked {
     pub size: i32,
     /// How it ended up.
     pub outcome: Outcome,
+    /// The most brokers the policy admits for it now (`None`: not asked).
+    pub admitted_size: Option<i32>,
 }
 
 /// Phase of a burst from its Job: absent → `PENDING` (just applied, not seen yet);
@@ -394,6 +504,8 @@ pub fn status(tracked: &Tracked, job: Option<&Job>) -> AssignmentStatus {
         conditions: Vec::new(),
         message: String::new(),
         brokers_draining: 0,
+        reason: String::new(),
+        admitted_size: tracked.admitted_size,
     };
     let from_job = |status: &mut AssignmentStatus| {
         status.phase = burst_phase(job).into();
@@ -424,8 +536,19 @@ pub fn status(tracked: &Tracked, job: Option<&Job>) -> AssignmentStatus {
             from_job(&mut status);
             status.message = message.clone();
         }
+        Outcome::Held { reason, message } => {
+            from_job(&mut status);
+            status.conditions.push(config_identical(
+                "True",
+                "Identical",
+                "this spoke renders the hub's broker.toml and R byte for byte",
+            ));
+            status.reason = reason.clone();
+            status.message = format!("{message}; its running brokers are kept as they are");
+        }
         Outcome::Refused { reason, message } => {
             status.phase = BurstPhase::Invalid.into();
+            status.reason = reason.clone();
             let identical = if reason == "ConfigMismatch" {
                 "False"
             } else {
@@ -463,7 +586,38 @@ mod tests {
     }
 
     fn plan_snapshot(snapshot: &Snapshot, owned: &[OwnedObject], memory: &Memory) -> SnapshotPlan {
-        super::plan_snapshot(snapshot, owned, memory, &me(), DEFAULT_SPOKE_NAMESPACE)
+        plan_with(
+            snapshot,
+            owned,
+            memory,
+            &permissive(),
+            DEFAULT_SPOKE_NAMESPACE,
+        )
+    }
+
+    fn permissive() -> PolicyState {
+        PolicyState::of(Some(crate::testing::PERMISSIVE_POLICY))
+    }
+
+    fn plan_with(
+        snapshot: &Snapshot,
+        owned: &[OwnedObject],
+        memory: &Memory,
+        policy: &PolicyState,
+        spoke_namespace: &str,
+    ) -> SnapshotPlan {
+        let running: BTreeMap<String, i32> = memory
+            .applied
+            .iter()
+            .map(|(k, a)| (k.clone(), a.realized.size))
+            .collect();
+        let cx = Context {
+            spoke_namespace,
+            policy,
+            namespaces: &BTreeMap::new(),
+            running: &running,
+        };
+        super::plan_snapshot(snapshot, owned, memory, &me(), &cx)
     }
 
     fn snapshot(assignments: Vec<Assignment>, retained: &[&str]) -> Snapshot {
@@ -557,11 +711,11 @@ mod tests {
     fn the_spokes_own_namespace_is_the_one_refused() {
         let mut a = sample_assignments("spokes", "m", &[("x", 2)]).remove(0);
         let refused = |a: &Assignment, ns: &str| {
-            let plan = super::plan_snapshot(
+            let plan = plan_with(
                 &snapshot(vec![a.clone()], &[]),
                 &[],
                 &Memory::default(),
-                &me(),
+                &permissive(),
                 ns,
             );
             match &plan.assignments[0].decision {
@@ -775,6 +929,7 @@ mod tests {
             job: Some(("hpc".into(), "x".into())),
             size: 3,
             outcome,
+            admitted_size: Some(5),
         }
     }
 

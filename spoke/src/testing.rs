@@ -15,6 +15,7 @@ use std::time::SystemTime;
 use flux_shared::api::MiniCluster;
 use flux_shared::federation::assignment::{SPOKE_MANAGER, build};
 use flux_shared::federation::ownership::{INSECURE_FEDERATION, SpokeIdentity, same_owner};
+use flux_shared::federation::policy::{Level, NamespaceState};
 use flux_shared::federation::proto::Assignment;
 use flux_shared::plan::{Endpoint, Plan};
 use flux_shared::render::{Object, labels};
@@ -54,7 +55,16 @@ pub enum FakeOp {
     Delete,
     /// `jobs`.
     Jobs,
+    /// `namespace` (reading one).
+    ReadNamespace,
+    /// `policy`.
+    Policy,
 }
+
+/// The policy a [`FakeCluster`] starts with: every namespace (created `privileged`), up to
+/// the most brokers a MiniCluster may have. Tests of the policy set their own.
+pub const PERMISSIVE_POLICY: &str =
+    "namespaces: [{name: '*', podSecurity: privileged}]\nmaxBrokers: 16384\n";
 
 #[derive(Clone, Debug)]
 struct Failure {
@@ -63,15 +73,33 @@ struct Failure {
     message: String,
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct State {
     objects: BTreeMap<ObjectRef, Object>,
     namespaces: BTreeSet<String>,
+    /// Pod Security enforce labels of namespaces (those the spoke created, or set).
+    levels: BTreeMap<String, String>,
+    policy: Option<String>,
     ops: Vec<Op>,
     failures: Vec<Failure>,
     unreachable: Option<(SystemTime, String)>,
     /// Last uid and resourceVersion handed out.
     serial: u64,
+}
+
+impl Default for State {
+    fn default() -> State {
+        State {
+            objects: BTreeMap::new(),
+            namespaces: BTreeSet::new(),
+            levels: BTreeMap::new(),
+            policy: Some(PERMISSIVE_POLICY.to_string()),
+            ops: Vec::new(),
+            failures: Vec::new(),
+            unreachable: None,
+            serial: 0,
+        }
+    }
 }
 
 impl State {
@@ -284,10 +312,38 @@ impl FakeCluster {
     pub fn namespaces(&self) -> Vec<String> {
         self.lock().namespaces.iter().cloned().collect()
     }
+
+    /// The Pod Security enforce label of namespace `namespace`, if it has one.
+    pub fn namespace_level(&self, namespace: &str) -> Option<String> {
+        self.lock().levels.get(namespace).cloned()
+    }
+
+    /// Sets the policy document (`None`: no policy ConfigMap), as an edit of the
+    /// ConfigMap would, and notifies [`Cluster::changes`].
+    pub fn set_policy(&self, policy: Option<&str>) {
+        self.lock().policy = policy.map(str::to_string);
+        self.notify();
+    }
 }
 
 impl Cluster for FakeCluster {
-    async fn ensure_namespace(&self, namespace: &str) -> Result<(), ClusterError> {
+    async fn namespace(&self, namespace: &str) -> Result<NamespaceState, ClusterError> {
+        self.check(
+            FakeOp::ReadNamespace,
+            None,
+            &format!("get namespace {namespace}"),
+        )?;
+        let state = self.lock();
+        Ok(if state.namespaces.contains(namespace) {
+            NamespaceState::Exists {
+                enforce: state.levels.get(namespace).cloned(),
+            }
+        } else {
+            NamespaceState::Missing
+        })
+    }
+
+    async fn ensure_namespace(&self, namespace: &str, level: Level) -> Result<(), ClusterError> {
         self.check(
             FakeOp::EnsureNamespace,
             None,
@@ -295,6 +351,9 @@ impl Cluster for FakeCluster {
         )?;
         let mut state = self.lock();
         if state.namespaces.insert(namespace.to_string()) {
+            state
+                .levels
+                .insert(namespace.to_string(), level.as_str().to_string());
             state.ops.push(Op::EnsureNamespace(namespace.to_string()));
         }
         Ok(())
@@ -398,6 +457,11 @@ impl Cluster for FakeCluster {
                 _ => None,
             })
             .collect())
+    }
+
+    fn policy(&self) -> Result<Option<String>, ClusterError> {
+        self.check(FakeOp::Policy, None, "read the spoke policy")?;
+        Ok(self.lock().policy.clone())
     }
 
     fn changes(&self) -> impl Stream<Item = ()> + Send + 'static {

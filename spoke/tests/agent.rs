@@ -1185,3 +1185,152 @@ async fn only_this_spokes_objects_are_pruned_and_legacy_ones_are_adopted() {
     agent.stop().await;
     server.stop().await;
 }
+
+// ---------------------------------------------------------------------------------------
+// The spoke policy
+// ---------------------------------------------------------------------------------------
+
+/// Without a policy nothing is written and every burst is refused with the reason; a
+/// policy written later admits the waiting burst with no new snapshot from the hub, in a
+/// namespace created with the policy's Pod Security level.
+#[tokio::test]
+async fn no_policy_refuses_every_burst_until_one_admits_it_without_a_new_snapshot() {
+    let pki = Pki::new();
+    let x = assignment("m1", "x", 2);
+    let hub = HubState::new(snapshot("e1", 1, vec![x.clone()]));
+    let server = RunningHub::start(&pki, &hub, any_port()).await;
+    let cluster = FakeCluster::new();
+    cluster.set_policy(None);
+    let agent = RunningAgent::start(&pki, &pki.spoke, server.addr, &cluster, LONG);
+
+    let report = hub.ack("e1", 1).await;
+    assert_eq!(phase_of(&report, &x.key), Some(BurstPhase::Invalid));
+    let s = status(&report, &x.key).unwrap();
+    assert_eq!(s.reason, "NoPolicy");
+    assert_eq!(s.admitted_size, Some(0));
+    assert!(
+        s.message.contains("flux-hub join --allow-namespace"),
+        "{}",
+        s.message
+    );
+    assert!(
+        cluster.ops().is_empty(),
+        "nothing written: {:?}",
+        cluster.ops()
+    );
+
+    let seen = hub.report_count();
+    cluster.set_policy(Some("namespaces: [{name: hpc, podSecurity: baseline}]\n"));
+    let report = hub
+        .report_where(seen, "the burst admitted", |r| {
+            phase_of(r, &x.key) == Some(BurstPhase::Pending)
+        })
+        .await;
+    let s = status(&report, &x.key).unwrap();
+    assert_eq!((s.reason.as_str(), s.admitted_size), ("", Some(32)));
+    assert_eq!(cluster.ops()[0], Op::EnsureNamespace("hpc".into()));
+    assert_eq!(cluster.namespace_level("hpc").as_deref(), Some("baseline"));
+    assert_eq!(cluster.applied().len(), refs_of(&x).len());
+    assert_eq!(
+        hub.watches().len(),
+        1,
+        "no reconnection, no new snapshot needed"
+    );
+
+    agent.stop().await;
+    server.stop().await;
+}
+
+/// A policy that no longer admits a running burst keeps its brokers as they are (no
+/// growth, no deletion) and says why; removing the burst at the hub still deletes it.
+#[tokio::test]
+async fn a_running_burst_the_policy_no_longer_admits_is_kept_not_grown_and_reported() {
+    let pki = Pki::new();
+    let x = assignment("m1", "x", 2);
+    let hub = HubState::new(snapshot("e1", 1, vec![x.clone()]));
+    let server = RunningHub::start(&pki, &hub, any_port()).await;
+    let cluster = FakeCluster::new();
+    let agent = RunningAgent::start(&pki, &pki.spoke, server.addr, &cluster, LONG);
+    hub.ack("e1", 1).await;
+    assert!(cluster.set_job_status(
+        "hpc",
+        "x",
+        JobStatus {
+            ready: Some(2),
+            active: Some(2),
+            ..Default::default()
+        }
+    ));
+    cluster.clear_ops();
+
+    let seen = hub.report_count();
+    cluster.set_policy(Some("namespaces: [{name: elsewhere}]\n"));
+    let report = hub
+        .report_where(seen, "the burst held", |r| {
+            status(r, &x.key).is_some_and(|s| s.reason == "NamespaceNotAllowed")
+        })
+        .await;
+    let s = status(&report, &x.key).unwrap();
+    assert_eq!(phase_of(&report, &x.key), Some(BurstPhase::Running));
+    assert_eq!((s.brokers_ready, s.size), (2, 2));
+    assert!(
+        s.message.contains("running brokers are kept"),
+        "{}",
+        s.message
+    );
+    assert!(
+        cluster.ops().is_empty(),
+        "nothing changed: {:?}",
+        cluster.ops()
+    );
+
+    // A growth is not applied either.
+    hub.publish(snapshot("e1", 2, vec![assignment("m1", "x", 3)]));
+    let report = hub.ack("e1", 2).await;
+    assert_eq!(
+        status(&report, &x.key).unwrap().reason,
+        "NamespaceNotAllowed"
+    );
+    assert!(cluster.ops().is_empty(), "not grown: {:?}", cluster.ops());
+
+    // Removed at the hub: deleted, the policy notwithstanding.
+    hub.publish(snapshot("e1", 3, vec![]));
+    let report = hub.ack("e1", 3).await;
+    assert_eq!(phase_of(&report, &x.key), Some(BurstPhase::Deleted));
+    assert_eq!(cluster.deleted().len(), refs_of(&x).len());
+
+    agent.stop().await;
+    server.stop().await;
+}
+
+/// The broker ceiling is shared: the second burst gets what is left, and its status
+/// says how many that is (what the hub's autoscaler may grow it to).
+#[tokio::test]
+async fn the_broker_ceiling_is_shared_and_the_admitted_size_reported() {
+    let pki = Pki::new();
+    let a = assignment("m1", "a", 2);
+    let b = assignment("m2", "b", 2);
+    let hub = HubState::new(snapshot("e1", 1, vec![a.clone(), b.clone()]));
+    let server = RunningHub::start(&pki, &hub, any_port()).await;
+    let cluster = FakeCluster::new();
+    cluster.set_policy(Some(
+        "namespaces: [{name: hpc, podSecurity: privileged}]\nmaxBrokers: 3\n",
+    ));
+    let agent = RunningAgent::start(&pki, &pki.spoke, server.addr, &cluster, LONG);
+    let report = hub.ack("e1", 1).await;
+    let sa = status(&report, &a.key).unwrap();
+    assert_eq!((sa.reason.as_str(), sa.admitted_size), ("", Some(3)));
+    let sb = status(&report, &b.key).unwrap();
+    assert_eq!(phase_of(&report, &b.key), Some(BurstPhase::Invalid));
+    assert_eq!(
+        (sb.reason.as_str(), sb.admitted_size),
+        ("TooManyBrokers", Some(1))
+    );
+    assert_eq!(
+        cluster.applied().into_iter().collect::<BTreeSet<_>>(),
+        refs_of(&a)
+    );
+
+    agent.stop().await;
+    server.stop().await;
+}

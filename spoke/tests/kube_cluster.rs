@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use flux_shared::federation::assignment::realize;
 use flux_shared::federation::ownership::SpokeIdentity;
+use flux_shared::federation::policy::{Level, NamespaceState};
 use flux_spoke::cluster::{Cluster, Kind, KubeCluster, ObjectRef, OwnedObject};
 use flux_spoke::testing::{sample_assignments, sample_identity};
 use futures::StreamExt;
@@ -172,10 +173,23 @@ fn answer(seen: &Seen) -> Option<(u16, Value)> {
             meta_item("stray", None, Some(("gke", "insecure"))),
         ]),
         (Method::GET, "/api/v1/pods" | "/api/v1/services" | "/api/v1/secrets") => list_meta(vec![]),
+        // The policy ConfigMap, listed and watched by name in the spoke's namespace.
+        (Method::GET, "/api/v1/namespaces/flux-spoke-system/configmaps")
+            if seen.param("watch") == Some("true") =>
+        {
+            None
+        }
+        (Method::GET, "/api/v1/namespaces/flux-spoke-system/configmaps") => Some((
+            200,
+            json!({"apiVersion": "v1", "kind": "ConfigMapList", "metadata": {"resourceVersion": "5"},
+                   "items": [{"metadata": {"name": "flux-spoke-policy", "namespace": "flux-spoke-system", "resourceVersion": "4"},
+                              "data": {"policy.yaml": "namespaces: [{name: hpc}]\n"}}]}),
+        )),
         (Method::GET, "/api/v1/namespaces/hpc") => Some((404, status(404, "NotFound"))),
         (Method::GET, "/api/v1/namespaces/present") => Some((
             200,
-            json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "present"}}),
+            json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "present",
+                   "labels": {"pod-security.kubernetes.io/enforce": "baseline"}}}),
         )),
         (Method::GET, "/api/v1/namespaces/racing") => Some((404, status(404, "NotFound"))),
         (Method::POST, "/api/v1/namespaces") => {
@@ -360,17 +374,92 @@ fn requests(seen: &Arc<Mutex<Vec<Seen>>>, method: Method) -> Vec<Seen> {
 }
 
 #[tokio::test]
-async fn namespaces_are_created_only_when_missing() {
+async fn namespaces_are_read_with_their_pod_security_level_and_created_with_the_policys() {
     let (cluster, seen) = setup();
-    cluster.ensure_namespace("present").await.unwrap();
+    assert_eq!(
+        cluster.namespace("present").await.unwrap(),
+        NamespaceState::Exists {
+            enforce: Some("baseline".into())
+        }
+    );
+    assert_eq!(
+        cluster.namespace("hpc").await.unwrap(),
+        NamespaceState::Missing
+    );
     assert!(requests(&seen, Method::POST).is_empty());
-    cluster.ensure_namespace("hpc").await.unwrap();
+    cluster
+        .ensure_namespace("hpc", Level::Restricted)
+        .await
+        .unwrap();
     let posts = requests(&seen, Method::POST);
     assert_eq!(posts.len(), 1);
     assert_eq!(posts[0].body["metadata"]["name"], "hpc");
-    // Someone else created it meanwhile.
-    cluster.ensure_namespace("racing").await.unwrap();
+    let labels = &posts[0].body["metadata"]["labels"];
+    for mode in ["enforce", "warn", "audit"] {
+        assert_eq!(
+            labels[format!("pod-security.kubernetes.io/{mode}")],
+            "restricted",
+            "{labels}"
+        );
+    }
+    // Someone else created it meanwhile: left as it is.
+    cluster
+        .ensure_namespace("racing", Level::Baseline)
+        .await
+        .unwrap();
+    assert_eq!(requests(&seen, Method::POST).len(), 2);
+    assert!(
+        cluster.policy().is_err(),
+        "no policy source: nothing is decided"
+    );
     assert_permitted(&seen);
+}
+
+#[tokio::test]
+async fn the_policy_is_listed_and_watched_by_name_in_the_spokes_namespace_only() {
+    let (cluster, seen) = setup();
+    let cluster = cluster.with_policy("flux-spoke-system", "flux-spoke-policy");
+    let mut changes = Box::pin(cluster.changes());
+    let policy = tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            if let Ok(p) = cluster.policy() {
+                return p;
+            }
+            changes.next().await;
+        }
+    })
+    .await
+    .expect("the policy is read");
+    assert_eq!(policy.as_deref(), Some("namespaces: [{name: hpc}]\n"));
+    let reads: Vec<Seen> = seen
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|s| s.path.contains("configmaps"))
+        .cloned()
+        .collect();
+    assert!(reads.len() >= 2, "a list and a watch: {reads:?}");
+    for r in &reads {
+        assert_eq!(r.method, Method::GET);
+        assert_eq!(r.path, "/api/v1/namespaces/flux-spoke-system/configmaps");
+        assert_eq!(
+            r.param("fieldSelector"),
+            Some("metadata.name=flux-spoke-policy")
+        );
+        let verb = if r.param("watch") == Some("true") {
+            "watch"
+        } else {
+            "list"
+        };
+        assert!(
+            flux_spoke::cluster::POLICY_PERMISSIONS
+                .iter()
+                .any(|(g, res, verbs)| g.is_empty()
+                    && *res == "configmaps"
+                    && verbs.contains(&verb)),
+            "{verb} on configmaps is in POLICY_PERMISSIONS"
+        );
+    }
 }
 
 fn plural(kind: Kind) -> (&'static str, &'static str) {

@@ -20,8 +20,11 @@ pub mod burst_phase {
     pub const RUNNING: &str = "Running";
     /// The burst's Job completed.
     pub const SUCCEEDED: &str = "Succeeded";
-    /// The burst's Job failed, or the spoke refused the assignment.
+    /// The burst's Job failed.
     pub const FAILED: &str = "Failed";
+    /// The spoke does not run the burst: its owner's policy does not admit it, or the
+    /// spoke's own checks refuse it; `reason` and the message say why.
+    pub const REFUSED: &str = "Refused";
     /// The spoke does not hold a connection to the hub.
     pub const UNREACHABLE: &str = "Unreachable";
     /// The MiniCluster is being deleted; waiting for the spoke to confirm.
@@ -161,10 +164,11 @@ pub fn statuses(
                             BurstPhase::Running => (
                                 burst_phase::RUNNING,
                                 format!(
-                                    "{}/{} brokers ready{}",
+                                    "{}/{} brokers ready{}{}",
                                     r.brokers_ready,
                                     r.size,
-                                    leaving(r.brokers_draining)
+                                    leaving(r.brokers_draining),
+                                    held(r)
                                 ),
                             ),
                             BurstPhase::Succeeded => {
@@ -174,16 +178,17 @@ pub fn statuses(
                                 (burst_phase::FAILED, non_empty(&r.message, "the burst Job failed"))
                             }
                             BurstPhase::Invalid => (
-                                burst_phase::FAILED,
+                                burst_phase::REFUSED,
                                 non_empty(&r.message, "the spoke refused the assignment"),
                             ),
                             _ => (
                                 burst_phase::DISPATCHED,
                                 format!(
-                                    "brokers starting: {}/{} ready{}",
+                                    "brokers starting: {}/{} ready{}{}",
                                     r.brokers_ready,
                                     r.size,
-                                    leaving(r.brokers_draining)
+                                    leaving(r.brokers_draining),
+                                    held(r)
                                 ),
                             ),
                         }
@@ -227,9 +232,43 @@ pub fn statuses(
                     .map_or(0, |r| i64::try_from(r.observed_version).unwrap_or(i64::MAX)),
                 last_seen,
                 message: Some(message),
+                reason: (phase == burst_phase::REFUSED
+                    || matches!(phase, burst_phase::RUNNING | burst_phase::DISPATCHED))
+                .then(|| reported.and_then(spoke_reason))
+                .flatten(),
+                admitted_size: if v.deleting || !v.assigned {
+                    None
+                } else {
+                    reported.and_then(|r| r.admitted_size)
+                },
             }
         })
         .collect()
+}
+
+/// The reason a spoke gives for not running a burst as sent: its `reason`, or, from a
+/// spoke that predates the field, the reason of its refusal's `ConfigIdentical` condition.
+fn spoke_reason(r: &flux_shared::federation::proto::AssignmentStatus) -> Option<String> {
+    if !r.reason.is_empty() {
+        return Some(r.reason.clone());
+    }
+    (BurstPhase::try_from(r.phase) == Ok(BurstPhase::Invalid)).then(|| {
+        r.conditions
+            .iter()
+            .find(|c| c.r#type == "ConfigIdentical" && !c.reason.is_empty())
+            .map(|c| c.reason.clone())
+            .unwrap_or_else(|| "Refused".to_string())
+    })
+}
+
+/// The status message's note on a burst whose spoke keeps it as it runs because its
+/// policy no longer admits it as sent; empty otherwise.
+fn held(r: &flux_shared::federation::proto::AssignmentStatus) -> String {
+    if r.reason.is_empty() {
+        String::new()
+    } else {
+        format!("; not admitted as sent ({}): {}", r.reason, r.message)
+    }
 }
 
 fn non_empty(s: &str, default: &str) -> String {
@@ -255,6 +294,8 @@ pub fn ready_condition(bursts: &[BurstStatus]) -> Option<(bool, &'static str, St
     let first = |p: &str| bursts.iter().find(|b| b.phase == p);
     let (reason, culprit) = if let Some(b) = first(burst_phase::INVALID) {
         (refusal_reason(b.message.as_deref()), b)
+    } else if let Some(b) = first(burst_phase::REFUSED) {
+        ("BurstRefused", b)
     } else if let Some(b) = first(burst_phase::FAILED) {
         ("BurstFailed", b)
     } else if let Some(b) = first(burst_phase::UNREACHABLE) {
@@ -343,15 +384,23 @@ pub fn events(previous: &[BurstStatus], current: &[BurstStatus]) -> Vec<BurstEve
     current
         .iter()
         .filter_map(|b| {
-            let before = previous
-                .iter()
-                .find(|p| p.name == b.name)
-                .map(|p| p.phase.as_str());
-            if before == Some(b.phase.as_str()) {
-                return None;
-            }
+            let old = previous.iter().find(|p| p.name == b.name);
+            let before = old.map(|p| p.phase.as_str());
             let what = format!("burst {} on spoke {}", b.name, b.cluster);
             let message = b.message.as_deref().unwrap_or("");
+            if before == Some(b.phase.as_str()) {
+                // Same phase, but the spoke now keeps it as it runs, refusing what was sent.
+                return match &b.reason {
+                    Some(reason) if old.is_some_and(|o| o.reason.as_ref() != Some(reason)) => {
+                        Some((
+                            true,
+                            "BurstRefused",
+                            format!("{what}: not admitted as sent ({reason}): {message}"),
+                        ))
+                    }
+                    _ => None,
+                };
+            }
             match b.phase.as_str() {
                 burst_phase::DISPATCHED if before.is_none_or(|p| p == burst_phase::PENDING) => {
                     Some((
@@ -365,6 +414,14 @@ pub fn events(previous: &[BurstStatus], current: &[BurstStatus]) -> Vec<BurstEve
                     Some((false, "BurstCompleted", format!("{what}: {message}")))
                 }
                 burst_phase::FAILED => Some((true, "BurstFailed", format!("{what}: {message}"))),
+                burst_phase::REFUSED => Some((
+                    true,
+                    "BurstRefused",
+                    format!(
+                        "{what}: refused by the spoke ({}): {message}",
+                        b.reason.as_deref().unwrap_or("Refused")
+                    ),
+                )),
                 burst_phase::UNREACHABLE => {
                     Some((true, "SpokeUnreachable", format!("{what}: {message}")))
                 }

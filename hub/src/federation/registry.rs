@@ -780,6 +780,8 @@ impl Registry {
                                 .unwrap_or_default(),
                             message: report.map(|(r, _)| r.message.clone()).unwrap_or_default(),
                             last_report_unix_millis: unix_millis(report.map(|(_, at)| *at)),
+                            reason: report.map(|(r, _)| r.reason.clone()).unwrap_or_default(),
+                            admitted_size: report.and_then(|(r, _)| r.admitted_size),
                         }
                     })
                     .collect(),

@@ -49,6 +49,10 @@ fn bound_condition(c: &mut Condition) {
 
 fn bound_status(s: &mut AssignmentStatus) {
     truncate(&mut s.message, MAX_MESSAGE);
+    // A reason is one CamelCase word: it names Events and status fields.
+    s.reason.retain(|c| c.is_ascii_alphanumeric());
+    s.reason.truncate(MAX_WORD);
+    s.admitted_size = s.admitted_size.map(|n| n.max(0));
     s.conditions.truncate(MAX_CONDITIONS);
     s.conditions.iter_mut().for_each(bound_condition);
 }
@@ -136,6 +140,8 @@ mod tests {
                 message: long.clone(),
                 conditions: vec![condition; 1000],
                 brokers_ready: 2,
+                reason: format!("No Policy\n<script>{long}"),
+                admitted_size: Some(-4),
                 ..Default::default()
             }],
             cluster_access: Some(ClusterAccess {
@@ -148,6 +154,9 @@ mod tests {
         assert_eq!((s.key.as_str(), s.brokers_ready), ("ns/m/b", 2));
         assert_eq!(s.message.len(), MAX_MESSAGE);
         assert_eq!(s.conditions.len(), MAX_CONDITIONS);
+        assert_eq!(s.reason.len(), MAX_WORD);
+        assert!(s.reason.starts_with("NoPolicyscript"), "{}", s.reason);
+        assert_eq!(s.admitted_size, Some(0));
         for c in &s.conditions {
             assert_eq!(c.r#type.len(), MAX_WORD);
             assert_eq!(c.status.len(), MAX_WORD);

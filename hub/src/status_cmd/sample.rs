@@ -54,6 +54,8 @@ pub(super) fn sample() -> (MiniClusterSnapshot, ListSpokesResponse) {
                         }],
                         message: String::new(),
                         last_report_unix_millis: NOW - 12_000,
+                        reason: String::new(),
+                        admitted_size: Some(8),
                     },
                     BurstStatus {
                         key: "hpc/bursty/burst-kind".into(),
@@ -69,6 +71,8 @@ pub(super) fn sample() -> (MiniClusterSnapshot, ListSpokesResponse) {
                         conditions: vec![],
                         message: "spoke never\nconnected".into(),
                         last_report_unix_millis: 0,
+                        reason: String::new(),
+                        admitted_size: None,
                     },
                 ],
             },

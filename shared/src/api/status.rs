@@ -104,10 +104,24 @@ pub struct BurstStatus {
     pub cluster: String,
 
     /// Pending (waiting for the lead broker's endpoint or for the spoke), Dispatched (sent,
-    /// brokers starting), Running, Succeeded, Failed, Unreachable (the spoke is not
-    /// connected), Unknown (the spoke cannot reach its own cluster's API server) or
-    /// Deleting.
+    /// brokers starting), Running, Succeeded, Failed, Refused (the spoke does not run it:
+    /// its policy or its checks; `reason` says which), Invalid (the hub does not assign
+    /// it), Unreachable (the spoke is not connected), Unknown (the spoke cannot reach its
+    /// own cluster's API server) or Deleting.
     pub phase: String,
+
+    /// Why the spoke does not run the burst as sent, one CamelCase word (`NoPolicy`,
+    /// `NamespaceNotAllowed`, `TooManyBrokers`, ...); `message` says more. Set with phase
+    /// Refused, and with Running or Dispatched when the spoke keeps running brokers its
+    /// policy no longer admits as sent (it neither grows nor stops them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+
+    /// The most brokers the spoke's policy admits for this burst now, given the other
+    /// bursts it runs (the autoscaler grows it no further); unset when the spoke does not
+    /// say.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub admitted_size: Option<i32>,
 
     /// Brokers the burst runs.
     #[serde(default)]
