@@ -173,6 +173,8 @@ fn snapshot(version: u64) -> MiniClusterSnapshot {
                         conditions: vec![],
                         message: "3 of 4 brokers ready".into(),
                         last_report_unix_millis: now_millis() - 90 * 60_000,
+                        reason: String::new(),
+                        admitted_size: Some(6),
                     },
                     BurstStatus {
                         key: "hpc/bursty/burst-kind".into(),

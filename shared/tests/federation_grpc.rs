@@ -574,6 +574,8 @@ async fn spokes_can_report() {
             conditions: vec![],
             message: String::new(),
             brokers_draining: 1,
+            reason: "TooManyBrokers".into(),
+            admitted_size: Some(2),
         }],
         cluster_access: None,
     };

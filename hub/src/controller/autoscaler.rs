@@ -91,6 +91,21 @@ pub async fn run(ctx: Arc<Context>, miniclusters: Store<MiniCluster>) {
     }
 }
 
+/// The most a burst may grow to: its `maxSize`, or less when its spoke's policy admits
+/// less (`status.bursts[].admittedSize`, as last reported). Never below its current size:
+/// a stricter policy stops growth, it does not shrink a burst.
+fn admitted_max(mc: &MiniCluster, burst: &str, size: i32, max_size: i32) -> i32 {
+    let admitted = mc
+        .status
+        .as_ref()
+        .and_then(|s| s.bursts.iter().find(|b| b.name == burst))
+        .and_then(|b| b.admitted_size);
+    match admitted {
+        Some(admitted) => max_size.min(admitted.max(size)),
+        None => max_size,
+    }
+}
+
 /// One poll of one MiniCluster: read its queue (at the address `reporter` gives for its
 /// plan: [`queue::address`] in the cluster), decide, apply.
 pub async fn poll(
@@ -149,7 +164,7 @@ pub async fn poll(
             name: b.name.clone(),
             size: b.size,
             min: b.min_size,
-            max: b.max_size,
+            max: admitted_max(mc, &b.name, b.size, b.max_size),
         })
         .collect();
     let decision = policy::decide(
@@ -222,5 +237,43 @@ pub async fn poll(
                 warn!(burst = %change.burst, %error, "autoscaling failed; next poll retries");
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::admitted_max;
+    use flux_shared::api::MiniCluster;
+
+    fn with_admitted(admitted: Option<i32>) -> MiniCluster {
+        let mut mc: MiniCluster = serde_json::from_value(serde_json::json!({
+            "apiVersion": "flux-framework.org/v1alpha2",
+            "kind": "MiniCluster",
+            "metadata": {"name": "m", "namespace": "ns"},
+            "spec": {"size": 1, "containers": [{"image": "app"}]},
+            "status": {"bursts": [{"name": "b", "cluster": "gke", "phase": "Running"}]},
+        }))
+        .unwrap();
+        if let Some(s) = mc.status.as_mut() {
+            s.bursts[0].admitted_size = admitted;
+        }
+        mc
+    }
+
+    #[test]
+    fn the_spokes_admitted_size_caps_growth_and_never_shrinks() {
+        assert_eq!(admitted_max(&with_admitted(None), "b", 2, 8), 8);
+        assert_eq!(admitted_max(&with_admitted(Some(5)), "b", 2, 8), 5);
+        assert_eq!(admitted_max(&with_admitted(Some(20)), "b", 2, 8), 8);
+        assert_eq!(
+            admitted_max(&with_admitted(Some(1)), "b", 3, 8),
+            3,
+            "a stricter policy stops growth, no more"
+        );
+        assert_eq!(
+            admitted_max(&with_admitted(Some(0)), "other", 0, 8),
+            8,
+            "another burst's figure"
+        );
     }
 }

@@ -597,9 +597,47 @@ mod tests {
             report: reported(BurstPhase::Invalid, 4, 0, t),
             ..view()
         });
+        // Refused by a spoke that predates the reason field: the generic reason.
         assert_eq!(
-            (invalid.phase.as_str(), invalid.message.as_deref()),
-            (burst_phase::FAILED, Some("boom"))
+            (
+                invalid.phase.as_str(),
+                invalid.message.as_deref(),
+                invalid.reason.as_deref()
+            ),
+            (burst_phase::REFUSED, Some("boom"), Some("Refused"))
+        );
+        let mut policy = reported(BurstPhase::Invalid, 4, 0, t);
+        if let Some((r, _)) = policy.as_mut() {
+            r.reason = "NoPolicy".into();
+            r.admitted_size = Some(0);
+        }
+        let refused = one(BurstView {
+            report: policy,
+            ..view()
+        });
+        assert_eq!(
+            (refused.reason.as_deref(), refused.admitted_size),
+            (Some("NoPolicy"), Some(0))
+        );
+        // Held as it runs: Running, with the reason and the spoke's message.
+        let mut held = reported(BurstPhase::Running, 4, 2, t);
+        if let Some((r, _)) = held.as_mut() {
+            r.reason = "TooManyBrokers".into();
+            r.message = "3 brokers asked, 2 admitted now".into();
+            r.admitted_size = Some(2);
+        }
+        let held = one(BurstView {
+            report: held,
+            ..view()
+        });
+        assert_eq!(held.phase, burst_phase::RUNNING);
+        assert_eq!(held.reason.as_deref(), Some("TooManyBrokers"));
+        assert!(
+            held.message.as_deref().is_some_and(
+                |m| m.contains("not admitted as sent (TooManyBrokers): 3 brokers asked")
+            ),
+            "{:?}",
+            held.message
         );
         assert_eq!(
             one(BurstView {
@@ -739,6 +777,59 @@ mod tests {
         assert_eq!(events(&[], &dispatched)[0].1, "BurstDispatched");
         assert_eq!(events(&dispatched, &running)[0].1, "BurstRunning");
         assert!(ready_condition(&[]).is_none());
+    }
+
+    /// A spoke's refusal is one Warning Event with its reason, and the condition's; a
+    /// running burst its spoke no longer admits as sent gets one Event too, once.
+    #[test]
+    fn spoke_refusals_are_one_event_each_with_the_reason() {
+        let t = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000);
+        let with = |phase: BurstPhase, reason: &str| {
+            let mut r = reported(phase, 4, 2, t);
+            if let Some((s, _)) = r.as_mut() {
+                s.reason = reason.into();
+            }
+            statuses(
+                &[BurstView {
+                    report: r,
+                    ..view()
+                }],
+                None,
+                &[],
+                t,
+            )
+        };
+        let dispatched = statuses(&[view()], None, &[], t);
+        let refused = with(BurstPhase::Invalid, "NamespaceNotAllowed");
+        let e = events(&dispatched, &refused);
+        assert_eq!(e.len(), 1, "{e:?}");
+        assert!(e[0].0, "a Warning");
+        assert_eq!(e[0].1, "BurstRefused");
+        assert!(
+            e[0].2
+                .contains("refused by the spoke (NamespaceNotAllowed): boom"),
+            "{}",
+            e[0].2
+        );
+        assert!(events(&refused, &refused).is_empty(), "said once");
+        let (ok, reason, _) = ready_condition(&refused).unwrap();
+        assert_eq!((ok, reason), (false, "BurstRefused"));
+
+        let running = with(BurstPhase::Running, "");
+        let held = with(BurstPhase::Running, "TooManyBrokers");
+        let e = events(&running, &held);
+        assert_eq!(e.len(), 1, "{e:?}");
+        assert_eq!(e[0].1, "BurstRefused");
+        assert!(
+            e[0].2.contains("not admitted as sent (TooManyBrokers)"),
+            "{}",
+            e[0].2
+        );
+        assert!(events(&held, &held).is_empty(), "said once");
+        assert!(
+            events(&held, &running).is_empty(),
+            "admitted again: no warning"
+        );
     }
 
     /// A connected spoke that cannot reach its own API server: after CLUSTER_GRACE the

@@ -158,10 +158,11 @@ pub fn table(
                     format!("{}/{}", b.observed_version, b.assigned_version),
                     age(b.last_report_unix_millis, now_millis),
                     created.clone(),
-                    if b.message.trim().is_empty() {
-                        String::new()
-                    } else {
-                        cell(&b.message)
+                    match (b.reason.is_empty(), b.message.trim().is_empty()) {
+                        (true, true) => String::new(),
+                        (true, false) => cell(&b.message),
+                        (false, true) => cell(&b.reason),
+                        (false, false) => cell(&format!("{}: {}", b.reason, b.message)),
                     },
                 ]);
             }
@@ -380,6 +381,8 @@ onprem      yes        1s         2/2      0            0.1.0          unreachab
                             "observedVersion": 3,
                             "lastReportUnixMillis": NOW - 12_000,
                             "message": "",
+                            "reason": "",
+                            "admittedSize": 8,
                             "conditions": [{
                                 "type": "Complete",
                                 "status": "False",
@@ -401,6 +404,8 @@ onprem      yes        1s         2/2      0            0.1.0          unreachab
                             "observedVersion": 0,
                             "lastReportUnixMillis": null,
                             "message": "spoke never\nconnected",
+                            "reason": "",
+                            "admittedSize": null,
                             "conditions": []
                         }
                     ]

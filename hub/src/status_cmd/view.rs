@@ -74,7 +74,7 @@ pub struct BurstRow {
     pub spoke: String,
     /// Whether that spoke holds a Watch stream open.
     pub spoke_connected: bool,
-    /// What the spoke last reported: Pending, Running, Succeeded, Failed, Invalid,
+    /// What the spoke last reported: Pending, Running, Succeeded, Failed, Refused,
     /// Deleting, Deleted; `Unreported` before its first report.
     pub phase: String,
     /// Brokers the burst should run.
@@ -92,6 +92,12 @@ pub struct BurstRow {
     pub last_report_unix_millis: Option<i64>,
     /// The spoke's message (empty when none).
     pub message: String,
+    /// Why the spoke does not run it as sent (`NoPolicy`, `TooManyBrokers`, ...); empty
+    /// when it does.
+    pub reason: String,
+    /// The most brokers the spoke's policy admits for it now; `null` when the spoke does
+    /// not say.
+    pub admitted_size: Option<i32>,
     /// Conditions the spoke reported (the burst Job's and the spoke's own).
     pub conditions: Vec<ConditionView>,
 }
@@ -151,7 +157,8 @@ pub fn burst_phase_name(phase: i32) -> String {
         Ok(BurstPhase::Running) => "Running".into(),
         Ok(BurstPhase::Succeeded) => "Succeeded".into(),
         Ok(BurstPhase::Failed) => "Failed".into(),
-        Ok(BurstPhase::Invalid) => "Invalid".into(),
+        // The spoke refused it (its owner's policy, or its own checks).
+        Ok(BurstPhase::Invalid) => "Refused".into(),
         Ok(BurstPhase::Deleting) => "Deleting".into(),
         Ok(BurstPhase::Deleted) => "Deleted".into(),
         Err(_) => format!("Unknown({phase})"),
@@ -216,6 +223,8 @@ fn minicluster_view(mc: &proto::MiniClusterStatus) -> MiniClusterView {
                 observed_version: b.observed_version,
                 last_report_unix_millis: millis(b.last_report_unix_millis),
                 message: b.message.clone(),
+                reason: b.reason.clone(),
+                admitted_size: b.admitted_size,
                 conditions: b
                     .conditions
                     .iter()
@@ -239,7 +248,7 @@ mod tests {
     #[test]
     fn phases_have_names() {
         assert_eq!(burst_phase_name(0), "Unreported");
-        assert_eq!(burst_phase_name(BurstPhase::Invalid.into()), "Invalid");
+        assert_eq!(burst_phase_name(BurstPhase::Invalid.into()), "Refused");
         assert_eq!(burst_phase_name(BurstPhase::Deleted.into()), "Deleted");
         assert_eq!(burst_phase_name(42), "Unknown(42)");
     }
