@@ -680,7 +680,10 @@ burst_phase() {
     "$out/logs/hub-init.log")
   [ -n "$hub_url" ] || die "flux-hub init printed no endpoint (see $out/logs/hub-init.log)"
   t=$(now)
+  # The spoke creates the burst's namespace: baseline, as the burst pods are not hardened.
+  printf 'namespaces: [{name: %s, podSecurity: baseline}]\n' "$burst_ns" >"$certs/spoke-policy.yaml"
   "$hub" join burst --kubeconfig "$state/kubeconfig-$name_b" --certs "$certs" --hub "$hub_url" --image "$hub_image" \
+    --policy "$certs/spoke-policy.yaml" \
     >"$out/logs/hub-join.log" 2>&1 || { tail -n 20 "$out/logs/hub-join.log" >&2; die "flux-hub join failed"; }
   join_s=$(minus "$(now)" "$t")
   admin=(--hub "$hub_url" --ca "$certs/ca.crt" --cert "$certs/admin-flux-hub-join.crt" --key "$certs/admin-flux-hub-join.key")

@@ -143,7 +143,7 @@ async fn flux_hub_join_installs_a_spoke_that_connects_and_unjoin_takes_it_out() 
 
 /// "Touch only what we made", in the burst cluster. Someone else's ConfigMap, Secret,
 /// headless Service and Job hold every name a burst would use: the spoke refuses the burst
-/// (status.bursts[] Failed, `NameTaken`, each object named), writes nothing (all four keep
+/// (status.bursts[] Refused, reason `NameTaken`, each object named), writes nothing (all four keep
 /// their resourceVersion, also over several report intervals), and the four survive the
 /// MiniCluster's deletion. Then a running burst, and a second spoke process of the same
 /// federation under another name against the same cluster: its first snapshot (empty)
@@ -152,6 +152,20 @@ async fn flux_hub_join_installs_a_spoke_that_connects_and_unjoin_takes_it_out() 
 #[ignore = "needs two clusters: KUBECONFIG and SPOKE_KUBECONFIG (scripts/e2e.sh)"]
 async fn names_taken_in_the_burst_cluster_are_refused_and_other_spokes_objects_survive() {
     support::run_federated("burst-taken", "e2e-spoke", names_taken).await;
+}
+
+/// The burst cluster's owner decides, on two real API servers: a burst from a namespace
+/// the spoke's policy does not name is refused (status.bursts[] Refused, reason
+/// `NamespaceNotAllowed`, one `BurstRefused` Event) and nothing of it is written there; an
+/// edit of the policy that still refuses its image says `ImageNotAllowed`; one that
+/// admits it starts the waiting burst without anyone touching the MiniCluster; the
+/// policy's broker ceiling holds against `flux-hub burst scale` (the Job keeps its size,
+/// the status says `TooManyBrokers` with the admitted size); with no policy at all the
+/// spoke says so and keeps what runs.
+#[tokio::test]
+#[ignore = "needs two clusters: KUBECONFIG and SPOKE_KUBECONFIG (scripts/e2e.sh)"]
+async fn the_spoke_policy_decides_what_runs_in_the_burst_cluster() {
+    support::run_federated("burst-policy", "e2e-spoke", spoke_policy).await;
 }
 
 /// Safe bursts by default: a burst asking for the spoke's service account and its token, a
@@ -833,6 +847,150 @@ async fn autoscale(env: &TestEnv, fed: &Federation) -> Result<()> {
     Ok(())
 }
 
+/// The first burst of [`NAME`] once `check` holds for it (phase, reason, admitted size).
+async fn wait_burst(
+    env: &TestEnv,
+    what: &str,
+    check: impl Fn(&flux_shared::api::BurstStatus) -> bool,
+) -> Result<flux_shared::api::BurstStatus> {
+    let mcs = env.api::<MiniCluster>();
+    env.eventually(what, objects_deadline(), async || {
+        let mc = mcs.get(NAME).await?;
+        Ok(
+            match mc.status.as_ref().and_then(|s| s.bursts.first().cloned()) {
+                Some(b) if check(&b) => Probe::Done(b),
+                _ => Probe::Waiting(yaml(&mc.status)),
+            },
+        )
+    })
+    .await
+}
+
+async fn spoke_policy(env: &TestEnv, fed: &Federation) -> Result<()> {
+    let spoke = fed.spoke();
+    let burst = burst_name(&env.ns);
+    let admit = |extra: &str| {
+        format!(
+            "namespaces: [{{name: {}, podSecurity: privileged}}]\n{extra}",
+            env.ns
+        )
+    };
+    // 1. A namespace the policy does not name.
+    env.set_spoke_policy_of(spoke, Some("namespaces: [{name: somebody-else}]\n"))
+        .await?;
+    let mut doc = minicluster(&burst, spoke, lead_address_override().as_deref());
+    doc["spec"]["flux"]["bursting"]["clusters"][0]["maxSize"] = json!(BURST_SIZE + 2);
+    env.apply_minicluster(&doc).await?;
+    let b = wait_burst(env, "the burst refused by the policy", |b| {
+        b.phase == "Refused" && b.reason.as_deref() == Some("NamespaceNotAllowed")
+    })
+    .await?;
+    let message = b.message.clone().unwrap_or_default();
+    ensure!(
+        message.contains(&format!("namespace {:?}", env.ns)) && message.contains("somebody-else"),
+        "the refusal names the namespace and what is admitted: {message}"
+    );
+    ensure!(
+        b.admitted_size.is_some(),
+        "the spoke said what it admits: {b:?}"
+    );
+    let refusals = env
+        .events_about("MiniCluster", NAME)
+        .await?
+        .into_iter()
+        .filter(|e| e.reason.as_deref() == Some("BurstRefused"))
+        .count();
+    ensure!(refusals == 1, "one BurstRefused Event, found {refusals}");
+    let written = spoke_objects_of(env, spoke, &burst).await?;
+    ensure!(written.is_empty(), "nothing written: {written:?}");
+    let status = fed.hub_status(&env.ns).await?;
+    let row = &status["miniClusters"][0]["bursts"][0];
+    ensure!(
+        row["phase"] == "Refused" && row["reason"] == "NamespaceNotAllowed",
+        "flux-hub status shows the refusal: {row}"
+    );
+
+    // 2. Admitted namespace, but not its image.
+    env.set_spoke_policy_of(spoke, Some(&admit("images: [example.org/only/]\n")))
+        .await?;
+    let b = wait_burst(env, "the image refused", |b| {
+        b.reason.as_deref() == Some("ImageNotAllowed")
+    })
+    .await?;
+    ensure!(
+        b.message
+            .as_deref()
+            .is_some_and(|m| m.contains("example.org/only/")),
+        "{b:?}"
+    );
+
+    // 3. An edit that admits it: the waiting burst starts, the MiniCluster untouched.
+    let generation = env
+        .api::<MiniCluster>()
+        .get(NAME)
+        .await?
+        .metadata
+        .generation;
+    env.set_spoke_policy_of(spoke, Some(&admit(&format!("maxBrokers: {BURST_SIZE}\n"))))
+        .await?;
+    let jobs = env.spoke_api_of::<Job>(spoke);
+    env.eventually(
+        "the burst's Job in the burst cluster",
+        objects_deadline(),
+        async || {
+            Ok(match jobs.get_opt(&burst).await? {
+                Some(job) => Probe::Done(job),
+                None => Probe::Waiting("no Job yet".into()),
+            })
+        },
+    )
+    .await?;
+    let b = wait_burst(env, "the burst admitted", |b| {
+        b.reason.is_none() && b.admitted_size == Some(BURST_SIZE)
+    })
+    .await?;
+    ensure!(
+        env.api::<MiniCluster>()
+            .get(NAME)
+            .await?
+            .metadata
+            .generation
+            == generation,
+        "the MiniCluster was not touched: {b:?}"
+    );
+
+    // 4. The ceiling holds against burst scale: the Job keeps its size, and says why.
+    fed.burst_scale(&env.ns, NAME, &burst, BURST_SIZE + 1)
+        .await?
+        .map_err(|e| anyhow::anyhow!("flux-hub burst scale failed: {e}"))?;
+    let b = wait_burst(env, "the growth refused by the ceiling", |b| {
+        b.reason.as_deref() == Some("TooManyBrokers")
+    })
+    .await?;
+    ensure!(b.admitted_size == Some(BURST_SIZE), "{b:?}");
+    env.holds_for(
+        "the burst's Job keeps its size",
+        Duration::from_secs(5),
+        async || {
+            let parallelism = jobs.get(&burst).await?.spec.and_then(|s| s.parallelism);
+            Ok((parallelism != Some(BURST_SIZE)).then(|| format!("parallelism {parallelism:?}")))
+        },
+    )
+    .await?;
+
+    // 5. No policy at all: nothing new is admitted, what runs is kept.
+    env.set_spoke_policy_of(spoke, None).await?;
+    wait_burst(env, "the spoke says it has no policy", |b| {
+        b.reason.as_deref() == Some("NoPolicy")
+    })
+    .await?;
+    ensure!(
+        jobs.get_opt(&burst).await?.is_some(),
+        "a policy change never deletes running brokers"
+    );
+    Ok(())
+}
+
 async fn unsafe_and_huge(env: &TestEnv, fed: &Federation) -> Result<()> {
     let burst = burst_name(&env.ns);
     let mut doc = minicluster(&burst, fed.spoke(), lead_address_override().as_deref());
@@ -1014,6 +1172,7 @@ async fn join(env: &TestEnv, fed: &Federation) -> Result<()> {
                 "json",
             ])
             .args(["--timeout-seconds", "60", &format!("--wait={wait}")])
+            .args(["--allow-namespace", &env.ns])
             .kill_on_drop(true);
         cmd
     };
@@ -1107,9 +1266,51 @@ async fn join(env: &TestEnv, fed: &Federation) -> Result<()> {
             .await?,
             "the spoke must not exec into pods"
         );
+        // It reads its policy in its own namespace, and nowhere else.
+        for verb in ["get", "list", "watch"] {
+            ensure!(
+                support::service_account_can(
+                    &client,
+                    ("flux-spoke-system", "flux-spoke"),
+                    "",
+                    "configmaps",
+                    verb,
+                    "flux-spoke-system",
+                )
+                .await?,
+                "the spoke must {verb} its policy ConfigMap"
+            );
+        }
+        ensure!(
+            !support::service_account_can(
+                &client,
+                ("flux-spoke-system", "flux-spoke"),
+                "",
+                "configmaps",
+                "watch",
+                "some-team"
+            )
+            .await?,
+            "the spoke watches ConfigMaps in its own namespace only"
+        );
         // What the installed spoke would run with, read back from the burst cluster.
         let secrets: Api<Secret> = Api::namespaced(client.clone(), "flux-spoke-system");
         let config: Api<ConfigMap> = Api::namespaced(client.clone(), "flux-spoke-system");
+        let policy = config
+            .get(flux_shared::federation::policy::POLICY_CONFIGMAP)
+            .await?
+            .data
+            .unwrap_or_default();
+        let policy = flux_shared::federation::policy::SpokePolicy::parse(
+            policy
+                .get(flux_shared::federation::policy::POLICY_KEY)
+                .map_or("", String::as_str),
+        )?;
+        ensure!(
+            policy.namespace_rule(&env.ns).is_some() && policy.namespace_rule("other").is_none(),
+            "join --allow-namespace {} wrote {policy:?}",
+            env.ns
+        );
         let secret = secrets.get("flux-spoke-tls").await?;
         let settings = config
             .get("flux-spoke-config")
@@ -3018,8 +3219,8 @@ async fn names_taken(env: &TestEnv, fed: &Federation) -> Result<()> {
     let message = burst_refused_as_name_taken(env, NAME).await?;
     let (phase, message) = message;
     ensure!(
-        phase == "Failed",
-        "the refused burst is Failed: {phase}: {message}"
+        phase == "Refused",
+        "the refused burst is Refused: {phase}: {message}"
     );
     for (kind, name, _, _) in &theirs {
         ensure!(
@@ -3290,7 +3491,8 @@ async fn burst_refused_as_name_taken(env: &TestEnv, name: &str) -> Result<(Strin
                 Some(b)
                     if b.message
                         .as_deref()
-                        .is_some_and(|m| m.contains("NameTaken")) =>
+                        .is_some_and(|m| m.contains("NameTaken"))
+                        && b.reason.as_deref() == Some("NameTaken") =>
                 {
                     Probe::Done((b.phase, b.message.unwrap_or_default()))
                 }

@@ -319,7 +319,7 @@ async fn the_quickstart_then_eight_brokers_over_three_real_clusters_survive_a_hu
             &hub,
             &root_ip,
             &format!(
-                "flux-hub join burst2 --kubeconfig burst2.kubeconfig --certs certs/ --hub {url} --image {image}"
+                "flux-hub join burst2 --kubeconfig burst2.kubeconfig --certs certs/ --hub {url} --image {image} --allow-namespace default"
             ),
         )
         .await?;

@@ -161,6 +161,25 @@ pub fn spoke_objects(
     Ok(objects)
 }
 
+/// The ConfigMap holding the spoke's `policy` ([`flux_shared::federation::policy`]), in the
+/// spoke's namespace, as `join --policy` / `--allow-namespace` writes it.
+pub fn spoke_policy_object(policy: &flux_shared::federation::policy::SpokePolicy) -> Value {
+    use flux_shared::federation::policy::{POLICY_CONFIGMAP, POLICY_KEY};
+    json!({
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {
+            "name": POLICY_CONFIGMAP,
+            "namespace": SPOKE_NAMESPACE,
+            "labels": {
+                "app.kubernetes.io/name": "flux-spoke",
+                "app.kubernetes.io/part-of": "flux-operator",
+            },
+        },
+        "data": {POLICY_KEY: policy.to_yaml()},
+    })
+}
+
 /// The spoke's settings ConfigMap (hub URL, hub domain, spoke name).
 pub const SPOKE_CONFIG: &str = "flux-spoke-config";
 

@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail};
 use flux_shared::federation::diagnostics::{hub_host, normalize_hub_url};
+use flux_shared::federation::policy::{POLICY_CONFIGMAP, SpokePolicy};
 use flux_shared::federation::proto::SpokeInfo;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Api;
@@ -90,6 +91,16 @@ pub struct JoinOptions {
     /// The spoke's image (default: the one `deploy/spoke/deployment.yaml` names).
     #[arg(long, value_name = "IMAGE")]
     pub image: Option<String>,
+    /// Admit bursts from this namespace of the root cluster (repeatable; `NAME` or a
+    /// prefix `NAME*`). Writes the spoke's policy with every other rule at its default
+    /// (at most 32 brokers, namespaces it creates enforce Pod Security `restricted`).
+    /// Without it or --policy, an existing policy is kept; a spoke with none runs no burst.
+    #[arg(long, value_name = "NAMESPACE", conflicts_with = "policy")]
+    pub allow_namespace: Vec<String>,
+    /// Write the spoke's policy from this file (YAML; see docs/bursting-policy.md), checked
+    /// before anything is applied.
+    #[arg(long, value_name = "FILE")]
+    pub policy: Option<PathBuf>,
     /// Issue a new certificate for the spoke (the spoke restarts with it).
     #[arg(long)]
     pub rotate: bool,
@@ -266,10 +277,35 @@ async fn refuse_to_change_another_spoke(
     )
 }
 
+/// The policy `join` writes: from `--policy FILE` or `--allow-namespace`, checked; `None`
+/// when neither is given (the installed one, if any, is kept).
+pub fn requested_policy(opts: &JoinOptions) -> anyhow::Result<Option<SpokePolicy>> {
+    if let Some(file) = &opts.policy {
+        let text = std::fs::read_to_string(file)
+            .with_context(|| format!("--policy {}: reading it", file.display()))?;
+        let policy = SpokePolicy::parse(&text)
+            .map_err(|e| anyhow::anyhow!("--policy {}: {e}", file.display()))?;
+        return Ok(Some(policy));
+    }
+    if opts.allow_namespace.is_empty() {
+        return Ok(None);
+    }
+    let policy = SpokePolicy::allowing(&opts.allow_namespace);
+    policy.check().map_err(|e| {
+        anyhow::anyhow!(
+            "--allow-namespace {}: {e}",
+            opts.allow_namespace.join(" --allow-namespace ")
+        )
+    })?;
+    Ok(Some(policy))
+}
+
 /// Runs `flux-hub join`.
 pub async fn run(opts: &JoinOptions, out: &mut dyn Write) -> anyhow::Result<()> {
     flux_shared::federation::Identity::spoke(&opts.name)
         .map_err(|e| anyhow::anyhow!("NAME {:?}: {e}", opts.name))?;
+    // A policy that does not check is refused before anything is issued or applied.
+    let policy = requested_policy(opts)?;
     let (hub_url, hub_domain) = opts.federation.hub_url_and_domain()?;
     let client = opts.cluster.client().await?;
     let settings = SpokeSettings {
@@ -280,7 +316,21 @@ pub async fn run(opts: &JoinOptions, out: &mut dyn Write) -> anyhow::Result<()> 
     // Before issuing anything: the wrong cluster is a refusal, not a new certificate.
     refuse_to_change_another_spoke(&client, opts, &settings).await?;
     let (ca, cert, key) = spoke_certificates(opts)?;
-    let objects = install::spoke_objects(&settings, opts.image.as_deref(), &ca, &cert, &key)?;
+    let mut objects = install::spoke_objects(&settings, opts.image.as_deref(), &ca, &cert, &key)?;
+    let has_policy = match &policy {
+        Some(p) => {
+            objects.push(install::spoke_policy_object(p));
+            true
+        }
+        None => {
+            let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), SPOKE_NAMESPACE);
+            config_maps
+                .get_opt(POLICY_CONFIGMAP)
+                .await
+                .with_context(|| format!("reading ConfigMap {SPOKE_NAMESPACE}/{POLICY_CONFIGMAP}"))?
+                .is_some()
+        }
+    };
     let applied = apply_all(&client, &objects).await?;
     let timeout = Duration::from_secs(opts.timeout_seconds);
     let info = if opts.wait {
@@ -309,6 +359,27 @@ pub async fn run(opts: &JoinOptions, out: &mut dyn Write) -> anyhow::Result<()> 
                 result.name,
                 result.applied.len()
             )?;
+            match &policy {
+                Some(p) => writeln!(
+                    out,
+                    "policy: bursts admitted from namespaces {} (at most {} brokers; edit ConfigMap {SPOKE_NAMESPACE}/{POLICY_CONFIGMAP} to change it)",
+                    p.namespaces
+                        .iter()
+                        .map(|n| n.name.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                    p.max_brokers()
+                )?,
+                None if has_policy => writeln!(
+                    out,
+                    "policy: the installed one is kept (ConfigMap {SPOKE_NAMESPACE}/{POLICY_CONFIGMAP})"
+                )?,
+                None => writeln!(
+                    out,
+                    "policy: none, so this spoke runs no burst; admit some with flux-hub join {} --allow-namespace NAMESPACE (or --policy FILE)",
+                    opts.name
+                )?,
+            }
             match &info {
                 Some(i) => writeln!(
                     out,

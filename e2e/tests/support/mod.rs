@@ -157,6 +157,9 @@ struct SpokeSide {
     kubeconfig: PathBuf,
     /// Arguments of `flux-spoke run` besides `--metrics-addr`.
     args: Vec<String>,
+    /// The spoke policy written before each start ([`TestEnv::set_spoke_policy_of`]); by
+    /// default it admits the test's namespace.
+    policy: Option<String>,
     process: Option<Proc>,
     logs: Vec<PathBuf>,
 }
@@ -527,10 +530,31 @@ impl TestEnv {
             config,
             kubeconfig,
             args,
+            policy: None,
             process: None,
             logs: Vec::new(),
         });
         Ok(())
+    }
+
+    /// The policy every test's spoke runs with unless the test sets one: bursts of the
+    /// test's namespace (created `privileged` when the spoke creates it, as the hollow
+    /// nodes do not enforce Pod Security anyway), up to 1024 brokers.
+    pub fn default_spoke_policy(&self) -> String {
+        format!(
+            "namespaces: [{{name: {}, podSecurity: privileged}}]\nmaxBrokers: 1024\n",
+            self.ns
+        )
+    }
+
+    /// Sets the policy of the spoke `name` (YAML, `None`: no policy at all) in its burst
+    /// cluster now, and for its later starts.
+    pub async fn set_spoke_policy_of(&self, name: &str, policy: Option<&str>) -> Result<()> {
+        let client = self.with_spoke(Some(name), |s| {
+            s.policy = Some(policy.unwrap_or_default().to_string());
+            s.client.clone()
+        })?;
+        write_spoke_policy(&client, policy).await
     }
 
     /// Runs `f` on the spoke named `name`, or, with `None`, on the only one (an error when
@@ -601,14 +625,22 @@ impl TestEnv {
     async fn start_spoke_side(&self, name: Option<&str>) -> Result<()> {
         let bin = tokio::task::spawn_blocking(spoke_binary).await??;
         let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, free_port()?));
-        let (spoke, kubeconfig, args, n) = self.with_spoke(name, |s| {
+        let (spoke, kubeconfig, args, n, policy, client) = self.with_spoke(name, |s| {
             (
                 s.name.clone(),
                 s.kubeconfig.clone(),
                 s.args.clone(),
                 s.logs.len(),
+                s.policy.clone(),
+                s.client.clone(),
             )
         })?;
+        // Federated tests run one at a time, so the one policy of the burst cluster is
+        // this test's. An empty text set by the test: no policy.
+        let policy = policy.unwrap_or_else(|| self.default_spoke_policy());
+        write_spoke_policy(&client, Some(policy.as_str()).filter(|p| !p.is_empty()))
+            .await
+            .with_context(|| format!("writing the policy of spoke {spoke}"))?;
         let log = log_dir()?.join(format!("{}-spoke-{spoke}-{n}.log", self.ns));
         let mut cmd = Command::new(&bin);
         cmd.arg("run")
@@ -1349,6 +1381,58 @@ impl Federation {
 /// Runs one two-cluster test: like [`run`] without a hub, then issues certificates and
 /// starts the hub (with its gRPC server) and a spoke named `spoke` against
 /// `SPOKE_KUBECONFIG`. Fails without `KUBECONFIG` or `SPOKE_KUBECONFIG`.
+/// Writes (or, with `None`, deletes) the spoke policy ConfigMap of a burst cluster, in
+/// the namespace a spoke process of these tests runs as (`flux-spoke-system`, created
+/// when missing).
+pub async fn write_spoke_policy(client: &Client, policy: Option<&str>) -> Result<()> {
+    use flux_shared::federation::policy::{POLICY_CONFIGMAP, POLICY_KEY};
+    use flux_shared::validate::DEFAULT_SPOKE_NAMESPACE;
+    use k8s_openapi::api::core::v1::ConfigMap;
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    if namespaces.get_opt(DEFAULT_SPOKE_NAMESPACE).await?.is_none() {
+        let ns = Namespace {
+            metadata: ObjectMeta {
+                name: Some(DEFAULT_SPOKE_NAMESPACE.into()),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        match namespaces.create(&PostParams::default(), &ns).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(e)) if e.code == 409 => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), DEFAULT_SPOKE_NAMESPACE);
+    match policy {
+        None => {
+            match config_maps
+                .delete(POLICY_CONFIGMAP, &DeleteParams::default())
+                .await
+            {
+                Ok(_) => {}
+                Err(kube::Error::Api(e)) if e.code == 404 => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Some(text) => {
+            let cm = json!({
+                "apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": POLICY_CONFIGMAP, "namespace": DEFAULT_SPOKE_NAMESPACE},
+                "data": {POLICY_KEY: text},
+            });
+            config_maps
+                .patch(
+                    POLICY_CONFIGMAP,
+                    &PatchParams::apply("flux-e2e").force(),
+                    &Patch::Apply(&cm),
+                )
+                .await?;
+        }
+    }
+    Ok(())
+}
+
 pub async fn run_federated(
     test: &'static str,
     spoke: &str,
