@@ -733,6 +733,15 @@ async fn grow(env: &TestEnv, fed: &Federation) -> Result<()> {
 
 async fn autoscale(env: &TestEnv, fed: &Federation) -> Result<()> {
     dataplane::testbed()?;
+    // The hub runs outside the (emulated) pod network: it reads the reporter through the
+    // annotation, which it honours only when told to.
+    env.stop_hub();
+    env.set_hub_args({
+        let mut args = env.hub_args();
+        args.push("--allow-queue-reporter-annotation".into());
+        args
+    });
+    env.start_hub().await?;
     let burst = burst_name(&env.ns);
     let mut doc = minicluster(&burst, fed.spoke(), lead_address_override().as_deref());
     doc["spec"]["flux"]["bursting"]["clusters"] =

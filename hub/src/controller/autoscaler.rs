@@ -33,11 +33,18 @@ pub struct Tracked {
     /// Hosts added for a waiting job, and when that job was submitted.
     growing: Vec<(Vec<String>, f64)>,
     last_note: Option<String>,
+    /// Whether the ignored queue-reporter annotation was warned about.
+    annotation_ignored: bool,
 }
 
 /// Runs until the hub stops: polls every autoscaled MiniCluster of `miniclusters` when due,
 /// the due ones concurrently (a reporter that does not answer delays no other).
-pub async fn run(ctx: Arc<Context>, miniclusters: Store<MiniCluster>) {
+///
+/// `allow_annotation` (`--allow-queue-reporter-annotation`): whether the
+/// [`queue::REPORTER_ANNOTATION`] may redirect the hub's reads (with the reporter's bearer
+/// token) to an address a MiniCluster's author picks. Without it the annotation is
+/// ignored, with a warning once per MiniCluster.
+pub async fn run(ctx: Arc<Context>, miniclusters: Store<MiniCluster>, allow_annotation: bool) {
     let mut tracked: HashMap<McKey, Tracked> = HashMap::new();
     let mut tick = tokio::time::interval(Duration::from_secs(1));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -67,13 +74,17 @@ pub async fn run(ctx: Arc<Context>, miniclusters: Store<MiniCluster>) {
             let ctx = ctx.clone();
             async move {
                 let span = info_span!("autoscale", namespace = %key.0, name = %key.1);
-                let annotated = mc
+                let annotation = mc
                     .metadata
                     .annotations
                     .as_ref()
                     .and_then(|a| a.get(queue::REPORTER_ANNOTATION))
-                    .filter(|a| !a.is_empty())
                     .cloned();
+                let annotated = honoured(annotation.as_deref(), allow_annotation);
+                if annotation.is_some() && annotated.is_none() && !state.annotation_ignored {
+                    state.annotation_ignored = true;
+                    warn!(parent: &span, annotation = queue::REPORTER_ANNOTATION, "ignoring the annotation: the hub reads the queue at the lead broker's pod unless started with --allow-queue-reporter-annotation");
+                }
                 let reporter = |plan: &flux_shared::plan::Plan| match &annotated {
                     Some(address) => address.clone(),
                     None => queue::address(plan),
@@ -89,6 +100,15 @@ pub async fn run(ctx: Arc<Context>, miniclusters: Store<MiniCluster>) {
         }
         tracked.retain(|k, _| seen.contains(k));
     }
+}
+
+/// The address the queue-reporter annotation names, if the hub honours it: only when
+/// started with `--allow-queue-reporter-annotation`, since the hub sends the reporter's
+/// bearer token wherever it points.
+fn honoured(annotation: Option<&str>, allowed: bool) -> Option<String> {
+    annotation
+        .filter(|a| allowed && !a.trim().is_empty())
+        .map(str::to_string)
 }
 
 /// The most a burst may grow to: its `maxSize`, or less when its spoke's policy admits
@@ -258,6 +278,18 @@ mod tests {
             s.bursts[0].admitted_size = admitted;
         }
         mc
+    }
+
+    #[test]
+    fn the_reporter_annotation_is_honoured_only_when_allowed() {
+        use super::honoured;
+        assert_eq!(honoured(Some("127.0.0.1:9"), false), None);
+        assert_eq!(
+            honoured(Some("127.0.0.1:9"), true).as_deref(),
+            Some("127.0.0.1:9")
+        );
+        assert_eq!(honoured(Some(" "), true), None);
+        assert_eq!(honoured(None, true), None);
     }
 
     #[test]

@@ -60,6 +60,12 @@ pub struct RunOptions {
     /// burst deleted before the finalizer is released anyway (with a Warning Event).
     #[arg(long, default_value_t = 300)]
     pub burst_deletion_timeout_seconds: u64,
+    /// Honour the `flux-framework.org/queue-reporter` annotation: read an autoscaled
+    /// MiniCluster's queue at the `host:port` it names (e.g. a `kubectl port-forward`, for a
+    /// hub outside the cluster) instead of at its lead broker pod. Off by default: the hub
+    /// sends the reporter's bearer token there, wherever the MiniCluster's author points it.
+    #[arg(long)]
+    pub allow_queue_reporter_annotation: bool,
 }
 
 impl RunOptions {

@@ -387,7 +387,11 @@ async fn run_controller(
         .map(|(ns, name)| reflector::ObjectRef::<MiniCluster>::new(&name).within(&ns));
     let changes = futures::stream::select(changes, unblocked);
     let mc_synced = mc_store.clone();
-    let autoscaler = super::autoscaler::run(ctx.clone(), mc_store.clone());
+    let autoscaler = super::autoscaler::run(
+        ctx.clone(),
+        mc_store.clone(),
+        opts.allow_queue_reporter_annotation,
+    );
     let controller = Controller::for_stream(mc_events, mc_store)
         .with_config(controller::Config::default().concurrency(opts.concurrency))
         .owns_shared_stream(triggers.jobs)
