@@ -324,6 +324,11 @@ impl<C: Cluster> Agent<C> {
                         error!(%hub, error = %text, "TLS with the hub failed (certificate refused?): check --ca, --cert/--key and --hub-domain; retrying slowly");
                         Retry::Slow
                     }
+                    Code::AlreadyExists if matches!(error, SessionError::Open(_)) => {
+                        self.metrics.error(ErrorKind::Stream);
+                        warn!(%hub, error = %text, "the hub already serves a stream under this spoke's name: another process may be using this certificate (if this spoke just reconnected, the retry succeeds once the hub sees the old connection end)");
+                        Retry::Backoff
+                    }
                     Code::Unavailable if matches!(error, SessionError::Open(_)) => {
                         self.metrics.error(ErrorKind::NotReady);
                         info!(%hub, reason = %text, "the hub is not serving assignments yet; retrying");

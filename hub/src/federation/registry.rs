@@ -120,6 +120,8 @@ struct SpokeState {
     retained: BTreeSet<String>,
     tx: watch::Sender<u64>,
     connections: usize,
+    /// Watch streams refused because it held one already.
+    refused_streams: u64,
     last_seen: Option<SystemTime>,
     /// When its last stream ended (`None` while connected or never connected).
     disconnected_at: Option<SystemTime>,
@@ -141,6 +143,7 @@ impl SpokeState {
             retained: BTreeSet::new(),
             tx,
             connections: 0,
+            refused_streams: 0,
             last_seen: None,
             disconnected_at: None,
             acknowledged: 0,
@@ -204,6 +207,15 @@ impl Subscription {
     pub fn into_parts(self) -> (watch::Receiver<u64>, ConnectionGuard) {
         (self.versions, self.guard)
     }
+}
+
+/// Why a spoke's Watch is refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SubscribeError {
+    /// The registry is not rebuilt from the API server yet (or this replica does not lead).
+    NotReady,
+    /// The spoke already holds a stream.
+    AlreadyConnected,
 }
 
 /// Keeps a spoke marked connected while alive.
@@ -637,16 +649,26 @@ impl Registry {
             .collect()
     }
 
-    /// A spoke opens its Watch stream. Refused (`None`) until the registry is primed.
-    pub fn subscribe(self: &Arc<Self>, spoke: &str, spoke_version: &str) -> Option<Subscription> {
+    /// A spoke opens its Watch stream. Refused until the registry is primed, and while the
+    /// spoke already holds one: one name, one stream, so that a second holder of its
+    /// certificate is noticed (and counted) rather than served alongside.
+    pub fn subscribe(
+        self: &Arc<Self>,
+        spoke: &str,
+        spoke_version: &str,
+    ) -> Result<Subscription, SubscribeError> {
         if !self.is_primed() {
-            return None;
+            return Err(SubscribeError::NotReady);
         }
         let mut inner = self.lock();
         let state = inner
             .spokes
             .entry(spoke.to_string())
             .or_insert_with(|| SpokeState::new(&self.epoch));
+        if state.connections > 0 {
+            state.refused_streams += 1;
+            return Err(SubscribeError::AlreadyConnected);
+        }
         state.connections += 1;
         state.last_seen = Some(SystemTime::now());
         state.spoke_version = spoke_version.to_string();
@@ -662,7 +684,7 @@ impl Registry {
         for mc in affected {
             let _ = self.changes.send(mc);
         }
-        Some(Subscription {
+        Ok(Subscription {
             versions,
             guard: ConnectionGuard {
                 registry: self.clone(),
@@ -818,6 +840,7 @@ impl Registry {
                         .as_ref()
                         .map(|(_, e)| e.clone())
                         .unwrap_or_default(),
+                    refused_streams: s.refused_streams,
                 })
                 .collect(),
         }
@@ -946,9 +969,9 @@ mod tests {
     #[test]
     fn unprimed_registries_refuse_watches() {
         let r = Registry::with_epoch("e".into());
-        assert!(r.subscribe("a", "v").is_none());
+        assert_eq!(r.subscribe("a", "v").err(), Some(SubscribeError::NotReady));
         r.set_primed();
-        assert!(r.subscribe("a", "v").is_some());
+        assert!(r.subscribe("a", "v").is_ok());
     }
 
     #[test]
@@ -1200,6 +1223,34 @@ mod tests {
             r.forget_spoke("b")
                 .is_err_and(|e| e.contains("still has bursts assigned: ns/m/x"))
         );
+    }
+
+    #[test]
+    fn one_stream_per_spoke_a_second_is_refused_and_counted() {
+        let r = primed();
+        let first = r.subscribe("a", "v").unwrap();
+        assert_eq!(
+            r.subscribe("a", "v").err(),
+            Some(SubscribeError::AlreadyConnected)
+        );
+        assert_eq!(
+            r.subscribe("a", "v").err(),
+            Some(SubscribeError::AlreadyConnected)
+        );
+        let other = r.subscribe("b", "v").unwrap();
+        let refused = |name: &str| {
+            r.spokes()
+                .spokes
+                .iter()
+                .find(|s| s.name == name)
+                .map(|s| (s.connected, s.refused_streams))
+        };
+        assert_eq!(refused("a"), Some((true, 2)));
+        assert_eq!(refused("b"), Some((true, 0)));
+        drop(first);
+        let again = r.subscribe("a", "v").unwrap();
+        assert_eq!(refused("a"), Some((true, 2)));
+        drop((again, other));
     }
 
     #[test]

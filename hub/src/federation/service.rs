@@ -20,7 +20,7 @@ use tokio_stream::wrappers::WatchStream;
 use tonic::{Request, Response, Status};
 use tracing::{Instrument as _, info, info_span, warn};
 
-use super::registry::Registry;
+use super::registry::{Registry, SubscribeError};
 use super::report_limits::{self, ReportLimiter};
 use super::scale;
 use crate::ops::metrics::Metrics;
@@ -105,10 +105,19 @@ impl Spoke for Services {
         let spoke = self.auth.require_spoke(&request)?;
         let req = request.into_inner();
         let span = info_span!("watch", %spoke, spoke_version = %req.spoke_version);
-        let subscription = self
-            .registry
-            .subscribe(&spoke, &req.spoke_version)
-            .ok_or_else(not_ready)?;
+        let subscription = match self.registry.subscribe(&spoke, &req.spoke_version) {
+            Ok(s) => s,
+            Err(SubscribeError::NotReady) => return Err(not_ready()),
+            Err(SubscribeError::AlreadyConnected) => {
+                self.metrics.spoke_stream_refused();
+                span.in_scope(|| {
+                    warn!("refusing a second Watch stream under a connected spoke's name")
+                });
+                return Err(Status::already_exists(format!(
+                    "spoke {spoke} already holds a Watch stream: another process is using its certificate, or its previous connection has not timed out yet (then a retry succeeds)"
+                )));
+            }
+        };
         span.in_scope(|| {
             info!(
                 applied_epoch = %req.applied_hub_epoch,

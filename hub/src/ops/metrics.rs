@@ -10,6 +10,7 @@
 //! | `flux_hub_leader` | gauge (0 or 1) | |
 //! | `flux_hub_snapshots_sent_total` | counter | |
 //! | `flux_hub_reports_received_total` | counter | |
+//! | `flux_hub_spoke_streams_refused_total` | counter | |
 //! | `flux_hub_spokes_connected` | gauge | |
 //! | `flux_hub_assignments` | gauge | |
 
@@ -69,6 +70,7 @@ pub struct Metrics {
     leader: Gauge,
     snapshots_sent: Counter,
     reports_received: Counter,
+    spoke_streams_refused: Counter,
     spokes_connected: Gauge,
     assignments: Gauge,
     autoscale_decisions: Family<OutcomeLabels, Counter>,
@@ -87,6 +89,7 @@ impl Metrics {
         let leader = Gauge::default();
         let snapshots_sent = Counter::default();
         let reports_received = Counter::default();
+        let spoke_streams_refused = Counter::default();
         let spokes_connected = Gauge::default();
         let assignments = Gauge::default();
         let autoscale_decisions = Family::<OutcomeLabels, Counter>::default();
@@ -139,6 +142,11 @@ impl Metrics {
             reports_received.clone(),
         );
         registry.register(
+            "flux_hub_spoke_streams_refused",
+            "Spoke Watch streams refused because their spoke held one already (a second holder of its certificate)",
+            spoke_streams_refused.clone(),
+        );
+        registry.register(
             "flux_hub_spokes_connected",
             "Spokes holding a Watch stream open",
             spokes_connected.clone(),
@@ -175,6 +183,7 @@ impl Metrics {
             leader,
             snapshots_sent,
             reports_received,
+            spoke_streams_refused,
             spokes_connected,
             assignments,
             autoscale_decisions,
@@ -211,6 +220,11 @@ impl Metrics {
     /// Counts a snapshot sent to a spoke.
     pub fn snapshot_sent(&self) {
         self.snapshots_sent.inc();
+    }
+
+    /// Counts a Watch refused because its spoke held a stream already.
+    pub fn spoke_stream_refused(&self) {
+        self.spoke_streams_refused.inc();
     }
 
     /// Counts a report received from a spoke.

@@ -432,6 +432,7 @@ onprem      yes        1s         2/2      0            0.1.0          unreachab
                     "acknowledgedVersion": 3,
                     "assignments": 1,
                     "spokeVersion": "0.1.0",
+                    "refusedStreams": 0,
                     "clusterUnreachableSinceUnixMillis": null,
                     "clusterError": ""
                 },
@@ -443,6 +444,7 @@ onprem      yes        1s         2/2      0            0.1.0          unreachab
                     "acknowledgedVersion": 0,
                     "assignments": 1,
                     "spokeVersion": "",
+                    "refusedStreams": 0,
                     "clusterUnreachableSinceUnixMillis": null,
                     "clusterError": ""
                 },
@@ -454,6 +456,7 @@ onprem      yes        1s         2/2      0            0.1.0          unreachab
                     "acknowledgedVersion": 2,
                     "assignments": 0,
                     "spokeVersion": "0.1.0",
+                    "refusedStreams": 2,
                     "clusterUnreachableSinceUnixMillis": NOW - 42_000,
                     "clusterError": "connection refused"
                 }

@@ -120,6 +120,7 @@ pub(super) fn sample() -> (MiniClusterSnapshot, ListSpokesResponse) {
                 spoke_version: "0.1.0".into(),
                 cluster_unreachable_since_unix_millis: NOW - 42_000,
                 cluster_error: "connection refused".into(),
+                refused_streams: 2,
             },
         ],
     };

@@ -143,6 +143,9 @@ pub struct SpokeView {
     pub cluster_unreachable_since_unix_millis: Option<i64>,
     /// The error it reported with that (empty while it reaches its cluster).
     pub cluster_error: String,
+    /// Watch streams refused under its name because it held one already (since the hub
+    /// started): more than a few means a second holder of its certificate.
+    pub refused_streams: u64,
 }
 
 fn millis(value: i64) -> Option<i64> {
@@ -187,6 +190,7 @@ pub fn view(snapshot: &MiniClusterSnapshot, spokes: &ListSpokesResponse) -> Stat
                     s.cluster_unreachable_since_unix_millis,
                 ),
                 cluster_error: s.cluster_error.clone(),
+                refused_streams: s.refused_streams,
             })
             .collect(),
     }
