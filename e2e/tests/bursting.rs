@@ -23,6 +23,7 @@ use anyhow::{Context as _, Result, bail, ensure};
 use flux_shared::api::MiniCluster;
 use flux_shared::curve::CurveCert;
 use flux_shared::federation::assignment;
+use flux_shared::federation::pins::{self, PINS_CONFIGMAP};
 use flux_shared::layout::{BROKER_TOML_KEY, CURVE_KEY};
 use flux_shared::plan::{Endpoint, Plan, Role};
 use flux_shared::render::{self, Object};
@@ -1386,6 +1387,67 @@ async fn join(env: &TestEnv, fed: &Federation) -> Result<()> {
         );
         eprintln!("{}: spoke {name} joined and connected", env.ns);
 
+        // join pinned the spoke's certificate; --rotate pins a new one, and the old one is
+        // refused from then on (its open stream ends too).
+        let pin_maps: Api<ConfigMap> = env.api();
+        let pinned = |data: Option<BTreeMap<String, String>>| {
+            data.unwrap_or_default()
+                .get(&name)
+                .cloned()
+                .unwrap_or_default()
+        };
+        let first_pin = pinned(pin_maps.get(PINS_CONFIGMAP).await?.data);
+        ensure!(
+            first_pin
+                == pins::fingerprint_of_pem(&std::fs::read_to_string(dir.join("tls.crt"))?)
+                    .map_err(anyhow::Error::msg)?,
+            "join pinned the installed certificate: {first_pin}"
+        );
+        let rotate = tokio::process::Command::new(&hub)
+            .args(["join", &name, "--kubeconfig", &kubeconfig, "--certs"])
+            .arg(&fed.certs)
+            .args(["--hub", &fed.hub_url(), "--hub-domain", "localhost"])
+            .args(["--rotate", "--wait=false", "--allow-namespace", &env.ns])
+            .output()
+            .await?;
+        ensure!(
+            rotate.status.success(),
+            "join --rotate failed: {}",
+            String::from_utf8_lossy(&rotate.stderr)
+        );
+        let second_pin = pinned(pin_maps.get(PINS_CONFIGMAP).await?.data);
+        ensure!(
+            second_pin != first_pin && pins::is_fingerprint(&second_pin),
+            "join --rotate pinned a new certificate: {second_pin}"
+        );
+        let old = support::spoke_report_with(&fed.hub_url(), &dir).await;
+        ensure!(
+            matches!(&old, Err(s) if s.code() == tonic::Code::PermissionDenied
+                && s.message().contains("not the one pinned")),
+            "the rotated-out certificate must be refused: {old:?}"
+        );
+        env.eventually(
+            "the old certificate's stream ended",
+            objects_deadline(),
+            async || {
+                let status = fed.hub_status(&env.ns).await?;
+                let connected = status["spokes"]
+                    .as_array()
+                    .and_then(|a| a.iter().find(|s| s["name"] == name.as_str()))
+                    .map(|s| s["connected"].clone());
+                Ok(if connected == Some(json!(false)) {
+                    Probe::Done(())
+                } else {
+                    Probe::Waiting(format!("{connected:?}"))
+                })
+            },
+        )
+        .await?;
+        eprintln!(
+            "{}: the rotated-out certificate is refused and its stream ended",
+            env.ns
+        );
+
         // unjoin: refused while a MiniCluster bursts into the spoke, then it removes the
         // install and the hub forgets the spoke.
         let _ = spoke.kill().await;
@@ -1467,6 +1529,11 @@ async fn join(env: &TestEnv, fed: &Federation) -> Result<()> {
         ensure!(
             !spokes.contains(&name.as_str()),
             "the hub forgot {name}: {spokes:?}"
+        );
+        // unjoin unpinned it: the current certificate is refused as well.
+        ensure!(
+            pinned(pin_maps.get(PINS_CONFIGMAP).await?.data).is_empty(),
+            "unjoin removed the pin"
         );
         eprintln!(
             "{}: spoke {name} unjoined: install gone, forgotten by the hub",

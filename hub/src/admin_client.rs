@@ -12,7 +12,7 @@ use flux_shared::federation::diagnostics::{
 use flux_shared::federation::proto::admin_client::AdminClient;
 use flux_shared::federation::proto::{
     ForgetSpokeRequest, ListMiniClustersRequest, ListSpokesRequest, ListSpokesResponse,
-    MiniClusterSnapshot, ScaleBurstRequest, ScaleBurstResponse,
+    MiniClusterSnapshot, PinSpokeRequest, ScaleBurstRequest, ScaleBurstResponse,
 };
 use flux_shared::federation::tls::{ClientSecurity, TlsError, TlsPem, TransportSettings};
 use flux_shared::federation::{Identity, identity_from_pem};
@@ -348,6 +348,25 @@ impl HubEndpoint {
             .await
             .map_err(|s| self.call_error("ForgetSpoke", &s))?;
         Ok(())
+    }
+
+    /// Pins a spoke's certificate (`PinSpoke`); returns the fingerprint it replaced, empty
+    /// if none.
+    pub async fn pin_spoke(
+        &self,
+        client: &mut Client,
+        name: &str,
+        certificate_sha256: &str,
+    ) -> Result<String, AdminError> {
+        Ok(client
+            .pin_spoke(self.settings.unary_request(PinSpokeRequest {
+                name: name.to_string(),
+                certificate_sha256: certificate_sha256.to_string(),
+            }))
+            .await
+            .map_err(|s| self.call_error("PinSpoke", &s))?
+            .into_inner()
+            .previous_sha256)
     }
 
     /// Every spoke the hub knows.

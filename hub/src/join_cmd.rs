@@ -316,6 +316,25 @@ pub async fn run(opts: &JoinOptions, out: &mut dyn Write) -> anyhow::Result<()> 
     // Before issuing anything: the wrong cluster is a refusal, not a new certificate.
     refuse_to_change_another_spoke(&client, opts, &settings).await?;
     let (ca, cert, key) = spoke_certificates(opts)?;
+    // Pinned before the spoke runs with it: the hub then serves this name to this
+    // certificate only, and a replaced one (--rotate) is refused from now on.
+    let fingerprint = flux_shared::federation::pins::fingerprint_of_pem(&cert)
+        .map_err(|e| anyhow::anyhow!("the spoke's certificate: {e}"))?;
+    let hub = opts.federation.admin_endpoint()?;
+    let mut admin = hub
+        .connect()
+        .await
+        .context("reaching the hub to pin the spoke's certificate")?;
+    let replaced = hub
+        .pin_spoke(&mut admin, &opts.name, &fingerprint)
+        .await
+        .context("pinning the spoke's certificate at the hub")?;
+    if !replaced.is_empty() && replaced != fingerprint {
+        eprintln!(
+            "spoke {}: certificate {fingerprint} pinned; the one it replaces ({replaced}) is refused from now on",
+            opts.name
+        );
+    }
     let mut objects = install::spoke_objects(&settings, opts.image.as_deref(), &ca, &cert, &key)?;
     let has_policy = match &policy {
         Some(p) => {

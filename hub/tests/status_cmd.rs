@@ -15,8 +15,8 @@ use flux_shared::federation::proto::admin_server::Admin;
 use flux_shared::federation::proto::{
     BurstPhase, BurstStatus, Endpoint, ForgetSpokeRequest, ForgetSpokeResponse,
     ListMiniClustersRequest, ListSpokesRequest, ListSpokesResponse, MiniClusterRef,
-    MiniClusterSnapshot, MiniClusterStatus, ScaleBurstRequest, ScaleBurstResponse, SpokeInfo,
-    WatchMiniClustersRequest,
+    MiniClusterSnapshot, MiniClusterStatus, PinSpokeRequest, PinSpokeResponse, ScaleBurstRequest,
+    ScaleBurstResponse, SpokeInfo, WatchMiniClustersRequest,
 };
 use flux_shared::federation::tls::{ServerSecurity, TlsPem, TransportSettings};
 use flux_shared::federation::{Authenticator, Identity};
@@ -303,6 +303,15 @@ impl Admin for FakeHub {
         let name = request.get_ref().name.clone();
         self.record(&request, &format!("forget {name}"))?;
         Ok(Response::new(ForgetSpokeResponse {}))
+    }
+
+    async fn pin_spoke(
+        &self,
+        request: Request<PinSpokeRequest>,
+    ) -> Result<Response<PinSpokeResponse>, Status> {
+        let name = request.get_ref().name.clone();
+        self.record(&request, &format!("pin {name}"))?;
+        Ok(Response::new(PinSpokeResponse::default()))
     }
 
     async fn scale_burst(

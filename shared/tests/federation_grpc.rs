@@ -17,8 +17,9 @@ use flux_shared::federation::proto::spoke_server::{Spoke, SpokeServer};
 use flux_shared::federation::proto::{
     Assignment, AssignmentStatus, BurstPhase, Endpoint, ForgetSpokeRequest, ForgetSpokeResponse,
     ListMiniClustersRequest, ListSpokesRequest, ListSpokesResponse, MiniClusterRef,
-    MiniClusterSnapshot, MiniClusterStatus, ReportRequest, ReportResponse, ScaleBurstRequest,
-    ScaleBurstResponse, Snapshot, SpokeInfo, WatchMiniClustersRequest, WatchRequest,
+    MiniClusterSnapshot, MiniClusterStatus, PinSpokeRequest, PinSpokeResponse, ReportRequest,
+    ReportResponse, ScaleBurstRequest, ScaleBurstResponse, Snapshot, SpokeInfo,
+    WatchMiniClustersRequest, WatchRequest,
 };
 use flux_shared::federation::tls::{ClientSecurity, ServerSecurity, TlsPem, TransportSettings};
 use flux_shared::federation::{Authenticator, Identity, assignment_key};
@@ -291,6 +292,14 @@ impl Admin for TestHub {
     ) -> Result<Response<ForgetSpokeResponse>, Status> {
         self.auth.require_admin(&request)?;
         Ok(Response::new(ForgetSpokeResponse {}))
+    }
+
+    async fn pin_spoke(
+        &self,
+        request: Request<PinSpokeRequest>,
+    ) -> Result<Response<PinSpokeResponse>, Status> {
+        self.auth.require_admin(&request)?;
+        Ok(Response::new(PinSpokeResponse::default()))
     }
 
     async fn scale_burst(

@@ -263,7 +263,7 @@ async fn two_spokes_each_get_only_their_own_bursts_and_certificates() {
     assert_eq!(certs_b, [cert("shared")]);
     assert!(!certs_b.contains(&cert("only-a")));
 
-    // On the wire: b's Watch lists b's assignments only.
+    // On the wire: while spoke b is connected, a second stream under its name is refused.
     let channel = TransportSettings::default()
         .endpoint(&hub.uri(), &pki.spoke("b"))
         .expect("endpoint")
@@ -271,16 +271,31 @@ async fn two_spokes_each_get_only_their_own_bursts_and_certificates() {
         .await
         .expect("connect");
     let mut client = SpokeClient::new(channel);
-    let mut stream = client
-        .watch(WatchRequest::default())
-        .await
-        .expect("watch")
-        .into_inner();
+    let second = client.watch(WatchRequest::default()).await;
+    assert_eq!(
+        second.err().map(|s| s.code()),
+        Some(tonic::Code::AlreadyExists),
+        "one stream per spoke"
+    );
+    // Once it is gone, b's Watch lists b's assignments only.
+    b.stop().await;
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let mut stream = loop {
+        match client.watch(WatchRequest::default()).await {
+            Ok(s) => break s.into_inner(),
+            Err(s)
+                if s.code() == tonic::Code::AlreadyExists
+                    && std::time::Instant::now() < deadline =>
+            {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            Err(s) => panic!("watch: {s:?}"),
+        }
+    };
     let first = stream.message().await.expect("snapshot").expect("one");
     let keys: Vec<String> = first.assignments.iter().map(|a| a.key.clone()).collect();
     assert_eq!(keys, ["hpc/shared/sb"]);
     a.stop().await;
-    b.stop().await;
     hub.stop().await;
 }
 

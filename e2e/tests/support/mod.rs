@@ -457,6 +457,15 @@ impl TestEnv {
             .arg(addr.to_string())
             .args(lock(&self.hub_args).iter())
             .args(extra_args("FLUX_HUB_ARGS"));
+        // Each test's hub keeps its spoke pins in the test's namespace: a test that pins
+        // (join) turns pinning on for itself only.
+        if !lock(&self.hub_args).iter().any(|a| a == "--spoke-pins") {
+            cmd.arg("--spoke-pins").arg(format!(
+                "{}/{}",
+                self.ns,
+                flux_shared::federation::pins::PINS_CONFIGMAP
+            ));
+        }
         let child = self.spawn_logged(cmd, "hub", "info,kube=warn,flux_hub=debug", addr, &log)?;
         lock(&self.hub_logs).push(log.clone());
         *lock(&self.hub) = Some(Proc { child });
@@ -1870,4 +1879,32 @@ pub async fn flux_in(
         )
     })
     .await
+}
+
+/// One `Spoke.Report` (empty) to the hub at `hub_url` with the spoke certificate in `dir`
+/// (`ca.crt`, `tls.crt`, `tls.key`, as the spoke's TLS Secret holds them): what the hub
+/// answers a spoke presenting that certificate.
+pub async fn spoke_report_with(hub_url: &str, dir: &Path) -> Result<(), tonic::Status> {
+    use flux_shared::federation::proto::ReportRequest;
+    use flux_shared::federation::proto::spoke_client::SpokeClient;
+    use flux_shared::federation::tls::{ClientSecurity, TlsPem, TransportSettings};
+    let failed = |e: String| tonic::Status::unknown(e);
+    let tls = TlsPem::from_files(dir.join("ca.crt"), dir.join("tls.crt"), dir.join("tls.key"))
+        .map_err(|e| failed(e.to_string()))?;
+    let security = ClientSecurity::Mtls {
+        tls,
+        domain: "localhost".into(),
+    };
+    let settings = TransportSettings::default();
+    let channel = settings
+        .endpoint(hub_url, &security)
+        .map_err(|e| failed(e.to_string()))?
+        .connect()
+        .await
+        .map_err(|e| failed(e.to_string()))?;
+    let mut client = SpokeClient::with_interceptor(channel, security.interceptor());
+    client
+        .report(settings.unary_request(ReportRequest::default()))
+        .await
+        .map(|_| ())
 }

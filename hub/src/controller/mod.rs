@@ -66,6 +66,11 @@ pub struct RunOptions {
     /// sends the reporter's bearer token there, wherever the MiniCluster's author points it.
     #[arg(long)]
     pub allow_queue_reporter_annotation: bool,
+    /// The ConfigMap holding the spoke certificates `flux-hub join` pins (`NAME` in the
+    /// hub's namespace, --lease-namespace, or `NAMESPACE/NAME`). Once it exists, a spoke
+    /// is served only with its pinned certificate.
+    #[arg(long, default_value = flux_shared::federation::pins::PINS_CONFIGMAP, value_name = "CONFIGMAP")]
+    pub spoke_pins: String,
 }
 
 impl RunOptions {
@@ -90,6 +95,27 @@ impl RunOptions {
                 "--grpc-addr needs --ca, --cert and --key (from `flux-hub certs`), or --insecure for local development"
             ),
         }
+    }
+
+    /// `--spoke-pins` as (namespace, name), checked.
+    pub fn spoke_pins(&self) -> anyhow::Result<(String, String)> {
+        let (namespace, name) = match self.spoke_pins.split_once('/') {
+            Some((ns, name)) => (ns.to_string(), name.to_string()),
+            None => (self.lease_namespace.clone(), self.spoke_pins.clone()),
+        };
+        if !flux_shared::validate::is_dns_label(&namespace)
+            || name.is_empty()
+            || name.len() > 253
+            || !name
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.')
+        {
+            anyhow::bail!(
+                "--spoke-pins {:?}: must be a ConfigMap name, or NAMESPACE/NAME",
+                self.spoke_pins
+            );
+        }
+        Ok((namespace, name))
     }
 
     /// `--lead-broker-address`, checked.

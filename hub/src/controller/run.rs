@@ -314,7 +314,14 @@ async fn serve_federation(
         client.clone(),
     )
     .in_namespace(opts.namespace.clone())
-    .with_stop(ops.stop.subscribe());
+    .with_stop(ops.stop.subscribe())
+    .with_pins(if opts.insecure {
+        crate::federation::pins::PinStore::off()
+    } else {
+        let (namespace, name) = opts.spoke_pins()?;
+        info!(pins = %format!("{namespace}/{name}"), "spoke certificates are checked against their pins");
+        crate::federation::pins::PinStore::watch(client.clone(), &namespace, &name)
+    });
     Ok(Some(tokio::spawn(crate::federation::service::serve(
         listener,
         security,

@@ -4,6 +4,7 @@
 
 pub mod bursts;
 pub mod lead;
+pub mod pins;
 pub mod registry;
 pub mod report_limits;
 pub mod scale;

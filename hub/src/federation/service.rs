@@ -10,8 +10,9 @@ use flux_shared::federation::proto::admin_server::Admin;
 use flux_shared::federation::proto::spoke_server::Spoke;
 use flux_shared::federation::proto::{
     ForgetSpokeRequest, ForgetSpokeResponse, ListMiniClustersRequest, ListSpokesRequest,
-    ListSpokesResponse, MiniClusterSnapshot, ReportRequest, ReportResponse, ScaleBurstRequest,
-    ScaleBurstResponse, Snapshot, WatchMiniClustersRequest, WatchRequest,
+    ListSpokesResponse, MiniClusterSnapshot, PinSpokeRequest, PinSpokeResponse, ReportRequest,
+    ReportResponse, ScaleBurstRequest, ScaleBurstResponse, Snapshot, WatchMiniClustersRequest,
+    WatchRequest,
 };
 use flux_shared::federation::tls::{ServerSecurity, TransportSettings};
 use flux_shared::federation::{Authenticator, parts};
@@ -20,6 +21,7 @@ use tokio_stream::wrappers::WatchStream;
 use tonic::{Request, Response, Status};
 use tracing::{Instrument as _, info, info_span, warn};
 
+use super::pins::PinStore;
 use super::registry::{Registry, SubscribeError};
 use super::report_limits::{self, ReportLimiter};
 use super::scale;
@@ -48,6 +50,8 @@ pub struct Services {
     stop: tokio::sync::watch::Receiver<bool>,
     /// Reports per spoke are rate-limited: a flapping spoke cannot storm the hub.
     reports: Arc<ReportLimiter>,
+    /// Which certificate may speak for each spoke.
+    pins: PinStore,
 }
 
 impl Services {
@@ -67,7 +71,29 @@ impl Services {
             namespace: None,
             stop: tokio::sync::watch::channel(false).1,
             reports: Arc::default(),
+            pins: PinStore::off(),
         }
+    }
+
+    /// Serve each spoke name only to its pinned certificate ([`PinStore`]).
+    pub fn with_pins(mut self, pins: PinStore) -> Self {
+        self.pins = pins;
+        self
+    }
+
+    /// The calling spoke's name, from a certificate that is the one pinned for it.
+    fn pinned_spoke<T>(&self, request: &Request<T>) -> Result<String, Status> {
+        let spoke = self.auth.require_spoke(request)?;
+        let certs = request.peer_certs();
+        let leaf = certs.as_deref().and_then(|c| c.first());
+        if let Err(status) = self.pins.check(&spoke, leaf.map(|c| c.as_ref())) {
+            if status.code() == tonic::Code::PermissionDenied {
+                self.metrics.spoke_certificate_refused();
+                warn!(%spoke, reason = %status.message(), "spoke certificate refused");
+            }
+            return Err(status);
+        }
+        Ok(spoke)
     }
 
     /// Change MiniClusters of `namespace` only (the hub's `--namespace`); `None`: any.
@@ -102,7 +128,11 @@ impl Spoke for Services {
         &self,
         request: Request<WatchRequest>,
     ) -> Result<Response<Self::WatchStream>, Status> {
-        let spoke = self.auth.require_spoke(&request)?;
+        let spoke = self.pinned_spoke(&request)?;
+        let leaf = request
+            .peer_certs()
+            .and_then(|c| c.first().map(|c| c.as_ref().to_vec()));
+        let revoked = self.pins.revoked(spoke.clone(), leaf);
         let req = request.into_inner();
         let span = info_span!("watch", %spoke, spoke_version = %req.spoke_version);
         let subscription = match self.registry.subscribe(&spoke, &req.spoke_version) {
@@ -144,7 +174,10 @@ impl Spoke for Services {
                 };
                 futures::stream::iter(parts.into_iter().map(Ok))
             })
-            .take_until(self.stopped());
+            .take_until(self.stopped())
+            // A certificate unpinned while its stream is open loses the stream; the
+            // spoke's next Watch is refused.
+            .take_until(revoked);
         Ok(Response::new(Box::pin(stream)))
     }
 
@@ -152,7 +185,7 @@ impl Spoke for Services {
         &self,
         request: Request<ReportRequest>,
     ) -> Result<Response<ReportResponse>, Status> {
-        let spoke = self.auth.require_spoke(&request)?;
+        let spoke = self.pinned_spoke(&request)?;
         let req = request.into_inner();
         let _span = info_span!("report", %spoke, applied_version = req.applied_version).entered();
         if !self.reports.allow(&spoke, std::time::Instant::now()) {
@@ -212,17 +245,58 @@ impl Admin for Services {
     ) -> Result<Response<ForgetSpokeResponse>, Status> {
         let admin = self.auth.require_admin(&request)?;
         let name = request.into_inner().name;
-        let _span = info_span!("forget_spoke", %admin, spoke = %name).entered();
-        match self.registry.forget_spoke(&name) {
-            Ok(true) => {
-                info!("spoke forgotten");
-                Ok(Response::new(ForgetSpokeResponse {}))
-            }
-            Ok(false) => Err(Status::not_found(format!(
-                "this hub does not know a spoke named {name}"
-            ))),
-            Err(reason) => Err(Status::failed_precondition(reason)),
+        let span = info_span!("forget_spoke", %admin, spoke = %name);
+        let known = self
+            .registry
+            .forget_spoke(&name)
+            .map_err(Status::failed_precondition)?;
+        // Known or not (a hub restart forgets idle spokes), its certificate goes.
+        self.pins
+            .unpin(&self.client, &name)
+            .instrument(span.clone())
+            .await
+            .or_else(|e| {
+                if e.code() == tonic::Code::FailedPrecondition {
+                    Ok(()) // nothing pinned in insecure development
+                } else {
+                    Err(e)
+                }
+            })?;
+        let _span = span.entered();
+        if known {
+            info!("spoke forgotten and its certificate unpinned");
+            Ok(Response::new(ForgetSpokeResponse {}))
+        } else {
+            Err(Status::not_found(format!(
+                "this hub does not know a spoke named {name} (its pin, if any, is removed)"
+            )))
         }
+    }
+
+    async fn pin_spoke(
+        &self,
+        request: Request<PinSpokeRequest>,
+    ) -> Result<Response<PinSpokeResponse>, Status> {
+        let admin = self.auth.require_admin(&request)?;
+        let req = request.into_inner();
+        let span = info_span!("pin_spoke", %admin, spoke = %req.name);
+        flux_shared::federation::Identity::spoke(&req.name)
+            .map_err(|e| Status::invalid_argument(format!("name {:?}: {e}", req.name)))?;
+        if !flux_shared::federation::pins::is_fingerprint(&req.certificate_sha256) {
+            return Err(Status::invalid_argument(format!(
+                "certificate_sha256 {:?}: must be sha256: and 64 lowercase hex digits",
+                req.certificate_sha256
+            )));
+        }
+        let previous = self
+            .pins
+            .pin(&self.client, &req.name, &req.certificate_sha256)
+            .instrument(span.clone())
+            .await?;
+        span.in_scope(|| info!(replaced = previous.is_some(), "spoke certificate pinned"));
+        Ok(Response::new(PinSpokeResponse {
+            previous_sha256: previous.unwrap_or_default(),
+        }))
     }
 
     async fn scale_burst(

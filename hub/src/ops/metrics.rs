@@ -11,6 +11,7 @@
 //! | `flux_hub_snapshots_sent_total` | counter | |
 //! | `flux_hub_reports_received_total` | counter | |
 //! | `flux_hub_spoke_streams_refused_total` | counter | |
+//! | `flux_hub_spoke_certificates_refused_total` | counter | |
 //! | `flux_hub_spokes_connected` | gauge | |
 //! | `flux_hub_assignments` | gauge | |
 
@@ -71,6 +72,7 @@ pub struct Metrics {
     snapshots_sent: Counter,
     reports_received: Counter,
     spoke_streams_refused: Counter,
+    spoke_certificates_refused: Counter,
     spokes_connected: Gauge,
     assignments: Gauge,
     autoscale_decisions: Family<OutcomeLabels, Counter>,
@@ -90,6 +92,7 @@ impl Metrics {
         let snapshots_sent = Counter::default();
         let reports_received = Counter::default();
         let spoke_streams_refused = Counter::default();
+        let spoke_certificates_refused = Counter::default();
         let spokes_connected = Gauge::default();
         let assignments = Gauge::default();
         let autoscale_decisions = Family::<OutcomeLabels, Counter>::default();
@@ -147,6 +150,11 @@ impl Metrics {
             spoke_streams_refused.clone(),
         );
         registry.register(
+            "flux_hub_spoke_certificates_refused",
+            "Spoke calls refused because the certificate is not the one pinned for the spoke (rotated out, unjoined, or issued elsewhere)",
+            spoke_certificates_refused.clone(),
+        );
+        registry.register(
             "flux_hub_spokes_connected",
             "Spokes holding a Watch stream open",
             spokes_connected.clone(),
@@ -184,6 +192,7 @@ impl Metrics {
             snapshots_sent,
             reports_received,
             spoke_streams_refused,
+            spoke_certificates_refused,
             spokes_connected,
             assignments,
             autoscale_decisions,
@@ -225,6 +234,11 @@ impl Metrics {
     /// Counts a Watch refused because its spoke held a stream already.
     pub fn spoke_stream_refused(&self) {
         self.spoke_streams_refused.inc();
+    }
+
+    /// Counts a spoke call refused for a certificate that is not the pinned one.
+    pub fn spoke_certificate_refused(&self) {
+        self.spoke_certificates_refused.inc();
     }
 
     /// Counts a report received from a spoke.

@@ -27,6 +27,7 @@ pub mod auth;
 pub mod diagnostics;
 pub mod ownership;
 pub mod parts;
+pub mod pins;
 pub mod pki;
 pub mod policy;
 pub mod tls;

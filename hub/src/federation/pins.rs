@@ -1,0 +1,245 @@
+//! The hub's pinned spoke certificates ([`flux_shared::federation::pins`]): the ConfigMap
+//! that holds them, watched, and the writes of `PinSpoke` and `ForgetSpoke`.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, PoisonError, RwLock};
+
+use flux_shared::federation::pins;
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::runtime::{WatchStreamExt, watcher};
+use serde_json::json;
+use tokio::sync::watch;
+use tonic::Status;
+
+/// What the hub knows of the pins.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Known {
+    /// Not listed yet: spokes wait.
+    NotYet,
+    /// No pin ConfigMap: nothing is pinned.
+    Missing,
+    /// The pins, by spoke name.
+    Pins(BTreeMap<String, String>),
+}
+
+/// The pins, as the hub currently knows them. Cheap to clone.
+#[derive(Clone, Debug)]
+pub struct PinStore {
+    known: Arc<RwLock<Known>>,
+    /// Bumped on every change of the pins.
+    changes: Arc<watch::Sender<u64>>,
+    /// Where they live (namespace, name); `None`: pinning is off (insecure development,
+    /// or no gRPC server).
+    at: Option<(String, String)>,
+}
+
+impl PinStore {
+    /// No pinning (the insecure development mode has no certificates to pin).
+    pub fn off() -> PinStore {
+        PinStore {
+            known: Arc::new(RwLock::new(Known::Missing)),
+            changes: Arc::new(watch::channel(0).0),
+            at: None,
+        }
+    }
+
+    /// Pins kept in ConfigMap `namespace/name` of `client`'s cluster, watched from now on
+    /// (on the current tokio runtime; the watch ends with the process).
+    pub fn watch(client: kube::Client, namespace: &str, name: &str) -> PinStore {
+        let store = PinStore {
+            known: Arc::new(RwLock::new(Known::NotYet)),
+            changes: Arc::new(watch::channel(0).0),
+            at: Some((namespace.to_string(), name.to_string())),
+        };
+        let known = store.known.clone();
+        let changes = store.changes.clone();
+        let api: Api<ConfigMap> = Api::namespaced(client, namespace);
+        let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
+        let what = format!("{namespace}/{name}");
+        tokio::spawn(async move {
+            let events = watcher(api, config).backoff(flux_shared::ops::WatchBackoff::default());
+            let mut events = std::pin::pin!(events);
+            // A (re)listing is gathered whole before it replaces what is known.
+            let mut listing: Option<BTreeMap<String, String>> = None;
+            let mut listed_any = false;
+            while let Some(event) = events.next().await {
+                let set = |k: Known| {
+                    *known.write().unwrap_or_else(PoisonError::into_inner) = k;
+                    changes.send_modify(|n| *n = n.wrapping_add(1));
+                };
+                match event {
+                    Ok(watcher::Event::Init) => {
+                        listing = None;
+                        listed_any = false;
+                    }
+                    Ok(watcher::Event::InitApply(cm)) => {
+                        listing = Some(cm.data.unwrap_or_default());
+                        listed_any = true;
+                    }
+                    Ok(watcher::Event::InitDone) => {
+                        set(match (listed_any, listing.take()) {
+                            (true, Some(pins)) => Known::Pins(pins),
+                            _ => Known::Missing,
+                        });
+                    }
+                    Ok(watcher::Event::Apply(cm)) => set(Known::Pins(cm.data.unwrap_or_default())),
+                    Ok(watcher::Event::Delete(_)) => set(Known::Missing),
+                    Err(e) => {
+                        tracing::warn!(pins = %what, error = %e, "watching the spoke pins failed; retrying");
+                    }
+                }
+            }
+        });
+        store
+    }
+
+    /// Whether the certificate with DER `leaf` may speak for `spoke`: `UNAVAILABLE` until
+    /// the pins are listed, `PERMISSION_DENIED` (saying why) when it is not the pinned one.
+    /// Without a certificate (insecure development) nothing is checked.
+    pub fn check(&self, spoke: &str, leaf: Option<&[u8]>) -> Result<(), Status> {
+        let Some(leaf) = leaf else {
+            return Ok(());
+        };
+        let known = self.known.read().unwrap_or_else(PoisonError::into_inner);
+        let pins = match &*known {
+            Known::NotYet => {
+                return Err(Status::unavailable(
+                    "the hub has not read its spoke pins yet; retry",
+                ));
+            }
+            Known::Missing => None,
+            Known::Pins(p) => Some(p),
+        };
+        pins::check(pins, spoke, &pins::fingerprint(leaf)).map_err(Status::permission_denied)
+    }
+
+    /// Resolves once the certificate with DER `leaf` may no longer speak for `spoke` (its
+    /// pin was replaced or removed): the end of that spoke's open stream.
+    pub fn revoked(
+        &self,
+        spoke: String,
+        leaf: Option<Vec<u8>>,
+    ) -> impl std::future::Future<Output = ()> + Send + 'static {
+        let store = self.clone();
+        let mut rx = self.changes.subscribe();
+        async move {
+            loop {
+                if rx.changed().await.is_err() {
+                    // Nobody can change the pins any more.
+                    std::future::pending::<()>().await;
+                }
+                if let Err(status) = store.check(&spoke, leaf.as_deref())
+                    && status.code() == tonic::Code::PermissionDenied
+                {
+                    tracing::warn!(%spoke, reason = %status.message(), "ending the stream of a spoke whose certificate is no longer pinned");
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Pins `fingerprint` for `spoke` (creating the ConfigMap, which turns pinning on, if
+    /// needed). Returns the fingerprint it replaced, if any.
+    pub async fn pin(
+        &self,
+        client: &kube::Client,
+        spoke: &str,
+        fingerprint: &str,
+    ) -> Result<Option<String>, Status> {
+        let (api, name) = self.api(client)?;
+        let previous = match api.get_opt(&name).await.map_err(write_error)? {
+            Some(cm) => cm.data.and_then(|mut d| d.remove(spoke)),
+            None => {
+                let cm: ConfigMap = serde_json::from_value(json!({
+                    "metadata": {"name": name, "labels": {
+                        "app.kubernetes.io/name": "flux-hub",
+                        "app.kubernetes.io/part-of": "flux-operator",
+                    }},
+                    "data": {spoke: fingerprint},
+                }))
+                .map_err(|e| Status::internal(e.to_string()))?;
+                match api.create(&PostParams::default(), &cm).await {
+                    Ok(_) => return Ok(None),
+                    // Created meanwhile: patch it below.
+                    Err(kube::Error::Api(e)) if e.code == 409 => None,
+                    Err(e) => return Err(write_error(e)),
+                }
+            }
+        };
+        let patch = json!({"data": {spoke: fingerprint}});
+        api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .map_err(write_error)?;
+        Ok(previous)
+    }
+
+    /// Removes `spoke`'s pin, if there is one: its certificate is refused from now on.
+    pub async fn unpin(&self, client: &kube::Client, spoke: &str) -> Result<(), Status> {
+        let (api, name) = self.api(client)?;
+        let patch = json!({"data": {spoke: null}});
+        match api
+            .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
+            Err(e) => Err(write_error(e)),
+        }
+    }
+
+    fn api(&self, client: &kube::Client) -> Result<(Api<ConfigMap>, String), Status> {
+        let Some((namespace, name)) = &self.at else {
+            return Err(Status::failed_precondition(
+                "this hub runs without certificates (insecure development): there is nothing to pin",
+            ));
+        };
+        Ok((Api::namespaced(client.clone(), namespace), name.clone()))
+    }
+}
+
+fn write_error(e: kube::Error) -> Status {
+    Status::unavailable(format!("storing the spoke pins: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn with(known: Known) -> PinStore {
+        PinStore {
+            known: Arc::new(RwLock::new(known)),
+            changes: Arc::new(watch::channel(0).0),
+            at: None,
+        }
+    }
+
+    #[test]
+    fn checks_follow_what_is_known() {
+        let der = b"certificate";
+        let fp = pins::fingerprint(der);
+        assert_eq!(
+            with(Known::NotYet)
+                .check("a", Some(der))
+                .unwrap_err()
+                .code(),
+            tonic::Code::Unavailable
+        );
+        assert!(with(Known::Missing).check("a", Some(der)).is_ok());
+        let pinned = with(Known::Pins(BTreeMap::from([("a".into(), fp)])));
+        assert!(pinned.check("a", Some(der)).is_ok());
+        assert_eq!(
+            pinned.check("a", Some(b"other")).unwrap_err().code(),
+            tonic::Code::PermissionDenied
+        );
+        assert_eq!(
+            pinned.check("b", Some(der)).unwrap_err().code(),
+            tonic::Code::PermissionDenied
+        );
+        assert!(
+            pinned.check("b", None).is_ok(),
+            "insecure: nothing to check"
+        );
+    }
+}
