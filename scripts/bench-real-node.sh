@@ -686,7 +686,9 @@ burst_phase() {
     --policy "$certs/spoke-policy.yaml" \
     >"$out/logs/hub-join.log" 2>&1 || { tail -n 20 "$out/logs/hub-join.log" >&2; die "flux-hub join failed"; }
   join_s=$(minus "$(now)" "$t")
-  admin=(--hub "$hub_url" --ca "$certs/ca.crt" --cert "$certs/admin-flux-hub-join.crt" --key "$certs/admin-flux-hub-join.key")
+  # join's own admin certificate only reads: burst scale needs one that may scale.
+  "$hub" certs --out "$certs" --admin bench >/dev/null
+  admin=(--hub "$hub_url" --ca "$certs/ca.crt" --cert "$certs/admin-bench.crt" --key "$certs/admin-bench.key")
   log "hub at $hub_url (init ${init_s} s), spoke burst connected (join ${join_s} s)"
 
   for size in "${size_list[@]}"; do [ "$size" -gt "$max" ] && max=$size; done

@@ -313,16 +313,29 @@ async fn the_quickstart_then_eight_brokers_over_three_real_clusters_survive_a_hu
         );
         let url = endpoint.context("endpoint")?;
 
-        // A second burst cluster joins; one instance of eight brokers over the three.
-        shell(
-            &dir,
-            &hub,
-            &root_ip,
-            &format!(
-                "flux-hub join burst2 --kubeconfig burst2.kubeconfig --certs certs/ --hub {url} --image {image} --allow-namespace default"
+        // The burst clusters' owners admit this test's namespace too: `join` again with a
+        // policy file (only the policy changes for `burst`), and a second burst cluster
+        // joins; one instance of eight brokers over the three.
+        std::fs::write(
+            dir.join("spoke-policy.yaml"),
+            format!(
+                "namespaces:\n- name: default\n- name: {}\n  podSecurity: baseline\nmaxBrokers: 8\n",
+                env.ns
             ),
-        )
-        .await?;
+        )?;
+        for (spoke, kubeconfig) in [("burst", "burst.kubeconfig"), ("burst2", "burst2.kubeconfig")] {
+            shell(
+                &dir,
+                &hub,
+                &root_ip,
+                &format!(
+                    "flux-hub join {spoke} --kubeconfig {kubeconfig} --certs certs/ --hub {url} --image {image} --policy spoke-policy.yaml"
+                ),
+            )
+            .await?;
+        }
+        // An admin that may scale (join's own is read-only).
+        shell(&dir, &hub, &root_ip, "flux-hub certs --out certs/ --admin e2e-ops").await?;
         const NAME: &str = "eight";
         env.apply_minicluster(&json!({
             "apiVersion": "flux-framework.org/v1alpha2",
@@ -396,7 +409,7 @@ async fn the_quickstart_then_eight_brokers_over_three_real_clusters_survive_a_hu
             &hub,
             &root_ip,
             &format!(
-                "flux-hub burst scale {}/{NAME} eight-c 1 --hub {url} --ca certs/ca.crt --cert certs/admin-flux-hub-join.crt --key certs/admin-flux-hub-join.key",
+                "flux-hub burst scale {}/{NAME} eight-c 1 --hub {url} --ca certs/ca.crt --cert certs/admin-e2e-ops.crt --key certs/admin-e2e-ops.key",
                 env.ns
             ),
         )

@@ -205,6 +205,25 @@ impl HubEndpoint {
         })
     }
 
+    /// The hub at `url` (certificate name `domain`), asked with the admin certificate in
+    /// `tls` (held in memory: e.g. one issued for a single command).
+    pub fn with_tls(url: &str, domain: &str, tls: TlsPem) -> HubEndpoint {
+        let identity = match identity_from_pem(tls.cert_pem()) {
+            Ok(identity) => identity.to_string(),
+            Err(e) => format!("no federation identity: {e}"),
+        };
+        HubEndpoint {
+            url: normalize_hub_url(url, false),
+            settings: TransportSettings::default(),
+            caller: format!("a certificate issued for this command ({identity})"),
+            security: ClientSecurity::Mtls {
+                tls,
+                domain: domain.to_string(),
+            },
+            insecure: false,
+        }
+    }
+
     /// Dials the hub (TCP and, with mTLS, the handshake).
     pub async fn connect(&self) -> Result<Client, AdminError> {
         let endpoint = self

@@ -27,6 +27,7 @@ use flux_shared::federation::Identity;
 use flux_shared::federation::pki::{
     Ca, DEFAULT_CA_VALIDITY_DAYS, DEFAULT_LEAF_VALIDITY_DAYS, IssuedCert,
 };
+use flux_shared::federation::scope::{AdminScope, Permission};
 
 /// Options of `flux-hub certs`.
 #[derive(clap::Args, Debug, Clone)]
@@ -46,6 +47,14 @@ pub struct CertsOptions {
     /// Admin names to issue client certificates for (DNS-1123 labels).
     #[arg(long = "admin", value_name = "NAME", num_args = 1.., value_delimiter = ',')]
     pub admins: Vec<String>,
+    /// What the --admin certificates may do (repeat or separate with commas): `read`
+    /// (status), `scale` (burst scale), `spokes` (join/unjoin's pin and forget).
+    #[arg(long = "admin-permission", value_name = "PERMISSION", num_args = 1.., value_delimiter = ',', default_values_t = ["read".to_string(), "scale".to_string()])]
+    pub admin_permissions: Vec<String>,
+    /// Limit the --admin certificates to MiniClusters of these namespaces (repeat or
+    /// separate with commas; default: every namespace).
+    #[arg(long = "admin-namespace", value_name = "NAMESPACE", num_args = 1.., value_delimiter = ',')]
+    pub admin_namespaces: Vec<String>,
     /// Lifetime of the hub, spoke and admin certificates, in days (capped at the CA's).
     #[arg(long, value_name = "DAYS", default_value_t = DEFAULT_LEAF_VALIDITY_DAYS)]
     pub days: u32,
@@ -117,15 +126,18 @@ pub fn run(opts: &CertsOptions) -> anyhow::Result<String> {
         summary.push(format!("hub.crt, hub.key: server {}", names.join(", ")));
         push_leaf(&mut outputs, "hub", hub);
     }
+    let scope = admin_scope(opts)?;
     for identity in &identities {
         let stem = format!("{}-{}", identity.kind(), identity.name());
-        let cert = ca
-            .issue_client(identity, opts.days)
-            .with_context(|| format!("{stem} certificate"))?;
-        summary.push(format!(
-            "{stem}.crt, {stem}.key: client {}",
-            identity.spiffe_id()
-        ));
+        let (cert, what) = match identity {
+            Identity::Admin(name) => (
+                ca.issue_admin(name, &scope, opts.days),
+                format!("{} ({scope})", identity.spiffe_id()),
+            ),
+            Identity::Spoke(_) => (ca.issue_client(identity, opts.days), identity.spiffe_id()),
+        };
+        let cert = cert.with_context(|| format!("{stem} certificate"))?;
+        summary.push(format!("{stem}.crt, {stem}.key: client {what}"));
         push_leaf(&mut outputs, &stem, cert);
     }
 
@@ -162,6 +174,21 @@ pub fn run(opts: &CertsOptions) -> anyhow::Result<String> {
         out.push('\n');
     }
     Ok(out)
+}
+
+/// The scope of the --admin certificates, checked.
+pub fn admin_scope(opts: &CertsOptions) -> anyhow::Result<AdminScope> {
+    let permissions = opts
+        .admin_permissions
+        .iter()
+        .map(|p| {
+            Permission::parse(p).ok_or_else(|| {
+                anyhow::anyhow!("--admin-permission {p:?}: one of read, scale, spokes")
+            })
+        })
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    AdminScope::new(permissions, &opts.admin_namespaces)
+        .map_err(|e| anyhow::anyhow!("--admin-permission / --admin-namespace: {e}"))
 }
 
 /// The requested client identities, validated, without duplicates.

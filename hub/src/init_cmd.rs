@@ -429,6 +429,8 @@ fn hub_certificates(opts: &InitOptions) -> anyhow::Result<(String, String, Strin
         hub_ip: opts.hub_ip.clone(),
         spokes: Vec::new(),
         admins: Vec::new(),
+        admin_permissions: vec!["read".into(), "scale".into()],
+        admin_namespaces: Vec::new(),
         days: flux_shared::federation::pki::DEFAULT_LEAF_VALIDITY_DAYS,
         ca_days: flux_shared::federation::pki::DEFAULT_CA_VALIDITY_DAYS,
         ca_name: "flux-federation CA".into(),

@@ -60,8 +60,31 @@ impl FederationOptions {
         Ok((url, domain))
     }
 
-    /// The hub's Admin API, as the admin certificate the install commands ask with
-    /// (issued from the CA in `--certs` when missing).
+    /// The hub's Admin API as an admin that may pin and forget spokes: a certificate
+    /// issued from the CA in `--certs` for this command only (kept in memory, valid one
+    /// day), so that no file on disk carries that permission.
+    pub fn spokes_admin_endpoint(&self) -> anyhow::Result<HubEndpoint> {
+        use flux_shared::federation::scope::{AdminScope, Permission};
+        let (url, domain) = self.hub_url_and_domain()?;
+        let read = |name: &str| {
+            std::fs::read_to_string(self.certs.join(name)).with_context(|| {
+                format!(
+                    "{}: no {name} (the federation CA, from flux-hub init)",
+                    self.certs.display()
+                )
+            })
+        };
+        let (ca_pem, ca_key) = (read("ca.crt")?, read("ca.key")?);
+        let ca = flux_shared::federation::pki::Ca::from_pem(&ca_pem, &ca_key)?;
+        let scope = AdminScope::new([Permission::Read, Permission::Spokes], &[])
+            .map_err(anyhow::Error::msg)?;
+        let cert = ca.issue_admin(JOIN_ADMIN, &scope, 1)?;
+        let tls = flux_shared::federation::tls::TlsPem::new(ca_pem, cert.cert_pem, cert.key_pem)?;
+        Ok(HubEndpoint::with_tls(&url, &domain, tls))
+    }
+
+    /// The hub's Admin API, as the read-only admin certificate the install commands ask
+    /// with (issued from the CA in `--certs` when missing).
     pub fn admin_endpoint(&self) -> anyhow::Result<HubEndpoint> {
         let (_, domain) = self.hub_url_and_domain()?;
         let (cert, key) = admin_certificate(&self.certs)?;
@@ -171,6 +194,8 @@ fn certs_options(dir: &std::path::Path) -> CertsOptions {
         hub_ip: Vec::new(),
         spokes: Vec::new(),
         admins: Vec::new(),
+        admin_permissions: vec!["read".into(), "scale".into()],
+        admin_namespaces: Vec::new(),
         days: flux_shared::federation::pki::DEFAULT_LEAF_VALIDITY_DAYS,
         ca_days: flux_shared::federation::pki::DEFAULT_CA_VALIDITY_DAYS,
         ca_name: "flux-federation CA".into(),
@@ -188,11 +213,54 @@ fn admin_certificate(dir: &std::path::Path) -> anyhow::Result<(PathBuf, PathBuf)
     if !cert.is_file() || !key.is_file() {
         let summary = certs_cmd::run(&CertsOptions {
             admins: vec![JOIN_ADMIN.to_string()],
+            // It only waits for spokes and shows status: read-only.
+            admin_permissions: vec!["read".into()],
             ..certs_options(dir)
         })?;
         eprint!("{summary}");
     }
     Ok((cert, key))
+}
+
+/// Pins `fingerprint` for the spoke at the hub, retrying while the hub cannot be reached
+/// or answers that it is not ready (a hub just installed or rolling out) for at most the
+/// join's timeout. Returns the fingerprint it replaced, empty if none.
+async fn pin(opts: &JoinOptions, fingerprint: &str) -> anyhow::Result<String> {
+    let hub = opts.federation.spokes_admin_endpoint()?;
+    let timeout = Duration::from_secs(opts.timeout_seconds);
+    let start = Instant::now();
+    let mut last = String::new();
+    loop {
+        let attempt = async {
+            let mut client = hub.connect().await?;
+            hub.pin_spoke(&mut client, &opts.name, fingerprint).await
+        }
+        .await;
+        let error = match attempt {
+            Ok(previous) => return Ok(previous),
+            // The hub answered and declined: retrying will not change its mind. (A refused
+            // certificate is retried: a hub just installed may still serve the TLS material
+            // of an earlier install until its pods see the new Secret.)
+            Err(e @ crate::admin_client::AdminError::Declined { .. }) => {
+                return Err(
+                    anyhow::Error::from(e).context("pinning the spoke's certificate at the hub")
+                );
+            }
+            Err(e) => format!("{e:#}"),
+        };
+        if start.elapsed() > timeout {
+            bail!(
+                "pinning the spoke's certificate at {} (for {}s): {error}",
+                opts.federation.hub,
+                timeout.as_secs()
+            );
+        }
+        if error != last {
+            eprintln!("pinning the spoke's certificate: {error}; retrying");
+            last = error;
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
 }
 
 /// Waits until the hub's Admin API lists spoke `name` as connected.
@@ -320,15 +388,7 @@ pub async fn run(opts: &JoinOptions, out: &mut dyn Write) -> anyhow::Result<()> 
     // certificate only, and a replaced one (--rotate) is refused from now on.
     let fingerprint = flux_shared::federation::pins::fingerprint_of_pem(&cert)
         .map_err(|e| anyhow::anyhow!("the spoke's certificate: {e}"))?;
-    let hub = opts.federation.admin_endpoint()?;
-    let mut admin = hub
-        .connect()
-        .await
-        .context("reaching the hub to pin the spoke's certificate")?;
-    let replaced = hub
-        .pin_spoke(&mut admin, &opts.name, &fingerprint)
-        .await
-        .context("pinning the spoke's certificate at the hub")?;
+    let replaced = pin(opts, &fingerprint).await?;
     if !replaced.is_empty() && replaced != fingerprint {
         eprintln!(
             "spoke {}: certificate {fingerprint} pinned; the one it replaces ({replaced}) is refused from now on",

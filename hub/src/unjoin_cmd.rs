@@ -57,7 +57,9 @@ pub async fn run(opts: &UnjoinOptions, out: &mut dyn Write) -> anyhow::Result<()
         );
     }
 
-    let hub = opts.federation.admin_endpoint()?;
+    // Forgetting a spoke (and removing its pin) needs the spokes permission: a
+    // certificate issued from the CA for this command only.
+    let hub = opts.federation.spokes_admin_endpoint()?;
     let reached = async {
         let mut client = hub.connect().await?;
         let (snapshot, _) = hub.list(&mut client, "").await?;

@@ -270,3 +270,59 @@ fn invalid_requests_write_nothing() {
     assert!(!out.status.success());
     assert!(stderr(&out).contains("ca.crt"), "{}", stderr(&out));
 }
+
+#[test]
+fn admin_certificates_carry_their_scope_and_bad_scopes_write_nothing() {
+    use flux_shared::federation::scope::{AdminScope, Permission, admin_scope_from_der};
+    let dir = scratch("scopes");
+    let d = dir.to_str().unwrap();
+    let out = flux_hub(&["certs", "--out", d, "--admin", "default-ops"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let out = flux_hub(&[
+        "certs",
+        "--out",
+        d,
+        "--admin",
+        "team",
+        "--admin-permission",
+        "read",
+        "--admin-namespace",
+        "hpc,lab",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let scope_of = |name: &str| {
+        let pem = read(&dir, name);
+        let (_, der) = parse_x509_pem(pem.as_bytes()).unwrap();
+        admin_scope_from_der(&der.contents).unwrap()
+    };
+    assert_eq!(scope_of("admin-default-ops.crt"), AdminScope::unscoped());
+    assert_eq!(
+        scope_of("admin-team.crt"),
+        AdminScope::new([Permission::Read], &["hpc".into(), "lab".into()]).unwrap()
+    );
+    for (args, needle) in [
+        (
+            vec!["--admin-permission", "root"],
+            "--admin-permission \"root\"",
+        ),
+        (
+            vec!["--admin-permission", "spokes", "--admin-namespace", "hpc"],
+            "cannot be limited to namespaces",
+        ),
+        (
+            vec!["--admin-namespace", "Not_A_Name"],
+            "is not a namespace name",
+        ),
+    ] {
+        let before = snapshot(&dir);
+        let mut all = vec!["certs", "--out", d, "--admin", "bad"];
+        all.extend(args);
+        let out = flux_hub(&all);
+        assert!(
+            !out.status.success() && stderr(&out).contains(needle),
+            "{}",
+            stderr(&out)
+        );
+        assert_eq!(snapshot(&dir), before, "nothing written");
+    }
+}

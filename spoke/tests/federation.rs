@@ -755,6 +755,66 @@ async fn an_admin_scales_a_burst_by_patching_the_minicluster() {
             .is_err(),
     };
     assert!(refused, "a foreign CA's certificate must not scale");
+
+    // Admin scopes: an admin scoped to another namespace, or to reading, cannot scale
+    // this one; an unscoped (older) admin cannot manage spokes.
+    use flux_shared::federation::proto::{ForgetSpokeRequest, ListMiniClustersRequest};
+    use flux_shared::federation::scope::{AdminScope, Permission};
+    let other_ns = AdminScope::new([Permission::Read, Permission::Scale], &["elsewhere".into()])
+        .expect("scope");
+    let mut elsewhere = AdminClient::new(
+        connect(pki.scoped_admin("team", &other_ns))
+            .await
+            .expect("connects"),
+    );
+    let err = elsewhere
+        .scale_burst(scale("burst-a", 2))
+        .await
+        .expect_err("another namespace's admin");
+    assert_eq!(err.code(), Code::PermissionDenied);
+    assert!(
+        err.message().contains("may not scale in namespace hpc")
+            && err.message().contains("read,scale in elsewhere"),
+        "{}",
+        err.message()
+    );
+    let listed = elsewhere
+        .list_mini_clusters(ListMiniClustersRequest::default())
+        .await
+        .expect("a scoped admin lists")
+        .into_inner();
+    assert!(
+        listed.miniclusters.is_empty(),
+        "it sees no MiniCluster of hpc: {listed:?}"
+    );
+    let err = elsewhere
+        .list_mini_clusters(ListMiniClustersRequest {
+            namespace: NS.into(),
+        })
+        .await
+        .expect_err("reading another namespace");
+    assert_eq!(err.code(), Code::PermissionDenied);
+    let reader = AdminScope::new([Permission::Read], &[]).expect("scope");
+    let mut reader = AdminClient::new(
+        connect(pki.scoped_admin("viewer", &reader))
+            .await
+            .expect("connects"),
+    );
+    let err = reader
+        .scale_burst(scale("burst-a", 2))
+        .await
+        .expect_err("a read-only admin");
+    assert_eq!(err.code(), Code::PermissionDenied);
+    let err = admin
+        .forget_spoke(ForgetSpokeRequest { name: "a".into() })
+        .await
+        .expect_err("an unscoped admin forgets no spoke");
+    assert_eq!(err.code(), Code::PermissionDenied);
+    assert!(
+        err.message().contains("may not manage spokes"),
+        "{}",
+        err.message()
+    );
     assert_eq!(
         api.calls.lock().expect("calls").len(),
         before,

@@ -14,6 +14,7 @@ use flux_shared::federation::proto::{
     ReportResponse, ScaleBurstRequest, ScaleBurstResponse, Snapshot, WatchMiniClustersRequest,
     WatchRequest,
 };
+use flux_shared::federation::scope::{AdminScope, Permission, admin_scope_from_der};
 use flux_shared::federation::tls::{ServerSecurity, TransportSettings};
 use flux_shared::federation::{Authenticator, parts};
 use futures::{Stream, StreamExt};
@@ -79,6 +80,20 @@ impl Services {
     pub fn with_pins(mut self, pins: PinStore) -> Self {
         self.pins = pins;
         self
+    }
+
+    /// The calling admin and its certificate's scope ([`AdminScope`]; everything in
+    /// insecure development, where callers name themselves anyway).
+    fn admin_scope<T>(&self, request: &Request<T>) -> Result<(String, AdminScope), Status> {
+        let admin = self.auth.require_admin(request)?;
+        let certs = request.peer_certs();
+        let scope = match certs.as_deref().and_then(|c| c.first()) {
+            Some(leaf) => admin_scope_from_der(leaf.as_ref()).map_err(|e| {
+                Status::permission_denied(format!("admin {admin}'s certificate: {e}"))
+            })?,
+            None => AdminScope::everything(),
+        };
+        Ok((admin, scope))
     }
 
     /// The calling spoke's name, from a certificate that is the one pinned for it.
@@ -209,10 +224,13 @@ impl Admin for Services {
         &self,
         request: Request<ListMiniClustersRequest>,
     ) -> Result<Response<MiniClusterSnapshot>, Status> {
-        self.auth.require_admin(&request)?;
-        Ok(Response::new(
-            self.registry.admin_snapshot(&request.get_ref().namespace),
-        ))
+        let (admin, scope) = self.admin_scope(&request)?;
+        let namespace = request.into_inner().namespace;
+        require(&admin, &scope, Permission::Read, non_empty(&namespace))?;
+        Ok(Response::new(visible(
+            self.registry.admin_snapshot(&namespace),
+            &scope,
+        )))
     }
 
     type WatchMiniClustersStream = BoxStream<MiniClusterSnapshot>;
@@ -221,11 +239,12 @@ impl Admin for Services {
         &self,
         request: Request<WatchMiniClustersRequest>,
     ) -> Result<Response<Self::WatchMiniClustersStream>, Status> {
-        let admin = self.auth.require_admin(&request)?;
+        let (admin, scope) = self.admin_scope(&request)?;
         let namespace = request.into_inner().namespace;
+        require(&admin, &scope, Permission::Read, non_empty(&namespace))?;
         let registry = self.registry.clone();
         let stream = WatchStream::new(self.registry.admin_changes())
-            .map(move |_| Ok(registry.admin_snapshot(&namespace)))
+            .map(move |_| Ok(visible(registry.admin_snapshot(&namespace), &scope)))
             .take_until(self.stopped());
         info!(%admin, "admin watching MiniClusters");
         Ok(Response::new(Box::pin(stream)))
@@ -235,7 +254,8 @@ impl Admin for Services {
         &self,
         request: Request<ListSpokesRequest>,
     ) -> Result<Response<ListSpokesResponse>, Status> {
-        self.auth.require_admin(&request)?;
+        let (admin, scope) = self.admin_scope(&request)?;
+        require(&admin, &scope, Permission::Read, None)?;
         Ok(Response::new(self.registry.spokes()))
     }
 
@@ -243,7 +263,8 @@ impl Admin for Services {
         &self,
         request: Request<ForgetSpokeRequest>,
     ) -> Result<Response<ForgetSpokeResponse>, Status> {
-        let admin = self.auth.require_admin(&request)?;
+        let (admin, scope) = self.admin_scope(&request)?;
+        require(&admin, &scope, Permission::Spokes, None)?;
         let name = request.into_inner().name;
         let span = info_span!("forget_spoke", %admin, spoke = %name);
         let known = self
@@ -277,7 +298,8 @@ impl Admin for Services {
         &self,
         request: Request<PinSpokeRequest>,
     ) -> Result<Response<PinSpokeResponse>, Status> {
-        let admin = self.auth.require_admin(&request)?;
+        let (admin, scope) = self.admin_scope(&request)?;
+        require(&admin, &scope, Permission::Spokes, None)?;
         let req = request.into_inner();
         let span = info_span!("pin_spoke", %admin, spoke = %req.name);
         flux_shared::federation::Identity::spoke(&req.name)
@@ -303,8 +325,9 @@ impl Admin for Services {
         &self,
         request: Request<ScaleBurstRequest>,
     ) -> Result<Response<ScaleBurstResponse>, Status> {
-        let admin = self.auth.require_admin(&request)?;
+        let (admin, scope) = self.admin_scope(&request)?;
         let req = request.into_inner();
+        require(&admin, &scope, Permission::Scale, Some(&req.namespace))?;
         let span = info_span!(
             "scale_burst",
             %admin,
@@ -379,6 +402,41 @@ fn api_status(doing: &str, e: kube::Error) -> Status {
         )),
         e => Status::unavailable(format!("{doing}: {e}")),
     }
+}
+
+/// `PERMISSION_DENIED`, naming what the admin's certificate allows, unless `scope` allows
+/// `permission` for `namespace`.
+fn require(
+    admin: &str,
+    scope: &AdminScope,
+    permission: Permission,
+    namespace: Option<&str>,
+) -> Result<(), Status> {
+    if scope.allows(permission, namespace) {
+        return Ok(());
+    }
+    let what = match namespace {
+        Some(ns) => format!("{permission} in namespace {ns}"),
+        None if permission == Permission::Spokes => "manage spokes".to_string(),
+        None => format!("{permission} in every namespace"),
+    };
+    Err(Status::permission_denied(format!(
+        "admin {admin} may not {what}: its certificate allows {scope} (flux-hub certs --admin NAME --admin-permission ... --admin-namespace ... issues another)"
+    )))
+}
+
+fn non_empty(s: &str) -> Option<&str> {
+    (!s.is_empty()).then_some(s)
+}
+
+/// `snapshot` with only the MiniClusters `scope` sees.
+fn visible(mut snapshot: MiniClusterSnapshot, scope: &AdminScope) -> MiniClusterSnapshot {
+    snapshot.miniclusters.retain(|m| {
+        m.minicluster
+            .as_ref()
+            .is_some_and(|r| scope.sees(&r.namespace))
+    });
+    snapshot
 }
 
 /// Errors starting the gRPC server.

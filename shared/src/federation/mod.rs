@@ -30,6 +30,7 @@ pub mod parts;
 pub mod pins;
 pub mod pki;
 pub mod policy;
+pub mod scope;
 pub mod tls;
 
 pub use auth::{Authenticator, require_admin, require_spoke};

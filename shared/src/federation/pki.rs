@@ -449,6 +449,32 @@ impl Ca {
         )
     }
 
+    /// Issues an admin client certificate for `name` carrying `scope` in URI SANs
+    /// ([`super::scope`]), valid for `days` days.
+    pub fn issue_admin(
+        &self,
+        name: &str,
+        scope: &super::scope::AdminScope,
+        days: u32,
+    ) -> Result<IssuedCert, PkiError> {
+        let identity = Identity::admin(name)?;
+        let uri = |u: String| {
+            u.try_into()
+                .map(SanType::URI)
+                .map_err(|e: rcgen::Error| PkiError::Generate(e.to_string()))
+        };
+        let mut sans = vec![uri(identity.spiffe_id())?];
+        for u in scope.uris() {
+            sans.push(uri(u)?);
+        }
+        self.issue(
+            &format!("admin/{name}"),
+            sans,
+            ExtendedKeyUsagePurpose::ClientAuth,
+            days,
+        )
+    }
+
     fn issue(
         &self,
         common_name: &str,

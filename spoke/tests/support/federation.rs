@@ -106,6 +106,19 @@ impl Pki {
         self.client(&self.admin)
     }
 
+    /// An admin `name` of the federation's CA whose certificate carries `scope`.
+    pub fn scoped_admin(
+        &self,
+        name: &str,
+        scope: &flux_shared::federation::scope::AdminScope,
+    ) -> ClientSecurity {
+        let leaf = self
+            .ca
+            .issue_admin(name, scope, 1)
+            .expect("scoped admin cert");
+        self.client(&leaf)
+    }
+
     /// A spoke certificate for `a` from another CA (trusting the real CA for the hub).
     pub fn impostor(&self) -> ClientSecurity {
         let (_, leaf) = &self.foreign;
