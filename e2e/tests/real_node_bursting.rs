@@ -376,9 +376,20 @@ async fn the_quickstart_then_eight_brokers_over_three_real_clusters_survive_a_hu
         // Service's NodePort: a real NodePort through kube-proxy.
         let mc = env.api::<MiniCluster>().get(NAME).await?;
         let lead_endpoint = mc.status.as_ref().and_then(|s| s.lead_broker.clone()).context("a lead broker endpoint")?;
+        // The root cluster has two nodes: the address is the InternalIP of the one the lead
+        // broker's pod runs on.
+        let lead_node = lead_endpoint.node.clone().context("the lead broker's node")?;
+        let node: Node = Api::all(env.client.clone()).get(&lead_node).await?;
+        let internal = node
+            .status
+            .iter()
+            .flat_map(|s| s.addresses.iter().flatten())
+            .find(|a| a.type_ == "InternalIP")
+            .map(|a| a.address.clone());
         ensure!(
-            lead_endpoint.address == root_ip && (30000..=32767).contains(&lead_endpoint.port),
-            "the bursts dial the root node's NodePort: {lead_endpoint:?}"
+            internal.as_deref() == Some(lead_endpoint.address.as_str())
+                && (30000..=32767).contains(&lead_endpoint.port),
+            "the bursts dial the lead node's NodePort ({lead_node} at {internal:?}): {lead_endpoint:?}"
         );
 
         // The hub's leader goes: the other replica leads, both spokes come back to it, the
