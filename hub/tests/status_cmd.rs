@@ -514,9 +514,9 @@ hpc        bursty       -           -      -          Running     1      2     -
 hpc        bursty       burst-gke   gke    yes        Pending     3      4     6    192.0.2.7:30093  3/4      1h         2h   3 of 4 brokers ready
 hpc        bursty       burst-kind  kind   no         Unreported  0      2     2    192.0.2.7:30093  0/0      never      2h
 
-NAME  CONNECTED  LAST SEEN  VERSION  ASSIGNMENTS  SPOKE VERSION  CLUSTER
-gke   yes        1h         3/4      1            0.1.0          ok
-kind  no         never      0/1      1            -              -
+NAME  CONNECTED  LAST SEEN  VERSION  ASSIGNMENTS  SPOKE VERSION  CERT EXPIRES  CLUSTER
+gke   yes        1h         3/4      1            0.1.0          -             ok
+kind  no         never      0/1      1            -              -             -
 ";
     assert_eq!(stdout(&out), expected);
 }

@@ -50,7 +50,7 @@ use flux_shared::federation::proto::spoke_client::SpokeClient;
 use flux_shared::federation::proto::{
     AssignmentStatus, ClusterAccess, ReportRequest, Snapshot, WatchRequest,
 };
-use flux_shared::federation::tls::{ClientSecurity, TlsError, TransportSettings};
+use flux_shared::federation::tls::{ClientSecurity, TlsError, TlsPem, TransportSettings};
 use futures::{Stream, StreamExt};
 use k8s_openapi::api::batch::v1::Job;
 use tokio::sync::watch;
@@ -91,6 +91,12 @@ pub struct AgentConfig {
     pub max_reconnect_delay: Duration,
     /// After a Job change, how long to wait for more before reporting.
     pub report_debounce: Duration,
+    /// Where the mTLS material in `security` was read from: re-read at every connection,
+    /// and watched while connected, so that a rotated certificate (a renewed Secret
+    /// volume) is used without a restart. `None`: `security` as given, always.
+    pub tls_files: Option<TlsFiles>,
+    /// How often `tls_files` are checked for a change while connected.
+    pub tls_check_interval: Duration,
     /// The namespace the spoke runs in: no burst may be created there
     /// ([`flux_shared::validate::unsafe_burst`]). Default
     /// [`flux_shared::validate::DEFAULT_SPOKE_NAMESPACE`].
@@ -127,9 +133,25 @@ impl AgentConfig {
             max_reconnect_delay: Self::DEFAULT_MAX_RECONNECT_DELAY,
             report_debounce: Self::DEFAULT_REPORT_DEBOUNCE,
             namespace: flux_shared::validate::DEFAULT_SPOKE_NAMESPACE.to_string(),
+            tls_files: None,
+            tls_check_interval: TLS_FILES_CHECK,
         })
     }
 }
+
+/// The files a spoke's mutual TLS material is read from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TlsFiles {
+    /// The federation CA certificate.
+    pub ca: std::path::PathBuf,
+    /// This spoke's certificate.
+    pub cert: std::path::PathBuf,
+    /// Its private key.
+    pub key: std::path::PathBuf,
+}
+
+/// Default [`AgentConfig::tls_check_interval`].
+pub const TLS_FILES_CHECK: Duration = Duration::from_secs(10);
 
 /// A snapshot the agent fully applied.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -150,6 +172,9 @@ pub struct Agent<C: Cluster> {
     cluster: C,
     metrics: Arc<Metrics>,
     applied: watch::Sender<Option<AppliedSnapshot>>,
+    /// The TLS material last read successfully from [`AgentConfig::tls_files`], and its
+    /// certificate text.
+    last_good_tls: std::sync::Mutex<Option<(ClientSecurity, String)>>,
 }
 
 impl<C: Cluster> std::fmt::Debug for Agent<C> {
@@ -212,6 +237,8 @@ enum SessionError {
     Stream(Status),
     /// The hub ended the stream.
     Ended,
+    /// The certificate files changed: reconnect with them.
+    Reload,
 }
 
 struct SessionEnd {
@@ -235,6 +262,7 @@ impl<C: Cluster> Agent<C> {
             cluster,
             metrics,
             applied: watch::channel(None).0,
+            last_good_tls: std::sync::Mutex::new(None),
         }
     }
 
@@ -350,6 +378,72 @@ impl<C: Cluster> Agent<C> {
                 info!(%hub, "the hub ended the Watch stream; reconnecting");
                 Retry::Backoff
             }
+            SessionError::Reload => {
+                info!(%hub, "the certificate files changed; reconnecting with them");
+                Retry::Backoff
+            }
+        }
+    }
+
+    /// The security to connect with now, and the certificate text it holds: re-read from
+    /// [`AgentConfig::tls_files`] when set. Files that cannot be read, or that hold another
+    /// identity than this spoke's, are not used (the last good material is, with an error
+    /// logged).
+    fn current_security(&self) -> (ClientSecurity, String) {
+        let given = || {
+            if let Some(good) = self
+                .last_good_tls
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .clone()
+            {
+                return good;
+            }
+            let cert = match &self.config.security {
+                ClientSecurity::Mtls { tls, .. } => tls.cert_pem().to_string(),
+                ClientSecurity::InsecureDevelopment(_) => String::new(),
+            };
+            (self.config.security.clone(), cert)
+        };
+        let (Some(files), ClientSecurity::Mtls { domain, .. }) =
+            (&self.config.tls_files, &self.config.security)
+        else {
+            return given();
+        };
+        let tls = match TlsPem::from_files(&files.ca, &files.cert, &files.key) {
+            Ok(tls) => tls,
+            Err(e) => {
+                error!(error = %e, "cannot re-read the TLS files; connecting with the certificate read before");
+                return given();
+            }
+        };
+        match SpokeIdentity::of_client(&ClientSecurity::Mtls {
+            tls: tls.clone(),
+            domain: domain.clone(),
+        }) {
+            Ok(id) if id == self.config.identity => {
+                let cert = tls.cert_pem().to_string();
+                let good = (
+                    ClientSecurity::Mtls {
+                        tls,
+                        domain: domain.clone(),
+                    },
+                    cert,
+                );
+                *self
+                    .last_good_tls
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(good.clone());
+                good
+            }
+            Ok(id) => {
+                error!(found = %id.name, expected = %self.config.identity.name, "the TLS files now hold another spoke's certificate; not using it");
+                given()
+            }
+            Err(e) => {
+                error!(error = %e, "the TLS files no longer hold a spoke certificate; not using it");
+                given()
+            }
         }
     }
 
@@ -361,7 +455,8 @@ impl<C: Cluster> Agent<C> {
             error,
         };
         let settings = &self.config.settings;
-        let endpoint = match settings.endpoint(&self.config.hub_uri, &self.config.security) {
+        let (security, cert_used) = self.current_security();
+        let endpoint = match settings.endpoint(&self.config.hub_uri, &security) {
             Ok(e) => e,
             Err(e) => return fail(SessionError::Endpoint(e)),
         };
@@ -369,7 +464,7 @@ impl<C: Cluster> Agent<C> {
             Ok(c) => c,
             Err(e) => return fail(SessionError::Connect(e)),
         };
-        let mut client = SpokeClient::with_interceptor(channel, self.config.security.interceptor())
+        let mut client = SpokeClient::with_interceptor(channel, security.interceptor())
             .max_decoding_message_size(settings.max_decoding_message_size)
             .max_encoding_message_size(settings.max_decoding_message_size);
         let request = WatchRequest {
@@ -392,6 +487,9 @@ impl<C: Cluster> Agent<C> {
         self.metrics.set_connected(true);
         info!(hub = %self.config.hub_uri, "connected to the hub");
 
+        let check = self.config.tls_check_interval;
+        let mut tls_checks = tokio::time::interval_at(Instant::now() + check, check);
+        tls_checks.set_missed_tick_behavior(MissedTickBehavior::Delay);
         let interval = self.config.report_interval;
         let mut ticks = tokio::time::interval_at(Instant::now() + interval, interval);
         ticks.set_missed_tick_behavior(MissedTickBehavior::Delay);
@@ -460,6 +558,12 @@ impl<C: Cluster> Agent<C> {
                 () = sleep_until(report_at), if report_at.is_some() => {
                     report_at = None;
                     self.report(&mut client, state, false).await;
+                }
+                _ = tls_checks.tick(), if self.config.tls_files.is_some() => {
+                    let (_, cert_now) = self.current_security();
+                    if cert_now != cert_used {
+                        return SessionEnd { got_snapshot, error: SessionError::Reload };
+                    }
                 }
                 _ = ticks.tick() => {
                     if !state.complete && let Some(snapshot) = state.pending.clone() {

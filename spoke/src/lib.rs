@@ -49,6 +49,6 @@ pub mod reconcile;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
 
-pub use agent::{Agent, AgentConfig, AppliedSnapshot};
+pub use agent::{Agent, AgentConfig, AppliedSnapshot, TlsFiles};
 pub use cluster::{Cluster, ClusterError, KubeCluster, OwnedObject};
 pub use metrics::Metrics;

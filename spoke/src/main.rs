@@ -13,7 +13,7 @@ use flux_shared::federation::diagnostics::{HubUrlError, error_chain, hub_host as
 use flux_shared::federation::tls::{ClientSecurity, TlsPem, TransportSettings};
 use flux_shared::federation::{Identity, identity_from_pem};
 use flux_shared::ops::{Health, logging, server, shutdown};
-use flux_spoke::{Agent, AgentConfig, KubeCluster, Metrics};
+use flux_spoke::{Agent, AgentConfig, KubeCluster, Metrics, TlsFiles};
 use tokio::sync::watch;
 
 /// Spoke controller: runs the bursts a Flux hub assigns to this cluster.
@@ -217,6 +217,21 @@ async fn run(args: RunArgs) -> Result<()> {
     let cluster = KubeCluster::new(client).with_policy(&namespace, &args.policy);
 
     let metrics = Arc::new(Metrics::new());
+    if let ClientSecurity::Mtls { tls, .. } = &security
+        && let Some(not_after) = flux_shared::federation::pki::not_after_of_pem(tls.cert_pem())
+    {
+        metrics.set_certificate_expiry(not_after);
+        let left = not_after
+            - std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX));
+        if left < 30 * 86_400 {
+            tracing::warn!(
+                days_left = left / 86_400,
+                "this spoke's certificate expires soon: renew it with flux-hub join --rotate"
+            );
+        }
+    }
     let health = Arc::new(Health::new());
     let (stop_tx, stop_rx) = watch::channel(false);
     let stopped = move || {
@@ -246,6 +261,15 @@ async fn run(args: RunArgs) -> Result<()> {
         report_interval: Duration::from_secs(args.report_interval_seconds),
         spoke_version: env!("CARGO_PKG_VERSION").to_string(),
         namespace: namespace.clone(),
+        // Secret volumes are renewed in place: a rotated certificate is picked up.
+        tls_files: match (&args.ca, &args.cert, &args.key) {
+            (Some(ca), Some(cert), Some(key)) if !args.insecure => Some(TlsFiles {
+                ca: ca.clone(),
+                cert: cert.clone(),
+                key: key.clone(),
+            }),
+            _ => None,
+        },
         ..AgentConfig::new(args.hub.clone(), security).context("this spoke's identity")?
     };
     tracing::info!(spoke = %args.name, federation = %config.identity.federation, hub = %args.hub, version = %config.spoke_version, %namespace, policy = %args.policy, "flux-spoke starting");

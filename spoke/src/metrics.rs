@@ -10,6 +10,7 @@
 //! | `flux_spoke_deletes_total` | counter: deleted objects | `kind` |
 //! | `flux_spoke_reports_sent_total` | counter: Report calls the hub accepted | |
 //! | `flux_spoke_errors_total` | counter | `kind` (see [`ErrorKind`]) |
+//! | `flux_spoke_certificate_expiry_timestamp_seconds` | gauge: when its client certificate expires (Unix seconds; 0 without one) | |
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::encoding::text::encode;
@@ -83,6 +84,7 @@ pub struct Metrics {
     snapshots: Counter,
     snapshot_version: Gauge,
     assignments: Gauge,
+    certificate_expiry: Gauge,
     applies: Family<KindLabels, Counter>,
     deletes: Family<KindLabels, Counter>,
     reports: Counter,
@@ -104,6 +106,7 @@ impl Metrics {
             snapshots: Counter::default(),
             snapshot_version: Gauge::default(),
             assignments: Gauge::default(),
+            certificate_expiry: Gauge::default(),
             applies: Family::default(),
             deletes: Family::default(),
             reports: Counter::default(),
@@ -146,7 +149,17 @@ impl Metrics {
             m.reports.clone(),
         );
         registry.register("flux_spoke_errors", "Errors, by kind", m.errors.clone());
+        registry.register(
+            "flux_spoke_certificate_expiry_timestamp_seconds",
+            "When this spoke's client certificate expires (Unix seconds; 0 without one)",
+            m.certificate_expiry.clone(),
+        );
         Metrics { registry, ..m }
+    }
+
+    /// Records when this spoke's client certificate expires (Unix seconds).
+    pub fn set_certificate_expiry(&self, not_after: i64) {
+        self.certificate_expiry.set(not_after);
     }
 
     /// Records whether a Watch stream is open.

@@ -99,6 +99,8 @@ struct HubState {
     /// Bumping it makes every open Watch stream fail with an error status.
     breaks: Arc<watch::Sender<u64>>,
     watches: Arc<Mutex<Vec<(String, WatchRequest)>>>,
+    /// The certificate (PEM of its DER, as a fingerprint) each Watch was made with.
+    watch_certs: Arc<Mutex<Vec<Vec<u8>>>>,
     reports: Arc<Mutex<Vec<(String, ReportRequest)>>>,
 }
 
@@ -108,6 +110,7 @@ impl HubState {
             snapshots: Arc::new(watch::channel(first).0),
             breaks: Arc::new(watch::channel(0).0),
             watches: Arc::default(),
+            watch_certs: Arc::default(),
             reports: Arc::default(),
         }
     }
@@ -186,6 +189,13 @@ impl Spoke for HubService {
         request: Request<WatchRequest>,
     ) -> Result<Response<Self::WatchStream>, Status> {
         let spoke = self.auth.require_spoke(&request)?;
+        if let Some(leaf) = request.peer_certs().and_then(|c| c.first().cloned()) {
+            self.state
+                .watch_certs
+                .lock()
+                .unwrap()
+                .push(leaf.as_ref().to_vec());
+        }
         self.state
             .watches
             .lock()
@@ -1333,4 +1343,79 @@ async fn the_broker_ceiling_is_shared_and_the_admitted_size_reported() {
 
     agent.stop().await;
     server.stop().await;
+}
+
+/// A certificate renewed in the files the spoke read (a Secret volume updated in place)
+/// is used without a restart: the spoke reconnects with it. Files that hold another
+/// spoke's certificate are not used.
+#[tokio::test]
+async fn a_certificate_renewed_in_its_files_is_used_without_a_restart() {
+    use flux_spoke::TlsFiles;
+    let pki = Pki::new();
+    let dir = std::env::temp_dir().join(format!("spoke-tls-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let write = |leaf: &IssuedCert| {
+        std::fs::write(dir.join("ca.crt"), pki.ca.cert_pem()).unwrap();
+        std::fs::write(dir.join("tls.crt"), &leaf.cert_pem).unwrap();
+        std::fs::write(dir.join("tls.key"), &leaf.key_pem).unwrap();
+    };
+    write(&pki.spoke);
+    let hub = HubState::new(snapshot("e1", 1, vec![]));
+    let server = RunningHub::start(&pki, &hub, any_port()).await;
+    let security = ClientSecurity::Mtls {
+        tls: pki.pem(&pki.spoke),
+        domain: HUB_DNS.to_string(),
+    };
+    let config = AgentConfig {
+        tls_files: Some(TlsFiles {
+            ca: dir.join("ca.crt"),
+            cert: dir.join("tls.crt"),
+            key: dir.join("tls.key"),
+        }),
+        tls_check_interval: Duration::from_millis(100),
+        ..AgentConfig::new(format!("https://{}", server.addr), security).unwrap()
+    };
+    let agent = Agent::new(config, FakeCluster::new(), Arc::new(Metrics::new()));
+    let (stop, stopped) = oneshot::channel::<()>();
+    let task = tokio::spawn(agent.run(async move {
+        let _ = stopped.await;
+    }));
+    let certs = || hub.watch_certs.lock().unwrap().clone();
+    eventually("the first connection", || {
+        (certs().len() == 1).then_some(())
+    })
+    .await;
+    assert_eq!(certs()[0], pki.spoke.cert_der);
+
+    // Another spoke's certificate in the files: not used, no reconnection.
+    let other = pki
+        .ca
+        .issue_client(&Identity::spoke("someone-else").unwrap(), 1)
+        .unwrap();
+    write(&other);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(
+        certs().len(),
+        1,
+        "another identity's certificate is not used"
+    );
+
+    // A renewed certificate of this spoke: the spoke reconnects with it.
+    let renewed = pki
+        .ca
+        .issue_client(&Identity::spoke(SPOKE).unwrap(), 1)
+        .unwrap();
+    write(&renewed);
+    eventually("a connection with the renewed certificate", || {
+        certs()
+            .last()
+            .filter(|c| **c == renewed.cert_der)
+            .map(|_| ())
+    })
+    .await;
+    let _ = stop.send(());
+    tokio::time::timeout(PATIENCE, task).await.unwrap().unwrap();
+    server.stop().await;
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -307,6 +307,18 @@ async fn serve_federation(
     };
     let listener = crate::federation::service::bind(addr).await?;
     info!(%addr, insecure = opts.insecure, "federation gRPC server listening");
+    if let flux_shared::federation::tls::ServerSecurity::Mtls(pem) = &security
+        && let Some(not_after) = flux_shared::federation::pki::not_after_of_pem(pem.cert_pem())
+    {
+        ops.metrics.set_certificate_expiry("hub", not_after);
+        let left = not_after - now_unix();
+        if left < 30 * 86_400 {
+            tracing::warn!(
+                days_left = left / 86_400,
+                "the hub's federation certificate expires soon: renew it (flux-hub certs --force, then restart the hub)"
+            );
+        }
+    }
     let services = crate::federation::service::Services::new(
         registry.clone(),
         security.authenticator(),
@@ -490,4 +502,11 @@ fn link_malloc_arena_limit() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: a plain read of an initialized static.
     let _ = unsafe { std::ptr::read_volatile(&raw const LIMIT_MALLOC_ARENAS) };
+}
+
+/// Now, Unix seconds.
+fn now_unix() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
 }

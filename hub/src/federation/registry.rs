@@ -122,6 +122,8 @@ struct SpokeState {
     connections: usize,
     /// Watch streams refused because it held one already.
     refused_streams: u64,
+    /// When the certificate it last connected with expires, Unix seconds.
+    certificate_not_after: Option<i64>,
     last_seen: Option<SystemTime>,
     /// When its last stream ended (`None` while connected or never connected).
     disconnected_at: Option<SystemTime>,
@@ -144,6 +146,7 @@ impl SpokeState {
             tx,
             connections: 0,
             refused_streams: 0,
+            certificate_not_after: None,
             last_seen: None,
             disconnected_at: None,
             acknowledged: 0,
@@ -693,6 +696,17 @@ impl Registry {
         })
     }
 
+    /// Records when the certificate spoke `spoke` connected with expires (Unix seconds).
+    pub fn set_certificate_expiry(&self, spoke: &str, not_after: i64) {
+        let mut inner = self.lock();
+        if let Some(state) = inner.spokes.get_mut(spoke)
+            && state.certificate_not_after != Some(not_after)
+        {
+            state.certificate_not_after = Some(not_after);
+            self.bump_admin(&mut inner);
+        }
+    }
+
     /// A spoke reports. Statuses for keys it is not assigned (and has not been withdrawn
     /// from) are ignored; versions from another epoch are ignored. Its text is cut to
     /// [`super::report_limits`]'s bounds first: it ends up in status and Events.
@@ -841,6 +855,9 @@ impl Registry {
                         .map(|(_, e)| e.clone())
                         .unwrap_or_default(),
                     refused_streams: s.refused_streams,
+                    certificate_not_after_unix_millis: s
+                        .certificate_not_after
+                        .map_or(0, |t| t.saturating_mul(1000)),
                 })
                 .collect(),
         }
@@ -1223,6 +1240,21 @@ mod tests {
             r.forget_spoke("b")
                 .is_err_and(|e| e.contains("still has bursts assigned: ns/m/x"))
         );
+    }
+
+    #[test]
+    fn a_spokes_certificate_expiry_shows_in_the_listing() {
+        let r = primed();
+        let sub = r.subscribe("a", "v").unwrap();
+        assert_eq!(r.spokes().spokes[0].certificate_not_after_unix_millis, 0);
+        r.set_certificate_expiry("a", 1_800_000_000);
+        assert_eq!(
+            r.spokes().spokes[0].certificate_not_after_unix_millis,
+            1_800_000_000_000
+        );
+        r.set_certificate_expiry("nobody", 1);
+        assert_eq!(r.spokes().spokes.len(), 1, "unknown spokes are not added");
+        drop(sub);
     }
 
     #[test]

@@ -147,6 +147,9 @@ impl Spoke for Services {
         let leaf = request
             .peer_certs()
             .and_then(|c| c.first().map(|c| c.as_ref().to_vec()));
+        let not_after = leaf
+            .as_deref()
+            .and_then(flux_shared::federation::pki::not_after_unix);
         let revoked = self.pins.revoked(spoke.clone(), leaf);
         let req = request.into_inner();
         let span = info_span!("watch", %spoke, spoke_version = %req.spoke_version);
@@ -170,6 +173,11 @@ impl Spoke for Services {
                 "spoke connected"
             )
         });
+        if let Some(not_after) = not_after {
+            self.registry.set_certificate_expiry(&spoke, not_after);
+            self.metrics
+                .set_certificate_expiry(&format!("spoke/{spoke}"), not_after);
+        }
         let (versions, guard) = subscription.into_parts();
         let (metrics, registry) = (self.metrics.clone(), self.registry.clone());
         let accepts_parts = req.accepts_parts;

@@ -13,6 +13,7 @@
 //! | `flux_hub_spoke_streams_refused_total` | counter | |
 //! | `flux_hub_spoke_certificates_refused_total` | counter | |
 //! | `flux_hub_spokes_connected` | gauge | |
+//! | `flux_hub_certificate_expiry_timestamp_seconds` | gauge (Unix seconds) | `certificate` (`hub`, `spoke/<name>`) |
 //! | `flux_hub_assignments` | gauge | |
 
 use std::time::Instant;
@@ -31,6 +32,12 @@ const DURATION_MIN_SECONDS: f64 = 0.001;
 const DURATION_MAX_SECONDS: f64 = 60.0;
 /// Number of buckets between them (each about twice the previous one).
 const DURATION_BUCKETS: u16 = 17;
+
+/// Labels of `flux_hub_certificate_expiry_timestamp_seconds`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct CertificateLabels {
+    certificate: String,
+}
 
 /// Labels of `flux_hub_reconcile_errors_total`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -74,6 +81,7 @@ pub struct Metrics {
     spoke_streams_refused: Counter,
     spoke_certificates_refused: Counter,
     spokes_connected: Gauge,
+    certificate_expiry: Family<CertificateLabels, Gauge>,
     assignments: Gauge,
     autoscale_decisions: Family<OutcomeLabels, Counter>,
     autoscale_changes: Family<ChangeLabels, Counter>,
@@ -94,6 +102,7 @@ impl Metrics {
         let spoke_streams_refused = Counter::default();
         let spoke_certificates_refused = Counter::default();
         let spokes_connected = Gauge::default();
+        let certificate_expiry = Family::<CertificateLabels, Gauge>::default();
         let assignments = Gauge::default();
         let autoscale_decisions = Family::<OutcomeLabels, Counter>::default();
         let autoscale_changes = Family::<ChangeLabels, Counter>::default();
@@ -160,6 +169,11 @@ impl Metrics {
             spokes_connected.clone(),
         );
         registry.register(
+            "flux_hub_certificate_expiry_timestamp_seconds",
+            "When a federation certificate expires (Unix seconds): the hub's own, and each spoke's as it last connected",
+            certificate_expiry.clone(),
+        );
+        registry.register(
             "flux_hub_assignments",
             "Burst assignments over all spokes",
             assignments.clone(),
@@ -194,6 +208,7 @@ impl Metrics {
             spoke_streams_refused,
             spoke_certificates_refused,
             spokes_connected,
+            certificate_expiry,
             assignments,
             autoscale_decisions,
             autoscale_changes,
@@ -229,6 +244,15 @@ impl Metrics {
     /// Counts a snapshot sent to a spoke.
     pub fn snapshot_sent(&self) {
         self.snapshots_sent.inc();
+    }
+
+    /// Sets when `certificate` (`hub`, `spoke/<name>`) expires, Unix seconds.
+    pub fn set_certificate_expiry(&self, certificate: &str, not_after: i64) {
+        self.certificate_expiry
+            .get_or_create(&CertificateLabels {
+                certificate: certificate.to_string(),
+            })
+            .set(not_after);
     }
 
     /// Counts a Watch refused because its spoke held a stream already.

@@ -38,6 +38,18 @@ pub fn age(then_millis: i64, now_millis: i64) -> String {
     }
 }
 
+/// When a certificate expires, from now: `in 364d`, `EXPIRED 2d ago`; `-` when unknown.
+pub fn expires(not_after_millis: i64, now_millis: i64) -> String {
+    if not_after_millis <= 0 {
+        return "-".into();
+    }
+    if not_after_millis <= now_millis {
+        return format!("EXPIRED {} ago", age(not_after_millis, now_millis));
+    }
+    // `age` of the mirrored instant: the same units for the future.
+    format!("in {}", age(2 * now_millis - not_after_millis, now_millis))
+}
+
 /// `address:port`, with brackets around an IPv6 address.
 fn endpoint(e: &proto::Endpoint) -> String {
     if e.address.contains(':') {
@@ -181,6 +193,7 @@ pub fn table(
                 "VERSION",
                 "ASSIGNMENTS",
                 "SPOKE VERSION",
+                "CERT EXPIRES",
                 "CLUSTER",
             ]
             .map(String::from)
@@ -205,6 +218,7 @@ pub fn table(
                 format!("{}/{}", s.acknowledged_version, s.current_version),
                 s.assignments.to_string(),
                 cell(&s.spoke_version),
+                expires(s.certificate_not_after_unix_millis, now_millis),
                 cluster,
             ]);
         }
@@ -292,10 +306,10 @@ hpc        bursty       burst-gke   gke         yes        Running     4      4 
 hpc        bursty       burst-kind  kind-spoke  no         Unreported  0      2     2    192.0.2.1:30093  0/1      never      3h   spoke never connected
 default    hello-world  -           -           -          Pending     1      4     -    -                -        -          -
 
-NAME        CONNECTED  LAST SEEN  VERSION  ASSIGNMENTS  SPOKE VERSION  CLUSTER
-gke         yes        3s         3/3      1            0.1.0          ok
-kind-spoke  no         never      0/1      1            -              -
-onprem      yes        1s         2/2      0            0.1.0          unreachable for 42s: connection refused
+NAME        CONNECTED  LAST SEEN  VERSION  ASSIGNMENTS  SPOKE VERSION  CERT EXPIRES    CLUSTER
+gke         yes        3s         3/3      1            0.1.0          in 364d         ok
+kind-spoke  no         never      0/1      1            -              -               -
+onprem      yes        1s         2/2      0            0.1.0          EXPIRED 1h ago  unreachable for 42s: connection refused
 ";
         assert_eq!(table(&snapshot, &spokes, NOW), expected);
     }
@@ -433,6 +447,7 @@ onprem      yes        1s         2/2      0            0.1.0          unreachab
                     "assignments": 1,
                     "spokeVersion": "0.1.0",
                     "refusedStreams": 0,
+                    "certificateNotAfterUnixMillis": NOW + 364 * 86_400_000 + 3_600_000,
                     "clusterUnreachableSinceUnixMillis": null,
                     "clusterError": ""
                 },
@@ -445,6 +460,7 @@ onprem      yes        1s         2/2      0            0.1.0          unreachab
                     "assignments": 1,
                     "spokeVersion": "",
                     "refusedStreams": 0,
+                    "certificateNotAfterUnixMillis": null,
                     "clusterUnreachableSinceUnixMillis": null,
                     "clusterError": ""
                 },
@@ -457,6 +473,7 @@ onprem      yes        1s         2/2      0            0.1.0          unreachab
                     "assignments": 0,
                     "spokeVersion": "0.1.0",
                     "refusedStreams": 2,
+                    "certificateNotAfterUnixMillis": NOW - 3_600_000,
                     "clusterUnreachableSinceUnixMillis": NOW - 42_000,
                     "clusterError": "connection refused"
                 }

@@ -98,6 +98,7 @@ pub(super) fn sample() -> (MiniClusterSnapshot, ListSpokesResponse) {
                 acknowledged_version: 3,
                 assignments: 1,
                 spoke_version: "0.1.0".into(),
+                certificate_not_after_unix_millis: NOW + 364 * 86_400_000 + 3_600_000,
                 ..Default::default()
             },
             SpokeInfo {
@@ -121,6 +122,7 @@ pub(super) fn sample() -> (MiniClusterSnapshot, ListSpokesResponse) {
                 cluster_unreachable_since_unix_millis: NOW - 42_000,
                 cluster_error: "connection refused".into(),
                 refused_streams: 2,
+                certificate_not_after_unix_millis: NOW - 3_600_000,
             },
         ],
     };

@@ -146,6 +146,9 @@ pub struct SpokeView {
     /// Watch streams refused under its name because it held one already (since the hub
     /// started): more than a few means a second holder of its certificate.
     pub refused_streams: u64,
+    /// When the certificate it last connected with expires, Unix milliseconds; `null` if
+    /// unknown.
+    pub certificate_not_after_unix_millis: Option<i64>,
 }
 
 fn millis(value: i64) -> Option<i64> {
@@ -191,6 +194,7 @@ pub fn view(snapshot: &MiniClusterSnapshot, spokes: &ListSpokesResponse) -> Stat
                 ),
                 cluster_error: s.cluster_error.clone(),
                 refused_streams: s.refused_streams,
+                certificate_not_after_unix_millis: millis(s.certificate_not_after_unix_millis),
             })
             .collect(),
     }

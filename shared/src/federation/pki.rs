@@ -229,6 +229,20 @@ pub fn identity_from_der(cert_der: &[u8]) -> Result<Identity, IdentityError> {
     }
 }
 
+/// When a DER certificate stops being valid (its `notAfter`), Unix seconds; `None` when
+/// it does not parse.
+pub fn not_after_unix(cert_der: &[u8]) -> Option<i64> {
+    use x509_parser::prelude::FromDer as _;
+    let (_, cert) = x509_parser::certificate::X509Certificate::from_der(cert_der).ok()?;
+    Some(cert.validity().not_after.timestamp())
+}
+
+/// [`not_after_unix`] of the first certificate of a PEM text.
+pub fn not_after_of_pem(cert_pem: &str) -> Option<i64> {
+    let (_, pem) = x509_parser::pem::parse_x509_pem(cert_pem.as_bytes()).ok()?;
+    not_after_unix(&pem.contents)
+}
+
 /// The identity in the first certificate of a PEM string (see [`identity_from_der`]).
 pub fn identity_from_pem(cert_pem: &str) -> Result<Identity, IdentityError> {
     let der = CertificateDer::pem_slice_iter(cert_pem.as_bytes())

@@ -220,6 +220,18 @@ mod tests {
             crate::federation::identity_from_der(der).unwrap(),
             crate::federation::Identity::admin("ops").unwrap()
         );
+        // Its expiry, as the hub and the spoke read it for their metrics.
+        let not_after = crate::federation::pki::not_after_unix(der).unwrap();
+        let now = time::OffsetDateTime::now_utc().unix_timestamp();
+        assert!(
+            (now + 29 * 86_400..=now + 31 * 86_400).contains(&not_after),
+            "{not_after} is about 30 days from {now}"
+        );
+        assert_eq!(
+            crate::federation::pki::not_after_of_pem(&cert.cert_pem),
+            Some(not_after)
+        );
+        assert_eq!(crate::federation::pki::not_after_unix(b"junk"), None);
     }
 
     #[test]
