@@ -161,8 +161,9 @@ async fn names_taken_in_the_burst_cluster_are_refused_and_other_spokes_objects_s
 /// edit of the policy that still refuses its image says `ImageNotAllowed`; one that
 /// admits it starts the waiting burst without anyone touching the MiniCluster; the
 /// policy's broker ceiling holds against `flux-hub burst scale` (the Job keeps its size,
-/// the status says `TooManyBrokers` with the admitted size); with no policy at all the
-/// spoke says so and keeps what runs.
+/// the status says `TooManyBrokers` with the admitted size); admins scoped to another
+/// namespace or to reading cannot scale it; with no policy at all the spoke says so and
+/// keeps what runs.
 #[tokio::test]
 #[ignore = "needs two clusters: KUBECONFIG and SPOKE_KUBECONFIG (scripts/e2e.sh)"]
 async fn the_spoke_policy_decides_what_runs_in_the_burst_cluster() {
@@ -987,6 +988,49 @@ async fn spoke_policy(env: &TestEnv, fed: &Federation) -> Result<()> {
         },
     )
     .await?;
+
+    // 4b. Admin scopes: an admin of another namespace may not scale this burst, and a
+    //     read-only one may look but not scale; nothing changes.
+    let hub = tokio::task::spawn_blocking(support::hub_binary).await??;
+    for (admin, extra) in [
+        ("other-team", vec!["--admin-namespace", "somewhere-else"]),
+        ("viewer", vec!["--admin-permission", "read"]),
+    ] {
+        let issued = tokio::process::Command::new(&hub)
+            .arg("certs")
+            .arg("--out")
+            .arg(&fed.certs)
+            .args(["--admin", admin])
+            .args(&extra)
+            .output()
+            .await?;
+        ensure!(
+            issued.status.success(),
+            "flux-hub certs --admin {admin}: {}",
+            String::from_utf8_lossy(&issued.stderr)
+        );
+        let minicluster = format!("{}/{NAME}", env.ns);
+        let out = fed
+            .admin_command_as(admin, &["burst", "scale", &minicluster, &burst, "1"])
+            .await?;
+        let said = String::from_utf8_lossy(&out.stderr).to_string();
+        ensure!(
+            !out.status.success() && said.contains(&format!("admin {admin} may not scale")),
+            "admin {admin} must not scale {minicluster}: {said}"
+        );
+    }
+    let out = fed
+        .admin_command_as("viewer", &["status", "--namespace", &env.ns, "-o", "json"])
+        .await?;
+    ensure!(
+        out.status.success(),
+        "a read-only admin reads: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    ensure!(
+        env.api::<MiniCluster>().get(NAME).await?.spec.bursts()[0].size == BURST_SIZE + 1,
+        "the refused admins changed nothing"
+    );
 
     // 5. No policy at all: nothing new is admitted, what runs is kept.
     env.set_spoke_policy_of(spoke, None).await?;

@@ -1320,13 +1320,23 @@ impl Federation {
 
     /// Runs the admin command `flux-hub WORDS... ARGS...` with the admin certificate.
     async fn admin_command(&self, words: &[&str]) -> Result<std::process::Output> {
+        self.admin_command_as(ADMIN, words).await
+    }
+
+    /// Runs the admin command `flux-hub WORDS... ARGS...` with the certificate of admin
+    /// `admin` (`admin-<admin>.crt` in [`Federation::certs`]).
+    pub async fn admin_command_as(
+        &self,
+        admin: &str,
+        words: &[&str],
+    ) -> Result<std::process::Output> {
         let hub = tokio::task::spawn_blocking(hub_binary).await??;
         let mut cmd = Command::new(hub);
         cmd.args(words)
             .args(["--hub", &self.hub_url(), "--hub-domain", "localhost"])
             .args(["--ca", &self.file("ca.crt")])
-            .args(["--cert", &self.file(&format!("admin-{ADMIN}.crt"))])
-            .args(["--key", &self.file(&format!("admin-{ADMIN}.key"))])
+            .args(["--cert", &self.file(&format!("admin-{admin}.crt"))])
+            .args(["--key", &self.file(&format!("admin-{admin}.key"))])
             .env_remove("FLUX_HUB")
             .env_remove("FLUX_CA")
             .env_remove("FLUX_CERT")
@@ -1387,9 +1397,6 @@ impl Federation {
     }
 }
 
-/// Runs one two-cluster test: like [`run`] without a hub, then issues certificates and
-/// starts the hub (with its gRPC server) and a spoke named `spoke` against
-/// `SPOKE_KUBECONFIG`. Fails without `KUBECONFIG` or `SPOKE_KUBECONFIG`.
 /// Writes (or, with `None`, deletes) the spoke policy ConfigMap of a burst cluster, in
 /// the namespace a spoke process of these tests runs as (`flux-spoke-system`, created
 /// when missing).
@@ -1442,6 +1449,9 @@ pub async fn write_spoke_policy(client: &Client, policy: Option<&str>) -> Result
     Ok(())
 }
 
+/// Runs one two-cluster test: like [`run`] without a hub, then issues certificates and
+/// starts the hub (with its gRPC server) and a spoke named `spoke` against
+/// `SPOKE_KUBECONFIG`. Fails without `KUBECONFIG` or `SPOKE_KUBECONFIG`.
 pub async fn run_federated(
     test: &'static str,
     spoke: &str,
