@@ -133,7 +133,7 @@ pub async fn run(opts: &UnjoinOptions, out: &mut dyn Write) -> anyhow::Result<()
     }
     writeln!(
         out,
-        "spoke {} uninstalled and forgotten by the hub (its certificate stays in {})",
+        "spoke {} uninstalled and forgotten by the hub; its certificate is no longer pinned there, so the hub refuses it (the files stay in {})",
         opts.name,
         opts.federation.certs.display()
     )?;
