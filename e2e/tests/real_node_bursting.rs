@@ -91,10 +91,17 @@ async fn node_ip(client: &kube::Client) -> Result<String> {
         .await?
         .items
         .iter()
-        .flat_map(|n| n.status.iter().flat_map(|s| s.addresses.iter().flatten()))
+        .find_map(internal_ip)
+        .context("the root cluster has no real node with an InternalIP")
+}
+
+/// A node's InternalIP.
+fn internal_ip(node: &Node) -> Option<String> {
+    node.status
+        .iter()
+        .flat_map(|s| s.addresses.iter().flatten())
         .find(|a| a.type_ == "InternalIP")
         .map(|a| a.address.clone())
-        .context("the root cluster has no real node with an InternalIP")
 }
 
 /// Runs one quickstart command with bash in `dir`, `flux-hub` first on the PATH and no
@@ -379,13 +386,7 @@ async fn the_quickstart_then_eight_brokers_over_three_real_clusters_survive_a_hu
         // The root cluster has two nodes: the address is the InternalIP of the one the lead
         // broker's pod runs on.
         let lead_node = lead_endpoint.node.clone().context("the lead broker's node")?;
-        let node: Node = Api::all(env.client.clone()).get(&lead_node).await?;
-        let internal = node
-            .status
-            .iter()
-            .flat_map(|s| s.addresses.iter().flatten())
-            .find(|a| a.type_ == "InternalIP")
-            .map(|a| a.address.clone());
+        let internal = internal_ip(&Api::<Node>::all(env.client.clone()).get(&lead_node).await?);
         ensure!(
             internal.as_deref() == Some(lead_endpoint.address.as_str())
                 && (30000..=32767).contains(&lead_endpoint.port),

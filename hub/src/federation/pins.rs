@@ -63,7 +63,6 @@ impl PinStore {
             let mut events = std::pin::pin!(events);
             // A (re)listing is gathered whole before it replaces what is known.
             let mut listing: Option<BTreeMap<String, String>> = None;
-            let mut listed_any = false;
             while let Some(event) = events.next().await {
                 let set = |k: Known| {
                     *known.write().unwrap_or_else(PoisonError::into_inner) = k;
@@ -72,17 +71,12 @@ impl PinStore {
                 match event {
                     Ok(watcher::Event::Init) => {
                         listing = None;
-                        listed_any = false;
                     }
                     Ok(watcher::Event::InitApply(cm)) => {
                         listing = Some(cm.data.unwrap_or_default());
-                        listed_any = true;
                     }
                     Ok(watcher::Event::InitDone) => {
-                        set(match (listed_any, listing.take()) {
-                            (true, Some(pins)) => Known::Pins(pins),
-                            _ => Known::Missing,
-                        });
+                        set(listing.take().map_or(Known::Missing, Known::Pins));
                     }
                     Ok(watcher::Event::Apply(cm)) => set(Known::Pins(cm.data.unwrap_or_default())),
                     Ok(watcher::Event::Delete(_)) => set(Known::Missing),

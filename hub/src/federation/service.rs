@@ -96,19 +96,21 @@ impl Services {
         Ok((admin, scope))
     }
 
-    /// The calling spoke's name, from a certificate that is the one pinned for it.
-    fn pinned_spoke<T>(&self, request: &Request<T>) -> Result<String, Status> {
+    /// The calling spoke's name and its certificate (DER; `None` in insecure development),
+    /// which must be the one pinned for it.
+    fn pinned_spoke<T>(&self, request: &Request<T>) -> Result<(String, Option<Vec<u8>>), Status> {
         let spoke = self.auth.require_spoke(request)?;
-        let certs = request.peer_certs();
-        let leaf = certs.as_deref().and_then(|c| c.first());
-        if let Err(status) = self.pins.check(&spoke, leaf.map(|c| c.as_ref())) {
+        let leaf = request
+            .peer_certs()
+            .and_then(|c| c.first().map(|c| c.as_ref().to_vec()));
+        if let Err(status) = self.pins.check(&spoke, leaf.as_deref()) {
             if status.code() == tonic::Code::PermissionDenied {
                 self.metrics.spoke_certificate_refused();
                 warn!(%spoke, reason = %status.message(), "spoke certificate refused");
             }
             return Err(status);
         }
-        Ok(spoke)
+        Ok((spoke, leaf))
     }
 
     /// Change MiniClusters of `namespace` only (the hub's `--namespace`); `None`: any.
@@ -143,10 +145,7 @@ impl Spoke for Services {
         &self,
         request: Request<WatchRequest>,
     ) -> Result<Response<Self::WatchStream>, Status> {
-        let spoke = self.pinned_spoke(&request)?;
-        let leaf = request
-            .peer_certs()
-            .and_then(|c| c.first().map(|c| c.as_ref().to_vec()));
+        let (spoke, leaf) = self.pinned_spoke(&request)?;
         let not_after = leaf
             .as_deref()
             .and_then(flux_shared::federation::pki::not_after_unix);
@@ -208,7 +207,7 @@ impl Spoke for Services {
         &self,
         request: Request<ReportRequest>,
     ) -> Result<Response<ReportResponse>, Status> {
-        let spoke = self.pinned_spoke(&request)?;
+        let (spoke, _) = self.pinned_spoke(&request)?;
         let req = request.into_inner();
         let _span = info_span!("report", %spoke, applied_version = req.applied_version).entered();
         if !self.reports.allow(&spoke, std::time::Instant::now()) {
