@@ -1213,6 +1213,13 @@ async fn join(env: &TestEnv, fed: &Federation) -> Result<()> {
     let name = format!("joined-{suffix}");
     let kubeconfig = std::env::var("SPOKE_KUBECONFIG").context("SPOKE_KUBECONFIG")?;
     let hub = tokio::task::spawn_blocking(support::hub_binary).await??;
+    // The test's namespace only, at the Pod Security level a burst's pods meet (join
+    // creates it with that level).
+    let policy_file = support::log_file(&format!("{}-join-policy.yaml", env.ns))?;
+    std::fs::write(
+        &policy_file,
+        format!("namespaces:\n- name: {}\n  podSecurity: baseline\n", env.ns),
+    )?;
     let join = |wait: bool| {
         let mut cmd = tokio::process::Command::new(&hub);
         cmd.args(["join", &name, "--kubeconfig", &kubeconfig, "--certs"])
@@ -1226,7 +1233,8 @@ async fn join(env: &TestEnv, fed: &Federation) -> Result<()> {
                 "json",
             ])
             .args(["--timeout-seconds", "60", &format!("--wait={wait}")])
-            .args(["--allow-namespace", &env.ns])
+            .arg("--policy")
+            .arg(&policy_file)
             .kill_on_drop(true);
         cmd
     };
@@ -1240,6 +1248,12 @@ async fn join(env: &TestEnv, fed: &Federation) -> Result<()> {
             .delete("flux-spoke", &dp)
             .await;
         let _ = Api::<ClusterRoleBinding>::all(client.clone())
+            .delete("flux-spoke", &dp)
+            .await;
+        let _ = Api::<k8s_openapi::api::rbac::v1::RoleBinding>::namespaced(client.clone(), &env.ns)
+            .delete("flux-spoke", &dp)
+            .await;
+        let _ = Api::<k8s_openapi::api::rbac::v1::Role>::namespaced(client.clone(), &env.ns)
             .delete("flux-spoke", &dp)
             .await;
     };
@@ -1286,38 +1300,46 @@ async fn join(env: &TestEnv, fed: &Federation) -> Result<()> {
             !wrong.status.success() && said.contains(&format!("refusing to unjoin spoke {other}")),
             "unjoin of another spoke must be refused, even with --force: {said}"
         );
-        // The spoke's service account has every permission the spoke uses, cluster-wide.
+        // The spoke's service account has every permission the spoke uses in the one
+        // namespace the policy names (a Role there), reads that namespace by name, and
+        // nothing else: no other namespace, no namespace creation.
+        let account = ("flux-spoke-system", "flux-spoke");
         let mut missing = Vec::new();
-        for (group, resource, verbs) in flux_spoke::cluster::REQUIRED {
+        let mut beyond = Vec::new();
+        for (group, resource, verbs) in flux_shared::federation::spoke_rbac::NAMESPACED_REQUIRED {
             for verb in *verbs {
-                let allowed = support::service_account_can(
-                    &client,
-                    ("flux-spoke-system", "flux-spoke"),
-                    group,
-                    resource,
-                    verb,
-                    "some-team",
-                )
-                .await?;
-                if !allowed {
-                    missing.push(format!("{verb} {group}/{resource}"));
+                if !support::service_account_can(&client, account, group, resource, verb, &env.ns)
+                    .await?
+                {
+                    missing.push(format!("{verb} {group}/{resource} in {}", env.ns));
+                }
+                if support::service_account_can(&client, account, group, resource, verb, "some-team")
+                    .await?
+                {
+                    beyond.push(format!("{verb} {group}/{resource} in some-team"));
                 }
             }
         }
+        for (verb, name) in [("get", "some-team"), ("create", env.ns.as_str()), ("list", "")] {
+            if support::service_account_can_on(&client, account, "", "namespaces", verb, "", name)
+                .await?
+            {
+                beyond.push(format!("{verb} namespaces {name}"));
+            }
+        }
+        if !support::service_account_can_on(&client, account, "", "namespaces", "get", "", &env.ns)
+            .await?
+        {
+            missing.push(format!("get namespace {}", env.ns));
+        }
         ensure!(
-            missing.is_empty(),
-            "the spoke's installed RBAC lacks: {missing:?}"
+            missing.is_empty() && beyond.is_empty(),
+            "the spoke's RBAC from join's policy for {}: lacks {missing:?}; grants too much: {beyond:?}",
+            env.ns
         );
         ensure!(
-            !support::service_account_can(
-                &client,
-                ("flux-spoke-system", "flux-spoke"),
-                "",
-                "pods/exec",
-                "create",
-                "some-team"
-            )
-            .await?,
+            !support::service_account_can(&client, account, "", "pods/exec", "create", &env.ns)
+                .await?,
             "the spoke must not exec into pods"
         );
         // It reads its policy in its own namespace, and nowhere else.
@@ -1362,8 +1384,8 @@ async fn join(env: &TestEnv, fed: &Federation) -> Result<()> {
         )?;
         ensure!(
             policy.namespace_rule(&env.ns).is_some() && policy.namespace_rule("other").is_none(),
-            "join --allow-namespace {} wrote {policy:?}",
-            env.ns
+            "join --policy {} wrote {policy:?}",
+            policy_file.display()
         );
         let secret = secrets.get("flux-spoke-tls").await?;
         let settings = config
@@ -1386,11 +1408,35 @@ async fn join(env: &TestEnv, fed: &Federation) -> Result<()> {
                 .with_context(|| format!("flux-spoke-tls has no {key}"))?;
             std::fs::write(dir.join(key), &bytes.0)?;
         }
+        // The spoke acts where the Deployment join wrote says: in the policy's namespace.
+        let deployment = Api::<k8s_openapi::api::apps::v1::Deployment>::namespaced(
+            client.clone(),
+            "flux-spoke-system",
+        )
+        .get("flux-spoke")
+        .await?;
+        let scope = deployment
+            .spec
+            .and_then(|s| s.template.spec)
+            .and_then(|s| s.containers.into_iter().next())
+            .and_then(|c| c.args)
+            .unwrap_or_default()
+            .into_iter()
+            .find(|a| a.starts_with("--namespaces="))
+            .context("join's Deployment runs the spoke without --namespaces")?;
+        ensure!(
+            scope == format!("--namespaces={}", env.ns),
+            "the spoke acts in the policy's namespace only: {scope}"
+        );
+        // And it runs as the account join made, with nothing but join's RBAC.
+        let as_spoke = support::log_file(&format!("{}-joined-spoke.kubeconfig", env.ns))?;
+        support::service_account_kubeconfig(&kubeconfig, ("flux-spoke-system", "flux-spoke"), &as_spoke)
+            .await?;
         let spoke_bin = tokio::task::spawn_blocking(support::spoke_binary).await??;
         let log =
             std::fs::File::create(support::log_file(&format!("{}-joined-spoke.log", env.ns))?)?;
         let mut spoke = tokio::process::Command::new(spoke_bin)
-            .env("KUBECONFIG", &kubeconfig)
+            .env("KUBECONFIG", &as_spoke)
             .args([
                 "run",
                 "--hub",
@@ -1404,6 +1450,7 @@ async fn join(env: &TestEnv, fed: &Federation) -> Result<()> {
                 "--metrics-addr",
                 "127.0.0.1:0",
             ])
+            .arg(&scope)
             .arg("--ca")
             .arg(dir.join("ca.crt"))
             .arg("--cert")
@@ -1430,6 +1477,55 @@ async fn join(env: &TestEnv, fed: &Federation) -> Result<()> {
             "join again: connected and nothing changed: {result}"
         );
         eprintln!("{}: spoke {name} joined and connected", env.ns);
+
+        // A burst runs there under join's per-namespace RBAC alone: its objects are made,
+        // and deleted with the MiniCluster.
+        env.apply_minicluster(&minicluster(
+            &burst_name(&env.ns),
+            &name,
+            lead_address_override().as_deref(),
+        ))
+        .await?;
+        let burst_jobs: Api<Job> = Api::namespaced(client.clone(), &env.ns);
+        let spoke_made = ListParams::default().labels("app.kubernetes.io/managed-by=flux-spoke");
+        env.eventually(
+            "the joined spoke, as its service account, to create the burst's Job",
+            objects_deadline(),
+            async || {
+                let jobs = burst_jobs.list_metadata(&spoke_made).await?;
+                Ok(if jobs.items.is_empty() {
+                    Probe::Waiting("no Job yet".into())
+                } else {
+                    Probe::Done(())
+                })
+            },
+        )
+        .await?;
+        env.api::<MiniCluster>()
+            .delete(NAME, &DeleteParams::background())
+            .await?;
+        env.eventually(
+            "the MiniCluster and its burst's Job gone",
+            objects_deadline(),
+            async || {
+                let mc = env.api::<MiniCluster>().get_opt(NAME).await?;
+                let jobs = burst_jobs.list_metadata(&spoke_made).await?;
+                Ok(if mc.is_none() && jobs.items.is_empty() {
+                    Probe::Done(())
+                } else {
+                    Probe::Waiting(format!(
+                        "MiniCluster there: {}, Jobs: {}",
+                        mc.is_some(),
+                        jobs.items.len()
+                    ))
+                })
+            },
+        )
+        .await?;
+        eprintln!(
+            "{}: a burst ran and was deleted under join's per-namespace RBAC",
+            env.ns
+        );
 
         // join pinned the spoke's certificate; --rotate pins a new one, and the old one is
         // refused from then on (its open stream ends too).
@@ -1562,8 +1658,19 @@ async fn join(env: &TestEnv, fed: &Federation) -> Result<()> {
                 && Api::<ClusterRole>::all(client.clone())
                     .get_opt("flux-spoke")
                     .await?
+                    .is_none()
+                && Api::<k8s_openapi::api::rbac::v1::Role>::namespaced(client.clone(), &env.ns)
+                    .get_opt("flux-spoke")
+                    .await?
                     .is_none(),
-            "unjoin leaves nothing of the install"
+            "unjoin leaves nothing of the install, the Role in the burst namespace included"
+        );
+        ensure!(
+            Api::<Namespace>::all(client.clone())
+                .get_opt(&env.ns)
+                .await?
+                .is_some(),
+            "unjoin leaves the burst namespace join created (it may hold more than bursts)"
         );
         let status = fed.hub_status(&env.ns).await?;
         let spokes: Vec<&str> = status["spokes"]

@@ -4,7 +4,7 @@
 //! with the image and the spoke's settings filled in. Pure: objects in, objects out; the
 //! commands apply them.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
 use serde_json::{Value, json};
@@ -127,16 +127,122 @@ pub struct SpokeSettings {
     pub hub_domain: String,
 }
 
-/// A spoke's objects: the `deploy/spoke/` manifests with its settings and `image` (when
-/// given), and the TLS Secret holding the CA and the spoke's certificate and key.
+/// Where a spoke's RBAC lets it act.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SpokeRbac {
+    /// Every namespace: the ClusterRole of `deploy/spoke/rbac.yaml`
+    /// ([`flux_shared::federation::spoke_rbac::REQUIRED`]); the spoke creates the namespaces it needs.
+    ClusterWide,
+    /// These namespaces only: a Role in each ([`flux_shared::federation::spoke_rbac::NAMESPACED_REQUIRED`]),
+    /// and a ClusterRole that reads just these namespaces by name
+    /// ([`flux_shared::federation::spoke_rbac::NAMESPACE_READ`]); the spoke runs with `--namespaces`.
+    Namespaces(BTreeSet<String>),
+}
+
+/// Name of every RBAC object of the spoke's permissions (ClusterRole, ClusterRoleBinding,
+/// and the per-namespace Roles and RoleBindings).
+pub const SPOKE_RBAC_NAME: &str = "flux-spoke";
+
+/// Label of the Roles and RoleBindings `join` makes in burst namespaces (so that a later
+/// `join` or `unjoin` finds them, and nothing else, to delete).
+pub const SPOKE_ROLE_LABEL: &str = "flux-framework.org/spoke-rbac";
+
+fn rbac_rules(permissions: &[flux_shared::federation::spoke_rbac::Permission]) -> Value {
+    permissions
+        .iter()
+        .map(|(group, resource, verbs)| {
+            json!({"apiGroups": [group], "resources": [resource], "verbs": verbs})
+        })
+        .collect()
+}
+
+fn spoke_labels(extra: Option<(&str, &str)>) -> Value {
+    let mut labels = json!({
+        "app.kubernetes.io/name": "flux-spoke",
+        "app.kubernetes.io/part-of": "flux-operator",
+    });
+    if let Some((k, v)) = extra {
+        labels[k] = json!(v);
+    }
+    labels
+}
+
+/// The Role and RoleBinding that let the spoke act in `namespace`.
+pub fn spoke_namespace_rbac(namespace: &str) -> [Value; 2] {
+    let labels = spoke_labels(Some((SPOKE_ROLE_LABEL, "namespace")));
+    [
+        json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "Role",
+            "metadata": {"name": SPOKE_RBAC_NAME, "namespace": namespace, "labels": labels},
+            "rules": rbac_rules(flux_shared::federation::spoke_rbac::NAMESPACED_REQUIRED),
+        }),
+        json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "RoleBinding",
+            "metadata": {"name": SPOKE_RBAC_NAME, "namespace": namespace, "labels": labels},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": SPOKE_RBAC_NAME},
+            "subjects": [{"kind": "ServiceAccount", "name": "flux-spoke", "namespace": SPOKE_NAMESPACE}],
+        }),
+    ]
+}
+
+/// Narrows the spoke's manifests to `namespaces`: the ClusterRole reads those namespaces
+/// by name and nothing else, a Role and RoleBinding follow the ClusterRoleBinding for each,
+/// and the spoke runs with `--namespaces`.
+fn narrow_to(objects: &mut Vec<Value>, namespaces: &BTreeSet<String>) {
+    let (group, resource, verbs) = flux_shared::federation::spoke_rbac::NAMESPACE_READ;
+    // An empty resourceNames would grant every namespace: no namespace, no rule.
+    let rules: Vec<Value> = if namespaces.is_empty() {
+        vec![]
+    } else {
+        vec![
+            json!({"apiGroups": [group], "resources": [resource], "verbs": verbs,
+                    "resourceNames": namespaces}),
+        ]
+    };
+    let mut at = objects.len();
+    for (i, o) in objects.iter_mut().enumerate() {
+        let name = o["metadata"]["name"].as_str() == Some(SPOKE_RBAC_NAME);
+        if name && o["kind"] == "ClusterRole" {
+            o["rules"] = json!(rules);
+        }
+        if name && o["kind"] == "ClusterRoleBinding" {
+            at = i + 1;
+        }
+        if o["kind"] == "Deployment" && o["metadata"]["name"] == "flux-spoke" {
+            let list = namespaces.iter().cloned().collect::<Vec<_>>().join(",");
+            if let Some(containers) = o["spec"]["template"]["spec"]["containers"].as_array_mut() {
+                for c in containers {
+                    if let Some(args) = c["args"].as_array_mut() {
+                        args.push(json!(format!("--namespaces={list}")));
+                    }
+                }
+            }
+        }
+    }
+    let roles: Vec<Value> = namespaces
+        .iter()
+        .flat_map(|ns| spoke_namespace_rbac(ns))
+        .collect();
+    objects.splice(at..at, roles);
+}
+
+/// A spoke's objects: the `deploy/spoke/` manifests with its settings, its `rbac` and
+/// `image` (when given), and the TLS Secret holding the CA and the spoke's certificate and
+/// key. The namespaces of [`SpokeRbac::Namespaces`] must exist before these are applied.
 pub fn spoke_objects(
     settings: &SpokeSettings,
     image: Option<&str>,
+    rbac: &SpokeRbac,
     ca_pem: &str,
     cert_pem: &str,
     key_pem: &str,
 ) -> Result<Vec<Value>, ManifestError> {
     let mut objects = documents(SPOKE_MANIFESTS)?;
+    if let SpokeRbac::Namespaces(namespaces) = rbac {
+        narrow_to(&mut objects, namespaces);
+    }
     for o in &mut objects {
         if o["kind"] == "ConfigMap" && o["metadata"]["name"] == "flux-spoke-config" {
             o["data"] = json!({
@@ -426,19 +532,24 @@ mod tests {
     #[test]
     fn every_object_is_of_a_kind_the_installer_knows() {
         let hub = hub_objects(Some("img:1"), "CA", "CERT", "KEY").expect("hub");
-        let spoke = spoke_objects(
-            &SpokeSettings {
-                name: "gke".into(),
-                hub_url: "https://hub.example.org:8443".into(),
-                hub_domain: "hub.example.org".into(),
-            },
-            Some("img:2"),
+        let settings = SpokeSettings {
+            name: "gke".into(),
+            hub_url: "https://hub.example.org:8443".into(),
+            hub_domain: "hub.example.org".into(),
+        };
+        let rbac = SpokeRbac::Namespaces(["team".to_string()].into());
+        let spoke =
+            spoke_objects(&settings, Some("img:2"), &rbac, "CA", "CERT", "KEY").expect("spoke");
+        let wide = spoke_objects(
+            &settings,
+            None,
+            &SpokeRbac::ClusterWide,
             "CA",
             "CERT",
             "KEY",
         )
         .expect("spoke");
-        for o in hub.iter().chain(&spoke) {
+        for o in hub.iter().chain(&spoke).chain(&wide) {
             let (_, namespaced) = resource_of(o).unwrap_or_else(|| panic!("{}", describe(o)));
             assert_eq!(
                 namespaced,

@@ -25,7 +25,9 @@ use crate::admin_client::{HubEndpoint, HubOptions};
 use crate::certs_cmd::{self, CertsOptions};
 use crate::cli::Format;
 use crate::init_cmd::{Applied, ClusterOptions, apply_all, wait_available};
-use crate::install::{self, InstalledSpoke, SPOKE_CONFIG, SPOKE_NAMESPACE, SpokeSettings};
+use crate::install::{
+    self, InstalledSpoke, SPOKE_CONFIG, SPOKE_NAMESPACE, SpokeRbac, SpokeSettings,
+};
 
 /// Name of the admin certificate `join` issues for itself to ask the hub.
 const JOIN_ADMIN: &str = "flux-hub-join";
@@ -124,6 +126,12 @@ pub struct JoinOptions {
     /// before anything is applied.
     #[arg(long, value_name = "FILE")]
     pub policy: Option<PathBuf>,
+    /// Grant the spoke its permissions in every namespace (a ClusterRole; it then creates
+    /// the namespaces bursts need) instead of a Role in each namespace the policy names
+    /// (which join creates when missing). Needed when the policy admits namespaces by
+    /// prefix.
+    #[arg(long)]
+    pub cluster_wide_rbac: bool,
     /// Issue a new certificate for the spoke (the spoke restarts with it).
     #[arg(long)]
     pub rotate: bool,
@@ -155,6 +163,9 @@ pub struct JoinResult {
     pub connected: bool,
     /// The spoke's version as the hub saw it, when connected.
     pub spoke_version: Option<String>,
+    /// The namespaces the spoke's RBAC covers; `None`: every namespace
+    /// (`--cluster-wide-rbac`).
+    pub rbac_namespaces: Option<Vec<String>>,
 }
 
 /// The spoke's certificate and key (issued when missing or with `--rotate`), and the CA.
@@ -368,6 +379,136 @@ pub fn requested_policy(opts: &JoinOptions) -> anyhow::Result<Option<SpokePolicy
     Ok(Some(policy))
 }
 
+/// The spoke's RBAC for `policy` (the one join writes, or the installed one): a Role in
+/// each namespace the policy names, or every namespace when the owner asks for it
+/// (`cluster_wide`). A policy admitting namespaces by prefix cannot be granted namespace
+/// by namespace, and is refused without `--cluster-wide-rbac`.
+pub fn spoke_rbac(policy: Option<&SpokePolicy>, cluster_wide: bool) -> anyhow::Result<SpokeRbac> {
+    if cluster_wide {
+        return Ok(SpokeRbac::ClusterWide);
+    }
+    let Some(policy) = policy else {
+        return Ok(SpokeRbac::Namespaces(Default::default()));
+    };
+    let names = policy.granted_namespaces().map_err(|prefixes| {
+        anyhow::anyhow!(
+            "the policy admits namespaces by prefix ({}), and RBAC cannot grant those one by one: name the namespaces in the policy, or pass --cluster-wide-rbac to let the spoke act in every namespace",
+            prefixes.join(", ")
+        )
+    })?;
+    if names.contains(SPOKE_NAMESPACE) {
+        bail!(
+            "the policy names {SPOKE_NAMESPACE}, the spoke's own namespace, where no burst may run"
+        );
+    }
+    Ok(SpokeRbac::Namespaces(names))
+}
+
+/// Creates each namespace of `rbac` that does not exist, with the Pod Security level the
+/// policy gives it (`restricted` by default), so that the spoke's Roles have somewhere to
+/// live. A namespace that exists is left exactly as it is.
+async fn create_namespaces(
+    client: &kube::Client,
+    rbac: &SpokeRbac,
+    policy: Option<&SpokePolicy>,
+) -> anyhow::Result<()> {
+    use k8s_openapi::api::core::v1::Namespace;
+    let SpokeRbac::Namespaces(names) = rbac else {
+        return Ok(());
+    };
+    let api: Api<Namespace> = Api::all(client.clone());
+    for name in names {
+        let level = policy
+            .and_then(|p| p.namespace_rule(name))
+            .and_then(|r| r.pod_security)
+            .unwrap_or_default();
+        let ns = Namespace {
+            metadata: kube::api::ObjectMeta {
+                name: Some(name.clone()),
+                labels: Some(flux_shared::federation::spoke_rbac::namespace_labels(level)),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        match api.create(&kube::api::PostParams::default(), &ns).await {
+            Ok(_) => eprintln!("Namespace {name}: created (Pod Security {level})"),
+            Err(kube::Error::Api(status)) if status.code == 409 => {
+                eprintln!("Namespace {name}: exists (left as it is)");
+            }
+            Err(e) => return Err(e).with_context(|| format!("creating namespace {name}")),
+        }
+    }
+    Ok(())
+}
+
+/// Deletes the spoke's per-namespace Roles and RoleBindings outside `keep` (all of them
+/// when `keep` is `None`): what an earlier `join` granted and the policy no longer names.
+pub async fn delete_namespace_rbac(
+    client: &kube::Client,
+    keep: Option<&std::collections::BTreeSet<String>>,
+) -> anyhow::Result<()> {
+    use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
+    use kube::api::{DeleteParams, ListParams};
+    let selector = format!("{}=namespace", install::SPOKE_ROLE_LABEL);
+    let roles = Api::<Role>::all(client.clone())
+        .list_metadata(&ListParams::default().labels(&selector))
+        .await
+        .context("listing the spoke's Roles")?;
+    for role in roles.items {
+        let (Some(ns), Some(name)) = (role.metadata.namespace, role.metadata.name) else {
+            continue;
+        };
+        if name != install::SPOKE_RBAC_NAME || keep.is_some_and(|k| k.contains(&ns)) {
+            continue;
+        }
+        for (kind, result) in [
+            (
+                "RoleBinding",
+                Api::<RoleBinding>::namespaced(client.clone(), &ns)
+                    .delete(&name, &DeleteParams::default())
+                    .await
+                    .map(drop),
+            ),
+            (
+                "Role",
+                Api::<Role>::namespaced(client.clone(), &ns)
+                    .delete(&name, &DeleteParams::default())
+                    .await
+                    .map(drop),
+            ),
+        ] {
+            match result {
+                Ok(()) => eprintln!("{kind} {ns}/{name}: deleted (no longer granted)"),
+                Err(kube::Error::Api(s)) if s.code == 404 => {}
+                Err(e) => return Err(e).with_context(|| format!("deleting {kind} {ns}/{name}")),
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The policy installed in the burst cluster, if any; an installed policy that does not
+/// check is an error (join would derive the spoke's RBAC from it).
+async fn installed_policy(client: &kube::Client) -> anyhow::Result<Option<SpokePolicy>> {
+    let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), SPOKE_NAMESPACE);
+    let Some(cm) = config_maps
+        .get_opt(POLICY_CONFIGMAP)
+        .await
+        .with_context(|| format!("reading ConfigMap {SPOKE_NAMESPACE}/{POLICY_CONFIGMAP}"))?
+    else {
+        return Ok(None);
+    };
+    let text = cm
+        .data
+        .and_then(|mut d| d.remove(flux_shared::federation::policy::POLICY_KEY))
+        .unwrap_or_default();
+    SpokePolicy::parse(&text).map(Some).map_err(|e| {
+        anyhow::anyhow!(
+            "the installed policy (ConfigMap {SPOKE_NAMESPACE}/{POLICY_CONFIGMAP}) is not valid: {e}; fix it, or write a new one with --policy FILE or --allow-namespace"
+        )
+    })
+}
+
 /// Runs `flux-hub join`.
 pub async fn run(opts: &JoinOptions, out: &mut dyn Write) -> anyhow::Result<()> {
     flux_shared::federation::Identity::spoke(&opts.name)
@@ -395,22 +536,28 @@ pub async fn run(opts: &JoinOptions, out: &mut dyn Write) -> anyhow::Result<()> 
             opts.name
         );
     }
-    let mut objects = install::spoke_objects(&settings, opts.image.as_deref(), &ca, &cert, &key)?;
-    let has_policy = match &policy {
-        Some(p) => {
-            objects.push(install::spoke_policy_object(p));
-            true
-        }
-        None => {
-            let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), SPOKE_NAMESPACE);
-            config_maps
-                .get_opt(POLICY_CONFIGMAP)
-                .await
-                .with_context(|| format!("reading ConfigMap {SPOKE_NAMESPACE}/{POLICY_CONFIGMAP}"))?
-                .is_some()
-        }
+    let installed_policy = match &policy {
+        Some(_) => None,
+        None => installed_policy(&client).await?,
     };
+    let has_policy = policy.is_some() || installed_policy.is_some();
+    let effective = policy.as_ref().or(installed_policy.as_ref());
+    let rbac = spoke_rbac(effective, opts.cluster_wide_rbac)?;
+    let mut objects =
+        install::spoke_objects(&settings, opts.image.as_deref(), &rbac, &ca, &cert, &key)?;
+    if let Some(p) = &policy {
+        objects.push(install::spoke_policy_object(p));
+    }
+    create_namespaces(&client, &rbac, effective).await?;
     let applied = apply_all(&client, &objects).await?;
+    delete_namespace_rbac(
+        &client,
+        match &rbac {
+            SpokeRbac::Namespaces(names) => Some(names),
+            SpokeRbac::ClusterWide => None,
+        },
+    )
+    .await?;
     let timeout = Duration::from_secs(opts.timeout_seconds);
     let info = if opts.wait {
         wait_available(&client, SPOKE_NAMESPACE, "flux-spoke", timeout).await?;
@@ -423,6 +570,10 @@ pub async fn run(opts: &JoinOptions, out: &mut dyn Write) -> anyhow::Result<()> 
         applied,
         connected: info.is_some(),
         spoke_version: info.as_ref().map(|i| i.spoke_version.clone()),
+        rbac_namespaces: match &rbac {
+            SpokeRbac::Namespaces(names) => Some(names.iter().cloned().collect()),
+            SpokeRbac::ClusterWide => None,
+        },
     };
     match opts.output {
         Format::Json => writeln!(out, "{}", serde_json::to_string_pretty(&result)?)?,
@@ -441,7 +592,7 @@ pub async fn run(opts: &JoinOptions, out: &mut dyn Write) -> anyhow::Result<()> 
             match &policy {
                 Some(p) => writeln!(
                     out,
-                    "policy: bursts admitted from namespaces {} (at most {} brokers; edit ConfigMap {SPOKE_NAMESPACE}/{POLICY_CONFIGMAP} to change it)",
+                    "policy: bursts admitted from namespaces {} (at most {} brokers; to change it, edit ConfigMap {SPOKE_NAMESPACE}/{POLICY_CONFIGMAP}, then run join again to grant new namespaces)",
                     p.namespaces
                         .iter()
                         .map(|n| n.name.as_str())
@@ -457,6 +608,21 @@ pub async fn run(opts: &JoinOptions, out: &mut dyn Write) -> anyhow::Result<()> 
                     out,
                     "policy: none, so this spoke runs no burst; admit some with flux-hub join {} --allow-namespace NAMESPACE (or --policy FILE)",
                     opts.name
+                )?,
+            }
+            match &result.rbac_namespaces {
+                Some(names) if names.is_empty() => writeln!(
+                    out,
+                    "rbac: the spoke may act in no namespace (its policy names none)"
+                )?,
+                Some(names) => writeln!(
+                    out,
+                    "rbac: the spoke may act in namespaces {} only (a Role in each)",
+                    names.join(", ")
+                )?,
+                None => writeln!(
+                    out,
+                    "rbac: the spoke may act in every namespace (ClusterRole, --cluster-wide-rbac)"
                 )?,
             }
             match &info {
@@ -487,4 +653,40 @@ pub fn main(opts: &JoinOptions) -> ExitCode {
     crate::cli::run("flux-hub join", async |out| {
         run(opts, out).await.map_err(|e| format!("{e:#}"))
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_spokes_rbac_follows_the_policys_namespaces_and_is_cluster_wide_only_when_asked() {
+        let named = SpokePolicy::allowing(&["team".into(), "lab".into()]);
+        assert_eq!(
+            spoke_rbac(Some(&named), false).unwrap(),
+            SpokeRbac::Namespaces(["lab".to_string(), "team".to_string()].into())
+        );
+        assert_eq!(
+            spoke_rbac(Some(&named), true).unwrap(),
+            SpokeRbac::ClusterWide
+        );
+        assert_eq!(
+            spoke_rbac(None, false).unwrap(),
+            SpokeRbac::Namespaces(Default::default())
+        );
+        let prefixed = SpokePolicy::allowing(&["team".into(), "hpc-*".into()]);
+        let err = spoke_rbac(Some(&prefixed), false).unwrap_err().to_string();
+        assert!(
+            err.contains("by prefix (hpc-*)") && err.contains("--cluster-wide-rbac"),
+            "{err}"
+        );
+        assert_eq!(
+            spoke_rbac(Some(&prefixed), true).unwrap(),
+            SpokeRbac::ClusterWide
+        );
+        // The policy may name it (the spoke refuses such bursts); join grants nothing there.
+        let own = SpokePolicy::allowing(&[SPOKE_NAMESPACE.into()]);
+        let err = spoke_rbac(Some(&own), false).unwrap_err().to_string();
+        assert!(err.contains("the spoke's own namespace"), "{err}");
+    }
 }

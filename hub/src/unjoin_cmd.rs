@@ -200,6 +200,9 @@ async fn remove_install(opts: &UnjoinOptions, cluster: &kube::Client) -> anyhow:
             .map(drop),
         "ClusterRole flux-spoke",
     )?;
+    // The Roles join made in burst namespaces (the namespaces themselves stay: they may
+    // hold more than bursts).
+    crate::join_cmd::delete_namespace_rbac(cluster, None).await?;
 
     let timeout = Duration::from_secs(opts.timeout_seconds);
     let start = Instant::now();

@@ -539,3 +539,158 @@ fn the_image_ships_the_spoke_binary() {
         "the image runs as the Deployment's runAsUser"
     );
 }
+
+// ---------------------------------------------------------------------------------------
+// The per-namespace form `flux-hub join` generates from the policy
+// ---------------------------------------------------------------------------------------
+
+fn joined(rbac: &flux_hub::install::SpokeRbac) -> Vec<serde_json::Value> {
+    flux_hub::install::spoke_objects(
+        &flux_hub::install::SpokeSettings {
+            name: "gke".into(),
+            hub_url: "https://hub.example.org:8443".into(),
+            hub_domain: "hub.example.org".into(),
+        },
+        None,
+        rbac,
+        "CA",
+        "CERT",
+        "KEY",
+    )
+    .expect("spoke objects")
+}
+
+fn typed<T: DeserializeOwned>(objects: &[serde_json::Value], kind: &str) -> Vec<T> {
+    objects
+        .iter()
+        .filter(|o| o["kind"] == kind)
+        .map(|o| serde_json::from_value(o.clone()).expect(kind))
+        .collect()
+}
+
+#[test]
+fn join_grants_a_role_in_each_namespace_of_the_policy_and_reads_only_those_namespaces() {
+    use flux_hub::install::SpokeRbac;
+    let names: BTreeSet<String> = ["lab".to_string(), "team".to_string()].into();
+    let objects = joined(&SpokeRbac::Namespaces(names.clone()));
+    // The cluster-wide grant shrinks to reading these namespaces by name.
+    let cluster_roles: Vec<ClusterRole> = typed(&objects, "ClusterRole");
+    assert_eq!(cluster_roles.len(), 1);
+    let rules = cluster_roles[0].rules.as_deref().unwrap_or_default();
+    assert_eq!(rules.len(), 1, "{rules:?}");
+    let (group, resource, verbs) = flux_shared::federation::spoke_rbac::NAMESPACE_READ;
+    assert_eq!(
+        rules[0].api_groups.as_deref(),
+        Some(&[group.to_string()][..])
+    );
+    assert_eq!(
+        rules[0].resources.as_deref(),
+        Some(&[resource.to_string()][..])
+    );
+    assert_eq!(rules[0].verbs, verbs);
+    assert_eq!(
+        rules[0].resource_names.as_deref(),
+        Some(&["lab".to_string(), "team".to_string()][..])
+    );
+    // A Role with exactly NAMESPACED_REQUIRED, bound to the spoke, in each namespace.
+    let mut expected = Grants::new();
+    for (group, resource, verbs) in flux_shared::federation::spoke_rbac::NAMESPACED_REQUIRED {
+        expected.insert(
+            (group.to_string(), resource.to_string()),
+            verbs.iter().map(|v| v.to_string()).collect(),
+        );
+    }
+    let roles: Vec<Role> = typed(&objects, "Role");
+    let bindings: Vec<RoleBinding> = typed(&objects, "RoleBinding");
+    for ns in &names {
+        let role = roles
+            .iter()
+            .find(|r| r.metadata.namespace.as_deref() == Some(ns.as_str()))
+            .unwrap_or_else(|| panic!("no Role in {ns}"));
+        let mut granted = Grants::new();
+        rule_grants(
+            &format!("Role {ns}/flux-spoke"),
+            role.rules.as_deref().unwrap_or_default(),
+            &mut granted,
+        );
+        assert_eq!(granted, expected, "Role in {ns}");
+        let binding = bindings
+            .iter()
+            .find(|b| b.metadata.namespace.as_deref() == Some(ns.as_str()))
+            .unwrap_or_else(|| panic!("no RoleBinding in {ns}"));
+        assert_eq!(binding.role_ref.kind, "Role");
+        assert_eq!(
+            Some(binding.role_ref.name.as_str()),
+            role.metadata.name.as_deref()
+        );
+        let subjects = binding.subjects.as_deref().unwrap_or_default();
+        assert!(
+            subjects.len() == 1 && is_spoke_account(&subjects[0]),
+            "{subjects:?}"
+        );
+    }
+    // Besides them, only the policy's Role in the spoke's namespace.
+    assert_eq!(roles.len(), names.len() + 1);
+    // The spoke is told where it may act.
+    let deployments: Vec<Deployment> = typed(&objects, "Deployment");
+    let args = deployments[0]
+        .spec
+        .as_ref()
+        .unwrap()
+        .template
+        .spec
+        .as_ref()
+        .unwrap()
+        .containers[0]
+        .args
+        .clone()
+        .unwrap_or_default();
+    assert_eq!(flag_value(&args, "--namespaces"), Some("lab,team"));
+    // Roles come after the namespace they live in exists (join creates it first) and
+    // after the account they bind; the oracle accepts every object.
+    let dir = std::env::temp_dir().join(format!("flux-join-rbac-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("joined.yaml");
+    let text: Vec<String> = objects
+        .iter()
+        .map(|o| serde_yaml_ng::to_string(o).unwrap())
+        .collect();
+    std::fs::write(&file, text.join("---\n")).unwrap();
+    deploy::assert_kubernetes_validate(&[file], objects.len(), "join's per-namespace objects");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_spoke_whose_policy_names_no_namespace_may_read_none() {
+    use flux_hub::install::SpokeRbac;
+    let objects = joined(&SpokeRbac::Namespaces(BTreeSet::new()));
+    let cluster_roles: Vec<ClusterRole> = typed(&objects, "ClusterRole");
+    // An empty resourceNames would grant every namespace: no rule at all instead.
+    assert!(
+        cluster_roles[0]
+            .rules
+            .as_deref()
+            .unwrap_or_default()
+            .is_empty(),
+        "{:?}",
+        cluster_roles[0].rules
+    );
+    let deployments: Vec<Deployment> = typed(&objects, "Deployment");
+    let args = deployments[0]
+        .spec
+        .as_ref()
+        .unwrap()
+        .template
+        .spec
+        .as_ref()
+        .unwrap()
+        .containers[0]
+        .args
+        .clone()
+        .unwrap_or_default();
+    assert_eq!(flag_value(&args, "--namespaces"), Some(""));
+    // The cluster-wide form is the manifests' own.
+    let wide = joined(&SpokeRbac::ClusterWide);
+    let wide_roles: Vec<ClusterRole> = typed(&wide, "ClusterRole");
+    assert_eq!(wide_roles, manifests().cluster_roles);
+}

@@ -455,3 +455,43 @@ proptest::proptest! {
         let _ = SpokePolicy::parse(&s);
     }
 }
+
+#[test]
+fn per_namespace_rbac_covers_the_named_namespaces_and_prefixes_need_the_cluster_wide_form() {
+    let named = SpokePolicy::parse("namespaces: [{name: b}, {name: a}, {name: a}]").unwrap();
+    assert_eq!(
+        named.granted_namespaces(),
+        Ok(["a".to_string(), "b".to_string()].into_iter().collect())
+    );
+    let prefixed = SpokePolicy::parse("namespaces: [{name: a}, {name: hpc-*}]").unwrap();
+    assert_eq!(
+        prefixed.granted_namespaces(),
+        Err(vec!["hpc-*".to_string()])
+    );
+}
+
+#[test]
+fn a_namespace_the_spokes_rbac_does_not_cover_is_refused_even_when_the_policy_admits_it() {
+    let policy = PolicyState::Valid(SpokePolicy::allowing(&["team".into(), "lab".into()]));
+    let pod = PodSpec::default();
+    let candidates = [
+        candidate("team/mc/0", "team", 2, 0, &pod),
+        candidate("lab/mc/0", "lab", 2, 0, &pod),
+    ];
+    let mut namespaces = existing(&[("team", Some("restricted"))]);
+    namespaces.insert(
+        "lab".into(),
+        NamespaceState::NotGranted {
+            granted: vec!["team".into()],
+        },
+    );
+    let verdicts = admit(&policy, &candidates, &namespaces);
+    assert_eq!(refusal(&verdicts["team/mc/0"]), None);
+    let (reason, message) = refusal(&verdicts["lab/mc/0"]).unwrap();
+    assert_eq!(reason, "NamespaceNotAllowed");
+    assert!(
+        message.contains("does not cover namespace \"lab\" (it covers: team;"),
+        "{message}"
+    );
+    assert_eq!(verdicts["lab/mc/0"].create_namespace, None);
+}

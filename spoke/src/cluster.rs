@@ -15,6 +15,7 @@
 //! `create`, `patch` (server-side apply), `delete` on configmaps, secrets, services, pods
 //! and jobs in every namespace it runs bursts in; `watch` on jobs.
 
+use std::collections::BTreeSet;
 use std::fmt;
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -26,9 +27,7 @@ use flux_shared::federation::diagnostics::error_chain;
 use flux_shared::federation::ownership::{
     Ownership, SpokeIdentity, describe_owner, ownership, same_owner,
 };
-use flux_shared::federation::policy::{
-    Level, NamespaceState, POD_SECURITY_ENFORCE, POD_SECURITY_WARN_AUDIT, POLICY_KEY,
-};
+use flux_shared::federation::policy::{Level, NamespaceState, POD_SECURITY_ENFORCE, POLICY_KEY};
 use flux_shared::managed_fields::as_applied;
 use flux_shared::render::Object;
 use futures::{Stream, StreamExt};
@@ -51,47 +50,46 @@ pub const FIELD_MANAGER: &str = "flux-spoke";
 /// How long [`KubeCluster::jobs`] waits for the Job cache's first listing.
 pub const JOB_CACHE_SYNC_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// One RBAC rule the spoke needs: API group (`""` for core), resource, verbs.
-pub type Permission = (&'static str, &'static str, &'static [&'static str]);
+pub use flux_shared::federation::spoke_rbac::{
+    NAMESPACE_READ, NAMESPACED_REQUIRED, POLICY_PERMISSIONS, Permission, REQUIRED, namespace_labels,
+};
 
-/// Every Kubernetes permission [`KubeCluster`] uses, cluster-wide. New objects are created
-/// (`create`), the spoke's own updated with server-side apply (`patch`); a name not known
-/// to be the spoke's is checked first (`get`); owned objects are found with metadata-only
-/// lists; Jobs are also watched (status reports). `deploy/spoke/rbac.yaml`
-/// grants exactly this (a test checks), and the mock-API tests check that every request
-/// is covered.
-pub const REQUIRED: &[Permission] = &[
-    ("", "namespaces", &["get", "create"]),
-    (
-        "",
-        "configmaps",
-        &["get", "list", "create", "patch", "delete"],
-    ),
-    ("", "secrets", &["get", "list", "create", "patch", "delete"]),
-    (
-        "",
-        "services",
-        &["get", "list", "create", "patch", "delete"],
-    ),
-    (
-        "batch",
-        "jobs",
-        &["get", "list", "watch", "create", "patch", "delete"],
-    ),
-    ("", "pods", &["list", "delete"]),
-];
+/// Where the spoke acts.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Scope {
+    /// Every namespace ([`REQUIRED`] in a ClusterRole): it creates the namespaces it needs.
+    Cluster,
+    /// Only these namespaces ([`NAMESPACED_REQUIRED`] in a Role in each, [`NAMESPACE_READ`]
+    /// on them): it lists and watches in each, and refuses bursts elsewhere.
+    Namespaces(BTreeSet<String>),
+}
 
-/// What [`KubeCluster::with_policy`] needs besides [`REQUIRED`], in the spoke's own
-/// namespace only: read and watch its policy ConfigMap.
-pub const POLICY_PERMISSIONS: &[Permission] = &[("", "configmaps", &["get", "list", "watch"])];
+impl Scope {
+    /// The scope of the spoke's `--namespaces` flag: absent, every namespace; otherwise a
+    /// comma-separated list of namespace names (empty: none).
+    pub fn from_flag(flag: Option<&str>) -> Result<Scope, String> {
+        let Some(list) = flag else {
+            return Ok(Scope::Cluster);
+        };
+        let mut names = BTreeSet::new();
+        for name in list.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+            if !flux_shared::validate::is_dns_label(name) {
+                return Err(format!(
+                    "--namespaces: {name:?} is not a namespace name (lowercase letters, digits and '-', at most 63)"
+                ));
+            }
+            names.insert(name.to_string());
+        }
+        Ok(Scope::Namespaces(names))
+    }
 
-/// The labels of a namespace the spoke creates: Pod Security `level` enforced, warned and
-/// audited.
-pub fn namespace_labels(level: Level) -> std::collections::BTreeMap<String, String> {
-    std::iter::once(POD_SECURITY_ENFORCE)
-        .chain(POD_SECURITY_WARN_AUDIT)
-        .map(|k| (k.to_string(), level.as_str().to_string()))
-        .collect()
+    /// Whether the spoke may act in `namespace`.
+    pub fn covers(&self, namespace: &str) -> bool {
+        match self {
+            Scope::Cluster => true,
+            Scope::Namespaces(names) => names.contains(namespace),
+        }
+    }
 }
 
 /// Whether [`REQUIRED`] grants `verb` on `group`/`resource`.
@@ -411,16 +409,24 @@ pub trait Cluster: Clone + Send + Sync + 'static {
 
 /// [`Cluster`] on a real API server.
 ///
-/// Creating one starts a Job watcher (a reflector over the spoke's Jobs in every
-/// namespace) on the current tokio runtime; it stops when the last clone is dropped.
+/// Creating one starts the Job watchers (reflectors over the spoke's Jobs: one over every
+/// namespace, or one per namespace of its [`Scope`]) on the current tokio runtime; they
+/// stop when the last clone is dropped.
 #[derive(Clone)]
 pub struct KubeCluster {
     client: Client,
-    jobs: Store<Job>,
+    scope: Scope,
+    jobs: Vec<JobWatch>,
     changes: watch::Receiver<u64>,
-    unreachable: Arc<Mutex<Option<(SystemTime, String)>>>,
-    _watcher: Arc<AbortOnDrop>,
     policy: Option<PolicyWatch>,
+}
+
+/// One Job watcher: its cache and whether its API server answers.
+#[derive(Clone)]
+struct JobWatch {
+    store: Store<Job>,
+    unreachable: Arc<Mutex<Option<(SystemTime, String)>>>,
+    _task: Arc<AbortOnDrop>,
 }
 
 /// The watch on the spoke's policy ConfigMap.
@@ -437,7 +443,9 @@ struct PolicyWatch {
 
 impl fmt::Debug for KubeCluster {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("KubeCluster").finish_non_exhaustive()
+        f.debug_struct("KubeCluster")
+            .field("scope", &self.scope)
+            .finish_non_exhaustive()
     }
 }
 
@@ -450,59 +458,97 @@ impl Drop for AbortOnDrop {
     }
 }
 
-impl KubeCluster {
-    /// The cluster `client` talks to. Must be called within a tokio runtime (it spawns
-    /// the Job watcher).
-    pub fn new(client: Client) -> KubeCluster {
-        let (reader, writer) = reflector::store();
-        let (tx, rx) = watch::channel(0u64);
-        let api: Api<Job> = Api::all(client.clone());
-        let config = watcher::Config::default().labels(&spoke_selector());
-        let events = reflector::reflector(writer, watcher(api, config))
-            .backoff(flux_shared::ops::WatchBackoff::default());
-        let unreachable = Arc::new(Mutex::new(None::<(SystemTime, String)>));
-        let access = unreachable.clone();
-        let task = tokio::spawn(async move {
-            let mut events = std::pin::pin!(events);
-            while let Some(event) = events.next().await {
-                // Every event is an answer of the API server; an error is not (the watcher
-                // retries with backoff, so errors keep coming while it is away).
-                let first_error = {
-                    let mut state = access.lock().unwrap_or_else(PoisonError::into_inner);
-                    match &event {
-                        Ok(_) => {
-                            *state = None;
-                            false
-                        }
-                        Err(error) => {
-                            let first = state.is_none();
-                            let since = state.as_ref().map_or_else(SystemTime::now, |(t, _)| *t);
-                            *state = Some((since, error_chain(error)));
-                            first
-                        }
+/// Watches the spoke's Jobs through `api`, waking `tx` on every change (and on the first
+/// error of an outage).
+fn watch_jobs(api: Api<Job>, tx: Arc<watch::Sender<u64>>) -> JobWatch {
+    let (reader, writer) = reflector::store();
+    let config = watcher::Config::default().labels(&spoke_selector());
+    let events = reflector::reflector(writer, watcher(api, config))
+        .backoff(flux_shared::ops::WatchBackoff::default());
+    let unreachable = Arc::new(Mutex::new(None::<(SystemTime, String)>));
+    let access = unreachable.clone();
+    let task = tokio::spawn(async move {
+        let mut events = std::pin::pin!(events);
+        while let Some(event) = events.next().await {
+            // Every event is an answer of the API server; an error is not (the watcher
+            // retries with backoff, so errors keep coming while it is away).
+            let first_error = {
+                let mut state = access.lock().unwrap_or_else(PoisonError::into_inner);
+                match &event {
+                    Ok(_) => {
+                        *state = None;
+                        false
                     }
-                };
-                match event {
-                    // Wait for the end of a (re)listing (InitDone) before waking the
-                    // reporter; that also reports a regained API server.
-                    Ok(watcher::Event::Init | watcher::Event::InitApply(_)) => {}
-                    Ok(_) => tx.send_modify(|n| *n = n.wrapping_add(1)),
                     Err(error) => {
-                        tracing::warn!(error = %error_chain(&error), "watching Jobs failed; retrying");
-                        if first_error {
-                            tx.send_modify(|n| *n = n.wrapping_add(1));
-                        }
+                        let first = state.is_none();
+                        let since = state.as_ref().map_or_else(SystemTime::now, |(t, _)| *t);
+                        *state = Some((since, error_chain(error)));
+                        first
+                    }
+                }
+            };
+            match event {
+                // Wait for the end of a (re)listing (InitDone) before waking the
+                // reporter; that also reports a regained API server.
+                Ok(watcher::Event::Init | watcher::Event::InitApply(_)) => {}
+                Ok(_) => tx.send_modify(|n| *n = n.wrapping_add(1)),
+                Err(error) => {
+                    tracing::warn!(error = %error_chain(&error), "watching Jobs failed; retrying");
+                    if first_error {
+                        tx.send_modify(|n| *n = n.wrapping_add(1));
                     }
                 }
             }
-        });
+        }
+    });
+    JobWatch {
+        store: reader,
+        unreachable,
+        _task: Arc::new(AbortOnDrop(task)),
+    }
+}
+
+impl KubeCluster {
+    /// The cluster `client` talks to, where the spoke acts in `scope`. Must be called
+    /// within a tokio runtime (it spawns the Job watchers).
+    pub fn new(client: Client, scope: Scope) -> KubeCluster {
+        let (tx, rx) = watch::channel(0u64);
+        let tx = Arc::new(tx);
+        let jobs = match &scope {
+            Scope::Cluster => vec![watch_jobs(Api::all(client.clone()), tx)],
+            Scope::Namespaces(names) => names
+                .iter()
+                .map(|ns| watch_jobs(Api::namespaced(client.clone(), ns), tx.clone()))
+                .collect(),
+        };
         KubeCluster {
             client,
-            jobs: reader,
+            scope,
+            jobs,
             changes: rx,
-            unreachable,
-            _watcher: Arc::new(AbortOnDrop(task)),
             policy: None,
+        }
+    }
+
+    /// Where this spoke acts.
+    pub fn scope(&self) -> &Scope {
+        &self.scope
+    }
+
+    /// Refuses to touch `namespace` outside the spoke's scope (the policy decision refuses
+    /// such bursts first; this keeps any other path from trying).
+    fn check_scope(
+        &self,
+        action: impl Fn() -> String,
+        namespace: &str,
+    ) -> Result<(), ClusterError> {
+        if self.scope.covers(namespace) {
+            Ok(())
+        } else {
+            Err(ClusterError::new(
+                action(),
+                format!("namespace {namespace:?} is outside the namespaces this spoke may act in"),
+            ))
         }
     }
 
@@ -649,17 +695,32 @@ impl KubeCluster {
         K: Resource<Scope = NamespaceResourceScope> + Clone + fmt::Debug + DeserializeOwned,
         K::DynamicType: Default,
     {
-        let api: Api<K> = Api::all(self.client.clone());
+        let apis: Vec<(Api<K>, String)> = match &self.scope {
+            Scope::Cluster => vec![(Api::all(self.client.clone()), format!("list {kind}s"))],
+            Scope::Namespaces(names) => names
+                .iter()
+                .map(|ns| {
+                    (
+                        Api::namespaced(self.client.clone(), ns),
+                        format!("list {kind}s in namespace {ns}"),
+                    )
+                })
+                .collect(),
+        };
         let params = ListParams::default().labels(&spoke_selector());
-        let list = api
-            .list_metadata(&params)
-            .await
-            .map_err(|e| ClusterError::from_kube(format!("list {kind}s"), &e))?;
-        Ok(list
-            .items
-            .iter()
-            .filter_map(|o| OwnedObject::from_meta(kind, &o.metadata, me))
-            .collect())
+        let mut out = Vec::new();
+        for (api, action) in apis {
+            let list = api
+                .list_metadata(&params)
+                .await
+                .map_err(|e| ClusterError::from_kube(action, &e))?;
+            out.extend(
+                list.items
+                    .iter()
+                    .filter_map(|o| OwnedObject::from_meta(kind, &o.metadata, me)),
+            );
+        }
+        Ok(out)
     }
 
     async fn delete_typed<K>(
@@ -687,6 +748,15 @@ impl KubeCluster {
 
 impl Cluster for KubeCluster {
     async fn namespace(&self, namespace: &str) -> Result<NamespaceState, ClusterError> {
+        let not_granted = || match &self.scope {
+            Scope::Cluster => NamespaceState::Missing,
+            Scope::Namespaces(names) => NamespaceState::NotGranted {
+                granted: names.iter().cloned().collect(),
+            },
+        };
+        if !self.scope.covers(namespace) {
+            return Ok(not_granted());
+        }
         let api: Api<Namespace> = Api::all(self.client.clone());
         match api.get_opt(namespace).await {
             Ok(Some(ns)) => Ok(NamespaceState::Exists {
@@ -695,7 +765,9 @@ impl Cluster for KubeCluster {
                     .labels
                     .and_then(|mut l| l.remove(POD_SECURITY_ENFORCE)),
             }),
-            Ok(None) => Ok(NamespaceState::Missing),
+            // With per-namespace RBAC a missing namespace cannot be created by the spoke
+            // (nor hold its Role any more).
+            Ok(None) => Ok(not_granted()),
             Err(e) => Err(ClusterError::from_kube(
                 format!("get namespace {namespace}"),
                 &e,
@@ -704,8 +776,14 @@ impl Cluster for KubeCluster {
     }
 
     async fn ensure_namespace(&self, namespace: &str, level: Level) -> Result<(), ClusterError> {
-        let api: Api<Namespace> = Api::all(self.client.clone());
         let action = || format!("create namespace {namespace}");
+        if let Scope::Namespaces(_) = self.scope {
+            return Err(ClusterError::new(
+                action(),
+                "a spoke with per-namespace RBAC creates no namespace (flux-hub join does)",
+            ));
+        }
+        let api: Api<Namespace> = Api::all(self.client.clone());
         let ns = Namespace {
             metadata: ObjectMeta {
                 name: Some(namespace.to_string()),
@@ -733,6 +811,7 @@ impl Cluster for KubeCluster {
                 "the object has no namespace or name",
             ));
         }
+        self.check_scope(|| format!("apply {r}"), &r.namespace)?;
         match object {
             Object::ConfigMap(o) => self.apply_typed(o, &r, owned).await,
             Object::Secret(o) => self.apply_typed(o, &r, owned).await,
@@ -743,6 +822,7 @@ impl Cluster for KubeCluster {
     }
 
     async fn inspect(&self, r: &ObjectRef) -> Result<Option<ObjectMeta>, ClusterError> {
+        self.check_scope(|| format!("get {r}"), &r.namespace)?;
         match r.kind {
             Kind::Job => self.inspect_typed::<Job>(r).await,
             Kind::Pod => self.inspect_typed::<Pod>(r).await,
@@ -764,6 +844,7 @@ impl Cluster for KubeCluster {
 
     async fn delete(&self, object: &OwnedObject) -> Result<(), ClusterError> {
         let r = &object.object;
+        self.check_scope(|| format!("delete {r}"), &r.namespace)?;
         let preconditions = object.uid.as_ref().map(|uid| Preconditions {
             uid: Some(uid.clone()),
             resource_version: None,
@@ -788,8 +869,15 @@ impl Cluster for KubeCluster {
     }
 
     async fn jobs(&self) -> Result<Vec<Job>, ClusterError> {
-        match tokio::time::timeout(JOB_CACHE_SYNC_TIMEOUT, self.jobs.wait_until_ready()).await {
-            Ok(Ok(())) => Ok(self.jobs.state().iter().map(|j| Job::clone(j)).collect()),
+        let ready =
+            futures::future::try_join_all(self.jobs.iter().map(|w| w.store.wait_until_ready()));
+        match tokio::time::timeout(JOB_CACHE_SYNC_TIMEOUT, ready).await {
+            Ok(Ok(_)) => Ok(self
+                .jobs
+                .iter()
+                .flat_map(|w| w.store.state())
+                .map(|j| Job::clone(&j))
+                .collect()),
             Ok(Err(_)) => Err(ClusterError::new("watch Jobs", "the Job watcher stopped")),
             Err(_) => Err(ClusterError::new(
                 "watch Jobs",
@@ -837,9 +925,15 @@ impl Cluster for KubeCluster {
     }
 
     fn unreachable(&self) -> Option<(SystemTime, String)> {
-        self.unreachable
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
+        // The longest outage of any watcher (they all talk to the same API server).
+        self.jobs
+            .iter()
+            .filter_map(|w| {
+                w.unreachable
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .clone()
+            })
+            .min_by_key(|(since, _)| *since)
     }
 }

@@ -13,6 +13,7 @@ use flux_shared::federation::diagnostics::{HubUrlError, error_chain, hub_host as
 use flux_shared::federation::tls::{ClientSecurity, TlsPem, TransportSettings};
 use flux_shared::federation::{Identity, identity_from_pem};
 use flux_shared::ops::{Health, logging, server, shutdown};
+use flux_spoke::cluster::Scope;
 use flux_spoke::{Agent, AgentConfig, KubeCluster, Metrics, TlsFiles};
 use tokio::sync::watch;
 
@@ -75,6 +76,12 @@ struct RunArgs {
     /// `policy.yaml`; `flux-hub join` writes it). Without one the spoke runs no burst.
     #[arg(long, env = "FLUX_SPOKE_POLICY", default_value = flux_shared::federation::policy::POLICY_CONFIGMAP, value_name = "CONFIGMAP")]
     policy: String,
+
+    /// Act only in these namespaces (comma-separated; `flux-hub join` sets it to the
+    /// namespaces its per-namespace Roles cover). Without it the spoke acts in every
+    /// namespace, which needs its ClusterRole; an empty list: in none.
+    #[arg(long, env = "FLUX_SPOKE_NAMESPACES", value_name = "NS,...")]
+    namespaces: Option<String>,
 
     /// Report every assignment's status at least this often, in seconds.
     #[arg(long, default_value_t = 30, value_name = "SECONDS",
@@ -214,7 +221,13 @@ async fn run(args: RunArgs) -> Result<()> {
         "connecting to this cluster's Kubernetes API (in-cluster service account or KUBECONFIG)",
     )?;
     let namespace = own_namespace();
-    let cluster = KubeCluster::new(client).with_policy(&namespace, &args.policy);
+    let scope = Scope::from_flag(args.namespaces.as_deref()).map_err(anyhow::Error::msg)?;
+    if scope.covers(&namespace) && scope != Scope::Cluster {
+        anyhow::bail!(
+            "--namespaces: {namespace:?} is this spoke's own namespace, where no burst may run"
+        );
+    }
+    let cluster = KubeCluster::new(client, scope).with_policy(&namespace, &args.policy);
 
     let metrics = Arc::new(Metrics::new());
     if let ClientSecurity::Mtls { tls, .. } = &security
@@ -272,7 +285,7 @@ async fn run(args: RunArgs) -> Result<()> {
         },
         ..AgentConfig::new(args.hub.clone(), security).context("this spoke's identity")?
     };
-    tracing::info!(spoke = %args.name, federation = %config.identity.federation, hub = %args.hub, version = %config.spoke_version, %namespace, policy = %args.policy, "flux-spoke starting");
+    tracing::info!(spoke = %args.name, federation = %config.identity.federation, hub = %args.hub, version = %config.spoke_version, %namespace, policy = %args.policy, namespaces = ?cluster.scope(), "flux-spoke starting");
     let agent = Agent::new(config, cluster, metrics);
     let mut applied = agent.applied();
     let ready = Arc::clone(&health);

@@ -7,7 +7,7 @@ use std::time::Duration;
 use flux_shared::federation::assignment::realize;
 use flux_shared::federation::ownership::SpokeIdentity;
 use flux_shared::federation::policy::{Level, NamespaceState};
-use flux_spoke::cluster::{Cluster, Kind, KubeCluster, ObjectRef, OwnedObject};
+use flux_spoke::cluster::{Cluster, Kind, KubeCluster, ObjectRef, OwnedObject, Scope};
 use flux_spoke::testing::{sample_assignments, sample_identity};
 use futures::StreamExt;
 use http::{Method, Request, Response, StatusCode};
@@ -122,6 +122,21 @@ fn object_name(path: &str) -> &str {
     path.rsplit('/').next().unwrap_or("")
 }
 
+/// The namespace and resource of a collection path in namespace `hpc` or `present`
+/// (`/api/v1/namespaces/hpc/configmaps`, `/apis/batch/v1/namespaces/present/jobs`).
+fn collection_in(path: &str) -> Option<(&str, &str)> {
+    let parts: Vec<&str> = path.trim_start_matches('/').split('/').collect();
+    let rest = match parts.first() {
+        Some(&"api") => &parts[2..],
+        Some(&"apis") => &parts[3..],
+        _ => return None,
+    };
+    match rest {
+        ["namespaces", ns @ ("hpc" | "present"), plural] => Some((ns, plural)),
+        _ => None,
+    }
+}
+
 /// Whether `path` is an object path in namespace `namespace`.
 fn in_namespace(path: &str, namespace: &str) -> bool {
     let marker = format!("/namespaces/{namespace}/");
@@ -185,6 +200,38 @@ fn answer(seen: &Seen) -> Option<(u16, Value)> {
                    "items": [{"metadata": {"name": "flux-spoke-policy", "namespace": "flux-spoke-system", "resourceVersion": "4"},
                               "data": {"policy.yaml": "namespaces: [{name: hpc}]\n"}}]}),
         )),
+        // A spoke with per-namespace RBAC lists and watches in namespaces hpc and present.
+        (Method::GET, p) if collection_in(p).is_some() => {
+            let (namespace, plural) = collection_in(p).unwrap_or_default();
+            if seen.param("watch") == Some("true") {
+                return None;
+            }
+            if plural == "jobs" && !is_metadata(seen) {
+                let items: Vec<Value> = (namespace == "hpc")
+                    .then(|| job_json("x", 2))
+                    .into_iter()
+                    .collect();
+                return Some((
+                    200,
+                    json!({"apiVersion": "batch/v1", "kind": "JobList",
+                           "metadata": {"resourceVersion": "5"}, "items": items}),
+                ));
+            }
+            let mine = Some(("gke", "insecure"));
+            list_meta(match (namespace, plural) {
+                ("hpc", "jobs") => vec![meta_in("hpc", "x", Some("hpc/m/x"), mine)],
+                ("present", "configmaps") => vec![
+                    meta_in("present", "y-flux-config", Some("present/m/y"), mine),
+                    meta_in(
+                        "present",
+                        "theirs",
+                        Some("present/m/y"),
+                        Some(("edge", "insecure")),
+                    ),
+                ],
+                _ => vec![],
+            })
+        }
         (Method::GET, "/api/v1/namespaces/hpc") => Some((404, status(404, "NotFound"))),
         (Method::GET, "/api/v1/namespaces/present") => Some((
             200,
@@ -256,9 +303,14 @@ fn is_metadata(seen: &Seen) -> bool {
         .is_some_and(|a| a.contains("PartialObjectMetadata"))
 }
 
-/// A `KubeCluster` over a mock API server that answers with [`answer`] and records every
-/// request.
+/// A `KubeCluster` acting in every namespace, over a mock API server that answers with
+/// [`answer`] and records every request.
 fn setup() -> (KubeCluster, Arc<Mutex<Vec<Seen>>>) {
+    setup_in(Scope::Cluster)
+}
+
+/// A `KubeCluster` acting in `scope`, over the mock API server of [`setup`].
+fn setup_in(scope: Scope) -> (KubeCluster, Arc<Mutex<Vec<Seen>>>) {
     let (service, mut handle) = mock::pair::<Request<Body>, Response<Body>>();
     let seen: Arc<Mutex<Vec<Seen>>> = Arc::default();
     let log = Arc::clone(&seen);
@@ -307,7 +359,7 @@ fn setup() -> (KubeCluster, Arc<Mutex<Vec<Seen>>>) {
         }
     });
     let client = kube::Client::new(service, "default");
-    (KubeCluster::new(client), seen)
+    (KubeCluster::new(client, scope), seen)
 }
 
 /// Every request the cluster made is one `flux_spoke::cluster::REQUIRED` grants.
@@ -786,4 +838,116 @@ async fn jobs_come_from_the_watch_cache_and_changes_wake_the_reporter() {
         .unwrap();
     assert_eq!(watch_list.param("labelSelector"), Some(SELECTOR));
     assert_permitted(&seen);
+}
+
+/// Every request of a spoke acting in `granted` only: in those namespaces, what a Role of
+/// `NAMESPACED_REQUIRED` grants; on the namespaces themselves, `NAMESPACE_READ` by name.
+fn assert_permitted_in(seen: &Arc<Mutex<Vec<Seen>>>, granted: &[&str]) {
+    use flux_spoke::cluster::{NAMESPACE_READ, NAMESPACED_REQUIRED};
+    for s in seen.lock().unwrap().iter() {
+        let parts: Vec<&str> = s.path.trim_start_matches('/').split('/').collect();
+        let (group, rest) = match parts.first() {
+            Some(&"api") => ("", &parts[2..]),
+            Some(&"apis") => (parts[1], &parts[3..]),
+            _ => panic!("unexpected path {}", s.path),
+        };
+        match rest {
+            ["namespaces", name] => {
+                assert_eq!(s.method, Method::GET, "{s:?}");
+                assert!(granted.contains(name), "read of namespace {name}: {s:?}");
+                assert_eq!((group, "namespaces"), (NAMESPACE_READ.0, NAMESPACE_READ.1));
+            }
+            ["namespaces", ns, resource, tail @ ..] => {
+                if *ns == "flux-spoke-system" {
+                    continue; // the policy, under its own Role
+                }
+                assert!(granted.contains(ns), "request outside {granted:?}: {s:?}");
+                let verb = match (s.method.as_str(), tail.len()) {
+                    ("GET", 0) if s.param("watch") == Some("true") => "watch",
+                    ("GET", 0) => "list",
+                    ("GET", _) => "get",
+                    ("POST", _) => "create",
+                    ("PATCH", _) => "patch",
+                    ("DELETE", _) => "delete",
+                    (m, _) => panic!("unexpected method {m}"),
+                };
+                assert!(
+                    NAMESPACED_REQUIRED
+                        .iter()
+                        .any(|(g, r, verbs)| *g == group && r == resource && verbs.contains(&verb)),
+                    "{verb} {group}/{resource} is not in NAMESPACED_REQUIRED: {s:?}"
+                );
+            }
+            _ => panic!("a spoke with per-namespace RBAC made a cluster-wide request: {s:?}"),
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_spoke_with_per_namespace_rbac_reads_and_writes_in_its_namespaces_only() {
+    let granted = ["hpc", "present"];
+    let (cluster, seen) = setup_in(Scope::Namespaces(
+        granted.iter().map(|n| n.to_string()).collect(),
+    ));
+    // One Job watcher per namespace, merged.
+    let jobs = tokio::time::timeout(LIMIT, cluster.jobs())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(jobs.len(), 1);
+    // What it owns, listed namespace by namespace.
+    let owned: Vec<String> = cluster
+        .owned(&me())
+        .await
+        .unwrap()
+        .iter()
+        .map(|o| o.object.to_string())
+        .collect();
+    assert_eq!(owned, ["Job/hpc/x", "ConfigMap/present/y-flux-config"]);
+    // Namespaces: outside, or missing (it cannot create them), it is not granted, and the
+    // one outside is not even read.
+    let not_granted = NamespaceState::NotGranted {
+        granted: granted.iter().map(|n| n.to_string()).collect(),
+    };
+    assert_eq!(cluster.namespace("elsewhere").await.unwrap(), not_granted);
+    assert_eq!(cluster.namespace("hpc").await.unwrap(), not_granted);
+    assert_eq!(
+        cluster.namespace("present").await.unwrap(),
+        NamespaceState::Exists {
+            enforce: Some("baseline".into())
+        }
+    );
+    let err = cluster
+        .ensure_namespace("hpc", Level::Restricted)
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("creates no namespace"), "{err}");
+    // Writes outside its namespaces fail before any request.
+    let elsewhere = realize(&sample_assignments("elsewhere", "m", &[("x", 2)])[0], &me()).unwrap();
+    let err = cluster
+        .apply(&elsewhere.objects[0], false)
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("outside the namespaces"), "{err}");
+    let stray = OwnedObject {
+        object: ObjectRef {
+            kind: Kind::Secret,
+            namespace: "elsewhere".into(),
+            name: "s".into(),
+        },
+        key: "elsewhere/m/x".into(),
+        uid: None,
+    };
+    assert!(cluster.delete(&stray).await.is_err());
+    assert!(requests(&seen, Method::POST).is_empty());
+    assert!(requests(&seen, Method::DELETE).is_empty());
+    assert!(
+        !seen
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|s| s.path.contains("elsewhere")),
+        "nothing is read outside its namespaces"
+    );
+    assert_permitted_in(&seen, &granted);
 }

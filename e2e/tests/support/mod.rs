@@ -1850,13 +1850,66 @@ pub async fn service_account_can(
     verb: &str,
     ns: &str,
 ) -> Result<bool> {
+    service_account_can_on(client, account, group, resource, verb, ns, "").await
+}
+
+/// Writes to `out` a kubeconfig for the cluster of `kubeconfig` that authenticates as
+/// service account `namespace/name` (a one-hour token from `kubectl create token`): what a
+/// pod of that account may do, and nothing more.
+pub async fn service_account_kubeconfig(
+    kubeconfig: &str,
+    account: (&str, &str),
+    out: &std::path::Path,
+) -> Result<()> {
+    let token = tokio::process::Command::new("kubectl")
+        .args(["--kubeconfig", kubeconfig, "-n", account.0])
+        .args(["create", "token", account.1, "--duration", "1h"])
+        .output()
+        .await?;
+    anyhow::ensure!(
+        token.status.success(),
+        "kubectl create token {}/{}: {}",
+        account.0,
+        account.1,
+        String::from_utf8_lossy(&token.stderr)
+    );
+    let token = String::from_utf8(token.stdout)?.trim().to_string();
+    let mut config = kube::config::Kubeconfig::read_from(kubeconfig)?;
+    let user = format!("{}-{}", account.0, account.1);
+    config.auth_infos = vec![kube::config::NamedAuthInfo {
+        name: user.clone(),
+        auth_info: Some(kube::config::AuthInfo {
+            token: Some(token.into()),
+            ..Default::default()
+        }),
+        other: Default::default(),
+    }];
+    for context in &mut config.contexts {
+        if let Some(c) = context.context.as_mut() {
+            c.user = Some(user.clone());
+        }
+    }
+    std::fs::write(out, serde_yaml_ng::to_string(&config)?)?;
+    Ok(())
+}
+
+/// [`service_account_can`] on the object `name` (for grants limited by resourceNames).
+pub async fn service_account_can_on(
+    client: &Client,
+    account: (&str, &str),
+    group: &str,
+    resource: &str,
+    verb: &str,
+    ns: &str,
+    name: &str,
+) -> Result<bool> {
     use k8s_openapi::api::authorization::v1::SubjectAccessReview;
     let (resource, subresource) = resource.split_once('/').unwrap_or((resource, ""));
     let review: SubjectAccessReview = serde_json::from_value(json!({
         "spec": {
             "user": format!("system:serviceaccount:{}:{}", account.0, account.1),
             "groups": ["system:serviceaccounts", format!("system:serviceaccounts:{}", account.0), "system:authenticated"],
-            "resourceAttributes": {"group": group, "resource": resource, "subresource": subresource, "verb": verb, "namespace": ns},
+            "resourceAttributes": {"group": group, "resource": resource, "subresource": subresource, "verb": verb, "namespace": ns, "name": name},
         }
     }))?;
     let answer = Api::<SubjectAccessReview>::all(client.clone())

@@ -31,6 +31,7 @@ pub mod pins;
 pub mod pki;
 pub mod policy;
 pub mod scope;
+pub mod spoke_rbac;
 pub mod tls;
 
 pub use auth::{Authenticator, require_admin, require_spoke};

@@ -26,7 +26,7 @@
 //! [`crate::validate::unsafe_burst`] (privileged, host namespaces and paths, a named service
 //! account, the spoke's own or a `kube-*` namespace) hold whatever the policy says.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
 use k8s_openapi::api::core::v1::{Container, PodSpec, SecurityContext};
@@ -310,6 +310,19 @@ impl SpokePolicy {
             .unwrap_or_else(|| self.max_brokers())
     }
 
+    /// The namespaces the spoke's per-namespace RBAC must cover: every namespace the policy
+    /// names. Prefix rules (`hpc-*`) cannot be granted namespace by namespace, so they are
+    /// the `Err`, listed: such a policy needs the cluster-wide form.
+    pub fn granted_namespaces(&self) -> Result<BTreeSet<String>, Vec<String>> {
+        let (prefixes, names): (Vec<&NamespaceRule>, Vec<&NamespaceRule>) =
+            self.namespaces.iter().partition(|n| n.name.ends_with('*'));
+        if prefixes.is_empty() {
+            Ok(names.into_iter().map(|n| n.name.clone()).collect())
+        } else {
+            Err(prefixes.into_iter().map(|n| n.name.clone()).collect())
+        }
+    }
+
     /// The rule admitting bursts in `namespace`, if any (the first that matches).
     pub fn namespace_rule(&self, namespace: &str) -> Option<&NamespaceRule> {
         self.namespaces.iter().find(|n| n.matches(namespace))
@@ -417,6 +430,13 @@ pub enum NamespaceState {
         /// Its `pod-security.kubernetes.io/enforce` label.
         enforce: Option<String>,
     },
+    /// The spoke's RBAC does not cover it (a spoke with per-namespace Roles, and a
+    /// namespace outside them or one deleted since `join` made it): the spoke may neither
+    /// create it nor write in it, whatever the policy says.
+    NotGranted {
+        /// The namespaces the spoke's RBAC covers.
+        granted: Vec<String>,
+    },
 }
 
 /// One burst of a snapshot, as [`admit`] needs it.
@@ -522,6 +542,16 @@ pub fn admit(
                     policy.max_brokers_per_minicluster(),
                     total - i64::from(c.running),
                     mine - i64::from(c.running),
+                ),
+            ));
+        }
+        if let Some(NamespaceState::NotGranted { granted }) = namespaces.get(c.namespace) {
+            violations.push((
+                reason::NAMESPACE_NOT_ALLOWED,
+                format!(
+                    "the spoke's RBAC does not cover namespace {:?} (it covers: {}; `flux-hub join` grants the namespaces the policy names, and creates them)",
+                    c.namespace,
+                    list_or_none(granted.iter().map(String::as_str))
                 ),
             ));
         }
