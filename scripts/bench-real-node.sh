@@ -680,7 +680,8 @@ burst_phase() {
     "$out/logs/hub-init.log")
   [ -n "$hub_url" ] || die "flux-hub init printed no endpoint (see $out/logs/hub-init.log)"
   t=$(now)
-  # The spoke creates the burst's namespace: baseline, as the burst pods are not hardened.
+  # join creates the burst's namespace in the burst cluster (with the spoke's Role in it):
+  # baseline, as the burst pods are not hardened.
   printf 'namespaces: [{name: %s, podSecurity: baseline}]\n' "$burst_ns" >"$certs/spoke-policy.yaml"
   "$hub" join burst --kubeconfig "$state/kubeconfig-$name_b" --certs "$certs" --hub "$hub_url" --image "$hub_image" \
     --policy "$certs/spoke-policy.yaml" \
