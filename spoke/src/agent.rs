@@ -40,7 +40,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use backon::{BackoffBuilder, ExponentialBuilder};
 use flux_shared::federation::assignment::Realized;
 use flux_shared::federation::auth::IdentityInterceptor;
-use flux_shared::federation::diagnostics::{classify_tls_failure, error_chain, status_text};
+use flux_shared::federation::diagnostics::{
+    classify_tls_failure, error_chain, is_access_denied, status_text,
+};
 use flux_shared::federation::ownership::{
     Ownership, SpokeIdentity, SpokeIdentityError, ownership, same_owner,
 };
@@ -319,6 +321,11 @@ impl<C: Cluster> Agent<C> {
         info!("spoke agent stopped");
     }
 
+    /// Logs a refusal of this spoke's certificate in the hub's handshake (`access_denied`).
+    fn revoked(&self, hub: &str, text: &str) {
+        error!(%hub, error = %text, "the hub refused this spoke's certificate in the TLS handshake: it is not the one the hub has pinned for this spoke (replaced by flux-hub join --rotate, or the spoke was unjoined); run flux-hub join for this spoke to install and pin a current one; retrying slowly");
+    }
+
     /// Logs and counts why a connection ended, and says how soon to retry.
     fn explain(&self, error: &SessionError) -> Retry {
         let hub = &self.config.hub_uri;
@@ -331,7 +338,10 @@ impl<C: Cluster> Agent<C> {
             SessionError::Connect(e) => {
                 let text = error_chain(e);
                 self.metrics.error(ErrorKind::Connect);
-                if looks_like_tls(&text) {
+                if is_access_denied(&text) {
+                    self.revoked(hub, &text);
+                    Retry::Slow
+                } else if looks_like_tls(&text) {
                     error!(%hub, error = %text, "TLS handshake with the hub failed: check --ca (the federation CA), --cert/--key (a spoke certificate from that CA) and --hub-domain (a name in the hub's certificate)");
                     Retry::Slow
                 } else {
@@ -342,6 +352,11 @@ impl<C: Cluster> Agent<C> {
             SessionError::Open(status) | SessionError::Stream(status) => {
                 let text = status_text(status);
                 match status.code() {
+                    _ if is_access_denied(&text) => {
+                        self.metrics.error(ErrorKind::Auth);
+                        self.revoked(hub, &text);
+                        Retry::Slow
+                    }
                     Code::Unauthenticated | Code::PermissionDenied => {
                         self.metrics.error(ErrorKind::Auth);
                         error!(%hub, code = ?status.code(), error = %text, "the hub refused this spoke's certificate: it must be a spoke certificate (spiffe://flux-framework.org/spoke/<name>) issued by the hub's CA; retrying slowly");

@@ -1964,10 +1964,24 @@ pub async fn spoke_report_with(hub_url: &str, dir: &Path) -> Result<(), tonic::S
         .map_err(|e| failed(e.to_string()))?
         .connect()
         .await
-        .map_err(|e| failed(e.to_string()))?;
+        .map_err(|e| failed(flux_shared::federation::diagnostics::error_chain(&e)))?;
     let mut client = SpokeClient::with_interceptor(channel, security.interceptor());
     client
         .report(settings.unary_request(ReportRequest::default()))
         .await
         .map(|_| ())
+        .map_err(|status| {
+            // A refusal in the TLS handshake is a transport error: keep its cause.
+            match std::error::Error::source(&status) {
+                Some(cause) => tonic::Status::new(
+                    status.code(),
+                    format!(
+                        "{}: {}",
+                        status.message(),
+                        flux_shared::federation::diagnostics::error_chain(cause)
+                    ),
+                ),
+                None => status,
+            }
+        })
 }

@@ -315,7 +315,7 @@ async fn serve_federation(
         if left < 30 * 86_400 {
             tracing::warn!(
                 days_left = left / 86_400,
-                "the hub's federation certificate expires soon: renew it (flux-hub certs --force, then restart the hub)"
+                "the hub's federation certificate expires soon: renew it (flux-hub certs --force, then update its Secret; the hub reloads it)"
             );
         }
     }
@@ -334,9 +334,20 @@ async fn serve_federation(
         info!(pins = %format!("{namespace}/{name}"), "spoke certificates are checked against their pins");
         crate::federation::pins::PinStore::watch(client.clone(), &namespace, &name)
     });
+    let tls_files = match (&opts.ca, &opts.cert, &opts.key) {
+        (Some(ca), Some(cert), Some(key)) if !opts.insecure => {
+            Some(crate::federation::tls_accept::TlsFiles {
+                ca: ca.clone(),
+                cert: cert.clone(),
+                key: key.clone(),
+            })
+        }
+        _ => None,
+    };
     Ok(Some(tokio::spawn(crate::federation::service::serve(
         listener,
         security,
+        tls_files,
         TransportSettings::default(),
         services,
         ops.stopped(),

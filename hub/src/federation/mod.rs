@@ -9,6 +9,7 @@ pub mod registry;
 pub mod report_limits;
 pub mod scale;
 pub mod service;
+pub mod tls_accept;
 
 pub use registry::{BurstInfo, BurstView, McInfo, McKey, Registry};
 

@@ -5,6 +5,7 @@
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::time::Duration;
 
 use flux_shared::federation::proto::admin_server::Admin;
 use flux_shared::federation::proto::spoke_server::Spoke;
@@ -80,6 +81,28 @@ impl Services {
     pub fn with_pins(mut self, pins: PinStore) -> Self {
         self.pins = pins;
         self
+    }
+
+    /// The TLS handshake's admission of a client certificate: a spoke certificate must be
+    /// the one pinned for its name (once the pins are known; until then the gRPC layer
+    /// answers `UNAVAILABLE`). Counted and logged like the gRPC layer's refusals.
+    pub fn admit(&self) -> super::tls_accept::Admit {
+        let pins = self.pins.clone();
+        let metrics = self.metrics.clone();
+        Arc::new(move |leaf: &[u8]| {
+            let Ok(flux_shared::federation::Identity::Spoke(spoke)) =
+                flux_shared::federation::pki::identity_from_der(leaf)
+            else {
+                return Ok(());
+            };
+            match pins.check(&spoke, Some(leaf)) {
+                Err(status) if status.code() == tonic::Code::PermissionDenied => {
+                    metrics.spoke_certificate_refused();
+                    Err(format!("spoke {spoke}: {}", status.message()))
+                }
+                _ => Ok(()),
+            }
+        })
     }
 
     /// The calling admin and its certificate's scope ([`AdminScope`]; everything in
@@ -458,21 +481,27 @@ pub enum ServeError {
     /// Binding the listener.
     #[error("binding {0}: {1}")]
     Bind(SocketAddr, std::io::Error),
+    /// The hub's own TLS termination.
+    #[error(transparent)]
+    TlsAccept(#[from] super::tls_accept::TlsAcceptError),
 }
 
+/// How often the hub's certificate files are checked for a renewal.
+pub const TLS_RELOAD_INTERVAL: Duration = Duration::from_secs(10);
+
 /// Serve `Spoke`, `Admin` and `grpc.health.v1.Health` on `listener` until `shutdown`.
+///
+/// With mTLS the hub terminates TLS itself ([`super::tls_accept`]): a spoke certificate
+/// that is not the one pinned for its name is refused in the handshake, and with
+/// `tls_files` the certificate is reloaded when those files change.
 pub async fn serve(
     listener: tokio::net::TcpListener,
     security: ServerSecurity,
+    tls_files: Option<super::tls_accept::TlsFiles>,
     settings: TransportSettings,
     services: Services,
     shutdown: impl std::future::Future<Output = ()> + Send,
 ) -> Result<(), ServeError> {
-    if matches!(security, ServerSecurity::InsecureDevelopment) {
-        warn!(
-            "federation gRPC server in INSECURE development mode: no TLS, callers name themselves"
-        );
-    }
     let auth = security.authenticator();
     let (health_reporter, health) = tonic_health::server::health_reporter();
     health_reporter
@@ -481,17 +510,50 @@ pub async fn serve(
     health_reporter
         .set_serving::<flux_shared::federation::proto::admin_server::AdminServer<Services>>()
         .await;
-    // Small messages (reports, snapshot updates) must not wait for delayed ACKs: no Nagle.
-    let incoming = tonic::transport::server::TcpIncoming::from(listener)
-        .with_nodelay(Some(true))
-        .with_keepalive(Some(settings.tcp_keepalive));
-    settings
-        .server(&security)?
+    let router = settings
+        .plain_server()
         .add_service(health)
         .add_service(settings.spoke_service(services.clone(), auth))
-        .add_service(settings.admin_service(services, auth))
-        .serve_with_incoming_shutdown(incoming, shutdown)
-        .await?;
+        .add_service(settings.admin_service(services.clone(), auth));
+    match security {
+        ServerSecurity::InsecureDevelopment => {
+            warn!(
+                "federation gRPC server in INSECURE development mode: no TLS, callers name themselves"
+            );
+            // Small messages (reports, snapshot updates) must not wait for delayed ACKs.
+            let incoming = tonic::transport::server::TcpIncoming::from(listener)
+                .with_nodelay(Some(true))
+                .with_keepalive(Some(settings.tcp_keepalive));
+            router
+                .serve_with_incoming_shutdown(incoming, shutdown)
+                .await?;
+        }
+        ServerSecurity::Mtls(pem) => {
+            let tls = super::tls_accept::HubTls::new(&pem, services.admit())?;
+            if let Some(files) = tls_files {
+                let metrics = services.metrics.clone();
+                tokio::spawn(
+                    tls.clone()
+                        .reload_from(files, TLS_RELOAD_INTERVAL, move |pem| {
+                            if let Some(not_after) =
+                                flux_shared::federation::pki::not_after_of_pem(pem.cert_pem())
+                            {
+                                metrics.set_certificate_expiry("hub", not_after);
+                            }
+                        }),
+                );
+            }
+            let incoming = super::tls_accept::incoming(
+                listener,
+                tls,
+                settings.tls_handshake_timeout,
+                settings.tcp_keepalive,
+            );
+            router
+                .serve_with_incoming_shutdown(incoming, shutdown)
+                .await?;
+        }
+    }
     Ok(())
 }
 

@@ -118,6 +118,14 @@ pub fn classify_tls_failure(text: &str, handshake_done: bool) -> Option<TlsFailu
     }
 }
 
+/// Whether `text` (an error chain) holds the `access_denied` alert: the hub knows the
+/// certificate (same CA, right kind) and refuses it anyway. The hub sends it for a spoke
+/// certificate that is not the one pinned for its name (replaced by `join --rotate`, or
+/// the spoke unjoined).
+pub fn is_access_denied(text: &str) -> bool {
+    text.contains("alert") && text.contains("AccessDenied")
+}
+
 /// `--hub` with a scheme: a bare `host:port` gets `https://` (or `http://` when
 /// `insecure`), so that users can paste what `kubectl get svc` shows. Surrounding
 /// whitespace is dropped.
@@ -290,6 +298,13 @@ mod tests {
             "tcp connect error: Connection refused (os error 111)"
         ));
         assert!(!refused("invalid peer certificate: UnknownIssuer"));
+        assert!(is_access_denied(
+            "transport error: received fatal alert: AccessDenied"
+        ));
+        assert!(!is_access_denied("AccessDenied"));
+        assert!(!is_access_denied(
+            "transport error: received fatal alert: UnknownCA"
+        ));
         // An alert name alone is not an alert.
         assert!(!refused("UnknownCA"));
     }

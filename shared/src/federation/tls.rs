@@ -99,18 +99,24 @@ impl TransportSettings {
     /// [`TransportSettings::spoke_service`] / [`TransportSettings::admin_service`], passing
     /// [`ServerSecurity::authenticator`].
     pub fn server(&self, security: &ServerSecurity) -> Result<Server, TlsError> {
-        let server = Server::builder()
-            .http2_keepalive_interval(Some(self.server_keepalive_interval))
-            .http2_keepalive_timeout(Some(self.server_keepalive_timeout))
-            .tcp_keepalive(Some(self.tcp_keepalive))
-            .max_concurrent_streams(Some(self.max_concurrent_streams))
-            .timeout(self.unary_deadline);
+        let server = self.plain_server();
         match security {
             ServerSecurity::Mtls(pem) => server
                 .tls_config(pem.server_config(self.tls_handshake_timeout))
                 .map_err(|e| TlsError::Config(error_chain(&e))),
             ServerSecurity::InsecureDevelopment => Ok(server),
         }
+    }
+
+    /// A server builder with these settings and no TLS: for plaintext, or for a server that
+    /// terminates TLS itself and serves the accepted streams.
+    pub fn plain_server(&self) -> Server {
+        Server::builder()
+            .http2_keepalive_interval(Some(self.server_keepalive_interval))
+            .http2_keepalive_timeout(Some(self.server_keepalive_timeout))
+            .tcp_keepalive(Some(self.tcp_keepalive))
+            .max_concurrent_streams(Some(self.max_concurrent_streams))
+            .timeout(self.unary_deadline)
     }
 
     /// A client endpoint for `uri` with these settings and `security`'s TLS. mTLS needs an
@@ -333,6 +339,11 @@ impl TlsPem {
     /// This side's certificate (chain), PEM.
     pub fn cert_pem(&self) -> &str {
         &self.cert
+    }
+
+    /// This side's private key, PEM (for servers that terminate TLS themselves).
+    pub fn key_pem(&self) -> &str {
+        &self.key
     }
 
     /// Server TLS: this certificate and key, client certificates REQUIRED and verified

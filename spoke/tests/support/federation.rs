@@ -187,6 +187,7 @@ impl Hub {
             service::serve(
                 listener,
                 security,
+                None,
                 TransportSettings::default(),
                 services,
                 async move {

@@ -1,0 +1,317 @@
+//! The hub's own TLS termination of the federation port, instead of tonic's, for two
+//! things tonic's cannot do:
+//!
+//! - **Refusal in the handshake.** After the usual chain check against the CA, a spoke
+//!   certificate must also pass `admit` (the hub's pins): a rotated-out or unjoined
+//!   certificate ends in a TLS `access_denied` alert, before any gRPC call.
+//! - **Certificates reloaded while serving.** [`HubTls::reload_from`] re-reads the CA,
+//!   certificate and key files (a renewed Secret volume) and swaps the configuration for
+//!   new connections; open connections keep theirs.
+//!
+//! Accepted connections are `tokio_rustls` server streams, for which tonic records the
+//! peer's certificates, so `Request::peer_certs` works as with tonic's TLS.
+
+use std::fmt;
+use std::path::PathBuf;
+use std::pin::Pin;
+use std::sync::{Arc, PoisonError, RwLock};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use futures::Stream;
+use rustls::client::danger::HandshakeSignatureValid;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, UnixTime};
+use rustls::server::danger::{ClientCertVerified, ClientCertVerifier};
+use rustls::server::{ServerConfig, WebPkiClientVerifier};
+use rustls::{CertificateError, DigitallySignedStruct, DistinguishedName, RootCertStore};
+use rustls_pki_types::pem::PemObject;
+use tokio::net::TcpStream;
+use tokio::sync::{Semaphore, mpsc};
+use tokio_rustls::TlsAcceptor;
+use tokio_rustls::server::TlsStream;
+use tracing::{debug, info, warn};
+
+use flux_shared::federation::tls::TlsPem;
+
+/// Decides, after the chain check, whether a client certificate (DER) may connect at all;
+/// `Err` says why not (logged). The hub's: a spoke certificate must be the pinned one.
+pub type Admit = Arc<dyn Fn(&[u8]) -> Result<(), String> + Send + Sync>;
+
+/// Handshakes in flight at once; more connections wait in the kernel's backlog.
+const MAX_HANDSHAKES: usize = 256;
+
+/// Errors building the TLS configuration.
+#[derive(Debug, thiserror::Error)]
+pub enum TlsAcceptError {
+    /// The PEM material does not parse.
+    #[error("{0}: {1}")]
+    Pem(&'static str, String),
+    /// rustls refused the configuration.
+    #[error("TLS configuration: {0}")]
+    Config(#[from] rustls::Error),
+    /// The client verifier could not be built (no usable CA).
+    #[error("client certificate verifier: {0}")]
+    Verifier(#[from] rustls::server::VerifierBuilderError),
+}
+
+/// The CA check of rustls, then `admit`.
+struct AdmittingVerifier {
+    inner: Arc<dyn ClientCertVerifier>,
+    admit: Admit,
+}
+
+impl fmt::Debug for AdmittingVerifier {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AdmittingVerifier").finish_non_exhaustive()
+    }
+}
+
+impl ClientCertVerifier for AdmittingVerifier {
+    fn offer_client_auth(&self) -> bool {
+        true
+    }
+
+    fn client_auth_mandatory(&self) -> bool {
+        true
+    }
+
+    fn root_hint_subjects(&self) -> &[DistinguishedName] {
+        self.inner.root_hint_subjects()
+    }
+
+    fn verify_client_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        now: UnixTime,
+    ) -> Result<ClientCertVerified, rustls::Error> {
+        let verified = self
+            .inner
+            .verify_client_cert(end_entity, intermediates, now)?;
+        match (self.admit)(end_entity.as_ref()) {
+            Ok(()) => Ok(verified),
+            Err(reason) => {
+                warn!(%reason, "client certificate refused in the TLS handshake");
+                // rustls answers with the `access_denied` alert.
+                Err(rustls::Error::InvalidCertificate(
+                    CertificateError::ApplicationVerificationFailure,
+                ))
+            }
+        }
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.inner.verify_tls12_signature(message, cert, dss)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.inner.verify_tls13_signature(message, cert, dss)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
+        self.inner.supported_verify_schemes()
+    }
+}
+
+/// The server configuration for `pem`: the hub's certificate and key, client certificates
+/// required, issued by the CA and admitted by `admit`, HTTP/2 only.
+pub fn server_config(pem: &TlsPem, admit: Admit) -> Result<ServerConfig, TlsAcceptError> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut roots = RootCertStore::empty();
+    for cert in CertificateDer::pem_slice_iter(pem.ca_pem().as_bytes()) {
+        let cert = cert.map_err(|e| TlsAcceptError::Pem("CA certificate", e.to_string()))?;
+        roots
+            .add(cert)
+            .map_err(|e| TlsAcceptError::Pem("CA certificate", e.to_string()))?;
+    }
+    let inner =
+        WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider.clone()).build()?;
+    let chain = CertificateDer::pem_slice_iter(pem.cert_pem().as_bytes())
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| TlsAcceptError::Pem("certificate", e.to_string()))?;
+    let key = PrivateKeyDer::from_pem_slice(pem.key_pem().as_bytes())
+        .map_err(|e| TlsAcceptError::Pem("private key", e.to_string()))?;
+    let mut config = ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()?
+        .with_client_cert_verifier(Arc::new(AdmittingVerifier { inner, admit }))
+        .with_single_cert(chain, key)?;
+    config.alpn_protocols = vec![b"h2".to_vec()];
+    Ok(config)
+}
+
+/// The CA, certificate and key files the hub serves with (a mounted Secret).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TlsFiles {
+    /// CA certificate(s).
+    pub ca: PathBuf,
+    /// The hub's certificate (chain).
+    pub cert: PathBuf,
+    /// The hub's private key.
+    pub key: PathBuf,
+}
+
+impl TlsFiles {
+    fn read(&self) -> Result<TlsPem, String> {
+        TlsPem::from_files(&self.ca, &self.cert, &self.key).map_err(|e| e.to_string())
+    }
+}
+
+/// The hub's TLS: the current configuration (swapped on reload) and the admission rule.
+#[derive(Clone)]
+pub struct HubTls {
+    current: Arc<RwLock<Arc<ServerConfig>>>,
+    admit: Admit,
+}
+
+impl HubTls {
+    /// Serving `pem`, admitting client certificates with `admit`.
+    pub fn new(pem: &TlsPem, admit: Admit) -> Result<HubTls, TlsAcceptError> {
+        let config = server_config(pem, admit.clone())?;
+        Ok(HubTls {
+            current: Arc::new(RwLock::new(Arc::new(config))),
+            admit,
+        })
+    }
+
+    /// The configuration new connections get.
+    fn config(&self) -> Arc<ServerConfig> {
+        self.current
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Serve `pem` from the next connection on. On error the current configuration stays.
+    pub fn replace(&self, pem: &TlsPem) -> Result<(), TlsAcceptError> {
+        let config = server_config(pem, self.admit.clone())?;
+        *self.current.write().unwrap_or_else(PoisonError::into_inner) = Arc::new(config);
+        Ok(())
+    }
+
+    /// Checks `files` every `interval` and serves what they hold once it changes (and
+    /// loads), calling `reloaded` with the new certificate's PEM. Content that does not load
+    /// (a Secret half-written, a key that does not match) is reported once and the current
+    /// configuration kept. Runs until the process ends.
+    pub async fn reload_from(
+        self,
+        files: TlsFiles,
+        interval: Duration,
+        reloaded: impl Fn(&TlsPem) + Send + 'static,
+    ) {
+        let mut last = std::fs::read(&files.cert)
+            .ok()
+            .zip(std::fs::read(&files.ca).ok());
+        let mut last_key = std::fs::read(&files.key).ok();
+        let mut reported: Option<String> = None;
+        loop {
+            tokio::time::sleep(interval).await;
+            let now = std::fs::read(&files.cert)
+                .ok()
+                .zip(std::fs::read(&files.ca).ok());
+            let now_key = std::fs::read(&files.key).ok();
+            if now == last && now_key == last_key {
+                continue;
+            }
+            let loaded = files
+                .read()
+                .and_then(|pem| self.replace(&pem).map(|()| pem).map_err(|e| e.to_string()));
+            match loaded {
+                Ok(pem) => {
+                    info!(cert = %files.cert.display(), "reloaded the federation certificate: new connections use it");
+                    reloaded(&pem);
+                    last = now;
+                    last_key = now_key;
+                    reported = None;
+                }
+                Err(error) => {
+                    if reported.as_deref() != Some(error.as_str()) {
+                        warn!(%error, "the federation certificate files changed but do not load; still serving the previous ones");
+                        reported = Some(error);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The TLS connections accepted on `listener`: TCP options set, handshakes run
+/// concurrently (at most [`MAX_HANDSHAKES`] at once, each within `handshake_timeout`), and
+/// failed ones logged and dropped. The accept task stops with the stream.
+pub fn incoming(
+    listener: tokio::net::TcpListener,
+    tls: HubTls,
+    handshake_timeout: Duration,
+    tcp_keepalive: Duration,
+) -> Incoming {
+    let (tx, rx) = mpsc::channel(64);
+    let handshakes = Arc::new(Semaphore::new(MAX_HANDSHAKES));
+    let task = tokio::spawn(async move {
+        let mut tcp = tonic::transport::server::TcpIncoming::from(listener)
+            .with_nodelay(Some(true))
+            .with_keepalive(Some(tcp_keepalive));
+        while let Some(next) = futures::StreamExt::next(&mut tcp).await {
+            let stream: TcpStream = match next {
+                Ok(s) => s,
+                Err(error) => {
+                    debug!(%error, "accepting a federation connection failed");
+                    continue;
+                }
+            };
+            let Ok(permit) = handshakes.clone().acquire_owned().await else {
+                return;
+            };
+            if tx.is_closed() {
+                return;
+            }
+            let acceptor = TlsAcceptor::from(tls.config());
+            let tx = tx.clone();
+            tokio::spawn(async move {
+                let peer = stream.peer_addr().ok();
+                match tokio::time::timeout(handshake_timeout, acceptor.accept(stream)).await {
+                    Ok(Ok(tls)) => {
+                        drop(permit);
+                        let _ = tx.send(tls).await;
+                    }
+                    Ok(Err(error)) => debug!(?peer, %error, "TLS handshake failed"),
+                    Err(_) => debug!(?peer, "TLS handshake timed out"),
+                }
+            });
+        }
+    });
+    Incoming {
+        rx,
+        _task: AbortOnDrop(task),
+    }
+}
+
+/// The stream of [`incoming`].
+pub struct Incoming {
+    rx: mpsc::Receiver<TlsStream<TcpStream>>,
+    _task: AbortOnDrop,
+}
+
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+impl Stream for Incoming {
+    type Item = Result<TlsStream<TcpStream>, std::io::Error>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        self.rx.poll_recv(cx).map(|s| s.map(Ok))
+    }
+}

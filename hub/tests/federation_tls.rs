@@ -1,0 +1,262 @@
+//! The hub's own TLS termination (`flux_hub::federation::tls_accept`) over real sockets,
+//! with tonic clients: a client certificate that the admission rule refuses ends in the
+//! handshake, before any call; an admitted one reaches the handler with its certificate
+//! (what the services authorize with); a certificate from another CA, or none, is refused;
+//! renewed certificate files are served to new connections without a restart, and files
+//! that do not load leave the current certificate in place.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use flux_hub::federation::tls_accept::{Admit, HubTls, TlsFiles, incoming};
+use flux_shared::federation::pki::{Ca, IssuedCert};
+use flux_shared::federation::tls::{ClientSecurity, TlsPem, TransportSettings};
+use flux_shared::federation::{Identity, identity_from_der};
+use tonic_health::pb::HealthCheckRequest;
+use tonic_health::pb::health_client::HealthClient;
+
+const LIMIT: Duration = Duration::from_secs(10);
+
+struct Pki {
+    ca: Ca,
+    dir: PathBuf,
+}
+
+impl Pki {
+    fn new(test: &str) -> Pki {
+        let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("tls-{test}"));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let ca = Ca::generate("tls test CA").unwrap();
+        std::fs::write(dir.join("ca.crt"), ca.cert_pem()).unwrap();
+        Pki { ca, dir }
+    }
+
+    /// A hub certificate for `name` (and 127.0.0.1), written as `hub.crt`/`hub.key`.
+    fn hub(&self, name: &str) -> IssuedCert {
+        let hub = self
+            .ca
+            .issue_server(&[name.into()], &["127.0.0.1".parse().unwrap()], 1)
+            .unwrap();
+        write(&self.dir, "hub", &hub);
+        hub
+    }
+
+    fn client(&self, identity: Identity) -> TlsPem {
+        let cert = self.ca.issue_client(&identity, 1).unwrap();
+        TlsPem::new(self.ca.cert_pem().into(), cert.cert_pem, cert.key_pem).unwrap()
+    }
+
+    fn files(&self) -> TlsFiles {
+        TlsFiles {
+            ca: self.dir.join("ca.crt"),
+            cert: self.dir.join("hub.crt"),
+            key: self.dir.join("hub.key"),
+        }
+    }
+}
+
+fn write(dir: &Path, stem: &str, cert: &IssuedCert) {
+    std::fs::write(dir.join(format!("{stem}.crt")), &cert.cert_pem).unwrap();
+    std::fs::write(dir.join(format!("{stem}.key")), &cert.key_pem).unwrap();
+}
+
+/// Refuses spoke `revoked`; records the identity of every certificate it admits.
+fn admit(seen: Arc<Mutex<Vec<String>>>) -> Admit {
+    Arc::new(move |leaf: &[u8]| {
+        let identity = identity_from_der(leaf).map_err(|e| e.to_string())?;
+        if identity == Identity::spoke("revoked").unwrap() {
+            return Err("spoke revoked: not the pinned certificate".into());
+        }
+        seen.lock().unwrap().push(identity.to_string());
+        Ok(())
+    })
+}
+
+/// Serves the health service behind `tls`; its interceptor refuses a call without the
+/// peer's certificate (the services' authorization needs it).
+async fn serve(tls: HubTls) -> SocketAddr {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let settings = TransportSettings::default();
+    let (reporter, health) = tonic_health::server::health_reporter();
+    reporter
+        .set_service_status("", tonic_health::ServingStatus::Serving)
+        .await;
+    let health = tonic::service::interceptor::InterceptedService::new(
+        health,
+        |request: tonic::Request<()>| {
+            let certs = request.peer_certs();
+            match certs.as_deref().and_then(|c| c.first()) {
+                Some(leaf) if identity_from_der(leaf).is_ok() => Ok(request),
+                _ => Err(tonic::Status::unauthenticated("no peer certificate")),
+            }
+        },
+    );
+    let incoming = incoming(
+        listener,
+        tls,
+        settings.tls_handshake_timeout,
+        settings.tcp_keepalive,
+    );
+    tokio::spawn(
+        settings
+            .plain_server()
+            .add_service(health)
+            .serve_with_incoming(incoming),
+    );
+    addr
+}
+
+/// One health check as the holder of `tls`, expecting the hub to be `domain`.
+async fn check(addr: SocketAddr, tls: TlsPem, domain: &str) -> Result<(), String> {
+    let security = ClientSecurity::Mtls {
+        tls,
+        domain: domain.into(),
+    };
+    let endpoint = TransportSettings::default()
+        .endpoint(&format!("https://{addr}"), &security)
+        .map_err(|e| e.to_string())?;
+    let call = async {
+        let channel = endpoint.connect().await.map_err(|e| error_chain(&e))?;
+        HealthClient::new(channel)
+            .check(HealthCheckRequest::default())
+            .await
+            .map(drop)
+            .map_err(|s| format!("{:?}: {} {}", s.code(), s.message(), source_chain(&s)))
+    };
+    tokio::time::timeout(LIMIT, call)
+        .await
+        .map_err(|_| "timed out".to_string())?
+}
+
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        out.push_str(": ");
+        out.push_str(&s.to_string());
+        source = s.source();
+    }
+    out
+}
+
+fn source_chain(s: &tonic::Status) -> String {
+    std::error::Error::source(s)
+        .map(error_chain)
+        .unwrap_or_default()
+}
+
+#[tokio::test]
+async fn an_admitted_certificate_reaches_the_handler_and_a_refused_one_ends_in_the_handshake() {
+    let pki = Pki::new("admit");
+    let hub = pki.hub("localhost");
+    let pem = TlsPem::new(pki.ca.cert_pem().into(), hub.cert_pem, hub.key_pem).unwrap();
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let addr = serve(HubTls::new(&pem, admit(seen.clone())).unwrap()).await;
+
+    check(addr, pki.client(Identity::spoke("a").unwrap()), "localhost")
+        .await
+        .expect("spoke a is admitted");
+    check(
+        addr,
+        pki.client(Identity::admin("ops").unwrap()),
+        "localhost",
+    )
+    .await
+    .expect("admin ops is admitted");
+    assert_eq!(
+        *seen.lock().unwrap(),
+        [
+            Identity::spoke("a").unwrap().to_string(),
+            Identity::admin("ops").unwrap().to_string()
+        ]
+    );
+
+    let refused = check(
+        addr,
+        pki.client(Identity::spoke("revoked").unwrap()),
+        "localhost",
+    )
+    .await
+    .expect_err("a refused certificate never reaches the handler");
+    assert!(
+        refused.contains("AccessDenied") || refused.contains("access denied"),
+        "the handshake ends with the access_denied alert: {refused}"
+    );
+    assert!(
+        !refused.contains("no peer certificate"),
+        "refused before any call: {refused}"
+    );
+
+    // Another CA's certificate fails the chain check, before the admission rule runs.
+    let other = Ca::generate("someone else's CA").unwrap();
+    let impostor = other
+        .issue_client(&Identity::spoke("a").unwrap(), 1)
+        .unwrap();
+    let impostor = TlsPem::new(
+        pki.ca.cert_pem().into(),
+        impostor.cert_pem,
+        impostor.key_pem,
+    )
+    .unwrap();
+    check(addr, impostor, "localhost")
+        .await
+        .expect_err("another CA's certificate is refused");
+    assert_eq!(
+        seen.lock().unwrap().len(),
+        2,
+        "admission ran after the chain check only"
+    );
+}
+
+#[tokio::test]
+async fn renewed_certificate_files_are_served_to_new_connections_without_a_restart() {
+    let pki = Pki::new("reload");
+    pki.hub("old.example");
+    let files = pki.files();
+    let pem = TlsPem::from_files(&files.ca, &files.cert, &files.key).unwrap();
+    let tls = HubTls::new(&pem, admit(Arc::default())).unwrap();
+    let reloads = Arc::new(Mutex::new(Vec::new()));
+    let record = reloads.clone();
+    tokio::spawn(
+        tls.clone()
+            .reload_from(files.clone(), Duration::from_millis(50), move |pem| {
+                record.lock().unwrap().push(pem.cert_pem().to_string());
+            }),
+    );
+    let addr = serve(tls).await;
+    let spoke = || pki.client(Identity::spoke("a").unwrap());
+    check(addr, spoke(), "old.example")
+        .await
+        .expect("the first certificate");
+    check(addr, spoke(), "new.example")
+        .await
+        .expect_err("not renewed yet");
+
+    // A half-written renewal (a key that does not parse) is not served...
+    std::fs::write(&files.key, "not a key").unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    check(addr, spoke(), "old.example")
+        .await
+        .expect("still the old certificate");
+    assert!(reloads.lock().unwrap().is_empty());
+
+    // ...the complete one is, from the next connection on.
+    let renewed = pki.hub("new.example");
+    let mut served = false;
+    for _ in 0..100 {
+        if check(addr, spoke(), "new.example").await.is_ok() {
+            served = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(served, "the renewed certificate is served");
+    check(addr, spoke(), "old.example")
+        .await
+        .expect_err("the old one no more");
+    assert_eq!(*reloads.lock().unwrap(), [renewed.cert_pem]);
+}
