@@ -277,12 +277,17 @@ pub fn incoming(
             let tx = tx.clone();
             tokio::spawn(async move {
                 let peer = stream.peer_addr().ok();
-                match tokio::time::timeout(handshake_timeout, acceptor.accept(stream)).await {
+                let accept = acceptor.accept(stream).into_fallible();
+                match tokio::time::timeout(handshake_timeout, accept).await {
                     Ok(Ok(tls)) => {
                         drop(permit);
                         let _ = tx.send(tls).await;
                     }
-                    Ok(Err(error)) => debug!(?peer, %error, "TLS handshake failed"),
+                    Ok(Err((error, io))) => {
+                        drop(permit);
+                        debug!(?peer, %error, "TLS handshake failed");
+                        linger(io).await;
+                    }
                     Err(_) => debug!(?peer, "TLS handshake timed out"),
                 }
             });
@@ -292,6 +297,29 @@ pub fn incoming(
         rx,
         _task: AbortOnDrop(task),
     }
+}
+
+/// How long a refused connection is drained before it is closed.
+const LINGER: Duration = Duration::from_secs(1);
+
+/// Closes a connection whose handshake failed so that the client reads the alert: with
+/// TLS 1.3 the client considers the handshake done before the hub checks its certificate,
+/// and has often sent its first request already. Closing with that request unread would
+/// reset the connection, and the client would see a broken pipe instead of the alert; so
+/// the hub ends its side, then reads and drops what comes until the client closes (at
+/// most [`LINGER`]).
+async fn linger(mut io: TcpStream) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let _ = io.shutdown().await;
+    let mut sink = [0u8; 4096];
+    let _ = tokio::time::timeout(LINGER, async {
+        while let Ok(n) = io.read(&mut sink).await {
+            if n == 0 {
+                break;
+            }
+        }
+    })
+    .await;
 }
 
 /// The stream of [`incoming`].
