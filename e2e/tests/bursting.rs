@@ -1099,6 +1099,62 @@ async fn unsafe_and_huge(env: &TestEnv, fed: &Federation) -> Result<()> {
         },
     )
     .await?;
+    // The burst cluster's owner lists what the burst asks for, but for the token, which no
+    // policy lifts: the hub, told by the spoke, refuses it for the token alone. Without
+    // it, the burst runs, privileged, as listed.
+    env.set_spoke_policy_of(
+        fed.spoke(),
+        Some(&format!(
+            "namespaces:\n- name: {}\n  podSecurity: privileged\n  allow: {{privileged: true, hostPaths: [/], serviceAccounts: [flux-spoke]}}\n",
+            env.ns
+        )),
+    )
+    .await?;
+    let b = wait_burst(env, "the refusal to name the token alone", |b| {
+        b.message.as_deref().is_some_and(|m| {
+            m.starts_with("UnsafeBurst: ")
+                && m.contains("spec.pod.automountServiceAccountToken")
+                && !m.contains("privileged")
+                && !m.contains("hostPath")
+                && !m.contains("serviceAccountName")
+        })
+    })
+    .await?;
+    ensure!(b.phase == "Invalid", "{b:?}");
+    doc["spec"]["pod"] = json!({"serviceAccountName": "flux-spoke"});
+    env.apply_minicluster(&doc).await?;
+    let jobs = env.spoke_api::<Job>();
+    let job = env
+        .eventually(
+            "the burst's Job in the burst cluster, as the policy allows",
+            objects_deadline(),
+            async || {
+                Ok(match jobs.get_opt(&burst).await? {
+                    Some(job) => Probe::Done(job),
+                    None => Probe::Waiting("no Job yet".into()),
+                })
+            },
+        )
+        .await?;
+    let pod = job
+        .spec
+        .and_then(|s| s.template.spec)
+        .context("the Job's pod template")?;
+    ensure!(
+        pod.service_account_name.as_deref() == Some("flux-spoke")
+            && pod.containers.iter().any(|c| {
+                c.security_context
+                    .as_ref()
+                    .and_then(|s| s.privileged)
+                    .unwrap_or(false)
+            }),
+        "the burst runs as the policy allows: {pod:?}"
+    );
+    eprintln!(
+        "{}: the spoke's exceptions let the privileged burst run",
+        env.ns
+    );
+
     let mcs = env.api::<MiniCluster>();
     mcs.delete(NAME, &DeleteParams::background()).await?;
     env.eventually("the unsafe MiniCluster gone", secs(60), async || {
@@ -1561,9 +1617,21 @@ async fn join(env: &TestEnv, fed: &Federation) -> Result<()> {
             "join --rotate pinned a new certificate: {second_pin}"
         );
         let old = support::spoke_report_with(&fed.hub_url(), &dir).await;
+        // Refused in the handshake: the hub's verifier says so. The client reads the
+        // access_denied alert, or (TLS 1.3 ends the client's handshake first) the
+        // connection closed under its first call.
         ensure!(
-            matches!(&old, Err(s) if s.message().contains("AccessDenied")),
+            matches!(&old, Err(s) if ["AccessDenied", "broken pipe", "connection reset", "connection closed"]
+                .iter()
+                .any(|m| s.message().contains(m))),
             "the rotated-out certificate must be refused in the TLS handshake: {old:?}"
+        );
+        let hub_log =
+            std::fs::read_to_string(support::log_file(&format!("{}-hub-0.log", env.ns))?)?;
+        ensure!(
+            hub_log.lines().any(|l| l.contains("client certificate refused in the TLS handshake")
+                && l.contains(&format!("spoke {name}: this certificate"))),
+            "the hub logs the refusal in its TLS handshake"
         );
         env.eventually(
             "the old certificate's stream ended",

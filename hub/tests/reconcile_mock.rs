@@ -1984,6 +1984,81 @@ async fn an_unsafe_burst_is_not_assigned_and_its_status_says_why() {
     assert_eq!(ready["reason"], "UnsafeBurst");
 }
 
+/// The same kind of burst, sent to a spoke whose policy lists what it asks for (announced
+/// when it connected): assigned once the lead endpoint is known. What the spoke does not
+/// list still refuses it, naming the spoke and the field.
+#[tokio::test]
+async fn a_burst_the_spokes_announced_exceptions_admit_is_assigned() {
+    use flux_shared::federation::policy::Announced;
+    use flux_shared::federation::proto::NamespaceExceptions;
+    let privileged_spec = BURSTING.replace(
+        r#"containers: [{image: "rockylinux:9", command: hostname}]"#,
+        r#"containers: [{image: "rockylinux:9", command: hostname, securityContext: {privileged: true}, volumes: {data: {hostPath: /data/x, path: /data}}}]
+  pod: {serviceAccountName: runner}"#,
+    );
+    assert_ne!(privileged_spec, BURSTING);
+    let (client, server) = ApiServer::start(Arc::new(with_node));
+    let (ctx, mut writers) = context(client);
+    ctx.registry.set_primed();
+    let announced = |service_accounts: Vec<String>| {
+        Announced::from_proto(&[NamespaceExceptions {
+            namespace: "hpc".into(),
+            privileged: true,
+            host_paths: vec!["/data".into()],
+            service_accounts,
+            ..Default::default()
+        }])
+        .expect("well formed")
+    };
+    // Without the service account: refused, naming the spoke and the field left.
+    let spoke = ctx
+        .registry
+        .subscribe_announcing("gke", "test", announced(vec![]))
+        .expect("primed");
+    let mc = minicluster(&privileged_spec);
+    run(&ctx, mc.clone()).await.expect("reconcile");
+    let status = observe(&server.calls(), &mut writers).expect("status");
+    let message = status["bursts"][0]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.starts_with("UnsafeBurst: ")
+            && message.contains("spoke gke: spec.pod.serviceAccountName")
+            && !message.contains("privileged")
+            && !message.contains("hostPath"),
+        "{message}"
+    );
+    drop(spoke);
+
+    // The spoke reconnects listing it too: assigned once the lead endpoint is known.
+    let _spoke = ctx
+        .registry
+        .subscribe_announcing("gke", "test", announced(vec!["runner".into()]))
+        .expect("primed");
+    let calls = server.calls();
+    let mut lead: Service = writers_service(&calls);
+    lead.spec
+        .as_mut()
+        .expect("spec")
+        .ports
+        .as_mut()
+        .expect("ports")[0]
+        .node_port = Some(30093);
+    writers
+        .services
+        .apply_watcher_event(&watcher::Event::Apply(lead));
+    writers
+        .broker_pods
+        .apply_watcher_event(&watcher::Event::Apply(lead_pod()));
+    let mut next = mc;
+    next.metadata.finalizers = Some(vec!["flux-framework.org/bursts".into()]);
+    next.status = Some(serde_json::from_value(status).expect("status"));
+    run(&ctx, next).await.expect("reconcile");
+    assert_eq!(
+        ctx.registry.snapshot("gke").assignments.len(),
+        1,
+        "assigned to the spoke that lists its exceptions"
+    );
+}
+
 /// An object of the spec that the API server finds invalid (a ConfigMap over its 1 MiB
 /// limit): the MiniCluster is Invalid with the API server's reason, once, no Job is made,
 /// and the pass is not retried in a loop.

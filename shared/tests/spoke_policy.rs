@@ -495,3 +495,104 @@ fn a_namespace_the_spokes_rbac_does_not_cover_is_refused_even_when_the_policy_ad
     );
     assert_eq!(verdicts["lab/mc/0"].create_namespace, None);
 }
+
+#[test]
+fn a_namespace_rule_may_lift_baseline_rules_its_pod_security_level_permits() {
+    let p = SpokePolicy::parse(
+        "namespaces:\n- name: lab\n  podSecurity: privileged\n  allow: {privileged: true, capabilities: [SYS_PTRACE], hostNamespaces: true, hostPaths: [/scratch], serviceAccounts: [runner]}\n- name: team\n",
+    )
+    .unwrap();
+    let lab = p.exceptions_for("lab");
+    assert!(lab.privileged && lab.host_namespaces);
+    assert_eq!(lab.capabilities, ["SYS_PTRACE"]);
+    assert_eq!(lab.host_paths, ["/scratch"]);
+    assert_eq!(lab.service_accounts, ["runner"]);
+    assert!(p.exceptions_for("team").is_empty());
+    assert!(p.exceptions_for("elsewhere").is_empty());
+    assert_eq!(SpokePolicy::parse(&p.to_yaml()).unwrap(), p);
+    for (yaml, expect) in [
+        (
+            "namespaces: [{name: lab, allow: {privileged: true}}]",
+            "namespaces[0].allow.privileged: needs podSecurity: privileged",
+        ),
+        (
+            "namespaces: [{name: lab, podSecurity: baseline, allow: {hostPaths: [/x]}}]",
+            "namespaces[0].allow.hostPaths: needs podSecurity: privileged",
+        ),
+        (
+            "namespaces: [{name: lab, podSecurity: baseline, allow: {hostNamespaces: true}}]",
+            "namespaces[0].allow.hostNamespaces: needs podSecurity: privileged",
+        ),
+        (
+            "namespaces: [{name: lab, allow: {capabilities: [NET_ADMIN]}}]",
+            "namespaces[0].allow.capabilities: needs podSecurity: baseline or privileged",
+        ),
+        (
+            "namespaces: [{name: lab, podSecurity: privileged, allow: {hostPaths: [relative]}}]",
+            "namespaces[0].allow.hostPaths[0]",
+        ),
+        (
+            "namespaces: [{name: lab, allow: {root: true}}]",
+            "unknown field `root`",
+        ),
+    ] {
+        let err = SpokePolicy::parse(yaml).unwrap_err().to_string();
+        assert!(err.contains(expect), "{yaml}: {err}");
+    }
+    // Capabilities need no more than baseline; a named service account nothing at all.
+    assert!(
+        SpokePolicy::parse(
+            "namespaces: [{name: lab, podSecurity: baseline, allow: {capabilities: [NET_ADMIN]}}, {name: t, allow: {serviceAccounts: [runner]}}]"
+        )
+        .is_ok()
+    );
+}
+
+#[test]
+fn the_hub_learns_a_spokes_exceptions_rule_by_rule_and_checks_them() {
+    use flux_shared::federation::policy::{Announced, announce};
+    use flux_shared::federation::proto::NamespaceExceptions;
+    // Nothing lifted: nothing said.
+    let plain = PolicyState::of(Some("namespaces: [{name: a}, {name: b*}]"));
+    assert!(announce(&plain).is_empty());
+    assert!(announce(&PolicyState::Missing).is_empty());
+    let lifting = PolicyState::of(Some(
+        "namespaces:\n- name: hpc-plain\n- name: hpc-*\n  podSecurity: privileged\n  allow: {privileged: true}\n",
+    ));
+    let said = announce(&lifting);
+    assert_eq!(said.len(), 2);
+    let heard = Announced::from_proto(&said).unwrap();
+    // The first matching rule decides, as at the spoke.
+    assert!(heard.for_namespace("hpc-plain").is_empty());
+    assert!(heard.for_namespace("hpc-lab").privileged);
+    assert!(heard.for_namespace("other").is_empty());
+    // What a spoke sends is checked before the hub keeps it.
+    let bad = |e: NamespaceExceptions| Announced::from_proto(&[e]).unwrap_err();
+    assert!(
+        bad(NamespaceExceptions {
+            namespace: "Not A Namespace".into(),
+            ..Default::default()
+        })
+        .starts_with("exceptions[0].namespace")
+    );
+    assert!(
+        bad(NamespaceExceptions {
+            namespace: "a".into(),
+            host_paths: vec!["relative".into()],
+            ..Default::default()
+        })
+        .starts_with("exceptions[0].hostPaths[0]")
+    );
+    let many = vec![
+        NamespaceExceptions {
+            namespace: "a".into(),
+            ..Default::default()
+        };
+        flux_shared::federation::policy::MAX_ANNOUNCED_RULES + 1
+    ];
+    assert!(
+        Announced::from_proto(&many)
+            .unwrap_err()
+            .contains("at most")
+    );
+}

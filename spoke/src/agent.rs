@@ -241,6 +241,8 @@ enum SessionError {
     Ended,
     /// The certificate files changed: reconnect with them.
     Reload,
+    /// The policy's exceptions changed: reconnect to announce them.
+    Exceptions,
 }
 
 struct SessionEnd {
@@ -397,6 +399,10 @@ impl<C: Cluster> Agent<C> {
                 info!(%hub, "the certificate files changed; reconnecting with them");
                 Retry::Backoff
             }
+            SessionError::Exceptions => {
+                info!(%hub, "the policy's exceptions changed; reconnecting to tell the hub");
+                Retry::Backoff
+            }
         }
     }
 
@@ -491,7 +497,9 @@ impl<C: Cluster> Agent<C> {
             applied_version: state.applied.as_ref().map_or(0, |a| a.version),
             spoke_version: self.config.spoke_version.clone(),
             accepts_parts: true,
+            exceptions: self.announced(),
         };
+        let announced = request.exceptions.clone();
         // No grpc-timeout on a stream (it would end it); bound only the time to open it.
         let mut stream =
             match tokio::time::timeout(settings.unary_deadline, client.watch(request)).await {
@@ -563,6 +571,9 @@ impl<C: Cluster> Agent<C> {
                             info!(version = snapshot.version, "the spoke policy changed; deciding the snapshot again");
                             self.process(state, snapshot, true).await;
                         }
+                        if self.announced() != announced {
+                            return SessionEnd { got_snapshot, error: SessionError::Exceptions };
+                        }
                         report_at.get_or_insert_with(|| Instant::now() + self.config.report_debounce);
                     }
                     None => {
@@ -594,6 +605,13 @@ impl<C: Cluster> Agent<C> {
                 }
             }
         }
+    }
+
+    /// What the hub is told of the policy's exceptions (none while the policy is not read
+    /// or not valid: the hub then refuses what the baseline refuses).
+    fn announced(&self) -> Vec<flux_shared::federation::proto::NamespaceExceptions> {
+        let text = self.cluster.policy().ok().flatten();
+        flux_shared::federation::policy::announce(&PolicyState::of(text.as_deref()))
     }
 
     /// Applies `snapshot` unless it is the one already fully applied (and not `force`).

@@ -16,7 +16,7 @@ use flux_shared::federation::proto::{
     Assignment, AssignmentStatus, BurstPhase, Condition, Snapshot,
 };
 use flux_shared::render::Object;
-use flux_shared::validate::{describe_violations, unsafe_burst};
+use flux_shared::validate::{Exceptions, describe_violations, unsafe_burst_except};
 use k8s_openapi::api::batch::v1::Job;
 
 use crate::cluster::{ObjectRef, OwnedObject};
@@ -154,6 +154,8 @@ pub fn is_policy_reason(reason: &str) -> bool {
         policy::reason::VOLUME_NOT_ALLOWED,
         policy::reason::RESOURCES_NOT_ALLOWED,
         policy::reason::POD_SECURITY,
+        // What the baseline refuses, the policy may allow (a namespace rule's `allow`).
+        UNSAFE_BURST,
     ]
     .contains(&reason)
 }
@@ -193,7 +195,22 @@ pub fn plan_snapshot(
     let mut examined: Vec<(&Assignment, Result<Realized, Decision>)> = Vec::new();
     for a in &snapshot.assignments {
         if seen.insert(a.key.as_str()) {
-            examined.push((a, examine(a, memory, me, cx.spoke_namespace)));
+            let result = examine(a, memory, me).and_then(|realized| {
+                // Checked every time, applied content too: the policy's exceptions may
+                // have changed. A running burst that is no longer safe is held, not grown.
+                let exceptions = match cx.policy {
+                    PolicyState::Valid(p) => p.exceptions_for(&realized.namespace),
+                    _ => Exceptions::default(),
+                };
+                match unsafe_refusal(a, &realized, cx.spoke_namespace, &exceptions) {
+                    None => Ok(realized),
+                    Some(refusal) if has_objects.contains(a.key.as_str()) => {
+                        Err(Decision::Hold(Box::new(refusal)))
+                    }
+                    Some(refusal) => Err(Decision::Refuse(Box::new(refusal))),
+                }
+            });
+            examined.push((a, result));
         }
     }
 
@@ -303,14 +320,9 @@ fn job_pod(realized: &Realized) -> Option<&k8s_openapi::api::core::v1::PodSpec> 
 }
 
 /// The objects of `a`, or the decision that refuses it before the policy is asked: the
-/// same content refused before for a reason other than the policy's, content that does not
-/// realize, or an unsafe burst. Content applied before is not rendered again.
-fn examine(
-    a: &Assignment,
-    memory: &Memory,
-    me: &SpokeIdentity,
-    spoke_namespace: &str,
-) -> Result<Realized, Decision> {
+/// same content refused before for a reason other than the policy's, or content that does
+/// not realize. Content applied before is not rendered again.
+fn examine(a: &Assignment, memory: &Memory, me: &SpokeIdentity) -> Result<Realized, Decision> {
     if memory
         .refused
         .get(&a.key)
@@ -324,11 +336,7 @@ fn examine(
         return Ok(applied.realized.clone());
     }
     match realize(a, me) {
-        Ok(realized) => match unsafe_refusal(a, &realized, spoke_namespace) {
-            // Refused here, before the agent writes anything (not even the namespace).
-            Some(refusal) => Err(Decision::Refuse(Box::new(refusal))),
-            None => Ok(realized),
-        },
+        Ok(realized) => Ok(realized),
         Err(error) => Err(Decision::Refuse(Box::new(AssignmentRefusal::new(
             a, &error,
         )))),
@@ -336,17 +344,25 @@ fn examine(
 }
 
 /// The refusal of an assignment whose burst asks for what this cluster does not give a
-/// burst (privileges, host access, credentials, the spoke's or the system's namespaces),
-/// or `None` when it is safe. The hub checks the same before it assigns; this spoke checks
-/// again because it, not the hub, answers for its cluster.
+/// burst (privileges, host access, credentials, the spoke's or the system's namespaces)
+/// beyond the `exceptions` its policy lists, or `None` when it is safe. The hub checks the
+/// same (with the exceptions this spoke announced) before it assigns; this spoke checks
+/// again because it, not the hub, answers for its cluster. Refused before the agent writes
+/// anything (not even the namespace).
 fn unsafe_refusal(
     a: &Assignment,
     realized: &Realized,
     spoke_namespace: &str,
+    exceptions: &Exceptions,
 ) -> Option<AssignmentRefusal> {
     // `realize` has parsed the same text; a failure here still refuses, never applies.
     let violations = match serde_json::from_str::<MiniClusterSpec>(&a.minicluster_spec_json) {
-        Ok(spec) => unsafe_burst(&spec, &realized.namespace, Some(spoke_namespace)),
+        Ok(spec) => unsafe_burst_except(
+            &spec,
+            &realized.namespace,
+            Some(spoke_namespace),
+            exceptions,
+        ),
         Err(e) => {
             return Some(AssignmentRefusal {
                 assignment: a.clone(),
@@ -705,6 +721,56 @@ mod tests {
             );
         }
         assert!(plan.delete.is_empty() && plan.removed.is_empty());
+    }
+
+    #[test]
+    fn the_policys_exceptions_admit_an_unsafe_burst_and_their_removal_holds_it() {
+        let mut a = sample_assignments("lab", "m", &[("x", 2)]).remove(0);
+        let mut spec: serde_json::Value =
+            serde_json::from_str(&a.minicluster_spec_json).expect("sample spec");
+        spec["pod"] = serde_json::json!({"serviceAccountName": "runner"});
+        spec["containers"][0]["securityContext"] = serde_json::json!({"privileged": true});
+        spec["containers"][0]["volumes"] =
+            serde_json::json!({"scratch": {"hostPath": "/scratch/lab", "path": "/scratch"}});
+        a.minicluster_spec_json = spec.to_string();
+        let baseline = PolicyState::of(Some("namespaces: [{name: lab, podSecurity: privileged}]"));
+        let lifting = PolicyState::of(Some(
+            "namespaces: [{name: lab, podSecurity: privileged, allow: {privileged: true, hostPaths: [/scratch], serviceAccounts: [runner]}}]",
+        ));
+        let decide = |policy: &PolicyState, owned: &[OwnedObject], memory: &Memory| {
+            let plan = plan_with(
+                &snapshot(vec![a.clone()], &[]),
+                owned,
+                memory,
+                policy,
+                DEFAULT_SPOKE_NAMESPACE,
+            );
+            plan.assignments[0].decision.clone()
+        };
+        // The baseline refuses it, naming each rule.
+        let Decision::Refuse(refused) = decide(&baseline, &[], &Memory::default()) else {
+            panic!("refused by the baseline")
+        };
+        assert_eq!(refused.reason, UNSAFE_BURST);
+        // The owner lists the exceptions: the same content, refused before, now runs.
+        let mut memory = Memory::default();
+        memory.refused.insert(a.key.clone(), *refused);
+        let now = decide(&lifting, &[], &memory);
+        assert!(matches!(now, Decision::Apply(_)), "{now:?}");
+        // Running, the exceptions withdrawn: held as it is, neither grown nor deleted.
+        let mut memory = Memory::default();
+        let realized = remember(&mut memory, &a);
+        let owned = owned_of(&realized);
+        assert_eq!(decide(&lifting, &owned, &memory), Decision::Unchanged);
+        let Decision::Hold(held) = decide(&baseline, &owned, &memory) else {
+            panic!("held")
+        };
+        assert_eq!(held.reason, UNSAFE_BURST);
+        assert!(
+            held.message.contains("spec.pod.serviceAccountName"),
+            "{}",
+            held.message
+        );
     }
 
     #[test]

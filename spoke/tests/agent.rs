@@ -1313,6 +1313,38 @@ async fn a_running_burst_the_policy_no_longer_admits_is_kept_not_grown_and_repor
     server.stop().await;
 }
 
+/// The hub hears what the policy lets bursts have beyond the baseline when the spoke
+/// connects; a policy edit that changes it reconnects the spoke to say so, one that does
+/// not never does.
+#[tokio::test]
+async fn the_policys_exceptions_are_announced_and_a_change_reconnects() {
+    let pki = Pki::new();
+    let hub = HubState::new(snapshot("e1", 1, vec![]));
+    let server = RunningHub::start(&pki, &hub, any_port()).await;
+    let cluster = FakeCluster::new();
+    cluster.set_policy(Some("namespaces: [{name: hpc}]\n"));
+    let agent = RunningAgent::start(&pki, &pki.spoke, server.addr, &cluster, LONG);
+    hub.ack("e1", 1).await;
+    assert!(hub.watches()[0].exceptions.is_empty(), "nothing lifted");
+
+    cluster.set_policy(Some("namespaces: [{name: hpc, podSecurity: baseline}]\n"));
+    cluster.set_policy(Some(
+        "namespaces: [{name: hpc, podSecurity: privileged, allow: {privileged: true, serviceAccounts: [runner]}}]\n",
+    ));
+    let announced = eventually("the exceptions announced", || {
+        hub.watches().get(1).map(|w| w.exceptions.clone())
+    })
+    .await;
+    assert_eq!(announced.len(), 1);
+    assert_eq!(announced[0].namespace, "hpc");
+    assert!(announced[0].privileged);
+    assert_eq!(announced[0].service_accounts, ["runner"]);
+    assert_eq!(hub.watches().len(), 2, "one reconnection");
+
+    agent.stop().await;
+    server.stop().await;
+}
+
 /// The broker ceiling is shared: the second burst gets what is left, and its status
 /// says how many that is (what the hub's autoscaler may grow it to).
 #[tokio::test]

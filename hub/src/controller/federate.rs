@@ -9,7 +9,7 @@ use flux_shared::federation::assignment::{self, SpokeAssignment};
 use flux_shared::federation::{assignment_key, parts};
 use flux_shared::plan::{Plan, Role};
 use flux_shared::render;
-use flux_shared::validate::{describe_violations, unsafe_burst};
+use flux_shared::validate::{Exceptions, describe_violations, unsafe_burst_except};
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Patch, PatchParams};
@@ -38,14 +38,44 @@ pub struct Federated {
 
 /// Why the bursts of `plan` are not assigned, or `None` when they are safe to send: the
 /// checks every spoke applies before it creates anything
-/// ([`flux_shared::validate::unsafe_burst`]), run here so the author hears at once. The
-/// hub does not know a spoke's namespace: the default one is checked.
-pub(super) fn unsafe_refusal(plan: &Plan) -> Option<String> {
-    let violations = unsafe_burst(&plan.spec, &plan.namespace, None);
-    (!violations.is_empty()).then(|| {
+/// ([`flux_shared::validate::unsafe_burst_except`]), run here so the author hears at once,
+/// with what each burst's spoke announced its policy lets through (`exceptions_of(spoke)`;
+/// nothing for a spoke that has not connected to this hub). The hub does not know a
+/// spoke's namespace: the default one is checked.
+pub(super) fn unsafe_refusal(
+    plan: &Plan,
+    exceptions_of: impl Fn(&str) -> Exceptions,
+) -> Option<String> {
+    let mut spokes: Vec<&str> = plan
+        .bursts
+        .iter()
+        .filter(|b| !b.retired)
+        .map(|b| b.cluster.as_str())
+        .collect();
+    spokes.sort_unstable();
+    spokes.dedup();
+    let mut refused: Vec<String> = Vec::new();
+    let mut lifted = false;
+    for spoke in spokes {
+        let exceptions = exceptions_of(spoke);
+        lifted |= !exceptions.is_empty();
+        let violations = unsafe_burst_except(&plan.spec, &plan.namespace, None, &exceptions);
+        if !violations.is_empty() {
+            refused.push(format!(
+                "spoke {spoke}: {}",
+                describe_violations(&violations)
+            ));
+        }
+    }
+    (!refused.is_empty()).then(|| {
         format!(
-            "{UNSAFE_BURST}: not assigned, a burst may not have this in another cluster: {}",
-            describe_violations(&violations)
+            "{UNSAFE_BURST}: not assigned, a burst may not have this in another cluster{}: {}",
+            if lifted {
+                ""
+            } else {
+                " (unless that cluster's policy lists it in a namespace rule's allow)"
+            },
+            refused.join("; ")
         )
     })
 }
@@ -112,7 +142,9 @@ pub(super) async fn federate(
         Ok(lead) => (Some(lead), None),
         Err(reason) => (None, Some(reason)),
     };
-    let refused = unsafe_refusal(plan);
+    let refused = unsafe_refusal(plan, |spoke| {
+        ctx.registry.exceptions(spoke, &plan.namespace)
+    });
     let assignments = match &lead {
         // Unsafe: nothing is sent (the spoke would refuse it anyway).
         _ if refused.is_some() => Vec::new(),

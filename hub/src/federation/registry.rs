@@ -21,8 +21,10 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use flux_shared::federation::assignment::SpokeAssignment;
+use flux_shared::federation::policy::Announced;
 use flux_shared::federation::proto::{self, AssignmentStatus, BurstPhase, Snapshot};
 use flux_shared::plan::Endpoint;
+use flux_shared::validate::Exceptions;
 use tokio::sync::{mpsc, watch};
 
 /// A MiniCluster, by namespace and name.
@@ -132,6 +134,9 @@ struct SpokeState {
     reports: HashMap<String, (AssignmentStatus, SystemTime)>,
     /// Its last report's `cluster_access`, while it says it cannot reach its cluster.
     cluster_unreachable: Option<(SystemTime, String)>,
+    /// What its policy lets bursts have beyond the baseline, as it last announced
+    /// (nothing until it connects to this hub).
+    exceptions: Announced,
 }
 
 impl SpokeState {
@@ -153,6 +158,7 @@ impl SpokeState {
             spoke_version: String::new(),
             reports: HashMap::new(),
             cluster_unreachable: None,
+            exceptions: Announced::default(),
         }
     }
 
@@ -660,6 +666,18 @@ impl Registry {
         spoke: &str,
         spoke_version: &str,
     ) -> Result<Subscription, SubscribeError> {
+        self.subscribe_announcing(spoke, spoke_version, Announced::default())
+    }
+
+    /// [`Registry::subscribe`], keeping what the spoke announced of its policy's
+    /// exceptions ([`Registry::exceptions`]) for as long as this hub runs. The
+    /// MiniClusters bursting there are reconciled again with them.
+    pub fn subscribe_announcing(
+        self: &Arc<Self>,
+        spoke: &str,
+        spoke_version: &str,
+        exceptions: Announced,
+    ) -> Result<Subscription, SubscribeError> {
         if !self.is_primed() {
             return Err(SubscribeError::NotReady);
         }
@@ -675,6 +693,7 @@ impl Registry {
         state.connections += 1;
         state.last_seen = Some(SystemTime::now());
         state.spoke_version = spoke_version.to_string();
+        state.exceptions = exceptions;
         let versions = state.tx.subscribe();
         let first = state.connections == 1;
         let affected = if first {
@@ -694,6 +713,16 @@ impl Registry {
                 spoke: spoke.to_string(),
             },
         })
+    }
+
+    /// What bursts in `namespace` may have beyond the baseline at spoke `spoke`, as it last
+    /// announced (nothing for a spoke that has not connected to this hub).
+    pub fn exceptions(&self, spoke: &str, namespace: &str) -> Exceptions {
+        self.lock()
+            .spokes
+            .get(spoke)
+            .map(|s| s.exceptions.for_namespace(namespace))
+            .unwrap_or_default()
     }
 
     /// Records when the certificate spoke `spoke` connected with expires (Unix seconds).

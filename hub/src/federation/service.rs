@@ -175,7 +175,16 @@ impl Spoke for Services {
         let revoked = self.pins.revoked(spoke.clone(), leaf);
         let req = request.into_inner();
         let span = info_span!("watch", %spoke, spoke_version = %req.spoke_version);
-        let subscription = match self.registry.subscribe(&spoke, &req.spoke_version) {
+        // What crosses the trust line is checked before it is kept.
+        let exceptions = flux_shared::federation::policy::Announced::from_proto(&req.exceptions)
+            .map_err(|e| {
+                Status::invalid_argument(format!("spoke {spoke}'s policy exceptions: {e}"))
+            })?;
+        let subscription = match self.registry.subscribe_announcing(
+            &spoke,
+            &req.spoke_version,
+            exceptions,
+        ) {
             Ok(s) => s,
             Err(SubscribeError::NotReady) => return Err(not_ready()),
             Err(SubscribeError::AlreadyConnected) => {

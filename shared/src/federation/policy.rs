@@ -32,7 +32,8 @@ use std::fmt;
 use k8s_openapi::api::core::v1::{Container, PodSpec, SecurityContext};
 use serde::{Deserialize, Serialize};
 
-use crate::validate::{MAX_BROKERS, is_dns_label};
+use super::proto;
+use crate::validate::{Exceptions, MAX_BROKERS, is_dns_label};
 
 /// Name of the ConfigMap that holds a spoke's policy, in the spoke's own namespace.
 pub const POLICY_CONFIGMAP: &str = "flux-spoke-policy";
@@ -117,6 +118,13 @@ pub struct NamespaceRule {
     /// creates; `restricted` when unset. A namespace that exists keeps its own labels.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pod_security: Option<Level>,
+    /// What bursts in a matching namespace may have beyond the baseline (privileged
+    /// containers, added capabilities, host namespaces, host paths, named service
+    /// accounts); none when unset. The namespace's Pod Security level must let the pods
+    /// run: `privileged` for the first, third and fourth, at least `baseline` for
+    /// capabilities.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allow: Option<Exceptions>,
 }
 
 impl NamespaceRule {
@@ -207,6 +215,7 @@ impl SpokePolicy {
                 .map(|n| NamespaceRule {
                     name: n.clone(),
                     pod_security: None,
+                    allow: None,
                 })
                 .collect(),
             ..Default::default()
@@ -261,6 +270,33 @@ impl SpokePolicy {
                         n.name
                     ),
                 );
+            }
+            if let Some(allow) = &n.allow {
+                if let Err((field, rule)) = allow.check() {
+                    return err(&format!("namespaces[{i}].allow.{field}"), rule);
+                }
+                let level = n.pod_security.unwrap_or_default();
+                let needs_privileged = [
+                    ("privileged", allow.privileged),
+                    ("hostNamespaces", allow.host_namespaces),
+                    ("hostPaths", !allow.host_paths.is_empty()),
+                ];
+                for (field, asked) in needs_privileged {
+                    if asked && level != Level::Privileged {
+                        return err(
+                            &format!("namespaces[{i}].allow.{field}"),
+                            format!(
+                                "needs podSecurity: privileged in this rule (the namespace's {level} level would refuse such pods)"
+                            ),
+                        );
+                    }
+                }
+                if !allow.capabilities.is_empty() && level == Level::Restricted {
+                    return err(
+                        &format!("namespaces[{i}].allow.capabilities"),
+                        "needs podSecurity: baseline or privileged in this rule (the restricted level refuses added capabilities)".to_string(),
+                    );
+                }
             }
         }
         for (field, value) in [
@@ -321,6 +357,13 @@ impl SpokePolicy {
         } else {
             Err(prefixes.into_iter().map(|n| n.name.clone()).collect())
         }
+    }
+
+    /// What bursts in `namespace` may have beyond the baseline (its rule's `allow`).
+    pub fn exceptions_for(&self, namespace: &str) -> Exceptions {
+        self.namespace_rule(namespace)
+            .and_then(|r| r.allow.clone())
+            .unwrap_or_default()
     }
 
     /// The rule admitting bursts in `namespace`, if any (the first that matches).
@@ -562,7 +605,8 @@ pub fn admit(
             _ => rule.and_then(|r| r.pod_security).unwrap_or_default(),
         };
         if let Some(pod) = c.pod {
-            pod_violations(policy, pod, level, &mut violations);
+            let exceptions = rule.and_then(|r| r.allow.as_ref());
+            pod_violations(policy, pod, level, exceptions, &mut violations);
         }
         let refusal = violations.first().map(|(first, _)| Refusal {
             reason: first,
@@ -639,6 +683,7 @@ fn pod_violations(
     policy: &SpokePolicy,
     pod: &PodSpec,
     level: Level,
+    exceptions: Option<&Exceptions>,
     out: &mut Vec<(&'static str, String)>,
 ) {
     for (_, c) in containers(pod) {
@@ -655,9 +700,17 @@ fn pod_violations(
         }
     }
     for v in pod.volumes.iter().flatten() {
-        // configMap, secret and emptyDir are what every burst renders; hostPath is refused
-        // before the policy is asked.
-        let (kind, name) = if v.config_map.is_some() || v.secret.is_some() || v.empty_dir.is_some()
+        // configMap, secret and emptyDir are what every burst renders; a hostPath is the
+        // namespace rule's `allow.hostPaths` to admit (the baseline check, which runs
+        // first, names it otherwise).
+        let host_path_allowed = v
+            .host_path
+            .as_ref()
+            .is_some_and(|h| exceptions.is_some_and(|e| e.host_path_allowed(&h.path)));
+        let (kind, name) = if v.config_map.is_some()
+            || v.secret.is_some()
+            || v.empty_dir.is_some()
+            || host_path_allowed
         {
             continue;
         } else if v.persistent_volume_claim.is_some() {
@@ -829,5 +882,102 @@ fn restricted_violations(pod: &PodSpec, out: &mut Vec<(&'static str, String)>) {
 impl fmt::Display for Level {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
+    }
+}
+
+/// The most namespace rules a spoke may announce to the hub.
+pub const MAX_ANNOUNCED_RULES: usize = 256;
+
+/// What a spoke tells the hub of its policy (`WatchRequest.exceptions`): every namespace
+/// rule, in order (the first match applies), with its exceptions. Empty when no rule lifts
+/// anything (the same answer for every namespace: the baseline), so that editing such a
+/// policy never reconnects the spoke, and unless the policy is valid.
+pub fn announce(policy: &PolicyState) -> Vec<proto::NamespaceExceptions> {
+    let PolicyState::Valid(p) = policy else {
+        return Vec::new();
+    };
+    if p.namespaces
+        .iter()
+        .all(|r| r.allow.as_ref().is_none_or(Exceptions::is_empty))
+    {
+        return Vec::new();
+    }
+    p.namespaces
+        .iter()
+        .map(|rule| {
+            let e = rule.allow.clone().unwrap_or_default();
+            proto::NamespaceExceptions {
+                namespace: rule.name.clone(),
+                privileged: e.privileged,
+                capabilities: e.capabilities,
+                host_namespaces: e.host_namespaces,
+                host_paths: e.host_paths,
+                service_accounts: e.service_accounts,
+            }
+        })
+        .collect()
+}
+
+/// The exceptions a spoke announced, as the hub keeps them: checked and bounded, for
+/// [`Announced::for_namespace`].
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Announced(Vec<NamespaceRule>);
+
+impl Announced {
+    /// Checks what a spoke sent: at most [`MAX_ANNOUNCED_RULES`] rules, each a namespace
+    /// name or prefix and well-formed exceptions. The error names the entry.
+    pub fn from_proto(rules: &[proto::NamespaceExceptions]) -> Result<Announced, String> {
+        if rules.len() > MAX_ANNOUNCED_RULES {
+            return Err(format!(
+                "exceptions: {} namespace rules, at most {MAX_ANNOUNCED_RULES}",
+                rules.len()
+            ));
+        }
+        let mut out = Vec::with_capacity(rules.len());
+        for (i, r) in rules.iter().enumerate() {
+            let allow = Exceptions {
+                privileged: r.privileged,
+                capabilities: r.capabilities.clone(),
+                host_namespaces: r.host_namespaces,
+                host_paths: r.host_paths.clone(),
+                service_accounts: r.service_accounts.clone(),
+            };
+            let rule = NamespaceRule {
+                name: r.namespace.clone(),
+                pod_security: None,
+                allow: (!allow.is_empty()).then_some(allow),
+            };
+            // The policy's own checks of a name and of exceptions (not the Pod Security
+            // coherence: the spoke's level is its own business).
+            let base = rule.name.strip_suffix('*').unwrap_or(&rule.name);
+            let name_ok = is_dns_label(&rule.name)
+                || (rule.name.ends_with('*')
+                    && base.len() < 63
+                    && base
+                        .bytes()
+                        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-'));
+            if !name_ok {
+                return Err(format!(
+                    "exceptions[{i}].namespace: {:?} is neither a namespace name nor a prefix followed by *",
+                    rule.name
+                ));
+            }
+            if let Some(allow) = &rule.allow
+                && let Err((field, why)) = allow.check()
+            {
+                return Err(format!("exceptions[{i}].{field}: {why}"));
+            }
+            out.push(rule);
+        }
+        Ok(Announced(out))
+    }
+
+    /// What bursts in `namespace` may have beyond the baseline at that spoke.
+    pub fn for_namespace(&self, namespace: &str) -> Exceptions {
+        self.0
+            .iter()
+            .find(|r| r.matches(namespace))
+            .and_then(|r| r.allow.clone())
+            .unwrap_or_default()
     }
 }

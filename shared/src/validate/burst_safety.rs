@@ -12,9 +12,109 @@
 //! spoke again before it creates anything.
 
 use k8s_openapi::api::core::v1::{PodSecurityContext, SecurityContext};
+use serde::{Deserialize, Serialize};
 
 use super::FieldError;
 use crate::api::MiniClusterSpec;
+
+/// What a burst cluster's owner lets bursts in a namespace have beyond the baseline (the
+/// `allow` of a spoke policy's namespace rule, announced to the hub). Each item lifts one
+/// rule of [`unsafe_burst`], and only that one; the namespace rules (`kube-*`, the spoke's
+/// own) and the rest (seccomp, AppArmor, SELinux, sysctls, /proc, Windows host processes,
+/// mounted tokens) are never lifted. Empty: the baseline.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Exceptions {
+    /// Privileged containers.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub privileged: bool,
+    /// Capabilities containers may add (`SYS_PTRACE`, ...).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub capabilities: Vec<String>,
+    /// The node's process and IPC namespaces (`hostPID`, `hostIPC`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub host_namespaces: bool,
+    /// Directories of the nodes a `hostPath` volume may mount: absolute paths, matched
+    /// whole components (`/scratch` admits `/scratch/a`, not `/scratch2`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub host_paths: Vec<String>,
+    /// Service accounts of the burst's namespace the pods may run as.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub service_accounts: Vec<String>,
+}
+
+/// The most entries an [`Exceptions`] list may hold (it travels to the hub).
+pub const MAX_EXCEPTION_ENTRIES: usize = 32;
+
+impl Exceptions {
+    /// Whether these lift nothing.
+    pub fn is_empty(&self) -> bool {
+        *self == Exceptions::default()
+    }
+
+    /// Every entry well formed, each problem as (field below `allow`, rule).
+    pub fn check(&self) -> Result<(), (String, String)> {
+        let lists = [
+            ("capabilities", &self.capabilities),
+            ("hostPaths", &self.host_paths),
+            ("serviceAccounts", &self.service_accounts),
+        ];
+        for (field, list) in lists {
+            if list.len() > MAX_EXCEPTION_ENTRIES {
+                return Err((
+                    field.into(),
+                    format!("{} entries, at most {MAX_EXCEPTION_ENTRIES}", list.len()),
+                ));
+            }
+        }
+        for (i, c) in self.capabilities.iter().enumerate() {
+            let ok = !c.is_empty()
+                && c.len() <= 64
+                && c.bytes()
+                    .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit() || b == b'_');
+            if !ok {
+                return Err((
+                    format!("capabilities[{i}]"),
+                    format!("{c:?} is not a capability name (like SYS_PTRACE)"),
+                ));
+            }
+        }
+        for (i, p) in self.host_paths.iter().enumerate() {
+            let ok = p.starts_with('/')
+                && p.len() <= 4096
+                && !p.split('/').any(|c| c == ".." || c == ".")
+                && !p.chars().any(char::is_control);
+            if !ok {
+                return Err((
+                    format!("hostPaths[{i}]"),
+                    format!("{p:?} is not an absolute path without . or .. components"),
+                ));
+            }
+        }
+        for (i, a) in self.service_accounts.iter().enumerate() {
+            // A DNS-1123 subdomain, lowercase.
+            if a.len() > 253 || !a.split('.').all(super::is_dns_label) {
+                return Err((
+                    format!("serviceAccounts[{i}]"),
+                    format!("{a:?} is not a service account name"),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether a `hostPath` volume of `path` is among [`Exceptions::host_paths`].
+    pub fn host_path_allowed(&self, path: &str) -> bool {
+        self.host_paths.iter().any(|allowed| {
+            let allowed = allowed.trim_end_matches('/');
+            allowed.is_empty()
+                || path == allowed
+                || path
+                    .strip_prefix(allowed)
+                    .is_some_and(|rest| rest.starts_with('/'))
+        })
+    }
+}
 
 /// One thing a burst may not do: the field and the rule.
 pub type Violation = FieldError;
@@ -55,6 +155,16 @@ pub fn unsafe_burst(
     namespace: &str,
     spoke_namespace: Option<&str>,
 ) -> Vec<Violation> {
+    unsafe_burst_except(spec, namespace, spoke_namespace, &Exceptions::default())
+}
+
+/// [`unsafe_burst`], with the rules `exceptions` lifts left out.
+pub fn unsafe_burst_except(
+    spec: &MiniClusterSpec,
+    namespace: &str,
+    spoke_namespace: Option<&str>,
+    exceptions: &Exceptions,
+) -> Vec<Violation> {
     let mut out = Vec::new();
     let mut deny = |field: String, rule: String| out.push(Violation { field, rule });
     let spoke_namespace = spoke_namespace.unwrap_or(DEFAULT_SPOKE_NAMESPACE);
@@ -79,6 +189,7 @@ pub fn unsafe_burst(
         .service_account_name
         .as_deref()
         .filter(|a| !a.is_empty() && *a != "default")
+        .filter(|a| !exceptions.service_accounts.iter().any(|e| e == a))
     {
         deny(
             "spec.pod.serviceAccountName".into(),
@@ -93,13 +204,13 @@ pub fn unsafe_burst(
             "must not be true in a burst: the token would let the brokers act on the burst cluster's API".into(),
         );
     }
-    if pod.host_ipc == Some(true) {
+    if pod.host_ipc == Some(true) && !exceptions.host_namespaces {
         deny(
             "spec.pod.hostIPC".into(),
             "must not be true in a burst: it shares the node's IPC namespace".into(),
         );
     }
-    if pod.host_pid == Some(true) {
+    if pod.host_pid == Some(true) && !exceptions.host_namespaces {
         deny(
             "spec.pod.hostPID".into(),
             "must not be true in a burst: it shares the node's process namespace".into(),
@@ -109,18 +220,28 @@ pub fn unsafe_burst(
         pod_security_context(sc, &mut deny);
     }
     if let Some(sc) = spec.flux().view().security_context.as_ref() {
-        container_security_context("spec.flux.container.securityContext", sc, &mut deny);
+        container_security_context(
+            "spec.flux.container.securityContext",
+            sc,
+            exceptions,
+            &mut deny,
+        );
     }
     for (i, c) in spec.containers.iter().enumerate() {
         if let Some(sc) = &c.security_context {
             container_security_context(
                 &format!("spec.containers[{i}].securityContext"),
                 sc,
+                exceptions,
                 &mut deny,
             );
         }
         for (name, v) in &c.volumes {
-            if let Some(path) = v.host_path.as_deref().filter(|p| !p.is_empty()) {
+            if let Some(path) = v
+                .host_path
+                .as_deref()
+                .filter(|p| !p.is_empty() && !exceptions.host_path_allowed(p))
+            {
                 deny(
                     format!("spec.containers[{i}].volumes[{name:?}].hostPath"),
                     format!(
@@ -136,25 +257,30 @@ pub fn unsafe_burst(
 fn container_security_context(
     field: &str,
     sc: &SecurityContext,
+    exceptions: &Exceptions,
     deny: &mut impl FnMut(String, String),
 ) {
-    if sc.privileged == Some(true) {
+    if sc.privileged == Some(true) && !exceptions.privileged {
         deny(
             format!("{field}.privileged"),
             "must not be true in a burst: a privileged container controls the node".into(),
         );
     }
-    if let Some(add) = sc
+    let added: Vec<&str> = sc
         .capabilities
         .as_ref()
         .and_then(|c| c.add.as_ref())
-        .filter(|a| !a.is_empty())
-    {
+        .into_iter()
+        .flatten()
+        .map(String::as_str)
+        .filter(|c| !exceptions.capabilities.iter().any(|e| e == c))
+        .collect();
+    if !added.is_empty() {
         deny(
             format!("{field}.capabilities.add"),
             format!(
                 "must be empty in a burst (adds {}): added capabilities reach beyond the container",
-                add.join(", ")
+                added.join(", ")
             ),
         );
     }
@@ -286,6 +412,92 @@ mod tests {
 
     fn only(extra: &str) -> Vec<String> {
         fields(extra, "default", None)
+    }
+
+    #[test]
+    fn exceptions_lift_their_own_rule_and_nothing_else() {
+        let unsafe_spec = spec(
+            ", pod: {serviceAccountName: runner, hostPID: true, hostIPC: true, automountServiceAccountToken: true}, containers: [{image: a, securityContext: {privileged: true, capabilities: {add: [SYS_PTRACE, NET_ADMIN]}}, volumes: {s: {hostPath: /scratch/x, path: /s}, r: {hostPath: /scratch2, path: /r}}}]",
+        );
+        let with = |e: &Exceptions| -> Vec<String> {
+            unsafe_burst_except(&unsafe_spec, "lab", None, e)
+                .into_iter()
+                .map(|v| format!("{}: {}", v.field, v.rule))
+                .collect()
+        };
+        let all = with(&Exceptions::default());
+        assert_eq!(all.len(), 8, "{all:#?}");
+        let lifted = Exceptions {
+            privileged: true,
+            capabilities: vec!["SYS_PTRACE".into()],
+            host_namespaces: true,
+            host_paths: vec!["/scratch/".into()],
+            service_accounts: vec!["runner".into()],
+        };
+        assert_eq!(lifted.check(), Ok(()));
+        let left = with(&lifted);
+        assert_eq!(left.len(), 3, "{left:#?}");
+        assert!(
+            left[0].starts_with("spec.pod.automountServiceAccountToken"),
+            "{left:?}"
+        );
+        assert!(
+            left[1].starts_with("spec.containers[0].securityContext.capabilities.add")
+                && left[1].contains("adds NET_ADMIN)"),
+            "{left:?}"
+        );
+        assert!(
+            left[2].starts_with("spec.containers[0].volumes[\"r\"].hostPath"),
+            "whole components only: {left:?}"
+        );
+        // The namespace rules are never lifted.
+        assert_eq!(
+            unsafe_burst_except(&spec(""), "kube-system", None, &lifted).len(),
+            1
+        );
+    }
+
+    #[test]
+    fn malformed_exceptions_name_the_entry() {
+        for (e, field) in [
+            (
+                Exceptions {
+                    capabilities: vec!["sys_ptrace".into()],
+                    ..Default::default()
+                },
+                "capabilities[0]",
+            ),
+            (
+                Exceptions {
+                    host_paths: vec!["/a".into(), "scratch".into()],
+                    ..Default::default()
+                },
+                "hostPaths[1]",
+            ),
+            (
+                Exceptions {
+                    host_paths: vec!["/a/../etc".into()],
+                    ..Default::default()
+                },
+                "hostPaths[0]",
+            ),
+            (
+                Exceptions {
+                    service_accounts: vec!["Runner".into()],
+                    ..Default::default()
+                },
+                "serviceAccounts[0]",
+            ),
+            (
+                Exceptions {
+                    capabilities: vec!["A".into(); MAX_EXCEPTION_ENTRIES + 1],
+                    ..Default::default()
+                },
+                "capabilities",
+            ),
+        ] {
+            assert_eq!(e.check().unwrap_err().0, field, "{e:?}");
+        }
     }
 
     #[test]
