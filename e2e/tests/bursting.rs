@@ -772,10 +772,51 @@ async fn autoscale(env: &TestEnv, fed: &Federation) -> Result<()> {
         ),
     )
     .await?;
+    // The burst cluster's owner admits one broker at most: the autoscaler grows the burst
+    // to that and no further, however long the job waits.
+    let policy = |extra: &str| {
+        format!(
+            "namespaces: [{{name: {}, podSecurity: privileged}}]\n{extra}",
+            env.ns
+        )
+    };
+    env.set_spoke_policy_of(fed.spoke(), Some(&policy("maxBrokers: 1\n")))
+        .await?;
+    wait_burst(env, "the spoke to admit one broker", |b| {
+        b.admitted_size == Some(1)
+    })
+    .await?;
     let jobid = root.flux_submit(&lead_pod, NAME, "-N 4 hostname").await?;
     let submitted = std::time::Instant::now();
-
     let jobs = env.spoke_api::<Job>();
+    env.eventually(
+        "the autoscaler to grow the burst to the one admitted broker",
+        secs(90),
+        async || {
+            let parallelism = jobs.get(&burst).await?.spec.and_then(|s| s.parallelism);
+            Ok(if parallelism == Some(1) {
+                Probe::Done(())
+            } else {
+                Probe::Waiting(format!("parallelism {parallelism:?}"))
+            })
+        },
+    )
+    .await?;
+    env.holds_for(
+        "the ceiling: no growth past the admitted broker",
+        Duration::from_secs(5),
+        async || {
+            let parallelism = jobs.get(&burst).await?.spec.and_then(|s| s.parallelism);
+            Ok((parallelism != Some(1)).then(|| format!("parallelism {parallelism:?}")))
+        },
+    )
+    .await?;
+    let size = mcs.get(NAME).await?.spec.bursts()[0].size;
+    ensure!(size == 1, "the autoscaler set size 1, not {size}");
+    // The owner lifts the ceiling: the burst grows to what the job needs.
+    env.set_spoke_policy_of(fed.spoke(), Some(&policy("")))
+        .await?;
+
     env.eventually(
         "the autoscaler to grow the burst to 2 for the waiting job",
         secs(90),
@@ -807,17 +848,20 @@ async fn autoscale(env: &TestEnv, fed: &Federation) -> Result<()> {
         .api::<k8s_openapi::api::core::v1::Event>()
         .list(&Default::default())
         .await?;
-    let scaled = events
+    let scaled: Vec<String> = events
         .items
         .iter()
-        .find(|e| e.reason.as_deref() == Some("BurstScaledUp"))
-        .and_then(|e| e.message.clone());
-    ensure!(
-        scaled.as_deref().is_some_and(
-            |m| m.contains(&format!("burst {burst}: size 0 -> 2")) && m.contains("4 nodes")
-        ),
-        "a BurstScaledUp Event says why: {scaled:?}"
-    );
+        .filter(|e| e.reason.as_deref() == Some("BurstScaledUp"))
+        .filter_map(|e| e.message.clone())
+        .collect();
+    for step in ["size 0 -> 1", "size 1 -> 2"] {
+        ensure!(
+            scaled
+                .iter()
+                .any(|m| m.contains(&format!("burst {burst}: {step}")) && m.contains("4 nodes")),
+            "a BurstScaledUp Event says why ({step}): {scaled:?}"
+        );
+    }
 
     let burst_run = start_burst(env, &lead).await?;
     let mut hosts = root_hosts.clone();
@@ -1121,15 +1165,23 @@ async fn unsafe_and_huge(env: &TestEnv, fed: &Federation) -> Result<()> {
     })
     .await?;
     ensure!(b.phase == "Invalid", "{b:?}");
-    doc["spec"]["pod"] = json!({"serviceAccountName": "flux-spoke"});
-    env.apply_minicluster(&doc).await?;
+    // The same burst without the token, in a MiniCluster of its own (a running Job's pods
+    // cannot change): it runs as the policy allows.
+    let listed = format!("{burst}-ok");
+    let mut ok = minicluster(&listed, fed.spoke(), lead_address_override().as_deref());
+    ok["metadata"]["name"] = json!("listed");
+    ok["spec"]["pod"] = json!({"serviceAccountName": "flux-spoke"});
+    ok["spec"]["containers"][0]["securityContext"] = json!({"privileged": true});
+    ok["spec"]["containers"][0]["volumes"] =
+        json!({"root": {"hostPath": "/", "path": "/host"}});
+    env.apply_minicluster(&ok).await?;
     let jobs = env.spoke_api::<Job>();
     let job = env
         .eventually(
-            "the burst's Job in the burst cluster, as the policy allows",
+            "the listed burst's Job in the burst cluster, as the policy allows",
             objects_deadline(),
             async || {
-                Ok(match jobs.get_opt(&burst).await? {
+                Ok(match jobs.get_opt(&listed).await? {
                     Some(job) => Probe::Done(job),
                     None => Probe::Waiting("no Job yet".into()),
                 })
@@ -1156,6 +1208,7 @@ async fn unsafe_and_huge(env: &TestEnv, fed: &Federation) -> Result<()> {
     );
 
     let mcs = env.api::<MiniCluster>();
+    mcs.delete("listed", &DeleteParams::background()).await?;
     mcs.delete(NAME, &DeleteParams::background()).await?;
     env.eventually("the unsafe MiniCluster gone", secs(60), async || {
         Ok(match mcs.get_opt(NAME).await? {

@@ -2059,6 +2059,51 @@ async fn a_burst_the_spokes_announced_exceptions_admit_is_assigned() {
     );
 }
 
+/// Before the spoke has connected to this hub (after a restart, say), a burst that needs
+/// what only its policy could allow is held as it is, not refused: no Event, nothing sent,
+/// its spokes keep what they run. What no policy lifts is refused at once.
+#[tokio::test]
+async fn a_burst_needing_exceptions_waits_for_its_spoke_to_say_them() {
+    let privileged_spec = BURSTING.replace(
+        r#"containers: [{image: "rockylinux:9", command: hostname}]"#,
+        r#"containers: [{image: "rockylinux:9", command: hostname, securityContext: {privileged: true}}]"#,
+    );
+    let (client, server) = ApiServer::start(Arc::new(with_node));
+    let (ctx, mut writers) = context(client);
+    ctx.registry.set_primed();
+    run(&ctx, minicluster(&privileged_spec))
+        .await
+        .expect("reconcile");
+    let calls = server.calls();
+    let status = observe(&calls, &mut writers).expect("status");
+    let burst = &status["bursts"][0];
+    assert_eq!(burst["phase"], "Pending", "{burst}");
+    let message = burst["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("waiting for the spoke to connect")
+            && message.contains("spec.containers[0].securityContext.privileged"),
+        "{message}"
+    );
+    assert!(
+        !calls.iter().any(|c| c.path.contains("/events")),
+        "no Event while it waits"
+    );
+    assert!(ctx.registry.snapshot("gke").assignments.is_empty());
+
+    // A token no policy lifts: refused, whether or not the spoke has spoken.
+    let token_spec = BURSTING.replace(
+        r#"containers: [{image: "rockylinux:9", command: hostname}]"#,
+        r#"containers: [{image: "rockylinux:9", command: hostname, securityContext: {privileged: true}}]
+  pod: {automountServiceAccountToken: true}"#,
+    );
+    let (client, server) = ApiServer::start(Arc::new(with_node));
+    let (ctx, mut writers) = context(client);
+    ctx.registry.set_primed();
+    run(&ctx, minicluster(&token_spec)).await.expect("reconcile");
+    let status = observe(&server.calls(), &mut writers).expect("status");
+    assert_eq!(status["bursts"][0]["phase"], "Invalid");
+}
+
 /// An object of the spec that the API server finds invalid (a ConfigMap over its 1 MiB
 /// limit): the MiniCluster is Invalid with the API server's reason, once, no Job is made,
 /// and the pass is not retried in a loop.

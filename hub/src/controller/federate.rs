@@ -9,7 +9,7 @@ use flux_shared::federation::assignment::{self, SpokeAssignment};
 use flux_shared::federation::{assignment_key, parts};
 use flux_shared::plan::{Plan, Role};
 use flux_shared::render;
-use flux_shared::validate::{Exceptions, describe_violations, unsafe_burst_except};
+use flux_shared::validate::{Exceptions, describe_violations, liftable, unsafe_burst_except};
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Patch, PatchParams};
@@ -34,18 +34,31 @@ pub struct Federated {
     pub(super) assignments: Vec<SpokeAssignment>,
     /// Why the bursts are not assigned at all: they are unsafe ([`unsafe_refusal`]).
     pub(super) refused: Option<String>,
+    /// Why the bursts are held as they are: a spoke's exceptions are not known yet.
+    pub(super) held: Option<String>,
 }
 
-/// Why the bursts of `plan` are not assigned, or `None` when they are safe to send: the
-/// checks every spoke applies before it creates anything
-/// ([`flux_shared::validate::unsafe_burst_except`]), run here so the author hears at once,
-/// with what each burst's spoke announced its policy lets through (`exceptions_of(spoke)`;
-/// nothing for a spoke that has not connected to this hub). The hub does not know a
-/// spoke's namespace: the default one is checked.
+/// Whether the bursts of a MiniCluster may be sent ([`unsafe_refusal`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) enum Safety {
+    /// Safe for every spoke they go to.
+    Safe,
+    /// Not assigned, with the message (starting with [`UNSAFE_BURST`]).
+    Refused(String),
+    /// They need what a spoke's policy must allow, and that spoke has not said yet what it
+    /// allows (not connected since this hub started): held as they are until it does.
+    Unknown(String),
+}
+
+/// Whether the bursts of `plan` may be sent: the checks every spoke applies before it
+/// creates anything ([`flux_shared::validate::unsafe_burst_except`]), run here so the
+/// author hears at once, with what each burst's spoke announced its policy lets through
+/// (`exceptions_of(spoke)`; `None` for a spoke that has not connected to this hub yet).
+/// The hub does not know a spoke's namespace: the default one is checked.
 pub(super) fn unsafe_refusal(
     plan: &Plan,
-    exceptions_of: impl Fn(&str) -> Exceptions,
-) -> Option<String> {
+    exceptions_of: impl Fn(&str) -> Option<Exceptions>,
+) -> Safety {
     let mut spokes: Vec<&str> = plan
         .bursts
         .iter()
@@ -55,20 +68,30 @@ pub(super) fn unsafe_refusal(
     spokes.sort_unstable();
     spokes.dedup();
     let mut refused: Vec<String> = Vec::new();
+    let mut unknown: Vec<String> = Vec::new();
     let mut lifted = false;
     for spoke in spokes {
         let exceptions = exceptions_of(spoke);
-        lifted |= !exceptions.is_empty();
-        let violations = unsafe_burst_except(&plan.spec, &plan.namespace, None, &exceptions);
-        if !violations.is_empty() {
-            refused.push(format!(
-                "spoke {spoke}: {}",
-                describe_violations(&violations)
-            ));
+        lifted |= exceptions.as_ref().is_some_and(|e| !e.is_empty());
+        let violations = unsafe_burst_except(
+            &plan.spec,
+            &plan.namespace,
+            None,
+            exceptions.as_ref().unwrap_or(&Exceptions::default()),
+        );
+        if violations.is_empty() {
+            continue;
+        }
+        let said = format!("spoke {spoke}: {}", describe_violations(&violations));
+        // Not known yet, and nothing a policy could not lift: wait for the spoke.
+        if exceptions.is_none() && violations.iter().all(liftable) {
+            unknown.push(said);
+        } else {
+            refused.push(said);
         }
     }
-    (!refused.is_empty()).then(|| {
-        format!(
+    if !refused.is_empty() {
+        Safety::Refused(format!(
             "{UNSAFE_BURST}: not assigned, a burst may not have this in another cluster{}: {}",
             if lifted {
                 ""
@@ -76,8 +99,15 @@ pub(super) fn unsafe_refusal(
                 " (unless that cluster's policy lists it in a namespace rule's allow)"
             },
             refused.join("; ")
-        )
-    })
+        ))
+    } else if !unknown.is_empty() {
+        Safety::Unknown(format!(
+            "waiting for the spoke to connect and say what its policy allows, which this burst needs: {}",
+            unknown.join("; ")
+        ))
+    } else {
+        Safety::Safe
+    }
 }
 
 /// Bursts: keep the finalizer, resolve the lead broker's endpoint, build the assignments.
@@ -101,6 +131,7 @@ pub(super) async fn federate(
             bursts,
             assignments: Vec::new(),
             refused: None,
+            held: None,
         });
     }
     if !has_finalizer(mc) {
@@ -166,6 +197,7 @@ pub(super) async fn federate(
                         bursts,
                         assignments: Vec::new(),
                         refused: None,
+                        held: None,
                     });
                 }
             }
@@ -185,6 +217,7 @@ pub(super) async fn federate(
         bursts,
         assignments,
         refused,
+        held,
     })
 }
 
@@ -215,14 +248,20 @@ pub(super) fn publish_assignments(
     let previous = mc.status.clone().unwrap_or_default();
     let key = mc_key(mc);
     let info = mc_info(mc, &status, fed.lead.as_ref());
-    let statuses = match &fed.refused {
-        Some(message) => {
+    let statuses = match (&fed.refused, &fed.held) {
+        (Some(message), _) => {
             // Refused, never half-applied: what spokes already run of an earlier, safe
             // version stays as it is (as for any spec that cannot be applied).
             ctx.registry.retain(&key, &fed.bursts);
             bursts::refused(&fed.bursts, message, &previous.bursts)
         }
-        None => {
+        (None, Some(message)) => {
+            // Kept as they run (after a hub restart, say) until the spoke says whether its
+            // policy allows them; nothing flaps, no Event.
+            ctx.registry.retain(&key, &fed.bursts);
+            bursts::held(&fed.bursts, message, &previous.bursts)
+        }
+        (None, None) => {
             ctx.registry.set(&key, info, fed.bursts, fed.assignments);
             let views = ctx.registry.bursts(&key);
             bursts::statuses(

@@ -75,6 +75,28 @@ pub fn refused(bursts: &[BurstInfo], message: &str, previous: &[BurstStatus]) ->
         .collect()
 }
 
+/// The status entries of bursts held as they are while their spoke has not said what its
+/// policy allows ([`crate::controller`]'s `Safety::Unknown`): an entry the status already
+/// has is kept unchanged (a running burst stays Running, no Event); a new one is Pending
+/// with `message`.
+pub fn held(bursts: &[BurstInfo], message: &str, previous: &[BurstStatus]) -> Vec<BurstStatus> {
+    bursts
+        .iter()
+        .map(|b| match previous.iter().find(|p| p.name == b.name) {
+            Some(old) => old.clone(),
+            None => BurstStatus {
+                name: b.name.clone(),
+                cluster: b.spoke.clone(),
+                phase: burst_phase::PENDING.to_string(),
+                size: b.size,
+                max_size: b.max_size,
+                message: Some(message.to_string()),
+                ..Default::default()
+            },
+        })
+        .collect()
+}
+
 /// How long a spoke may fail to reach its own cluster's API server before its bursts show
 /// Unknown: a watch that breaks and re-lists at once must not flap the phase.
 pub const CLUSTER_GRACE: Duration = Duration::from_secs(10);

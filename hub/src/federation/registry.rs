@@ -134,9 +134,9 @@ struct SpokeState {
     reports: HashMap<String, (AssignmentStatus, SystemTime)>,
     /// Its last report's `cluster_access`, while it says it cannot reach its cluster.
     cluster_unreachable: Option<(SystemTime, String)>,
-    /// What its policy lets bursts have beyond the baseline, as it last announced
-    /// (nothing until it connects to this hub).
-    exceptions: Announced,
+    /// What its policy lets bursts have beyond the baseline, as it last announced; `None`
+    /// until it connects to this hub.
+    exceptions: Option<Announced>,
 }
 
 impl SpokeState {
@@ -158,7 +158,7 @@ impl SpokeState {
             spoke_version: String::new(),
             reports: HashMap::new(),
             cluster_unreachable: None,
-            exceptions: Announced::default(),
+            exceptions: None,
         }
     }
 
@@ -693,7 +693,7 @@ impl Registry {
         state.connections += 1;
         state.last_seen = Some(SystemTime::now());
         state.spoke_version = spoke_version.to_string();
-        state.exceptions = exceptions;
+        state.exceptions = Some(exceptions);
         let versions = state.tx.subscribe();
         let first = state.connections == 1;
         let affected = if first {
@@ -716,13 +716,14 @@ impl Registry {
     }
 
     /// What bursts in `namespace` may have beyond the baseline at spoke `spoke`, as it last
-    /// announced (nothing for a spoke that has not connected to this hub).
-    pub fn exceptions(&self, spoke: &str, namespace: &str) -> Exceptions {
+    /// announced; `None` while it has not connected to this hub (not known yet).
+    pub fn exceptions(&self, spoke: &str, namespace: &str) -> Option<Exceptions> {
         self.lock()
             .spokes
-            .get(spoke)
-            .map(|s| s.exceptions.for_namespace(namespace))
-            .unwrap_or_default()
+            .get(spoke)?
+            .exceptions
+            .as_ref()
+            .map(|a| a.for_namespace(namespace))
     }
 
     /// Records when the certificate spoke `spoke` connected with expires (Unix seconds).

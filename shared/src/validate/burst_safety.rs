@@ -43,6 +43,19 @@ pub struct Exceptions {
     pub service_accounts: Vec<String>,
 }
 
+/// Whether a policy's `allow` could lift `violation` (privileged, added capabilities, host
+/// namespaces, a host path, a named service account); the other rules hold regardless.
+pub fn liftable(violation: &Violation) -> bool {
+    let f = violation.field.as_str();
+    f.ends_with(".privileged")
+        || f.ends_with(".capabilities.add")
+        || f.ends_with(".hostPath")
+        || matches!(
+            f,
+            "spec.pod.hostIPC" | "spec.pod.hostPID" | "spec.pod.serviceAccountName"
+        )
+}
+
 /// The most entries an [`Exceptions`] list may hold (it travels to the hub).
 pub const MAX_EXCEPTION_ENTRIES: usize = 32;
 
@@ -454,6 +467,15 @@ mod tests {
         assert_eq!(
             unsafe_burst_except(&spec(""), "kube-system", None, &lifted).len(),
             1
+        );
+        // What an allow could lift, and what it never can.
+        let refused = unsafe_burst_except(&unsafe_spec, "kube-system", None, &Exceptions::default());
+        let (lift, hold): (Vec<_>, Vec<_>) = refused.iter().partition(|v| liftable(v));
+        assert_eq!(lift.len(), 7, "{lift:?}");
+        let held: Vec<&str> = hold.iter().map(|v| v.field.as_str()).collect();
+        assert_eq!(
+            held,
+            ["metadata.namespace", "spec.pod.automountServiceAccountToken"]
         );
     }
 

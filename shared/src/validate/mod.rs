@@ -28,7 +28,7 @@ mod volumes;
 
 pub use burst_safety::{
     DEFAULT_SPOKE_NAMESPACE, Exceptions, MAX_EXCEPTION_ENTRIES, Violation,
-    describe as describe_violations, unsafe_burst, unsafe_burst_except,
+    describe as describe_violations, liftable, unsafe_burst, unsafe_burst_except,
 };
 pub use error::{FieldError, ValidationErrors};
 pub use formats::{is_dns_label, is_fsd, is_host_address, is_quantity};
