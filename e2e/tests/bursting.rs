@@ -1172,8 +1172,7 @@ async fn unsafe_and_huge(env: &TestEnv, fed: &Federation) -> Result<()> {
     ok["metadata"]["name"] = json!("listed");
     ok["spec"]["pod"] = json!({"serviceAccountName": "flux-spoke"});
     ok["spec"]["containers"][0]["securityContext"] = json!({"privileged": true});
-    ok["spec"]["containers"][0]["volumes"] =
-        json!({"root": {"hostPath": "/", "path": "/host"}});
+    ok["spec"]["containers"][0]["volumes"] = json!({"root": {"hostPath": "/", "path": "/host"}});
     env.apply_minicluster(&ok).await?;
     let jobs = env.spoke_api::<Job>();
     let job = env

@@ -58,7 +58,11 @@ mod tests {
         assert_eq!(bounded_note(exact.clone()), exact);
         let long = "é".repeat(MAX_NOTE_BYTES);
         let cut = bounded_note(long);
-        assert!(cut.len() <= MAX_NOTE_BYTES && cut.ends_with("..."), "{}", cut.len());
+        assert!(
+            cut.len() <= MAX_NOTE_BYTES && cut.ends_with("..."),
+            "{}",
+            cut.len()
+        );
         assert!(cut.trim_end_matches("...").chars().all(|c| c == 'é'));
     }
 }

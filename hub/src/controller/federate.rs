@@ -173,12 +173,17 @@ pub(super) async fn federate(
         Ok(lead) => (Some(lead), None),
         Err(reason) => (None, Some(reason)),
     };
-    let refused = unsafe_refusal(plan, |spoke| {
+    let safety = unsafe_refusal(plan, |spoke| {
         ctx.registry.exceptions(spoke, &plan.namespace)
     });
+    let (refused, held) = match safety {
+        Safety::Safe => (None, None),
+        Safety::Refused(m) => (Some(m), None),
+        Safety::Unknown(m) => (None, Some(m)),
+    };
     let assignments = match &lead {
-        // Unsafe: nothing is sent (the spoke would refuse it anyway).
-        _ if refused.is_some() => Vec::new(),
+        // Unsafe, or not known to be safe: nothing is sent (the spoke would refuse it).
+        _ if refused.is_some() || held.is_some() => Vec::new(),
         None => Vec::new(),
         Some(l) => {
             let endpoint = flux_shared::plan::Endpoint {
@@ -259,7 +264,7 @@ pub(super) fn publish_assignments(
             // Kept as they run (after a hub restart, say) until the spoke says whether its
             // policy allows them; nothing flaps, no Event.
             ctx.registry.retain(&key, &fed.bursts);
-            bursts::held(&fed.bursts, message, &previous.bursts)
+            bursts::held_unknown(&fed.bursts, message, &previous.bursts)
         }
         (None, None) => {
             ctx.registry.set(&key, info, fed.bursts, fed.assignments);

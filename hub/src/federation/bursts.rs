@@ -79,7 +79,11 @@ pub fn refused(bursts: &[BurstInfo], message: &str, previous: &[BurstStatus]) ->
 /// policy allows ([`crate::controller`]'s `Safety::Unknown`): an entry the status already
 /// has is kept unchanged (a running burst stays Running, no Event); a new one is Pending
 /// with `message`.
-pub fn held(bursts: &[BurstInfo], message: &str, previous: &[BurstStatus]) -> Vec<BurstStatus> {
+pub fn held_unknown(
+    bursts: &[BurstInfo],
+    message: &str,
+    previous: &[BurstStatus],
+) -> Vec<BurstStatus> {
     bursts
         .iter()
         .map(|b| match previous.iter().find(|p| p.name == b.name) {

@@ -469,13 +469,17 @@ mod tests {
             1
         );
         // What an allow could lift, and what it never can.
-        let refused = unsafe_burst_except(&unsafe_spec, "kube-system", None, &Exceptions::default());
+        let refused =
+            unsafe_burst_except(&unsafe_spec, "kube-system", None, &Exceptions::default());
         let (lift, hold): (Vec<_>, Vec<_>) = refused.iter().partition(|v| liftable(v));
         assert_eq!(lift.len(), 7, "{lift:?}");
         let held: Vec<&str> = hold.iter().map(|v| v.field.as_str()).collect();
         assert_eq!(
             held,
-            ["metadata.namespace", "spec.pod.automountServiceAccountToken"]
+            [
+                "metadata.namespace",
+                "spec.pod.automountServiceAccountToken"
+            ]
         );
     }
 
