@@ -2089,7 +2089,10 @@ async fn a_burst_needing_exceptions_waits_for_its_spoke_to_say_them() {
         .filter(|c| c.path.contains("/events") && c.body["type"] == "Warning")
         .map(|c| &c.body["reason"])
         .collect();
-    assert!(warnings.is_empty(), "no Warning while it waits: {warnings:?}");
+    assert!(
+        warnings.is_empty(),
+        "no Warning while it waits: {warnings:?}"
+    );
     assert!(ctx.registry.snapshot("gke").assignments.is_empty());
 
     // A token no policy lifts: refused, whether or not the spoke has spoken.

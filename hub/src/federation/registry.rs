@@ -784,6 +784,9 @@ impl Registry {
                     || old.observed_version != status.observed_version
                     || old.message != status.message
                     || old.conditions != status.conditions
+                    // A policy edit may change only these; the autoscaler reads them.
+                    || old.reason != status.reason
+                    || old.admitted_size != status.admitted_size
             });
             if significant {
                 notify.extend(mc_of(&status.key));
@@ -1205,6 +1208,21 @@ mod tests {
             },
         );
         assert!(changes.try_recv().is_err());
+        // Only the admitted size changes (the spoke's policy was edited): reconciled, so
+        // that the status and the autoscaler see it.
+        r.report(
+            "a",
+            proto::ReportRequest {
+                hub_epoch: "e1".into(),
+                applied_version: 2,
+                statuses: vec![AssignmentStatus {
+                    admitted_size: Some(1),
+                    ..status("ns/m/x", 1)
+                }],
+                cluster_access: None,
+            },
+        );
+        assert_eq!(changes.try_recv().unwrap(), mc());
         let view = &r.bursts(&mc())[0];
         assert_eq!(view.report.as_ref().unwrap().0.brokers_ready, 1);
         assert_eq!(view.assigned_version, 2);
