@@ -121,6 +121,16 @@ async fn the_autoscaler_grows_a_burst_for_a_waiting_job_and_it_runs() {
     support::run_federated("burst-autoscale", "e2e-spoke", autoscale).await;
 }
 
+/// Single cluster first: a hub whose certificate files do not exist yet (no Secret, a
+/// single-cluster install) runs, with its federation port closed; once the files appear
+/// (the Secret created by `flux-hub init --hub-dns/--hub-ip`), the port opens without a
+/// restart and the spoke connects.
+#[tokio::test]
+#[ignore = "needs two clusters: KUBECONFIG, SPOKE_KUBECONFIG (scripts/e2e.sh)"]
+async fn a_hub_without_certificates_opens_its_federation_port_once_they_appear() {
+    support::run_federated("certs-later", "e2e-spoke", certificates_later).await;
+}
+
 /// A setup mistake stays cheap: a burst whose `cluster` names no spoke that joined (a
 /// typo) shows Unreachable, saying that no spoke of that name has connected and which
 /// spokes have; deleting the MiniCluster then does not wait for that spoke.
@@ -1261,6 +1271,76 @@ async fn unsafe_and_huge(env: &TestEnv, fed: &Federation) -> Result<()> {
         "no root Job for a refused MiniCluster"
     );
     eprintln!("{}: {message}; {text}", env.ns);
+    Ok(())
+}
+
+async fn certificates_later(env: &TestEnv, fed: &Federation) -> Result<()> {
+    let later = support::log_file(&format!("{}-certs-later", env.ns))?;
+    let _ = std::fs::remove_dir_all(&later);
+    let args: Vec<String> = env
+        .hub_args()
+        .into_iter()
+        .map(|a| {
+            match std::path::Path::new(&a)
+                .file_name()
+                .and_then(|f| f.to_str())
+            {
+                Some(f @ ("ca.crt" | "hub.crt" | "hub.key")) if a.starts_with('/') => {
+                    later.join(f).display().to_string()
+                }
+                _ => a,
+            }
+        })
+        .collect();
+    ensure!(
+        args.iter()
+            .filter(|a| a.starts_with(&*later.to_string_lossy()))
+            .count()
+            == 3,
+        "the hub's --ca, --cert and --key now name missing files: {args:?}"
+    );
+    env.stop_hub();
+    env.set_hub_args(args);
+    env.start_hub().await?;
+    let grpc = fed.hub_url().trim_start_matches("https://").to_string();
+    env.holds_for(
+        "the federation port closed without certificates",
+        Duration::from_secs(3),
+        async || {
+            Ok(tokio::net::TcpStream::connect(&grpc)
+                .await
+                .is_ok()
+                .then(|| "the port accepts connections".to_string()))
+        },
+    )
+    .await?;
+    ensure!(
+        env.hub_log_tail(50)
+            .contains("no federation certificates yet"),
+        "the hub says why its federation port is closed"
+    );
+    std::fs::create_dir_all(&later)?;
+    for f in ["ca.crt", "hub.crt", "hub.key"] {
+        std::fs::copy(fed.certs.join(f), later.join(f))?;
+    }
+    env.eventually(
+        "the spoke connected through the port opened late",
+        secs(60),
+        async || {
+            let status = fed.hub_status(&env.ns).await;
+            Ok(match status {
+                Ok(s)
+                    if s["spokes"]
+                        .as_array()
+                        .is_some_and(|a| a.iter().any(|x| x["connected"] == true)) =>
+                {
+                    Probe::Done(())
+                }
+                other => Probe::Waiting(format!("{other:?}")),
+            })
+        },
+    )
+    .await?;
     Ok(())
 }
 

@@ -1491,6 +1491,67 @@ async fn flux_hub_init_installs_the_hub_and_running_it_again_changes_nothing() {
                 .delete("flux-hub", &dp)
                 .await;
         };
+        // The reference operator's Deployment (scaled to zero) in the cluster: init
+        // refuses, naming it, before it issues or applies anything.
+        {
+            use k8s_openapi::api::apps::v1::Deployment;
+            use k8s_openapi::api::core::v1::Namespace;
+            let namespaces = Api::<Namespace>::all(env.client.clone());
+            let reference = "operator-system";
+            namespaces
+                .create(
+                    &Default::default(),
+                    &serde_json::from_value(json!({"metadata": {"name": reference}}))?,
+                )
+                .await?;
+            let deployments = Api::<Deployment>::namespaced(env.client.clone(), reference);
+            deployments
+                .create(
+                    &Default::default(),
+                    &serde_json::from_value(json!({
+                        "metadata": {"name": "operator-controller-manager"},
+                        "spec": {"replicas": 0, "selector": {"matchLabels": {"app": "ref"}},
+                                 "template": {"metadata": {"labels": {"app": "ref"}},
+                                              "spec": {"containers": [{"name": "manager",
+                                                  "image": "ghcr.io/flux-framework/flux-operator:latest"}]}}},
+                    }))?,
+                )
+                .await?;
+            let refused = tokio::task::spawn_blocking({
+                let mut cmd = init(&[]);
+                move || cmd.output()
+            })
+            .await??;
+            // Gone before the real init below looks again.
+            deployments
+                .delete("operator-controller-manager", &DeleteParams::background())
+                .await?;
+            env.eventually("the stand-in Deployment gone", secs(60), async || {
+                Ok(
+                    match deployments.get_opt("operator-controller-manager").await? {
+                        None => Probe::Done(()),
+                        Some(_) => Probe::Waiting("still there".into()),
+                    },
+                )
+            })
+            .await?;
+            let _ = namespaces
+                .delete(reference, &DeleteParams::background())
+                .await;
+            let said = String::from_utf8_lossy(&refused.stderr).to_string();
+            ensure!(
+                !refused.status.success()
+                    && said.contains("another controller of MiniClusters")
+                    && said.contains("Deployment operator-system/operator-controller-manager runs ghcr.io/flux-framework/flux-operator:latest")
+                    && said.contains("--take-over"),
+                "init must refuse beside the reference operator, naming it: {said}"
+            );
+            ensure!(
+                namespaces.get_opt("flux-operator-system").await?.is_none()
+                    && !certs.join("ca.crt").exists(),
+                "a refused init installs and issues nothing"
+            );
+        }
         let first = tokio::task::spawn_blocking({
             let mut cmd = init(&[]);
             move || cmd.output()

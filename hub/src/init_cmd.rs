@@ -52,9 +52,11 @@ pub struct InitOptions {
     #[command(flatten)]
     pub cluster: ClusterOptions,
     /// Directory of the federation's certificates (`flux-hub certs` layout); the CA and the
-    /// hub's certificate are created there when missing.
+    /// hub's certificate are created there when missing. Without it, and without
+    /// --hub-dns/--hub-ip, the hub runs MiniClusters in this cluster only (run init again
+    /// with them to burst).
     #[arg(long, value_name = "DIR")]
-    pub certs: PathBuf,
+    pub certs: Option<PathBuf>,
     /// DNS names spokes reach the hub at (its certificate carries them).
     #[arg(long = "hub-dns", value_name = "NAME", num_args = 1.., value_delimiter = ',')]
     pub hub_dns: Vec<String>,
@@ -70,9 +72,33 @@ pub struct InitOptions {
     /// How long to wait for the hub, in seconds.
     #[arg(long, default_value_t = 180, value_name = "SECONDS")]
     pub timeout_seconds: u64,
+    /// Install even though another controller of MiniClusters (the reference Go
+    /// operator) is found in the cluster, replacing its CRD with flux-hub's.
+    #[arg(long)]
+    pub take_over: bool,
     /// Output format.
     #[arg(short = 'o', long, value_enum, default_value = "text")]
     pub output: Format,
+}
+
+/// What says that another controller of MiniClusters runs in the cluster of `client`
+/// ([`crate::coexist::other_controllers`]).
+pub async fn other_controllers(client: &Client) -> anyhow::Result<Vec<String>> {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let crd = crds
+        .get_metadata_opt("miniclusters.flux-framework.org")
+        .await
+        .map_err(explain)?;
+    let deployments: Api<Deployment> = Api::all(client.clone());
+    let listed = deployments
+        .list(&ListParams::default())
+        .await
+        .map_err(explain)?;
+    Ok(crate::coexist::other_controllers(
+        crd.as_ref().map(|c| &c.metadata),
+        &listed.items,
+    ))
 }
 
 /// What happened to one object.
@@ -106,8 +132,8 @@ pub struct InitResult {
     pub ready: bool,
     /// The URL spokes dial (`https://HOST:8443`), when known.
     pub endpoint: Option<String>,
-    /// The certificate directory.
-    pub certs: String,
+    /// The certificate directory; `None` for a single-cluster hub.
+    pub certs: Option<String>,
 }
 
 /// A client of the cluster of `kubeconfig` / `context` (or the default one).
@@ -407,21 +433,40 @@ pub fn endpoint(
 
 /// The CA and the hub's certificate in `dir`: created when missing, reused otherwise.
 /// Returns (ca.crt, hub.crt, hub.key) as PEM.
-fn hub_certificates(opts: &InitOptions) -> anyhow::Result<(String, String, String)> {
-    let dir = &opts.certs;
+/// The hub's TLS material: reused from `--certs` when there, issued there for
+/// `--hub-dns`/`--hub-ip` otherwise; `None` for a single-cluster hub (neither given, or a
+/// certificate directory with no hub certificate and no address to issue one for).
+fn hub_certificates(opts: &InitOptions) -> anyhow::Result<Option<install::HubTls>> {
+    let addresses = !(opts.hub_dns.is_empty() && opts.hub_ip.is_empty());
+    let Some(dir) = &opts.certs else {
+        if addresses {
+            bail!(
+                "--hub-dns/--hub-ip issue the hub's certificate: name where it goes with --certs DIR"
+            );
+        }
+        return Ok(None);
+    };
     let read = |name: &str| std::fs::read_to_string(dir.join(name));
-    if let (Ok(ca), Ok(cert), Ok(key)) = (read("ca.crt"), read("hub.crt"), read("hub.key")) {
+    let tls = || -> anyhow::Result<install::HubTls> {
+        Ok(install::HubTls {
+            ca_pem: read("ca.crt")?,
+            cert_pem: read("hub.crt")?,
+            key_pem: read("hub.key")?,
+        })
+    };
+    if let Ok(existing) = tls() {
         eprintln!(
             "{}: reusing the CA and the hub's certificate",
             dir.display()
         );
-        return Ok((ca, cert, key));
+        return Ok(Some(existing));
     }
-    if opts.hub_dns.is_empty() && opts.hub_ip.is_empty() {
-        bail!(
-            "{} has no hub certificate yet: name the address spokes dial with --hub-dns or --hub-ip",
+    if !addresses {
+        eprintln!(
+            "{}: no hub certificate, and no --hub-dns/--hub-ip to issue one for: installing a single-cluster hub",
             dir.display()
         );
+        return Ok(None);
     }
     let summary = certs_cmd::run(&CertsOptions {
         out: dir.clone(),
@@ -437,14 +482,25 @@ fn hub_certificates(opts: &InitOptions) -> anyhow::Result<(String, String, Strin
         force: false,
     })?;
     eprint!("{summary}");
-    Ok((read("ca.crt")?, read("hub.crt")?, read("hub.key")?))
+    Ok(Some(tls()?))
 }
 
 /// Runs `flux-hub init`.
 pub async fn run(opts: &InitOptions, out: &mut dyn Write) -> anyhow::Result<()> {
-    let (ca, cert, key) = hub_certificates(opts)?;
     let client = opts.cluster.client().await?;
-    let objects = install::hub_objects(opts.image.as_deref(), &ca, &cert, &key)?;
+    // Before anything is issued or applied: two controllers must not share MiniClusters.
+    let others = other_controllers(&client).await?;
+    if !others.is_empty() {
+        if !opts.take_over {
+            bail!("{}", crate::coexist::refusal(&others));
+        }
+        eprintln!(
+            "taking over from another controller of MiniClusters (--take-over): {}",
+            others.join("; ")
+        );
+    }
+    let tls = hub_certificates(opts)?;
+    let objects = install::hub_objects(opts.image.as_deref(), tls.as_ref())?;
     let applied = apply_all(&client, &objects).await?;
     let ready = if opts.wait {
         wait_available(
@@ -466,8 +522,13 @@ pub async fn run(opts: &InitOptions, out: &mut dyn Write) -> anyhow::Result<()> 
     let result = InitResult {
         applied,
         ready,
-        endpoint: endpoint(service.as_ref(), &opts.hub_dns, &opts.hub_ip),
-        certs: opts.certs.display().to_string(),
+        endpoint: tls
+            .as_ref()
+            .and_then(|_| endpoint(service.as_ref(), &opts.hub_dns, &opts.hub_ip)),
+        certs: tls
+            .as_ref()
+            .and(opts.certs.as_ref())
+            .map(|d| d.display().to_string()),
     };
     match opts.output {
         Format::Json => writeln!(out, "{}", serde_json::to_string_pretty(&result)?)?,
@@ -483,13 +544,16 @@ pub async fn run(opts: &InitOptions, out: &mut dyn Write) -> anyhow::Result<()> 
                 result.applied.len(),
                 if ready { ", available" } else { "" }
             )?;
-            match &result.endpoint {
-                Some(url) => writeln!(
+            match (&result.certs, &result.endpoint) {
+                (None, _) => writeln!(
                     out,
-                    "spokes dial {url}; add one with: flux-hub join NAME --kubeconfig FILE --certs {} --hub {url}",
-                    result.certs
+                    "single cluster: MiniClusters run here (kubectl apply -f examples/hello-world.yaml); to burst into other clusters, run init again with --certs DIR and --hub-dns or --hub-ip"
                 )?,
-                None => writeln!(
+                (Some(certs), Some(url)) => writeln!(
+                    out,
+                    "spokes dial {url}; add one with: flux-hub join NAME --kubeconfig FILE --certs {certs} --hub {url}"
+                )?,
+                (Some(_), None) => writeln!(
                     out,
                     "no address for spokes yet: the {FEDERATION_SERVICE} Service has no LoadBalancer address; give --hub-dns or --hub-ip"
                 )?,

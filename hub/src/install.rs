@@ -92,28 +92,37 @@ pub fn documents(manifests: &[(&str, &str)]) -> Result<Vec<Value>, ManifestError
     Ok(out)
 }
 
-/// The hub's objects: the `deploy/` manifests with `image` (when given) and the TLS
-/// Secret holding the CA and the hub's certificate and key.
-pub fn hub_objects(
-    image: Option<&str>,
-    ca_pem: &str,
-    cert_pem: &str,
-    key_pem: &str,
-) -> Result<Vec<Value>, ManifestError> {
+/// The hub's objects: the `deploy/` manifests with `image` (when given) and, for a hub
+/// that federates (`tls`), the TLS Secret holding the CA and the hub's certificate and key.
+/// Without it the hub runs MiniClusters in its own cluster only.
+pub fn hub_objects(image: Option<&str>, tls: Option<&HubTls>) -> Result<Vec<Value>, ManifestError> {
     let mut objects = documents(HUB_MANIFESTS)?;
     if let Some(image) = image {
         set_image(&mut objects, "flux-hub", image);
     }
-    stamp_certificate(&mut objects, "flux-hub", cert_pem);
-    objects.push(tls_secret(
-        HUB_TLS_SECRET,
-        HUB_NAMESPACE,
-        "flux-hub",
-        ca_pem,
-        cert_pem,
-        key_pem,
-    ));
+    if let Some(tls) = tls {
+        stamp_certificate(&mut objects, "flux-hub", &tls.cert_pem);
+        objects.push(tls_secret(
+            HUB_TLS_SECRET,
+            HUB_NAMESPACE,
+            "flux-hub",
+            &tls.ca_pem,
+            &tls.cert_pem,
+            &tls.key_pem,
+        ));
+    }
     Ok(objects)
+}
+
+/// The hub's TLS material: the federation CA and the hub's certificate and key (PEM).
+#[derive(Clone, Debug)]
+pub struct HubTls {
+    /// The CA certificate.
+    pub ca_pem: String,
+    /// The hub's certificate.
+    pub cert_pem: String,
+    /// The hub's key.
+    pub key_pem: String,
 }
 
 /// Where a spoke dials its hub, and under which name.
@@ -531,7 +540,17 @@ mod tests {
 
     #[test]
     fn every_object_is_of_a_kind_the_installer_knows() {
-        let hub = hub_objects(Some("img:1"), "CA", "CERT", "KEY").expect("hub");
+        let tls = |cert: &str| HubTls {
+            ca_pem: "CA".into(),
+            cert_pem: cert.into(),
+            key_pem: "KEY".into(),
+        };
+        let hub = hub_objects(Some("img:1"), Some(&tls("CERT"))).expect("hub");
+        let single = hub_objects(None, None).expect("hub");
+        assert!(
+            single.iter().all(|o| o["kind"] != "Secret"),
+            "a single-cluster hub has no TLS Secret"
+        );
         let settings = SpokeSettings {
             name: "gke".into(),
             hub_url: "https://hub.example.org:8443".into(),
@@ -582,7 +601,7 @@ mod tests {
                 .map(str::to_string)
                 .unwrap_or_else(|| panic!("no digest for {cert}"))
         };
-        let other = hub_objects(None, "CA", "CERT2", "KEY").expect("hub");
+        let other = hub_objects(None, Some(&tls("CERT2"))).expect("hub");
         assert_ne!(
             stamped(&hub, "CERT"),
             stamped(&other, "CERT2"),

@@ -5,6 +5,7 @@ pub mod autoscale;
 pub mod burst_cmd;
 pub mod certs_cmd;
 pub mod cli;
+pub mod coexist;
 pub mod controller;
 pub mod convert_cmd;
 pub mod federation;

@@ -229,7 +229,13 @@ spec:
 
 #[test]
 fn run_refuses_an_incomplete_federation_setup_before_touching_a_cluster() {
-    // No KUBECONFIG is needed: flags are checked first.
+    // No KUBECONFIG is needed: flags are checked first. Certificate files that are all
+    // missing are awaited (a single-cluster hub); some there but not loading is an error.
+    let dir = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("cli-grpc-files");
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let broken = dir.join("ca.crt");
+    std::fs::write(&broken, "not a certificate").expect("write");
+    let broken = broken.display().to_string();
     let cases: &[(&[&str], &str)] = &[
         (
             &["run", "--grpc-addr", "127.0.0.1:0"],
@@ -245,13 +251,13 @@ fn run_refuses_an_incomplete_federation_setup_before_touching_a_cluster() {
                 "--grpc-addr",
                 "127.0.0.1:0",
                 "--ca",
-                "/nonexistent/ca.crt",
+                &broken,
                 "--cert",
                 "/nonexistent/hub.crt",
                 "--key",
                 "/nonexistent/hub.key",
             ],
-            "/nonexistent/ca.crt",
+            "loading the gRPC server's TLS files",
         ),
         (
             &["run", "--lead-broker-address", "not an address"],

@@ -683,7 +683,7 @@ fn federation_service_reaches_only_the_leaders_grpc_port() {
 fn grpc_certificates_come_from_the_tls_secret() {
     let m = manifests();
     let d = hub_deployment(&m);
-    deploy::assert_certificates_from_secret(pod_spec(d), hub_container(d), TLS_SECRET, UID);
+    deploy::assert_certificates_from_secret(pod_spec(d), hub_container(d), TLS_SECRET, UID, true);
 }
 
 #[test]

@@ -377,7 +377,7 @@ fn container_runs_flux_spoke_with_the_config_map_and_the_tls_secret() {
     assert!(!args.iter().any(|a| a == "--insecure"), "no plaintext");
 
     // Certificates: files of the Secret flux-spoke-tls, mounted read-only.
-    deploy::assert_certificates_from_secret(pod_spec(d), c, TLS_SECRET, UID);
+    deploy::assert_certificates_from_secret(pod_spec(d), c, TLS_SECRET, UID, false);
 }
 
 #[test]

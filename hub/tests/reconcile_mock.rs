@@ -245,6 +245,15 @@ spec:
   containers: [{image: "rockylinux:9", command: hostname}]
 "#;
 
+/// Placeholder TLS material for the installer's objects.
+fn test_tls() -> flux_hub::install::HubTls {
+    flux_hub::install::HubTls {
+        ca_pem: "CA".into(),
+        cert_pem: "CERT".into(),
+        key_pem: "KEY".into(),
+    }
+}
+
 fn minicluster(yaml: &str) -> MiniCluster {
     serde_yaml_ng::from_str(yaml).expect("test MiniCluster")
 }
@@ -1595,7 +1604,7 @@ async fn the_installer_applies_the_deploy_manifests_in_order_with_its_field_mana
         echo(call)
     }));
     let objects =
-        flux_hub::install::hub_objects(Some("registry.example/flux-hub:dev"), "CA", "CERT", "KEY")
+        flux_hub::install::hub_objects(Some("registry.example/flux-hub:dev"), Some(&test_tls()))
             .expect("objects");
     let applied = flux_hub::init_cmd::apply_all(&client, &objects)
         .await
@@ -1668,7 +1677,7 @@ async fn a_failed_install_deletes_what_it_created_and_names_the_missing_right() 
         }
         echo(call)
     }));
-    let objects = flux_hub::install::hub_objects(None, "CA", "CERT", "KEY").expect("objects");
+    let objects = flux_hub::install::hub_objects(None, Some(&test_tls())).expect("objects");
     let error = flux_hub::init_cmd::apply_all(&client, &objects)
         .await
         .expect_err("refused");

@@ -4,7 +4,22 @@ use kube::CustomResourceExt;
 
 use crate::api::MiniCluster;
 
+/// Label key and value that mark the CRD as flux-hub's: another installation of the same
+/// group and kind (the reference Go operator's) lacks them.
+pub const CRD_OWNER_LABEL: (&str, &str) = ("app.kubernetes.io/managed-by", "flux-hub");
+
+/// The CRD, labelled as flux-hub's ([`CRD_OWNER_LABEL`]).
+pub fn crd()
+-> k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition {
+    let mut crd = MiniCluster::crd();
+    crd.metadata
+        .labels
+        .get_or_insert_with(Default::default)
+        .insert(CRD_OWNER_LABEL.0.to_string(), CRD_OWNER_LABEL.1.to_string());
+    crd
+}
+
 /// The CRD as YAML, exactly as checked in under `crds/`.
 pub fn crd_yaml() -> Result<String, serde_yaml_ng::Error> {
-    serde_yaml_ng::to_string(&MiniCluster::crd())
+    serde_yaml_ng::to_string(&crd())
 }

@@ -73,9 +73,21 @@ pub struct RunOptions {
     pub spoke_pins: String,
 }
 
+/// The federation gRPC server as configured ([`RunOptions::grpc_security`]).
+#[derive(Clone, Debug)]
+pub enum GrpcSetup {
+    /// Serve now, with this security.
+    Serve(ServerSecurity),
+    /// Serve with mTLS once these files exist; MiniClusters run in this cluster meanwhile.
+    AwaitFiles(crate::federation::tls_accept::TlsFiles),
+}
+
 impl RunOptions {
-    /// The gRPC server's security, when the server is enabled; errors name the flag.
-    pub fn grpc_security(&self) -> anyhow::Result<Option<ServerSecurity>> {
+    /// The gRPC server's setup, when the server is enabled; errors name the flag. With
+    /// mTLS and certificate files that do not exist yet (a single-cluster install, whose
+    /// Secret comes with `flux-hub init --hub-dns/--hub-ip`), the server waits for them;
+    /// files that exist must load.
+    pub fn grpc_security(&self) -> anyhow::Result<Option<GrpcSetup>> {
         if self.grpc_addr.is_none() {
             if self.insecure || self.ca.is_some() || self.cert.is_some() || self.key.is_some() {
                 anyhow::bail!(
@@ -85,12 +97,22 @@ impl RunOptions {
             return Ok(None);
         }
         if self.insecure {
-            return Ok(Some(ServerSecurity::InsecureDevelopment));
+            return Ok(Some(GrpcSetup::Serve(ServerSecurity::InsecureDevelopment)));
         }
         match (&self.ca, &self.cert, &self.key) {
-            (Some(ca), Some(cert), Some(key)) => Ok(Some(ServerSecurity::Mtls(
-                TlsPem::from_files(ca, cert, key).context("loading the gRPC server's TLS files")?,
-            ))),
+            (Some(ca), Some(cert), Some(key)) => {
+                let files = crate::federation::tls_accept::TlsFiles {
+                    ca: ca.clone(),
+                    cert: cert.clone(),
+                    key: key.clone(),
+                };
+                if [ca, cert, key].iter().all(|p| !p.exists()) {
+                    return Ok(Some(GrpcSetup::AwaitFiles(files)));
+                }
+                let pem = TlsPem::from_files(ca, cert, key)
+                    .context("loading the gRPC server's TLS files")?;
+                Ok(Some(GrpcSetup::Serve(ServerSecurity::Mtls(pem))))
+            }
             _ => anyhow::bail!(
                 "--grpc-addr needs --ca, --cert and --key (from `flux-hub certs`), or --insecure for local development"
             ),

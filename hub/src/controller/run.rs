@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use flux_shared::api::MiniCluster;
-use flux_shared::federation::tls::{ServerSecurity, TransportSettings};
+use flux_shared::federation::tls::{ServerSecurity, TlsPem, TransportSettings};
 use flux_shared::ops::health::Health;
 use flux_shared::ops::shutdown::Shutdown;
 use futures::{FutureExt, StreamExt, TryStreamExt};
@@ -30,7 +30,7 @@ use tracing::{error, info, warn};
 use super::context::{self, Context};
 use super::partial_decode::Partial;
 use super::watches::{self, LIST_PAGE_SIZE, Watches, list_partial, unwrap_partial};
-use super::{RunOptions, rebuild, reconcile, triggers};
+use super::{GrpcSetup, RunOptions, rebuild, reconcile, triggers};
 use crate::federation::Registry;
 use crate::ops;
 use crate::ops::leader::LeaderElection;
@@ -294,46 +294,25 @@ fn recorder(client: &Client, identity: &str) -> Recorder {
 type GrpcTask = JoinHandle<Result<(), crate::federation::service::ServeError>>;
 
 /// The federation gRPC server, when `--grpc-addr` is set; it ends with the ops server's
-/// stop signal.
+/// stop signal. With its certificate files still missing it listens once they exist
+/// (checked every [`crate::federation::service::TLS_RELOAD_INTERVAL`]).
 async fn serve_federation(
     opts: &RunOptions,
-    security: Option<ServerSecurity>,
+    setup: Option<GrpcSetup>,
     client: &Client,
     registry: &Arc<Registry>,
     ops: &OpsServer,
 ) -> anyhow::Result<Option<GrpcTask>> {
-    let (Some(addr), Some(security)) = (opts.grpc_addr, security) else {
+    let (Some(addr), Some(setup)) = (opts.grpc_addr, setup) else {
         return Ok(None);
     };
-    let listener = crate::federation::service::bind(addr).await?;
-    info!(%addr, insecure = opts.insecure, "federation gRPC server listening");
-    if let flux_shared::federation::tls::ServerSecurity::Mtls(pem) = &security
-        && let Some(not_after) = flux_shared::federation::pki::not_after_of_pem(pem.cert_pem())
-    {
-        ops.metrics.set_certificate_expiry("hub", not_after);
-        let left = not_after - now_unix();
-        if left < 30 * 86_400 {
-            tracing::warn!(
-                days_left = left / 86_400,
-                "the hub's federation certificate expires soon: renew it (flux-hub certs --force, then update its Secret; the hub reloads it)"
-            );
-        }
-    }
-    let services = crate::federation::service::Services::new(
-        registry.clone(),
-        security.authenticator(),
-        ops.metrics.clone(),
-        client.clone(),
-    )
-    .in_namespace(opts.namespace.clone())
-    .with_stop(ops.stop.subscribe())
-    .with_pins(if opts.insecure {
+    let pins = if opts.insecure {
         crate::federation::pins::PinStore::off()
     } else {
         let (namespace, name) = opts.spoke_pins()?;
         info!(pins = %format!("{namespace}/{name}"), "spoke certificates are checked against their pins");
         crate::federation::pins::PinStore::watch(client.clone(), &namespace, &name)
-    });
+    };
     let tls_files = match (&opts.ca, &opts.cert, &opts.key) {
         (Some(ca), Some(cert), Some(key)) if !opts.insecure => {
             Some(crate::federation::tls_accept::TlsFiles {
@@ -344,14 +323,90 @@ async fn serve_federation(
         }
         _ => None,
     };
-    Ok(Some(tokio::spawn(crate::federation::service::serve(
-        listener,
-        security,
-        tls_files,
-        TransportSettings::default(),
-        services,
-        ops.stopped(),
-    ))))
+    let start = {
+        let (client, registry, metrics) = (client.clone(), registry.clone(), ops.metrics.clone());
+        let (namespace, stop, stopped) =
+            (opts.namespace.clone(), ops.stop.subscribe(), ops.stopped());
+        let insecure = opts.insecure;
+        move |security: ServerSecurity, listener: tokio::net::TcpListener| {
+            info!(%addr, insecure, "federation gRPC server listening");
+            if let ServerSecurity::Mtls(pem) = &security
+                && let Some(not_after) =
+                    flux_shared::federation::pki::not_after_of_pem(pem.cert_pem())
+            {
+                metrics.set_certificate_expiry("hub", not_after);
+                let left = not_after - now_unix();
+                if left < 30 * 86_400 {
+                    tracing::warn!(
+                        days_left = left / 86_400,
+                        "the hub's federation certificate expires soon: renew it (flux-hub certs --force, then update its Secret; the hub reloads it)"
+                    );
+                }
+            }
+            let services = crate::federation::service::Services::new(
+                registry,
+                security.authenticator(),
+                metrics,
+                client,
+            )
+            .in_namespace(namespace)
+            .with_stop(stop)
+            .with_pins(pins);
+            crate::federation::service::serve(
+                listener,
+                security,
+                tls_files,
+                TransportSettings::default(),
+                services,
+                stopped,
+            )
+        }
+    };
+    match setup {
+        GrpcSetup::Serve(security) => {
+            let listener = crate::federation::service::bind(addr).await?;
+            Ok(Some(tokio::spawn(start(security, listener))))
+        }
+        GrpcSetup::AwaitFiles(files) => {
+            info!(
+                ca = %files.ca.display(),
+                cert = %files.cert.display(),
+                key = %files.key.display(),
+                "no federation certificates yet: MiniClusters run in this cluster, and the federation gRPC server starts once they exist (flux-hub init --hub-dns/--hub-ip creates them)"
+            );
+            let mut stop = ops.stop.subscribe();
+            Ok(Some(tokio::spawn(async move {
+                let interval = crate::federation::service::TLS_RELOAD_INTERVAL;
+                let mut reported: Option<String> = None;
+                let pem = loop {
+                    tokio::select! {
+                        () = tokio::time::sleep(interval) => {}
+                        _ = stop.wait_for(|s| *s) => return Ok(()),
+                    }
+                    match TlsPem::from_files(&files.ca, &files.cert, &files.key) {
+                        Ok(pem) => break pem,
+                        // Some there, some not (a Secret being written), or not loading:
+                        // said once, then checked again.
+                        Err(error)
+                            if [&files.ca, &files.cert, &files.key]
+                                .iter()
+                                .any(|p| p.exists()) =>
+                        {
+                            let error = error.to_string();
+                            if reported.as_deref() != Some(error.as_str()) {
+                                tracing::warn!(%error, "the federation certificate files do not load yet");
+                                reported = Some(error);
+                            }
+                        }
+                        Err(_) => {}
+                    }
+                };
+                info!("federation certificates found");
+                let listener = crate::federation::service::bind(addr).await?;
+                start(ServerSecurity::Mtls(pem), listener).await
+            })))
+        }
+    }
 }
 
 /// Rebuild the federation state before the first reconcile: spokes are let in only once

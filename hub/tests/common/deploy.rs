@@ -253,9 +253,15 @@ pub fn flag_value<'a>(args: &'a [String], flag: &str) -> Option<&'a str> {
 }
 
 /// `--ca`, `--cert` and `--key` of container `c` name files of the Secret `secret`,
-/// mounted read-only and required, readable by the pod's group `uid` (fsGroup) and by
-/// nobody else.
-pub fn assert_certificates_from_secret(pod: &PodSpec, c: &Container, secret: &str, uid: i64) {
+/// mounted read-only, `optional` or required, readable by the pod's group `uid` (fsGroup)
+/// and by nobody else.
+pub fn assert_certificates_from_secret(
+    pod: &PodSpec,
+    c: &Container,
+    secret: &str,
+    uid: i64,
+    optional: bool,
+) {
     let args = c.args.as_deref().unwrap_or_default();
     let (volume, source) = pod
         .volumes
@@ -268,10 +274,10 @@ pub fn assert_certificates_from_secret(pod: &PodSpec, c: &Container, secret: &st
                 .map(|s| (v.name.clone(), s.clone()))
         })
         .unwrap_or_else(|| panic!("a volume of the Secret {secret}"));
-    assert_ne!(
-        source.optional,
-        Some(true),
-        "{secret}: required, the process cannot run without its certificate"
+    assert_eq!(
+        source.optional.unwrap_or(false),
+        optional,
+        "{secret}: optional only where the process runs without it"
     );
     let mode = source.default_mode.expect("a defaultMode");
     assert_eq!(
