@@ -158,6 +158,8 @@ KUBECONFIG=$(kubeconfig "$root_name")
 SPOKE_KUBECONFIG=$(kubeconfig "$burst_name")
 SPOKE2_KUBECONFIG=$(kubeconfig "$burst2_name")
 export KUBECONFIG SPOKE_KUBECONFIG SPOKE2_KUBECONFIG FLUX_E2E_TESTBED=$testbed
+# The admin contexts `flux-hub init` writes go here, not to the user's configuration.
+export FLUX_HUB_CONFIG=$state/e2e-flux-hub-config.yaml
 # The burst cluster's whole control plane (etcd, API server, controllers, hollow nodes)
 # down and up again, keeping its data, for the API-outage test.
 export FLUX_E2E_BURST_STOP="'$testbed/k8s/stop.sh' $burst_name"

@@ -1462,9 +1462,12 @@ async fn flux_hub_init_installs_the_hub_and_running_it_again_changes_nothing() {
         let certs = support::log_file(&format!("{}-certs", env.ns))?;
         let _ = std::fs::remove_dir_all(&certs);
         let hub = tokio::task::spawn_blocking(support::hub_binary).await??;
+        let context_file = support::log_file(&format!("{}-flux-hub-config.yaml", env.ns))?;
+        let _ = std::fs::remove_file(&context_file);
         let init = |extra: &[&str]| {
             let mut cmd = std::process::Command::new(&hub);
-            cmd.args(["init", "--kubeconfig", &kubeconfig, "--certs"])
+            cmd.env("FLUX_HUB_CONFIG", &context_file)
+                .args(["init", "--kubeconfig", &kubeconfig, "--certs"])
                 .arg(&certs)
                 .args([
                     "--hub-dns",
@@ -1572,6 +1575,15 @@ async fn flux_hub_init_installs_the_hub_and_running_it_again_changes_nothing() {
                 .as_str()
                 .is_some_and(|e| e.starts_with("https://hub.example.org:3")),
             "{result}"
+        );
+
+        // The admin context for the hub it installed, current: admin commands need no flags.
+        let contexts = std::fs::read_to_string(&context_file)?;
+        ensure!(
+            contexts.contains("current: default")
+                && contexts.contains(result["endpoint"].as_str().unwrap_or("?"))
+                && contexts.contains("admin-flux-hub-admin.crt"),
+            "init wrote the admin context: {contexts}"
         );
 
         // Every permission the controller needs, as the hub's service account, and not more.

@@ -27,9 +27,20 @@ pub const DEFAULT_ADMIN_NAME: &str = "admin";
 #[derive(clap::Args, Debug, Clone)]
 pub struct HubOptions {
     /// The hub's federation gRPC endpoint: `https://HOST:PORT` (mTLS), or `http://HOST:PORT`
-    /// with --insecure. A bare `HOST:PORT` gets the scheme of the security mode.
+    /// with --insecure. A bare `HOST:PORT` gets the scheme of the security mode. Without
+    /// it, the admin context (--hub-context, else the current one, which `flux-hub init`
+    /// writes) gives the hub and the certificates.
     #[arg(long, env = "FLUX_HUB", value_name = "URL")]
-    pub hub: String,
+    pub hub: Option<String>,
+    /// The admin context to use (default: the current one of the context file,
+    /// FLUX_HUB_CONFIG or ~/.config/flux-hub/config.yaml).
+    #[arg(
+        long,
+        env = "FLUX_HUB_CONTEXT",
+        value_name = "NAME",
+        conflicts_with = "hub"
+    )]
+    pub hub_context: Option<String>,
     /// CA certificate (PEM) that issued the hub's certificate (`ca.crt` of `flux-hub certs`).
     #[arg(long, env = "FLUX_CA", value_name = "FILE")]
     pub ca: Option<PathBuf>,
@@ -50,6 +61,40 @@ pub struct HubOptions {
     /// With --insecure: the admin name to send (default `admin`).
     #[arg(long, value_name = "NAME", requires = "insecure")]
     pub admin_name: Option<String>,
+}
+
+/// `opts` with the hub and the certificates of the admin context it names (or the current
+/// one); flags given explicitly win over the context's files.
+fn from_context(opts: &HubOptions) -> Result<HubOptions, AdminError> {
+    let Some(path) = crate::admin_context::path() else {
+        return Err(AdminError::Setup(format!(
+            "no --hub, and no admin context file (set {} or HOME): pass --hub, --ca, --cert and --key",
+            crate::admin_context::CONFIG_ENV
+        )));
+    };
+    let file = crate::admin_context::load(&path).map_err(AdminError::Setup)?;
+    if file.contexts.is_empty() {
+        return Err(AdminError::Setup(format!(
+            "no --hub, and no admin context in {} (flux-hub init --certs DIR --hub-dns/--hub-ip writes one): pass --hub, --ca, --cert and --key",
+            path.display()
+        )));
+    }
+    let context = file
+        .pick(opts.hub_context.as_deref())
+        .map_err(|e| AdminError::Setup(format!("{}: {e}", path.display())))?;
+    Ok(HubOptions {
+        hub: Some(context.hub.clone()),
+        hub_context: None,
+        ca: opts.ca.clone().or_else(|| Some(context.ca.clone())),
+        cert: opts.cert.clone().or_else(|| Some(context.cert.clone())),
+        key: opts.key.clone().or_else(|| Some(context.key.clone())),
+        hub_domain: opts
+            .hub_domain
+            .clone()
+            .or_else(|| context.hub_domain.clone()),
+        insecure: false,
+        admin_name: None,
+    })
 }
 
 /// Why an admin command failed.
@@ -140,7 +185,15 @@ impl HubEndpoint {
     /// The hub of `--hub` and how to dial it, from the flags; every mistake in the flags or
     /// the certificate files is reported here, before anything connects.
     pub fn new(opts: &HubOptions) -> Result<HubEndpoint, AdminError> {
-        let url = normalize_hub_url(&opts.hub, opts.insecure);
+        if opts.hub.is_none() && !opts.insecure {
+            return HubEndpoint::new(&from_context(opts)?);
+        }
+        let Some(hub) = &opts.hub else {
+            return Err(AdminError::Setup(
+                "--insecure needs --hub (a development hub has no admin context)".into(),
+            ));
+        };
+        let url = normalize_hub_url(hub, opts.insecure);
         if opts.insecure {
             let name = opts.admin_name.as_deref().unwrap_or(DEFAULT_ADMIN_NAME);
             let identity = Identity::admin(name)

@@ -72,6 +72,10 @@ pub struct InitOptions {
     /// How long to wait for the hub, in seconds.
     #[arg(long, default_value_t = 180, value_name = "SECONDS")]
     pub timeout_seconds: u64,
+    /// The admin context init writes for this hub and makes current (see `flux-hub
+    /// status`, which then needs no flags).
+    #[arg(long, default_value = "default", value_name = "NAME")]
+    pub hub_context: String,
     /// Install even though another controller of MiniClusters (the reference Go
     /// operator) is found in the cluster, replacing its CRD with flux-hub's.
     #[arg(long)]
@@ -134,6 +138,8 @@ pub struct InitResult {
     pub endpoint: Option<String>,
     /// The certificate directory; `None` for a single-cluster hub.
     pub certs: Option<String>,
+    /// The admin context written for this hub, and the file it is in (with an endpoint).
+    pub admin_context: Option<(String, String)>,
 }
 
 /// A client of the cluster of `kubeconfig` / `context` (or the default one).
@@ -485,6 +491,55 @@ fn hub_certificates(opts: &InitOptions) -> anyhow::Result<Option<install::HubTls
     Ok(Some(tls()?))
 }
 
+/// The admin that `init` writes a context for: it may read and scale, not manage spokes.
+const INIT_ADMIN: &str = "flux-hub-admin";
+
+/// Issues the admin certificate of [`INIT_ADMIN`] in `dir` when missing and writes the
+/// admin context `--hub-context` for the hub at `url`, made current. Returns its name and
+/// the file.
+fn write_admin_context(
+    opts: &InitOptions,
+    dir: &Path,
+    url: &str,
+) -> anyhow::Result<(String, String)> {
+    let dir = dir
+        .canonicalize()
+        .with_context(|| format!("--certs {}", dir.display()))?;
+    let (cert, key) = (
+        dir.join(format!("admin-{INIT_ADMIN}.crt")),
+        dir.join(format!("admin-{INIT_ADMIN}.key")),
+    );
+    if !cert.is_file() || !key.is_file() {
+        let summary = certs_cmd::run(&CertsOptions {
+            out: dir.clone(),
+            hub_dns: Vec::new(),
+            hub_ip: Vec::new(),
+            spokes: Vec::new(),
+            admins: vec![INIT_ADMIN.to_string()],
+            admin_permissions: vec!["read".into(), "scale".into()],
+            admin_namespaces: Vec::new(),
+            days: flux_shared::federation::pki::DEFAULT_LEAF_VALIDITY_DAYS,
+            ca_days: flux_shared::federation::pki::DEFAULT_CA_VALIDITY_DAYS,
+            ca_name: "flux-federation CA".into(),
+            force: false,
+        })?;
+        eprint!("{summary}");
+    }
+    let path = crate::admin_context::path()
+        .context("no place for the admin context: set FLUX_HUB_CONFIG, XDG_CONFIG_HOME or HOME")?;
+    let mut file = crate::admin_context::load(&path).map_err(anyhow::Error::msg)?;
+    file.set_current(crate::admin_context::AdminContext {
+        name: opts.hub_context.clone(),
+        hub: url.to_string(),
+        hub_domain: None,
+        ca: dir.join("ca.crt"),
+        cert,
+        key,
+    });
+    crate::admin_context::save(&path, &file).map_err(anyhow::Error::msg)?;
+    Ok((opts.hub_context.clone(), path.display().to_string()))
+}
+
 /// Runs `flux-hub init`.
 pub async fn run(opts: &InitOptions, out: &mut dyn Write) -> anyhow::Result<()> {
     let client = opts.cluster.client().await?;
@@ -519,12 +574,18 @@ pub async fn run(opts: &InitOptions, out: &mut dyn Write) -> anyhow::Result<()> 
         .get_opt(FEDERATION_SERVICE)
         .await
         .map_err(explain)?;
+    let endpoint_url = tls
+        .as_ref()
+        .and_then(|_| endpoint(service.as_ref(), &opts.hub_dns, &opts.hub_ip));
+    let admin_context = match (&opts.certs, &endpoint_url) {
+        (Some(dir), Some(url)) => Some(write_admin_context(opts, dir, url)?),
+        _ => None,
+    };
     let result = InitResult {
         applied,
         ready,
-        endpoint: tls
-            .as_ref()
-            .and_then(|_| endpoint(service.as_ref(), &opts.hub_dns, &opts.hub_ip)),
+        endpoint: endpoint_url,
+        admin_context,
         certs: tls
             .as_ref()
             .and(opts.certs.as_ref())
@@ -549,10 +610,18 @@ pub async fn run(opts: &InitOptions, out: &mut dyn Write) -> anyhow::Result<()> 
                     out,
                     "single cluster: MiniClusters run here (kubectl apply -f examples/hello-world.yaml); to burst into other clusters, run init again with --certs DIR and --hub-dns or --hub-ip"
                 )?,
-                (Some(certs), Some(url)) => writeln!(
-                    out,
-                    "spokes dial {url}; add one with: flux-hub join NAME --kubeconfig FILE --certs {certs} --hub {url}"
-                )?,
+                (Some(certs), Some(url)) => {
+                    writeln!(
+                        out,
+                        "spokes dial {url}; add one with: flux-hub join NAME --kubeconfig FILE --certs {certs} --hub {url}"
+                    )?;
+                    if let Some((name, path)) = &result.admin_context {
+                        writeln!(
+                            out,
+                            "admin context {name} (current) written to {path}: flux-hub status needs no flags"
+                        )?;
+                    }
+                }
                 (Some(_), None) => writeln!(
                     out,
                     "no address for spokes yet: the {FEDERATION_SERVICE} Service has no LoadBalancer address; give --hub-dns or --hub-ip"

@@ -91,7 +91,8 @@ impl FederationOptions {
         let (_, domain) = self.hub_url_and_domain()?;
         let (cert, key) = admin_certificate(&self.certs)?;
         Ok(HubEndpoint::new(&HubOptions {
-            hub: self.hub.clone(),
+            hub: Some(self.hub.clone()),
+            hub_context: None,
             ca: Some(self.certs.join("ca.crt")),
             cert: Some(cert),
             key: Some(key),

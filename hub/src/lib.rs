@@ -1,6 +1,7 @@
 //! The hub: MiniCluster controller, operations plumbing and command implementations.
 
 pub mod admin_client;
+pub mod admin_context;
 pub mod autoscale;
 pub mod burst_cmd;
 pub mod certs_cmd;

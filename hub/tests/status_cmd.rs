@@ -368,6 +368,9 @@ fn subcommand(words: &[&str], args: &[String]) -> tokio::process::Command {
         .env_remove("FLUX_CA")
         .env_remove("FLUX_CERT")
         .env_remove("FLUX_KEY")
+        .env_remove("FLUX_HUB_CONTEXT")
+        // No user's admin context leaks in; a test that wants one sets its own.
+        .env("FLUX_HUB_CONFIG", "/nonexistent/flux-hub-config.yaml")
         .stdin(Stdio::null())
         .kill_on_drop(true);
     cmd
@@ -427,6 +430,61 @@ fn hub_url(addr: SocketAddr) -> String {
 // ---------------------------------------------------------------------------------------
 // Tests
 // ---------------------------------------------------------------------------------------
+
+/// With no connection flags, the admin context gives the hub and the certificates: the
+/// current one, or the one --hub-context names; without a context the error says how to
+/// get one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_admin_context_replaces_the_connection_flags() {
+    let pki = Pki::new("context");
+    let hub = FakeHub::new(Authenticator::Mtls, vec![snapshot(4)]);
+    let addr = serve(&pki.server(), hub.clone()).await;
+    let file = pki.dir.join("flux-hub-config.yaml");
+    let context = |name: &str, url: &str| {
+        format!(
+            "  - name: {name}\n    hub: {url}\n    ca: {}\n    cert: {}\n    key: {}\n",
+            pki.path("ca.crt"),
+            pki.path("admin-ops.crt"),
+            pki.path("admin-ops.key")
+        )
+    };
+    std::fs::write(
+        &file,
+        format!(
+            "current: root\ncontexts:\n{}{}",
+            context("root", &hub_url(addr)),
+            context("gone", "https://127.0.0.1:1")
+        ),
+    )
+    .unwrap();
+    let with_context = |extra: &[&str]| {
+        let mut cmd = command(&args(extra));
+        cmd.env("FLUX_HUB_CONFIG", &file);
+        cmd
+    };
+    let out = with_context(&["-o", "json"]).output().await.unwrap();
+    assert_success(&out);
+    let v: Value = serde_json::from_str(&stdout(&out)).expect("one JSON document");
+    assert_eq!(v["version"], 4);
+    let out = with_context(&["--hub-context", "gone"])
+        .output()
+        .await
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("https://127.0.0.1:1"),
+        "the named context is used: {}",
+        stderr(&out)
+    );
+    let out = status(&args(&[])).await;
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out)
+            .contains("no admin context in /nonexistent/flux-hub-config.yaml (flux-hub init"),
+        "{}",
+        stderr(&out)
+    );
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn json_lists_miniclusters_bursts_and_spokes() {
