@@ -73,6 +73,12 @@ enum Command {
         #[command(subcommand)]
         command: flux_hub::burst_cmd::BurstCommand,
     },
+    /// Print the shell completion script for SHELL (e.g. `source <(flux-hub completion
+    /// bash)`).
+    Completion {
+        /// The shell.
+        shell: clap_complete::Shell,
+    },
 }
 
 fn main() -> ExitCode {
@@ -94,6 +100,12 @@ fn main() -> ExitCode {
         ),
         Command::Convert { file, output } => return flux_hub::convert_cmd::run(&file, output),
         Command::Crd => flux_shared::crd::crd_yaml().map_err(anyhow::Error::from),
+        Command::Completion { shell } => {
+            use clap::CommandFactory;
+            let mut script = Vec::new();
+            clap_complete::generate(shell, &mut Cli::command(), "flux-hub", &mut script);
+            String::from_utf8(script).map_err(anyhow::Error::from)
+        }
         Command::Certs(opts) => flux_hub::certs_cmd::run(&opts),
         Command::Status(opts) => return flux_hub::status_cmd::main(&opts),
         Command::Burst { command } => return flux_hub::burst_cmd::main(&command),

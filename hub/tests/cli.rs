@@ -275,3 +275,17 @@ fn run_refuses_an_incomplete_federation_setup_before_touching_a_cluster() {
         assert!(stderr.contains(expected), "{args:?}: {stderr}");
     }
 }
+
+#[test]
+fn completion_scripts_cover_every_command_and_flag() {
+    for shell in ["bash", "zsh", "fish"] {
+        let out = hub(&["completion", shell]);
+        assert!(out.status.success(), "{shell}");
+        let script = String::from_utf8_lossy(&out.stdout);
+        for word in ["render", "status", "join", "unjoin", "hub-context", "take-over"] {
+            assert!(script.contains(word), "{shell}: {word} missing");
+        }
+    }
+    let out = hub(&["completion", "tcsh"]);
+    assert!(!out.status.success(), "an unknown shell is refused");
+}
