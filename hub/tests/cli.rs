@@ -282,7 +282,14 @@ fn completion_scripts_cover_every_command_and_flag() {
         let out = hub(&["completion", shell]);
         assert!(out.status.success(), "{shell}");
         let script = String::from_utf8_lossy(&out.stdout);
-        for word in ["render", "status", "join", "unjoin", "hub-context", "take-over"] {
+        for word in [
+            "render",
+            "status",
+            "join",
+            "unjoin",
+            "hub-context",
+            "take-over",
+        ] {
             assert!(script.contains(word), "{shell}: {word} missing");
         }
     }
