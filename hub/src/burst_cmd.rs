@@ -30,9 +30,12 @@ pub enum BurstCommand {
 /// Options of `flux-hub burst scale`.
 #[derive(clap::Args, Debug, Clone)]
 pub struct ScaleOptions {
-    /// The MiniCluster, as NAMESPACE/NAME.
-    #[arg(value_name = "NAMESPACE/MINICLUSTER")]
+    /// The MiniCluster: NAME (in --namespace), or NAMESPACE/NAME.
+    #[arg(value_name = "MINICLUSTER")]
     pub minicluster: String,
+    /// The MiniCluster's namespace, as with kubectl (default: `default`).
+    #[arg(short = 'n', long, value_name = "NAMESPACE")]
+    pub namespace: Option<String>,
     /// The burst's name (`spec.flux.bursting.clusters[].name`).
     pub burst: String,
     /// Brokers the burst should run: 0 (none, the burst's objects kept) up to its maxSize.
@@ -72,16 +75,36 @@ pub struct ScaleView {
     pub spoke: String,
 }
 
-/// `NAMESPACE/NAME`, split; an error names the argument and the form.
-pub fn parse_minicluster(arg: &str) -> Result<(String, String), AdminError> {
-    match arg.split_once('/') {
+/// The MiniCluster an argument names: `NAMESPACE/NAME`, or `NAME` in `namespace`
+/// (`default` when not given, as with kubectl); an error names the argument and the form.
+pub fn parse_minicluster(
+    arg: &str,
+    namespace: Option<&str>,
+) -> Result<(String, String), AdminError> {
+    let bad = || {
+        AdminError::Setup(format!(
+            "MINICLUSTER: {arg:?} is neither NAME nor NAMESPACE/NAME (for example bursty -n hpc, or hpc/bursty)"
+        ))
+    };
+    let (ns, name) = match arg.split_once('/') {
         Some((ns, name)) if !ns.is_empty() && !name.is_empty() && !name.contains('/') => {
-            Ok((ns.to_string(), name.to_string()))
+            if let Some(flag) = namespace.filter(|n| *n != ns) {
+                return Err(AdminError::Setup(format!(
+                    "MINICLUSTER {arg:?} is in namespace {ns:?}, but --namespace says {flag:?}"
+                )));
+            }
+            (ns, name)
         }
-        _ => Err(AdminError::Setup(format!(
-            "NAMESPACE/MINICLUSTER: {arg:?} is not of the form NAMESPACE/NAME (for example hpc/bursty)"
-        ))),
+        Some(_) => return Err(bad()),
+        None if !arg.is_empty() => (namespace.unwrap_or("default"), arg),
+        None => return Err(bad()),
+    };
+    if !flux_shared::validate::is_dns_label(ns) {
+        return Err(AdminError::Setup(format!(
+            "--namespace {ns:?} is not a namespace name"
+        )));
     }
+    Ok((ns.to_string(), name.to_string()))
 }
 
 /// The view of the hub's answer.
@@ -117,7 +140,7 @@ pub fn text(v: &ScaleView) -> String {
 
 /// Runs `flux-hub burst scale`, writing to `out`.
 pub async fn scale(opts: &ScaleOptions, out: &mut dyn Write) -> Result<(), AdminError> {
-    let (namespace, name) = parse_minicluster(&opts.minicluster)?;
+    let (namespace, name) = parse_minicluster(&opts.minicluster, opts.namespace.as_deref())?;
     let hub = HubEndpoint::new(&opts.connection)?;
     let mut client = hub.connect().await?;
     let answer = hub
@@ -153,15 +176,25 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_minicluster_is_namespace_slash_name() {
-        assert_eq!(
-            parse_minicluster("hpc/bursty").ok(),
-            Some(("hpc".to_string(), "bursty".to_string()))
-        );
-        for bad in ["bursty", "/bursty", "hpc/", "a/b/c"] {
-            let e = parse_minicluster(bad).expect_err(bad).to_string();
-            assert!(e.contains("NAMESPACE/NAME"), "{e}");
+    fn the_minicluster_is_a_name_in_a_namespace_or_namespace_slash_name() {
+        let ok = |arg, ns| parse_minicluster(arg, ns).ok();
+        let pair = |a: &str, b: &str| Some((a.to_string(), b.to_string()));
+        assert_eq!(ok("hpc/bursty", None), pair("hpc", "bursty"));
+        assert_eq!(ok("hpc/bursty", Some("hpc")), pair("hpc", "bursty"));
+        assert_eq!(ok("bursty", Some("hpc")), pair("hpc", "bursty"));
+        assert_eq!(ok("bursty", None), pair("default", "bursty"));
+        for bad in ["", "/bursty", "hpc/", "a/b/c"] {
+            let e = parse_minicluster(bad, None).expect_err(bad).to_string();
+            assert!(e.contains("neither NAME nor NAMESPACE/NAME"), "{e}");
         }
+        let e = parse_minicluster("hpc/bursty", Some("lab"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("but --namespace says \"lab\""), "{e}");
+        let e = parse_minicluster("bursty", Some("Not Valid"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("is not a namespace name"), "{e}");
     }
 
     #[test]

@@ -933,15 +933,15 @@ async fn burst_scale_checks_its_arguments_before_dialing() {
     let pki = Pki::new("scale-args");
     // Nothing listens here: an argument error must come first.
     let hub = "https://127.0.0.1:9";
-    let mut a = args(&["bursty", "burst-gke", "3", "--hub", hub]);
+    let mut a = args(&["a/b/c", "burst-gke", "3", "--hub", hub]);
     a.extend(pki.flags("admin-ops"));
     assert_fails_with(
         &burst_scale(&a).await,
-        &[
-            "NAMESPACE/MINICLUSTER",
-            "\"bursty\" is not of the form NAMESPACE/NAME",
-        ],
+        &["MINICLUSTER: \"a/b/c\" is neither NAME nor NAMESPACE/NAME"],
     );
+    let mut a = args(&["hpc/bursty", "burst-gke", "3", "-n", "lab", "--hub", hub]);
+    a.extend(pki.flags("admin-ops"));
+    assert_fails_with(&burst_scale(&a).await, &["but --namespace says \"lab\""]);
     let mut a = args(&["hpc/bursty", "burst-gke", "--hub", hub]);
     a.extend(pki.flags("admin-ops"));
     a.extend(args(&["--", "-1"]));
