@@ -69,6 +69,26 @@ pub struct CertsOptions {
     pub force: bool,
 }
 
+impl CertsOptions {
+    /// The options of a plain `flux-hub certs --out DIR`: the CA (created or reused) and
+    /// nothing else, at the default validities and permissions; set the fields to issue.
+    pub fn in_dir(out: &std::path::Path) -> CertsOptions {
+        CertsOptions {
+            out: out.to_path_buf(),
+            hub_dns: Vec::new(),
+            hub_ip: Vec::new(),
+            spokes: Vec::new(),
+            admins: Vec::new(),
+            admin_permissions: vec!["read".into(), "scale".into()],
+            admin_namespaces: Vec::new(),
+            days: DEFAULT_LEAF_VALIDITY_DAYS,
+            ca_days: DEFAULT_CA_VALIDITY_DAYS,
+            ca_name: "flux-federation CA".into(),
+            force: false,
+        }
+    }
+}
+
 const CA_CERT: &str = "ca.crt";
 const CA_KEY: &str = "ca.key";
 const CERT_MODE: u32 = 0o644;

@@ -475,17 +475,9 @@ fn hub_certificates(opts: &InitOptions) -> anyhow::Result<Option<install::HubTls
         return Ok(None);
     }
     let summary = certs_cmd::run(&CertsOptions {
-        out: dir.clone(),
         hub_dns: opts.hub_dns.clone(),
         hub_ip: opts.hub_ip.clone(),
-        spokes: Vec::new(),
-        admins: Vec::new(),
-        admin_permissions: vec!["read".into(), "scale".into()],
-        admin_namespaces: Vec::new(),
-        days: flux_shared::federation::pki::DEFAULT_LEAF_VALIDITY_DAYS,
-        ca_days: flux_shared::federation::pki::DEFAULT_CA_VALIDITY_DAYS,
-        ca_name: "flux-federation CA".into(),
-        force: false,
+        ..CertsOptions::in_dir(dir)
     })?;
     eprint!("{summary}");
     Ok(Some(tls()?))
@@ -511,17 +503,8 @@ fn write_admin_context(
     );
     if !cert.is_file() || !key.is_file() {
         let summary = certs_cmd::run(&CertsOptions {
-            out: dir.clone(),
-            hub_dns: Vec::new(),
-            hub_ip: Vec::new(),
-            spokes: Vec::new(),
             admins: vec![INIT_ADMIN.to_string()],
-            admin_permissions: vec!["read".into(), "scale".into()],
-            admin_namespaces: Vec::new(),
-            days: flux_shared::federation::pki::DEFAULT_LEAF_VALIDITY_DAYS,
-            ca_days: flux_shared::federation::pki::DEFAULT_CA_VALIDITY_DAYS,
-            ca_name: "flux-federation CA".into(),
-            force: false,
+            ..CertsOptions::in_dir(&dir)
         })?;
         eprint!("{summary}");
     }

@@ -186,7 +186,7 @@ fn spoke_certificates(opts: &JoinOptions) -> anyhow::Result<(String, String, Str
         let summary = certs_cmd::run(&CertsOptions {
             spokes: vec![opts.name.clone()],
             force: opts.rotate,
-            ..certs_options(dir)
+            ..CertsOptions::in_dir(dir)
         })?;
         eprint!("{summary}");
     } else {
@@ -197,22 +197,6 @@ fn spoke_certificates(opts: &JoinOptions) -> anyhow::Result<(String, String, Str
         );
     }
     Ok((ca, read(&cert_file)?, read(&key_file)?))
-}
-
-fn certs_options(dir: &std::path::Path) -> CertsOptions {
-    CertsOptions {
-        out: dir.to_path_buf(),
-        hub_dns: Vec::new(),
-        hub_ip: Vec::new(),
-        spokes: Vec::new(),
-        admins: Vec::new(),
-        admin_permissions: vec!["read".into(), "scale".into()],
-        admin_namespaces: Vec::new(),
-        days: flux_shared::federation::pki::DEFAULT_LEAF_VALIDITY_DAYS,
-        ca_days: flux_shared::federation::pki::DEFAULT_CA_VALIDITY_DAYS,
-        ca_name: "flux-federation CA".into(),
-        force: false,
-    }
 }
 
 /// The admin certificate and key the install commands ask the hub with, issued from the
@@ -227,7 +211,7 @@ fn admin_certificate(dir: &std::path::Path) -> anyhow::Result<(PathBuf, PathBuf)
             admins: vec![JOIN_ADMIN.to_string()],
             // It only waits for spokes and shows status: read-only.
             admin_permissions: vec!["read".into()],
-            ..certs_options(dir)
+            ..CertsOptions::in_dir(dir)
         })?;
         eprint!("{summary}");
     }

@@ -245,6 +245,25 @@ spec:
   containers: [{image: "rockylinux:9", command: hostname}]
 "#;
 
+/// What the watches show once the API server allocated the lead Service's NodePort
+/// (30093) and the lead pod runs on n1, from what a first reconcile applied (`calls`).
+fn lead_known(calls: &[Call], writers: &mut Writers) {
+    let mut lead: Service = writers_service(calls);
+    lead.spec
+        .as_mut()
+        .expect("spec")
+        .ports
+        .as_mut()
+        .expect("ports")[0]
+        .node_port = Some(30093);
+    writers
+        .services
+        .apply_watcher_event(&watcher::Event::Apply(lead));
+    writers
+        .broker_pods
+        .apply_watcher_event(&watcher::Event::Apply(lead_pod()));
+}
+
 /// Placeholder TLS material for the installer's objects.
 fn test_tls() -> flux_hub::install::HubTls {
     flux_hub::install::HubTls {
@@ -994,20 +1013,7 @@ async fn a_bursting_minicluster_gets_a_finalizer_and_waits_for_its_lead_endpoint
     );
 
     // The API server allocated the NodePort and the lead pod runs on n1.
-    let mut lead: Service = writers_service(&calls);
-    lead.spec
-        .as_mut()
-        .expect("spec")
-        .ports
-        .as_mut()
-        .expect("ports")[0]
-        .node_port = Some(30093);
-    writers
-        .services
-        .apply_watcher_event(&watcher::Event::Apply(lead));
-    writers
-        .broker_pods
-        .apply_watcher_event(&watcher::Event::Apply(lead_pod()));
+    lead_known(&calls, &mut writers);
     let mut next = mc.clone();
     next.metadata.finalizers = Some(vec!["flux-framework.org/bursts".into()]);
     next.metadata.creation_timestamp = Some(Time("2026-11-01T08:00:00Z".parse().expect("time")));
@@ -1941,20 +1947,7 @@ async fn an_unsafe_burst_is_not_assigned_and_its_status_says_why() {
     assert_eq!(events[0].body["type"], "Warning");
 
     // The lead endpoint becomes known: still nothing is sent to the spoke.
-    let mut lead: Service = writers_service(&calls);
-    lead.spec
-        .as_mut()
-        .expect("spec")
-        .ports
-        .as_mut()
-        .expect("ports")[0]
-        .node_port = Some(30093);
-    writers
-        .services
-        .apply_watcher_event(&watcher::Event::Apply(lead));
-    writers
-        .broker_pods
-        .apply_watcher_event(&watcher::Event::Apply(lead_pod()));
+    lead_known(&calls, &mut writers);
     let mut next = mc;
     next.metadata.finalizers = Some(vec!["flux-framework.org/bursts".into()]);
     next.status = Some(serde_json::from_value(status).expect("status"));
@@ -2043,20 +2036,7 @@ async fn a_burst_the_spokes_announced_exceptions_admit_is_assigned() {
         .subscribe_announcing("gke", "test", announced(vec!["runner".into()]))
         .expect("primed");
     let calls = server.calls();
-    let mut lead: Service = writers_service(&calls);
-    lead.spec
-        .as_mut()
-        .expect("spec")
-        .ports
-        .as_mut()
-        .expect("ports")[0]
-        .node_port = Some(30093);
-    writers
-        .services
-        .apply_watcher_event(&watcher::Event::Apply(lead));
-    writers
-        .broker_pods
-        .apply_watcher_event(&watcher::Event::Apply(lead_pod()));
+    lead_known(&calls, &mut writers);
     let mut next = mc;
     next.metadata.finalizers = Some(vec!["flux-framework.org/bursts".into()]);
     next.status = Some(serde_json::from_value(status).expect("status"));

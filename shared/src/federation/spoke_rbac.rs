@@ -18,23 +18,11 @@ pub type Permission = (&'static str, &'static str, &'static [&'static str]);
 /// is covered.
 pub const REQUIRED: &[Permission] = &[
     ("", "namespaces", &["get", "create"]),
-    (
-        "",
-        "configmaps",
-        &["get", "list", "create", "patch", "delete"],
-    ),
-    ("", "secrets", &["get", "list", "create", "patch", "delete"]),
-    (
-        "",
-        "services",
-        &["get", "list", "create", "patch", "delete"],
-    ),
-    (
-        "batch",
-        "jobs",
-        &["get", "list", "watch", "create", "patch", "delete"],
-    ),
-    ("", "pods", &["list", "delete"]),
+    NAMESPACED_REQUIRED[0],
+    NAMESPACED_REQUIRED[1],
+    NAMESPACED_REQUIRED[2],
+    NAMESPACED_REQUIRED[3],
+    NAMESPACED_REQUIRED[4],
 ];
 
 /// What a spoke with per-namespace RBAC (`--namespaces`) needs in each of its
