@@ -560,6 +560,17 @@ fn joined(rbac: &flux_hub::install::SpokeRbac) -> Vec<serde_json::Value> {
     .expect("spoke objects")
 }
 
+/// The spoke container's arguments in `objects`.
+fn spoke_args(objects: &[serde_json::Value]) -> Vec<String> {
+    let deployments: Vec<Deployment> = typed(objects, "Deployment");
+    deployments[0]
+        .spec
+        .as_ref()
+        .and_then(|s| s.template.spec.as_ref())
+        .and_then(|p| p.containers[0].args.clone())
+        .unwrap_or_default()
+}
+
 fn typed<T: DeserializeOwned>(objects: &[serde_json::Value], kind: &str) -> Vec<T> {
     objects
         .iter()
@@ -632,19 +643,7 @@ fn join_grants_a_role_in_each_namespace_of_the_policy_and_reads_only_those_names
     // Besides them, only the policy's Role in the spoke's namespace.
     assert_eq!(roles.len(), names.len() + 1);
     // The spoke is told where it may act.
-    let deployments: Vec<Deployment> = typed(&objects, "Deployment");
-    let args = deployments[0]
-        .spec
-        .as_ref()
-        .unwrap()
-        .template
-        .spec
-        .as_ref()
-        .unwrap()
-        .containers[0]
-        .args
-        .clone()
-        .unwrap_or_default();
+    let args = spoke_args(&objects);
     assert_eq!(flag_value(&args, "--namespaces"), Some("lab,team"));
     // Roles come after the namespace they live in exists (join creates it first) and
     // after the account they bind; the oracle accepts every object.
@@ -675,19 +674,7 @@ fn a_spoke_whose_policy_names_no_namespace_may_read_none() {
         "{:?}",
         cluster_roles[0].rules
     );
-    let deployments: Vec<Deployment> = typed(&objects, "Deployment");
-    let args = deployments[0]
-        .spec
-        .as_ref()
-        .unwrap()
-        .template
-        .spec
-        .as_ref()
-        .unwrap()
-        .containers[0]
-        .args
-        .clone()
-        .unwrap_or_default();
+    let args = spoke_args(&objects);
     assert_eq!(flag_value(&args, "--namespaces"), Some(""));
     // The cluster-wide form is the manifests' own.
     let wide = joined(&SpokeRbac::ClusterWide);

@@ -497,9 +497,16 @@ impl<C: Cluster> Agent<C> {
             applied_version: state.applied.as_ref().map_or(0, |a| a.version),
             spoke_version: self.config.spoke_version.clone(),
             accepts_parts: true,
-            exceptions: self.announced(),
+            exceptions: Vec::new(),
         };
-        let announced = request.exceptions.clone();
+        // The policy text the announcement was made from: it is parsed again only when
+        // that text changes, not on every Job change.
+        let mut announced_from = self.cluster.policy().ok().flatten();
+        let announced = announce_policy(announced_from.as_deref());
+        let request = WatchRequest {
+            exceptions: announced.clone(),
+            ..request
+        };
         // No grpc-timeout on a stream (it would end it); bound only the time to open it.
         let mut stream =
             match tokio::time::timeout(settings.unary_deadline, client.watch(request)).await {
@@ -571,8 +578,12 @@ impl<C: Cluster> Agent<C> {
                             info!(version = snapshot.version, "the spoke policy changed; deciding the snapshot again");
                             self.process(state, snapshot, true).await;
                         }
-                        if self.announced() != announced {
-                            return SessionEnd { got_snapshot, error: SessionError::Exceptions };
+                        let text = self.cluster.policy().ok().flatten();
+                        if text != announced_from {
+                            if announce_policy(text.as_deref()) != announced {
+                                return SessionEnd { got_snapshot, error: SessionError::Exceptions };
+                            }
+                            announced_from = text;
                         }
                         report_at.get_or_insert_with(|| Instant::now() + self.config.report_debounce);
                     }
@@ -605,13 +616,6 @@ impl<C: Cluster> Agent<C> {
                 }
             }
         }
-    }
-
-    /// What the hub is told of the policy's exceptions (none while the policy is not read
-    /// or not valid: the hub then refuses what the baseline refuses).
-    fn announced(&self) -> Vec<flux_shared::federation::proto::NamespaceExceptions> {
-        let text = self.cluster.policy().ok().flatten();
-        flux_shared::federation::policy::announce(&PolicyState::of(text.as_deref()))
     }
 
     /// Applies `snapshot` unless it is the one already fully applied (and not `force`).
@@ -1193,6 +1197,12 @@ async fn sleep_until(deadline: Option<Instant>) {
 /// failure, so a closed connection does not count).
 fn looks_like_tls(text: &str) -> bool {
     classify_tls_failure(text, false).is_some()
+}
+
+/// What the hub is told of the exceptions of the policy `text` (none while the policy is
+/// not read or not valid: the hub then refuses what the baseline refuses).
+fn announce_policy(text: Option<&str>) -> Vec<flux_shared::federation::proto::NamespaceExceptions> {
+    flux_shared::federation::policy::announce(&PolicyState::of(text))
 }
 
 #[cfg(test)]
