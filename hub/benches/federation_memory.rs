@@ -2,7 +2,7 @@
 //! holds for them in steady state — the MiniCluster objects, the watch caches of the
 //! objects it manages (ConfigMap, Secret, Services, Job of each root, and its 4 broker
 //! pods as the Job controller creates them), reduced the way `flux-hub run` reduces them
-//! (`controller::cache::Compact`), and the federation registry with every burst
+//! (`controller::watch::cache::Compact`), and the federation registry with every burst
 //! assignment (2 bursts per MiniCluster over 100 spokes), each spoke's current snapshot,
 //! and a report per burst.
 //!
@@ -13,7 +13,7 @@
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use flux_hub::controller::cache::{self, Compact};
+use flux_hub::controller::watch::cache::{self, Compact};
 use flux_hub::federation::registry::{BurstInfo, McInfo, Registry};
 use flux_shared::api::MiniCluster;
 use flux_shared::curve::CurveCert;

@@ -75,7 +75,7 @@ fn main() {
         let (secrets, mut sw) = reflector::store::<Secret>();
         let (config_maps, mut cw) = reflector::store::<ConfigMap>();
         let (services, mut vw) = reflector::store::<Service>();
-        let (broker_pods, mut bw) = flux_hub::controller::broker_pods::store();
+        let (broker_pods, mut bw) = flux_hub::controller::watch::broker_pods::store();
         let (pods, mut pw) = reflector::store();
         bw.apply_watcher_event(&watcher::Event::InitDone);
         pw.apply_watcher_event(&watcher::Event::InitDone);

@@ -1,19 +1,9 @@
-//! The hub: MiniCluster controller, operations plumbing and command implementations.
+//! The hub: the MiniCluster controller (`controller`, with the autoscaler's policy in
+//! `autoscale` and the spokes' gRPC service in `federation`), its operations plumbing
+//! (`ops`), and the one-shot commands of `flux-hub` (`commands`).
 
-pub mod admin_client;
-pub mod admin_context;
 pub mod autoscale;
-pub mod burst_cmd;
-pub mod certs_cmd;
-pub mod cli;
-pub mod coexist;
+pub mod commands;
 pub mod controller;
-pub mod convert_cmd;
 pub mod federation;
-pub mod init_cmd;
-pub mod install;
-pub mod join_cmd;
 pub mod ops;
-pub mod render_cmd;
-pub mod status_cmd;
-pub mod unjoin_cmd;

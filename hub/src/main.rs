@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use flux_hub::render_cmd;
+use flux_hub::commands::render;
 use flux_shared::plan::Endpoint;
 
 #[derive(Parser)]
@@ -30,7 +30,7 @@ enum Command {
         cluster: Option<String>,
         /// Output format.
         #[arg(short, long, value_enum, default_value = "yaml")]
-        output: render_cmd::Format,
+        output: render::Format,
         /// Lead broker address burst brokers connect to (the hub resolves the real one from
         /// the lead broker's node at run time; this is for previewing).
         #[arg(long, default_value = "192.0.2.1")]
@@ -46,32 +46,32 @@ enum Command {
         file: PathBuf,
         /// Output format.
         #[arg(short, long, value_enum, default_value = "yaml")]
-        output: flux_hub::convert_cmd::Format,
+        output: flux_hub::commands::convert::Format,
     },
     /// Print the MiniCluster CustomResourceDefinition.
     Crd,
     /// Create the federation CA (or reuse the one in --out) and issue the hub's server
     /// certificate and spoke / admin client certificates.
-    Certs(flux_hub::certs_cmd::CertsOptions),
+    Certs(flux_hub::commands::certs::CertsOptions),
     /// Run the MiniCluster controller against the cluster of KUBECONFIG (or in-cluster).
     Run(flux_hub::controller::RunOptions),
     /// Show every MiniCluster, its bursts and the spokes, from the hub's admin gRPC service
     /// (mTLS with an admin certificate from `flux-hub certs --admin NAME`).
-    Status(flux_hub::status_cmd::StatusOptions),
+    Status(flux_hub::commands::status::StatusOptions),
     /// Install the hub into the root cluster: certificates, CRD, RBAC, Deployment,
     /// Services and the TLS Secret; prints the endpoint spokes dial.
-    Init(flux_hub::init_cmd::InitOptions),
+    Init(flux_hub::commands::init::InitOptions),
     /// Install a spoke into a burst cluster: its certificate, RBAC, Deployment and TLS
     /// Secret; waits until the hub lists it as connected.
-    Join(flux_hub::join_cmd::JoinOptions),
+    Join(flux_hub::commands::join::JoinOptions),
     /// Remove a spoke's install from its burst cluster and make the hub forget it (refused
     /// while bursts are assigned to it, unless --force).
-    Unjoin(flux_hub::unjoin_cmd::UnjoinOptions),
+    Unjoin(flux_hub::commands::unjoin::UnjoinOptions),
     /// Change a MiniCluster's bursts through the hub's admin gRPC service (same connection
     /// flags as `status`).
     Burst {
         #[command(subcommand)]
-        command: flux_hub::burst_cmd::BurstCommand,
+        command: flux_hub::commands::burst::BurstCommand,
     },
     /// Print the shell completion script for SHELL (e.g. `source <(flux-hub completion
     /// bash)`).
@@ -89,7 +89,7 @@ fn main() -> ExitCode {
             output,
             lead_address,
             lead_port,
-        } => render_cmd::run(
+        } => render::run(
             &file,
             cluster.as_deref(),
             output,
@@ -98,7 +98,9 @@ fn main() -> ExitCode {
                 port: lead_port,
             },
         ),
-        Command::Convert { file, output } => return flux_hub::convert_cmd::run(&file, output),
+        Command::Convert { file, output } => {
+            return flux_hub::commands::convert::run(&file, output);
+        }
         Command::Crd => flux_shared::crd::crd_yaml().map_err(anyhow::Error::from),
         Command::Completion { shell } => {
             use clap::CommandFactory;
@@ -106,12 +108,12 @@ fn main() -> ExitCode {
             clap_complete::generate(shell, &mut Cli::command(), "flux-hub", &mut script);
             String::from_utf8(script).map_err(anyhow::Error::from)
         }
-        Command::Certs(opts) => flux_hub::certs_cmd::run(&opts),
-        Command::Status(opts) => return flux_hub::status_cmd::main(&opts),
-        Command::Burst { command } => return flux_hub::burst_cmd::main(&command),
-        Command::Init(opts) => return flux_hub::init_cmd::main(&opts),
-        Command::Join(opts) => return flux_hub::join_cmd::main(&opts),
-        Command::Unjoin(opts) => return flux_hub::unjoin_cmd::main(&opts),
+        Command::Certs(opts) => flux_hub::commands::certs::run(&opts),
+        Command::Status(opts) => return flux_hub::commands::status::main(&opts),
+        Command::Burst { command } => return flux_hub::commands::burst::main(&command),
+        Command::Init(opts) => return flux_hub::commands::init::main(&opts),
+        Command::Join(opts) => return flux_hub::commands::join::main(&opts),
+        Command::Unjoin(opts) => return flux_hub::commands::unjoin::main(&opts),
         Command::Run(opts) => {
             return match run_controller(opts) {
                 Ok(()) => ExitCode::SUCCESS,

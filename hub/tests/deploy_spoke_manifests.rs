@@ -544,9 +544,9 @@ fn the_image_ships_the_spoke_binary() {
 // The per-namespace form `flux-hub join` generates from the policy
 // ---------------------------------------------------------------------------------------
 
-fn joined(rbac: &flux_hub::install::SpokeRbac) -> Vec<serde_json::Value> {
-    flux_hub::install::spoke_objects(
-        &flux_hub::install::SpokeSettings {
+fn joined(rbac: &flux_hub::commands::install::SpokeRbac) -> Vec<serde_json::Value> {
+    flux_hub::commands::install::spoke_objects(
+        &flux_hub::commands::install::SpokeSettings {
             name: "gke".into(),
             hub_url: "https://hub.example.org:8443".into(),
             hub_domain: "hub.example.org".into(),
@@ -581,7 +581,7 @@ fn typed<T: DeserializeOwned>(objects: &[serde_json::Value], kind: &str) -> Vec<
 
 #[test]
 fn join_grants_a_role_in_each_namespace_of_the_policy_and_reads_only_those_namespaces() {
-    use flux_hub::install::SpokeRbac;
+    use flux_hub::commands::install::SpokeRbac;
     let names: BTreeSet<String> = ["lab".to_string(), "team".to_string()].into();
     let objects = joined(&SpokeRbac::Namespaces(names.clone()));
     // The cluster-wide grant shrinks to reading these namespaces by name.
@@ -661,7 +661,7 @@ fn join_grants_a_role_in_each_namespace_of_the_policy_and_reads_only_those_names
 
 #[test]
 fn a_spoke_whose_policy_names_no_namespace_may_read_none() {
-    use flux_hub::install::SpokeRbac;
+    use flux_hub::commands::install::SpokeRbac;
     let objects = joined(&SpokeRbac::Namespaces(BTreeSet::new()));
     let cluster_roles: Vec<ClusterRole> = typed(&objects, "ClusterRole");
     // An empty resourceNames would grant every namespace: no rule at all instead.

@@ -4,12 +4,12 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use flux_hub::controller::broker_pods::{self, BrokerPodsWriter};
-use flux_hub::controller::cache::{BrokerPod, Compact};
 use flux_hub::controller::context::{self, Context, Stores};
-use flux_hub::controller::partial_decode::{Partial, Selection};
 use flux_hub::controller::permissions;
 use flux_hub::controller::reconcile;
+use flux_hub::controller::watch::broker_pods::{self, BrokerPodsWriter};
+use flux_hub::controller::watch::cache::{BrokerPod, Compact};
+use flux_hub::controller::watch::partial_decode::{Partial, Selection};
 use flux_hub::ops::metrics::Metrics;
 use flux_shared::api::MiniCluster;
 use http::{Request, Response, StatusCode};
@@ -265,8 +265,8 @@ fn lead_known(calls: &[Call], writers: &mut Writers) {
 }
 
 /// Placeholder TLS material for the installer's objects.
-fn test_tls() -> flux_hub::install::HubTls {
-    flux_hub::install::HubTls {
+fn test_tls() -> flux_hub::commands::install::HubTls {
+    flux_hub::commands::install::HubTls {
         ca_pem: "CA".into(),
         cert_pem: "CERT".into(),
         key_pem: "KEY".into(),
@@ -1609,10 +1609,12 @@ async fn the_installer_applies_the_deploy_manifests_in_order_with_its_field_mana
         }
         echo(call)
     }));
-    let objects =
-        flux_hub::install::hub_objects(Some("registry.example/flux-hub:dev"), Some(&test_tls()))
-            .expect("objects");
-    let applied = flux_hub::init_cmd::apply_all(&client, &objects)
+    let objects = flux_hub::commands::install::hub_objects(
+        Some("registry.example/flux-hub:dev"),
+        Some(&test_tls()),
+    )
+    .expect("objects");
+    let applied = flux_hub::commands::init::apply_all(&client, &objects)
         .await
         .expect("applied");
     let order: Vec<&str> = applied.iter().map(|a| a.object.as_str()).collect();
@@ -1683,8 +1685,9 @@ async fn a_failed_install_deletes_what_it_created_and_names_the_missing_right() 
         }
         echo(call)
     }));
-    let objects = flux_hub::install::hub_objects(None, Some(&test_tls())).expect("objects");
-    let error = flux_hub::init_cmd::apply_all(&client, &objects)
+    let objects =
+        flux_hub::commands::install::hub_objects(None, Some(&test_tls())).expect("objects");
+    let error = flux_hub::commands::init::apply_all(&client, &objects)
         .await
         .expect_err("refused");
     let text = format!("{error:#}");

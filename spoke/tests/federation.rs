@@ -591,7 +591,7 @@ async fn the_admin_client_shows_bursts_and_spokes() {
             .as_millis(),
     )
     .expect("millis");
-    let table = flux_hub::status_cmd::table(&snapshot, &spokes, now);
+    let table = flux_hub::commands::status::table(&snapshot, &spokes, now);
     let row = |burst: &str| {
         table
             .lines()
@@ -621,7 +621,7 @@ async fn the_admin_client_shows_bursts_and_spokes() {
     let burst_b = row("burst-b");
     assert_eq!(&burst_b[3..5], ["b", "no"], "b never connected:\n{table}");
     assert_eq!(&burst_b[6..9], ["0", "1", "1"], "READY SIZE MAX:\n{table}");
-    let view = flux_hub::status_cmd::view(&snapshot, &spokes);
+    let view = flux_hub::commands::status::view(&snapshot, &spokes);
     let json = serde_json::to_value(&view).expect("json");
     assert_eq!(json["spokes"][0]["name"], "a");
     assert_eq!(json["spokes"][0]["connected"], true);

@@ -13,10 +13,11 @@ use kube::runtime::events::EventType;
 use kube::runtime::reflector::Store;
 use tracing::{Instrument as _, info, info_span, warn};
 
-use super::context::{Context, mc_key};
-use super::desired::stored_certificate;
-use super::{events, sizing};
 use crate::autoscale::{policy, queue};
+use crate::controller::context::{Context, mc_key};
+use crate::controller::plan::desired::stored_certificate;
+use crate::controller::plan::sizing;
+use crate::controller::status::events;
 use crate::federation::McKey;
 use crate::federation::scale::{self, SetSizeError};
 

@@ -13,10 +13,10 @@ use kube::runtime::events::Recorder;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Client, Resource, ResourceExt};
 
-use super::blockers::Blockers;
-use super::broker_pods::BrokerPods;
-use super::echoes::Echoes;
-use super::verified::Verified;
+use crate::controller::apply::blockers::Blockers;
+use crate::controller::watch::broker_pods::BrokerPods;
+use crate::controller::watch::echoes::Echoes;
+use crate::controller::watch::verified::Verified;
 use crate::federation::{McKey, Registry};
 use crate::ops::metrics::Metrics;
 
@@ -84,7 +84,7 @@ pub struct Context {
     /// change can make new ones, so later passes at that generation skip the scan.
     pub pruned: Mutex<HashMap<(String, String), (String, i64)>>,
     /// What the last pass of each MiniCluster left as rendered (see `verified`).
-    pub(super) verified: Mutex<HashMap<(String, String), Verified>>,
+    pub(in crate::controller) verified: Mutex<HashMap<(String, String), Verified>>,
     /// The current time (a parameter so tests are deterministic).
     pub now: fn() -> Time,
     /// Assignments for spokes and what they reported.
@@ -198,19 +198,21 @@ impl Error {
     }
 }
 
-pub(super) fn kube_err(action: impl Into<String>) -> impl FnOnce(kube::Error) -> Error {
+pub(in crate::controller) fn kube_err(
+    action: impl Into<String>,
+) -> impl FnOnce(kube::Error) -> Error {
     let action = action.into();
     move |source| Error::Kube { action, source }
 }
 
-pub(super) fn get<K>(store: &Store<K>, ns: &str, name: &str) -> Option<Arc<K>>
+pub(in crate::controller) fn get<K>(store: &Store<K>, ns: &str, name: &str) -> Option<Arc<K>>
 where
     K: Resource<DynamicType = ()> + Clone,
 {
     store.get(&ObjectRef::new(name).within(ns))
 }
 
-pub(super) fn managed_objects(s: &Stores) -> i64 {
+pub(in crate::controller) fn managed_objects(s: &Stores) -> i64 {
     let n = s.jobs.len()
         + s.secrets.len()
         + s.config_maps.len()
@@ -221,6 +223,6 @@ pub(super) fn managed_objects(s: &Stores) -> i64 {
 }
 
 /// The registry key of `mc`: its namespace and name.
-pub(super) fn mc_key(mc: &MiniCluster) -> McKey {
+pub(in crate::controller) fn mc_key(mc: &MiniCluster) -> McKey {
     (mc.namespace().unwrap_or_default(), mc.name_any())
 }

@@ -151,29 +151,12 @@ impl RunOptions {
     }
 }
 
-mod apply;
+pub mod apply;
 pub mod autoscaler;
-pub mod blockers;
-pub mod broker_pods;
-pub mod cache;
 pub mod context;
-mod desired;
-pub mod diff;
-pub mod echoes;
-mod events;
-mod federate;
-mod finalize;
-pub mod orphans;
-pub mod ownership;
-pub mod partial_decode;
-mod pod_labels;
-pub mod rebuild;
+pub mod federate;
+pub mod plan;
 pub mod reconcile;
 pub mod run;
-pub mod sizing;
 pub mod status;
-mod status_write;
-pub mod triggers;
-mod validate;
-mod verified;
-mod watches;
+pub mod watch;

@@ -1,15 +1,15 @@
 //! One reconcile of one MiniCluster, as named stages, each in its own module:
 //!
-//! 1. [`validate`](super::validate): plan the spec, or say why it is not applied;
-//! 2. [`desired`](super::desired): the CURVE certificate and the rendered objects;
-//! 3. [`apply`](super::apply): write what differs from the caches;
-//! 4. [`pod_labels`](super::pod_labels): `job-index` on every broker pod;
-//! 5. [`orphans`](super::orphans): delete what the plan no longer has;
-//! 6. [`federate`](super::federate): finalizer, lead broker endpoint and the bursts'
+//! 1. [`validate`](crate::controller::plan::validate): plan the spec, or say why it is not applied;
+//! 2. [`desired`](crate::controller::plan::desired): the CURVE certificate and the rendered objects;
+//! 3. [`apply`](crate::controller::apply): write what differs from the caches;
+//! 4. [`pod_labels`](crate::controller::apply::pod_labels): `job-index` on every broker pod;
+//! 5. [`orphans`](crate::controller::apply::orphans): delete what the plan no longer has;
+//! 6. [`federate`](crate::controller::federate): finalizer, lead broker endpoint and the bursts'
 //!    assignments, published to the registry spokes read;
-//! 7. [`status_write`](super::status_write): the status, and its Events, when it changed;
+//! 7. [`status_write`](crate::controller::status::write): the status, and its Events, when it changed;
 //!
-//! then `spec.cleanup`. A deleted MiniCluster goes to [`finalize`](super::finalize)
+//! then `spec.cleanup`. A deleted MiniCluster goes to [`finalize`](crate::controller::federate::finalize)
 //! instead. Decisions live in pure functions (`sizing`, `status`, `diff`, `orphans`,
 //! `federation::lead`, the shared planner and renderer); the stages read caches and talk
 //! to the API server.
@@ -23,14 +23,16 @@ use kube::runtime::controller::Action;
 use kube::{Api, Resource, ResourceExt};
 use tracing::{info, warn};
 
-use super::context::{Context, Error, get, kube_err, managed_objects, mc_key};
-use super::desired::{certificate, desired};
-use super::federate::{federate, publish_assignments, retain_from_status};
-use super::finalize::finalize;
-use super::status::{self, minicluster_phase};
-use super::validate::validate;
-use super::verified::{self, Verified};
-use super::{apply, orphans, ownership, pod_labels, sizing, status_write};
+use crate::controller::apply::{self, orphans, ownership, pod_labels};
+use crate::controller::context::{Context, Error, get, kube_err, managed_objects, mc_key};
+use crate::controller::federate::finalize::finalize;
+use crate::controller::federate::{federate, publish_assignments, retain_from_status};
+use crate::controller::plan::desired::{certificate, desired};
+use crate::controller::plan::sizing;
+use crate::controller::plan::validate::validate;
+use crate::controller::status::write as status_write;
+use crate::controller::status::{self, minicluster_phase};
+use crate::controller::watch::verified::{self, Verified};
 use crate::federation::bursts;
 
 /// Reconcile one MiniCluster.

@@ -27,10 +27,14 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tracing::{error, info, warn};
 
-use super::context::{self, Context};
-use super::partial_decode::Partial;
-use super::watches::{self, LIST_PAGE_SIZE, Watches, list_partial, unwrap_partial};
-use super::{GrpcSetup, RunOptions, rebuild, reconcile, triggers};
+use crate::controller::context::{self, Context};
+use crate::controller::federate::rebuild;
+use crate::controller::watch::partial_decode::Partial;
+use crate::controller::watch::triggers;
+use crate::controller::watch::watches::{
+    self, LIST_PAGE_SIZE, Watches, list_partial, unwrap_partial,
+};
+use crate::controller::{GrpcSetup, RunOptions, reconcile};
 use crate::federation::Registry;
 use crate::ops;
 use crate::ops::leader::LeaderElection;
@@ -472,7 +476,7 @@ async fn run_controller(
         .map(|(ns, name)| reflector::ObjectRef::<MiniCluster>::new(&name).within(&ns));
     let changes = futures::stream::select(changes, unblocked);
     let mc_synced = mc_store.clone();
-    let autoscaler = super::autoscaler::run(
+    let autoscaler = crate::controller::autoscaler::run(
         ctx.clone(),
         mc_store.clone(),
         opts.allow_queue_reporter_annotation,

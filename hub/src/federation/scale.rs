@@ -10,7 +10,7 @@ use serde_json::Value;
 use tonic::Code;
 use tracing::info;
 
-use crate::controller::sizing;
+use crate::controller::plan::sizing;
 use crate::ops::metrics::Metrics;
 
 /// How often [`set_size`] reads the MiniCluster again after its patch lost a race with

@@ -1,0 +1,709 @@
+//! `flux-hub init`: the hub's install in one command. Creates the federation CA and the
+//! hub's certificate in `--certs` when missing (reuses them otherwise), server-side applies
+//! what `deploy/` holds (CRD, namespace, RBAC, Deployment, Services, PDB; see
+//! [`crate::commands::install`]) plus the `flux-hub-tls` Secret with field manager
+//! [`install::FIELD_MANAGER`], waits until the hub is available, and prints the endpoint
+//! spokes should dial. Progress goes to standard error, the result to standard output
+//! (`-o json` for scripts). Running it again changes nothing. When an apply fails, what
+//! this run created is deleted again, so nothing half-installed is left behind.
+
+use std::io::Write;
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, bail};
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{Pod, Service};
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::{Client, Config};
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::commands::Format;
+use crate::commands::certs::{self, CertsOptions};
+use crate::commands::install::{self, FEDERATION_PORT, FEDERATION_SERVICE, HUB_NAMESPACE};
+
+/// The cluster an install command works on.
+#[derive(clap::Args, Debug, Clone)]
+pub struct ClusterOptions {
+    /// Kubeconfig of the cluster (default: KUBECONFIG, then ~/.kube/config, then
+    /// in-cluster).
+    #[arg(long, value_name = "FILE")]
+    pub kubeconfig: Option<PathBuf>,
+    /// Context of the kubeconfig to use (default: its current context).
+    #[arg(long, value_name = "NAME")]
+    pub context: Option<String>,
+}
+
+impl ClusterOptions {
+    /// A client of that cluster.
+    pub async fn client(&self) -> anyhow::Result<Client> {
+        client(self.kubeconfig.as_deref(), self.context.as_deref()).await
+    }
+}
+
+/// Options of `flux-hub init`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct InitOptions {
+    /// The root cluster.
+    #[command(flatten)]
+    pub cluster: ClusterOptions,
+    /// Directory of the federation's certificates (`flux-hub certs` layout); the CA and the
+    /// hub's certificate are created there when missing. Without it, and without
+    /// --hub-dns/--hub-ip, the hub runs MiniClusters in this cluster only (run init again
+    /// with them to burst).
+    #[arg(long, value_name = "DIR")]
+    pub certs: Option<PathBuf>,
+    /// DNS names spokes reach the hub at (its certificate carries them).
+    #[arg(long = "hub-dns", value_name = "NAME", num_args = 1.., value_delimiter = ',')]
+    pub hub_dns: Vec<String>,
+    /// IP addresses spokes reach the hub at (its certificate carries them).
+    #[arg(long = "hub-ip", value_name = "IP", num_args = 1.., value_delimiter = ',')]
+    pub hub_ip: Vec<IpAddr>,
+    /// The hub's image (default: the one `deploy/deployment.yaml` names).
+    #[arg(long, value_name = "IMAGE")]
+    pub image: Option<String>,
+    /// Wait until the hub is available (`--wait=false`: return after applying).
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set, value_name = "BOOL")]
+    pub wait: bool,
+    /// How long to wait for the hub, in seconds.
+    #[arg(long, default_value_t = 180, value_name = "SECONDS")]
+    pub timeout_seconds: u64,
+    /// The admin context init writes for this hub and makes current (see `flux-hub
+    /// status`, which then needs no flags).
+    #[arg(long, default_value = "default", value_name = "NAME")]
+    pub hub_context: String,
+    /// Install even though another controller of MiniClusters (the reference Go
+    /// operator) is found in the cluster, replacing its CRD with flux-hub's.
+    #[arg(long)]
+    pub take_over: bool,
+    /// Output format.
+    #[arg(short = 'o', long, value_enum, default_value = "text")]
+    pub output: Format,
+}
+
+/// What says that another controller of MiniClusters runs in the cluster of `client`
+/// ([`crate::commands::coexist::other_controllers`]).
+pub async fn other_controllers(client: &Client) -> anyhow::Result<Vec<String>> {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let crd = crds
+        .get_metadata_opt("miniclusters.flux-framework.org")
+        .await
+        .map_err(explain)?;
+    let deployments: Api<Deployment> = Api::all(client.clone());
+    let listed = deployments
+        .list(&ListParams::default())
+        .await
+        .map_err(explain)?;
+    Ok(crate::commands::coexist::other_controllers(
+        crd.as_ref().map(|c| &c.metadata),
+        &listed.items,
+    ))
+}
+
+/// What happened to one object.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Outcome {
+    /// It did not exist.
+    Created,
+    /// It existed and changed.
+    Configured,
+    /// It existed as it is.
+    Unchanged,
+}
+
+/// One applied object.
+#[derive(Clone, Debug, Serialize)]
+pub struct Applied {
+    /// `Kind namespace/name`.
+    pub object: String,
+    /// What happened.
+    pub outcome: Outcome,
+}
+
+/// The result of `flux-hub init`.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct InitResult {
+    /// Every object, in apply order.
+    pub applied: Vec<Applied>,
+    /// Whether the hub was seen available (false with `--wait=false`).
+    pub ready: bool,
+    /// The URL spokes dial (`https://HOST:8443`), when known.
+    pub endpoint: Option<String>,
+    /// The certificate directory; `None` for a single-cluster hub.
+    pub certs: Option<String>,
+    /// The admin context written for this hub, and the file it is in (with an endpoint).
+    pub admin_context: Option<(String, String)>,
+}
+
+/// A client of the cluster of `kubeconfig` / `context` (or the default one).
+pub async fn client(kubeconfig: Option<&Path>, context: Option<&str>) -> anyhow::Result<Client> {
+    let options = KubeConfigOptions {
+        context: context.map(str::to_string),
+        ..Default::default()
+    };
+    let config = match kubeconfig {
+        Some(path) => {
+            let kc = Kubeconfig::read_from(path)
+                .with_context(|| format!("--kubeconfig {}: cannot read it", path.display()))?;
+            Config::from_custom_kubeconfig(kc, &options)
+                .await
+                .with_context(|| format!("--kubeconfig {}", path.display()))?
+        }
+        None if context.is_some() => Config::from_kubeconfig(&options)
+            .await
+            .context("--context: the default kubeconfig")?,
+        None => Config::infer()
+            .await
+            .context("no cluster configuration (set --kubeconfig or KUBECONFIG)")?,
+    };
+    let url = config.cluster_url.to_string();
+    Client::try_from(config).with_context(|| format!("a client for {url}"))
+}
+
+/// Server-side applies `objects` in order (field manager [`install::FIELD_MANAGER`]),
+/// saying each on standard error. On a failure, what this call created is deleted again
+/// (in reverse order) before the error is returned.
+pub async fn apply_all(client: &Client, objects: &[Value]) -> anyhow::Result<Vec<Applied>> {
+    let params = PatchParams::apply(install::FIELD_MANAGER).force();
+    let mut applied = Vec::new();
+    let mut created: Vec<(Api<DynamicObject>, String, String)> = Vec::new();
+    for object in objects {
+        let what = install::describe(object);
+        let result = apply_one(client, object, &params).await;
+        match result {
+            Ok((outcome, api, name)) => {
+                eprintln!("{what}: {}", outcome_word(&outcome));
+                if outcome == Outcome::Created {
+                    created.push((api, name, what.clone()));
+                }
+                applied.push(Applied {
+                    object: what,
+                    outcome,
+                });
+            }
+            Err(e) => {
+                for (api, name, what) in created.iter().rev() {
+                    match api.delete(name, &DeleteParams::background()).await {
+                        Ok(_) => eprintln!("{what}: deleted again (the install failed)"),
+                        Err(error) => eprintln!("{what}: could not delete it again: {error}"),
+                    }
+                }
+                return Err(e.context(format!("applying {what}")));
+            }
+        }
+    }
+    Ok(applied)
+}
+
+fn outcome_word(o: &Outcome) -> &'static str {
+    match o {
+        Outcome::Created => "created",
+        Outcome::Configured => "configured",
+        Outcome::Unchanged => "unchanged",
+    }
+}
+
+async fn apply_one(
+    client: &Client,
+    object: &Value,
+    params: &PatchParams,
+) -> anyhow::Result<(Outcome, Api<DynamicObject>, String)> {
+    let Some((resource, namespaced)) = install::resource_of(object) else {
+        bail!("the installer does not know this kind");
+    };
+    let name = object["metadata"]["name"]
+        .as_str()
+        .context("no metadata.name")?
+        .to_string();
+    let api: Api<DynamicObject> = if namespaced {
+        let ns = object["metadata"]["namespace"]
+            .as_str()
+            .context("no metadata.namespace")?;
+        Api::namespaced_with(client.clone(), ns, &resource)
+    } else {
+        Api::all_with(client.clone(), &resource)
+    };
+    let before = api.get_opt(&name).await.map_err(explain)?;
+    let after = api
+        .patch(&name, params, &Patch::Apply(install::dynamic(object)?))
+        .await
+        .map_err(explain)?;
+    let outcome = match before {
+        None => Outcome::Created,
+        Some(b) if b.metadata.resource_version == after.metadata.resource_version => {
+            Outcome::Unchanged
+        }
+        Some(_) => Outcome::Configured,
+    };
+    Ok((outcome, api, name))
+}
+
+/// A Kubernetes error with what it means for the installer.
+fn explain(e: kube::Error) -> anyhow::Error {
+    match e {
+        kube::Error::Api(s) if s.code == 403 => anyhow::anyhow!(
+            "missing rights: {} (the installer needs cluster-admin-like rights to install RBAC and the CRD)",
+            s.message
+        ),
+        kube::Error::Api(s) => {
+            anyhow::anyhow!("the API server refused it ({}): {}", s.code, s.message)
+        }
+        e => anyhow::anyhow!("cannot reach the cluster: {e}"),
+    }
+}
+
+/// How long an image that cannot be pulled is waited for before giving up: a registry may
+/// be slow once, but a wrong name or tag does not heal.
+const PULL_FAILURE_GRACE: Duration = Duration::from_secs(30);
+
+/// Why a pod of the Deployment is not running yet, when it is something the user must fix
+/// or should know about: a container that cannot pull its image (`pull` is true), crashes,
+/// or lacks its configuration, or a pod that cannot be scheduled.
+fn pod_blocker(pod: &Pod) -> Option<(bool, String)> {
+    let name = pod.metadata.name.as_deref().unwrap_or("?");
+    let status = pod.status.as_ref()?;
+    let statuses = status
+        .init_container_statuses
+        .iter()
+        .flatten()
+        .chain(status.container_statuses.iter().flatten());
+    for c in statuses {
+        let Some(waiting) = c.state.as_ref().and_then(|s| s.waiting.as_ref()) else {
+            continue;
+        };
+        let reason = waiting.reason.as_deref().unwrap_or_default();
+        let pull = matches!(
+            reason,
+            "ErrImagePull" | "ImagePullBackOff" | "InvalidImageName" | "ErrImageNeverPull"
+        );
+        if pull
+            || matches!(
+                reason,
+                "CrashLoopBackOff" | "CreateContainerConfigError" | "CreateContainerError"
+            )
+        {
+            let message = waiting.message.as_deref().unwrap_or_default();
+            return Some((
+                pull,
+                format!(
+                    "pod {name}: container {} ({}): {reason}{}{message}",
+                    c.name,
+                    c.image,
+                    if message.is_empty() { "" } else { ": " }
+                ),
+            ));
+        }
+    }
+    status
+        .conditions
+        .iter()
+        .flatten()
+        .find(|c| c.type_ == "PodScheduled" && c.status == "False")
+        .map(|c| {
+            (
+                false,
+                format!(
+                    "pod {name}: not scheduled: {}",
+                    c.message.as_deref().unwrap_or("no reason given")
+                ),
+            )
+        })
+}
+
+/// Waits until Deployment `namespace/name` has an available replica, saying what its pods
+/// wait for; gives up early when its image cannot be pulled.
+pub async fn wait_available(
+    client: &Client,
+    namespace: &str,
+    name: &str,
+    timeout: Duration,
+) -> anyhow::Result<()> {
+    let api: Api<Deployment> = Api::namespaced(client.clone(), namespace);
+    let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
+    let start = Instant::now();
+    let mut last = String::new();
+    let mut pull_failing_since: Option<Instant> = None;
+    loop {
+        let d = api.get(name).await.map_err(explain)?;
+        let available = d
+            .status
+            .as_ref()
+            .and_then(|s| s.available_replicas)
+            .unwrap_or(0);
+        if available > 0 {
+            return Ok(());
+        }
+        let selector = d
+            .spec
+            .as_ref()
+            .and_then(|s| s.selector.match_labels.as_ref())
+            .map(|labels| {
+                labels
+                    .iter()
+                    .map(|(k, v)| format!("{k}={v}"))
+                    .collect::<Vec<_>>()
+                    .join(",")
+            })
+            .unwrap_or_default();
+        let blockers: Vec<(bool, String)> = if selector.is_empty() {
+            Vec::new()
+        } else {
+            pods.list(&ListParams::default().labels(&selector))
+                .await
+                .map_err(explain)?
+                .items
+                .iter()
+                .filter_map(pod_blocker)
+                .collect()
+        };
+        let said = format!(
+            "Deployment {namespace}/{name}: {available} available of {}{}",
+            d.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1),
+            blockers
+                .first()
+                .map(|(_, why)| format!("; {why}"))
+                .unwrap_or_default()
+        );
+        if said != last {
+            eprintln!("{said}; waiting");
+            last = said;
+        }
+        let pull_failure = blockers.iter().find(|(pull, _)| *pull);
+        match (pull_failure, pull_failing_since) {
+            (Some((_, why)), Some(since)) if since.elapsed() >= PULL_FAILURE_GRACE => bail!(
+                "Deployment {namespace}/{name}: its image cannot be pulled ({}s): {why} (give an image the cluster's nodes can pull with --image)",
+                since.elapsed().as_secs()
+            ),
+            (Some(_), None) => pull_failing_since = Some(Instant::now()),
+            (None, _) => pull_failing_since = None,
+            _ => {}
+        }
+        if start.elapsed() > timeout {
+            bail!(
+                "Deployment {namespace}/{name} has no available replica after {}s{} (kubectl -n {namespace} describe deployment {name})",
+                timeout.as_secs(),
+                blockers
+                    .first()
+                    .map(|(_, why)| format!(": {why}"))
+                    .unwrap_or_default()
+            );
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}
+
+/// The endpoint spokes dial: the federation Service's LoadBalancer address on port 8443;
+/// without one (kind, bare metal), the first `--hub-dns`, else the first `--hub-ip`, on
+/// the Service's node port (reachable on every node without a balancer).
+pub fn endpoint(
+    service: Option<&Service>,
+    hub_dns: &[String],
+    hub_ip: &[IpAddr],
+) -> Option<String> {
+    let balancer = service
+        .and_then(|s| {
+            s.status
+                .as_ref()?
+                .load_balancer
+                .as_ref()?
+                .ingress
+                .as_ref()?
+                .first()
+                .cloned()
+        })
+        .and_then(|i| i.hostname.or(i.ip));
+    if let Some(host) = balancer {
+        return Some(format!("https://{host}:{FEDERATION_PORT}"));
+    }
+    let host = hub_dns.first().cloned().or_else(|| {
+        hub_ip.first().map(|ip| match ip {
+            IpAddr::V6(v6) => format!("[{v6}]"),
+            IpAddr::V4(v4) => v4.to_string(),
+        })
+    })?;
+    let node_port = service
+        .and_then(|s| s.spec.as_ref()?.ports.as_ref()?.first()?.node_port)
+        .and_then(|p| u16::try_from(p).ok());
+    Some(format!(
+        "https://{host}:{}",
+        node_port.unwrap_or(FEDERATION_PORT)
+    ))
+}
+
+/// The CA and the hub's certificate in `dir`: created when missing, reused otherwise.
+/// Returns (ca.crt, hub.crt, hub.key) as PEM.
+/// The hub's TLS material: reused from `--certs` when there, issued there for
+/// `--hub-dns`/`--hub-ip` otherwise; `None` for a single-cluster hub (neither given, or a
+/// certificate directory with no hub certificate and no address to issue one for).
+fn hub_certificates(opts: &InitOptions) -> anyhow::Result<Option<install::HubTls>> {
+    let addresses = !(opts.hub_dns.is_empty() && opts.hub_ip.is_empty());
+    let Some(dir) = &opts.certs else {
+        if addresses {
+            bail!(
+                "--hub-dns/--hub-ip issue the hub's certificate: name where it goes with --certs DIR"
+            );
+        }
+        return Ok(None);
+    };
+    let read = |name: &str| std::fs::read_to_string(dir.join(name));
+    let tls = || -> anyhow::Result<install::HubTls> {
+        Ok(install::HubTls {
+            ca_pem: read("ca.crt")?,
+            cert_pem: read("hub.crt")?,
+            key_pem: read("hub.key")?,
+        })
+    };
+    if let Ok(existing) = tls() {
+        eprintln!(
+            "{}: reusing the CA and the hub's certificate",
+            dir.display()
+        );
+        return Ok(Some(existing));
+    }
+    if !addresses {
+        eprintln!(
+            "{}: no hub certificate, and no --hub-dns/--hub-ip to issue one for: installing a single-cluster hub",
+            dir.display()
+        );
+        return Ok(None);
+    }
+    let summary = certs::run(&CertsOptions {
+        hub_dns: opts.hub_dns.clone(),
+        hub_ip: opts.hub_ip.clone(),
+        ..CertsOptions::in_dir(dir)
+    })?;
+    eprint!("{summary}");
+    Ok(Some(tls()?))
+}
+
+/// The admin that `init` writes a context for: it may read and scale, not manage spokes.
+const INIT_ADMIN: &str = "flux-hub-admin";
+
+/// Issues the admin certificate of [`INIT_ADMIN`] in `dir` when missing and writes the
+/// admin context `--hub-context` for the hub at `url`, made current. Returns its name and
+/// the file.
+fn write_admin_context(
+    opts: &InitOptions,
+    dir: &Path,
+    url: &str,
+) -> anyhow::Result<(String, String)> {
+    let dir = dir
+        .canonicalize()
+        .with_context(|| format!("--certs {}", dir.display()))?;
+    let (cert, key) = (
+        dir.join(format!("admin-{INIT_ADMIN}.crt")),
+        dir.join(format!("admin-{INIT_ADMIN}.key")),
+    );
+    if !cert.is_file() || !key.is_file() {
+        let summary = certs::run(&CertsOptions {
+            admins: vec![INIT_ADMIN.to_string()],
+            ..CertsOptions::in_dir(&dir)
+        })?;
+        eprint!("{summary}");
+    }
+    let path = crate::commands::context::path()
+        .context("no place for the admin context: set FLUX_HUB_CONFIG, XDG_CONFIG_HOME or HOME")?;
+    let mut file = crate::commands::context::load(&path).map_err(anyhow::Error::msg)?;
+    file.set_current(crate::commands::context::AdminContext {
+        name: opts.hub_context.clone(),
+        hub: url.to_string(),
+        hub_domain: None,
+        ca: dir.join("ca.crt"),
+        cert,
+        key,
+    });
+    crate::commands::context::save(&path, &file).map_err(anyhow::Error::msg)?;
+    Ok((opts.hub_context.clone(), path.display().to_string()))
+}
+
+/// Runs `flux-hub init`.
+pub async fn run(opts: &InitOptions, out: &mut dyn Write) -> anyhow::Result<()> {
+    let client = opts.cluster.client().await?;
+    // Before anything is issued or applied: two controllers must not share MiniClusters.
+    let others = other_controllers(&client).await?;
+    if !others.is_empty() {
+        if !opts.take_over {
+            bail!("{}", crate::commands::coexist::refusal(&others));
+        }
+        eprintln!(
+            "taking over from another controller of MiniClusters (--take-over): {}",
+            others.join("; ")
+        );
+    }
+    let tls = hub_certificates(opts)?;
+    let objects = install::hub_objects(opts.image.as_deref(), tls.as_ref())?;
+    let applied = apply_all(&client, &objects).await?;
+    let ready = if opts.wait {
+        wait_available(
+            &client,
+            HUB_NAMESPACE,
+            "flux-hub",
+            Duration::from_secs(opts.timeout_seconds),
+        )
+        .await?;
+        true
+    } else {
+        false
+    };
+    let services: Api<Service> = Api::namespaced(client.clone(), HUB_NAMESPACE);
+    let service = services
+        .get_opt(FEDERATION_SERVICE)
+        .await
+        .map_err(explain)?;
+    let endpoint_url = tls
+        .as_ref()
+        .and_then(|_| endpoint(service.as_ref(), &opts.hub_dns, &opts.hub_ip));
+    let admin_context = match (&opts.certs, &endpoint_url) {
+        (Some(dir), Some(url)) => Some(write_admin_context(opts, dir, url)?),
+        _ => None,
+    };
+    let result = InitResult {
+        applied,
+        ready,
+        endpoint: endpoint_url,
+        admin_context,
+        certs: tls
+            .as_ref()
+            .and(opts.certs.as_ref())
+            .map(|d| d.display().to_string()),
+    };
+    match opts.output {
+        Format::Json => writeln!(out, "{}", serde_json::to_string_pretty(&result)?)?,
+        Format::Text => {
+            let changed = result
+                .applied
+                .iter()
+                .filter(|a| a.outcome != Outcome::Unchanged)
+                .count();
+            writeln!(
+                out,
+                "hub installed in namespace {HUB_NAMESPACE} ({changed} of {} objects changed){}",
+                result.applied.len(),
+                if ready { ", available" } else { "" }
+            )?;
+            match (&result.certs, &result.endpoint) {
+                (None, _) => writeln!(
+                    out,
+                    "single cluster: MiniClusters run here (kubectl apply -f examples/hello-world.yaml); to burst into other clusters, run init again with --certs DIR and --hub-dns or --hub-ip"
+                )?,
+                (Some(certs), Some(url)) => {
+                    writeln!(
+                        out,
+                        "spokes dial {url}; add one with: flux-hub join NAME --kubeconfig FILE --certs {certs} --hub {url}"
+                    )?;
+                    if let Some((name, path)) = &result.admin_context {
+                        writeln!(
+                            out,
+                            "admin context {name} (current) written to {path}: flux-hub status needs no flags"
+                        )?;
+                    }
+                }
+                (Some(_), None) => writeln!(
+                    out,
+                    "no address for spokes yet: the {FEDERATION_SERVICE} Service has no LoadBalancer address; give --hub-dns or --hub-ip"
+                )?,
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Entry point of `flux-hub init` (from `main`).
+pub fn main(opts: &InitOptions) -> ExitCode {
+    crate::commands::run("flux-hub init", async |out| {
+        run(opts, out).await.map_err(|e| format!("{e:#}"))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pod(status: serde_json::Value) -> Pod {
+        serde_json::from_value(
+            serde_json::json!({"metadata": {"name": "flux-hub-1"}, "status": status}),
+        )
+        .expect("pod")
+    }
+
+    #[test]
+    fn a_pod_that_cannot_pull_its_image_or_be_scheduled_says_why() {
+        let pulling = pod(serde_json::json!({"containerStatuses": [{
+            "name": "hub", "image": "flux-hub:dev", "imageID": "", "ready": false, "restartCount": 0,
+            "state": {"waiting": {"reason": "ImagePullBackOff", "message": "Back-off pulling image \"flux-hub:dev\""}},
+        }]}));
+        assert_eq!(
+            pod_blocker(&pulling),
+            Some((
+                true,
+                "pod flux-hub-1: container hub (flux-hub:dev): ImagePullBackOff: Back-off pulling image \"flux-hub:dev\"".into()
+            ))
+        );
+        let crashing = pod(serde_json::json!({"containerStatuses": [{
+            "name": "hub", "image": "i", "imageID": "", "ready": false, "restartCount": 3,
+            "state": {"waiting": {"reason": "CrashLoopBackOff"}},
+        }]}));
+        assert_eq!(
+            pod_blocker(&crashing),
+            Some((
+                false,
+                "pod flux-hub-1: container hub (i): CrashLoopBackOff".into()
+            ))
+        );
+        let unscheduled = pod(serde_json::json!({"conditions": [{
+            "type": "PodScheduled", "status": "False", "message": "0/1 nodes are available",
+        }]}));
+        assert_eq!(
+            pod_blocker(&unscheduled),
+            Some((
+                false,
+                "pod flux-hub-1: not scheduled: 0/1 nodes are available".into()
+            ))
+        );
+        let starting = pod(serde_json::json!({"containerStatuses": [{
+            "name": "hub", "image": "i", "imageID": "", "ready": false, "restartCount": 0,
+            "state": {"waiting": {"reason": "ContainerCreating"}},
+        }]}));
+        assert_eq!(pod_blocker(&starting), None);
+    }
+
+    #[test]
+    fn the_endpoint_is_the_balancer_else_a_given_name() {
+        let service: Service = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "flux-hub-federation"},
+            "status": {"loadBalancer": {"ingress": [{"ip": "203.0.113.5"}]}},
+        }))
+        .expect("service");
+        let ip: IpAddr = "192.0.2.9".parse().expect("ip");
+        assert_eq!(
+            endpoint(Some(&service), &["hub.example.org".into()], &[]).as_deref(),
+            Some("https://203.0.113.5:8443")
+        );
+        assert_eq!(
+            endpoint(None, &["hub.example.org".into()], &[ip]).as_deref(),
+            Some("https://hub.example.org:8443")
+        );
+        assert_eq!(
+            endpoint(None, &[], &["2001:db8::1".parse().expect("ip")]).as_deref(),
+            Some("https://[2001:db8::1]:8443")
+        );
+        assert_eq!(endpoint(None, &[], &[]), None);
+        // No balancer (kind): the given name on the Service's node port.
+        let kind: Service = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "flux-hub-federation"},
+            "spec": {"type": "LoadBalancer", "ports": [{"port": 8443, "nodePort": 31443}]},
+        }))
+        .expect("service");
+        assert_eq!(
+            endpoint(Some(&kind), &[], &["172.18.0.2".parse().expect("ip")]).as_deref(),
+            Some("https://172.18.0.2:31443")
+        );
+    }
+}

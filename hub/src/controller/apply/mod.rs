@@ -1,0 +1,458 @@
+//! Stage "apply": make the live objects what was rendered, writing only what differs from
+//! the caches. Objects are created with POST and changed with server-side apply.
+//!
+//! Its companions: whose object is it (`ownership`, `blockers`), is it already what we
+//! want (`diff`), what the plan dropped (`orphans`), and the broker pods' labels
+//! (`pod_labels`).
+
+pub mod blockers;
+pub mod diff;
+pub mod orphans;
+pub mod ownership;
+pub(in crate::controller) mod pod_labels;
+
+use std::fmt::Debug;
+
+use flux_shared::api::MiniCluster;
+use flux_shared::plan::Plan;
+use flux_shared::render::Object;
+use futures::future::join_all;
+use k8s_openapi::NamespaceResourceScope;
+use k8s_openapi::api::batch::v1::Job;
+use kube::api::{Patch, PatchParams, PostParams};
+use kube::runtime::events::EventType;
+use kube::runtime::reflector::Store;
+use kube::{Api, Resource};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use tracing::info;
+
+use crate::controller::apply::diff::is_subset;
+use crate::controller::context::{Context, Error, MANAGER, get, kube_err};
+use crate::controller::status::Problem;
+use crate::controller::status::events::publish;
+use crate::controller::watch::cache::{self, Compact};
+use crate::controller::watch::partial_decode::{Partial, Selection};
+use crate::controller::watch::verified::{self, Kind, Version};
+use ownership::Holder;
+
+/// What the apply stage wrote.
+pub(in crate::controller) struct Outcome {
+    /// The Job as written by this pass, if it wrote it.
+    pub job: Option<Job>,
+    /// Whether this pass created the Job (a POST that made it: after a 409 it was there).
+    pub created: bool,
+    /// A change the running Job cannot take (its pod template is immutable).
+    pub problem: Option<Problem>,
+    /// Every object as this pass left it (incomplete when one was not left as rendered).
+    pub versions: Vec<Version>,
+    /// Names the plan needs that objects of someone else hold: nothing was written to
+    /// them, and nothing after the stage that found them (no Job runs without its
+    /// configuration).
+    pub taken: Vec<Taken>,
+}
+
+/// Reason of a spec whose objects the API server refuses as invalid.
+const REJECTED: &str = "RejectedByAPIServer";
+
+/// An existing object, not the MiniCluster's, holding a name its plan needs.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Taken {
+    /// Its kind (`ConfigMap`, `Secret`, `Service`, `Job`, `Pod`).
+    pub kind: &'static str,
+    /// Its name (in the MiniCluster's namespace).
+    pub name: String,
+    /// Whose it is, as far as its metadata tells.
+    pub holder: String,
+    /// Its resourceVersion when found: a change or its deletion is worth another try.
+    pub resource_version: Option<String>,
+}
+
+impl Taken {
+    fn of<K: Resource<DynamicType = ()>>(object: &K, holder: String) -> Taken {
+        Taken {
+            kind: static_kind::<K>(),
+            name: object.meta().name.clone().unwrap_or_default(),
+            holder,
+            resource_version: object.meta().resource_version.clone(),
+        }
+    }
+}
+
+/// The kind name of `K` as a static string (the kinds the hub writes).
+fn static_kind<K: Resource<DynamicType = ()>>() -> &'static str {
+    match K::kind(&()).as_ref() {
+        "Job" => "Job",
+        "Pod" => "Pod",
+        "Service" => "Service",
+        "Secret" => "Secret",
+        _ => "ConfigMap",
+    }
+}
+
+/// The refusal of a MiniCluster some of whose names are taken: the Degraded condition and
+/// its one Event. Nothing is retried until one of those objects changes or goes, or the
+/// MiniCluster changes.
+pub(in crate::controller) fn name_taken(ns: &str, taken: &[Taken]) -> Problem {
+    let objects: Vec<String> = taken
+        .iter()
+        .map(|t| format!("{} {ns}/{} ({})", t.kind, t.name, t.holder))
+        .collect();
+    Problem {
+        reason: "NameTaken".into(),
+        message: format!(
+            "{} already exist{} and {} not this MiniCluster's, so nothing of {} is changed: {}; delete or rename {}, or give the MiniCluster another name",
+            if taken.len() == 1 {
+                "an object"
+            } else {
+                "objects"
+            },
+            if taken.len() == 1 { "s" } else { "" },
+            if taken.len() == 1 { "is" } else { "are" },
+            if taken.len() == 1 { "it" } else { "them" },
+            objects.join(", "),
+            if taken.len() == 1 { "it" } else { "them" },
+        ),
+        invalid: false,
+    }
+}
+
+impl Outcome {
+    /// A pass that found every object as the previous one left it.
+    pub fn unchanged() -> Self {
+        Outcome {
+            job: None,
+            created: false,
+            problem: None,
+            versions: Vec::new(),
+            taken: Vec::new(),
+        }
+    }
+}
+
+/// Apply every object: ConfigMaps, Secret and Services first, all at once (broker pods
+/// mount them), then the Job and the services pod. Only objects of the MiniCluster whose
+/// UID is `mc_uid` are changed: a cached object of someone else is found before anything
+/// is written, one the cache cannot see (not labelled as the hub's) by the 409 its POST
+/// gets; either way the pass stops there with [`Outcome::taken`].
+pub(in crate::controller) async fn apply_all(
+    ctx: &Context,
+    ns: &str,
+    mc_uid: &str,
+    objects: &[Object],
+) -> Result<Outcome, Error> {
+    let mut outcome = Outcome::unchanged();
+    outcome.taken = objects
+        .iter()
+        .filter_map(|o| cached_holder(ctx, ns, mc_uid, o))
+        .collect();
+    if !outcome.taken.is_empty() {
+        return Ok(outcome);
+    }
+    let (config, workloads): (Vec<&Object>, Vec<&Object>) = objects
+        .iter()
+        .partition(|o| !matches!(o, Object::Job(_) | Object::Pod(_)));
+    for stage in [config, workloads] {
+        let applied = join_all(stage.iter().map(|o| apply_if_changed(ctx, ns, mc_uid, o))).await;
+        for (object, result) in stage.into_iter().zip(applied) {
+            match result {
+                Ok((Applied::Unchanged | Applied::Other, version)) => {
+                    outcome.versions.extend(version);
+                }
+                Ok((Applied::Job(applied, created), version)) => {
+                    outcome.created |= created;
+                    outcome.job = Some(*applied);
+                    outcome.versions.extend(version);
+                }
+                Ok((Applied::Taken(taken), _)) => outcome.taken.push(taken),
+                Err(Error::Kube {
+                    source: kube::Error::Api(e),
+                    ..
+                }) if e.code == 422 && matches!(object, Object::Job(_)) => {
+                    outcome.problem = Some(Problem {
+                        reason: "JobSpecImmutable".into(),
+                        message: format!(
+                            "this change alters the broker pods, which a running Job cannot take ({}); delete and re-create the MiniCluster to apply it",
+                            e.message
+                        ),
+                        invalid: false,
+                    });
+                }
+                // Anything else the API server finds invalid (a ConfigMap over its 1 MiB
+                // limit, say) comes from the spec: said once, not retried in a loop.
+                Err(Error::Kube {
+                    source: kube::Error::Api(e),
+                    ..
+                }) if e.code == 422 => {
+                    outcome.problem = Some(Problem {
+                        reason: REJECTED.into(),
+                        message: format!(
+                            "the API server refuses {} of this spec: {}",
+                            object.describe(),
+                            e.message
+                        ),
+                        invalid: true,
+                    });
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        // A refused configuration: no Job is started without it.
+        if outcome
+            .problem
+            .as_ref()
+            .is_some_and(|p| p.reason == REJECTED)
+        {
+            break;
+        }
+        if !outcome.taken.is_empty() {
+            outcome.taken.sort();
+            break;
+        }
+    }
+    Ok(outcome)
+}
+
+/// The cached object of `desired`'s name, when it is not the MiniCluster's.
+fn cached_holder(ctx: &Context, ns: &str, mc_uid: &str, desired: &Object) -> Option<Taken> {
+    fn check<K: Resource<DynamicType = ()> + Clone>(
+        store: &Store<K>,
+        ns: &str,
+        name: Option<&String>,
+        mc_uid: &str,
+    ) -> Option<Taken> {
+        let live = get(store, ns, name?)?;
+        match ownership::holder(live.meta(), mc_uid) {
+            Holder::Ours => None,
+            Holder::Theirs(holder) => Some(Taken::of(&*live, holder)),
+        }
+    }
+    let s = &ctx.stores;
+    match desired {
+        Object::ConfigMap(o) => check(&s.config_maps, ns, o.metadata.name.as_ref(), mc_uid),
+        Object::Secret(o) => check(&s.secrets, ns, o.metadata.name.as_ref(), mc_uid),
+        Object::Service(o) => check(&s.services, ns, o.metadata.name.as_ref(), mc_uid),
+        Object::Pod(o) => check(&s.pods, ns, o.metadata.name.as_ref(), mc_uid),
+        Object::Job(o) => check(&s.jobs, ns, o.metadata.name.as_ref(), mc_uid),
+    }
+}
+
+/// An Event for a Job this pass created or resized.
+pub(in crate::controller) async fn announce(
+    ctx: &Context,
+    mc: &MiniCluster,
+    plan: &Plan,
+    live_job: Option<&Job>,
+    outcome: &Outcome,
+) {
+    let parallelism = |j: Option<&Job>| j.and_then(|j| j.spec.as_ref()?.parallelism);
+    if outcome.created {
+        publish(
+            ctx,
+            mc,
+            EventType::Normal,
+            "Created",
+            format!("created Job {} with {} brokers", plan.name, plan.spec.size),
+        )
+        .await;
+    } else if let (Some(old), Some(new)) =
+        (parallelism(live_job), parallelism(outcome.job.as_ref()))
+        && old != new
+    {
+        publish(
+            ctx,
+            mc,
+            EventType::Normal,
+            "Scaled",
+            format!("scaled from {old} to {new} brokers"),
+        )
+        .await;
+    }
+}
+
+enum Applied {
+    Unchanged,
+    /// The Job as written, and whether this write created it.
+    Job(Box<Job>, bool),
+    Other,
+    /// The name is someone else's: nothing was written.
+    Taken(Taken),
+}
+
+/// What [`apply`] did with one object.
+enum Written<K> {
+    /// Nothing to write.
+    Unchanged,
+    /// The object as written, and whether this write created it.
+    Wrote(K, bool),
+    /// The name is someone else's: nothing was written.
+    Taken(Taken),
+}
+
+/// Applies `object` if it differs; returns what was written and the object's version as
+/// this pass leaves it.
+async fn apply_if_changed(
+    ctx: &Context,
+    ns: &str,
+    mc_uid: &str,
+    object: &Object,
+) -> Result<(Applied, Option<Version>), Error> {
+    let s = &ctx.stores;
+    fn other<K>((written, version): (Written<K>, Option<Version>)) -> (Applied, Option<Version>) {
+        let applied = match written {
+            Written::Unchanged => Applied::Unchanged,
+            Written::Wrote(..) => Applied::Other,
+            Written::Taken(t) => Applied::Taken(t),
+        };
+        (applied, version)
+    }
+    Ok(match object {
+        Object::ConfigMap(o) => {
+            other(apply(ctx, ns, mc_uid, o, &s.config_maps, Kind::ConfigMap).await?)
+        }
+        Object::Secret(o) => other(apply(ctx, ns, mc_uid, o, &s.secrets, Kind::Secret).await?),
+        Object::Service(o) => other(apply(ctx, ns, mc_uid, o, &s.services, Kind::Service).await?),
+        Object::Pod(o) => other(apply(ctx, ns, mc_uid, o, &s.pods, Kind::Pod).await?),
+        Object::Job(o) => {
+            let (written, version) =
+                apply(ctx, ns, mc_uid, &cache::stamp(o), &s.jobs, Kind::Job).await?;
+            let applied = match written {
+                Written::Unchanged => Applied::Unchanged,
+                Written::Wrote(j, created) => Applied::Job(Box::new(j), created),
+                Written::Taken(t) => Applied::Taken(t),
+            };
+            (applied, version)
+        }
+    })
+}
+
+/// Make the live object `desired`: nothing when the cached live object already has every
+/// field, a POST when the cache has none, else a server-side apply (after taking over,
+/// as this manager's apply, the fields a POST recorded: see
+/// [`flux_shared::managed_fields`]). An object
+/// found by a 409 is changed only when it is the MiniCluster's ([`ownership::holder`]).
+/// Returns what was written and the object's version as left.
+async fn apply<K>(
+    ctx: &Context,
+    ns: &str,
+    mc_uid: &str,
+    desired: &K,
+    store: &Store<K>,
+    kind_of: Kind,
+) -> Result<(Written<K>, Option<Version>), Error>
+where
+    K: Resource<Scope = NamespaceResourceScope, DynamicType = ()>
+        + k8s_openapi::Resource
+        + Clone
+        + Debug
+        + Serialize
+        + DeserializeOwned
+        + Compact
+        + Selection,
+{
+    let name = desired.meta().name.clone().unwrap_or_default();
+    let kind = K::kind(&());
+    // The answers are decoded as the cache decodes watch events: they are compared with
+    // the cache and never carry what it drops (managedFields, a Job's pod template).
+    let api: Api<Partial<K>> = Api::namespaced(ctx.client.clone(), ns);
+    if let Some(live) = get(store, ns, &name) {
+        if let Holder::Theirs(holder) = ownership::holder(live.meta(), mc_uid) {
+            return Ok((Written::Taken(Taken::of(&*live, holder)), None));
+        }
+        let (Ok(mut want), Ok(have)) =
+            (serde_json::to_value(desired), serde_json::to_value(&*live))
+        else {
+            return Ok((Written::Unchanged, None));
+        };
+        K::comparable(&mut want);
+        if is_subset(&want, &have) {
+            return Ok((Written::Unchanged, Some(verified::of(kind_of, &*live))));
+        }
+    } else {
+        let params = PostParams {
+            field_manager: Some(MANAGER.into()),
+            ..PostParams::default()
+        };
+        let write = ctx.stores.echoes.begin(K::KIND, ns, &name);
+        match api.create(&params, &Partial::new(desired.clone())).await {
+            Ok(created) => {
+                let created = created.into_inner();
+                ctx.metrics.api_write(&kind, "create");
+                write.done(created.meta().resource_version.as_deref());
+                info!(kind = %kind, object = %name, "created");
+                let version = verified::of(kind_of, &created);
+                return Ok((Written::Wrote(created, true), Some(version)));
+            }
+            // Someone's: the cache had not seen it yet, or it is not labelled as ours.
+            Err(kube::Error::Api(e)) if e.code == 409 => {}
+            Err(e) => return Err(kube_err(format!("creating {kind} {ns}/{name}"))(e)),
+        }
+    }
+    // Reads the managedFields: the whole object.
+    let whole: Api<K> = Api::namespaced(ctx.client.clone(), ns);
+    if let Err(taken) = take_over_created_fields(ctx, &whole, ns, &name, mc_uid).await? {
+        return Ok((Written::Taken(taken), None));
+    }
+    let write = ctx.stores.echoes.begin(K::KIND, ns, &name);
+    let applied = api
+        .patch(
+            &name,
+            &PatchParams::apply(MANAGER).force(),
+            &Patch::Apply(desired),
+        )
+        .await
+        .map_err(kube_err(format!("applying {kind} {ns}/{name}")))?
+        .into_inner();
+    ctx.metrics.api_write(&kind, "apply");
+    write.done(applied.meta().resource_version.as_deref());
+    info!(kind = %kind, object = %name, "applied");
+    let version = verified::of(kind_of, &applied);
+    Ok((Written::Wrote(applied, false), Some(version)))
+}
+
+/// Rewrites the `Update` entry a POST by this manager left on the object as its `Apply`
+/// entry, so the apply that follows prunes what it no longer sends. One metadata GET, and a
+/// PATCH
+/// only the first time (guarded by the resourceVersion read: a concurrent change makes it
+/// fail with 409 and the reconcile retry). An object that is not the MiniCluster's is
+/// left as it is and returned as [`Taken`].
+async fn take_over_created_fields<K>(
+    ctx: &Context,
+    api: &Api<K>,
+    ns: &str,
+    name: &str,
+    mc_uid: &str,
+) -> Result<Result<(), Taken>, Error>
+where
+    K: Resource<DynamicType = ()> + k8s_openapi::Resource + Clone + Debug + DeserializeOwned,
+{
+    let kind = K::kind(&());
+    // Metadata only: what is read may be someone else's (a Secret's data, say).
+    let live = api
+        .get_metadata(name)
+        .await
+        .map_err(kube_err(format!("reading {kind} {ns}/{name}")))?;
+    if let Holder::Theirs(holder) = ownership::holder(live.meta(), mc_uid) {
+        return Ok(Err(Taken::of(&live, holder)));
+    }
+    let Some(entries) = flux_shared::managed_fields::as_applied(
+        &live.meta().managed_fields.clone().unwrap_or_default(),
+        MANAGER,
+    ) else {
+        return Ok(Ok(()));
+    };
+    let patch = serde_json::json!({"metadata": {
+        "resourceVersion": live.meta().resource_version,
+        "managedFields": entries,
+    }});
+    let write = ctx.stores.echoes.begin(K::KIND, ns, name);
+    let patched = api
+        .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .map_err(kube_err(format!(
+            "taking over the fields of {kind} {ns}/{name} for server-side apply"
+        )))?;
+    ctx.metrics.api_write(&kind, "patch");
+    write.done(patched.meta().resource_version.as_deref());
+    Ok(Ok(()))
+}

@@ -1,0 +1,462 @@
+//! Stage "federate", for a MiniCluster with bursts: keep the finalizer, resolve the lead
+//! broker's endpoint, build each burst's assignment, and publish them to the registry that
+//! spokes receive their snapshots from.
+//!
+//! Also the deleted MiniCluster's bursts (`finalize`) and the registry rebuilt at
+//! start-up (`rebuild`).
+
+pub(in crate::controller) mod finalize;
+pub mod rebuild;
+
+use std::time::SystemTime;
+
+use flux_shared::api::{LeadBrokerStatus, MiniCluster, MiniClusterStatus};
+use flux_shared::federation::assignment::{self, SpokeAssignment};
+use flux_shared::federation::{assignment_key, parts};
+use flux_shared::plan::{Plan, Role};
+use flux_shared::render;
+use flux_shared::validate::{Exceptions, describe_violations, liftable, unsafe_burst_except};
+use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::api::{Patch, PatchParams};
+use kube::{Api, ResourceExt};
+use tracing::warn;
+
+use crate::controller::apply::pod_labels::COMPLETION_INDEX;
+use crate::controller::context::{Context, Error, Stores, get, kube_err, mc_key};
+use crate::controller::status;
+use crate::federation::bursts::{self, ASSIGNMENT_TOO_LARGE, BurstEvent, UNSAFE_BURST};
+use crate::federation::{self, BurstInfo, McInfo, lead};
+
+/// What the federation decided in one reconcile of a planned MiniCluster.
+pub struct Federated {
+    /// The lead broker's endpoint, when known.
+    pub(in crate::controller) lead: Option<LeadBrokerStatus>,
+    /// Why the endpoint is not known.
+    pub(in crate::controller) waiting: Option<String>,
+    /// The declared bursts.
+    pub(in crate::controller) bursts: Vec<BurstInfo>,
+    /// Assignments to send (none until the endpoint is known).
+    pub(in crate::controller) assignments: Vec<SpokeAssignment>,
+    /// Why the bursts are not assigned at all: they are unsafe ([`unsafe_refusal`]).
+    pub(in crate::controller) refused: Option<String>,
+    /// Why the bursts are held as they are: a spoke's exceptions are not known yet.
+    pub(in crate::controller) held: Option<String>,
+}
+
+/// Whether the bursts of a MiniCluster may be sent ([`unsafe_refusal`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(in crate::controller) enum Safety {
+    /// Safe for every spoke they go to.
+    Safe,
+    /// Not assigned, with the message (starting with [`UNSAFE_BURST`]).
+    Refused(String),
+    /// They need what a spoke's policy must allow, and that spoke has not said yet what it
+    /// allows (not connected since this hub started): held as they are until it does.
+    Unknown(String),
+}
+
+/// Whether the bursts of `plan` may be sent: the checks every spoke applies before it
+/// creates anything ([`flux_shared::validate::unsafe_burst_except`]), run here so the
+/// author hears at once, with what each burst's spoke announced its policy lets through
+/// (`exceptions_of(spoke)`; `None` for a spoke that has not connected to this hub yet).
+/// The hub does not know a spoke's namespace: the default one is checked.
+pub(in crate::controller) fn unsafe_refusal(
+    plan: &Plan,
+    exceptions_of: impl Fn(&str) -> Option<Exceptions>,
+) -> Safety {
+    let mut spokes: Vec<&str> = plan
+        .bursts
+        .iter()
+        .filter(|b| !b.retired)
+        .map(|b| b.cluster.as_str())
+        .collect();
+    spokes.sort_unstable();
+    spokes.dedup();
+    let mut refused: Vec<String> = Vec::new();
+    let mut unknown: Vec<String> = Vec::new();
+    let mut lifted = false;
+    for spoke in spokes {
+        let exceptions = exceptions_of(spoke);
+        lifted |= exceptions.as_ref().is_some_and(|e| !e.is_empty());
+        let violations = unsafe_burst_except(
+            &plan.spec,
+            &plan.namespace,
+            None,
+            exceptions.as_ref().unwrap_or(&Exceptions::default()),
+        );
+        if violations.is_empty() {
+            continue;
+        }
+        let said = format!("spoke {spoke}: {}", describe_violations(&violations));
+        // Not known yet, and nothing a policy could not lift: wait for the spoke.
+        if exceptions.is_none() && violations.iter().all(liftable) {
+            unknown.push(said);
+        } else {
+            refused.push(said);
+        }
+    }
+    if !refused.is_empty() {
+        Safety::Refused(format!(
+            "{UNSAFE_BURST}: not assigned, a burst may not have this in another cluster{}: {}",
+            if lifted {
+                ""
+            } else {
+                " (unless that cluster's policy lists it in a namespace rule's allow)"
+            },
+            refused.join("; ")
+        ))
+    } else if !unknown.is_empty() {
+        Safety::Unknown(format!(
+            "waiting for the spoke to connect and say what its policy allows, which this burst needs: {}",
+            unknown.join("; ")
+        ))
+    } else {
+        Safety::Safe
+    }
+}
+
+/// Bursts: keep the finalizer, resolve the lead broker's endpoint, build the assignments.
+pub(in crate::controller) async fn federate(
+    ctx: &Context,
+    mc: &MiniCluster,
+    plan: &Plan,
+    cert: &str,
+    ns: &str,
+    name: &str,
+) -> Result<Federated, Error> {
+    let bursts = burst_infos(plan);
+    if bursts.is_empty() {
+        // Bursts removed from the spec: release the finalizer once spokes confirmed.
+        if has_finalizer(mc) && !ctx.registry.has_unconfirmed_withdrawals(&mc_key(mc)) {
+            set_finalizers(ctx, mc, finalizers_but_ours(mc)).await?;
+        }
+        return Ok(Federated {
+            lead: None,
+            waiting: None,
+            bursts,
+            assignments: Vec::new(),
+            refused: None,
+            held: None,
+        });
+    }
+    if !has_finalizer(mc) {
+        let mut all: Vec<String> = mc.finalizers().to_vec();
+        all.push(federation::FINALIZER.to_string());
+        set_finalizers(ctx, mc, all).await?;
+    }
+    let previous = mc.status.as_ref().and_then(|s| s.lead_broker.as_ref());
+    let node_port = get(&ctx.stores.services, ns, &render::lead_service_name(plan))
+        .and_then(|s| s.spec.as_ref()?.ports.as_ref()?.first()?.node_port);
+    let lead_node = lead_pod_node(&ctx.stores, ns, name);
+    let spec_address = plan
+        .spec
+        .flux()
+        .bursting
+        .as_ref()
+        .and_then(|b| b.lead_address.as_deref());
+    let mut inputs = lead::Inputs {
+        spec_address,
+        flag_address: ctx.lead_address.as_deref(),
+        node_port,
+        lead_node: lead_node.as_deref(),
+        node_addresses: None,
+        previous,
+    };
+    let node_addresses;
+    if lead::needs_node_lookup(&inputs)
+        && let Some(node) = lead_node.as_deref()
+    {
+        let api: Api<Node> = Api::all(ctx.client.clone());
+        let found = api
+            .get_opt(node)
+            .await
+            .map_err(kube_err(format!("reading Node {node}")))?;
+        node_addresses = found.and_then(|n| n.status?.addresses).unwrap_or_default();
+        inputs.node_addresses = Some(&node_addresses);
+    }
+    let (lead, waiting) = match lead::resolve(&inputs) {
+        Ok(lead) => (Some(lead), None),
+        Err(reason) => (None, Some(reason)),
+    };
+    let safety = unsafe_refusal(plan, |spoke| {
+        ctx.registry.exceptions(spoke, &plan.namespace)
+    });
+    let (refused, held) = match safety {
+        Safety::Safe => (None, None),
+        Safety::Refused(m) => (Some(m), None),
+        Safety::Unknown(m) => (None, Some(m)),
+    };
+    let assignments = match &lead {
+        // Unsafe, or not known to be safe: nothing is sent (the spoke would refuse it).
+        _ if refused.is_some() || held.is_some() => Vec::new(),
+        None => Vec::new(),
+        Some(l) => {
+            let endpoint = flux_shared::plan::Endpoint {
+                address: l.address.clone(),
+                port: l.port,
+            };
+            // Serialising a validated spec cannot fail; should it, nothing is sent and
+            // the reason shows in the bursts' status.
+            match assignment::build(plan, cert, &endpoint) {
+                Ok(a) => a,
+                Err(e) => {
+                    warn!(error = %e, "cannot build assignments");
+                    return Ok(Federated {
+                        lead,
+                        waiting: Some(e.to_string()),
+                        bursts,
+                        assignments: Vec::new(),
+                        refused: None,
+                        held: None,
+                    });
+                }
+            }
+        }
+    };
+    // An assignment carries the whole spec: one too large to send is refused on this
+    // MiniCluster alone (no spoke's snapshot is held up by it).
+    let refused = refused.or_else(|| too_large_refusal(&assignments));
+    let assignments = if refused.is_some() {
+        Vec::new()
+    } else {
+        assignments
+    };
+    Ok(Federated {
+        lead,
+        waiting,
+        bursts,
+        assignments,
+        refused,
+        held,
+    })
+}
+
+/// Why the bursts are not assigned when one of `assignments` is larger than a spoke can
+/// receive ([`parts::MAX_ASSIGNMENT_BYTES`]).
+pub(in crate::controller) fn too_large_refusal(assignments: &[SpokeAssignment]) -> Option<String> {
+    let (a, size) = assignments
+        .iter()
+        .find_map(|a| Some((a, parts::too_large(&a.assignment)?)))?;
+    Some(format!(
+        "{ASSIGNMENT_TOO_LARGE}: not assigned, the assignment of burst {} is {} KiB, above the {} KiB a spoke receives (it carries the whole MiniCluster spec: keep large scripts in a ConfigMap volume instead)",
+        a.assignment.burst_name,
+        size / 1024,
+        parts::MAX_ASSIGNMENT_BYTES / 1024
+    ))
+}
+
+/// Publish the assignments to the registry (each spoke gets its own in its next snapshot)
+/// and add the bursts' part, as the registry now shows them, to `status`. Returns that
+/// status and the Events for bursts whose state changed.
+pub(in crate::controller) fn publish_assignments(
+    ctx: &Context,
+    mc: &MiniCluster,
+    status: MiniClusterStatus,
+    fed: Federated,
+    now: &Time,
+) -> (MiniClusterStatus, Vec<BurstEvent>) {
+    let previous = mc.status.clone().unwrap_or_default();
+    let key = mc_key(mc);
+    let info = mc_info(mc, &status, fed.lead.as_ref());
+    let statuses = match (&fed.refused, &fed.held) {
+        (Some(message), _) => {
+            // Refused, never half-applied: what spokes already run of an earlier, safe
+            // version stays as it is (as for any spec that cannot be applied).
+            ctx.registry.retain(&key, &fed.bursts);
+            bursts::refused(&fed.bursts, message, &previous.bursts)
+        }
+        (None, Some(message)) => {
+            // Kept as they run (after a hub restart, say) until the spoke says whether its
+            // policy allows them; nothing flaps, no Event.
+            ctx.registry.retain(&key, &fed.bursts);
+            bursts::held_unknown(&fed.bursts, message, &previous.bursts)
+        }
+        (None, None) => {
+            ctx.registry.set(&key, info, fed.bursts, fed.assignments);
+            let views = ctx.registry.bursts(&key);
+            bursts::statuses(
+                &views,
+                fed.waiting.as_deref(),
+                &previous.bursts,
+                SystemTime::from(now.0),
+            )
+        }
+    };
+    let events = bursts::events(&previous.bursts, &statuses);
+    let status = status::with_bursts(
+        status,
+        &previous,
+        fed.lead,
+        statuses,
+        mc.metadata.generation,
+        now,
+    );
+    let (connected, assignments) = ctx.registry.counts();
+    ctx.metrics.set_federation(connected, assignments);
+    (status, events)
+}
+
+/// A MiniCluster whose spec cannot be applied keeps its bursts running as they are: its
+/// spokes are told to retain what they run for bursts the registry has no assignment for
+/// (after a hub restart), taken from the status.
+pub(in crate::controller) fn retain_from_status(ctx: &Context, mc: &MiniCluster) {
+    let (ns, name) = mc_key(mc);
+    let bursts: Vec<BurstInfo> = mc
+        .status
+        .iter()
+        .flat_map(|s| s.bursts.iter())
+        .map(|b| BurstInfo {
+            key: assignment_key(&ns, &name, &b.name),
+            name: b.name.clone(),
+            spoke: b.cluster.clone(),
+            size: b.size,
+            max_size: b.declared_hosts(),
+        })
+        .collect();
+    if !bursts.is_empty() {
+        ctx.registry.retain(&(ns, name), &bursts);
+    }
+}
+
+/// The bursts of `plan` that run (a retired one has no assignment and no status).
+pub(in crate::controller) fn burst_infos(plan: &Plan) -> Vec<BurstInfo> {
+    plan.bursts
+        .iter()
+        .enumerate()
+        .filter(|(_, b)| !b.retired)
+        .map(|(index, b)| BurstInfo {
+            key: assignment_key(&plan.namespace, &plan.name, &b.name),
+            name: b.name.clone(),
+            spoke: b.cluster.clone(),
+            size: plan
+                .target(&Role::Burst {
+                    index,
+                    lead: flux_shared::plan::Endpoint {
+                        address: String::new(),
+                        port: 0,
+                    },
+                })
+                .map_or(b.size, |t| t.size),
+            max_size: b.max_size,
+        })
+        .collect()
+}
+
+/// The MiniCluster's finalizers without the hub's.
+pub(in crate::controller) fn finalizers_but_ours(mc: &MiniCluster) -> Vec<String> {
+    mc.finalizers()
+        .iter()
+        .filter(|f| *f != federation::FINALIZER)
+        .cloned()
+        .collect()
+}
+
+pub(in crate::controller) fn has_finalizer(mc: &MiniCluster) -> bool {
+    mc.finalizers().iter().any(|f| f == federation::FINALIZER)
+}
+
+/// Replace the MiniCluster's finalizers, guarded by its resourceVersion (a concurrent
+/// change makes this fail with 409 and the reconcile retry).
+pub(in crate::controller) async fn set_finalizers(
+    ctx: &Context,
+    mc: &MiniCluster,
+    finalizers: Vec<String>,
+) -> Result<(), Error> {
+    let ns = mc.namespace().unwrap_or_default();
+    let name = mc.name_any();
+    let mut metadata = serde_json::json!({ "finalizers": finalizers });
+    if let Some(rv) = &mc.metadata.resource_version {
+        metadata["resourceVersion"] = serde_json::Value::String(rv.clone());
+    }
+    let api: Api<MiniCluster> = Api::namespaced(ctx.client.clone(), &ns);
+    match api
+        .patch(
+            &name,
+            &PatchParams::default(),
+            &Patch::Merge(&serde_json::json!({ "metadata": metadata })),
+        )
+        .await
+    {
+        Ok(_) => {
+            ctx.metrics.api_write("MiniCluster", "patch");
+            Ok(())
+        }
+        Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
+        Err(e) => Err(kube_err(format!(
+            "updating finalizers of MiniCluster {ns}/{name}"
+        ))(e)),
+    }
+}
+
+/// The node running the lead broker (completion index 0) pod of Job `job`.
+pub(in crate::controller) fn lead_pod_node(stores: &Stores, ns: &str, job: &str) -> Option<String> {
+    stores
+        .broker_pods
+        .of_job(ns, job)
+        .iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+        .filter(|p| {
+            p.labels()
+                .get(render::labels::COMPLETION_INDEX)
+                .map(String::as_str)
+                == Some("0")
+                || p.annotations().get(COMPLETION_INDEX).map(String::as_str) == Some("0")
+        })
+        .find_map(|p| p.spec.as_ref()?.node_name.clone())
+}
+
+/// What the registry shows admin clients of `mc`, from a status (the one computed now, or
+/// the last one written).
+pub(in crate::controller) fn mc_info(
+    mc: &MiniCluster,
+    status: &MiniClusterStatus,
+    lead: Option<&LeadBrokerStatus>,
+) -> McInfo {
+    McInfo {
+        uid: mc.metadata.uid.clone().unwrap_or_default(),
+        generation: mc.metadata.generation.unwrap_or_default(),
+        created_unix_millis: mc
+            .metadata
+            .creation_timestamp
+            .as_ref()
+            .map_or(0, |t| t.0.as_millisecond()),
+        phase: status.phase.clone().unwrap_or_default(),
+        size: status.size,
+        brokers_ready: status.brokers_ready,
+        lead: lead.map(|l| flux_shared::plan::Endpoint {
+            address: l.address.clone(),
+            port: l.port,
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use flux_shared::federation::proto;
+
+    fn spoke_assignment(burst: &str, spec_bytes: usize) -> SpokeAssignment {
+        SpokeAssignment {
+            spoke: "gke".into(),
+            assignment: proto::Assignment {
+                burst_name: burst.into(),
+                minicluster_spec_json: "x".repeat(spec_bytes),
+                ..proto::Assignment::default()
+            },
+        }
+    }
+
+    #[test]
+    fn only_an_assignment_above_the_limit_refuses_the_bursts() {
+        let fits = [spoke_assignment("a", 1 << 20), spoke_assignment("b", 10)];
+        assert_eq!(too_large_refusal(&fits), None);
+        let large = [
+            spoke_assignment("a", 10),
+            spoke_assignment("b", parts::MAX_ASSIGNMENT_BYTES),
+        ];
+        let message = too_large_refusal(&large).expect("refused");
+        assert!(message.starts_with("AssignmentTooLarge: "), "{message}");
+        assert!(message.contains("burst b is 3072 KiB"), "{message}");
+    }
+}

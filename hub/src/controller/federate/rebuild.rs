@@ -1,0 +1,64 @@
+//! Start-up: the federation registry rebuilt from the MiniClusters that exist, before any
+//! spoke is let in or any reconcile runs.
+
+use flux_shared::api::MiniCluster;
+use flux_shared::federation::assignment;
+use flux_shared::plan::Plan;
+use tracing::info;
+
+use crate::controller::context::{Context, mc_key};
+use crate::controller::federate::{burst_infos, has_finalizer, mc_info, retain_from_status};
+use crate::controller::plan::desired::stored_certificate;
+use crate::controller::plan::sizing;
+use crate::federation::McInfo;
+
+/// Rebuild the registry from the MiniClusters that exist (hub start-up, caches synced),
+/// then let spokes in: every spoke's first snapshot lists exactly what it ran before the
+/// restart, so nothing running is deleted. Uses the last known lead broker endpoint from
+/// each status and the stored certificates; reconciles refine it afterwards.
+pub fn prime(ctx: &Context, miniclusters: &[MiniCluster]) {
+    for mc in miniclusters {
+        let key = mc_key(mc);
+        let previous = mc.status.clone().unwrap_or_default();
+        if mc.metadata.deletion_timestamp.is_some() {
+            if has_finalizer(mc) {
+                let bursts = Plan::new(mc).map(|p| burst_infos(&p)).unwrap_or_default();
+                ctx.registry.withdraw(&key, McInfo::default(), bursts);
+            }
+            continue;
+        }
+        let plan = sizing::effective(mc).ok().and_then(|e| e.plan().ok());
+        let Some(plan) = plan else {
+            retain_from_status(ctx, mc);
+            continue;
+        };
+        let lead = previous.lead_broker.clone();
+        let cert = stored_certificate(
+            ctx,
+            &key.0,
+            &key.1,
+            mc.metadata.uid.as_deref().unwrap_or_default(),
+        )
+        .or_else(|| plan.spec.flux().curve_cert().map(str::to_string));
+        let assignments = match (&lead, cert) {
+            (Some(l), Some(cert)) if plan.has_running_bursts() => assignment::build(
+                &plan,
+                &cert,
+                &flux_shared::plan::Endpoint {
+                    address: l.address.clone(),
+                    port: l.port,
+                },
+            )
+            .unwrap_or_default(),
+            _ => Vec::new(),
+        };
+        let info = mc_info(mc, &previous, lead.as_ref());
+        ctx.registry
+            .set(&key, info, burst_infos(&plan), assignments);
+    }
+    ctx.registry.set_primed();
+    info!(
+        miniclusters = miniclusters.len(),
+        "federation state rebuilt; serving spokes"
+    );
+}

@@ -1,0 +1,51 @@
+//! Stage "desired objects": the MiniCluster's CURVE certificate (found in the cache, or
+//! generated once) and every object the plan renders for the root cluster.
+//! (Skipped when the last pass's objects still hold: see `verified`.)
+
+use flux_shared::curve::CurveCert;
+use flux_shared::layout;
+use flux_shared::plan::{Plan, Role};
+use flux_shared::render::{self, Object};
+
+use crate::controller::apply::ownership::{self, Holder};
+use crate::controller::context::{Context, get};
+
+/// The objects of `plan`'s root role, with certificate `cert`.
+pub(in crate::controller) fn desired(plan: &Plan, cert: &str) -> Vec<Object> {
+    render::render(plan, &Role::Root, cert).unwrap_or_default()
+}
+
+/// The certificate in the MiniCluster's curve Secret, if the cache has one and it is the
+/// MiniCluster's (someone else's key is never used: the apply refuses that name).
+pub(in crate::controller) fn stored_certificate(
+    ctx: &Context,
+    ns: &str,
+    name: &str,
+    uid: &str,
+) -> Option<String> {
+    get(&ctx.stores.secrets, ns, &render::curve_secret_name(name))
+        .filter(|s| ownership::holder(&s.metadata, uid) == Holder::Ours)
+        .and_then(|s| s.data.as_ref()?.get(layout::CURVE_KEY).cloned())
+        .and_then(|bytes| String::from_utf8(bytes.0).ok())
+}
+
+/// The MiniCluster's CURVE certificate: created once and reused forever. The Secret
+/// cache is synced before the first reconcile, so after a hub restart the stored
+/// certificate is always found.
+pub(in crate::controller) fn certificate(ctx: &Context, ns: &str, name: &str, uid: &str) -> String {
+    let key = (ns.to_string(), name.to_string());
+    let stored = stored_certificate(ctx, ns, name, uid);
+    let Ok(mut generated) = ctx.generated_certs.lock() else {
+        return stored.unwrap_or_else(|| CurveCert::generate(name).to_zcert());
+    };
+    match stored {
+        Some(cert) => {
+            generated.remove(&key);
+            cert
+        }
+        None => generated
+            .entry(key)
+            .or_insert_with(|| CurveCert::generate(name).to_zcert())
+            .clone(),
+    }
+}

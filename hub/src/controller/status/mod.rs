@@ -1,0 +1,366 @@
+//! The MiniCluster status, as a pure function of what the controller observed.
+//! Written by `write`, with the Events of `events`.
+
+pub(in crate::controller) mod events;
+pub(in crate::controller) mod write;
+
+use flux_shared::api::{BurstStatus, LeadBrokerStatus, MiniCluster, MiniClusterStatus};
+use flux_shared::render::labels;
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+
+/// A problem that stops the controller from applying the spec as written.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Problem {
+    /// Condition reason (`InvalidSpec`, `SizeAboveMaximum`, `JobSpecImmutable`, ...).
+    pub reason: String,
+    /// What is wrong and what to do.
+    pub message: String,
+    /// The spec could not be planned at all (nothing was applied).
+    pub invalid: bool,
+}
+
+/// Phases shown in `kubectl get miniclusters`.
+pub mod minicluster_phase {
+    /// Brokers are being created or are starting.
+    pub const PENDING: &str = "Pending";
+    /// Every broker pod of the Job is ready.
+    pub const RUNNING: &str = "Running";
+    /// The Job completed: the main command finished.
+    pub const SUCCEEDED: &str = "Succeeded";
+    /// The Job failed.
+    pub const FAILED: &str = "Failed";
+    /// The spec cannot be applied; see the Degraded condition.
+    pub const INVALID: &str = "Invalid";
+}
+
+fn job_condition<'a>(
+    job: &'a Job,
+    type_: &str,
+) -> Option<&'a k8s_openapi::api::batch::v1::JobCondition> {
+    job.status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == type_ && c.status == "True")
+}
+
+/// Whether a Job has finished, and how: `Some(true)` complete, `Some(false)` failed.
+pub fn job_finished(job: &Job) -> Option<bool> {
+    if job_condition(job, "Complete").is_some() {
+        Some(true)
+    } else if job_condition(job, "Failed").is_some() {
+        Some(false)
+    } else {
+        None
+    }
+}
+
+/// Compute the status. `declared_max` is the planned maximum size (`None` when the spec
+/// could not be planned); `job` is the root Job as last seen; `previous` supplies the
+/// transition times of conditions that did not change.
+pub fn compute(
+    mc: &MiniCluster,
+    declared_max: Option<i32>,
+    job: Option<&Job>,
+    problem: Option<&Problem>,
+    now: &Time,
+) -> MiniClusterStatus {
+    let previous = mc.status.clone().unwrap_or_default();
+    let name = mc.metadata.name.as_deref().unwrap_or("");
+    let generation = mc.metadata.generation;
+    let size = job
+        .and_then(|j| j.spec.as_ref()?.parallelism)
+        .unwrap_or(previous.size);
+    let ready = job.and_then(|j| j.status.as_ref()?.ready).unwrap_or(0);
+    // Pods of a scale-down still terminating: their brokers drain their Flux jobs first.
+    let draining = job
+        .and_then(|j| j.status.as_ref()?.terminating)
+        .unwrap_or(0);
+    let leaving = crate::federation::bursts::leaving(draining);
+    let finished = job.and_then(job_finished);
+    let failed = job.and_then(|j| job_condition(j, "Failed"));
+
+    let phase = match (problem, job, finished) {
+        (Some(p), _, _) if p.invalid => minicluster_phase::INVALID,
+        (_, _, Some(true)) => minicluster_phase::SUCCEEDED,
+        (_, _, Some(false)) => minicluster_phase::FAILED,
+        (_, Some(_), None) if size > 0 && ready >= size => minicluster_phase::RUNNING,
+        _ => minicluster_phase::PENDING,
+    };
+
+    let cond = |type_: &str, ok: bool, reason: &str, message: String| Condition {
+        type_: type_.to_string(),
+        status: if ok { "True" } else { "False" }.to_string(),
+        reason: reason.to_string(),
+        message,
+        observed_generation: generation,
+        last_transition_time: previous
+            .conditions
+            .iter()
+            .find(|c| c.type_ == type_ && c.status == if ok { "True" } else { "False" })
+            .map_or_else(|| now.clone(), |c| c.last_transition_time.clone()),
+    };
+
+    let ready_cond = match phase {
+        minicluster_phase::RUNNING => cond(
+            "Ready",
+            true,
+            "BrokersReady",
+            format!("{ready}/{size} brokers ready{leaving}"),
+        ),
+        minicluster_phase::SUCCEEDED => {
+            cond("Ready", false, "Completed", "the Job completed".into())
+        }
+        minicluster_phase::FAILED => cond("Ready", false, "JobFailed", "the Job failed".into()),
+        minicluster_phase::INVALID => cond(
+            "Ready",
+            false,
+            "InvalidSpec",
+            "the spec cannot be applied".into(),
+        ),
+        _ => cond(
+            "Ready",
+            false,
+            "BrokersStarting",
+            format!("{ready}/{size} brokers ready"),
+        ),
+    };
+    let progressing = match phase {
+        minicluster_phase::PENDING => cond(
+            "Progressing",
+            true,
+            if job.is_some() {
+                "BrokersStarting"
+            } else {
+                "Creating"
+            },
+            format!("{ready}/{size} brokers ready"),
+        ),
+        minicluster_phase::SUCCEEDED | minicluster_phase::FAILED => {
+            cond("Progressing", false, "Finished", "the Job finished".into())
+        }
+        _ => cond("Progressing", false, "Stable", "nothing to do".into()),
+    };
+    let degraded = match problem {
+        Some(p) => cond("Degraded", true, &p.reason, p.message.clone()),
+        None => cond(
+            "Degraded",
+            false,
+            "AsExpected",
+            "the spec is applied".into(),
+        ),
+    };
+    let failed_cond = match failed {
+        Some(c) => cond(
+            "Failed",
+            true,
+            c.reason.as_deref().unwrap_or("JobFailed"),
+            c.message.clone().unwrap_or_else(|| "the Job failed".into()),
+        ),
+        None => cond(
+            "Failed",
+            false,
+            "NotFailed",
+            "the Job has not failed".into(),
+        ),
+    };
+
+    MiniClusterStatus {
+        size,
+        maximum_size: declared_max.unwrap_or(previous.maximum_size),
+        selector: format!("{}={name}", labels::JOB),
+        phase: Some(phase.to_string()),
+        brokers: Some(format!("{ready}/{size}")),
+        brokers_ready: ready,
+        brokers_draining: draining,
+        observed_generation: generation,
+        conditions: vec![ready_cond, progressing, degraded, failed_cond]
+            .into_iter()
+            .chain(
+                previous
+                    .conditions
+                    .iter()
+                    .find(|c| c.type_ == BURSTS_READY)
+                    .cloned(),
+            )
+            .collect(),
+        // The federation fills these in when it has news (see `with_bursts`).
+        lead_broker: previous.lead_broker.clone(),
+        bursts: previous.bursts.clone(),
+        burst_layout: previous.burst_layout.clone(),
+    }
+}
+
+/// Condition type summarising the bursts of a MiniCluster with burst clusters.
+pub const BURSTS_READY: &str = "BurstsReady";
+
+/// Fill in the federation's part of a status: the lead broker endpoint, the bursts, and
+/// the `BurstsReady` condition (transition time kept while its status does not change;
+/// dropped when the MiniCluster has no bursts).
+pub fn with_bursts(
+    mut status: MiniClusterStatus,
+    previous: &MiniClusterStatus,
+    lead: Option<LeadBrokerStatus>,
+    bursts: Vec<BurstStatus>,
+    generation: Option<i64>,
+    now: &Time,
+) -> MiniClusterStatus {
+    status.conditions.retain(|c| c.type_ != BURSTS_READY);
+    if let Some((ok, reason, message)) = crate::federation::bursts::ready_condition(&bursts) {
+        let value = if ok { "True" } else { "False" };
+        status.conditions.push(Condition {
+            type_: BURSTS_READY.to_string(),
+            status: value.to_string(),
+            reason: reason.to_string(),
+            message,
+            observed_generation: generation,
+            last_transition_time: previous
+                .conditions
+                .iter()
+                .find(|c| c.type_ == BURSTS_READY && c.status == value)
+                .map_or_else(|| now.clone(), |c| c.last_transition_time.clone()),
+        });
+    }
+    status.lead_broker = lead;
+    status.bursts = bursts;
+    status
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::batch::v1::{JobCondition, JobSpec, JobStatus};
+    use k8s_openapi::jiff::Timestamp;
+
+    fn mc() -> MiniCluster {
+        let mut mc: MiniCluster = serde_yaml_ng::from_str(
+            "apiVersion: flux-framework.org/v1alpha2\nkind: MiniCluster\nmetadata: {name: m, generation: 3}\nspec: {size: 2, containers: [{image: a}]}\n",
+        )
+        .expect("yaml");
+        mc.status = None;
+        mc
+    }
+
+    fn job(parallelism: i32, ready: i32, condition: Option<(&str, &str)>) -> Job {
+        Job {
+            spec: Some(JobSpec {
+                parallelism: Some(parallelism),
+                ..Default::default()
+            }),
+            status: Some(JobStatus {
+                ready: Some(ready),
+                conditions: condition.map(|(t, reason)| {
+                    vec![JobCondition {
+                        type_: t.into(),
+                        status: "True".into(),
+                        reason: Some(reason.into()),
+                        message: Some(format!("{reason} happened")),
+                        ..Default::default()
+                    }]
+                }),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
+    fn now(s: i64) -> Time {
+        Time(Timestamp::from_second(s).expect("time"))
+    }
+
+    fn condition<'a>(s: &'a MiniClusterStatus, t: &str) -> &'a Condition {
+        s.conditions
+            .iter()
+            .find(|c| c.type_ == t)
+            .expect("condition")
+    }
+
+    #[test]
+    fn phases_follow_the_job() {
+        let m = mc();
+        let s = compute(&m, Some(4), None, None, &now(1));
+        assert_eq!(s.phase.as_deref(), Some(minicluster_phase::PENDING));
+        assert_eq!(condition(&s, "Progressing").reason, "Creating");
+        assert_eq!(s.maximum_size, 4);
+        assert_eq!(s.selector, "flux-framework.org/job=m");
+        let s = compute(&m, Some(4), Some(&job(2, 1, None)), None, &now(1));
+        assert_eq!(
+            (s.phase.as_deref(), s.brokers.as_deref(), s.size),
+            (Some(minicluster_phase::PENDING), Some("1/2"), 2)
+        );
+        let s = compute(&m, Some(4), Some(&job(2, 2, None)), None, &now(1));
+        assert_eq!(s.phase.as_deref(), Some(minicluster_phase::RUNNING));
+        assert_eq!(condition(&s, "Ready").status, "True");
+        // Scaled down from 4 to 2: two pods still terminate, draining their Flux jobs.
+        let mut shrinking = job(2, 2, None);
+        if let Some(st) = shrinking.status.as_mut() {
+            st.terminating = Some(2);
+        }
+        let s = compute(&m, Some(4), Some(&shrinking), None, &now(1));
+        assert_eq!(s.brokers_draining, 2);
+        assert_eq!(
+            condition(&s, "Ready").message,
+            "2/2 brokers ready; 2 brokers leaving, draining their Flux jobs first"
+        );
+        let s = compute(
+            &m,
+            Some(4),
+            Some(&job(2, 0, Some(("Complete", "CompletionsReached")))),
+            None,
+            &now(1),
+        );
+        assert_eq!(s.phase.as_deref(), Some(minicluster_phase::SUCCEEDED));
+        let s = compute(
+            &m,
+            Some(4),
+            Some(&job(2, 0, Some(("Failed", "DeadlineExceeded")))),
+            None,
+            &now(1),
+        );
+        assert_eq!(s.phase.as_deref(), Some(minicluster_phase::FAILED));
+        assert_eq!(condition(&s, "Failed").reason, "DeadlineExceeded");
+        assert!(
+            s.conditions
+                .iter()
+                .all(|c| c.observed_generation == Some(3))
+        );
+    }
+
+    #[test]
+    fn problems_degrade_without_hiding_the_job() {
+        let m = mc();
+        let refusal = Problem {
+            reason: "SizeAboveMaximum".into(),
+            message: "spec.size: too big".into(),
+            invalid: false,
+        };
+        let s = compute(&m, Some(2), Some(&job(2, 2, None)), Some(&refusal), &now(1));
+        assert_eq!(s.phase.as_deref(), Some(minicluster_phase::RUNNING));
+        assert_eq!(condition(&s, "Degraded").status, "True");
+        assert_eq!(condition(&s, "Degraded").message, "spec.size: too big");
+        let invalid = Problem {
+            reason: "InvalidSpec".into(),
+            message: "spec.x: bad".into(),
+            invalid: true,
+        };
+        let s = compute(&m, None, None, Some(&invalid), &now(1));
+        assert_eq!(s.phase.as_deref(), Some(minicluster_phase::INVALID));
+    }
+
+    #[test]
+    fn unchanged_conditions_keep_their_transition_time_so_the_status_is_stable() {
+        let mut m = mc();
+        let first = compute(&m, Some(2), Some(&job(2, 2, None)), None, &now(100));
+        m.status = Some(first.clone());
+        let again = compute(&m, Some(2), Some(&job(2, 2, None)), None, &now(200));
+        assert_eq!(first, again, "no change, no status write");
+        let changed = compute(&m, Some(2), Some(&job(2, 1, None)), None, &now(300));
+        assert_eq!(condition(&changed, "Ready").last_transition_time, now(300));
+        assert_eq!(
+            condition(&changed, "Degraded").last_transition_time,
+            now(100)
+        );
+    }
+}
