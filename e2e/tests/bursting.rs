@@ -3029,16 +3029,25 @@ async fn brokers_join(env: &TestEnv, burst: &Burst) -> Result<()> {
     let joined = env
         .poll(secs(180), async || {
             let mc = mcs.get(NAME).await?;
-            let b = mc
-                .status
-                .as_ref()
-                .and_then(|s| s.bursts.first().cloned())
-                .unwrap_or_default();
-            Ok(if b.brokers_ready == BURST_SIZE && b.phase == "Running" {
-                Probe::Done(())
-            } else {
-                Probe::Waiting(yaml(&mc.status))
-            })
+            let status = mc.status.clone().unwrap_or_default();
+            let b = status.bursts.first().cloned().unwrap_or_default();
+            // `kubectl get`'s Bursts column: running / declared.
+            let running = status
+                .bursts
+                .iter()
+                .filter(|b| b.phase == "Running")
+                .count();
+            let column = format!("{running}/{}", status.bursts.len());
+            Ok(
+                if b.brokers_ready == BURST_SIZE
+                    && b.phase == "Running"
+                    && status.bursts_running.as_deref() == Some(column.as_str())
+                {
+                    Probe::Done(())
+                } else {
+                    Probe::Waiting(yaml(&mc.status))
+                },
+            )
         })
         .await?;
     if let Err(last) = joined {

@@ -65,6 +65,12 @@ use super::status::MiniClusterStatus;
         description = "Lifecycle phase"
     ),
     printcolumn(
+        name = "Bursts",
+        type_ = "string",
+        json_path = ".status.burstsRunning",
+        description = "Bursts running / declared"
+    ),
+    printcolumn(
         name = "Age",
         type_ = "date",
         json_path = ".metadata.creationTimestamp"

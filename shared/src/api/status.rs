@@ -32,6 +32,10 @@ pub struct MiniClusterStatus {
     #[serde(default)]
     pub brokers_ready: i32,
 
+    /// Bursts running / declared, as shown by `kubectl get` (unset without bursts).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bursts_running: Option<String>,
+
     /// Broker pods of a scale-down still terminating: each drains its node in Flux and
     /// waits for the jobs there (`flux.drainTimeoutSeconds`) before it stops.
     #[serde(default, skip_serializing_if = "is_zero")]

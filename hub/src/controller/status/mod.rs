@@ -188,6 +188,7 @@ pub fn compute(
             .collect(),
         // The federation fills these in when it has news (see `with_bursts`).
         lead_broker: previous.lead_broker.clone(),
+        bursts_running: previous.bursts_running.clone(),
         bursts: previous.bursts.clone(),
         burst_layout: previous.burst_layout.clone(),
     }
@@ -223,6 +224,11 @@ pub fn with_bursts(
                 .map_or_else(|| now.clone(), |c| c.last_transition_time.clone()),
         });
     }
+    let running = bursts
+        .iter()
+        .filter(|b| b.phase == crate::federation::bursts::burst_phase::RUNNING)
+        .count();
+    status.bursts_running = (!bursts.is_empty()).then(|| format!("{running}/{}", bursts.len()));
     status.lead_broker = lead;
     status.bursts = bursts;
     status
@@ -362,5 +368,31 @@ mod tests {
             condition(&changed, "Degraded").last_transition_time,
             now(100)
         );
+    }
+
+    #[test]
+    fn bursts_running_counts_the_running_ones_and_is_unset_without_bursts() {
+        let burst = |name: &str, phase: &str| BurstStatus {
+            name: name.to_string(),
+            phase: phase.to_string(),
+            ..Default::default()
+        };
+        let status = |bursts| {
+            with_bursts(
+                MiniClusterStatus::default(),
+                &MiniClusterStatus::default(),
+                None,
+                bursts,
+                None,
+                &now(1),
+            )
+            .bursts_running
+        };
+        assert_eq!(status(vec![]), None);
+        assert_eq!(
+            status(vec![burst("a", "Running"), burst("b", "Pending")]).as_deref(),
+            Some("1/2")
+        );
+        assert_eq!(status(vec![burst("a", "Running")]).as_deref(), Some("1/1"));
     }
 }
