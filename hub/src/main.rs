@@ -73,6 +73,9 @@ enum Command {
         #[command(subcommand)]
         command: flux_hub::commands::burst::BurstCommand,
     },
+    /// Show this client's version and the hub's and its spokes' (with the admin context or
+    /// the connection flags of `status`; the client's alone when no hub is configured).
+    Version(flux_hub::commands::version::VersionOptions),
     /// Print the shell completion script for SHELL (e.g. `source <(flux-hub completion
     /// bash)`).
     Completion {
@@ -114,6 +117,7 @@ fn main() -> ExitCode {
         Command::Init(opts) => return flux_hub::commands::init::main(&opts),
         Command::Join(opts) => return flux_hub::commands::join::main(&opts),
         Command::Unjoin(opts) => return flux_hub::commands::unjoin::main(&opts),
+        Command::Version(opts) => return flux_hub::commands::version::main(&opts),
         Command::Run(opts) => {
             return match run_controller(opts) {
                 Ok(()) => ExitCode::SUCCESS,

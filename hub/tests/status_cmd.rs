@@ -194,6 +194,7 @@ fn snapshot(version: u64) -> MiniClusterSnapshot {
 fn spokes() -> ListSpokesResponse {
     ListSpokesResponse {
         hub_epoch: "epoch-1".into(),
+        hub_version: "0.1.0".into(),
         spokes: vec![
             SpokeInfo {
                 name: "gke".into(),
@@ -957,4 +958,74 @@ async fn burst_scale_checks_its_arguments_before_dialing() {
         "{}",
         stderr(&out)
     );
+}
+
+/// `flux-hub version` shows the client alone without a hub (and says how to get one),
+/// the hub's and the spokes' versions with the connection flags, in every `-o` format, and
+/// fails (after the client's line) when the hub does not answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn version_shows_the_client_and_the_hubs() {
+    let run = async |a: &[String]| {
+        tokio::time::timeout(RUN_LIMIT, subcommand(&["version"], a).output())
+            .await
+            .expect("flux-hub version did not finish")
+            .expect("run flux-hub version")
+    };
+    let client = format!("client: flux-hub {}\n", env!("CARGO_PKG_VERSION"));
+    let out = run(&[]).await;
+    assert_success(&out);
+    assert_eq!(stdout(&out), client);
+    assert!(
+        stderr(&out).contains("no hub configured"),
+        "{}",
+        stderr(&out)
+    );
+
+    let pki = Pki::new("version");
+    let hub = FakeHub::new(Authenticator::Mtls, vec![snapshot(4)]);
+    let addr = serve(&pki.server(), hub.clone()).await;
+    let mut a = args(&["--hub", &hub_url(addr)]);
+    a.extend(pki.flags("admin-ops"));
+    let out = run(&a).await;
+    assert_success(&out);
+    assert_eq!(
+        stdout(&out),
+        format!(
+            "{client}hub:    flux-hub 0.1.0\nspoke gke: flux-spoke 0.1.0\nspoke kind: flux-spoke unknown (not connected)\n"
+        )
+    );
+    let mut yaml = a.clone();
+    yaml.extend(args(&["-o", "yaml"]));
+    let out = run(&yaml).await;
+    assert_success(&out);
+    let v: Value = serde_yaml_ng::from_str(&stdout(&out)).expect("one YAML document");
+    assert_eq!(v["client"], env!("CARGO_PKG_VERSION"));
+    assert_eq!(v["hub"]["version"], "0.1.0");
+    assert_eq!(v["hub"]["spokes"][0]["name"], "gke");
+
+    let mut gone = args(&["--hub", "https://127.0.0.1:1"]);
+    gone.extend(pki.flags("admin-ops"));
+    let out = run(&gone).await;
+    assert!(!out.status.success());
+    assert_eq!(stdout(&out), client);
+    assert!(stderr(&out).contains("127.0.0.1:1"), "{}", stderr(&out));
+}
+
+/// `-o yaml` is the same view as `-o json`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn yaml_is_the_json_view() {
+    let pki = Pki::new("yaml");
+    let hub = FakeHub::new(Authenticator::Mtls, vec![snapshot(4)]);
+    let addr = serve(&pki.server(), hub.clone()).await;
+    let view = async |format: &str| {
+        let mut a = args(&["--hub", &hub_url(addr), "-o", format]);
+        a.extend(pki.flags("admin-ops"));
+        let out = status(&a).await;
+        assert_success(&out);
+        let v: Value = serde_yaml_ng::from_str(&stdout(&out)).expect("a document");
+        v
+    };
+    let (json, yaml) = (view("json").await, view("yaml").await);
+    assert_eq!(yaml["miniClusters"], json["miniClusters"]);
+    assert_eq!(yaml["version"], 4);
 }

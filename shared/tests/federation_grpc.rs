@@ -273,6 +273,7 @@ impl Admin for TestHub {
         self.auth.require_admin(&request)?;
         Ok(Response::new(ListSpokesResponse {
             hub_epoch: "test-epoch".into(),
+            hub_version: String::new(),
             spokes: self
                 .by_spoke
                 .iter()

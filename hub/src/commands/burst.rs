@@ -44,9 +44,9 @@ pub struct ScaleOptions {
     /// How to reach the hub.
     #[command(flatten)]
     pub connection: HubOptions,
-    /// Output format: one line, or a JSON object (`namespace`, `name`, `burst`,
+    /// Output format: one line, or a JSON / YAML object (`namespace`, `name`, `burst`,
     /// `previousSize`, `size`, `maxSize`, `changed`, `generation`, `spoke`).
-    #[arg(short = 'o', long, value_enum, default_value = "text")]
+    #[arg(short = 'o', long, value_enum, default_value = "table")]
     pub output: Format,
 }
 
@@ -155,12 +155,10 @@ pub async fn scale(opts: &ScaleOptions, out: &mut dyn Write) -> Result<(), Admin
         )
         .await?;
     let v = view(&namespace, &name, &opts.burst, &answer);
-    let printed = match opts.output {
-        Format::Text => text(&v),
-        Format::Json => serde_json::to_string_pretty(&v)
-            .map_err(|e| AdminError::Output(std::io::Error::other(e)))?,
-    };
-    writeln!(out, "{printed}")?;
+    match crate::commands::document(opts.output, &v)? {
+        Some(document) => out.write_all(document.as_bytes())?,
+        None => writeln!(out, "{}", text(&v))?,
+    }
     out.flush()?;
     Ok(())
 }

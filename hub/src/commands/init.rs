@@ -81,7 +81,7 @@ pub struct InitOptions {
     #[arg(long)]
     pub take_over: bool,
     /// Output format.
-    #[arg(short = 'o', long, value_enum, default_value = "text")]
+    #[arg(short = 'o', long, value_enum, default_value = "table")]
     pub output: Format,
 }
 
@@ -574,9 +574,9 @@ pub async fn run(opts: &InitOptions, out: &mut dyn Write) -> anyhow::Result<()> 
             .and(opts.certs.as_ref())
             .map(|d| d.display().to_string()),
     };
-    match opts.output {
-        Format::Json => writeln!(out, "{}", serde_json::to_string_pretty(&result)?)?,
-        Format::Text => {
+    match crate::commands::document(opts.output, &result)? {
+        Some(document) => out.write_all(document.as_bytes())?,
+        None => {
             let changed = result
                 .applied
                 .iter()

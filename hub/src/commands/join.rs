@@ -148,7 +148,7 @@ pub struct JoinOptions {
     #[arg(long, default_value_t = 180, value_name = "SECONDS")]
     pub timeout_seconds: u64,
     /// Output format.
-    #[arg(short = 'o', long, value_enum, default_value = "text")]
+    #[arg(short = 'o', long, value_enum, default_value = "table")]
     pub output: Format,
 }
 
@@ -560,9 +560,9 @@ pub async fn run(opts: &JoinOptions, out: &mut dyn Write) -> anyhow::Result<()> 
             SpokeRbac::ClusterWide => None,
         },
     };
-    match opts.output {
-        Format::Json => writeln!(out, "{}", serde_json::to_string_pretty(&result)?)?,
-        Format::Text => {
+    match crate::commands::document(opts.output, &result)? {
+        Some(document) => out.write_all(document.as_bytes())?,
+        None => {
             let changed = result
                 .applied
                 .iter()

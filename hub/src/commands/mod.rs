@@ -13,6 +13,7 @@ pub mod join;
 pub mod render;
 pub mod status;
 pub mod unjoin;
+pub mod version;
 
 use std::fmt::Display;
 use std::io::Write;
@@ -44,11 +45,35 @@ pub fn run<E: Display>(
     }
 }
 
-/// Output format of the one-shot commands.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+/// Output format (`-o`) of every command that reports something, in kubectl's words: a
+/// table (or lines) for a person, or one document for a program. `render` and `convert`,
+/// which print manifests, take `yaml` and `json` only.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
 pub enum Format {
-    /// Lines for a person.
-    Text,
-    /// One JSON object.
+    /// Aligned columns or lines for a person (`text` is accepted too).
+    #[default]
+    #[value(alias = "text")]
+    Table,
+    /// One JSON document.
     Json,
+    /// One YAML document.
+    Yaml,
+}
+
+/// `value` as a `-o json` (pretty) or `-o yaml` document, ending in a newline; `None` for
+/// `-o table`, which each command prints in its own way.
+pub fn document<T: serde::Serialize>(format: Format, value: &T) -> std::io::Result<Option<String>> {
+    let text = match format {
+        Format::Table => return Ok(None),
+        Format::Json => serde_json::to_string_pretty(value).map(|mut t| {
+            t.push('\n');
+            t
+        }),
+        Format::Yaml => {
+            return serde_yaml_ng::to_string(value)
+                .map(Some)
+                .map_err(std::io::Error::other);
+        }
+    };
+    text.map(Some).map_err(std::io::Error::other)
 }

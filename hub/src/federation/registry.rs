@@ -868,6 +868,7 @@ impl Registry {
         let inner = self.lock();
         proto::ListSpokesResponse {
             hub_epoch: self.epoch.clone(),
+            hub_version: env!("CARGO_PKG_VERSION").to_string(),
             spokes: inner
                 .spokes
                 .iter()

@@ -75,6 +75,7 @@ pub mod output;
 mod sample;
 pub mod view;
 
+use crate::commands::Format;
 use crate::commands::admin_client::{AdminError, Client, HubEndpoint, HubOptions};
 use output::Printer;
 pub use output::{age, json, table, utc, watch_separator};
@@ -95,19 +96,11 @@ pub struct StatusOptions {
     /// Keep running and print again after every change.
     #[arg(short = 'w', long)]
     pub watch: bool,
-    /// Output format.
+    /// Output format: tables (MiniClusters and bursts, then spokes), or the
+    /// [`StatusView`] as JSON (with --watch: one compact document per line) or YAML (with
+    /// --watch: one document per snapshot, each after `---`).
     #[arg(short = 'o', long, value_enum, default_value = "table")]
     pub output: Format,
-}
-
-/// Output format of `flux-hub status`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum Format {
-    /// Aligned tables: MiniClusters and bursts, then spokes.
-    Table,
-    /// JSON: MiniClusters with their bursts, and spokes (`schemaVersion` 1); one compact
-    /// document per line with --watch.
-    Json,
 }
 
 /// First `--watch` reconnect delay.

@@ -6,8 +6,8 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use flux_shared::federation::proto::{self, ListSpokesResponse, MiniClusterSnapshot};
 
-use super::Format;
 use super::view::{burst_phase_name, view};
+use crate::commands::Format;
 
 /// `-o json`: the [`StatusView`](super::StatusView), pretty-printed, or on one line when
 /// `compact` (for `--watch`). Ends with a newline.
@@ -21,6 +21,14 @@ pub fn json(snapshot: &MiniClusterSnapshot, spokes: &ListSpokesResponse, compact
     .expect("the status view serializes");
     text.push('\n');
     text
+}
+
+/// The YAML document of a snapshot (`---` first with `--watch`, so that the stream is a
+/// sequence of documents).
+pub fn yaml(snapshot: &MiniClusterSnapshot, spokes: &ListSpokesResponse, watch: bool) -> String {
+    let text =
+        serde_yaml_ng::to_string(&view(snapshot, spokes)).expect("the status view serializes");
+    if watch { format!("---\n{text}") } else { text }
 }
 
 /// How long ago `then_millis` was at `now_millis`: `12s`, `5m`, `3h`, `2d`; `never` for 0
@@ -275,6 +283,7 @@ impl Printer {
         let now = now_millis();
         match (self.format, self.watch) {
             (Format::Json, watch) => json(snapshot, spokes, watch),
+            (Format::Yaml, watch) => yaml(snapshot, spokes, watch),
             (Format::Table, false) => table(snapshot, spokes, now),
             (Format::Table, true) if self.terminal => format!(
                 "\x1b[H\x1b[2J{}{}",

@@ -89,6 +89,7 @@ pub(super) fn sample() -> (MiniClusterSnapshot, ListSpokesResponse) {
     };
     let spokes = ListSpokesResponse {
         hub_epoch: "e1".into(),
+        hub_version: "0.1.0".into(),
         spokes: vec![
             SpokeInfo {
                 name: "gke".into(),
