@@ -12,7 +12,7 @@ use anyhow::{Context as _, Result, bail, ensure};
 use crate::oci::{self, Entry, ImageConfig};
 
 /// The image name the deploy manifests use (`deploy/deployment.yaml`).
-pub const CONTROLLER_IMAGE: &str = "ghcr.io/flux-framework/flux-hub";
+pub const CONTROLLER_IMAGE: &str = flux_shared::IMAGE_REPOSITORY;
 
 /// Where the binaries go in the image.
 pub const HUB_PATH: &str = "/usr/local/bin/flux-hub";

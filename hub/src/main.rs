@@ -73,6 +73,16 @@ enum Command {
         #[command(subcommand)]
         command: flux_hub::commands::burst::BurstCommand,
     },
+    /// Print the hub's install manifests as one YAML stream, for `kubectl apply
+    /// --server-side -f` (a single-cluster hub; `init` does the same and more).
+    Install {
+        /// Print the manifests (the only thing this command does: `init` installs).
+        #[arg(long, required = true)]
+        print: bool,
+        /// The hub's image (default: this release's, as in deploy/deployment.yaml).
+        #[arg(long)]
+        image: Option<String>,
+    },
     /// Show this client's version and the hub's and its spokes' (with the admin context or
     /// the connection flags of `status`; the client's alone when no hub is configured).
     Version(flux_hub::commands::version::VersionOptions),
@@ -105,6 +115,9 @@ fn main() -> ExitCode {
             return flux_hub::commands::convert::run(&file, output);
         }
         Command::Crd => flux_shared::crd::crd_yaml().map_err(anyhow::Error::from),
+        Command::Install { print: _, image } => {
+            flux_hub::commands::install::print(image.as_deref()).map_err(anyhow::Error::from)
+        }
         Command::Completion { shell } => {
             use clap::CommandFactory;
             let mut script = Vec::new();

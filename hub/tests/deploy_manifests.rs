@@ -26,7 +26,7 @@ use serde::de::DeserializeOwned;
 const NAMESPACE: &str = "flux-operator-system";
 const SERVICE_ACCOUNT: &str = "flux-hub";
 const DEPLOYMENT: &str = "flux-hub";
-const IMAGE: &str = "ghcr.io/flux-framework/flux-hub:0.1.0";
+const IMAGE: &str = flux_shared::IMAGE;
 const BINARY: &str = "/usr/local/bin/flux-hub";
 const CRD: &str = "crds/miniclusters.flux-framework.org.yaml";
 const UID: i64 = 65532;
@@ -47,12 +47,19 @@ fn spoke_dir() -> PathBuf {
     deploy_dir().join("spoke")
 }
 
-/// Every YAML file under `deploy/` (recursively, but not `deploy/spoke/`), sorted.
+/// `deploy/install.yaml`: everything below in one file, generated (`flux-hub install
+/// --print`), checked on its own.
+fn install_yaml() -> PathBuf {
+    deploy_dir().join("install.yaml")
+}
+
+/// Every YAML file under `deploy/` (recursively, but not `deploy/spoke/` nor the
+/// generated `install.yaml`), sorted.
 fn yaml_files() -> Vec<PathBuf> {
     fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
         for entry in std::fs::read_dir(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {
             let path = entry.expect("directory entry").path();
-            if path == spoke_dir() {
+            if path == spoke_dir() || path == install_yaml() {
                 continue;
             }
             if path.is_dir() {
@@ -929,4 +936,56 @@ fn dockerfile_matches_the_deployment() {
             .any(|p| p.contains("Cargo.lock") || p.contains("*.lock")),
         "the build context keeps Cargo.lock"
     );
+}
+
+/// `deploy/install.yaml` is what `flux-hub install --print` prints (regenerate it with
+/// `cargo run -p flux-hub -- install --print > deploy/install.yaml`): the objects of the
+/// files above, with this release's image, and valid.
+#[test]
+fn install_yaml_is_install_print_of_these_manifests() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_flux-hub"))
+        .args(["install", "--print"])
+        .output()
+        .expect("run flux-hub install --print");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let printed = String::from_utf8(out.stdout).expect("UTF-8");
+    let file = std::fs::read_to_string(install_yaml()).expect("deploy/install.yaml");
+    assert!(
+        printed == file,
+        "deploy/install.yaml is stale: run `cargo run -p flux-hub -- install --print > deploy/install.yaml`"
+    );
+    // The same objects as the files (plus the CRD), in the same order.
+    let objects: Vec<serde_json::Value> = serde_yaml_ng::Deserializer::from_str(&file)
+        .map(|d| {
+            <serde_json::Value as serde::Deserialize>::deserialize(d).expect("a YAML document")
+        })
+        .collect();
+    let ids = |v: &serde_json::Value| {
+        (
+            v["kind"].as_str().unwrap_or_default().to_string(),
+            v["metadata"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string(),
+        )
+    };
+    let expected: Vec<_> = documents()
+        .iter()
+        .map(|d| (d.field("kind").to_string(), d.name().to_string()))
+        .collect();
+    let mut printed_ids: Vec<_> = objects.iter().map(ids).collect();
+    printed_ids.retain(|(kind, _)| kind != "CustomResourceDefinition");
+    let mut expected = expected;
+    expected.sort();
+    printed_ids.sort();
+    assert_eq!(printed_ids, expected);
+    assert!(
+        file.contains(&format!("image: {IMAGE}\n")),
+        "the release's image"
+    );
+    deploy::assert_kubernetes_validate(&[install_yaml()], objects.len(), "deploy/install.yaml");
 }

@@ -30,7 +30,7 @@ const DEPLOYMENT: &str = "flux-spoke";
 const CONFIG_MAP: &str = "flux-spoke-config";
 const TLS_SECRET: &str = "flux-spoke-tls";
 /// The hub's image, which ships both binaries.
-const IMAGE: &str = "ghcr.io/flux-framework/flux-hub:0.1.0";
+const IMAGE: &str = flux_shared::IMAGE;
 const BINARY: &str = "/usr/local/bin/flux-spoke";
 const PROBE_PORT: i32 = 8081;
 const UID: i64 = 65532;

@@ -20,3 +20,27 @@ pub mod rank_order;
 pub mod render;
 pub mod scripts;
 pub mod validate;
+
+/// The repository of the controller image, which ships both binaries (`flux-hub`,
+/// `flux-spoke`).
+pub const IMAGE_REPOSITORY: &str = "ghcr.io/flux-framework/flux-hub";
+
+/// The controller image of this release, the one place its name is set:
+/// [`IMAGE_REPOSITORY`] tagged with the workspace's version. `flux-hub init` and `join`
+/// install it unless told otherwise, and the manifests of `deploy/` name it (tests check
+/// them against this).
+pub const IMAGE: &str = concat!(
+    "ghcr.io/flux-framework/flux-hub:",
+    env!("CARGO_PKG_VERSION")
+);
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_image_is_the_repository_at_this_version() {
+        assert_eq!(
+            super::IMAGE,
+            format!("{}:{}", super::IMAGE_REPOSITORY, env!("CARGO_PKG_VERSION"))
+        );
+    }
+}
