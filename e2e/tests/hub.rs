@@ -1555,11 +1555,36 @@ async fn flux_hub_init_installs_the_hub_and_running_it_again_changes_nothing() {
                 "a refused init installs and issues nothing"
             );
         }
+        // `--hub-dns` alone: init waits for the federation Service's load balancer
+        // address. The testbed has no cloud; this task plays its part, as GKE's does, a
+        // few seconds after the Service appears.
+        const BALANCER: &str = "203.0.113.7";
+        let services = Api::<Service>::namespaced(env.client.clone(), "flux-operator-system");
+        let cloud = {
+            let services = services.clone();
+            tokio::spawn(async move {
+                loop {
+                    tokio::time::sleep(secs(3)).await;
+                    if services.get_opt("flux-hub-federation").await?.is_some() {
+                        let status = json!({"status": {"loadBalancer": {"ingress": [{"ip": BALANCER}]}}});
+                        services
+                            .patch_status(
+                                "flux-hub-federation",
+                                &PatchParams::default(),
+                                &Patch::Merge(&status),
+                            )
+                            .await?;
+                        return anyhow::Ok(());
+                    }
+                }
+            })
+        };
         let first = tokio::task::spawn_blocking({
             let mut cmd = init(&[]);
             move || cmd.output()
         })
         .await??;
+        cloud.abort();
         if !first.status.success() {
             cleanup().await;
             bail!(
@@ -1569,12 +1594,9 @@ async fn flux_hub_init_installs_the_hub_and_running_it_again_changes_nothing() {
         }
         let result: Value = serde_json::from_slice(&first.stdout)?;
         ensure!(result["ready"] == true, "{result}");
-        // No load balancer here: the given name on the federation Service's node port.
         ensure!(
-            result["endpoint"]
-                .as_str()
-                .is_some_and(|e| e.starts_with("https://hub.example.org:3")),
-            "{result}"
+            result["endpoint"] == format!("https://{BALANCER}:8443"),
+            "init waits for the load balancer's address: {result}"
         );
 
         // The admin context for the hub it installed, current: admin commands need no flags.
@@ -1639,7 +1661,41 @@ async fn flux_hub_init_installs_the_hub_and_running_it_again_changes_nothing() {
             .as_array()
             .map(|a| a.iter().filter(|o| o["outcome"] != "unchanged").collect())
             .unwrap_or_default();
+
+        // A cluster without a load balancer controller (kind): init says what it waited
+        // for and what to do, and --endpoint node-port is the name on the node port.
+        services
+            .patch_status(
+                "flux-hub-federation",
+                &PatchParams::default(),
+                &Patch::Merge(&json!({"status": {"loadBalancer": {"ingress": null}}})),
+            )
+            .await?;
+        let pending = tokio::task::spawn_blocking({
+            let mut cmd = init(&["--timeout-seconds", "4"]);
+            move || cmd.output()
+        })
+        .await??;
+        let said = String::from_utf8_lossy(&pending.stderr).to_string();
+        let node_port = tokio::task::spawn_blocking({
+            let mut cmd = init(&["--endpoint", "node-port"]);
+            move || cmd.output()
+        })
+        .await??;
+        let node_port: Value = serde_json::from_slice(&node_port.stdout).unwrap_or_default();
         cleanup().await;
+        ensure!(
+            !pending.status.success()
+                && said.contains("flux-hub-federation got no load balancer address in 4s")
+                && said.contains("--endpoint node-port"),
+            "without a balancer init fails, saying what it waited for: {said}"
+        );
+        ensure!(
+            node_port["endpoint"]
+                .as_str()
+                .is_some_and(|e| e.starts_with("https://hub.example.org:3")),
+            "--endpoint node-port: the given name on the federation Service's node port: {node_port}"
+        );
         ensure!(
             second.status.success() && changed.is_empty(),
             "running init again must change nothing: {changed:?}\n{}",

@@ -63,13 +63,19 @@ pub struct InitOptions {
     /// IP addresses spokes reach the hub at (its certificate carries them).
     #[arg(long = "hub-ip", value_name = "IP", num_args = 1.., value_delimiter = ',')]
     pub hub_ip: Vec<IpAddr>,
-    /// The hub's image (default: the one `deploy/deployment.yaml` names).
+    /// How spokes reach the hub: `node-port` (the first --hub-dns, else --hub-ip, on the
+    /// federation Service's node port: kind, bare metal) or `load-balancer` (the Service's
+    /// load balancer address, waited for up to --timeout-seconds: GKE and other clouds).
+    /// Default: `load-balancer` when only --hub-dns is given, else `node-port`.
+    #[arg(long, value_enum, value_name = "MODE")]
+    pub endpoint: Option<EndpointMode>,
+    /// The hub's image (default: this release's, the one `deploy/deployment.yaml` names).
     #[arg(long, value_name = "IMAGE")]
     pub image: Option<String>,
     /// Wait until the hub is available (`--wait=false`: return after applying).
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set, value_name = "BOOL")]
     pub wait: bool,
-    /// How long to wait for the hub, in seconds.
+    /// How long to wait for the hub (and for a load balancer's address), in seconds.
     #[arg(long, default_value_t = 180, value_name = "SECONDS")]
     pub timeout_seconds: u64,
     /// The admin context init writes for this hub and makes current (see `flux-hub
@@ -399,28 +405,41 @@ pub async fn wait_available(
     }
 }
 
-/// The endpoint spokes dial: the federation Service's LoadBalancer address on port 8443;
-/// without one (kind, bare metal), the first `--hub-dns`, else the first `--hub-ip`, on
-/// the Service's node port (reachable on every node without a balancer).
+/// How spokes reach the hub (`init --endpoint`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum EndpointMode {
+    /// A node's address (--hub-dns / --hub-ip) on the federation Service's node port.
+    NodePort,
+    /// The federation Service's load balancer address, on port 8443.
+    LoadBalancer,
+}
+
+impl EndpointMode {
+    /// `--endpoint`, or its default: a name alone (`--hub-dns`) means a cloud's load
+    /// balancer the name will point at; a node address (`--hub-ip`) the node port.
+    pub fn of(opts: &InitOptions) -> EndpointMode {
+        opts.endpoint
+            .unwrap_or(if opts.hub_ip.is_empty() && !opts.hub_dns.is_empty() {
+                EndpointMode::LoadBalancer
+            } else {
+                EndpointMode::NodePort
+            })
+    }
+}
+
+/// The endpoint spokes dial: with `LoadBalancer`, the federation Service's balancer
+/// address on port 8443 (`None` until the cloud set it); with `NodePort`, the first
+/// `--hub-dns`, else the first `--hub-ip`, on the Service's node port (reachable on every
+/// node without a balancer).
 pub fn endpoint(
     service: Option<&Service>,
+    mode: EndpointMode,
     hub_dns: &[String],
     hub_ip: &[IpAddr],
 ) -> Option<String> {
-    let balancer = service
-        .and_then(|s| {
-            s.status
-                .as_ref()?
-                .load_balancer
-                .as_ref()?
-                .ingress
-                .as_ref()?
-                .first()
-                .cloned()
-        })
-        .and_then(|i| i.hostname.or(i.ip));
-    if let Some(host) = balancer {
-        return Some(format!("https://{host}:{FEDERATION_PORT}"));
+    if mode == EndpointMode::LoadBalancer {
+        return balancer_address(service).map(|host| format!("https://{host}:{FEDERATION_PORT}"));
     }
     let host = hub_dns.first().cloned().or_else(|| {
         hub_ip.first().map(|ip| match ip {
@@ -437,8 +456,60 @@ pub fn endpoint(
     ))
 }
 
-/// The CA and the hub's certificate in `dir`: created when missing, reused otherwise.
-/// Returns (ca.crt, hub.crt, hub.key) as PEM.
+/// The first load balancer address (host name, else IP) of `service`.
+fn balancer_address(service: Option<&Service>) -> Option<String> {
+    service
+        .and_then(|s| {
+            s.status
+                .as_ref()?
+                .load_balancer
+                .as_ref()?
+                .ingress
+                .as_ref()?
+                .first()
+                .cloned()
+        })
+        .and_then(|i| i.hostname.or(i.ip))
+}
+
+/// The endpoint spokes dial, reading the federation Service; with a load balancer, read
+/// again every 2 s until the cloud gives it an address or `timeout` passes, saying on
+/// standard error what it waits for.
+async fn wait_endpoint(
+    client: &Client,
+    opts: &InitOptions,
+    timeout: Duration,
+) -> anyhow::Result<Option<String>> {
+    let services: Api<Service> = Api::namespaced(client.clone(), HUB_NAMESPACE);
+    let mode = EndpointMode::of(opts);
+    let started = tokio::time::Instant::now();
+    let mut said = false;
+    loop {
+        let service = services
+            .get_opt(FEDERATION_SERVICE)
+            .await
+            .map_err(explain)?;
+        let found = endpoint(service.as_ref(), mode, &opts.hub_dns, &opts.hub_ip);
+        if found.is_some() || mode == EndpointMode::NodePort {
+            return Ok(found);
+        }
+        if started.elapsed() >= timeout {
+            bail!(
+                "the Service {HUB_NAMESPACE}/{FEDERATION_SERVICE} got no load balancer address in {}s: a cluster without a load balancer controller (kind, bare metal) never gives one; run init again with --endpoint node-port and --hub-ip NODE_ADDRESS (or --hub-dns)",
+                timeout.as_secs()
+            );
+        }
+        if !said {
+            eprintln!(
+                "waiting up to {}s for the load balancer address of Service {HUB_NAMESPACE}/{FEDERATION_SERVICE} (the cloud provisions it; --endpoint node-port does without)",
+                timeout.as_secs()
+            );
+            said = true;
+        }
+        tokio::time::sleep(Duration::from_secs(2)).await;
+    }
+}
+
 /// The hub's TLS material: reused from `--certs` when there, issued there for
 /// `--hub-dns`/`--hub-ip` otherwise; `None` for a single-cluster hub (neither given, or a
 /// certificate directory with no hub certificate and no address to issue one for).
@@ -552,14 +623,10 @@ pub async fn run(opts: &InitOptions, out: &mut dyn Write) -> anyhow::Result<()> 
     } else {
         false
     };
-    let services: Api<Service> = Api::namespaced(client.clone(), HUB_NAMESPACE);
-    let service = services
-        .get_opt(FEDERATION_SERVICE)
-        .await
-        .map_err(explain)?;
-    let endpoint_url = tls
-        .as_ref()
-        .and_then(|_| endpoint(service.as_ref(), &opts.hub_dns, &opts.hub_ip));
+    let endpoint_url = match &tls {
+        Some(_) => wait_endpoint(&client, opts, Duration::from_secs(opts.timeout_seconds)).await?,
+        None => None,
+    };
     let admin_context = match (&opts.certs, &endpoint_url) {
         (Some(dir), Some(url)) => Some(write_admin_context(opts, dir, url)?),
         _ => None,
@@ -607,7 +674,7 @@ pub async fn run(opts: &InitOptions, out: &mut dyn Write) -> anyhow::Result<()> 
                 }
                 (Some(_), None) => writeln!(
                     out,
-                    "no address for spokes yet: the {FEDERATION_SERVICE} Service has no LoadBalancer address; give --hub-dns or --hub-ip"
+                    "no address for spokes yet: give --hub-ip (a node's address, --endpoint node-port) or --hub-dns (--endpoint load-balancer)"
                 )?,
             }
         }
@@ -682,19 +749,22 @@ mod tests {
         }))
         .expect("service");
         let ip: IpAddr = "192.0.2.9".parse().expect("ip");
+        let (lb, np) = (EndpointMode::LoadBalancer, EndpointMode::NodePort);
         assert_eq!(
-            endpoint(Some(&service), &["hub.example.org".into()], &[]).as_deref(),
+            endpoint(Some(&service), lb, &["hub.example.org".into()], &[]).as_deref(),
             Some("https://203.0.113.5:8443")
         );
         assert_eq!(
-            endpoint(None, &["hub.example.org".into()], &[ip]).as_deref(),
+            endpoint(None, np, &["hub.example.org".into()], &[ip]).as_deref(),
             Some("https://hub.example.org:8443")
         );
         assert_eq!(
-            endpoint(None, &[], &["2001:db8::1".parse().expect("ip")]).as_deref(),
+            endpoint(None, np, &[], &["2001:db8::1".parse().expect("ip")]).as_deref(),
             Some("https://[2001:db8::1]:8443")
         );
-        assert_eq!(endpoint(None, &[], &[]), None);
+        assert_eq!(endpoint(None, np, &[], &[]), None);
+        // A balancer still pending: no endpoint yet (init waits for it).
+        assert_eq!(endpoint(None, lb, &["hub.example.org".into()], &[]), None);
         // No balancer (kind): the given name on the Service's node port.
         let kind: Service = serde_json::from_value(serde_json::json!({
             "metadata": {"name": "flux-hub-federation"},
@@ -702,8 +772,9 @@ mod tests {
         }))
         .expect("service");
         assert_eq!(
-            endpoint(Some(&kind), &[], &["172.18.0.2".parse().expect("ip")]).as_deref(),
+            endpoint(Some(&kind), np, &[], &["172.18.0.2".parse().expect("ip")]).as_deref(),
             Some("https://172.18.0.2:31443")
         );
+        assert_eq!(endpoint(Some(&kind), lb, &[], &[]), None);
     }
 }

@@ -32,18 +32,101 @@ use crate::commands::install::{
 /// Name of the admin certificate `join` issues for itself to ask the hub.
 const JOIN_ADMIN: &str = "flux-hub-join";
 
-/// The federation a spoke joins or leaves: the certificates `flux-hub init` made and the
-/// hub's endpoint.
+/// The federation a spoke joins or leaves, as given: the certificates `flux-hub init` made
+/// and the hub's endpoint, from the flags or else from the admin context init wrote.
 #[derive(clap::Args, Debug, Clone)]
-pub struct FederationOptions {
-    /// Directory of the federation's certificates (the CA `flux-hub init` made).
+pub struct FederationArgs {
+    /// Directory of the federation's certificates (the CA `flux-hub init` made; default:
+    /// the directory of the admin context's CA).
     #[arg(long, value_name = "DIR")]
-    pub certs: PathBuf,
-    /// The hub's endpoint as `flux-hub init` printed it (`https://HOST:8443`).
+    pub certs: Option<PathBuf>,
+    /// The hub's endpoint as `flux-hub init` printed it (`https://HOST:8443`; default: the
+    /// admin context's, which init writes).
     #[arg(long, value_name = "URL")]
-    pub hub: String,
+    pub hub: Option<String>,
+    /// The admin context giving the hub without --hub (default: the current one).
+    #[arg(
+        long,
+        env = "FLUX_HUB_CONTEXT",
+        value_name = "NAME",
+        conflicts_with = "hub"
+    )]
+    pub hub_context: Option<String>,
     /// The name (or IP) the hub's certificate carries (default: the host of --hub).
     #[arg(long, value_name = "DNS")]
+    pub hub_domain: Option<String>,
+}
+
+impl FederationArgs {
+    /// The federation: the flags, completed from the admin context when `--hub` is not
+    /// given (its hub, its certificate name, and its CA's directory for `--certs`). The
+    /// second value says whether the context gave the hub.
+    pub fn resolve(&self) -> anyhow::Result<(FederationOptions, bool)> {
+        if let Some(hub) = &self.hub {
+            let certs = self.certs.clone().context(
+                "--certs DIR: the federation's certificates (flux-hub init made them) are needed with --hub",
+            )?;
+            let fed = FederationOptions {
+                certs,
+                hub: hub.clone(),
+                hub_domain: self.hub_domain.clone(),
+            };
+            return Ok((fed, false));
+        }
+        let no_context = || {
+            anyhow::anyhow!(
+                "no --hub, and no admin context to take it from ({} or ~/.config/flux-hub/config.yaml; flux-hub init --certs DIR --hub-dns/--hub-ip writes one): pass --hub URL and --certs DIR",
+                crate::commands::context::CONFIG_ENV
+            )
+        };
+        let path = crate::commands::context::path().ok_or_else(no_context)?;
+        let file = crate::commands::context::load(&path).map_err(anyhow::Error::msg)?;
+        if file.contexts.is_empty() {
+            return Err(no_context());
+        }
+        Ok((self.completed_by(&path, &file)?, true))
+    }
+
+    /// The federation of the admin context these flags name (or the current one) in
+    /// `file` (read from `path`), the flags given winning.
+    fn completed_by(
+        &self,
+        path: &std::path::Path,
+        file: &crate::commands::context::ContextFile,
+    ) -> anyhow::Result<FederationOptions> {
+        let context = file
+            .pick(self.hub_context.as_deref())
+            .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+        let certs = match (&self.certs, context.ca.parent()) {
+            (Some(dir), _) => dir.clone(),
+            (None, Some(dir)) => dir.to_path_buf(),
+            (None, None) => bail!(
+                "admin context {}: its CA {} has no directory: pass --certs DIR",
+                context.name,
+                context.ca.display()
+            ),
+        };
+        let fed = FederationOptions {
+            certs,
+            hub: context.hub.clone(),
+            hub_domain: self
+                .hub_domain
+                .clone()
+                .or_else(|| context.hub_domain.clone()),
+        };
+        Ok(fed)
+    }
+}
+
+/// The federation a spoke joins or leaves: the certificates `flux-hub init` made and the
+/// hub's endpoint ([`FederationArgs::resolve`]).
+#[derive(Debug, Clone)]
+pub struct FederationOptions {
+    /// Directory of the federation's certificates.
+    pub certs: PathBuf,
+    /// The hub's endpoint (`https://HOST:8443`).
+    pub hub: String,
+    /// The name (or IP) the hub's certificate carries (default: the host of `hub`).
     pub hub_domain: Option<String>,
 }
 
@@ -113,7 +196,7 @@ pub struct JoinOptions {
     pub cluster: ClusterOptions,
     /// The federation: its certificates and its hub.
     #[command(flatten)]
-    pub federation: FederationOptions,
+    pub federation: FederationArgs,
     /// The spoke's image (default: the one `deploy/spoke/deployment.yaml` names).
     #[arg(long, value_name = "IMAGE")]
     pub image: Option<String>,
@@ -167,11 +250,64 @@ pub struct JoinResult {
     /// The namespaces the spoke's RBAC covers; `None`: every namespace
     /// (`--cluster-wide-rbac`).
     pub rbac_namespaces: Option<Vec<String>>,
+    /// The admin context join wrote for a hub given by `--hub` that the context file did
+    /// not know: (name, file).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub admin_context: Option<(String, String)>,
+}
+
+/// The admin context for a hub `join` was given by flag (`url`, certificate name
+/// `domain`), when the context file has none for it: join's read-only admin certificate,
+/// named after the hub's host, current when no context is. An existing context (init's,
+/// which may scale) is never replaced. Returns (name, file) when written.
+fn write_join_context(
+    fed: &FederationOptions,
+    url: &str,
+    domain: &str,
+) -> anyhow::Result<Option<(String, String)>> {
+    use crate::commands::context;
+    let Some(path) = context::path() else {
+        return Ok(None);
+    };
+    let mut file = context::load(&path).map_err(anyhow::Error::msg)?;
+    if file.contexts.iter().any(|c| c.hub == url) {
+        return Ok(None);
+    }
+    let dir = fed
+        .certs
+        .canonicalize()
+        .with_context(|| format!("--certs {}", fed.certs.display()))?;
+    let (cert, key) = admin_certificate(&dir)?;
+    let host = hub_host(url).map_err(anyhow::Error::msg)?;
+    let mut name = host.clone();
+    let mut n = 1;
+    while file.contexts.iter().any(|c| c.name == name) {
+        n += 1;
+        name = format!("{host}-{n}");
+    }
+    let written = context::AdminContext {
+        name: name.clone(),
+        hub: url.to_string(),
+        hub_domain: (domain != host).then(|| domain.to_string()),
+        ca: dir.join("ca.crt"),
+        cert,
+        key,
+    };
+    if file.current.is_none() {
+        file.set_current(written);
+    } else {
+        file.contexts.push(written);
+    }
+    context::save(&path, &file).map_err(anyhow::Error::msg)?;
+    Ok(Some((name, path.display().to_string())))
 }
 
 /// The spoke's certificate and key (issued when missing or with `--rotate`), and the CA.
-fn spoke_certificates(opts: &JoinOptions) -> anyhow::Result<(String, String, String)> {
-    let dir = &opts.federation.certs;
+fn spoke_certificates(
+    opts: &JoinOptions,
+    fed: &FederationOptions,
+) -> anyhow::Result<(String, String, String)> {
+    let dir = &fed.certs;
     let read = |name: &str| {
         std::fs::read_to_string(dir.join(name))
             .with_context(|| format!("{}: no {name} (run flux-hub init first)", dir.display()))
@@ -221,8 +357,12 @@ fn admin_certificate(dir: &std::path::Path) -> anyhow::Result<(PathBuf, PathBuf)
 /// Pins `fingerprint` for the spoke at the hub, retrying while the hub cannot be reached
 /// or answers that it is not ready (a hub just installed or rolling out) for at most the
 /// join's timeout. Returns the fingerprint it replaced, empty if none.
-async fn pin(opts: &JoinOptions, fingerprint: &str) -> anyhow::Result<String> {
-    let hub = opts.federation.spokes_admin_endpoint()?;
+async fn pin(
+    opts: &JoinOptions,
+    fed: &FederationOptions,
+    fingerprint: &str,
+) -> anyhow::Result<String> {
+    let hub = fed.spokes_admin_endpoint()?;
     let timeout = Duration::from_secs(opts.timeout_seconds);
     let start = Instant::now();
     let mut last = String::new();
@@ -247,7 +387,7 @@ async fn pin(opts: &JoinOptions, fingerprint: &str) -> anyhow::Result<String> {
         if start.elapsed() > timeout {
             bail!(
                 "pinning the spoke's certificate at {} (for {}s): {error}",
-                opts.federation.hub,
+                fed.hub,
                 timeout.as_secs()
             );
         }
@@ -260,8 +400,12 @@ async fn pin(opts: &JoinOptions, fingerprint: &str) -> anyhow::Result<String> {
 }
 
 /// Waits until the hub's Admin API lists spoke `name` as connected.
-async fn wait_connected(opts: &JoinOptions, timeout: Duration) -> anyhow::Result<SpokeInfo> {
-    let hub = opts.federation.admin_endpoint()?;
+async fn wait_connected(
+    opts: &JoinOptions,
+    fed: &FederationOptions,
+    timeout: Duration,
+) -> anyhow::Result<SpokeInfo> {
+    let hub = fed.admin_endpoint()?;
     let start = Instant::now();
     let mut last = String::new();
     loop {
@@ -288,7 +432,7 @@ async fn wait_connected(opts: &JoinOptions, timeout: Duration) -> anyhow::Result
             bail!(
                 "spoke {} did not connect to {} within {}s: {said} (kubectl -n {SPOKE_NAMESPACE} logs deployment/flux-spoke)",
                 opts.name,
-                opts.federation.hub,
+                fed.hub,
                 timeout.as_secs()
             );
         }
@@ -500,7 +644,8 @@ pub async fn run(opts: &JoinOptions, out: &mut dyn Write) -> anyhow::Result<()> 
         .map_err(|e| anyhow::anyhow!("NAME {:?}: {e}", opts.name))?;
     // A policy that does not check is refused before anything is issued or applied.
     let policy = requested_policy(opts)?;
-    let (hub_url, hub_domain) = opts.federation.hub_url_and_domain()?;
+    let (fed, from_context) = opts.federation.resolve()?;
+    let (hub_url, hub_domain) = fed.hub_url_and_domain()?;
     let client = opts.cluster.client().await?;
     let settings = SpokeSettings {
         name: opts.name.clone(),
@@ -509,12 +654,12 @@ pub async fn run(opts: &JoinOptions, out: &mut dyn Write) -> anyhow::Result<()> 
     };
     // Before issuing anything: the wrong cluster is a refusal, not a new certificate.
     refuse_to_change_another_spoke(&client, opts, &settings).await?;
-    let (ca, cert, key) = spoke_certificates(opts)?;
+    let (ca, cert, key) = spoke_certificates(opts, &fed)?;
     // Pinned before the spoke runs with it: the hub then serves this name to this
     // certificate only, and a replaced one (--rotate) is refused from now on.
     let fingerprint = flux_shared::federation::pins::fingerprint_of_pem(&cert)
         .map_err(|e| anyhow::anyhow!("the spoke's certificate: {e}"))?;
-    let replaced = pin(opts, &fingerprint).await?;
+    let replaced = pin(opts, &fed, &fingerprint).await?;
     if !replaced.is_empty() && replaced != fingerprint {
         eprintln!(
             "spoke {}: certificate {fingerprint} pinned; the one it replaces ({replaced}) is refused from now on",
@@ -546,7 +691,7 @@ pub async fn run(opts: &JoinOptions, out: &mut dyn Write) -> anyhow::Result<()> 
     let timeout = Duration::from_secs(opts.timeout_seconds);
     let info = if opts.wait {
         wait_available(&client, SPOKE_NAMESPACE, "flux-spoke", timeout).await?;
-        Some(wait_connected(opts, timeout).await?)
+        Some(wait_connected(opts, &fed, timeout).await?)
     } else {
         None
     };
@@ -558,6 +703,11 @@ pub async fn run(opts: &JoinOptions, out: &mut dyn Write) -> anyhow::Result<()> 
         rbac_namespaces: match &rbac {
             SpokeRbac::Namespaces(names) => Some(names.iter().cloned().collect()),
             SpokeRbac::ClusterWide => None,
+        },
+        admin_context: if from_context {
+            None
+        } else {
+            write_join_context(&fed, &hub_url, &hub_domain)?
         },
     };
     match crate::commands::document(opts.output, &result)? {
@@ -628,6 +778,12 @@ pub async fn run(opts: &JoinOptions, out: &mut dyn Write) -> anyhow::Result<()> 
                     "not waiting for it to connect (--wait=false); see flux-hub status"
                 )?,
             }
+            if let Some((name, path)) = &result.admin_context {
+                writeln!(
+                    out,
+                    "admin context {name} written to {path} (read-only: flux-hub status --hub-context {name})"
+                )?;
+            }
         }
     }
     Ok(())
@@ -643,6 +799,58 @@ pub fn main(opts: &JoinOptions) -> ExitCode {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn without_hub_the_admin_context_gives_the_hub_and_the_certificates() {
+        use crate::commands::context::{AdminContext, ContextFile};
+        let context = |name: &str, hub: &str| AdminContext {
+            name: name.into(),
+            hub: hub.into(),
+            hub_domain: Some("hub.example.org".into()),
+            ca: PathBuf::from("/home/me/certs/ca.crt"),
+            cert: PathBuf::from("/home/me/certs/admin-flux-hub-admin.crt"),
+            key: PathBuf::from("/home/me/certs/admin-flux-hub-admin.key"),
+        };
+        let file = ContextFile {
+            current: Some("root".into()),
+            contexts: vec![
+                context("root", "https://192.0.2.1:31443"),
+                context("other", "https://192.0.2.2:8443"),
+            ],
+        };
+        let args = |certs: Option<&str>, name: Option<&str>| FederationArgs {
+            certs: certs.map(PathBuf::from),
+            hub: None,
+            hub_context: name.map(String::from),
+            hub_domain: None,
+        };
+        let path = std::path::Path::new("/home/me/.config/flux-hub/config.yaml");
+        let fed = args(None, None).completed_by(path, &file).unwrap();
+        assert_eq!(fed.hub, "https://192.0.2.1:31443");
+        assert_eq!(fed.certs, PathBuf::from("/home/me/certs"));
+        assert_eq!(fed.hub_domain.as_deref(), Some("hub.example.org"));
+        let fed = args(Some("elsewhere"), Some("other"))
+            .completed_by(path, &file)
+            .unwrap();
+        assert_eq!(
+            (fed.hub.as_str(), fed.certs),
+            ("https://192.0.2.2:8443", PathBuf::from("elsewhere"))
+        );
+        let e = args(None, Some("gone"))
+            .completed_by(path, &file)
+            .unwrap_err();
+        assert!(
+            format!("{e}").contains("no admin context \"gone\" (known: root, other)"),
+            "{e}"
+        );
+        // Given --hub, the context is not read, and --certs is needed.
+        let given = FederationArgs {
+            hub: Some("https://192.0.2.9:8443".into()),
+            ..args(None, None)
+        };
+        let e = given.resolve().unwrap_err();
+        assert!(format!("{e}").contains("--certs DIR"), "{e}");
+    }
 
     #[test]
     fn the_spokes_rbac_follows_the_policys_namespaces_and_is_cluster_wide_only_when_asked() {

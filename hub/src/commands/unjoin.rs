@@ -24,7 +24,7 @@ use tonic::Code;
 use crate::commands::admin_client::AdminError;
 use crate::commands::init::ClusterOptions;
 use crate::commands::install::{self, SPOKE_NAMESPACE};
-use crate::commands::join::{FederationOptions, installed_spoke};
+use crate::commands::join::{FederationArgs, installed_spoke};
 
 /// Options of `flux-hub unjoin`.
 #[derive(clap::Args, Debug, Clone)]
@@ -36,7 +36,7 @@ pub struct UnjoinOptions {
     pub cluster: ClusterOptions,
     /// The federation: its certificates (for an admin certificate) and its hub.
     #[command(flatten)]
-    pub federation: FederationOptions,
+    pub federation: FederationArgs,
     /// Remove the install even while bursts are assigned to the spoke, or when the hub
     /// cannot be reached (it is then not told).
     #[arg(long)]
@@ -59,7 +59,8 @@ pub async fn run(opts: &UnjoinOptions, out: &mut dyn Write) -> anyhow::Result<()
 
     // Forgetting a spoke (and removing its pin) needs the spokes permission: a
     // certificate issued from the CA for this command only.
-    let hub = opts.federation.spokes_admin_endpoint()?;
+    let (fed, _) = opts.federation.resolve()?;
+    let hub = fed.spokes_admin_endpoint()?;
     let reached = async {
         let mut client = hub.connect().await?;
         let (snapshot, _) = hub.list(&mut client, "").await?;
@@ -135,7 +136,7 @@ pub async fn run(opts: &UnjoinOptions, out: &mut dyn Write) -> anyhow::Result<()
         out,
         "spoke {} uninstalled and forgotten by the hub; its certificate is no longer pinned there, so the hub refuses it (the files stay in {})",
         opts.name,
-        opts.federation.certs.display()
+        fed.certs.display()
     )?;
     Ok(())
 }
