@@ -927,9 +927,15 @@ fn dockerfile_matches_the_deployment() {
         .map(|l| l.trim().trim_end_matches('/'))
         .filter(|l| !l.is_empty() && !l.starts_with('#'))
         .collect();
-    for dir in ["target", ".venv", ".git"] {
+    for dir in ["target", ".venv", ".git", ".quickstart"] {
         assert!(ignored.contains(dir), ".dockerignore excludes {dir}/");
     }
+    // The quickstart's keys and kubeconfigs stay out of git too.
+    let git = std::fs::read_to_string(root().join(".gitignore")).expect(".gitignore");
+    assert!(
+        git.lines().any(|l| l.trim() == "/.quickstart/"),
+        ".gitignore excludes .quickstart/"
+    );
     assert!(
         !ignored
             .iter()
