@@ -1469,15 +1469,11 @@ async fn flux_hub_init_installs_the_hub_and_running_it_again_changes_nothing() {
             cmd.env("FLUX_HUB_CONFIG", &context_file)
                 .args(["init", "--kubeconfig", &kubeconfig, "--certs"])
                 .arg(&certs)
-                .args([
-                    "--hub-dns",
-                    "hub.example.org",
-                    "-o",
-                    "json",
-                    "--timeout-seconds",
-                    "90",
-                ])
+                .args(["--hub-dns", "hub.example.org", "-o", "json"])
                 .args(extra);
+            if !extra.contains(&"--timeout-seconds") {
+                cmd.args(["--timeout-seconds", "90"]);
+            }
             cmd
         };
         let cleanup = async || {
@@ -1609,16 +1605,20 @@ async fn flux_hub_init_installs_the_hub_and_running_it_again_changes_nothing() {
         );
 
         // Every permission the controller needs, as the hub's service account, and not more.
-        let can = async |group: &str, resource: &str, verb: &str, ns: &str| {
-            support::service_account_can(
+        let can_on = async |group: &str, resource: &str, verb: &str, ns: &str, name: &str| {
+            support::service_account_can_on(
                 &env.client,
                 ("flux-operator-system", "flux-hub"),
                 group,
                 resource,
                 verb,
                 ns,
+                name,
             )
             .await
+        };
+        let can = async |group: &str, resource: &str, verb: &str, ns: &str| {
+            can_on(group, resource, verb, ns, "").await
         };
         let mut missing = Vec::new();
         for p in flux_hub::controller::permissions::REQUIRED {
@@ -1627,9 +1627,17 @@ async fn flux_hub_init_installs_the_hub_and_running_it_again_changes_nothing() {
             } else {
                 "some-team"
             };
+            // A rule limited by name grants those objects only: asked by name, and not
+            // without one.
+            let names: &[&str] = if p.resource_names.is_empty() { &[""] } else { p.resource_names };
             for verb in p.verbs {
-                if !can(p.group, p.resource, verb, ns).await? {
-                    missing.push(format!("{verb} {}/{} in {ns}", p.group, p.resource));
+                for name in names {
+                    if !can_on(p.group, p.resource, verb, ns, name).await? {
+                        missing.push(format!("{verb} {}/{} {name} in {ns}", p.group, p.resource));
+                    }
+                }
+                if !p.resource_names.is_empty() && can(p.group, p.resource, verb, ns).await? {
+                    missing.push(format!("{verb} {}/{} is not limited to {names:?}", p.group, p.resource));
                 }
             }
         }

@@ -80,7 +80,14 @@ async fn flux_hub_init_runs_the_hub_image_and_a_second_replica_takes_over() {
             .arg("init")
             .arg("--certs")
             .arg(&certs)
-            .args(["--hub-dns", "flux-hub.example.org", "--image", &image])
+            // No load balancer on these nodes: the name on the federation node port.
+            .args([
+                "--hub-dns",
+                "flux-hub.example.org",
+                "--endpoint",
+                "node-port",
+            ])
+            .args(["--image", &image])
             .args(["--timeout-seconds", "180"])
             .output()
             .await

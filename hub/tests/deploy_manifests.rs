@@ -148,8 +148,9 @@ fn required(own_namespace_only: bool) -> Grants {
         .iter()
         .filter(|p| p.own_namespace_only == own_namespace_only)
     {
+        let names: Vec<String> = p.resource_names.iter().map(|n| n.to_string()).collect();
         grants
-            .entry((p.group.to_owned(), p.resource.to_owned()))
+            .entry((p.group.to_owned(), deploy::named(p.resource, &names)))
             .or_default()
             .extend(p.verbs.iter().map(|v| (*v).to_owned()));
     }

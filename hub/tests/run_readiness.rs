@@ -4,13 +4,14 @@
 //!
 //! The fake answers every LIST with an empty list and every WATCH with a stream that
 //! never sends an event, except that it holds the Job LIST unanswered until the test
-//! releases it: until then the Job cache cannot sync.
+//! releases it: until then the Job cache cannot sync. The MiniCluster CRD it serves is
+//! flux-hub's, or the reference operator's for the test of `run`'s refusal.
 
 use std::io::{Read as _, Write as _};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -35,6 +36,8 @@ struct Fake {
     release_jobs: tokio::sync::watch::Sender<bool>,
     /// The `flux-hub` Lease, if any.
     lease: Mutex<Option<Value>>,
+    /// Whether the MiniCluster CRD is another controller's (the reference operator's).
+    foreign_crd: AtomicBool,
 }
 
 impl Fake {
@@ -43,6 +46,7 @@ impl Fake {
             job_lists: AtomicUsize::new(0),
             release_jobs: tokio::sync::watch::channel(false).0,
             lease: Mutex::new(lease),
+            foreign_crd: AtomicBool::new(false),
         })
     }
 
@@ -114,6 +118,22 @@ async fn serve_request(
     }
     if method != Method::GET {
         return not_found();
+    }
+    if path
+        == "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/miniclusters.flux-framework.org"
+    {
+        let metadata = if fake.foreign_crd.load(Ordering::SeqCst) {
+            json!({"name": "miniclusters.flux-framework.org",
+                   "annotations": {"controller-gen.kubebuilder.io/version": "v0.19.0"}})
+        } else {
+            json!({"name": "miniclusters.flux-framework.org",
+                   "labels": {"app.kubernetes.io/managed-by": "flux-hub"}})
+        };
+        return json_reply(
+            StatusCode::OK,
+            &json!({"apiVersion": "meta.k8s.io/v1", "kind": "PartialObjectMetadata",
+                    "metadata": metadata}),
+        );
     }
     if query
         .split('&')
@@ -284,6 +304,44 @@ fn ready_only_once_synced(name: &str, extra: &[&str]) {
     hub.stays(503, Duration::from_secs(2));
     fake.release_jobs();
     hub.wait_for(200, Duration::from_secs(5));
+}
+
+/// Beside another controller's MiniCluster CRD, `run` refuses to start, saying what it
+/// found; `--take-over` runs anyway.
+#[test]
+fn run_refuses_beside_another_controllers_crd_unless_told_to_take_over() {
+    let fake = Fake::new(None);
+    fake.foreign_crd.store(true, Ordering::SeqCst);
+    let api = start(fake.clone());
+    let mut hub = Hub::start("foreign-crd", api, &[]);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let status = loop {
+        if let Some(status) = hub.child.try_wait().expect("wait") {
+            break status;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "flux-hub run did not exit:\n{}",
+            hub.log()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let log = hub.log();
+    assert!(
+        !status.success()
+            && log
+                .contains("refusing to run: CRD miniclusters.flux-framework.org is not flux-hub's")
+            && log.contains("--take-over"),
+        "{status}:\n{log}"
+    );
+    assert_eq!(fake.job_lists(), 0, "nothing is watched before the check");
+    drop(hub);
+
+    let mut hub = Hub::start("take-over", api, &["--take-over"]);
+    wait_for_job_list(&fake, &hub);
+    fake.release_jobs();
+    hub.wait_for(200, Duration::from_secs(5));
+    assert!(hub.log().contains("(--take-over)"), "{}", hub.log());
 }
 
 #[test]

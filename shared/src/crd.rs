@@ -8,6 +8,9 @@ use crate::api::MiniCluster;
 /// group and kind (the reference Go operator's) lacks them.
 pub const CRD_OWNER_LABEL: (&str, &str) = ("app.kubernetes.io/managed-by", "flux-hub");
 
+/// The MiniCluster CRD's name.
+pub const CRD_NAME: &str = "miniclusters.flux-framework.org";
+
 /// The CRD, labelled as flux-hub's ([`CRD_OWNER_LABEL`]).
 pub fn crd()
 -> k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition {

@@ -71,6 +71,10 @@ pub struct RunOptions {
     /// is served only with its pinned certificate.
     #[arg(long, default_value = flux_shared::federation::pins::PINS_CONFIGMAP, value_name = "CONFIGMAP")]
     pub spoke_pins: String,
+    /// Run even though the MiniCluster CRD is not flux-hub's: another controller of
+    /// MiniClusters (the reference Go operator) installed it, and may still run.
+    #[arg(long)]
+    pub take_over: bool,
 }
 
 /// The federation gRPC server as configured ([`RunOptions::grpc_security`]).

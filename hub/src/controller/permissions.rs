@@ -15,6 +15,8 @@ pub struct Permission {
     pub own_namespace_only: bool,
     /// Verbs.
     pub verbs: &'static [&'static str],
+    /// Only the objects of these names (`resourceNames`); empty: every object.
+    pub resource_names: &'static [&'static str],
 }
 
 const fn cluster(
@@ -27,6 +29,7 @@ const fn cluster(
         resource,
         own_namespace_only: false,
         verbs,
+        resource_names: &[],
     }
 }
 
@@ -71,11 +74,21 @@ pub const REQUIRED: &[Permission] = &[
     ),
     cluster("", "nodes", &["get"]),
     cluster("events.k8s.io", "events", &["create", "patch"]),
+    // At start-up, whether the MiniCluster CRD is flux-hub's or another controller's
+    // (`commands::coexist`): that one CRD, by name.
+    Permission {
+        group: "apiextensions.k8s.io",
+        resource: "customresourcedefinitions",
+        own_namespace_only: false,
+        verbs: &["get"],
+        resource_names: &[flux_shared::crd::CRD_NAME],
+    },
     Permission {
         group: "coordination.k8s.io",
         resource: "leases",
         own_namespace_only: true,
         verbs: &["get", "create", "update"],
+        resource_names: &[],
     },
 ];
 

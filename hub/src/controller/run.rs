@@ -58,6 +58,7 @@ pub async fn run(opts: RunOptions) -> anyhow::Result<()> {
         .context("no Kubernetes configuration: set KUBECONFIG or run inside a cluster")?;
     let ops = OpsServer::start(&opts);
     check_crd_installed(&client, opts.namespace.as_deref()).await?;
+    check_crd_owner(&client, opts.take_over).await?;
 
     // A standby replica is healthy and ready (so rollouts and drains proceed). A replica
     // that reconciles (the leader, or the only one without --leader-elect) is ready once
@@ -199,6 +200,34 @@ async fn check_crd_installed(client: &Client, ns: Option<&str>) -> anyhow::Resul
             "the MiniCluster CRD is not installed: kubectl apply --server-side -f crds/miniclusters.flux-framework.org.yaml"
         ),
         Err(e) => Err(anyhow::Error::from(e).context("cannot list MiniClusters")),
+    }
+}
+
+/// Refuse to run beside another controller of MiniClusters: the installed CRD must be
+/// flux-hub's ([`crate::commands::coexist::run_check`]), unless `--take-over`. A hub whose
+/// RBAC predates the check (it may not read the CRD) says so and runs.
+async fn check_crd_owner(client: &Client, take_over: bool) -> anyhow::Result<()> {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let meta = match crds.get_metadata_opt(flux_shared::crd::CRD_NAME).await {
+        Ok(Some(crd)) => crd.metadata,
+        // Missing: check_crd_installed has said so already.
+        Ok(None) => return Ok(()),
+        Err(kube::Error::Api(e)) if e.code == 403 => {
+            tracing::warn!(
+                "cannot read the MiniCluster CRD (RBAC from an older install: run flux-hub init again); not checking for another controller of MiniClusters"
+            );
+            return Ok(());
+        }
+        Err(e) => return Err(anyhow::Error::from(e).context("reading the MiniCluster CRD")),
+    };
+    match crate::commands::coexist::run_check(&meta, take_over) {
+        Ok(None) => Ok(()),
+        Ok(Some(warning)) => {
+            tracing::warn!("{warning}");
+            Ok(())
+        }
+        Err(refusal) => anyhow::bail!("{refusal}"),
     }
 }
 

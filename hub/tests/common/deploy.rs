@@ -134,11 +134,22 @@ where
     true
 }
 
-/// Verbs granted per `(API group, resource)`.
+/// Verbs granted per `(API group, resource)`; a rule limited to some objects by name has
+/// the resource as [`named`] writes it.
 pub type Grants = BTreeMap<(String, String), BTreeSet<String>>;
 
+/// The key of a rule's resource: `resource`, or `resource[name,...]` when it is limited to
+/// those names.
+pub fn named(resource: &str, names: &[String]) -> String {
+    if names.is_empty() {
+        resource.to_string()
+    } else {
+        format!("{resource}[{}]", names.join(","))
+    }
+}
+
 /// The grants of `rules`, which must be one plain rule per group/resource: one API group,
-/// one resource, no wildcard, no resourceNames or nonResourceURLs, no duplicate verb.
+/// one resource, no wildcard, no nonResourceURLs, no duplicate verb.
 pub fn rule_grants(owner: &str, rules: &[PolicyRule], out: &mut Grants) {
     for (i, rule) in rules.iter().enumerate() {
         let at = format!("{owner} rule {i}");
@@ -149,8 +160,8 @@ pub fn rule_grants(owner: &str, rules: &[PolicyRule], out: &mut Grants) {
             "{at}: one API group and one resource per rule, got {groups:?} {resources:?}"
         );
         assert!(
-            rule.resource_names.is_none() && rule.non_resource_urls.is_none(),
-            "{at}: resourceNames/nonResourceURLs are not expected"
+            rule.non_resource_urls.is_none(),
+            "{at}: nonResourceURLs are not expected"
         );
         let (group, resource) = (&groups[0], &resources[0]);
         assert!(
@@ -160,6 +171,7 @@ pub fn rule_grants(owner: &str, rules: &[PolicyRule], out: &mut Grants) {
         let verbs: BTreeSet<String> = rule.verbs.iter().cloned().collect();
         assert_eq!(verbs.len(), rule.verbs.len(), "{at}: a verb twice");
         assert!(!verbs.is_empty(), "{at}: no verbs");
+        let resource = named(resource, rule.resource_names.as_deref().unwrap_or_default());
         assert!(
             out.insert((group.clone(), resource.clone()), verbs)
                 .is_none(),
