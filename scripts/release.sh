@@ -3,7 +3,8 @@
 # registry:
 #
 #   flux-hub-VERSION-x86_64-linux-gnu.tar.gz   flux-hub and flux-spoke (release build,
-#                                              --locked), README.md, shell completions
+#                                              --locked, debug info stripped), README.md,
+#                                              shell completions
 #   flux-hub-VERSION.oci.tar                   the controller image, built offline by the
 #                                              recipe the real-node tests run (flux-images:
 #                                              Debian packages by mmdebstrap + both
@@ -42,6 +43,8 @@ stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
 mkdir -p "$stage/$name/completions"
 cp target/release/flux-hub target/release/flux-spoke README.md "$stage/$name/"
+# The release profile keeps line tables for profiling; the archive's binaries do without.
+strip --strip-debug "$stage/$name/flux-hub" "$stage/$name/flux-spoke"
 for shell in bash zsh fish; do
   target/release/flux-hub completion "$shell" >"$stage/$name/completions/flux-hub.$shell"
 done
