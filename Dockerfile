@@ -10,12 +10,15 @@ WORKDIR /src
 COPY . .
 # Cargo.lock is checked in; --locked refuses to build if it is stale. The cache mounts
 # keep the registry and target/ between builds (BuildKit); the binaries are copied out of
-# the cached target/ so the next stage can take them.
+# the cached target/ so the next stage can take them, without the debug information the
+# release profile keeps for profiling (symbols stay, for backtraces).
 RUN --mount=type=cache,target=/usr/local/cargo/registry \
     --mount=type=cache,target=/src/target \
     cargo build --release -p flux-hub -p flux-spoke --locked \
     && install -D -m 0755 target/release/flux-hub /out/flux-hub \
-    && install -D -m 0755 target/release/flux-spoke /out/flux-spoke
+    && install -D -m 0755 target/release/flux-spoke /out/flux-spoke \
+    && objcopy --strip-debug /out/flux-hub \
+    && objcopy --strip-debug /out/flux-spoke
 
 # glibc + libgcc (all the binaries link: TLS is rustls/ring) and a nonroot user, no shell.
 FROM gcr.io/distroless/cc-debian12:nonroot

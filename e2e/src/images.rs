@@ -256,7 +256,8 @@ pub fn controller_archive(cache: &Path, bin_dir: &Path, tag: &str) -> Result<(Ve
     let base = std::fs::read(base_layer(cache)?).context("reading the base layer")?;
     let read = |name: &str| {
         let path = bin_dir.join(name);
-        std::fs::read(&path).with_context(|| format!("reading {} (build it first)", path.display()))
+        ensure!(path.is_file(), "no {} (build it first)", path.display());
+        without_debug_info(&path)
     };
     let layer = oci::layer(&controller_entries(read("flux-hub")?, read("flux-spoke")?))?;
     let name = format!("{CONTROLLER_IMAGE}:{tag}");
@@ -267,9 +268,46 @@ pub fn controller_archive(cache: &Path, bin_dir: &Path, tag: &str) -> Result<(Ve
     )?)
 }
 
+/// The bytes of the executable at `path` without its debug information (`objcopy
+/// --strip-debug`, as the Dockerfile does): the release profile keeps line tables for
+/// profiling, which were four fifths of the image. Symbols stay, so a backtrace still
+/// names functions.
+pub fn without_debug_info(path: &Path) -> Result<Vec<u8>> {
+    let name = path.file_name().context("a file")?.to_string_lossy();
+    let out = std::env::temp_dir().join(format!("flux-images-{}-{name}", std::process::id()));
+    let status = Command::new("objcopy")
+        .arg("--strip-debug")
+        .arg(path)
+        .arg(&out)
+        .status()
+        .context("running objcopy (binutils)")?;
+    let bytes = std::fs::read(&out);
+    let _ = std::fs::remove_file(&out);
+    ensure!(
+        status.success(),
+        "objcopy --strip-debug {}: {status}",
+        path.display()
+    );
+    bytes.with_context(|| format!("reading {}", out.display()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_executable_loses_its_debug_information_and_stays_one() {
+        // This test's own executable, built with debug information.
+        let exe = std::env::current_exe().expect("the test executable");
+        let before = std::fs::metadata(&exe).expect("size").len();
+        let after = without_debug_info(&exe).expect("objcopy");
+        assert!(after.starts_with(b"\x7fELF"), "still an ELF executable");
+        assert!(
+            (after.len() as u64) < before / 2,
+            "{before} bytes with debug information, {} without",
+            after.len()
+        );
+    }
 
     #[test]
     fn the_runtime_stage_of_a_dockerfile_is_read() {

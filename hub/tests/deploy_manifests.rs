@@ -917,6 +917,13 @@ fn dockerfile_matches_the_deployment() {
     );
     assert!(lines.contains(&"CMD [\"run\"]"), "CMD");
     assert!(dockerfile.contains("cargo build --release -p flux-hub -p flux-spoke --locked"));
+    // As flux_e2e::images::without_debug_info does for the image built offline.
+    for bin in ["flux-hub", "flux-spoke"] {
+        assert!(
+            dockerfile.contains(&format!("objcopy --strip-debug /out/{bin}")),
+            "the Dockerfile strips {bin}'s debug information"
+        );
+    }
     assert!(
         root().join("Cargo.lock").is_file(),
         "--locked needs Cargo.lock"
