@@ -106,6 +106,15 @@ async fn bursting_root_exposes_the_lead_broker_until_bursting_is_removed() {
     support::run("burst", true, bursting_root).await;
 }
 
+/// A queue manager's say on the root Job stands: Kueue's protocol (suspended at creation,
+/// resumed on admission, suspended again on preemption) played by a stand-in manager on
+/// the real API server, while the hub applies changes to the same Job.
+#[tokio::test]
+#[ignore = "needs a cluster: KUBECONFIG (scripts/e2e.sh)"]
+async fn a_queue_managers_suspend_and_resume_stand() {
+    support::run("queue", true, queue_manager).await;
+}
+
 /// Without a cluster: the checks these tests make accept exactly what the renderer
 /// produces for the same examples (and reject a wrong object), so an e2e failure points
 /// at the cluster or the hub, never at a test expecting what the renderer does not make.
@@ -482,6 +491,111 @@ async fn scaling(env: &TestEnv) -> Result<()> {
         .context("patching the scale subresource to 3")?;
     wait_for_job_size(env, NAME, 3, &uid).await?;
     wait_for_status(env, NAME, 3, 6).await?;
+    Ok(())
+}
+
+/// The stand-in queue manager's write of a Job's `suspend`, as Kueue's Update would be.
+async fn queue_sets_suspend(env: &TestEnv, name: &str, suspend: bool) -> Result<()> {
+    env.api::<Job>()
+        .patch(
+            name,
+            &PatchParams {
+                field_manager: Some("kueue-stand-in".into()),
+                ..PatchParams::default()
+            },
+            &Patch::Merge(json!({"spec": {"suspend": suspend}})),
+        )
+        .await
+        .with_context(|| format!("the queue manager setting suspend: {suspend}"))?;
+    Ok(())
+}
+
+/// The Job keeps `suspend` as `suspend` for `window`, through the hub's applies.
+async fn suspend_stays(env: &TestEnv, name: &str, suspend: bool, window: Duration) -> Result<()> {
+    let jobs = env.api::<Job>();
+    env.holds_for(
+        &format!("Job {name} stays suspend: {suspend}"),
+        window,
+        async || {
+            let job = jobs.get(name).await?;
+            let now = job.spec.as_ref().and_then(|s| s.suspend).unwrap_or(false);
+            Ok((now != suspend).then(|| format!("suspend is {now}:\n{}", yaml(&job.spec))))
+        },
+    )
+    .await
+}
+
+async fn wait_for_phase(env: &TestEnv, name: &str, phase: &str) -> Result<()> {
+    let mcs = env.api::<MiniCluster>();
+    env.eventually(
+        &format!("MiniCluster {name} in phase {phase}"),
+        objects_deadline(),
+        async || {
+            let mc = mcs.get(name).await?;
+            let now = mc.status.as_ref().and_then(|s| s.phase.clone());
+            Ok(if now.as_deref() == Some(phase) {
+                Probe::Done(())
+            } else {
+                Probe::Waiting(format!("phase {now:?}"))
+            })
+        },
+    )
+    .await
+}
+
+async fn queue_manager(env: &TestEnv) -> Result<()> {
+    const NAME: &str = "queued";
+    let mcs = env.api::<MiniCluster>();
+    let mut doc = support::example("elasticity.yaml")?;
+    doc["metadata"]["name"] = json!(NAME);
+    doc["spec"]["suspend"] = json!(true);
+    doc["spec"]["jobLabels"] = json!({"kueue.x-k8s.io/queue-name": "user-queue"});
+    env.apply_minicluster(&doc).await?;
+
+    // Created suspended, as Kueue's webhook would leave it; the status says so.
+    let children = wait_for_children(env, NAME).await?;
+    ensure!(
+        children.job.spec.as_ref().and_then(|s| s.suspend) == Some(true),
+        "the Job should be created suspended:\n{}",
+        yaml(&children.job.spec)
+    );
+    wait_for_phase(env, NAME, "Suspended").await?;
+
+    // Admitted: the queue manager resumes it. The hub applies a resize meanwhile and the
+    // Job stays resumed.
+    queue_sets_suspend(env, NAME, false).await?;
+    patch_scale(&mcs, NAME, 3).await?;
+    wait_for_job_size(env, NAME, 3, &children.job.metadata.uid).await?;
+    suspend_stays(env, NAME, false, secs(5)).await?;
+
+    // Preempted: suspended again, through another resize and a hub restart.
+    queue_sets_suspend(env, NAME, true).await?;
+    patch_scale(&mcs, NAME, 2).await?;
+    wait_for_job_size(env, NAME, 2, &children.job.metadata.uid).await?;
+    env.restart_hub().await?;
+    suspend_stays(env, NAME, true, secs(5)).await?;
+    wait_for_phase(env, NAME, "Suspended").await?;
+
+    // The author's own change of spec.suspend is written, once.
+    mcs.patch(
+        NAME,
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"suspend": false}})),
+    )
+    .await?;
+    let jobs = env.api::<Job>();
+    env.eventually(
+        "the Job resumed by spec.suspend: false",
+        objects_deadline(),
+        async || {
+            let job = jobs.get(NAME).await?;
+            Ok(match job.spec.as_ref().and_then(|s| s.suspend) {
+                Some(false) | None => Probe::Done(()),
+                other => Probe::Waiting(format!("suspend {other:?}")),
+            })
+        },
+    )
+    .await?;
     Ok(())
 }
 

@@ -2150,3 +2150,158 @@ async fn an_object_the_api_server_refuses_makes_the_minicluster_invalid_without_
         .expect("status");
     assert_eq!(status.body["status"]["phase"], "Invalid");
 }
+
+/// The job of `writers`' cache, changed by `edit` as another manager's write would.
+fn edit_cached_job(writers: &mut Writers, ctx: &Context, edit: impl FnOnce(&mut Job)) {
+    let mut job = (*ctx
+        .stores
+        .jobs
+        .get(&reflector::ObjectRef::new("flux-sample").within("hpc"))
+        .expect("cached job"))
+    .clone();
+    edit(&mut job);
+    let rv: u64 = job
+        .metadata
+        .resource_version
+        .as_deref()
+        .unwrap_or("1")
+        .parse()
+        .unwrap_or(1);
+    job.metadata.resource_version = Some((rv + 1).to_string());
+    writers
+        .jobs
+        .apply_watcher_event(&watcher::Event::Apply(job));
+}
+
+/// Kueue's protocol on the root Job (suspended at creation, resumed on admission, suspended
+/// again on preemption) is never undone: the hub sends `suspend` in its POST only, its
+/// applies neither send nor own it, and it writes it again only when `spec.suspend` changes.
+#[tokio::test]
+async fn a_suspend_or_resume_of_another_manager_stands_until_spec_suspend_changes() {
+    // The POST recorded suspend under the hub's Update entry (as a Kueue webhook's mutation
+    // of the hub's POST would be too).
+    let respond: Responder = Arc::new(|c: &Call| {
+        if c.method == "GET" && c.path.ends_with("/jobs/flux-sample") {
+            let mut job = created_by_post(&c.path);
+            job["metadata"]["managedFields"][0]["fieldsV1"] = json!({
+                "f:metadata": {"f:labels": {}, "f:annotations": {"f:flux-framework.org/suspend": {}}},
+                "f:spec": {"f:suspend": {}, "f:parallelism": {}},
+            });
+            return (StatusCode::OK, job);
+        }
+        echo(c)
+    });
+    let (client, server) = ApiServer::start(respond);
+    let (ctx, mut writers) = context(client);
+    let mut mc = minicluster(SPEC);
+    mc.spec.suspend = Some(true);
+    run(&ctx, mc.clone()).await.expect("reconcile");
+    let calls = server.calls();
+    let post = calls
+        .iter()
+        .find(|c| c.method == "POST" && c.path.ends_with("/jobs"))
+        .expect("job created");
+    assert_eq!(post.body["spec"]["suspend"], true, "created suspended");
+    assert_eq!(
+        post.body["metadata"]["annotations"]["flux-framework.org/suspend"],
+        "true"
+    );
+    let status = observe(&calls, &mut writers).expect("status");
+    assert_eq!(status["phase"], "Suspended");
+    mc.status = Some(serde_json::from_value(status).expect("status"));
+
+    // The queue manager admits the Job (resumes it); the author then scales, which applies
+    // the Job: the apply does not carry suspend, and nothing writes it back.
+    edit_cached_job(&mut writers, &ctx, |j| {
+        j.spec.as_mut().expect("spec").suspend = Some(false);
+    });
+    let mut scaled = mc.clone();
+    scaled.spec.size = 3;
+    scaled.metadata.generation = Some(2);
+    let before = server.calls().len();
+    run(&ctx, scaled.clone()).await.expect("reconcile");
+    let calls = server.calls()[before..].to_vec();
+    let apply = calls
+        .iter()
+        .find(|c| writes_object(c, "jobs", "flux-sample"))
+        .expect("job applied");
+    assert_eq!(apply.body["spec"]["parallelism"], 3);
+    assert!(
+        apply.body["spec"].get("suspend").is_none()
+            && apply.body["metadata"]["annotations"]
+                .get("flux-framework.org/suspend")
+                .is_none(),
+        "the apply owns neither suspend nor its record: {}",
+        apply.body
+    );
+    let take_over = calls
+        .iter()
+        .find(|c| {
+            c.method == "PATCH"
+                && c.path.ends_with("/jobs/flux-sample")
+                && !c.query.contains("fieldManager")
+        })
+        .expect("the POST's fields taken over");
+    let fields = &take_over.body["metadata"]["managedFields"][0]["fieldsV1"];
+    assert_eq!(
+        *fields,
+        json!({"f:metadata": {"f:labels": {}}, "f:spec": {"f:parallelism": {}}}),
+        "suspend is released to whoever writes it next"
+    );
+    assert!(
+        !calls.iter().any(|c| c.query.contains("flux-hub-suspend")),
+        "no write of suspend while spec.suspend is unchanged"
+    );
+
+    // Preempted: suspended again by the queue manager; still not taken back.
+    observe(&calls, &mut writers);
+    edit_cached_job(&mut writers, &ctx, |j| {
+        j.spec.as_mut().expect("spec").suspend = Some(true);
+    });
+    let before = server.calls().len();
+    run(&ctx, scaled.clone()).await.expect("reconcile");
+    assert!(
+        !server.calls()[before..]
+            .iter()
+            .any(|c| c.path.contains("/jobs/")),
+        "the Job is left as the queue manager set it"
+    );
+
+    // The author resumes it: written once, as a merge patch of its own manager.
+    let mut resumed = scaled.clone();
+    resumed.spec.suspend = Some(false);
+    resumed.metadata.generation = Some(3);
+    let before = server.calls().len();
+    run(&ctx, resumed).await.expect("reconcile");
+    let calls = server.calls()[before..].to_vec();
+    let written: Vec<&Call> = calls
+        .iter()
+        .filter(|c| c.query.contains("fieldManager=flux-hub-suspend"))
+        .collect();
+    assert_eq!(
+        written.len(),
+        1,
+        "{:?}",
+        calls.iter().map(Call::short).collect::<Vec<_>>()
+    );
+    assert_eq!(
+        written[0].body,
+        json!({"metadata": {"annotations": {"flux-framework.org/suspend": "false"}},
+               "spec": {"suspend": false}})
+    );
+    assert_permitted(&calls);
+}
+
+/// Without `spec.suspend` the hub never sends the root Job's `suspend`.
+#[tokio::test]
+async fn without_spec_suspend_the_root_job_carries_no_suspend() {
+    let (client, server) = ApiServer::start(ok_responder());
+    let (ctx, _writers) = context(client);
+    run(&ctx, minicluster(SPEC)).await.expect("reconcile");
+    let post = server
+        .calls()
+        .into_iter()
+        .find(|c| c.method == "POST" && c.path.ends_with("/jobs"))
+        .expect("job created");
+    assert!(post.body["spec"].get("suspend").is_none(), "{}", post.body);
+}

@@ -19,9 +19,15 @@ use serde_json::Value;
 /// `entries` with every `Update` entry of `manager` on the main resource (not a
 /// subresource such as `status`) folded into its `Apply` entry, or `None` when there is
 /// no such `Update` entry (nothing to change).
+///
+/// `released` names fields (as FieldsV1 paths, `["f:spec", "f:suspend"]`) the POST set
+/// but the manager's applies must not own: left to no manager, the API server keeps their
+/// value until someone else writes it, where an apply that stops sending an owned field
+/// would reset it.
 pub fn as_applied(
     entries: &[ManagedFieldsEntry],
     manager: &str,
+    released: &[&[&str]],
 ) -> Option<Vec<ManagedFieldsEntry>> {
     let is_mine = |e: &ManagedFieldsEntry, operation: &str| {
         e.manager.as_deref() == Some(manager)
@@ -57,8 +63,35 @@ pub fn as_applied(
             others.push(entry.clone());
         }
     }
+    if let Some(fields) = applied.as_mut().and_then(|a| a.fields_v1.as_mut()) {
+        for path in released {
+            release(&mut fields.0, path);
+        }
+    }
     others.extend(applied);
     Some(others)
+}
+
+/// Removes `path` from a FieldsV1 tree, and the objects it leaves empty but for their
+/// `"."` marker.
+fn release(tree: &mut Value, path: &[&str]) {
+    let Some((first, rest)) = path.split_first() else {
+        return;
+    };
+    let Some(object) = tree.as_object_mut() else {
+        return;
+    };
+    if rest.is_empty() {
+        object.remove(*first);
+    } else if let Some(child) = object.get_mut(*first) {
+        release(child, rest);
+        if child
+            .as_object()
+            .is_some_and(|c| c.keys().all(|k| k == "."))
+        {
+            object.remove(*first);
+        }
+    }
 }
 
 /// The union of two FieldsV1 trees (nested objects whose keys name fields; leaves are
@@ -118,7 +151,7 @@ mod tests {
                 json!({"f:spec": {}}),
             ),
         ];
-        assert_eq!(as_applied(&entries, "flux-hub"), None);
+        assert_eq!(as_applied(&entries, "flux-hub", &[]), None);
     }
 
     #[test]
@@ -134,7 +167,7 @@ mod tests {
             entry("flux-hub", "Update", None, created.clone()),
             controller.clone(),
         ];
-        let rewritten = as_applied(&entries, "flux-hub").expect("a change");
+        let rewritten = as_applied(&entries, "flux-hub", &[]).expect("a change");
         assert_eq!(rewritten.len(), 2);
         assert_eq!(
             rewritten[0], controller,
@@ -159,7 +192,7 @@ mod tests {
             ),
             applied,
         ];
-        let rewritten = as_applied(&entries, "flux-hub").expect("a change");
+        let rewritten = as_applied(&entries, "flux-hub", &[]).expect("a change");
         assert_eq!(rewritten.len(), 1);
         assert_eq!(rewritten[0].operation.as_deref(), Some("Apply"));
         assert_eq!(rewritten[0].api_version.as_deref(), Some("batch/v1"));
@@ -168,6 +201,31 @@ mod tests {
             Some(
                 &json!({"f:data": {"f:a": {}, "f:b": {}}, "f:metadata": {"f:labels": {"f:x": {}}}})
             )
+        );
+    }
+
+    #[test]
+    fn released_fields_are_owned_by_no_one() {
+        let entries = [entry(
+            "flux-hub",
+            "Update",
+            None,
+            json!({"f:spec": {"f:suspend": {}, "f:parallelism": {}}, "f:status": {"f:x": {}}}),
+        )];
+        let rewritten = as_applied(
+            &entries,
+            "flux-hub",
+            &[
+                &["f:spec", "f:suspend"],
+                &["f:status", "f:x"],
+                &["f:absent", "f:y"],
+            ],
+        )
+        .expect("a change");
+        assert_eq!(
+            rewritten[0].fields_v1.as_ref().map(|f| &f.0),
+            Some(&json!({"f:spec": {"f:parallelism": {}}})),
+            "the released leaf goes, and a parent left empty with it"
         );
     }
 }

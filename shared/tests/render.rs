@@ -2,7 +2,7 @@
 
 use flux_shared::api::MiniCluster;
 use flux_shared::plan::{Endpoint, Plan, Role};
-use flux_shared::render::{Object, render};
+use flux_shared::render::{Object, labels, render};
 
 const CERT: &str = "#  ZeroMQ CURVE **Secret** Certificate\n#  DO NOT DISTRIBUTE\n\nmetadata\n    name = \"test\"\ncurve\n    public-key = \"x\"\n    secret-key = \"y\"\n";
 
@@ -354,7 +354,21 @@ fn a_burst_scaled_to_zero_keeps_its_objects_and_a_suspended_job() {
         ["lead-0", "lead-1", "burst-a-0", "burst-a-1", "burst-a-2"]
     );
     let root = objects(&plan, &Role::Root);
-    assert_eq!(find(&root, "Job", "lead")["spec"]["suspend"], false);
+    assert!(
+        find(&root, "Job", "lead")["spec"].get("suspend").is_none(),
+        "the root Job's suspend is its queue manager's (or spec.suspend's), never the burst's"
+    );
+    let suspended = self::plan(&BURSTING.replace("spec:\n", "spec:\n  suspend: true\n"));
+    let root = objects(&suspended, &Role::Root);
+    let job = find(&root, "Job", "lead");
+    assert_eq!(job["spec"]["suspend"], true, "created suspended");
+    assert_eq!(job["metadata"]["annotations"][labels::SUSPEND], "true");
+    let burst = objects(&suspended, &first_burst());
+    assert_eq!(
+        find(&burst, "Job", "burst-a")["spec"]["suspend"],
+        false,
+        "a burst follows its own size"
+    );
 }
 
 #[test]

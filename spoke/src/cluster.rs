@@ -620,7 +620,7 @@ impl KubeCluster {
                 ));
             }
             let entries = live.managed_fields.as_deref().unwrap_or_default();
-            if let Some(entries) = as_applied(entries, FIELD_MANAGER) {
+            if let Some(entries) = as_applied(entries, FIELD_MANAGER, &[]) {
                 let patch = serde_json::json!({"metadata": {
                     "resourceVersion": live.resource_version,
                     "managedFields": entries,

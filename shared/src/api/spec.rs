@@ -130,6 +130,14 @@ pub struct MiniClusterSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub share_process_namespace: Option<bool>,
 
+    /// Create the Job suspended: no broker pod starts until the Job is resumed, by a queue
+    /// manager such as Kueue (which admits a Job by resuming it) or by changing this field
+    /// to `false`. The hub writes the Job's `suspend` only when this field changes, so a
+    /// suspend or resume of another manager stands; without the field the hub never
+    /// writes it. The root Job only: bursts follow their own size.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub suspend: Option<bool>,
+
     /// Delete the MiniCluster once the lead broker pod has finished.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cleanup: Option<bool>,

@@ -20,7 +20,7 @@ pub struct MiniClusterStatus {
     #[serde(default)]
     pub selector: String,
 
-    /// Lifecycle phase: Pending, Running, Succeeded, Failed or Invalid.
+    /// Lifecycle phase: Pending, Running, Suspended, Succeeded, Failed or Invalid.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub phase: Option<String>,
 

@@ -38,16 +38,29 @@ impl Renderer<'_> {
         pod_labels.extend(self.job_selector());
         // A burst scaled to 0 keeps its Job suspended (no pod) rather than at 0
         // completions, which would complete it for good; 1 keeps completions equal to
-        // parallelism, as an elastic Indexed Job needs. `suspend` is always sent, so
-        // scaling up again takes it back.
+        // parallelism, as an elastic Indexed Job needs. A burst's `suspend` is always
+        // sent, so scaling up again takes it back. The root Job's is the author's, or a
+        // queue manager's (Kueue suspends and resumes it): sent only when `spec.suspend`
+        // says so, and written by the apply stage only when that changes.
         let size = self.target.size;
+        let suspend = if self.target.is_root() {
+            if let Some(s) = spec.suspend {
+                meta.annotations = Some(BTreeMap::from([(
+                    labels::SUSPEND.to_string(),
+                    s.to_string(),
+                )]));
+            }
+            spec.suspend
+        } else {
+            Some(size == 0)
+        };
         Job {
             metadata: meta,
             spec: Some(JobSpec {
                 completion_mode: Some("Indexed".into()),
                 completions: Some(size.max(1)),
                 parallelism: Some(size.max(1)),
-                suspend: Some(size == 0),
+                suspend,
                 backoff_limit: Some(spec.backoff_limit()),
                 active_deadline_seconds: Some(spec.deadline_seconds()),
                 template: PodTemplateSpec {

@@ -18,3 +18,6 @@ pub const MANAGED_BY: &str = "app.kubernetes.io/managed-by";
 pub const MANAGER: &str = "flux-hub";
 /// Completion index label Kubernetes (>= 1.28) sets on Indexed Job pods.
 pub const COMPLETION_INDEX: &str = "batch.kubernetes.io/job-completion-index";
+/// Annotation on a root Job: the `spec.suspend` the hub last wrote to it (`true` or
+/// `false`), so that it writes the Job's `suspend` again only when the MiniCluster's changes.
+pub const SUSPEND: &str = "flux-framework.org/suspend";

@@ -15,14 +15,14 @@ use std::fmt::Debug;
 
 use flux_shared::api::MiniCluster;
 use flux_shared::plan::Plan;
-use flux_shared::render::Object;
+use flux_shared::render::{Object, labels};
 use futures::future::join_all;
 use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::api::batch::v1::Job;
 use kube::api::{Patch, PatchParams, PostParams};
 use kube::runtime::events::EventType;
 use kube::runtime::reflector::Store;
-use kube::{Api, Resource};
+use kube::{Api, Resource, ResourceExt};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use tracing::info;
@@ -314,8 +314,9 @@ async fn apply_if_changed(
         Object::Service(o) => other(apply(ctx, ns, mc_uid, o, &s.services, Kind::Service).await?),
         Object::Pod(o) => other(apply(ctx, ns, mc_uid, o, &s.pods, Kind::Pod).await?),
         Object::Job(o) => {
-            let (written, version) =
-                apply(ctx, ns, mc_uid, &cache::stamp(o), &s.jobs, Kind::Job).await?;
+            let job = cache::stamp(o);
+            suspend_if_asked(ctx, ns, mc_uid, &job).await?;
+            let (written, version) = apply(ctx, ns, mc_uid, &job, &s.jobs, Kind::Job).await?;
             let applied = match written {
                 Written::Unchanged => Applied::Unchanged,
                 Written::Wrote(j, created) => Applied::Job(Box::new(j), created),
@@ -352,6 +353,7 @@ where
 {
     let name = desired.meta().name.clone().unwrap_or_default();
     let kind = K::kind(&());
+    let settled = settled_at_creation(&kind);
     // The answers are decoded as the cache decodes watch events: they are compared with
     // the cache and never carry what it drops (managedFields, a Job's pod template).
     let api: Api<Partial<K>> = Api::namespaced(ctx.client.clone(), ns);
@@ -365,6 +367,7 @@ where
             return Ok((Written::Unchanged, None));
         };
         K::comparable(&mut want);
+        settle(&mut want, settled);
         if is_subset(&want, &have) {
             return Ok((Written::Unchanged, Some(verified::of(kind_of, &*live))));
         }
@@ -390,15 +393,20 @@ where
     }
     // Reads the managedFields: the whole object.
     let whole: Api<K> = Api::namespaced(ctx.client.clone(), ns);
-    if let Err(taken) = take_over_created_fields(ctx, &whole, ns, &name, mc_uid).await? {
+    if let Err(taken) = take_over_created_fields(ctx, &whole, ns, &name, mc_uid, settled).await? {
         return Ok((Written::Taken(taken), None));
     }
+    let mut body = serde_json::to_value(desired).map_err(|e| Error::Kube {
+        action: format!("encoding {kind} {ns}/{name}"),
+        source: kube::Error::SerdeError(e),
+    })?;
+    settle(&mut body, settled);
     let write = ctx.stores.echoes.begin(K::KIND, ns, &name);
     let applied = api
         .patch(
             &name,
             &PatchParams::apply(MANAGER).force(),
-            &Patch::Apply(desired),
+            &Patch::Apply(&body),
         )
         .await
         .map_err(kube_err(format!("applying {kind} {ns}/{name}")))?
@@ -422,6 +430,7 @@ async fn take_over_created_fields<K>(
     ns: &str,
     name: &str,
     mc_uid: &str,
+    settled: &[&[&str]],
 ) -> Result<Result<(), Taken>, Error>
 where
     K: Resource<DynamicType = ()> + k8s_openapi::Resource + Clone + Debug + DeserializeOwned,
@@ -435,9 +444,19 @@ where
     if let Holder::Theirs(holder) = ownership::holder(live.meta(), mc_uid) {
         return Ok(Err(Taken::of(&live, holder)));
     }
+    let released: Vec<Vec<String>> = settled
+        .iter()
+        .map(|path| path.iter().map(|key| format!("f:{key}")).collect())
+        .collect();
+    let released: Vec<Vec<&str>> = released
+        .iter()
+        .map(|p| p.iter().map(String::as_str).collect())
+        .collect();
+    let released: Vec<&[&str]> = released.iter().map(Vec::as_slice).collect();
     let Some(entries) = flux_shared::managed_fields::as_applied(
         &live.meta().managed_fields.clone().unwrap_or_default(),
         MANAGER,
+        &released,
     ) else {
         return Ok(Ok(()));
     };
@@ -455,4 +474,87 @@ where
     ctx.metrics.api_write(&kind, "patch");
     write.done(patched.meta().resource_version.as_deref());
     Ok(Ok(()))
+}
+
+/// Field manager of the hub's writes of a root Job's `suspend`: an `Update` entry of its
+/// own, which the hub's applies neither fold in nor prune.
+const SUSPEND_MANAGER: &str = "flux-hub-suspend";
+
+/// Fields of `kind` the hub sets when it creates the object and never applies again:
+/// their later values are another manager's (a queue manager suspends and resumes a Job),
+/// or written only on a change of the spec ([`suspend_if_asked`]).
+fn settled_at_creation(kind: &str) -> &'static [&'static [&'static str]] {
+    match kind {
+        "Job" => &[
+            &["spec", "suspend"],
+            &["metadata", "annotations", labels::SUSPEND],
+        ],
+        _ => &[],
+    }
+}
+
+/// Removes the `settled` paths from an object as JSON.
+fn settle(object: &mut serde_json::Value, settled: &[&[&str]]) {
+    for path in settled {
+        let Some((last, parents)) = path.split_last() else {
+            continue;
+        };
+        let parent = parents
+            .iter()
+            .try_fold(&mut *object, |v, key| v.get_mut(*key));
+        if let Some(parent) = parent.and_then(serde_json::Value::as_object_mut) {
+            parent.remove(*last);
+        }
+    }
+}
+
+/// Writes the root Job's `suspend` when the MiniCluster's `spec.suspend` differs from the
+/// one last written (the Job's [`labels::SUSPEND`] annotation), as a merge patch under
+/// [`SUSPEND_MANAGER`]: a suspend or resume of anyone else since then stands until the
+/// author changes `spec.suspend`. A Job still to be created carries both in its POST.
+async fn suspend_if_asked(
+    ctx: &Context,
+    ns: &str,
+    mc_uid: &str,
+    desired: &Job,
+) -> Result<(), Error> {
+    let Some(wanted) = desired
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(labels::SUSPEND))
+    else {
+        return Ok(());
+    };
+    let name = desired.metadata.name.as_deref().unwrap_or_default();
+    let Some(live) = get(&ctx.stores.jobs, ns, name) else {
+        return Ok(());
+    };
+    if !matches!(ownership::holder(live.meta(), mc_uid), Holder::Ours)
+        || live.annotations().get(labels::SUSPEND) == Some(wanted)
+    {
+        return Ok(());
+    }
+    let suspend = wanted == "true";
+    let patch = serde_json::json!({
+        "metadata": {"annotations": {labels::SUSPEND: wanted}},
+        "spec": {"suspend": suspend},
+    });
+    let params = PatchParams {
+        field_manager: Some(SUSPEND_MANAGER.into()),
+        ..PatchParams::default()
+    };
+    let api: Api<Partial<Job>> = Api::namespaced(ctx.client.clone(), ns);
+    let write = ctx
+        .stores
+        .echoes
+        .begin(<Job as k8s_openapi::Resource>::KIND, ns, name);
+    let patched = api
+        .patch(name, &params, &Patch::Merge(&patch))
+        .await
+        .map_err(kube_err(format!("writing suspend of Job {ns}/{name}")))?;
+    ctx.metrics.api_write("Job", "patch");
+    write.done(patched.meta().resource_version.as_deref());
+    info!(object = %name, suspend, "wrote the Job's suspend, as spec.suspend changed");
+    Ok(())
 }

@@ -32,7 +32,13 @@ pub mod minicluster_phase {
     pub const FAILED: &str = "Failed";
     /// The spec cannot be applied; see the Degraded condition.
     pub const INVALID: &str = "Invalid";
+    /// The Job is suspended (`spec.suspend`, or a queue manager such as Kueue that has
+    /// not admitted it or preempted it): no broker runs until it is resumed.
+    pub const SUSPENDED: &str = "Suspended";
 }
+
+/// What a suspended MiniCluster's conditions say.
+const SUSPENDED: &str = "the Job is suspended: no broker runs until it is resumed (by its queue manager, or spec.suspend: false)";
 
 fn job_condition<'a>(
     job: &'a Job,
@@ -86,6 +92,9 @@ pub fn compute(
         (Some(p), _, _) if p.invalid => minicluster_phase::INVALID,
         (_, _, Some(true)) => minicluster_phase::SUCCEEDED,
         (_, _, Some(false)) => minicluster_phase::FAILED,
+        (_, Some(j), None) if j.spec.as_ref().and_then(|s| s.suspend) == Some(true) => {
+            minicluster_phase::SUSPENDED
+        }
         (_, Some(_), None) if size > 0 && ready >= size => minicluster_phase::RUNNING,
         _ => minicluster_phase::PENDING,
     };
@@ -120,6 +129,7 @@ pub fn compute(
             "InvalidSpec",
             "the spec cannot be applied".into(),
         ),
+        minicluster_phase::SUSPENDED => cond("Ready", false, "Suspended", SUSPENDED.into()),
         _ => cond(
             "Ready",
             false,
@@ -141,6 +151,7 @@ pub fn compute(
         minicluster_phase::SUCCEEDED | minicluster_phase::FAILED => {
             cond("Progressing", false, "Finished", "the Job finished".into())
         }
+        minicluster_phase::SUSPENDED => cond("Progressing", false, "Suspended", SUSPENDED.into()),
         _ => cond("Progressing", false, "Stable", "nothing to do".into()),
     };
     let degraded = match problem {
@@ -299,6 +310,20 @@ mod tests {
         let s = compute(&m, Some(4), Some(&job(2, 2, None)), None, &now(1));
         assert_eq!(s.phase.as_deref(), Some(minicluster_phase::RUNNING));
         assert_eq!(condition(&s, "Ready").status, "True");
+        // Suspended by a queue manager (or spec.suspend): said as such, not as starting.
+        let mut suspended = job(2, 0, None);
+        if let Some(spec) = suspended.spec.as_mut() {
+            spec.suspend = Some(true);
+        }
+        let s = compute(&m, Some(4), Some(&suspended), None, &now(1));
+        assert_eq!(s.phase.as_deref(), Some(minicluster_phase::SUSPENDED));
+        assert_eq!(
+            (
+                condition(&s, "Ready").reason.as_str(),
+                condition(&s, "Progressing").reason.as_str()
+            ),
+            ("Suspended", "Suspended")
+        );
         // Scaled down from 4 to 2: two pods still terminate, draining their Flux jobs.
         let mut shrinking = job(2, 2, None);
         if let Some(st) = shrinking.status.as_mut() {
