@@ -28,9 +28,9 @@ use flux_shared::layout::{BROKER_TOML_KEY, CURVE_KEY};
 use flux_shared::plan::{Endpoint, Plan, Role};
 use flux_shared::render::{self, Object};
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod, Secret, Service};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod, ResourceQuota, Secret, Service};
 use kube::ResourceExt as _;
-use kube::api::{Api, DeleteParams, ListParams};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 use support::dataplane::{
     self, FluxRun, hollow_nodes, overlay_full, overlay_up, overlay_wait, run_name,
@@ -217,6 +217,15 @@ async fn a_second_minicluster_whose_burst_collides_is_refused_and_the_first_keep
 #[ignore = "needs two clusters: KUBECONFIG and SPOKE_KUBECONFIG (scripts/e2e.sh)"]
 async fn spoke_restart_and_hub_outage_keep_the_burst() {
     support::run_federated("burst-outage", "e2e-spoke", outage).await;
+}
+
+/// The hub killed (SIGKILL) at every step of its start-up and first reconciles while a
+/// burst runs, once more after its MiniCluster's status lost the lead broker (as if the
+/// hub had died before writing it): no object of the burst is ever deleted or re-created.
+#[tokio::test]
+#[ignore = "needs two clusters: KUBECONFIG and SPOKE_KUBECONFIG (scripts/e2e.sh)"]
+async fn a_hub_killed_at_any_step_of_its_start_never_deletes_a_running_burst() {
+    support::run_federated("burst-kill", "e2e-spoke", killed_at_start).await;
 }
 
 /// The burst cluster's API server goes away while hub and spoke run: within ~40 s the
@@ -2032,6 +2041,78 @@ async fn outage(env: &TestEnv, fed: &Federation) -> Result<()> {
     env.holds_for(
         "the burst's objects survive the hub's return (same uids)",
         Duration::from_secs(10),
+        async || same_objects(env, objects).await,
+    )
+    .await?;
+    burst_status(env, fed, &burst.name).await?;
+    Ok(())
+}
+
+async fn killed_at_start(env: &TestEnv, fed: &Federation) -> Result<()> {
+    let burst = dispatch(env, fed).await?;
+    let objects = &burst.objects;
+    // Each start is killed after a delay that lands in another step: before the caches
+    // sync, while the registry is rebuilt, while the spoke gets its first snapshot, during
+    // the first reconciles.
+    for (round, millis) in [0u64, 150, 300, 600, 1000, 1500, 2500, 4000]
+        .into_iter()
+        .enumerate()
+    {
+        env.stop_hub();
+        if round == 4 {
+            // What the hub needs to assign is not known when it starts: the status does
+            // not name the lead broker (as if the hub had died before writing it) and the
+            // lead Service is gone, its re-creation refused by a quota for a while (the
+            // NodePort unknown). The hub must keep what runs meanwhile.
+            env.api::<MiniCluster>()
+                .patch_status(
+                    NAME,
+                    &PatchParams::default(),
+                    &Patch::Merge(json!({"status": {"leadBroker": null}})),
+                )
+                .await
+                .context("removing status.leadBroker")?;
+            let quota: ResourceQuota = serde_json::from_value(json!({
+                "metadata": {"name": "no-node-ports"},
+                "spec": {"hard": {"services.nodeports": "0"}},
+            }))?;
+            let quotas = env.api::<ResourceQuota>();
+            quotas.create(&PostParams::default(), &quota).await?;
+            env.api::<Service>()
+                .delete(&format!("{NAME}-lead"), &DeleteParams::default())
+                .await
+                .context("deleting the lead Service")?;
+            env.start_hub().await?;
+            env.holds_for(
+                "the burst's objects stay while the restarted hub cannot learn the lead",
+                secs(12),
+                async || same_objects(env, objects).await,
+            )
+            .await?;
+            quotas
+                .delete("no-node-ports", &DeleteParams::default())
+                .await?;
+            continue;
+        }
+        env.start_hub().await?;
+        tokio::time::sleep(Duration::from_millis(millis)).await;
+        if let Some(changed) = same_objects(env, objects).await? {
+            bail!("after a hub start killed at {millis} ms: {changed}");
+        }
+    }
+    env.stop_hub();
+    env.holds_for(
+        "the burst's objects stay while the hub is down",
+        secs(5),
+        async || same_objects(env, objects).await,
+    )
+    .await?;
+    let back = now_millis();
+    env.start_hub().await?;
+    spoke_synced(env, fed, &burst.name, back).await?;
+    env.holds_for(
+        "the burst's objects survive every kill (same uids)",
+        secs(10),
         async || same_objects(env, objects).await,
     )
     .await?;

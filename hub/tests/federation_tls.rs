@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use flux_hub::federation::tls_accept::{Admit, HubTls, TlsFiles, incoming};
+use flux_hub::federation::tls_accept::{Accepting, Admit, HubTls, TlsFiles, incoming};
 use flux_shared::federation::pki::{Ca, IssuedCert};
 use flux_shared::federation::tls::{ClientSecurity, TlsPem, TransportSettings};
 use flux_shared::federation::{Identity, identity_from_der};
@@ -78,6 +78,15 @@ fn admit(seen: Arc<Mutex<Vec<String>>>) -> Admit {
 /// Serves the health service behind `tls`; its interceptor refuses a call without the
 /// peer's certificate (the services' authorization needs it).
 async fn serve(tls: HubTls) -> SocketAddr {
+    let settings = TransportSettings::default();
+    serve_with(
+        tls,
+        Accepting::new(settings.tls_handshake_timeout, settings.tcp_keepalive),
+    )
+    .await
+}
+
+async fn serve_with(tls: HubTls, accepting: Accepting) -> SocketAddr {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let settings = TransportSettings::default();
@@ -95,12 +104,7 @@ async fn serve(tls: HubTls) -> SocketAddr {
             }
         },
     );
-    let incoming = incoming(
-        listener,
-        tls,
-        settings.tls_handshake_timeout,
-        settings.tcp_keepalive,
-    );
+    let incoming = incoming(listener, tls, accepting);
     tokio::spawn(
         settings
             .plain_server()
@@ -112,6 +116,16 @@ async fn serve(tls: HubTls) -> SocketAddr {
 
 /// One health check as the holder of `tls`, expecting the hub to be `domain`.
 async fn check(addr: SocketAddr, tls: TlsPem, domain: &str) -> Result<(), String> {
+    let channel = connect(addr, tls, domain).await?;
+    call(channel).await
+}
+
+/// A connection (TCP and TLS) as the holder of `tls`.
+async fn connect(
+    addr: SocketAddr,
+    tls: TlsPem,
+    domain: &str,
+) -> Result<tonic::transport::Channel, String> {
     let security = ClientSecurity::Mtls {
         tls,
         domain: domain.into(),
@@ -119,8 +133,15 @@ async fn check(addr: SocketAddr, tls: TlsPem, domain: &str) -> Result<(), String
     let endpoint = TransportSettings::default()
         .endpoint(&format!("https://{addr}"), &security)
         .map_err(|e| e.to_string())?;
+    tokio::time::timeout(LIMIT, endpoint.connect())
+        .await
+        .map_err(|_| "timed out".to_string())?
+        .map_err(|e| error_chain(&e))
+}
+
+/// One health check on `channel`.
+async fn call(channel: tonic::transport::Channel) -> Result<(), String> {
     let call = async {
-        let channel = endpoint.connect().await.map_err(|e| error_chain(&e))?;
         HealthClient::new(channel)
             .check(HealthCheckRequest::default())
             .await
@@ -258,4 +279,125 @@ async fn renewed_certificate_files_are_served_to_new_connections_without_a_resta
         .await
         .expect_err("the old one no more");
     assert_eq!(*reloads.lock().unwrap(), [renewed.cert_pem]);
+}
+
+/// A TCP connection to `addr` from loopback address `source` (Linux routes all of
+/// 127/8 to the loopback interface, so each is a source of its own).
+async fn connect_from(source: [u8; 4], addr: SocketAddr) -> std::io::Result<tokio::net::TcpStream> {
+    let socket = tokio::net::TcpSocket::new_v4()?;
+    socket.bind(SocketAddr::from((source, 0)))?;
+    socket.connect(addr).await
+}
+
+/// The first bytes of a TLS record that announces a ClientHello and never delivers it: a
+/// slow handshake, past the hello deadline.
+const STALLED_HELLO: [u8; 6] = [0x16, 0x03, 0x01, 0x02, 0x00, 0x01];
+
+/// A stranger's flood on loopback (bounded: 300 idle connections from one address and
+/// from the client's own, 300 stalled handshakes from 30 addresses, all held open for the
+/// test; at most 128 handshakes in flight, so that both bounds are reached with few file
+/// descriptors) while an admin and a spoke connect and call. The handshake deadline is a
+/// minute, so handshakes that waited for the flood's to end (the former shared pool of
+/// permits) would time out here; they must not wait at all.
+#[tokio::test]
+async fn a_flood_of_idle_and_stalled_handshakes_does_not_stall_an_admin_or_a_spoke() {
+    let pki = Pki::new("flood");
+    let hub = pki.hub("localhost");
+    let pem = TlsPem::new(pki.ca.cert_pem().into(), hub.cert_pem, hub.key_pem).unwrap();
+    let refusals = Arc::new(Mutex::new(Vec::new()));
+    let counted = refusals.clone();
+    let mut accepting = Accepting {
+        refused: Arc::new(move |reason| counted.lock().unwrap().push(reason)),
+        ..Accepting::new(Duration::from_secs(60), Duration::from_secs(45))
+    };
+    accepting.limits.total = 128;
+    let addr = serve_with(HubTls::new(&pem, admit(Arc::default())).unwrap(), accepting).await;
+
+    let mut held = Vec::new();
+    for i in 0..300u32 {
+        // Idle: nothing sent. Half from the admin's own address.
+        let source = if i % 2 == 0 {
+            [127, 0, 0, 2]
+        } else {
+            [127, 0, 0, 1]
+        };
+        held.push(connect_from(source, addr).await.expect("idle connection"));
+    }
+    for i in 0..300u32 {
+        use tokio::io::AsyncWriteExt;
+        let source = [127, 0, 1, u8::try_from(i % 30).unwrap() + 1];
+        let mut stream = connect_from(source, addr)
+            .await
+            .expect("stalled connection");
+        stream
+            .write_all(&STALLED_HELLO)
+            .await
+            .expect("partial hello");
+        held.push(stream);
+    }
+
+    let mut took = Vec::new();
+    for identity in [
+        Identity::admin("ops").unwrap(),
+        Identity::spoke("a").unwrap(),
+        Identity::admin("ops").unwrap(),
+    ] {
+        let started = std::time::Instant::now();
+        check(addr, pki.client(identity.clone()), "localhost")
+            .await
+            .unwrap_or_else(|e| panic!("{identity} during the flood: {e}"));
+        took.push(started.elapsed());
+    }
+    eprintln!("calls during the flood took {took:?}");
+    let refusals = refusals.lock().unwrap().clone();
+    assert!(
+        refusals.contains(&"displaced_by_source") && refusals.contains(&"displaced_by_total"),
+        "the flood was displaced by both bounds: {} refusals",
+        refusals.len()
+    );
+    drop(held);
+}
+
+/// An identity holds at most its bound of connections; one that closes makes room, and
+/// other identities are not affected.
+#[tokio::test]
+async fn an_identity_holds_at_most_its_bound_of_connections() {
+    let pki = Pki::new("per-identity");
+    let hub = pki.hub("localhost");
+    let pem = TlsPem::new(pki.ca.cert_pem().into(), hub.cert_pem, hub.key_pem).unwrap();
+    let settings = TransportSettings::default();
+    let mut accepting = Accepting::new(settings.tls_handshake_timeout, settings.tcp_keepalive);
+    accepting.limits.per_identity = 3;
+    let addr = serve_with(HubTls::new(&pem, admit(Arc::default())).unwrap(), accepting).await;
+    let admin = || pki.client(Identity::admin("ops").unwrap());
+
+    let mut open = Vec::new();
+    for _ in 0..3 {
+        let channel = connect(addr, admin(), "localhost")
+            .await
+            .expect("within the bound");
+        call(channel.clone()).await.expect("a call on it");
+        open.push(channel);
+    }
+    let over = check(addr, admin(), "localhost").await;
+    assert!(over.is_err(), "a fourth connection of admin ops is closed");
+    check(addr, pki.client(Identity::spoke("a").unwrap()), "localhost")
+        .await
+        .expect("another identity connects");
+    for channel in &open {
+        call(channel.clone())
+            .await
+            .expect("the first three keep working");
+    }
+    open.pop();
+    // The hub sees the close when the client's connection task ends it.
+    let mut again = Err(String::new());
+    for _ in 0..50 {
+        again = check(addr, admin(), "localhost").await;
+        if again.is_ok() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    again.expect("a closed connection makes room");
 }

@@ -1006,7 +1006,7 @@ async fn a_bursting_minicluster_gets_a_finalizer_and_waits_for_its_lead_endpoint
     );
     assert!(
         ctx.registry
-            .spokes()
+            .spokes(|_| true)
             .spokes
             .iter()
             .all(|s| s.assignments == 0)
@@ -1044,7 +1044,7 @@ async fn a_bursting_minicluster_gets_a_finalizer_and_waits_for_its_lead_endpoint
         .find(|c| c["type"] == "BurstsReady")
         .expect("BurstsReady");
     assert_eq!(bursts_ready["reason"], "SpokeUnreachable");
-    let spokes = ctx.registry.spokes().spokes;
+    let spokes = ctx.registry.spokes(|_| true).spokes;
     assert_eq!((spokes[0].name.as_str(), spokes[0].assignments), ("gke", 1));
     // Admin clients see the MiniCluster's age (flux-hub status AGE).
     let admin = ctx.registry.admin_snapshot("");
@@ -1108,7 +1108,7 @@ async fn deletion_waits_for_the_spoke_then_releases_the_finalizer() {
     );
 
     // The spoke applies the snapshot without the burst and acknowledges it.
-    let version = ctx.registry.spokes().spokes[0].current_version;
+    let version = ctx.registry.spokes(|_| true).spokes[0].current_version;
     ctx.registry.report(
         "gke",
         flux_shared::federation::proto::ReportRequest {
@@ -1959,7 +1959,7 @@ async fn an_unsafe_burst_is_not_assigned_and_its_status_says_why() {
     let calls = server.calls()[before..].to_vec();
     assert!(
         ctx.registry
-            .spokes()
+            .spokes(|_| true)
             .spokes
             .iter()
             .all(|s| s.assignments == 0),
@@ -2304,4 +2304,62 @@ async fn without_spec_suspend_the_root_job_carries_no_suspend() {
         .find(|c| c.method == "POST" && c.path.ends_with("/jobs"))
         .expect("job created");
     assert!(post.body["spec"].get("suspend").is_none(), "{}", post.body);
+}
+
+/// A running burst is never withdrawn for what the hub does not know at the moment: the
+/// lead Service gone from the cache (deleted, being re-created) leaves its NodePort
+/// unknown, and the burst keeps its assignment (the last known endpoint) rather than
+/// being deleted by its spoke.
+#[tokio::test]
+async fn a_burst_keeps_its_assignment_while_the_lead_endpoint_is_unknown() {
+    let (client, server) = ApiServer::start(Arc::new(with_node));
+    let (ctx, mut writers) = context(client);
+    let mc = minicluster(BURSTING);
+    run(&ctx, mc.clone()).await.expect("reconcile");
+    let calls = server.calls();
+    let status = observe(&calls, &mut writers).expect("status");
+    lead_known(&calls, &mut writers);
+    let mut next = mc.clone();
+    next.metadata.finalizers = Some(vec!["flux-framework.org/bursts".into()]);
+    next.status = Some(serde_json::from_value(status).expect("status"));
+    let before = server.calls().len();
+    run(&ctx, next.clone()).await.expect("reconcile");
+    let status = server.calls()[before..]
+        .iter()
+        .find(|c| c.path.ends_with("/status"))
+        .expect("status")
+        .body["status"]
+        .clone();
+    let assigned = ctx.registry.snapshot("gke");
+    assert_eq!(assigned.assignments.len(), 1, "assigned");
+
+    // The lead Service disappears from the cache: its NodePort is not known any more.
+    let lead = writers_service(&calls);
+    writers
+        .services
+        .apply_watcher_event(&watcher::Event::Delete(lead));
+    next.status = Some(serde_json::from_value(status).expect("status"));
+    run(&ctx, next).await.expect("reconcile");
+    let snapshot = ctx.registry.snapshot("gke");
+    assert_eq!(
+        snapshot.assignments, assigned.assignments,
+        "the burst keeps its assignment as it was"
+    );
+    assert!(
+        !ctx.registry
+            .has_unconfirmed_withdrawals(&("hpc".into(), "flux-sample".into())),
+        "nothing is withdrawn"
+    );
+}
+
+/// After a restart, a MiniCluster whose status does not name its lead broker yet (the hub
+/// stopped before it wrote it) has its bursts retained in the spokes' first snapshots.
+#[tokio::test]
+async fn a_restarted_hub_retains_bursts_it_cannot_assign_yet() {
+    let (client, _server) = ApiServer::start(Arc::new(with_node));
+    let (ctx, _writers) = context(client);
+    flux_hub::controller::federate::rebuild::prime(&ctx, &[minicluster(BURSTING)]);
+    let snapshot = ctx.registry.snapshot("gke");
+    assert!(snapshot.assignments.is_empty());
+    assert_eq!(snapshot.retained_keys, ["hpc/flux-sample/burst-gke"]);
 }

@@ -678,3 +678,33 @@ fn the_limit_itself_is_valid() {
         Vec::<String>::new()
     );
 }
+
+/// A tenant's pods and Job cannot carry the keys that say whose object it is: a pod
+/// annotated with another burst's assignment would pass for the spoke's own.
+#[test]
+fn the_operators_label_and_annotation_prefix_is_reserved() {
+    let c = "  containers: [{image: busybox}]\n";
+    for (spec, field) in [
+        (
+            "  pod:\n    annotations: {flux-framework.org/assignment: hpc/other/burst}\n",
+            "spec.pod.annotations[\"flux-framework.org/assignment\"]",
+        ),
+        (
+            "  pod:\n    labels: {flux-framework.org/spoke: lab}\n",
+            "spec.pod.labels[\"flux-framework.org/spoke\"]",
+        ),
+        (
+            "  jobLabels: {flux-framework.org/federation: x}\n",
+            "spec.jobLabels[\"flux-framework.org/federation\"]",
+        ),
+    ] {
+        assert_rejects(&format!("{spec}{c}"), field, "is reserved");
+    }
+    assert_eq!(
+        errors(&format!(
+            "  jobLabels: {{kueue.x-k8s.io/queue-name: q}}\n  pod:\n    annotations: {{example.com/x: y}}\n{c}"
+        )),
+        Vec::<String>::new(),
+        "other prefixes are the author's"
+    );
+}

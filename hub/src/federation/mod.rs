@@ -2,6 +2,7 @@
 //! and admins call, and the pure decisions behind `status.bursts[]` and the lead broker
 //! endpoint.
 
+pub mod admission;
 pub mod bursts;
 pub mod lead;
 pub mod pins;

@@ -466,6 +466,32 @@ impl Registry {
         }
     }
 
+    /// The MiniCluster's assignments cannot be built now (its lead broker's endpoint or
+    /// its certificate is not known, as after a restart or while the lead Service is
+    /// re-created), though nothing says its bursts should stop: each burst of `bursts`
+    /// keeps the assignment it has (its last known endpoint and certificate), and one
+    /// without is retained, so that its spoke keeps what it runs. Only bursts that are no
+    /// longer in `bursts` (removed from the spec) are withdrawn.
+    pub fn keep(&self, mc: &McKey, info: McInfo, bursts: Vec<BurstInfo>) {
+        let kept: Vec<SpokeAssignment> = {
+            let inner = self.lock();
+            self.keys_of(&inner, mc)
+                .into_iter()
+                .filter(|(spoke, key)| bursts.iter().any(|b| &b.key == key && &b.spoke == spoke))
+                .filter_map(|(spoke, key)| {
+                    let slot = inner.spokes.get(&spoke)?.assignments.get(&key)?;
+                    Some(SpokeAssignment {
+                        spoke,
+                        assignment: slot.assignment.clone(),
+                    })
+                })
+                .collect()
+        };
+        let listed = bursts.clone();
+        self.set(mc, info, bursts, kept);
+        self.retain(mc, &listed);
+    }
+
     /// Every (spoke, key) currently assigned for `mc`.
     fn keys_of(&self, inner: &Inner, mc: &McKey) -> Vec<(String, String)> {
         let prefix = format!("{}/{}/", mc.0, mc.1);
@@ -793,6 +819,20 @@ impl Registry {
             }
             state.reports.insert(status.key.clone(), (status, now));
         }
+        // A confirmed withdrawal is over (the spoke no longer has the burst): forgotten,
+        // with its report, so that bursts renamed over and over do not grow the registry.
+        let confirmed: Vec<String> = state
+            .withdrawn
+            .keys()
+            .filter(|key| state.confirmed_gone(key))
+            .cloned()
+            .collect();
+        for key in confirmed {
+            state.withdrawn.remove(&key);
+            if !state.assignments.contains_key(&key) {
+                state.reports.remove(&key);
+            }
+        }
         if access_changed {
             notify.extend(affected_by_spoke(&inner, spoke));
         }
@@ -863,8 +903,10 @@ impl Registry {
         }
     }
 
-    /// Every known spoke, for admins.
-    pub fn spokes(&self) -> proto::ListSpokesResponse {
+    /// Every known spoke, for an admin that sees the namespaces `sees` admits: each
+    /// spoke's count of assignments is of those namespaces only (a namespace-scoped admin
+    /// learns nothing of other tenants' bursts).
+    pub fn spokes(&self, sees: impl Fn(&str) -> bool) -> proto::ListSpokesResponse {
         let inner = self.lock();
         proto::ListSpokesResponse {
             hub_epoch: self.epoch.clone(),
@@ -878,7 +920,13 @@ impl Registry {
                     last_seen_unix_millis: unix_millis(s.last_seen),
                     current_version: s.version,
                     acknowledged_version: s.acknowledged,
-                    assignments: u32::try_from(s.assignments.len()).unwrap_or(u32::MAX),
+                    assignments: u32::try_from(
+                        s.assignments
+                            .keys()
+                            .filter(|key| key.split('/').next().is_some_and(&sees))
+                            .count(),
+                    )
+                    .unwrap_or(u32::MAX),
                     spoke_version: s.spoke_version.clone(),
                     cluster_unreachable_since_unix_millis: unix_millis(
                         s.cluster_unreachable.as_ref().map(|(since, _)| *since),
@@ -1039,7 +1087,7 @@ mod tests {
         let progress = r.deletion_progress(&mc());
         assert!(progress.iter().all(|p| !p.confirmed));
         // a acknowledges the snapshot without x.
-        let version = r.spokes().spokes[0].current_version;
+        let version = r.spokes(|_| true).spokes[0].current_version;
         r.report(
             "a",
             proto::ReportRequest {
@@ -1112,6 +1160,73 @@ mod tests {
             },
         );
         assert!(!r.has_unconfirmed_withdrawals(&mc()));
+    }
+
+    #[test]
+    fn kept_bursts_stay_assigned_or_retained_and_only_removed_ones_are_withdrawn() {
+        let r = primed();
+        let _a = r.subscribe("a", "v").unwrap();
+        // After a restart nothing is assigned yet: retained.
+        r.keep(&mc(), McInfo::default(), vec![burst("ns/m/x", "a")]);
+        let snap = r.snapshot("a");
+        assert!(snap.assignments.is_empty());
+        assert_eq!(snap.retained_keys, ["ns/m/x"]);
+        // Assigned, then the lead's endpoint is lost: the assignment stays as it was.
+        r.set(
+            &mc(),
+            McInfo::default(),
+            vec![burst("ns/m/x", "a"), burst("ns/m/y", "a")],
+            vec![sa("a", "ns/m/x", "{}"), sa("a", "ns/m/y", "{}")],
+        );
+        r.keep(&mc(), McInfo::default(), vec![burst("ns/m/x", "a")]);
+        let snap = r.snapshot("a");
+        let keys: Vec<&str> = snap.assignments.iter().map(|a| a.key.as_str()).collect();
+        assert_eq!(keys, ["ns/m/x"], "y was removed from the spec");
+        assert!(snap.retained_keys.is_empty());
+        assert!(r.has_unconfirmed_withdrawals(&mc()), "y is withdrawn");
+    }
+
+    #[test]
+    fn confirmed_withdrawals_of_renamed_bursts_are_forgotten() {
+        let r = primed();
+        let _sub = r.subscribe("a", "v").unwrap();
+        for i in 0..100 {
+            r.set(
+                &mc(),
+                McInfo::default(),
+                vec![burst(&format!("ns/m/b{i}"), "a")],
+                vec![sa("a", &format!("ns/m/b{i}"), "{}")],
+            );
+            let version = r.spokes(|_| true).spokes[0].current_version;
+            r.report(
+                "a",
+                proto::ReportRequest {
+                    hub_epoch: "e1".into(),
+                    applied_version: version,
+                    statuses: vec![AssignmentStatus {
+                        key: format!("ns/m/b{i}"),
+                        phase: BurstPhase::Running as i32,
+                        ..Default::default()
+                    }],
+                    cluster_access: None,
+                },
+            );
+        }
+        let inner = r.lock();
+        let a = &inner.spokes["a"];
+        assert_eq!(
+            (a.assignments.len(), a.withdrawn.len(), a.reports.len()),
+            (1, 0, 1),
+            "only the current burst is kept"
+        );
+        drop(inner);
+        assert!(!r.has_unconfirmed_withdrawals(&mc()));
+        assert_eq!(r.spokes(|_| true).spokes[0].assignments, 1);
+        assert_eq!(
+            r.spokes(|ns| ns == "team-b").spokes[0].assignments,
+            0,
+            "an admin of another namespace does not count ns's bursts"
+        );
     }
 
     #[test]
@@ -1247,7 +1362,7 @@ mod tests {
             r.bursts(&mc())[0].cluster_unreachable,
             Some((since, "connection refused".to_string()))
         );
-        let spoke = &r.spokes().spokes[0];
+        let spoke = &r.spokes(|_| true).spokes[0];
         assert_eq!(
             (
                 spoke.cluster_unreachable_since_unix_millis,
@@ -1262,7 +1377,7 @@ mod tests {
         assert_eq!(changes.try_recv().unwrap(), mc());
         assert_eq!(r.bursts(&mc())[0].cluster_unreachable, None);
         assert_eq!(
-            r.spokes().spokes[0].cluster_unreachable_since_unix_millis,
+            r.spokes(|_| true).spokes[0].cluster_unreachable_since_unix_millis,
             0
         );
     }
@@ -1278,7 +1393,10 @@ mod tests {
         );
         drop(connected);
         assert_eq!(r.forget_spoke("a"), Ok(true));
-        assert!(r.spokes().spokes.is_empty(), "gone from the listing");
+        assert!(
+            r.spokes(|_| true).spokes.is_empty(),
+            "gone from the listing"
+        );
         r.set(
             &mc(),
             McInfo::default(),
@@ -1295,14 +1413,21 @@ mod tests {
     fn a_spokes_certificate_expiry_shows_in_the_listing() {
         let r = primed();
         let sub = r.subscribe("a", "v").unwrap();
-        assert_eq!(r.spokes().spokes[0].certificate_not_after_unix_millis, 0);
+        assert_eq!(
+            r.spokes(|_| true).spokes[0].certificate_not_after_unix_millis,
+            0
+        );
         r.set_certificate_expiry("a", 1_800_000_000);
         assert_eq!(
-            r.spokes().spokes[0].certificate_not_after_unix_millis,
+            r.spokes(|_| true).spokes[0].certificate_not_after_unix_millis,
             1_800_000_000_000
         );
         r.set_certificate_expiry("nobody", 1);
-        assert_eq!(r.spokes().spokes.len(), 1, "unknown spokes are not added");
+        assert_eq!(
+            r.spokes(|_| true).spokes.len(),
+            1,
+            "unknown spokes are not added"
+        );
         drop(sub);
     }
 
@@ -1320,7 +1445,7 @@ mod tests {
         );
         let other = r.subscribe("b", "v").unwrap();
         let refused = |name: &str| {
-            r.spokes()
+            r.spokes(|_| true)
                 .spokes
                 .iter()
                 .find(|s| s.name == name)
@@ -1342,14 +1467,14 @@ mod tests {
         let sub = r.subscribe("a", "0.1.0").unwrap();
         assert_eq!(changes.try_recv().unwrap(), mc());
         assert!(r.bursts(&mc())[0].connected);
-        let spokes = r.spokes();
+        let spokes = r.spokes(|_| true);
         assert_eq!(spokes.spokes[0].name, "a");
         assert!(spokes.spokes[0].connected);
         assert_eq!(spokes.spokes[0].spoke_version, "0.1.0");
         drop(sub);
         assert_eq!(changes.try_recv().unwrap(), mc());
         assert!(!r.bursts(&mc())[0].connected);
-        assert!(!r.spokes().spokes[0].connected);
+        assert!(!r.spokes(|_| true).spokes[0].connected);
     }
 
     #[test]

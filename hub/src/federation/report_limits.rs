@@ -21,6 +21,30 @@ pub const REPORT_BURST: f64 = 40.0;
 /// default) and otherwise reports every 30 s, so a healthy one stays below this.
 pub const REPORTS_PER_SECOND: f64 = 5.0;
 
+/// Most bytes of the version a spoke announces (`WatchRequest.spoke_version`).
+pub const MAX_VERSION: usize = 64;
+
+/// Checks the version a spoke announces, which the hub logs with every line of its stream
+/// and shows in `ListSpokes`: at most [`MAX_VERSION`] bytes of letters, digits and
+/// `.+-_` (a semantic version with its build metadata), or empty.
+pub fn check_spoke_version(version: &str) -> Result<(), String> {
+    if version.len() > MAX_VERSION {
+        return Err(format!(
+            "WatchRequest.spoke_version: {} bytes, at most {MAX_VERSION} allowed",
+            version.len()
+        ));
+    }
+    if let Some(c) = version
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '+' | '-' | '_')))
+    {
+        return Err(format!(
+            "WatchRequest.spoke_version: {c:?} is not allowed (letters, digits and .+-_ only)"
+        ));
+    }
+    Ok(())
+}
+
 /// What marks a cut text.
 const ELLIPSIS: char = '…';
 
@@ -95,11 +119,25 @@ impl ReportLimiter {
 
 #[cfg(test)]
 mod tests {
+
     use std::time::Duration;
 
     use flux_shared::federation::proto::ClusterAccess;
 
     use super::*;
+
+    #[test]
+    fn a_spoke_version_is_short_and_plain() {
+        assert!(check_spoke_version("").is_ok());
+        assert!(check_spoke_version("0.1.0+g1234abc.dirty_2").is_ok());
+        let long = check_spoke_version(&"1".repeat(MAX_VERSION + 1)).unwrap_err();
+        assert!(
+            long.contains("spoke_version") && long.contains("at most 64"),
+            "{long}"
+        );
+        let odd = check_spoke_version("1.0\nFORGED log line").unwrap_err();
+        assert!(odd.contains("'\\n' is not allowed"), "{odd}");
+    }
 
     #[test]
     fn short_text_is_kept_and_long_text_cut_at_a_char_boundary() {

@@ -174,6 +174,8 @@ impl Spoke for Services {
             .and_then(flux_shared::federation::pki::not_after_unix);
         let revoked = self.pins.revoked(spoke.clone(), leaf);
         let req = request.into_inner();
+        super::report_limits::check_spoke_version(&req.spoke_version)
+            .map_err(|e| Status::invalid_argument(format!("spoke {spoke}: {e}")))?;
         let span = info_span!("watch", %spoke, spoke_version = %req.spoke_version);
         // What crosses the trust line is checked before it is kept.
         let exceptions = flux_shared::federation::policy::Announced::from_proto(&req.exceptions)
@@ -295,7 +297,7 @@ impl Admin for Services {
     ) -> Result<Response<ListSpokesResponse>, Status> {
         let (admin, scope) = self.admin_scope(&request)?;
         require(&admin, &scope, Permission::Read, None)?;
-        Ok(Response::new(self.registry.spokes()))
+        Ok(Response::new(self.registry.spokes(|ns| scope.sees(ns))))
     }
 
     async fn forget_spoke(
@@ -552,12 +554,15 @@ pub async fn serve(
                         }),
                 );
             }
-            let incoming = super::tls_accept::incoming(
-                listener,
-                tls,
-                settings.tls_handshake_timeout,
-                settings.tcp_keepalive,
-            );
+            let metrics = services.metrics.clone();
+            let accepting = super::tls_accept::Accepting {
+                refused: Arc::new(move |reason| metrics.connection_refused(reason)),
+                ..super::tls_accept::Accepting::new(
+                    settings.tls_handshake_timeout,
+                    settings.tcp_keepalive,
+                )
+            };
+            let incoming = super::tls_accept::incoming(listener, tls, accepting);
             router
                 .serve_with_incoming_shutdown(incoming, shutdown)
                 .await?;

@@ -12,6 +12,7 @@
 //! peer's certificates, so `Request::peer_certs` works as with tonic's TLS.
 
 use std::fmt;
+use std::net::IpAddr;
 use std::path::PathBuf;
 use std::pin::Pin;
 use std::sync::{Arc, PoisonError, RwLock};
@@ -26,19 +27,18 @@ use rustls::server::{ServerConfig, WebPkiClientVerifier};
 use rustls::{CertificateError, DigitallySignedStruct, DistinguishedName, RootCertStore};
 use rustls_pki_types::pem::PemObject;
 use tokio::net::TcpStream;
-use tokio::sync::{Semaphore, mpsc};
+use tokio::sync::mpsc;
 use tokio_rustls::TlsAcceptor;
 use tokio_rustls::server::TlsStream;
 use tracing::{debug, info, warn};
 
 use flux_shared::federation::tls::TlsPem;
 
+use super::admission::{Connections, Displaced, Handshakes, Limits, Place};
+
 /// Decides, after the chain check, whether a client certificate (DER) may connect at all;
 /// `Err` says why not (logged). The hub's: a spoke certificate must be the pinned one.
 pub type Admit = Arc<dyn Fn(&[u8]) -> Result<(), String> + Send + Sync>;
-
-/// Handshakes in flight at once; more connections wait in the kernel's backlog.
-const MAX_HANDSHAKES: usize = 256;
 
 /// Errors building the TLS configuration.
 #[derive(Debug, thiserror::Error)]
@@ -244,21 +244,54 @@ impl HubTls {
     }
 }
 
+/// Counts a connection closed before its first call, by reason (a metric label).
+pub type Refused = Arc<dyn Fn(&'static str) + Send + Sync>;
+
+/// How [`incoming`] accepts.
+#[derive(Clone)]
+pub struct Accepting {
+    /// The whole handshake's deadline.
+    pub handshake_timeout: Duration,
+    /// TCP keepalive of accepted connections.
+    pub tcp_keepalive: Duration,
+    /// Bounds on handshakes in flight and on each identity's connections.
+    pub limits: Limits,
+    /// Told of every connection closed before its first call.
+    pub refused: Refused,
+}
+
+impl Accepting {
+    /// `handshake_timeout` and `tcp_keepalive` with the recommended [`Limits`], counting
+    /// nothing.
+    pub fn new(handshake_timeout: Duration, tcp_keepalive: Duration) -> Self {
+        Accepting {
+            handshake_timeout,
+            tcp_keepalive,
+            limits: Limits::RECOMMENDED,
+            refused: Arc::new(|_| {}),
+        }
+    }
+}
+
+/// How long a new connection may stay silent: a TLS client sends its hello at once, so
+/// one that has sent nothing by then is closed (a stranger's idle connection holds its
+/// turn no longer than this).
+pub const HELLO_DEADLINE: Duration = Duration::from_secs(2);
+
 /// The TLS connections accepted on `listener`: TCP options set, handshakes run
-/// concurrently (at most [`MAX_HANDSHAKES`] at once, each within `handshake_timeout`), and
-/// failed ones logged and dropped. The accept task stops with the stream.
-pub fn incoming(
-    listener: tokio::net::TcpListener,
-    tls: HubTls,
-    handshake_timeout: Duration,
-    tcp_keepalive: Duration,
-) -> Incoming {
+/// concurrently within the bounds of [`Limits`] (a connection over a bound displaces the
+/// oldest handshake of its source, or of all: the accept loop never waits), each given
+/// [`HELLO_DEADLINE`] to start and `handshake_timeout` to finish; an authenticated peer
+/// holds at most [`Limits::per_identity`] connections. Failed ones are logged, counted
+/// and dropped. The accept task stops with the stream.
+pub fn incoming(listener: tokio::net::TcpListener, tls: HubTls, accepting: Accepting) -> Incoming {
     let (tx, rx) = mpsc::channel(64);
-    let handshakes = Arc::new(Semaphore::new(MAX_HANDSHAKES));
+    let handshakes = Handshakes::new(accepting.limits);
+    let connections = Connections::new(accepting.limits.per_identity);
     let task = tokio::spawn(async move {
         let mut tcp = tonic::transport::server::TcpIncoming::from(listener)
             .with_nodelay(Some(true))
-            .with_keepalive(Some(tcp_keepalive));
+            .with_keepalive(Some(accepting.tcp_keepalive));
         while let Some(next) = futures::StreamExt::next(&mut tcp).await {
             let stream: TcpStream = match next {
                 Ok(s) => s,
@@ -267,35 +300,156 @@ pub fn incoming(
                     continue;
                 }
             };
-            let Ok(permit) = handshakes.clone().acquire_owned().await else {
-                return;
-            };
             if tx.is_closed() {
                 return;
             }
-            let acceptor = TlsAcceptor::from(tls.config());
-            let tx = tx.clone();
+            let peer = stream.peer_addr().ok();
+            let source = peer.map_or(IpAddr::from([0, 0, 0, 0]), |p| p.ip());
+            let (turn, displaced) = handshakes.admit(source);
+            for d in displaced {
+                (accepting.refused)(match d {
+                    Displaced::BySource => "displaced_by_source",
+                    Displaced::ByTotal => "displaced_by_total",
+                });
+            }
+            let handshake = handshake(
+                TlsAcceptor::from(tls.config()),
+                stream,
+                accepting.handshake_timeout,
+            );
+            let (tx, connections, refused) =
+                (tx.clone(), connections.clone(), accepting.refused.clone());
             tokio::spawn(async move {
-                let peer = stream.peer_addr().ok();
-                let accept = acceptor.accept(stream).into_fallible();
-                match tokio::time::timeout(handshake_timeout, accept).await {
-                    Ok(Ok(tls)) => {
-                        drop(permit);
-                        let _ = tx.send(tls).await;
+                let mut turn = turn;
+                let tls = tokio::select! {
+                    done = handshake => done,
+                    _ = &mut turn.displaced => {
+                        debug!(?peer, "TLS handshake displaced by newer connections");
+                        return;
                     }
-                    Ok(Err((error, io))) => {
-                        drop(permit);
-                        debug!(?peer, %error, "TLS handshake failed");
-                        linger(io).await;
+                };
+                drop(turn);
+                let tls = match tls {
+                    Ok(tls) => tls,
+                    Err(reason) => {
+                        debug!(
+                            ?peer,
+                            reason, "federation connection closed in the handshake"
+                        );
+                        refused(reason);
+                        return;
                     }
-                    Err(_) => debug!(?peer, "TLS handshake timed out"),
-                }
+                };
+                let identity = peer_identity(&tls);
+                let Some(place) = connections.admit(&identity) else {
+                    warn!(?peer, %identity, "closing a connection: this identity holds its maximum of connections already");
+                    refused("identity_connections");
+                    return;
+                };
+                let _ = tx
+                    .send(Accepted {
+                        stream: tls,
+                        _place: place,
+                    })
+                    .await;
             });
         }
     });
     Incoming {
         rx,
         _task: AbortOnDrop(task),
+    }
+}
+
+/// One handshake: the client's hello within [`HELLO_DEADLINE`], then the whole handshake
+/// within `timeout`. `Err` is the reason it failed (a metric label).
+async fn handshake(
+    acceptor: TlsAcceptor,
+    stream: TcpStream,
+    timeout: Duration,
+) -> Result<TlsStream<TcpStream>, &'static str> {
+    let started = tokio::time::Instant::now();
+    match tokio::time::timeout(HELLO_DEADLINE.min(timeout), stream.readable()).await {
+        Ok(Ok(())) => {}
+        Ok(Err(_)) => return Err("handshake_failed"),
+        Err(_) => return Err("hello_timeout"),
+    }
+    let accept = acceptor.accept(stream).into_fallible();
+    match tokio::time::timeout_at(started + timeout, accept).await {
+        Ok(Ok(tls)) => Ok(tls),
+        Ok(Err((error, io))) => {
+            debug!(%error, "TLS handshake failed");
+            linger(io).await;
+            Err("handshake_failed")
+        }
+        Err(_) => Err("handshake_timeout"),
+    }
+}
+
+/// The authenticated peer's identity as its certificate names it (`spoke/NAME`,
+/// `admin/NAME`), for the per-identity bound.
+fn peer_identity(tls: &TlsStream<TcpStream>) -> String {
+    tls.get_ref()
+        .1
+        .peer_certificates()
+        .and_then(|certs| certs.first())
+        .and_then(|leaf| flux_shared::federation::pki::identity_from_der(leaf.as_ref()).ok())
+        .map_or_else(|| "unnamed".to_string(), |identity| identity.to_string())
+}
+
+/// An accepted connection, holding its identity's place until it closes.
+pub struct Accepted {
+    stream: TlsStream<TcpStream>,
+    _place: Place,
+}
+
+impl tokio::io::AsyncRead for Accepted {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.get_mut().stream).poll_read(cx, buf)
+    }
+}
+
+impl tokio::io::AsyncWrite for Accepted {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.get_mut().stream).poll_write(cx, buf)
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.get_mut().stream).poll_flush(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.get_mut().stream).poll_shutdown(cx)
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.get_mut().stream).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.stream.is_write_vectored()
+    }
+}
+
+/// tonic reads the peer's certificates from here (`Request::peer_certs`), as for its own
+/// TLS streams.
+impl tonic::transport::server::Connected for Accepted {
+    type ConnectInfo = <TlsStream<TcpStream> as tonic::transport::server::Connected>::ConnectInfo;
+
+    fn connect_info(&self) -> Self::ConnectInfo {
+        self.stream.connect_info()
     }
 }
 
@@ -324,7 +478,7 @@ async fn linger(mut io: TcpStream) {
 
 /// The stream of [`incoming`].
 pub struct Incoming {
-    rx: mpsc::Receiver<TlsStream<TcpStream>>,
+    rx: mpsc::Receiver<Accepted>,
     _task: AbortOnDrop,
 }
 
@@ -337,7 +491,7 @@ impl Drop for AbortOnDrop {
 }
 
 impl Stream for Incoming {
-    type Item = Result<TlsStream<TcpStream>, std::io::Error>;
+    type Item = Result<Accepted, std::io::Error>;
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         self.rx.poll_recv(cx).map(|s| s.map(Ok))

@@ -12,6 +12,7 @@
 //! | `flux_hub_reports_received_total` | counter | |
 //! | `flux_hub_spoke_streams_refused_total` | counter | |
 //! | `flux_hub_spoke_certificates_refused_total` | counter | |
+//! | `flux_hub_federation_connections_refused_total` | counter | `reason` |
 //! | `flux_hub_spokes_connected` | gauge | |
 //! | `flux_hub_certificate_expiry_timestamp_seconds` | gauge (Unix seconds) | `certificate` (`hub`, `spoke/<name>`) |
 //! | `flux_hub_assignments` | gauge | |
@@ -46,6 +47,12 @@ struct ErrorLabels {
 }
 
 /// Labels of `flux_hub_api_writes_total`.
+/// Labels of `flux_hub_federation_connections_refused_total`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ReasonLabels {
+    reason: String,
+}
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct OutcomeLabels {
     outcome: String,
@@ -80,6 +87,7 @@ pub struct Metrics {
     reports_received: Counter,
     spoke_streams_refused: Counter,
     spoke_certificates_refused: Counter,
+    connections_refused: Family<ReasonLabels, Counter>,
     spokes_connected: Gauge,
     certificate_expiry: Family<CertificateLabels, Gauge>,
     assignments: Gauge,
@@ -101,6 +109,7 @@ impl Metrics {
         let reports_received = Counter::default();
         let spoke_streams_refused = Counter::default();
         let spoke_certificates_refused = Counter::default();
+        let connections_refused = Family::<ReasonLabels, Counter>::default();
         let spokes_connected = Gauge::default();
         let certificate_expiry = Family::<CertificateLabels, Gauge>::default();
         let assignments = Gauge::default();
@@ -164,6 +173,11 @@ impl Metrics {
             spoke_certificates_refused.clone(),
         );
         registry.register(
+            "flux_hub_federation_connections_refused",
+            "Federation connections closed before their first call, by reason (hello_timeout, handshake_timeout, handshake_failed, displaced_by_source, displaced_by_total, identity_connections)",
+            connections_refused.clone(),
+        );
+        registry.register(
             "flux_hub_spokes_connected",
             "Spokes holding a Watch stream open",
             spokes_connected.clone(),
@@ -207,6 +221,7 @@ impl Metrics {
             reports_received,
             spoke_streams_refused,
             spoke_certificates_refused,
+            connections_refused,
             spokes_connected,
             certificate_expiry,
             assignments,
@@ -263,6 +278,15 @@ impl Metrics {
     /// Counts a spoke call refused for a certificate that is not the pinned one.
     pub fn spoke_certificate_refused(&self) {
         self.spoke_certificates_refused.inc();
+    }
+
+    /// Counts a federation connection closed before its first call, and why.
+    pub fn connection_refused(&self, reason: &str) {
+        self.connections_refused
+            .get_or_create(&ReasonLabels {
+                reason: reason.to_owned(),
+            })
+            .inc();
     }
 
     /// Counts a report received from a spoke.

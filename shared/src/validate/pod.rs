@@ -4,6 +4,9 @@ use crate::api::MiniClusterSpec;
 
 use super::{Validator, is_quantity};
 
+/// The prefix of the labels and annotations the hub and the spokes write.
+const RESERVED_PREFIX: &str = "flux-framework.org/";
+
 impl Validator {
     pub(super) fn pod(&mut self, spec: &MiniClusterSpec) {
         let pod = spec.pod();
@@ -48,6 +51,26 @@ impl Validator {
         }
         for key in pod.labels.keys() {
             self.label_key(key, format!("spec.pod.labels[{key:?}]"));
+        }
+        // Which objects are the hub's or a spoke's, and of which burst, is told by these
+        // keys: a tenant's pod that carried them would pass for a spoke's own (and be
+        // counted, kept or deleted as another burst's).
+        let tenant_keys = [
+            ("spec.pod.labels", &pod.labels),
+            ("spec.pod.annotations", &pod.annotations),
+            ("spec.jobLabels", &spec.job_labels),
+        ];
+        for (field, map) in tenant_keys {
+            for key in map.keys() {
+                check!(
+                    self,
+                    !key.starts_with(RESERVED_PREFIX),
+                    format!("{field}[{key:?}]"),
+                    format!(
+                        "the prefix {RESERVED_PREFIX} is reserved for what flux-hub and flux-spoke write (whose object it is, and of which burst)"
+                    ),
+                );
+            }
         }
         for (key, values) in &pod.node_affinity {
             check!(

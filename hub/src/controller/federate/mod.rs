@@ -273,7 +273,13 @@ pub(in crate::controller) fn publish_assignments(
             bursts::held_unknown(&fed.bursts, message, &previous.bursts)
         }
         (None, None) => {
-            ctx.registry.set(&key, info, fed.bursts, fed.assignments);
+            if fed.assignments.is_empty() && fed.waiting.is_some() {
+                // Not known now (the lead's endpoint, say) is not a reason to stop what
+                // runs: kept as assigned, or retained.
+                ctx.registry.keep(&key, info, fed.bursts);
+            } else {
+                ctx.registry.set(&key, info, fed.bursts, fed.assignments);
+            }
             let views = ctx.registry.bursts(&key);
             bursts::statuses(
                 &views,

@@ -53,8 +53,14 @@ pub fn prime(ctx: &Context, miniclusters: &[MiniCluster]) {
             _ => Vec::new(),
         };
         let info = mc_info(mc, &previous, lead.as_ref());
-        ctx.registry
-            .set(&key, info, burst_infos(&plan), assignments);
+        if assignments.is_empty() && plan.has_running_bursts() {
+            // The lead's endpoint or the certificate is not known yet: what the spokes
+            // run is kept until a reconcile knows more, never deleted for want of it.
+            ctx.registry.keep(&key, info, burst_infos(&plan));
+        } else {
+            ctx.registry
+                .set(&key, info, burst_infos(&plan), assignments);
+        }
     }
     ctx.registry.set_primed();
     info!(
