@@ -192,6 +192,16 @@ async fn an_unsafe_burst_and_a_huge_minicluster_are_refused_and_write_nothing() 
     support::run_federated("burst-unsafe", "e2e-spoke", unsafe_and_huge).await;
 }
 
+/// A burst borrows nothing of its cluster: the burst cluster's owner keeps a token Secret
+/// in the admitted namespace, and a MiniCluster whose burst mounts it (and names a
+/// toleration) is not assigned (UnsafeBurst, each field named) and no Job of it reaches
+/// the burst cluster; once the owner's policy lists both, the burst runs with them.
+#[tokio::test]
+#[ignore = "needs two clusters: KUBECONFIG and SPOKE_KUBECONFIG (scripts/e2e.sh)"]
+async fn a_burst_cannot_mount_the_burst_cluster_owners_secret() {
+    support::run_federated("burst-borrow", "e2e-spoke", borrowing).await;
+}
+
 /// Two MiniClusters of one namespace declare bursts of the same name on one spoke: the
 /// second's burst would take the first's objects in the burst cluster, so it is refused
 /// (NameTaken, naming the first's assignment) and the first keeps running, untouched, also
@@ -1090,6 +1100,94 @@ async fn spoke_policy(env: &TestEnv, fed: &Federation) -> Result<()> {
     ensure!(
         jobs.get_opt(&burst).await?.is_some(),
         "a policy change never deletes running brokers"
+    );
+    Ok(())
+}
+
+async fn borrowing(env: &TestEnv, fed: &Federation) -> Result<()> {
+    // The owner's namespace in the burst cluster, with a Secret of theirs.
+    let namespaces: Api<Namespace> = Api::all(env.spoke_client());
+    if namespaces.get_opt(&env.ns).await?.is_none() {
+        namespaces
+            .create(
+                &PostParams::default(),
+                &serde_json::from_value(json!({"metadata": {"name": env.ns}}))?,
+            )
+            .await?;
+    }
+    env.spoke_api::<Secret>()
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({
+                "metadata": {"name": "owner-token"},
+                "stringData": {"token": "the owner's API token"},
+            }))?,
+        )
+        .await?;
+    let burst = burst_name(&env.ns);
+    let mut doc = minicluster(&burst, fed.spoke(), lead_address_override().as_deref());
+    doc["spec"]["containers"][0]["volumes"] =
+        json!({"token": {"secretName": "owner-token", "path": "/token"}});
+    doc["spec"]["pod"] = json!({"tolerations": [{"key": "dedicated", "operator": "Exists"}]});
+    env.apply_minicluster(&doc).await?;
+    let (_, message) = wait_burst_phase(env, "Invalid", objects_deadline()).await?;
+    for part in [
+        "UnsafeBurst: ",
+        "spec.containers[0].volumes[\"token\"].secretName",
+        "allow.secrets",
+        "spec.pod.tolerations[0]",
+    ] {
+        ensure!(
+            message.contains(part),
+            "{part:?} not in the burst's message: {message}"
+        );
+    }
+    let jobs = env.spoke_api::<Job>();
+    env.holds_for(
+        "no Job of the borrowing burst in the burst cluster",
+        Duration::from_secs(5),
+        async || {
+            Ok(jobs
+                .get_opt(&burst)
+                .await?
+                .map(|_| "a Job was created".to_string()))
+        },
+    )
+    .await?;
+
+    // The owner lists the Secret and the taint: the burst runs with them.
+    env.set_spoke_policy_of(
+        fed.spoke(),
+        Some(&format!(
+            "namespaces:\n- name: {}\n  podSecurity: privileged\n  allow: {{secrets: [owner-token], tolerations: [dedicated]}}\n",
+            env.ns
+        )),
+    )
+    .await?;
+    let job = env
+        .eventually(
+            "the burst's Job, once the owner's policy lists the Secret",
+            objects_deadline(),
+            async || {
+                Ok(match jobs.get_opt(&burst).await? {
+                    Some(job) => Probe::Done(job),
+                    None => Probe::Waiting(status_of(env).await),
+                })
+            },
+        )
+        .await?;
+    let pod = job
+        .spec
+        .and_then(|s| s.template.spec)
+        .context("the Job's pod template")?;
+    ensure!(
+        pod.volumes.iter().flatten().any(|v| v
+            .secret
+            .as_ref()
+            .and_then(|s| s.secret_name.as_deref())
+            == Some("owner-token")),
+        "the listed Secret is mounted: {:?}",
+        pod.volumes
     );
     Ok(())
 }

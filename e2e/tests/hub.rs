@@ -115,6 +115,17 @@ async fn a_queue_managers_suspend_and_resume_stand() {
     support::run("queue", true, queue_manager).await;
 }
 
+/// The install's admission policy (deploy/admission-policy.yaml) on a real API server: a
+/// user who may only create MiniClusters is refused a privileged one, a Secret, a named
+/// service account and the node's namespaces, each naming the field, and keeps a useful
+/// operator (a plain MiniCluster, and label edits of one an admin made); a user who may
+/// also create pods gets what they ask for.
+#[tokio::test]
+#[ignore = "needs a cluster: KUBECONFIG (scripts/e2e.sh)"]
+async fn a_minicluster_grants_its_author_nothing_they_could_not_do() {
+    support::run("author", false, author_rights).await;
+}
+
 /// Without a cluster: the checks these tests make accept exactly what the renderer
 /// produces for the same examples (and reject a wrong object), so an e2e failure points
 /// at the cluster or the hub, never at a test expecting what the renderer does not make.
@@ -596,6 +607,202 @@ async fn queue_manager(env: &TestEnv) -> Result<()> {
         },
     )
     .await?;
+    Ok(())
+}
+
+/// A client that acts as user `user` (impersonated by the test's own credentials).
+async fn as_user(user: &str) -> Result<kube::Client> {
+    let (_, mut config) = support::client().await;
+    config.auth_info.impersonate = Some(user.to_string());
+    config.auth_info.impersonate_groups = Some(vec!["system:authenticated".to_string()]);
+    Ok(kube::Client::try_from(config)?)
+}
+
+/// Creates `doc` as `client` without keeping it (a dry run): the admission answer.
+async fn dry_create(client: &kube::Client, ns: &str, doc: &Value) -> Result<(), String> {
+    let api: Api<MiniCluster> = Api::namespaced(client.clone(), ns);
+    let mc: MiniCluster = serde_json::from_value(doc.clone()).map_err(|e| e.to_string())?;
+    let params = kube::api::PostParams {
+        dry_run: true,
+        ..Default::default()
+    };
+    api.create(&params, &mc)
+        .await
+        .map(drop)
+        .map_err(|e| e.to_string())
+}
+
+async fn author_rights(env: &TestEnv) -> Result<()> {
+    use kube::api::{ApiResource, DynamicObject};
+    // The policy, applied as `flux-hub install` applies it (left installed: other tests'
+    // writers may create pods, and the hub's own writes leave specs unchanged).
+    for doc in
+        serde_yaml_ng::Deserializer::from_str(include_str!("../../deploy/admission-policy.yaml"))
+    {
+        let object: Value = serde::Deserialize::deserialize(doc)?;
+        let (resource, _) = flux_hub::commands::install::resource_of(&object)
+            .context("a kind the installer knows")?;
+        let api: Api<DynamicObject> = Api::all_with(env.client.clone(), &resource);
+        let name = object["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        api.patch(
+            &name,
+            &PatchParams::apply(FIELD_MANAGER).force(),
+            &Patch::Apply(&object),
+        )
+        .await
+        .with_context(|| format!("applying {name}"))?;
+    }
+    // alice may create MiniClusters; bob may also create pods.
+    let rbac = |kind: &str, doc: Value| -> Result<DynamicObject> {
+        let mut doc = doc;
+        doc["apiVersion"] = json!("rbac.authorization.k8s.io/v1");
+        doc["kind"] = json!(kind);
+        Ok(serde_json::from_value(doc)?)
+    };
+    let role = ApiResource::from_gvk_with_plural(
+        &kube::api::GroupVersionKind::gvk("rbac.authorization.k8s.io", "v1", "Role"),
+        "roles",
+    );
+    let binding = ApiResource::from_gvk_with_plural(
+        &kube::api::GroupVersionKind::gvk("rbac.authorization.k8s.io", "v1", "RoleBinding"),
+        "rolebindings",
+    );
+    let roles: Api<DynamicObject> = Api::namespaced_with(env.client.clone(), &env.ns, &role);
+    let bindings: Api<DynamicObject> = Api::namespaced_with(env.client.clone(), &env.ns, &binding);
+    let post = kube::api::PostParams::default();
+    roles
+        .create(
+            &post,
+            &rbac(
+                "Role",
+                json!({"metadata": {"name": "minicluster-author"},
+            "rules": [{"apiGroups": ["flux-framework.org"], "resources": ["miniclusters"],
+                       "verbs": ["create", "get", "list", "watch", "update", "patch"]}]}),
+            )?,
+        )
+        .await?;
+    roles
+        .create(
+            &post,
+            &rbac(
+                "Role",
+                json!({"metadata": {"name": "pod-creator"},
+            "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["create"]}]}),
+            )?,
+        )
+        .await?;
+    for (name, role, users) in [
+        ("authors", "minicluster-author", vec!["alice", "bob"]),
+        ("pod-creators", "pod-creator", vec!["bob"]),
+    ] {
+        let subjects: Vec<Value> = users
+            .iter()
+            .map(|u| json!({"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": u}))
+            .collect();
+        bindings
+            .create(
+                &post,
+                &rbac(
+                    "RoleBinding",
+                    json!({"metadata": {"name": name},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": role},
+                "subjects": subjects}),
+                )?,
+            )
+            .await?;
+    }
+    let alice = as_user("alice").await?;
+    let bob = as_user("bob").await?;
+    let plain = {
+        let mut doc = support::example("hello-world.yaml")?;
+        doc["metadata"]["namespace"] = json!(env.ns);
+        doc["metadata"]["name"] = json!("authored");
+        doc
+    };
+    let with = |path: &[&str], value: Value| {
+        let mut doc = plain.clone();
+        let mut at = &mut doc["spec"];
+        for key in path {
+            at = &mut at[*key];
+        }
+        *at = value;
+        doc
+    };
+    let container = |extra: Value| {
+        let mut c = plain["spec"]["containers"][0].clone();
+        for (k, v) in extra.as_object().cloned().unwrap_or_default() {
+            c[k] = v;
+        }
+        let mut doc = plain.clone();
+        doc["spec"]["containers"] = json!([c]);
+        doc
+    };
+    let privileged = container(json!({"securityContext": {"privileged": true}}));
+    // The policy is compiled by the API server after it is created: wait for it to act.
+    env.eventually(
+        "the admission policy refusing alice a privileged MiniCluster",
+        secs(30),
+        async || {
+            Ok(match dry_create(&alice, &env.ns, &privileged).await {
+                Err(e) if e.contains("securityContext.privileged") => Probe::Done(()),
+                other => Probe::Waiting(format!("{other:?}")),
+            })
+        },
+    )
+    .await?;
+    for (doc, field) in [
+        (
+            container(json!({"volumes": {"t": {"secretName": "token", "path": "/t"}}})),
+            "secretName",
+        ),
+        (
+            container(json!({"volumes": {"h": {"hostPath": "/", "path": "/h"}}})),
+            "hostPath",
+        ),
+        (
+            with(&["pod"], json!({"serviceAccountName": "admin"})),
+            "spec.pod.serviceAccountName",
+        ),
+        (with(&["pod"], json!({"hostPID": true})), "spec.pod.hostPID"),
+    ] {
+        let refused = dry_create(&alice, &env.ns, &doc)
+            .await
+            .expect_err("alice may not ask for it");
+        ensure!(refused.contains(field), "{field} not named: {refused}");
+    }
+    dry_create(&alice, &env.ns, &plain)
+        .await
+        .map_err(|e| anyhow::anyhow!("alice's plain MiniCluster: {e}"))?;
+    dry_create(&bob, &env.ns, &privileged)
+        .await
+        .map_err(|e| anyhow::anyhow!("bob may create pods, so a privileged MiniCluster: {e}"))?;
+
+    // One an admin made: alice may label it, not change its spec.
+    env.apply_minicluster(&privileged).await?;
+    let mcs: Api<MiniCluster> = Api::namespaced(alice.clone(), &env.ns);
+    mcs.patch(
+        "authored",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"labels": {"team": "a"}}})),
+    )
+    .await
+    .context("alice's label edit of the admin's MiniCluster")?;
+    let refused = mcs
+        .patch(
+            "authored",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"size": 2}})),
+        )
+        .await
+        .map(drop)
+        .map_err(|e| e.to_string());
+    ensure!(
+        refused.as_ref().is_err_and(|e| e.contains("privileged")),
+        "alice's spec change of a privileged MiniCluster: {refused:?}"
+    );
     Ok(())
 }
 

@@ -14,6 +14,9 @@ use std::path::{Component, Path, PathBuf};
 use clap::Parser;
 use flux_hub::controller::RunOptions;
 use flux_hub::controller::permissions::REQUIRED;
+use k8s_openapi::api::admissionregistration::v1::{
+    ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
+};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Container, Namespace, PodSpec, Service, ServiceAccount};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
@@ -102,6 +105,8 @@ struct Manifests {
     deployments: Vec<Deployment>,
     services: Vec<Service>,
     pdbs: Vec<PodDisruptionBudget>,
+    admission_policies: Vec<ValidatingAdmissionPolicy>,
+    admission_bindings: Vec<ValidatingAdmissionPolicyBinding>,
     /// `(kind, namespace, name)` of every object, to catch duplicates.
     ids: BTreeSet<(String, String, String)>,
 }
@@ -126,7 +131,9 @@ fn manifests() -> Manifests {
             || take(&doc, ids, &mut m.role_bindings)
             || take(&doc, ids, &mut m.deployments)
             || take(&doc, ids, &mut m.services)
-            || take(&doc, ids, &mut m.pdbs);
+            || take(&doc, ids, &mut m.pdbs)
+            || take(&doc, ids, &mut m.admission_policies)
+            || take(&doc, ids, &mut m.admission_bindings);
         assert!(
             known,
             "{}: {} {} is not one of the kinds this test checks",
@@ -136,6 +143,74 @@ fn manifests() -> Manifests {
         );
     }
     m
+}
+
+// ---------------------------------------------------------------------------------------
+// Admission
+// ---------------------------------------------------------------------------------------
+
+/// The author policy is bound, denies, and checks what MiniCluster writes change (not the
+/// status or scale subresources the hub and HPAs write); each rule names its field and
+/// asks the authorizer about the requesting user.
+#[test]
+fn the_author_policy_denies_minicluster_writes_and_names_each_field() {
+    let m = manifests();
+    let [policy] = m.admission_policies.as_slice() else {
+        panic!("one ValidatingAdmissionPolicy");
+    };
+    let [binding] = m.admission_bindings.as_slice() else {
+        panic!("one ValidatingAdmissionPolicyBinding");
+    };
+    let spec = policy.spec.as_ref().expect("spec");
+    let bound = binding.spec.as_ref().expect("spec");
+    assert_eq!(
+        bound.policy_name.as_deref(),
+        policy.metadata.name.as_deref()
+    );
+    assert_eq!(
+        bound.validation_actions.as_deref(),
+        Some(&["Deny".to_string()][..])
+    );
+    assert_eq!(spec.failure_policy.as_deref(), Some("Fail"));
+    let rules = spec
+        .match_constraints
+        .as_ref()
+        .and_then(|c| c.resource_rules.clone())
+        .expect("resource rules");
+    let [rule] = rules.as_slice() else {
+        panic!("one resource rule");
+    };
+    assert_eq!(
+        rule.api_groups.as_deref(),
+        Some(&["flux-framework.org".to_string()][..])
+    );
+    assert_eq!(
+        rule.resources.as_deref(),
+        Some(&["miniclusters".to_string()][..])
+    );
+    assert_eq!(
+        rule.operations.as_deref(),
+        Some(&["CREATE".to_string(), "UPDATE".to_string()][..])
+    );
+    let variables = spec.variables.clone().unwrap_or_default();
+    assert!(
+        variables.iter().any(|v| v
+            .expression
+            .contains("authorizer.group('').resource('pods')")
+            && v.expression.contains("check('create')")),
+        "asks whether the user may create pods"
+    );
+    let validations = spec.validations.clone().unwrap_or_default();
+    assert_eq!(validations.len(), 7);
+    for v in &validations {
+        let message = v.message.as_deref().unwrap_or_default();
+        assert!(message.starts_with("spec."), "names the field: {message}");
+        assert!(
+            v.expression.starts_with("!variables.checked || "),
+            "{}",
+            v.expression
+        );
+    }
 }
 
 // ---------------------------------------------------------------------------------------

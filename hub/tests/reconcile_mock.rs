@@ -1623,6 +1623,8 @@ async fn the_installer_applies_the_deploy_manifests_in_order_with_its_field_mana
         [
             "Namespace flux-operator-system",
             "CustomResourceDefinition miniclusters.flux-framework.org",
+            "ValidatingAdmissionPolicy flux-hub-minicluster-author",
+            "ValidatingAdmissionPolicyBinding flux-hub-minicluster-author",
             "ServiceAccount flux-operator-system/flux-hub",
             "ClusterRole flux-hub",
             "ClusterRoleBinding flux-hub",
@@ -1707,6 +1709,8 @@ async fn a_failed_install_deletes_what_it_created_and_names_the_missing_right() 
         deletes,
         [
             "DELETE /api/v1/namespaces/flux-operator-system/serviceaccounts/flux-hub",
+            "DELETE /apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings/flux-hub-minicluster-author",
+            "DELETE /apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies/flux-hub-minicluster-author",
             "DELETE /apis/apiextensions.k8s.io/v1/customresourcedefinitions/miniclusters.flux-framework.org",
         ],
         "what this run created goes again, newest first; the namespace that was there stays"

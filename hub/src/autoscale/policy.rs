@@ -16,7 +16,7 @@
 //! - A burst below its `minSize` grows to it before anything else is decided.
 //! - At most `maxStep` brokers per burst per decision.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use flux_shared::api::Autoscale;
 
@@ -128,7 +128,15 @@ pub fn decide(
     queue: &Queue,
     idle_since: &HashMap<String, f64>,
 ) -> Decision {
-    let drained = |host: &str| queue.hosts.iter().any(|h| h.host == host && h.drained);
+    // A set, once: the queue comes from the tenant's lead pod (up to 4 MiB of hosts) and
+    // every declared host is looked up, so a scan per host would cost hosts x maxSize.
+    let drained_hosts: HashSet<&str> = queue
+        .hosts
+        .iter()
+        .filter(|h| h.drained)
+        .map(|h| h.host.as_str())
+        .collect();
+    let drained = |host: &str| drained_hosts.contains(host);
     let hosts_of = |prefix: &str, count: i32| -> Vec<String> {
         (0..count.max(0)).map(|i| format!("{prefix}-{i}")).collect()
     };
@@ -462,6 +470,47 @@ mod tests {
             .collect();
         let d = decide(&settings(), "r", 2, &bursts, &queue, &idle);
         assert!(d.changes.is_empty(), "{d:?}");
+    }
+
+    /// At the limits (16,384 hosts reported by the tenant's lead pod, as many declared):
+    /// drained hosts count as no capacity, looked up once each.
+    #[test]
+    fn a_report_at_the_host_limit_is_decided_from_a_set_of_drained_hosts() {
+        let max = flux_shared::validate::MAX_BROKERS - 1;
+        let bursts = vec![Burst {
+            name: "a".into(),
+            size: max,
+            min: 0,
+            max,
+        }];
+        let mut hosts = vec![host("r-0", true)];
+        hosts.extend((0..max).map(|i| HostState {
+            drained: i % 100 == 0,
+            ..host(&format!("a-{i}"), true)
+        }));
+        let drained = hosts.iter().filter(|h| h.drained).count();
+        let queue = Queue {
+            version: 1,
+            now: NOW,
+            hosts,
+            pending: vec![PendingJob {
+                id: 1,
+                nodes: max + 1,
+                submitted: NOW - 60.0,
+            }],
+        };
+        let d = decide(&settings(), "r", 1, &bursts, &queue, &HashMap::new());
+        let usable = max + 1 - i32::try_from(drained).unwrap();
+        assert_eq!(
+            d.note.as_deref(),
+            Some(
+                format!(
+                    "job 1 needs {} nodes; this instance can have at most {usable}, so no burst grows for it",
+                    max + 1
+                )
+                .as_str()
+            )
+        );
     }
 
     #[test]

@@ -38,8 +38,13 @@ pub struct Tracked {
     annotation_ignored: bool,
 }
 
+/// Polls of lead brokers' queues in flight at once: each may read and parse up to 4 MiB
+/// from a tenant's pod, so their number, not the MiniClusters', bounds the memory.
+const CONCURRENT_POLLS: usize = 8;
+
 /// Runs until the hub stops: polls every autoscaled MiniCluster of `miniclusters` when due,
-/// the due ones concurrently (a reporter that does not answer delays no other).
+/// the due ones concurrently, at most [`CONCURRENT_POLLS`] at a time (a reporter that does
+/// not answer delays no other beyond its timeout).
 ///
 /// `allow_annotation` (`--allow-queue-reporter-annotation`): whether the
 /// [`queue::REPORTER_ANNOTATION`] may redirect the hub's reads (with the reporter's bearer
@@ -52,7 +57,7 @@ pub async fn run(ctx: Arc<Context>, miniclusters: Store<MiniCluster>, allow_anno
     loop {
         tick.tick().await;
         let now = Instant::now();
-        let mut seen = Vec::new();
+        let mut seen = std::collections::HashSet::new();
         let mut due = Vec::new();
         for mc in miniclusters.state() {
             let Some(settings) = mc.spec.autoscale() else {
@@ -62,7 +67,7 @@ pub async fn run(ctx: Arc<Context>, miniclusters: Store<MiniCluster>, allow_anno
                 continue;
             }
             let key = mc_key(&mc);
-            seen.push(key.clone());
+            seen.insert(key.clone());
             let mut state = tracked.remove(&key).unwrap_or_default();
             if state.next.is_some_and(|next| now < next) {
                 tracked.insert(key, state);
@@ -96,9 +101,11 @@ pub async fn run(ctx: Arc<Context>, miniclusters: Store<MiniCluster>, allow_anno
                 (key, state)
             }
         });
-        for (key, state) in futures::future::join_all(polls).await {
-            tracked.insert(key, state);
-        }
+        let done: Vec<(McKey, Tracked)> = futures::StreamExt::collect(
+            futures::StreamExt::buffer_unordered(futures::stream::iter(polls), CONCURRENT_POLLS),
+        )
+        .await;
+        tracked.extend(done);
         tracked.retain(|k, _| seen.contains(k));
     }
 }

@@ -913,6 +913,12 @@ pub fn announce(policy: &PolicyState) -> Vec<proto::NamespaceExceptions> {
                 host_namespaces: e.host_namespaces,
                 host_paths: e.host_paths,
                 service_accounts: e.service_accounts,
+                secrets: e.secrets,
+                config_maps: e.config_maps,
+                tolerations: e.tolerations,
+                runtime_classes: e.runtime_classes,
+                schedulers: e.schedulers,
+                resources: e.resources.into_iter().collect(),
             }
         })
         .collect()
@@ -941,6 +947,16 @@ impl Announced {
                 host_namespaces: r.host_namespaces,
                 host_paths: r.host_paths.clone(),
                 service_accounts: r.service_accounts.clone(),
+                secrets: r.secrets.clone(),
+                config_maps: r.config_maps.clone(),
+                tolerations: r.tolerations.clone(),
+                runtime_classes: r.runtime_classes.clone(),
+                schedulers: r.schedulers.clone(),
+                resources: r
+                    .resources
+                    .iter()
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect(),
             };
             let rule = NamespaceRule {
                 name: r.namespace.clone(),

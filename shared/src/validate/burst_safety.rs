@@ -11,6 +11,8 @@
 //! spoke's own or the system's namespaces. The hub runs it before it assigns a burst, the
 //! spoke again before it creates anything.
 
+use std::collections::BTreeMap;
+
 use k8s_openapi::api::core::v1::{PodSecurityContext, SecurityContext};
 use serde::{Deserialize, Serialize};
 
@@ -41,20 +43,69 @@ pub struct Exceptions {
     /// Service accounts of the burst's namespace the pods may run as.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub service_accounts: Vec<String>,
+    /// Secrets of the burst's namespace its pods may use (volumes, environment, image pull
+    /// secrets), besides the one the spoke makes for the burst.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub secrets: Vec<String>,
+    /// ConfigMaps of the burst's namespace its pods may mount, besides the one the spoke
+    /// makes for the burst.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub config_maps: Vec<String>,
+    /// Taint keys the pods may tolerate; `*` admits any, and a toleration without a key.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tolerations: Vec<String>,
+    /// RuntimeClasses the pods may name.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub runtime_classes: Vec<String>,
+    /// Schedulers the pods may name.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub schedulers: Vec<String>,
+    /// Resources beyond cpu and memory (extended resources such as `nvidia.com/gpu`,
+    /// `hugepages-2Mi`, `ephemeral-storage`), each with the most one container may request
+    /// or limit (a quantity).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub resources: BTreeMap<String, String>,
 }
 
 /// Whether a policy's `allow` could lift `violation` (privileged, added capabilities, host
-/// namespaces, a host path, a named service account); the other rules hold regardless.
+/// namespaces, a host path, a named service account, a Secret or ConfigMap of the burst
+/// cluster, tolerations, a runtime class or scheduler, resources beyond cpu and memory);
+/// the other rules hold regardless.
 pub fn liftable(violation: &Violation) -> bool {
     let f = violation.field.as_str();
     f.ends_with(".privileged")
         || f.ends_with(".capabilities.add")
         || f.ends_with(".hostPath")
+        || f.ends_with(".secretName")
+        || f.ends_with(".configMapName")
+        || f.ends_with(".imagePullSecret")
+        || f.contains("].secrets[")
+        || f.contains(".resources.")
+        || f.starts_with("spec.pod.tolerations[")
+        || f.starts_with("spec.pod.resources[")
         || matches!(
             f,
-            "spec.pod.hostIPC" | "spec.pod.hostPID" | "spec.pod.serviceAccountName"
+            "spec.pod.hostIPC"
+                | "spec.pod.hostPID"
+                | "spec.pod.serviceAccountName"
+                | "spec.pod.runtimeClassName"
+                | "spec.pod.schedulerName"
         )
 }
+
+/// Resources every burst may ask for without an exception.
+const PLAIN_RESOURCES: [&str; 2] = ["cpu", "memory"];
+
+/// Annotation prefixes that set a container's AppArmor profile, and the values a burst
+/// may give them (the Pod Security baseline's: the runtime's default or a profile loaded
+/// on the node).
+const APPARMOR_ANNOTATION: &str = "container.apparmor.security.beta.kubernetes.io/";
+
+/// Annotations that set a pod's or a container's seccomp profile (before the field).
+const SECCOMP_ANNOTATIONS: [&str; 2] = [
+    "seccomp.security.alpha.kubernetes.io/pod",
+    "container.seccomp.security.alpha.kubernetes.io/",
+];
 
 /// The most entries an [`Exceptions`] list may hold (it travels to the hub).
 pub const MAX_EXCEPTION_ENTRIES: usize = 32;
@@ -71,12 +122,76 @@ impl Exceptions {
             ("capabilities", &self.capabilities),
             ("hostPaths", &self.host_paths),
             ("serviceAccounts", &self.service_accounts),
+            ("secrets", &self.secrets),
+            ("configMaps", &self.config_maps),
+            ("tolerations", &self.tolerations),
+            ("runtimeClasses", &self.runtime_classes),
+            ("schedulers", &self.schedulers),
         ];
         for (field, list) in lists {
             if list.len() > MAX_EXCEPTION_ENTRIES {
                 return Err((
                     field.into(),
                     format!("{} entries, at most {MAX_EXCEPTION_ENTRIES}", list.len()),
+                ));
+            }
+        }
+        if self.resources.len() > MAX_EXCEPTION_ENTRIES {
+            return Err((
+                "resources".into(),
+                format!(
+                    "{} entries, at most {MAX_EXCEPTION_ENTRIES}",
+                    self.resources.len()
+                ),
+            ));
+        }
+        let object_names = [
+            ("secrets", &self.secrets),
+            ("configMaps", &self.config_maps),
+            ("runtimeClasses", &self.runtime_classes),
+            ("schedulers", &self.schedulers),
+        ];
+        for (field, list) in object_names {
+            for (i, n) in list.iter().enumerate() {
+                if n.len() > 253 || !n.split('.').all(super::is_dns_label) {
+                    return Err((
+                        format!("{field}[{i}]"),
+                        format!("{n:?} is not an object name (a DNS subdomain)"),
+                    ));
+                }
+            }
+        }
+        for (i, k) in self.tolerations.iter().enumerate() {
+            let ok = k == "*"
+                || (!k.is_empty()
+                    && k.len() <= 317
+                    && k.bytes().all(|b| {
+                        b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'/')
+                    }));
+            if !ok {
+                return Err((
+                    format!("tolerations[{i}]"),
+                    format!("{k:?} is not a taint key (or *)"),
+                ));
+            }
+        }
+        for (name, most) in &self.resources {
+            let name_ok = !name.is_empty()
+                && name.len() <= 253
+                && name
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'/'));
+            if !name_ok || PLAIN_RESOURCES.contains(&name.as_str()) {
+                return Err((
+                    format!("resources[{name:?}]"),
+                    "must name a resource other than cpu and memory (which perBroker bounds)"
+                        .into(),
+                ));
+            }
+            if crate::federation::policy::parse_quantity(most).is_none() {
+                return Err((
+                    format!("resources[{name:?}]"),
+                    format!("{most:?} is not a quantity"),
                 ));
             }
         }
@@ -114,6 +229,25 @@ impl Exceptions {
             }
         }
         Ok(())
+    }
+
+    /// Whether a toleration of taint key `key` (`None`: every taint) is admitted.
+    fn toleration_allowed(&self, key: Option<&str>) -> bool {
+        self.tolerations
+            .iter()
+            .any(|k| k == "*" || key.is_some_and(|key| k == key))
+    }
+
+    /// Whether one container may ask for `quantity` of `resource`.
+    fn resource_allowed(&self, resource: &str, quantity: &str) -> bool {
+        let parse = crate::federation::policy::parse_quantity;
+        PLAIN_RESOURCES.contains(&resource)
+            || self
+                .resources
+                .get(resource)
+                .and_then(|most| parse(most))
+                .zip(parse(quantity))
+                .is_some_and(|(most, asked)| asked <= most)
     }
 
     /// Whether a `hostPath` volume of `path` is among [`Exceptions::host_paths`].
@@ -232,6 +366,8 @@ pub fn unsafe_burst_except(
     if let Some(sc) = &pod.security_context {
         pod_security_context(sc, &mut deny);
     }
+    borrowed(spec, exceptions, &mut deny);
+    security_annotations(&pod.annotations, &mut deny);
     if let Some(sc) = spec.flux().view().security_context.as_ref() {
         container_security_context(
             "spec.flux.container.securityContext",
@@ -265,6 +401,186 @@ pub fn unsafe_burst_except(
         }
     }
     out
+}
+
+/// What a burst could borrow of its cluster beyond what the spoke makes for it: Secrets
+/// and ConfigMaps of the namespace, tolerations of tainted nodes, runtime classes and
+/// schedulers, resources beyond cpu and memory. Each needs the namespace rule's `allow`.
+fn borrowed(
+    spec: &MiniClusterSpec,
+    exceptions: &Exceptions,
+    deny: &mut impl FnMut(String, String),
+) {
+    let pod = spec.pod();
+    let secret = |name: &str| exceptions.secrets.iter().any(|s| s == name);
+    let view = spec.flux().view();
+    if let Some(name) = view
+        .image_pull_secret
+        .as_deref()
+        .filter(|n| !n.is_empty() && !secret(n))
+    {
+        deny(
+            "spec.flux.container.imagePullSecret".into(),
+            format!(
+                "{name:?}: a burst may use a Secret of its cluster only when that cluster's policy lists it (allow.secrets)"
+            ),
+        );
+    }
+    if let Some(r) = &view.resources {
+        resources("spec.flux.container.resources", r, exceptions, deny);
+    }
+    for (i, c) in spec.containers.iter().enumerate() {
+        let field = format!("spec.containers[{i}]");
+        if let Some(name) = c
+            .image_pull_secret
+            .as_deref()
+            .filter(|n| !n.is_empty() && !secret(n))
+        {
+            deny(
+                format!("{field}.imagePullSecret"),
+                format!(
+                    "{name:?}: a burst may use a Secret of its cluster only when that cluster's policy lists it (allow.secrets)"
+                ),
+            );
+        }
+        for (var, r) in &c.secrets {
+            if !secret(&r.name) {
+                deny(
+                    format!("{field}.secrets[{var:?}]"),
+                    format!(
+                        "Secret {:?}: a burst may read a Secret of its cluster only when that cluster's policy lists it (allow.secrets)",
+                        r.name
+                    ),
+                );
+            }
+        }
+        for (name, v) in &c.volumes {
+            if let Some(s) = v
+                .secret_name
+                .as_deref()
+                .filter(|n| !n.is_empty() && !secret(n))
+            {
+                deny(
+                    format!("{field}.volumes[{name:?}].secretName"),
+                    format!(
+                        "{s:?}: a burst may mount a Secret of its cluster only when that cluster's policy lists it (allow.secrets)"
+                    ),
+                );
+            }
+            if let Some(m) = v
+                .config_map_name
+                .as_deref()
+                .filter(|n| !n.is_empty() && !exceptions.config_maps.iter().any(|c| c == n))
+            {
+                deny(
+                    format!("{field}.volumes[{name:?}].configMapName"),
+                    format!(
+                        "{m:?}: a burst may mount a ConfigMap of its cluster only when that cluster's policy lists it (allow.configMaps)"
+                    ),
+                );
+            }
+        }
+        if let Some(r) = &c.resources {
+            resources(&format!("{field}.resources"), r, exceptions, deny);
+        }
+    }
+    for (i, t) in pod.tolerations.iter().enumerate() {
+        let key = t.key.as_deref().filter(|k| !k.is_empty());
+        if !exceptions.toleration_allowed(key) {
+            deny(
+                format!("spec.pod.tolerations[{i}]"),
+                format!(
+                    "tolerates {}: a burst may run on tainted nodes only when its cluster's policy lists the taint (allow.tolerations)",
+                    key.map_or_else(|| "every taint".to_string(), |k| format!("taint {k:?}"))
+                ),
+            );
+        }
+    }
+    for (field, value, list, what) in [
+        (
+            "spec.pod.runtimeClassName",
+            &pod.runtime_class_name,
+            &exceptions.runtime_classes,
+            "allow.runtimeClasses",
+        ),
+        (
+            "spec.pod.schedulerName",
+            &pod.scheduler_name,
+            &exceptions.schedulers,
+            "allow.schedulers",
+        ),
+    ] {
+        if let Some(v) = value
+            .as_deref()
+            .filter(|v| !v.is_empty() && !list.iter().any(|l| l == v))
+        {
+            deny(
+                field.into(),
+                format!(
+                    "{v:?}: a burst may name it only when its cluster's policy lists it ({what})"
+                ),
+            );
+        }
+    }
+    for (resource, q) in &pod.resources {
+        if !exceptions.resource_allowed(resource, &q.0) {
+            deny(
+                format!("spec.pod.resources[{resource:?}]"),
+                format!(
+                    "{} of {resource}: more than its cluster's policy admits per container (allow.resources)",
+                    q.0
+                ),
+            );
+        }
+    }
+}
+
+/// Requests and limits beyond cpu and memory, each within the policy's `allow.resources`.
+fn resources(
+    field: &str,
+    r: &k8s_openapi::api::core::v1::ResourceRequirements,
+    exceptions: &Exceptions,
+    deny: &mut impl FnMut(String, String),
+) {
+    for (kind, map) in [("requests", &r.requests), ("limits", &r.limits)] {
+        for (resource, q) in map.iter().flatten() {
+            if !exceptions.resource_allowed(resource, &q.0) {
+                deny(
+                    format!("{field}.{kind}[{resource:?}]"),
+                    format!(
+                        "{} of {resource}: a burst may ask for resources beyond cpu and memory only up to what its cluster's policy admits per container (allow.resources)",
+                        q.0
+                    ),
+                );
+            }
+        }
+    }
+}
+
+/// AppArmor and seccomp set by annotation are checked like the fields: only the runtime's
+/// default or a profile of the node.
+fn security_annotations(
+    annotations: &std::collections::BTreeMap<String, String>,
+    deny: &mut impl FnMut(String, String),
+) {
+    for (key, value) in annotations {
+        let confined = if key.starts_with(APPARMOR_ANNOTATION) {
+            value == "runtime/default" || value.starts_with("localhost/")
+        } else if key == SECCOMP_ANNOTATIONS[0] || key.starts_with(SECCOMP_ANNOTATIONS[1]) {
+            matches!(value.as_str(), "runtime/default" | "docker/default")
+                || value.starts_with("localhost/")
+        } else {
+            true
+        };
+        if !confined {
+            deny(
+                format!("spec.pod.annotations[{key:?}]"),
+                format!(
+                    "{value:?}: a burst's profile must be runtime/default or localhost/<profile>"
+                ),
+            );
+        }
+    }
 }
 
 fn container_security_context(
@@ -446,6 +762,7 @@ mod tests {
             host_namespaces: true,
             host_paths: vec!["/scratch/".into()],
             service_accounts: vec!["runner".into()],
+            ..Default::default()
         };
         assert_eq!(lifted.check(), Ok(()));
         let left = with(&lifted);
@@ -481,6 +798,83 @@ mod tests {
                 "spec.pod.automountServiceAccountToken"
             ]
         );
+    }
+
+    /// The owner's credentials (the case found on two real clusters: a Secret volume of
+    /// the burst cluster's service-account token) and everything else a burst could borrow
+    /// of its cluster: refused, each naming the field, unless the rule's allow lists it.
+    #[test]
+    fn a_burst_borrows_nothing_of_its_cluster_unless_the_policy_lists_it() {
+        let borrowing = spec(concat!(
+            ", pod: {tolerations: [{key: gpu, operator: Exists}, {operator: Exists}], runtimeClassName: kata, schedulerName: volcano,",
+            " annotations: {container.apparmor.security.beta.kubernetes.io/a: unconfined, seccomp.security.alpha.kubernetes.io/pod: unconfined, example.com/x: y}},",
+            " flux: {container: {imagePullSecret: regcred}},",
+            " containers: [{image: a, imagePullSecret: regcred, secrets: {TOKEN: {name: owner-token, key: token}},",
+            " resources: {limits: {nvidia.com/gpu: 2, memory: 1Gi}, requests: {ephemeral-storage: 10Gi}},",
+            " volumes: {t: {secretName: owner-token, path: /t}, c: {configMapName: owner-config, path: /c}}}]",
+        ));
+        let fields = |e: &Exceptions| -> Vec<String> {
+            unsafe_burst_except(&borrowing, "lab", None, e)
+                .into_iter()
+                .map(|v| v.field)
+                .collect()
+        };
+        let all = fields(&Exceptions::default());
+        assert_eq!(
+            all,
+            [
+                "spec.flux.container.imagePullSecret",
+                "spec.containers[0].imagePullSecret",
+                "spec.containers[0].secrets[\"TOKEN\"]",
+                "spec.containers[0].volumes[\"c\"].configMapName",
+                "spec.containers[0].volumes[\"t\"].secretName",
+                "spec.containers[0].resources.requests[\"ephemeral-storage\"]",
+                "spec.containers[0].resources.limits[\"nvidia.com/gpu\"]",
+                "spec.pod.tolerations[0]",
+                "spec.pod.tolerations[1]",
+                "spec.pod.runtimeClassName",
+                "spec.pod.schedulerName",
+                "spec.pod.annotations[\"container.apparmor.security.beta.kubernetes.io/a\"]",
+                "spec.pod.annotations[\"seccomp.security.alpha.kubernetes.io/pod\"]",
+            ]
+        );
+        let refused = unsafe_burst_except(&borrowing, "lab", None, &Exceptions::default());
+        let held: Vec<&str> = refused
+            .iter()
+            .filter(|v| !liftable(v))
+            .map(|v| v.field.as_str())
+            .collect();
+        assert_eq!(held.len(), 2, "annotations are never lifted: {held:?}");
+        let lifted = Exceptions {
+            secrets: vec!["owner-token".into(), "regcred".into()],
+            config_maps: vec!["owner-config".into()],
+            tolerations: vec!["gpu".into()],
+            runtime_classes: vec!["kata".into()],
+            schedulers: vec!["volcano".into()],
+            resources: BTreeMap::from([
+                ("nvidia.com/gpu".into(), "1".into()),
+                ("ephemeral-storage".into(), "20Gi".into()),
+            ]),
+            ..Default::default()
+        };
+        assert_eq!(lifted.check(), Ok(()));
+        let left: Vec<String> = fields(&lifted)
+            .into_iter()
+            .filter(|f| !f.starts_with("spec.pod.annotations"))
+            .collect();
+        assert_eq!(
+            left,
+            [
+                "spec.containers[0].resources.limits[\"nvidia.com/gpu\"]",
+                "spec.pod.tolerations[1]",
+            ],
+            "2 GPUs are more than the 1 admitted; a toleration of every taint needs *"
+        );
+        let every_taint = Exceptions {
+            tolerations: vec!["*".into()],
+            ..lifted
+        };
+        assert!(!fields(&every_taint).contains(&"spec.pod.tolerations[1]".to_string()));
     }
 
     #[test]
@@ -520,6 +914,34 @@ mod tests {
                     ..Default::default()
                 },
                 "capabilities",
+            ),
+            (
+                Exceptions {
+                    secrets: vec!["Owner_Token".into()],
+                    ..Default::default()
+                },
+                "secrets[0]",
+            ),
+            (
+                Exceptions {
+                    tolerations: vec!["a b".into()],
+                    ..Default::default()
+                },
+                "tolerations[0]",
+            ),
+            (
+                Exceptions {
+                    resources: BTreeMap::from([("cpu".into(), "1".into())]),
+                    ..Default::default()
+                },
+                "resources[\"cpu\"]",
+            ),
+            (
+                Exceptions {
+                    resources: BTreeMap::from([("nvidia.com/gpu".into(), "lots".into())]),
+                    ..Default::default()
+                },
+                "resources[\"nvidia.com/gpu\"]",
             ),
         ] {
             assert_eq!(e.check().unwrap_err().0, field, "{e:?}");
