@@ -13,6 +13,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     let mut config = prost_build::Config::new();
     config.protoc_executable(protoc_bin_vendored::protoc_bin_path()?);
+    // Reference-counted buffers: the bursts of one MiniCluster share its spec and R.
+    config.bytes([
+        ".flux.federation.v1.Assignment.minicluster_spec_json",
+        ".flux.federation.v1.Assignment.resource_set",
+    ]);
 
     println!("cargo:rerun-if-changed={}", proto.display());
     println!("cargo:rerun-if-changed=build.rs");

@@ -2367,3 +2367,53 @@ async fn a_restarted_hub_retains_bursts_it_cannot_assign_yet() {
     assert!(snapshot.assignments.is_empty());
     assert_eq!(snapshot.retained_keys, ["hpc/flux-sample/burst-gke"]);
 }
+
+/// A bursting MiniCluster whose objects the root API server refuses (its ConfigMap over
+/// the limit) gets no assignment, though its lead broker's address and port are pinned:
+/// its bursts say why, and no spoke holds its spec.
+#[tokio::test]
+async fn a_minicluster_the_root_refuses_gets_no_assignment() {
+    let responder: Responder = Arc::new(|call: &Call| {
+        if call.method == "POST" && call.path.ends_with("/configmaps") {
+            return (
+                StatusCode::UNPROCESSABLE_ENTITY,
+                json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
+                       "message": "ConfigMap \"flux-sample-flux-config\" is invalid: []: Too long: may not be more than 1048576 bytes",
+                       "reason": "Invalid", "code": 422}),
+            );
+        }
+        with_node(call)
+    });
+    let (client, server) = ApiServer::start(responder);
+    let (ctx, mut writers) = context(client);
+    let mut mc = minicluster(&BURSTING.replace(
+        "    bursting:\n",
+        "    bursting:\n      leadAddress: 203.0.113.9\n      leadNodePort: 30111\n",
+    ));
+    mc.metadata.finalizers = Some(vec!["flux-framework.org/bursts".into()]);
+    run(&ctx, mc.clone()).await.expect("not an error");
+    // The lead Service as the cache then has it (a NodePort allocated): the lead endpoint
+    // is known on the next pass.
+    lead_known(&server.calls(), &mut writers);
+    let before = server.calls().len();
+    run(&ctx, mc).await.expect("not an error");
+    let snapshot = ctx.registry.snapshot("gke");
+    assert!(
+        snapshot.assignments.is_empty(),
+        "assigned: {:?}",
+        snapshot
+            .assignments
+            .iter()
+            .map(|a| &a.key)
+            .collect::<Vec<_>>()
+    );
+    let status = server.calls()[before..]
+        .iter()
+        .find(|c| c.path.ends_with("/status"))
+        .expect("status")
+        .body["status"]
+        .clone();
+    assert_eq!(status["phase"], "Invalid");
+    let message = status["bursts"][0]["message"].as_str().unwrap_or_default();
+    assert!(message.starts_with("RootRefused: "), "{status}");
+}

@@ -356,7 +356,7 @@ fn unsafe_refusal(
     exceptions: &Exceptions,
 ) -> Option<AssignmentRefusal> {
     // `realize` has parsed the same text; a failure here still refuses, never applies.
-    let violations = match serde_json::from_str::<MiniClusterSpec>(&a.minicluster_spec_json) {
+    let violations = match serde_json::from_slice::<MiniClusterSpec>(&a.minicluster_spec_json) {
         Ok(spec) => unsafe_burst_except(
             &spec,
             &realized.namespace,
@@ -687,12 +687,12 @@ mod tests {
     fn unsafe_assignment(namespace: &str) -> Assignment {
         let mut a = sample_assignments(namespace, "m", &[("x", 2)]).remove(0);
         let mut spec: serde_json::Value =
-            serde_json::from_str(&a.minicluster_spec_json).expect("sample spec");
+            serde_json::from_slice(&a.minicluster_spec_json).expect("sample spec");
         spec["pod"] = serde_json::json!({"serviceAccountName": "flux-spoke", "automountServiceAccountToken": true});
         spec["containers"][0]["securityContext"] = serde_json::json!({"privileged": true});
         spec["containers"][0]["volumes"] =
             serde_json::json!({"root": {"hostPath": "/", "path": "/host"}});
-        a.minicluster_spec_json = spec.to_string();
+        a.minicluster_spec_json = spec.to_string().into();
         a
     }
 
@@ -727,12 +727,12 @@ mod tests {
     fn the_policys_exceptions_admit_an_unsafe_burst_and_their_removal_holds_it() {
         let mut a = sample_assignments("lab", "m", &[("x", 2)]).remove(0);
         let mut spec: serde_json::Value =
-            serde_json::from_str(&a.minicluster_spec_json).expect("sample spec");
+            serde_json::from_slice(&a.minicluster_spec_json).expect("sample spec");
         spec["pod"] = serde_json::json!({"serviceAccountName": "runner"});
         spec["containers"][0]["securityContext"] = serde_json::json!({"privileged": true});
         spec["containers"][0]["volumes"] =
             serde_json::json!({"scratch": {"hostPath": "/scratch/lab", "path": "/scratch"}});
-        a.minicluster_spec_json = spec.to_string();
+        a.minicluster_spec_json = spec.to_string().into();
         let baseline = PolicyState::of(Some("namespaces: [{name: lab, podSecurity: privileged}]"));
         let lifting = PolicyState::of(Some(
             "namespaces: [{name: lab, podSecurity: privileged, allow: {privileged: true, hostPaths: [/scratch], serviceAccounts: [runner]}}]",

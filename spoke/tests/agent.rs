@@ -738,12 +738,12 @@ async fn an_invalid_assignment_is_reported_and_not_applied_until_it_changes() {
 async fn an_unsafe_burst_is_refused_before_anything_is_written() {
     let pki = Pki::new();
     let mut a = sample_assignments("flux-spoke-system", "m1", &[("x", 2)]).remove(0);
-    let mut spec: serde_json::Value = serde_json::from_str(&a.minicluster_spec_json).unwrap();
+    let mut spec: serde_json::Value = serde_json::from_slice(&a.minicluster_spec_json).unwrap();
     spec["pod"] = serde_json::json!({"serviceAccountName": "flux-spoke", "automountServiceAccountToken": true});
     spec["containers"][0]["securityContext"] = serde_json::json!({"privileged": true});
     spec["containers"][0]["volumes"] =
         serde_json::json!({"root": {"hostPath": "/", "path": "/host"}});
-    a.minicluster_spec_json = spec.to_string();
+    a.minicluster_spec_json = spec.to_string().into();
     let hub = HubState::new(snapshot("e1", 1, vec![a.clone()]));
     let server = RunningHub::start(&pki, &hub, any_port()).await;
     let cluster = FakeCluster::new();

@@ -129,8 +129,21 @@ async fn reconcile_inner(
     ctx.metrics
         .set_objects_managed(managed_objects(&ctx.stores));
 
-    let fed = federate(ctx, mc, &plan, &cert, ns, name).await?;
+    let mut fed = federate(ctx, mc, &plan, &cert, ns, name).await?;
     let problem = applied.problem.as_ref();
+    if let Some(p) = problem.filter(|p| p.invalid)
+        && !fed.bursts.is_empty()
+        && fed.refused.is_none()
+    {
+        // The root cluster refuses the spec: no burst of an instance whose lead cannot run
+        // (what spokes run of an earlier version stays).
+        fed.refused = Some(format!(
+            "{}: not assigned, the root cluster refuses this spec ({})",
+            crate::federation::bursts::ROOT_REFUSED,
+            p.reason
+        ));
+        fed.assignments.clear();
+    }
     let job = applied.job.as_ref().or(live_job.as_deref());
     let mut status = status::compute(mc, Some(plan.spec.max_size()), job, problem, &now);
     status.burst_layout = sizing::burst_layout(&plan);

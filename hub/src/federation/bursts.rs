@@ -45,10 +45,21 @@ pub const UNSAFE_BURST: &str = "UnsafeBurst";
 /// too large to send to a spoke.
 pub const ASSIGNMENT_TOO_LARGE: &str = "AssignmentTooLarge";
 
+/// Reason when the hub refuses to assign a MiniCluster's bursts because everything it
+/// would keep and send for them together is over one MiniCluster's budget.
+pub const OVER_BUDGET: &str = "FederationBudgetExceeded";
+
+/// Reason when the hub does not assign a MiniCluster's bursts because the root cluster
+/// refuses the spec (its objects are invalid there): an instance whose lead cannot exist
+/// gets no burst.
+pub const ROOT_REFUSED: &str = "RootRefused";
+
 /// The reason of a refusal message made by the hub (it starts with its reason).
 fn refusal_reason(message: Option<&str>) -> &'static str {
     match message {
         Some(m) if m.starts_with(ASSIGNMENT_TOO_LARGE) => ASSIGNMENT_TOO_LARGE,
+        Some(m) if m.starts_with(OVER_BUDGET) => OVER_BUDGET,
+        Some(m) if m.starts_with(ROOT_REFUSED) => ROOT_REFUSED,
         _ => UNSAFE_BURST,
     }
 }

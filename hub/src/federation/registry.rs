@@ -990,7 +990,7 @@ mod tests {
     fn assignment(key: &str, spec: &str) -> proto::Assignment {
         proto::Assignment {
             key: key.into(),
-            minicluster_spec_json: spec.into(),
+            minicluster_spec_json: spec.to_string().into(),
             ..Default::default()
         }
     }

@@ -67,8 +67,11 @@ pub fn build(
     if !plan.has_running_bursts() {
         return Ok(Vec::new());
     }
-    let spec_json =
-        serde_json::to_string(&plan.spec).map_err(|e| BuildError::Spec(e.to_string()))?;
+    // One buffer each for the spec and R, shared by every burst's assignment.
+    let spec_json: prost::bytes::Bytes = serde_json::to_vec(&plan.spec)
+        .map_err(|e| BuildError::Spec(e.to_string()))?
+        .into();
+    let resource_set = prost::bytes::Bytes::from(plan.resources.clone());
     let cert = plan.spec.flux().curve_cert().unwrap_or(curve_cert);
     let minicluster = proto::MiniClusterRef {
         namespace: plan.namespace.clone(),
@@ -100,7 +103,7 @@ pub fn build(
                 curve_cert: cert.to_string(),
                 lead_endpoint: Some(lead.into()),
                 broker_toml: flux_config::broker_toml(plan, &target),
-                resource_set: plan.resources.clone(),
+                resource_set: resource_set.clone(),
             },
         });
     }
@@ -182,7 +185,7 @@ pub fn realize(a: &proto::Assignment, me: &SpokeIdentity) -> Result<Realized, Re
             "the lead broker endpoint needs an address and a port",
         ));
     }
-    let spec: MiniClusterSpec = serde_json::from_str(&a.minicluster_spec_json)
+    let spec: MiniClusterSpec = serde_json::from_slice(&a.minicluster_spec_json)
         .map_err(|e| malformed(&format!("the MiniCluster spec does not parse: {e}")))?;
     let mc = MiniCluster {
         metadata: ObjectMeta {
@@ -221,7 +224,7 @@ pub fn realize(a: &proto::Assignment, me: &SpokeIdentity) -> Result<Realized, Re
             version,
         });
     }
-    if plan.resources != a.resource_set {
+    if plan.resources.as_bytes() != a.resource_set.as_ref() {
         return Err(RealizeError::ConfigMismatch {
             key,
             what: "R",
@@ -446,7 +449,9 @@ spec:
             })
         ));
         let mut a = build(&plan, "CERT", &lead()).unwrap().remove(0).assignment;
-        a.resource_set = a.resource_set.replace("root", "other");
+        a.resource_set = String::from_utf8_lossy(&a.resource_set)
+            .replace("root", "other")
+            .into();
         assert!(matches!(
             realize(&a, &me()),
             Err(RealizeError::ConfigMismatch { what: "R", .. })

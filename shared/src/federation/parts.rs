@@ -7,7 +7,10 @@
 //! [`MAX_ASSIGNMENT_BYTES`] is refused on its own MiniCluster by the hub, so no single
 //! tenant can make a part unsendable.
 
+use std::collections::HashSet;
+
 use prost::Message;
+use prost::bytes::Bytes;
 
 use super::proto::{Assignment, Snapshot};
 
@@ -19,6 +22,27 @@ pub const PART_BUDGET: usize = 1 << 20;
 /// limit with room for the part's envelope. A MiniCluster whose spec is this large cannot
 /// burst (its spec alone is near etcd's 1.5 MiB object limit long before).
 pub const MAX_ASSIGNMENT_BYTES: usize = 3 << 20;
+
+/// The most one MiniCluster's assignments may hold together, counting a buffer its bursts
+/// share (the spec, R) once: what the hub keeps for one tenant, and sends each spoke of
+/// it. A spec at etcd's limit with 64 bursts fits.
+pub const MAX_MINICLUSTER_BYTES: usize = 4 << 20;
+
+/// What `assignments` hold together, a buffer they share counted once.
+pub fn held_bytes<'a>(assignments: impl IntoIterator<Item = &'a Assignment>) -> usize {
+    let mut seen: HashSet<*const u8> = HashSet::new();
+    let mut total = 0;
+    for a in assignments {
+        let mut shared = 0;
+        for field in [&a.minicluster_spec_json, &a.resource_set] {
+            if !seen.insert(field.as_ptr()) || field.is_empty() {
+                shared += field.len();
+            }
+        }
+        total += a.encoded_len().saturating_sub(shared);
+    }
+    total
+}
 
 /// The most parts a spoke accepts for one snapshot (bounds what it holds while
 /// assembling: [`MAX_ASSIGNMENT_BYTES`] per part at most).
@@ -102,20 +126,53 @@ pub enum PartError {
 pub struct Assembler {
     /// The parts so far of the snapshot being assembled, in order.
     pending: Vec<Snapshot>,
+    /// The specs and resource sets of the snapshot being assembled, each held once.
+    shared: HashSet<Bytes>,
+}
+
+/// Makes the assignments' specs and resource sets that are equal share one buffer: every
+/// burst of a MiniCluster carries the same spec (up to etcd's 1.5 MiB object limit) on the
+/// wire, and a spoke with many of one tenant's bursts must not hold it once per burst.
+fn share(assignments: &mut [Assignment], shared: &mut HashSet<Bytes>) {
+    let mut one = |field: &mut Bytes| {
+        if field.is_empty() {
+            return;
+        }
+        match shared.get(&*field) {
+            Some(kept) => *field = kept.clone(),
+            None => {
+                // Not a view into a larger received buffer, which it would keep alive.
+                let own = Bytes::copy_from_slice(field);
+                shared.insert(own.clone());
+                *field = own;
+            }
+        }
+    };
+    for a in assignments {
+        one(&mut a.minicluster_spec_json);
+        one(&mut a.resource_set);
+    }
 }
 
 impl Assembler {
+    fn reset(&mut self) {
+        self.pending.clear();
+        self.shared.clear();
+    }
+
     /// Takes the next message of the stream: the whole snapshot once its last part is in,
     /// `None` while parts are missing. A message of another snapshot than the one being
     /// assembled starts over with it (a newer snapshot replaces one half received).
     pub fn push(&mut self, part: Snapshot) -> Result<Option<Snapshot>, PartError> {
+        let mut part = part;
         if part.parts == 0 {
             // A whole snapshot from a hub that does not send parts.
-            self.pending.clear();
+            self.reset();
+            share(&mut part.assignments, &mut HashSet::new());
             return Ok(Some(part));
         }
         if part.part == 0 || part.part > part.parts || part.parts > MAX_PARTS {
-            self.pending.clear();
+            self.reset();
             return Err(PartError::Invalid {
                 part: part.part,
                 parts: part.parts,
@@ -127,11 +184,11 @@ impl Assembler {
                 && first.parts == part.parts
         });
         if !same {
-            self.pending.clear();
+            self.reset();
         }
         let expected = u32::try_from(self.pending.len() + 1).unwrap_or(u32::MAX);
         if part.part != expected {
-            self.pending.clear();
+            self.reset();
             return Err(PartError::OutOfOrder {
                 version: part.version,
                 expected,
@@ -139,11 +196,13 @@ impl Assembler {
             });
         }
         let last = part.part == part.parts;
+        share(&mut part.assignments, &mut self.shared);
         self.pending.push(part);
         if !last {
             return Ok(None);
         }
         let mut parts = std::mem::take(&mut self.pending).into_iter();
+        self.shared.clear();
         let Some(mut whole) = parts.next() else {
             return Ok(None);
         };
@@ -161,10 +220,53 @@ impl Assembler {
 mod tests {
     use super::*;
 
+    /// Every burst of a tenant carries the same spec: the assembled snapshot holds it once,
+    /// whether it came in one part or several.
+    #[test]
+    fn equal_specs_and_resource_sets_share_one_buffer() {
+        let spec = "s".repeat(1 << 20);
+        let snapshot = Snapshot {
+            hub_epoch: "e".into(),
+            version: 1,
+            assignments: (0..6)
+                .map(|i| Assignment {
+                    key: format!("ns/m/b{i}"),
+                    // Separate buffers, as decoding gives.
+                    minicluster_spec_json: Bytes::from(spec.clone()),
+                    resource_set: Bytes::from("R".to_string()),
+                    ..Assignment::default()
+                })
+                .collect(),
+            ..Snapshot::default()
+        };
+        for parts in [split(snapshot.clone(), PART_BUDGET), vec![snapshot.clone()]] {
+            let mut assembler = Assembler::default();
+            let mut whole = None;
+            for p in parts {
+                whole = assembler.push(p).expect("in order");
+            }
+            let whole = whole.expect("assembled");
+            assert_eq!(whole.assignments.len(), 6);
+            let first = &whole.assignments[0];
+            for a in &whole.assignments {
+                assert_eq!(
+                    a.minicluster_spec_json,
+                    snapshot.assignments[0].minicluster_spec_json
+                );
+                assert_eq!(
+                    a.minicluster_spec_json.as_ptr(),
+                    first.minicluster_spec_json.as_ptr(),
+                    "one buffer"
+                );
+                assert_eq!(a.resource_set.as_ptr(), first.resource_set.as_ptr());
+            }
+        }
+    }
+
     fn assignment(key: &str, spec_bytes: usize) -> Assignment {
         Assignment {
             key: key.into(),
-            minicluster_spec_json: "x".repeat(spec_bytes),
+            minicluster_spec_json: "x".repeat(spec_bytes).into(),
             ..Assignment::default()
         }
     }

@@ -25,7 +25,9 @@ use tracing::warn;
 use crate::controller::apply::pod_labels::COMPLETION_INDEX;
 use crate::controller::context::{Context, Error, Stores, get, kube_err, mc_key};
 use crate::controller::status;
-use crate::federation::bursts::{self, ASSIGNMENT_TOO_LARGE, BurstEvent, UNSAFE_BURST};
+use crate::federation::bursts::{
+    self, ASSIGNMENT_TOO_LARGE, BurstEvent, OVER_BUDGET, UNSAFE_BURST,
+};
 use crate::federation::{self, BurstInfo, McInfo, lead};
 
 /// What the federation decided in one reconcile of a planned MiniCluster.
@@ -216,7 +218,9 @@ pub(in crate::controller) async fn federate(
     };
     // An assignment carries the whole spec: one too large to send is refused on this
     // MiniCluster alone (no spoke's snapshot is held up by it).
-    let refused = refused.or_else(|| too_large_refusal(&assignments));
+    let refused = refused
+        .or_else(|| too_large_refusal(&assignments))
+        .or_else(|| over_budget_refusal(&assignments));
     let assignments = if refused.is_some() {
         Vec::new()
     } else {
@@ -229,6 +233,22 @@ pub(in crate::controller) async fn federate(
         assignments,
         refused,
         held,
+    })
+}
+
+/// Why the bursts are not assigned when `assignments` together hold more than one
+/// MiniCluster's budget ([`parts::MAX_MINICLUSTER_BYTES`], a shared spec counted once).
+pub(in crate::controller) fn over_budget_refusal(
+    assignments: &[SpokeAssignment],
+) -> Option<String> {
+    let held = parts::held_bytes(assignments.iter().map(|a| &a.assignment));
+    (held > parts::MAX_MINICLUSTER_BYTES).then(|| {
+        format!(
+            "{OVER_BUDGET}: not assigned, the {} bursts' assignments hold {} KiB together, above the {} KiB one MiniCluster may have in the federation (fewer bursts, or a smaller spec: keep large scripts in a ConfigMap volume)",
+            assignments.len(),
+            held / 1024,
+            parts::MAX_MINICLUSTER_BYTES / 1024
+        )
     })
 }
 
@@ -447,10 +467,47 @@ mod tests {
             spoke: "gke".into(),
             assignment: proto::Assignment {
                 burst_name: burst.into(),
-                minicluster_spec_json: "x".repeat(spec_bytes),
+                minicluster_spec_json: "x".repeat(spec_bytes).into(),
                 ..proto::Assignment::default()
             },
         }
+    }
+
+    #[test]
+    fn a_shared_spec_counts_once_toward_the_minicluster_budget() {
+        let spec: prost::bytes::Bytes = "x".repeat(1 << 20).into();
+        let bursts = |n: usize| -> Vec<SpokeAssignment> {
+            (0..n)
+                .map(|i| SpokeAssignment {
+                    spoke: "gke".into(),
+                    assignment: proto::Assignment {
+                        burst_name: format!("b{i}"),
+                        minicluster_spec_json: spec.clone(),
+                        broker_toml: "t".repeat(1024),
+                        ..proto::Assignment::default()
+                    },
+                })
+                .collect()
+        };
+        assert_eq!(
+            over_budget_refusal(&bursts(64)),
+            None,
+            "1 MiB once, 64 small tomls"
+        );
+        // Specs that are equal but not shared count each time (what building them avoids).
+        let copies: Vec<SpokeAssignment> = bursts(8)
+            .into_iter()
+            .map(|mut a| {
+                a.assignment.minicluster_spec_json =
+                    prost::bytes::Bytes::copy_from_slice(&a.assignment.minicluster_spec_json);
+                a
+            })
+            .collect();
+        let message = over_budget_refusal(&copies).expect("over");
+        assert!(
+            message.starts_with("FederationBudgetExceeded: "),
+            "{message}"
+        );
     }
 
     #[test]
