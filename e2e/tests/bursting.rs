@@ -1104,6 +1104,18 @@ async fn spoke_policy(env: &TestEnv, fed: &Federation) -> Result<()> {
     Ok(())
 }
 
+/// Waits for Job `name` of the burst cluster (`jobs`), showing the MiniCluster's status
+/// meanwhile.
+async fn spoke_job(env: &TestEnv, jobs: &Api<Job>, name: &str, what: &str) -> Result<Job> {
+    env.eventually(what, objects_deadline(), async || {
+        Ok(match jobs.get_opt(name).await? {
+            Some(job) => Probe::Done(job),
+            None => Probe::Waiting(status_of(env).await),
+        })
+    })
+    .await
+}
+
 async fn borrowing(env: &TestEnv, fed: &Federation) -> Result<()> {
     // The owner's namespace in the burst cluster, with a Secret of theirs.
     let namespaces: Api<Namespace> = Api::all(env.spoke_client());
@@ -1164,18 +1176,13 @@ async fn borrowing(env: &TestEnv, fed: &Federation) -> Result<()> {
         )),
     )
     .await?;
-    let job = env
-        .eventually(
-            "the burst's Job, once the owner's policy lists the Secret",
-            objects_deadline(),
-            async || {
-                Ok(match jobs.get_opt(&burst).await? {
-                    Some(job) => Probe::Done(job),
-                    None => Probe::Waiting(status_of(env).await),
-                })
-            },
-        )
-        .await?;
+    let job = spoke_job(
+        env,
+        &jobs,
+        &burst,
+        "the burst's Job, once the owner's policy lists the Secret",
+    )
+    .await?;
     let pod = job
         .spec
         .and_then(|s| s.template.spec)
@@ -2972,18 +2979,13 @@ async fn dispatch(env: &TestEnv, fed: &Federation) -> Result<Burst> {
     )
     .await?;
     let spoke_jobs = env.spoke_api::<Job>();
-    let job = env
-        .eventually(
-            &format!("the burst Job {burst} in the burst cluster"),
-            objects_deadline(),
-            async || {
-                Ok(match spoke_jobs.get_opt(&burst).await? {
-                    Some(job) => Probe::Done(job),
-                    None => Probe::Waiting(status_of(env).await),
-                })
-            },
-        )
-        .await?;
+    let job = spoke_job(
+        env,
+        &spoke_jobs,
+        &burst,
+        &format!("the burst Job {burst} in the burst cluster"),
+    )
+    .await?;
     check_burst_job(&job, &env.ns, &burst)?;
 
     let config_name = format!("{burst}-flux-config");

@@ -10,9 +10,6 @@
 //! read from /proc for comparison. Run with `cargo bench -p flux-hub --bench
 //! federation_memory`.
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicUsize, Ordering};
-
 use flux_hub::controller::watch::cache::{self, Compact};
 use flux_hub::federation::registry::{BurstInfo, McInfo, Registry};
 use flux_shared::api::MiniCluster;
@@ -26,32 +23,10 @@ use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret, Service};
 use kube::runtime::reflector;
 use kube::runtime::watcher;
 
-struct Counting;
+#[path = "support/counting.rs"]
+mod counting;
 
-static LIVE: AtomicUsize = AtomicUsize::new(0);
-
-// SAFETY: forwards to the system allocator, only counting sizes.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        LIVE.fetch_add(layout.size(), Ordering::Relaxed);
-        // SAFETY: same contract as the caller's.
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
-        // SAFETY: same contract as the caller's.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        LIVE.fetch_add(new_size, Ordering::Relaxed);
-        LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
-        // SAFETY: same contract as the caller's.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
-
-#[global_allocator]
-static ALLOCATOR: Counting = Counting;
+use counting::live;
 
 const MINICLUSTERS: usize = 1_000;
 const SPOKES: usize = 100;
@@ -146,7 +121,7 @@ fn main() {
         address: "203.0.113.10".into(),
         port: 30093,
     };
-    let heap_before = LIVE.load(Ordering::Relaxed);
+    let heap_before = live();
     let rss_before = rss_kib();
 
     let (mcs, mut mc_writer) = reflector::store::<MiniCluster>();
@@ -173,7 +148,7 @@ fn main() {
         let mc = minicluster(i);
         let plan = Plan::new(&mc).expect("valid");
         let cert = CurveCert::generate(&plan.name).to_zcert();
-        let before_cache = LIVE.load(Ordering::Relaxed);
+        let before_cache = live();
         for object in render::render(&plan, &Role::Root, &cert).expect("root") {
             match object {
                 Object::ConfigMap(o) => cm_writer.apply_watcher_event(&cached(o)),
@@ -188,7 +163,7 @@ fn main() {
                 Object::Pod(_) => {}
             }
         }
-        cache_heap += LIVE.load(Ordering::Relaxed) - before_cache;
+        cache_heap += live() - before_cache;
         let bursts: Vec<BurstInfo> = plan
             .bursts
             .iter()
@@ -253,7 +228,7 @@ fn main() {
         })
         .sum();
 
-    let heap = LIVE.load(Ordering::Relaxed).saturating_sub(heap_before);
+    let heap = live().saturating_sub(heap_before);
     let rss = rss_kib().saturating_sub(rss_before);
     let (connected, assignments) = registry.counts();
     println!(

@@ -10,9 +10,6 @@
 //! by a counting allocator. Targets: hub below 128 MiB, spoke below 64 MiB. Run with
 //! `cargo bench -p flux-hub --bench tenant_memory`.
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicUsize, Ordering};
-
 use flux_hub::federation::registry::{BurstInfo, McInfo, Registry};
 use flux_shared::api::MiniCluster;
 use flux_shared::federation::assignment::{self, SpokeAssignment};
@@ -22,41 +19,15 @@ use flux_shared::plan::{Endpoint, Plan};
 use prost::Message;
 use prost::bytes::Bytes;
 
-struct Counting;
+#[path = "support/counting.rs"]
+mod counting;
 
-static LIVE: AtomicUsize = AtomicUsize::new(0);
-
-// SAFETY: forwards to the system allocator, only counting sizes.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        LIVE.fetch_add(layout.size(), Ordering::Relaxed);
-        // SAFETY: same contract as the caller's.
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
-        // SAFETY: same contract as the caller's.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        LIVE.fetch_add(new_size, Ordering::Relaxed);
-        LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
-        // SAFETY: same contract as the caller's.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
-
-#[global_allocator]
-static ALLOCATOR: Counting = Counting;
+use counting::live;
 
 const TENANTS: usize = 20;
 const BURSTS: usize = 64;
 const SPOKES: usize = 4;
 const SCRIPT_BYTES: usize = 1_400_000;
-
-fn live() -> usize {
-    LIVE.load(Ordering::Relaxed)
-}
 
 fn mib(bytes: usize) -> f64 {
     bytes as f64 / 1_048_576.0

@@ -2107,19 +2107,26 @@ async fn a_burst_needing_exceptions_waits_for_its_spoke_to_say_them() {
     assert_eq!(status["bursts"][0]["phase"], "Invalid");
 }
 
+/// The API server's answer to the POST of a ConfigMap over its 1 MiB limit.
+fn config_map_too_long(call: &Call) -> Option<(StatusCode, Value)> {
+    (call.method == "POST" && call.path.ends_with("/configmaps")).then(|| {
+        (
+            StatusCode::UNPROCESSABLE_ENTITY,
+            json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
+                   "message": "ConfigMap \"flux-sample-flux-config\" is invalid: []: Too long: may not be more than 1048576 bytes",
+                   "reason": "Invalid", "code": 422}),
+        )
+    })
+}
+
 /// An object of the spec that the API server finds invalid (a ConfigMap over its 1 MiB
 /// limit): the MiniCluster is Invalid with the API server's reason, once, no Job is made,
 /// and the pass is not retried in a loop.
 #[tokio::test]
 async fn an_object_the_api_server_refuses_makes_the_minicluster_invalid_without_retries() {
     let responder: Responder = Arc::new(|call: &Call| {
-        if call.method == "POST" && call.path.ends_with("/configmaps") {
-            return (
-                StatusCode::UNPROCESSABLE_ENTITY,
-                json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
-                       "message": "ConfigMap \"flux-sample-flux-config\" is invalid: []: Too long: may not be more than 1048576 bytes",
-                       "reason": "Invalid", "code": 422}),
-            );
+        if let Some(refusal) = config_map_too_long(call) {
+            return refusal;
         }
         echo(call)
     });
@@ -2374,13 +2381,8 @@ async fn a_restarted_hub_retains_bursts_it_cannot_assign_yet() {
 #[tokio::test]
 async fn a_minicluster_the_root_refuses_gets_no_assignment() {
     let responder: Responder = Arc::new(|call: &Call| {
-        if call.method == "POST" && call.path.ends_with("/configmaps") {
-            return (
-                StatusCode::UNPROCESSABLE_ENTITY,
-                json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
-                       "message": "ConfigMap \"flux-sample-flux-config\" is invalid: []: Too long: may not be more than 1048576 bytes",
-                       "reason": "Invalid", "code": 422}),
-            );
+        if let Some(refusal) = config_map_too_long(call) {
+            return refusal;
         }
         with_node(call)
     });

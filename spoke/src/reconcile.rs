@@ -231,7 +231,29 @@ pub fn plan_snapshot(
             running: cx.running.get(&a.key).copied().unwrap_or(0),
         })
         .collect();
-    let verdicts = policy::admit(cx.policy, &candidates, cx.namespaces);
+    // What runs for bursts that are not candidates (retained, held, refused with their
+    // objects kept) still fills the cluster; bursts about to be deleted do not count.
+    let candidate_keys: BTreeSet<&str> = candidates.iter().map(|c| c.key).collect();
+    let kept: BTreeSet<&str> = snapshot
+        .assignments
+        .iter()
+        .map(|a| a.key.as_str())
+        .chain(snapshot.retained_keys.iter().map(String::as_str))
+        .collect();
+    let others: Vec<policy::Running> = cx
+        .running
+        .iter()
+        .filter(|(key, brokers)| {
+            **brokers > 0 && kept.contains(key.as_str()) && !candidate_keys.contains(key.as_str())
+        })
+        .map(|(key, brokers)| policy::Running {
+            minicluster: key
+                .rsplit_once('/')
+                .map_or_else(String::new, |(mc, _)| mc.to_string()),
+            brokers: *brokers,
+        })
+        .collect();
+    let verdicts = policy::admit_beside(cx.policy, &candidates, &others, cx.namespaces);
 
     // Keys whose current rendering is known, with the objects it contains.
     let mut rendered: BTreeMap<&str, BTreeSet<ObjectRef>> = BTreeMap::new();
@@ -694,6 +716,40 @@ mod tests {
             serde_json::json!({"root": {"hostPath": "/", "path": "/host"}});
         a.minicluster_spec_json = spec.to_string().into();
         a
+    }
+
+    /// The cluster's broker ceiling counts what runs for bursts that are not examined: one
+    /// the hub said to retain (after its restart), one held as it runs. Bursts about to be
+    /// deleted do not count.
+    #[test]
+    fn retained_and_held_bursts_count_toward_the_broker_ceiling() {
+        let policy = PolicyState::of(Some(
+            "namespaces: [{name: '*', podSecurity: privileged}]\nmaxBrokers: 8\n",
+        ));
+        let new = sample_assignments("hpc", "new", &[("n", 4)]).remove(0);
+        let running: BTreeMap<String, i32> =
+            [("hpc/old/r".to_string(), 6), ("hpc/gone/g".to_string(), 8)].into();
+        let cx = Context {
+            spoke_namespace: DEFAULT_SPOKE_NAMESPACE,
+            policy: &policy,
+            namespaces: &BTreeMap::new(),
+            running: &running,
+        };
+        let retained = snapshot(vec![new.clone()], &["hpc/old/r"]);
+        let plan = super::plan_snapshot(&retained, &[], &Memory::default(), &me(), &cx);
+        let Decision::Refuse(refusal) = &plan.assignments[0].decision else {
+            panic!("{:?}", plan.assignments[0].decision)
+        };
+        assert_eq!(refusal.reason, policy::reason::TOO_MANY_BROKERS);
+        assert_eq!(plan.assignments[0].admitted_size, Some(2));
+        // Without the retained burst (only one about to be deleted), it fits.
+        let alone = snapshot(vec![new.clone()], &[]);
+        let plan = super::plan_snapshot(&alone, &[], &Memory::default(), &me(), &cx);
+        assert!(
+            matches!(plan.assignments[0].decision, Decision::Apply(_)),
+            "{:?}",
+            plan.assignments[0].decision
+        );
     }
 
     #[test]

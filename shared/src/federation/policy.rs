@@ -530,6 +530,27 @@ pub fn admit(
     candidates: &[Candidate<'_>],
     namespaces: &BTreeMap<String, NamespaceState>,
 ) -> BTreeMap<String, Verdict> {
+    admit_beside(policy, candidates, &[], namespaces)
+}
+
+/// Brokers that run for a burst that is not a candidate: one the hub told the spoke to
+/// retain, or one held as it runs (refused, or no longer safe). They are not examined, but
+/// they occupy the cluster, so they count toward the ceilings.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Running {
+    /// `namespace/name` of its MiniCluster.
+    pub minicluster: String,
+    /// Brokers its Job runs.
+    pub brokers: i32,
+}
+
+/// [`admit`], with `others` counted toward the broker ceilings.
+pub fn admit_beside(
+    policy: &PolicyState,
+    candidates: &[Candidate<'_>],
+    others: &[Running],
+    namespaces: &BTreeMap<String, NamespaceState>,
+) -> BTreeMap<String, Verdict> {
     let policy = match policy {
         PolicyState::Valid(p) => p,
         PolicyState::Missing => {
@@ -551,10 +572,14 @@ pub fn admit(
     };
     let mut sorted: Vec<&Candidate<'_>> = candidates.iter().collect();
     sorted.sort_by_key(|c| c.key);
-    let mut total: i64 = sorted.iter().map(|c| i64::from(c.running)).sum();
+    let mut total: i64 = sorted.iter().map(|c| i64::from(c.running)).sum::<i64>()
+        + others.iter().map(|o| i64::from(o.brokers)).sum::<i64>();
     let mut per_mc: BTreeMap<&str, i64> = BTreeMap::new();
     for c in &sorted {
         *per_mc.entry(c.minicluster.as_str()).or_default() += i64::from(c.running);
+    }
+    for o in others {
+        *per_mc.entry(o.minicluster.as_str()).or_default() += i64::from(o.brokers);
     }
     let mut out = BTreeMap::new();
     for c in sorted {
