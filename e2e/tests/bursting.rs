@@ -1510,13 +1510,8 @@ async fn join(env: &TestEnv, fed: &Federation) -> Result<()> {
     let name = format!("joined-{suffix}");
     let kubeconfig = std::env::var("SPOKE_KUBECONFIG").context("SPOKE_KUBECONFIG")?;
     let hub = tokio::task::spawn_blocking(support::hub_binary).await??;
-    // The test's namespace only, at the Pod Security level a burst's pods meet (join
-    // creates it with that level).
-    let policy_file = support::log_file(&format!("{}-join-policy.yaml", env.ns))?;
-    std::fs::write(
-        &policy_file,
-        format!("namespaces:\n- name: {}\n  podSecurity: baseline\n", env.ns),
-    )?;
+    // The documented default: the test's namespace only, every other rule at its
+    // default (join creates the namespace, at the Pod Security level a plain burst meets).
     let join = |wait: bool| {
         let mut cmd = tokio::process::Command::new(&hub);
         cmd.args(["join", &name, "--kubeconfig", &kubeconfig, "--certs"])
@@ -1530,12 +1525,16 @@ async fn join(env: &TestEnv, fed: &Federation) -> Result<()> {
                 "json",
             ])
             .args(["--timeout-seconds", "60", &format!("--wait={wait}")])
-            .arg("--policy")
-            .arg(&policy_file)
+            .args(["--allow-namespace", &env.ns])
             .kill_on_drop(true);
         cmd
     };
     let client = env.spoke_client();
+    // Whether join will create the burst namespace (not when the burst cluster is the root's).
+    let join_creates = Api::<Namespace>::all(client.clone())
+        .get_opt(&env.ns)
+        .await?
+        .is_none();
     let cleanup = async || {
         let dp = DeleteParams::background();
         let _ = Api::<Namespace>::all(client.clone())
@@ -1681,8 +1680,8 @@ async fn join(env: &TestEnv, fed: &Federation) -> Result<()> {
         )?;
         ensure!(
             policy.namespace_rule(&env.ns).is_some() && policy.namespace_rule("other").is_none(),
-            "join --policy {} wrote {policy:?}",
-            policy_file.display()
+            "join --allow-namespace {} wrote {policy:?}",
+            env.ns
         );
         let secret = secrets.get("flux-spoke-tls").await?;
         let settings = config
@@ -1792,6 +1791,31 @@ async fn join(env: &TestEnv, fed: &Federation) -> Result<()> {
                 let jobs = burst_jobs.list_metadata(&spoke_made).await?;
                 Ok(if jobs.items.is_empty() {
                     Probe::Waiting("no Job yet".into())
+                } else {
+                    Probe::Done(())
+                })
+            },
+        )
+        .await?;
+        // The namespace join made enforces Pod Security, and the burst's pods pass it.
+        let created = Api::<Namespace>::all(client.clone()).get(&env.ns).await?;
+        let enforce = created
+            .labels()
+            .get(flux_shared::federation::policy::POD_SECURITY_ENFORCE)
+            .cloned();
+        ensure!(
+            !join_creates || enforce.as_deref() == Some("baseline"),
+            "join created {} enforcing {enforce:?}",
+            env.ns
+        );
+        let burst_pods: Api<Pod> = Api::namespaced(client.clone(), &env.ns);
+        env.eventually(
+            "the burst's pods, admitted by Pod Security",
+            objects_deadline(),
+            async || {
+                let pods = burst_pods.list_metadata(&ListParams::default()).await?;
+                Ok(if pods.items.is_empty() {
+                    Probe::Waiting("no pod yet".into())
                 } else {
                     Probe::Done(())
                 })

@@ -356,16 +356,30 @@ fn per_broker_bounds_need_limits_and_count_the_pod_as_kubernetes_does() {
 }
 
 #[test]
-fn a_namespace_the_spoke_creates_enforces_the_policys_level_restricted_by_default() {
+fn a_namespace_the_spoke_creates_enforces_the_policys_level_baseline_by_default() {
     let p = pod("app", None);
     let nothing = BTreeMap::new();
+    // The documented default (`join --allow-namespace NEW`) runs a plain burst.
     let v = admit(
         &policy("namespaces: [{name: ns}]"),
         &[candidate("ns/mc/b", "ns", 1, 0, &p)],
         &nothing,
     );
+    assert_eq!(refusal(&v["ns/mc/b"]), None);
+    assert_eq!(v["ns/mc/b"].create_namespace, Some(Level::Baseline));
+
+    let v = admit(
+        &policy("namespaces: [{name: ns, podSecurity: restricted}]"),
+        &[candidate("ns/mc/b", "ns", 1, 0, &p)],
+        &nothing,
+    );
     let (r, m) = refusal(&v["ns/mc/b"]).unwrap();
     assert_eq!(r, reason::POD_SECURITY);
+    assert!(
+        m.contains("The baseline level admits this burst")
+            && m.contains("policy create namespace \"ns\" at podSecurity: baseline"),
+        "says which level admits it and how: {m}"
+    );
     assert!(
         m.contains("\"mc\" needs allowPrivilegeEscalation: false"),
         "{m}"
@@ -403,7 +417,7 @@ fn a_namespace_the_spoke_creates_enforces_the_policys_level_restricted_by_defaul
         c.security_context = Some(serde_json::from_value(hardened.clone()).unwrap());
     }
     let v = admit(
-        &policy("namespaces: [{name: ns}]"),
+        &policy("namespaces: [{name: ns, podSecurity: restricted}]"),
         &[candidate("ns/mc/b", "ns", 1, 0, &h)],
         &nothing,
     );
@@ -423,9 +437,13 @@ fn a_namespace_the_spoke_creates_enforces_the_policys_level_restricted_by_defaul
         &[candidate("ns/mc/b", "ns", 1, 0, &p)],
         &existing(&[("ns", Some("restricted"))]),
     );
-    assert_eq!(
-        refusal(&v["ns/mc/b"]).map(|r| r.0),
-        Some(reason::POD_SECURITY)
+    let (r, m) = refusal(&v["ns/mc/b"]).expect("refused");
+    assert_eq!(r, reason::POD_SECURITY);
+    assert!(
+        m.contains(
+            "kubectl label namespace ns pod-security.kubernetes.io/enforce=baseline --overwrite"
+        ),
+        "an existing namespace's label is what to change: {m}"
     );
 }
 
@@ -524,7 +542,7 @@ fn a_namespace_rule_may_lift_baseline_rules_its_pod_security_level_permits() {
             "namespaces[0].allow.hostNamespaces: needs podSecurity: privileged",
         ),
         (
-            "namespaces: [{name: lab, allow: {capabilities: [NET_ADMIN]}}]",
+            "namespaces: [{name: lab, podSecurity: restricted, allow: {capabilities: [NET_ADMIN]}}]",
             "namespaces[0].allow.capabilities: needs podSecurity: baseline or privileged",
         ),
         (

@@ -202,7 +202,7 @@ pub struct JoinOptions {
     pub image: Option<String>,
     /// Admit bursts from this namespace of the root cluster (repeatable; `NAME` or a
     /// prefix `NAME*`). Writes the spoke's policy with every other rule at its default
-    /// (at most 32 brokers, namespaces it creates enforce Pod Security `restricted`).
+    /// (at most 32 brokers, namespaces it creates enforce Pod Security `baseline`).
     /// Without it or --policy, an existing policy is kept; a spoke with none runs no burst.
     #[arg(long, value_name = "NAMESPACE", conflicts_with = "policy")]
     pub allow_namespace: Vec<String>,
@@ -534,7 +534,7 @@ pub fn spoke_rbac(policy: Option<&SpokePolicy>, cluster_wide: bool) -> anyhow::R
 }
 
 /// Creates each namespace of `rbac` that does not exist, with the Pod Security level the
-/// policy gives it (`restricted` by default), so that the spoke's Roles have somewhere to
+/// policy gives it (`baseline` by default), so that the spoke's Roles have somewhere to
 /// live. A namespace that exists is left exactly as it is.
 async fn create_namespaces(
     client: &kube::Client,

@@ -73,17 +73,20 @@ pub mod reason {
     pub const POD_SECURITY: &str = "PodSecurity";
 }
 
-/// A Pod Security Standards level.
+/// A Pod Security Standards level. A namespace the spoke creates enforces `baseline`
+/// unless the policy says otherwise: the strictest level a plain burst's pods meet as
+/// rendered (the flux view's copy and the broker's entrypoint run as root), and the one
+/// [`crate::validate::unsafe_burst`] enforces anyway.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Level {
     /// No restriction.
     Privileged,
     /// Known privilege escalations refused.
+    #[default]
     Baseline,
     /// Hardened pods only (non-root, no privilege escalation, every capability dropped, a
     /// seccomp profile, a short list of volume kinds).
-    #[default]
     Restricted,
 }
 
@@ -623,15 +626,22 @@ pub fn admit_beside(
                 ),
             ));
         }
-        let level = match namespaces.get(c.namespace) {
-            Some(NamespaceState::Exists { enforce }) => enforce
-                .as_deref()
-                .map_or(Level::Privileged, Level::from_label),
-            _ => rule.and_then(|r| r.pod_security).unwrap_or_default(),
+        let (level, labelled) = match namespaces.get(c.namespace) {
+            Some(NamespaceState::Exists { enforce }) => (
+                enforce
+                    .as_deref()
+                    .map_or(Level::Privileged, Level::from_label),
+                true,
+            ),
+            _ => (rule.and_then(|r| r.pod_security).unwrap_or_default(), false),
         };
         if let Some(pod) = c.pod {
             let exceptions = rule.and_then(|r| r.allow.as_ref());
-            pod_violations(policy, pod, level, exceptions, &mut violations);
+            let restricted = (level == Level::Restricted).then_some(Restricted {
+                namespace: c.namespace,
+                labelled,
+            });
+            pod_violations(policy, pod, restricted, exceptions, &mut violations);
         }
         let refusal = violations.first().map(|(first, _)| Refusal {
             reason: first,
@@ -704,10 +714,17 @@ fn containers(pod: &PodSpec) -> impl Iterator<Item = (&'static str, &Container)>
         .chain(pod.containers.iter().map(|c| ("containers", c)))
 }
 
+/// A namespace enforcing the restricted level, and whether that comes from its own label
+/// (it exists) or from the policy (the spoke would create it so).
+struct Restricted<'a> {
+    namespace: &'a str,
+    labelled: bool,
+}
+
 fn pod_violations(
     policy: &SpokePolicy,
     pod: &PodSpec,
-    level: Level,
+    restricted: Option<Restricted<'_>>,
     exceptions: Option<&Exceptions>,
     out: &mut Vec<(&'static str, String)>,
 ) {
@@ -770,8 +787,8 @@ fn pod_violations(
             resource_violations(pod, resource, bound, max, out);
         }
     }
-    if level == Level::Restricted {
-        restricted_violations(pod, out);
+    if let Some(r) = restricted {
+        restricted_violations(pod, &r, out);
     }
 }
 
@@ -833,7 +850,11 @@ fn show_quantity(thousandths: u128, resource: &str) -> String {
 
 /// What the Pod Security Standards' restricted level asks beyond the baseline (which
 /// [`crate::validate::unsafe_burst`] already enforces).
-fn restricted_violations(pod: &PodSpec, out: &mut Vec<(&'static str, String)>) {
+fn restricted_violations(
+    pod: &PodSpec,
+    ns: &Restricted<'_>,
+    out: &mut Vec<(&'static str, String)>,
+) {
     let psc = pod.security_context.as_ref();
     let pod_non_root = psc.and_then(|s| s.run_as_non_root);
     let pod_user = psc.and_then(|s| s.run_as_user);
@@ -894,10 +915,24 @@ fn restricted_violations(pod: &PodSpec, out: &mut Vec<(&'static str, String)>) {
         }
     }
     if !problems.is_empty() {
+        // The baseline level admits them (its rules are the burst safety rules every
+        // burst already meets); say who can get there, and how.
+        let owner = if ns.labelled {
+            format!(
+                "the burst cluster's owner can relabel namespace {0:?} (kubectl label namespace {0} pod-security.kubernetes.io/enforce=baseline --overwrite)",
+                ns.namespace
+            )
+        } else {
+            format!(
+                "the burst cluster's owner can let the policy create namespace {:?} at podSecurity: baseline (the default)",
+                ns.namespace
+            )
+        };
         out.push((
             reason::POD_SECURITY,
             format!(
-                "the namespace enforces the restricted Pod Security level, which the burst's pods do not meet: {} (set them in the MiniCluster's securityContext fields, or let the policy's podSecurity for this namespace be baseline)",
+                "namespace {:?} enforces the restricted Pod Security level, which the burst's pods do not meet: {}. The baseline level admits this burst: {owner}; or the MiniCluster's author can set these in its securityContext fields",
+                ns.namespace,
                 problems.join("; ")
             ),
         ));
