@@ -348,7 +348,7 @@ async fn the_quickstart_then_eight_brokers_over_three_real_clusters_survive_a_hu
         std::fs::write(
             dir.join("spoke-policy.yaml"),
             format!(
-                "namespaces:\n- name: default\n- name: {}\n  podSecurity: baseline\nmaxBrokers: 8\n",
+                "namespaces:\n- name: hpc\n- name: {}\n  podSecurity: baseline\nmaxBrokers: 8\n",
                 env.ns
             ),
         )?;
@@ -495,7 +495,8 @@ fn the_quickstart_parses_into_the_commands_a_user_types() {
     assert_eq!(
         heads,
         [
-            "export", "init", "join", "kubectl", "kubectl", "kubectl", "status", "kubectl", "burst"
+            "export", "init", "join", "kubectl", "kubectl", "kubectl", "kubectl", "status",
+            "kubectl", "burst"
         ],
         "{commands:#?}"
     );
