@@ -20,7 +20,7 @@ use serde_json::Value;
 /// subresource such as `status`) folded into its `Apply` entry, or `None` when there is
 /// no such `Update` entry (nothing to change).
 ///
-/// `released` names fields (as FieldsV1 paths, `["f:spec", "f:suspend"]`) the POST set
+/// `released` names fields by their path (`["spec", "suspend"]`) that the POST set
 /// but the manager's applies must not own: left to no manager, the API server keeps their
 /// value until someone else writes it, where an apply that stops sending an owned field
 /// would reset it.
@@ -72,8 +72,8 @@ pub fn as_applied(
     Some(others)
 }
 
-/// Removes `path` from a FieldsV1 tree, and the objects it leaves empty but for their
-/// `"."` marker.
+/// Removes the field at `path` from a FieldsV1 tree (whose keys are `f:<field>`), and the
+/// objects it leaves empty but for their `"."` marker.
 fn release(tree: &mut Value, path: &[&str]) {
     let Some((first, rest)) = path.split_first() else {
         return;
@@ -81,15 +81,16 @@ fn release(tree: &mut Value, path: &[&str]) {
     let Some(object) = tree.as_object_mut() else {
         return;
     };
+    let key = format!("f:{first}");
     if rest.is_empty() {
-        object.remove(*first);
-    } else if let Some(child) = object.get_mut(*first) {
+        object.remove(&key);
+    } else if let Some(child) = object.get_mut(&key) {
         release(child, rest);
         if child
             .as_object()
             .is_some_and(|c| c.keys().all(|k| k == "."))
         {
-            object.remove(*first);
+            object.remove(&key);
         }
     }
 }
@@ -215,11 +216,7 @@ mod tests {
         let rewritten = as_applied(
             &entries,
             "flux-hub",
-            &[
-                &["f:spec", "f:suspend"],
-                &["f:status", "f:x"],
-                &["f:absent", "f:y"],
-            ],
+            &[&["spec", "suspend"], &["status", "x"], &["absent", "y"]],
         )
         .expect("a change");
         assert_eq!(

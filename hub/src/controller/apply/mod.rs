@@ -444,19 +444,10 @@ where
     if let Holder::Theirs(holder) = ownership::holder(live.meta(), mc_uid) {
         return Ok(Err(Taken::of(&live, holder)));
     }
-    let released: Vec<Vec<String>> = settled
-        .iter()
-        .map(|path| path.iter().map(|key| format!("f:{key}")).collect())
-        .collect();
-    let released: Vec<Vec<&str>> = released
-        .iter()
-        .map(|p| p.iter().map(String::as_str).collect())
-        .collect();
-    let released: Vec<&[&str]> = released.iter().map(Vec::as_slice).collect();
     let Some(entries) = flux_shared::managed_fields::as_applied(
         &live.meta().managed_fields.clone().unwrap_or_default(),
         MANAGER,
-        &released,
+        settled,
     ) else {
         return Ok(Ok(()));
     };
