@@ -47,6 +47,20 @@ impl Default for Limits {
     }
 }
 
+/// The source a connection from `peer` counts against: its IPv4 address, or the /64 of an
+/// IPv6 one (a single host commonly holds a whole /64, so per address would bound nothing).
+pub fn source_of(peer: IpAddr) -> IpAddr {
+    match peer {
+        IpAddr::V4(v4) => IpAddr::V4(v4),
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => IpAddr::V4(v4),
+            None => IpAddr::V6(std::net::Ipv6Addr::from_bits(
+                v6.to_bits() & !u128::from(u64::MAX),
+            )),
+        },
+    }
+}
+
 /// Handshakes in flight, oldest first. Each holds the sender whose drop tells its
 /// handshake to give up.
 #[derive(Default)]
@@ -232,6 +246,21 @@ mod tests {
             total,
             per_identity: 2,
         }
+    }
+
+    #[test]
+    fn an_ipv6_host_counts_as_its_64_and_a_mapped_ipv4_as_itself() {
+        let a: IpAddr = "2001:db8:1:2:aaaa::1".parse().unwrap();
+        let b: IpAddr = "2001:db8:1:2:bbbb::9".parse().unwrap();
+        let other: IpAddr = "2001:db8:1:3::1".parse().unwrap();
+        assert_eq!(source_of(a), source_of(b));
+        assert_ne!(source_of(a), source_of(other));
+        let mapped: IpAddr = "::ffff:192.0.2.7".parse().unwrap();
+        assert_eq!(source_of(mapped), IpAddr::from([192, 0, 2, 7]));
+        assert_eq!(
+            source_of(IpAddr::from([10, 0, 0, 1])),
+            IpAddr::from([10, 0, 0, 1])
+        );
     }
 
     #[test]

@@ -34,7 +34,7 @@ use tracing::{debug, info, warn};
 
 use flux_shared::federation::tls::TlsPem;
 
-use super::admission::{Connections, Displaced, Handshakes, Limits, Place};
+use super::admission::{Connections, Displaced, Handshakes, Limits, Place, source_of};
 
 /// Decides, after the chain check, whether a client certificate (DER) may connect at all;
 /// `Err` says why not (logged). The hub's: a spoke certificate must be the pinned one.
@@ -304,7 +304,7 @@ pub fn incoming(listener: tokio::net::TcpListener, tls: HubTls, accepting: Accep
                 return;
             }
             let peer = stream.peer_addr().ok();
-            let source = peer.map_or(IpAddr::from([0, 0, 0, 0]), |p| p.ip());
+            let source = peer.map_or(IpAddr::from([0, 0, 0, 0]), |p| source_of(p.ip()));
             let (turn, displaced) = handshakes.admit(source);
             for d in displaced {
                 (accepting.refused)(match d {
