@@ -10,8 +10,9 @@
 //! read from /proc for comparison. Run with `cargo bench -p flux-hub --bench
 //! federation_memory`.
 
+use flux_hub::controller::federate::burst_infos;
 use flux_hub::controller::watch::cache::{self, Compact};
-use flux_hub::federation::registry::{BurstInfo, McInfo, Registry};
+use flux_hub::federation::registry::{McInfo, Registry};
 use flux_shared::api::MiniCluster;
 use flux_shared::curve::CurveCert;
 use flux_shared::federation::assignment;
@@ -164,17 +165,7 @@ fn main() {
             }
         }
         cache_heap += live() - before_cache;
-        let bursts: Vec<BurstInfo> = plan
-            .bursts
-            .iter()
-            .map(|b| BurstInfo {
-                key: flux_shared::federation::assignment_key(&plan.namespace, &plan.name, &b.name),
-                name: b.name.clone(),
-                spoke: b.cluster.clone(),
-                size: b.size,
-                max_size: b.max_size,
-            })
-            .collect();
+        let bursts = burst_infos(&plan);
         let assignments = assignment::build(&plan, &cert, &lead).expect("assignments");
         let key = (plan.namespace.clone(), plan.name.clone());
         registry.set(

@@ -10,7 +10,8 @@
 //! by a counting allocator. Targets: hub below 128 MiB, spoke below 64 MiB. Run with
 //! `cargo bench -p flux-hub --bench tenant_memory`.
 
-use flux_hub::federation::registry::{BurstInfo, McInfo, Registry};
+use flux_hub::controller::federate::burst_infos;
+use flux_hub::federation::registry::{McInfo, Registry};
 use flux_shared::api::MiniCluster;
 use flux_shared::federation::assignment::{self, SpokeAssignment};
 use flux_shared::federation::parts::{self, Assembler};
@@ -87,17 +88,7 @@ fn hub(plans: &[Plan], shared: bool) -> (std::sync::Arc<Registry>, usize) {
     for plan in plans {
         let built = assignment::build(plan, "cert", &lead).expect("assignments");
         let built = if shared { built } else { copied(built) };
-        let bursts: Vec<BurstInfo> = plan
-            .bursts
-            .iter()
-            .map(|b| BurstInfo {
-                key: flux_shared::federation::assignment_key(&plan.namespace, &plan.name, &b.name),
-                name: b.name.clone(),
-                spoke: b.cluster.clone(),
-                size: b.size,
-                max_size: b.max_size,
-            })
-            .collect();
+        let bursts = burst_infos(plan);
         let key = (plan.namespace.clone(), plan.name.clone());
         registry.set(&key, McInfo::default(), bursts, built);
     }

@@ -346,7 +346,7 @@ pub(in crate::controller) fn retain_from_status(ctx: &Context, mc: &MiniCluster)
 }
 
 /// The bursts of `plan` that run (a retired one has no assignment and no status).
-pub(in crate::controller) fn burst_infos(plan: &Plan) -> Vec<BurstInfo> {
+pub fn burst_infos(plan: &Plan) -> Vec<BurstInfo> {
     plan.bursts
         .iter()
         .enumerate()
