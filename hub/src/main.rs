@@ -67,6 +67,9 @@ enum Command {
     /// Remove a spoke's install from its burst cluster and make the hub forget it (refused
     /// while bursts are assigned to it, unless --force).
     Unjoin(flux_hub::commands::unjoin::UnjoinOptions),
+    /// Refuse admin certificates from now on (or --lift that): by certificate file,
+    /// fingerprint or admin name, in the ConfigMap the hub watches in the root cluster.
+    RevokeAdmin(flux_hub::commands::revoke_admin::RevokeAdminOptions),
     /// Change a MiniCluster's bursts through the hub's admin gRPC service (same connection
     /// flags as `status`).
     Burst {
@@ -130,6 +133,7 @@ fn main() -> ExitCode {
         Command::Init(opts) => return flux_hub::commands::init::main(&opts),
         Command::Join(opts) => return flux_hub::commands::join::main(&opts),
         Command::Unjoin(opts) => return flux_hub::commands::unjoin::main(&opts),
+        Command::RevokeAdmin(opts) => return flux_hub::commands::revoke_admin::main(&opts),
         Command::Version(opts) => return flux_hub::commands::version::main(&opts),
         Command::Run(opts) => {
             return match run_controller(opts) {

@@ -11,6 +11,7 @@ pub mod init;
 pub mod install;
 pub mod join;
 pub mod render;
+pub mod revoke_admin;
 pub mod status;
 pub mod unjoin;
 pub mod version;

@@ -71,6 +71,11 @@ pub struct RunOptions {
     /// is served only with its pinned certificate.
     #[arg(long, default_value = flux_shared::federation::pins::PINS_CONFIGMAP, value_name = "CONFIGMAP")]
     pub spoke_pins: String,
+    /// The ConfigMap listing revoked admin certificates (`flux-hub revoke-admin`; `NAME` in
+    /// the hub's namespace, --lease-namespace, or `NAMESPACE/NAME`). A listed certificate is
+    /// refused in the handshake and on every call, and its open streams end.
+    #[arg(long, default_value = flux_shared::federation::pins::REVOKED_ADMINS_CONFIGMAP, value_name = "CONFIGMAP")]
+    pub revoked_admins: String,
     /// Run even though the MiniCluster CRD is not flux-hub's: another controller of
     /// MiniClusters (the reference Go operator) installed it, and may still run.
     #[arg(long)]
@@ -125,21 +130,24 @@ impl RunOptions {
 
     /// `--spoke-pins` as (namespace, name), checked.
     pub fn spoke_pins(&self) -> anyhow::Result<(String, String)> {
-        let (namespace, name) = match self.spoke_pins.split_once('/') {
+        self.configmap_flag("--spoke-pins", &self.spoke_pins)
+    }
+
+    /// `--revoked-admins` as (namespace, name), checked.
+    pub fn revoked_admins(&self) -> anyhow::Result<(String, String)> {
+        self.configmap_flag("--revoked-admins", &self.revoked_admins)
+    }
+
+    /// A `NAME` (in --lease-namespace) or `NAMESPACE/NAME` of a ConfigMap, checked.
+    fn configmap_flag(&self, flag: &str, value: &str) -> anyhow::Result<(String, String)> {
+        let (namespace, name) = match value.split_once('/') {
             Some((ns, name)) => (ns.to_string(), name.to_string()),
-            None => (self.lease_namespace.clone(), self.spoke_pins.clone()),
+            None => (self.lease_namespace.clone(), value.to_string()),
         };
         if !flux_shared::validate::is_dns_label(&namespace)
-            || name.is_empty()
-            || name.len() > 253
-            || !name
-                .bytes()
-                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.')
+            || !flux_shared::validate::is_dns_subdomain(&name)
         {
-            anyhow::bail!(
-                "--spoke-pins {:?}: must be a ConfigMap name, or NAMESPACE/NAME",
-                self.spoke_pins
-            );
+            anyhow::bail!("{flag} {value:?}: must be a ConfigMap name, or NAMESPACE/NAME");
         }
         Ok((namespace, name))
     }

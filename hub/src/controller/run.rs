@@ -339,12 +339,20 @@ async fn serve_federation(
     let (Some(addr), Some(setup)) = (opts.grpc_addr, setup) else {
         return Ok(None);
     };
-    let pins = if opts.insecure {
-        crate::federation::pins::PinStore::off()
+    let (pins, revocations) = if opts.insecure {
+        (
+            crate::federation::pins::PinStore::off(),
+            crate::federation::revocations::Revocations::off(),
+        )
     } else {
         let (namespace, name) = opts.spoke_pins()?;
         info!(pins = %format!("{namespace}/{name}"), "spoke certificates are checked against their pins");
-        crate::federation::pins::PinStore::watch(client.clone(), &namespace, &name)
+        let pins = crate::federation::pins::PinStore::watch(client.clone(), &namespace, &name);
+        let (namespace, name) = opts.revoked_admins()?;
+        info!(revoked = %format!("{namespace}/{name}"), "admin certificates are checked against their revocations");
+        let revoked =
+            crate::federation::revocations::Revocations::watch(client.clone(), &namespace, &name);
+        (pins, revoked)
     };
     let tls_files = match (&opts.ca, &opts.cert, &opts.key) {
         (Some(ca), Some(cert), Some(key)) if !opts.insecure => {
@@ -384,7 +392,8 @@ async fn serve_federation(
             )
             .in_namespace(namespace)
             .with_stop(stop)
-            .with_pins(pins);
+            .with_pins(pins)
+            .with_revocations(revocations);
             crate::federation::service::serve(
                 listener,
                 security,

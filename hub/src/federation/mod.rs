@@ -8,9 +8,11 @@ pub mod lead;
 pub mod pins;
 pub mod registry;
 pub mod report_limits;
+pub mod revocations;
 pub mod scale;
 pub mod service;
 pub mod tls_accept;
+pub mod watched_data;
 
 pub use registry::{BurstInfo, BurstView, McInfo, McKey, Registry};
 

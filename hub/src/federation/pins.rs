@@ -1,35 +1,18 @@
 //! The hub's pinned spoke certificates ([`flux_shared::federation::pins`]): the ConfigMap
 //! that holds them, watched, and the writes of `PinSpoke` and `ForgetSpoke`.
 
-use std::collections::BTreeMap;
-use std::sync::{Arc, PoisonError, RwLock};
-
 use flux_shared::federation::pins;
-use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, Patch, PatchParams, PostParams};
-use kube::runtime::{WatchStreamExt, watcher};
 use serde_json::json;
-use tokio::sync::watch;
 use tonic::Status;
 
-/// What the hub knows of the pins.
-#[derive(Clone, Debug, PartialEq, Eq)]
-enum Known {
-    /// Not listed yet: spokes wait.
-    NotYet,
-    /// No pin ConfigMap: nothing is pinned.
-    Missing,
-    /// The pins, by spoke name.
-    Pins(BTreeMap<String, String>),
-}
+use super::watched_data::{Known, WatchedData};
 
 /// The pins, as the hub currently knows them. Cheap to clone.
 #[derive(Clone, Debug)]
 pub struct PinStore {
-    known: Arc<RwLock<Known>>,
-    /// Bumped on every change of the pins.
-    changes: Arc<watch::Sender<u64>>,
+    pins: WatchedData,
     /// Where they live (namespace, name); `None`: pinning is off (insecure development,
     /// or no gRPC server).
     at: Option<(String, String)>,
@@ -39,8 +22,7 @@ impl PinStore {
     /// No pinning (the insecure development mode has no certificates to pin).
     pub fn off() -> PinStore {
         PinStore {
-            known: Arc::new(RwLock::new(Known::Missing)),
-            changes: Arc::new(watch::channel(0).0),
+            pins: WatchedData::fixed(Known::Missing),
             at: None,
         }
     }
@@ -48,45 +30,10 @@ impl PinStore {
     /// Pins kept in ConfigMap `namespace/name` of `client`'s cluster, watched from now on
     /// (on the current tokio runtime; the watch ends with the process).
     pub fn watch(client: kube::Client, namespace: &str, name: &str) -> PinStore {
-        let store = PinStore {
-            known: Arc::new(RwLock::new(Known::NotYet)),
-            changes: Arc::new(watch::channel(0).0),
+        PinStore {
+            pins: WatchedData::watch(client, namespace, name, "spoke pins"),
             at: Some((namespace.to_string(), name.to_string())),
-        };
-        let known = store.known.clone();
-        let changes = store.changes.clone();
-        let api: Api<ConfigMap> = Api::namespaced(client, namespace);
-        let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
-        let what = format!("{namespace}/{name}");
-        tokio::spawn(async move {
-            let events = watcher(api, config).backoff(flux_shared::ops::WatchBackoff::default());
-            let mut events = std::pin::pin!(events);
-            // A (re)listing is gathered whole before it replaces what is known.
-            let mut listing: Option<BTreeMap<String, String>> = None;
-            while let Some(event) = events.next().await {
-                let set = |k: Known| {
-                    *known.write().unwrap_or_else(PoisonError::into_inner) = k;
-                    changes.send_modify(|n| *n = n.wrapping_add(1));
-                };
-                match event {
-                    Ok(watcher::Event::Init) => {
-                        listing = None;
-                    }
-                    Ok(watcher::Event::InitApply(cm)) => {
-                        listing = Some(cm.data.unwrap_or_default());
-                    }
-                    Ok(watcher::Event::InitDone) => {
-                        set(listing.take().map_or(Known::Missing, Known::Pins));
-                    }
-                    Ok(watcher::Event::Apply(cm)) => set(Known::Pins(cm.data.unwrap_or_default())),
-                    Ok(watcher::Event::Delete(_)) => set(Known::Missing),
-                    Err(e) => {
-                        tracing::warn!(pins = %what, error = %e, "watching the spoke pins failed; retrying");
-                    }
-                }
-            }
-        });
-        store
+        }
     }
 
     /// Whether the certificate with DER `leaf` may speak for `spoke`: `UNAVAILABLE` until
@@ -96,17 +43,18 @@ impl PinStore {
         let Some(leaf) = leaf else {
             return Ok(());
         };
-        let known = self.known.read().unwrap_or_else(PoisonError::into_inner);
-        let pins = match &*known {
-            Known::NotYet => {
-                return Err(Status::unavailable(
-                    "the hub has not read its spoke pins yet; retry",
-                ));
-            }
-            Known::Missing => None,
-            Known::Pins(p) => Some(p),
-        };
-        pins::check(pins, spoke, &pins::fingerprint(leaf)).map_err(Status::permission_denied)
+        self.pins.read(|known| {
+            let pins = match known {
+                Known::NotYet => {
+                    return Err(Status::unavailable(
+                        "the hub has not read its spoke pins yet; retry",
+                    ));
+                }
+                Known::Missing => None,
+                Known::Data(p) => Some(p),
+            };
+            pins::check(pins, spoke, &pins::fingerprint(leaf)).map_err(Status::permission_denied)
+        })
     }
 
     /// Resolves once the certificate with DER `leaf` may no longer speak for `spoke` (its
@@ -117,20 +65,12 @@ impl PinStore {
         leaf: Option<Vec<u8>>,
     ) -> impl std::future::Future<Output = ()> + Send + 'static {
         let store = self.clone();
-        let mut rx = self.changes.subscribe();
+        let refused = self
+            .pins
+            .until_refused(move || store.check(&spoke, leaf.as_deref()));
         async move {
-            loop {
-                if rx.changed().await.is_err() {
-                    // Nobody can change the pins any more.
-                    std::future::pending::<()>().await;
-                }
-                if let Err(status) = store.check(&spoke, leaf.as_deref())
-                    && status.code() == tonic::Code::PermissionDenied
-                {
-                    tracing::warn!(%spoke, reason = %status.message(), "ending the stream of a spoke whose certificate is no longer pinned");
-                    return;
-                }
-            }
+            let status = refused.await;
+            tracing::warn!(reason = %status.message(), "ending the stream of a spoke whose certificate is no longer pinned");
         }
     }
 
@@ -199,16 +139,16 @@ fn write_error(e: kube::Error) -> Status {
 
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeMap;
+
     use super::*;
 
     fn with(known: Known) -> PinStore {
         PinStore {
-            known: Arc::new(RwLock::new(known)),
-            changes: Arc::new(watch::channel(0).0),
+            pins: WatchedData::fixed(known),
             at: None,
         }
     }
-
     #[test]
     fn checks_follow_what_is_known() {
         let der = b"certificate";
@@ -221,7 +161,7 @@ mod tests {
             tonic::Code::Unavailable
         );
         assert!(with(Known::Missing).check("a", Some(der)).is_ok());
-        let pinned = with(Known::Pins(BTreeMap::from([("a".into(), fp)])));
+        let pinned = with(Known::Data(BTreeMap::from([("a".into(), fp)])));
         assert!(pinned.check("a", Some(der)).is_ok());
         assert_eq!(
             pinned.check("a", Some(b"other")).unwrap_err().code(),

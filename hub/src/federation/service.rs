@@ -26,6 +26,7 @@ use tracing::{Instrument as _, info, info_span, warn};
 use super::pins::PinStore;
 use super::registry::{Registry, SubscribeError};
 use super::report_limits::{self, ReportLimiter};
+use super::revocations::Revocations;
 use super::scale;
 use crate::ops::metrics::Metrics;
 
@@ -54,6 +55,8 @@ pub struct Services {
     reports: Arc<ReportLimiter>,
     /// Which certificate may speak for each spoke.
     pins: PinStore,
+    /// Which admin certificates are revoked.
+    revocations: Revocations,
 }
 
 impl Services {
@@ -74,6 +77,7 @@ impl Services {
             stop: tokio::sync::watch::channel(false).1,
             reports: Arc::default(),
             pins: PinStore::off(),
+            revocations: Revocations::off(),
         }
     }
 
@@ -83,34 +87,56 @@ impl Services {
         self
     }
 
+    /// Refuse admin certificates that are revoked ([`Revocations`]).
+    pub fn with_revocations(mut self, revocations: Revocations) -> Self {
+        self.revocations = revocations;
+        self
+    }
+
     /// The TLS handshake's admission of a client certificate: a spoke certificate must be
-    /// the one pinned for its name (once the pins are known; until then the gRPC layer
-    /// answers `UNAVAILABLE`). Counted and logged like the gRPC layer's refusals.
+    /// the one pinned for its name, an admin certificate must not be revoked (once the pins
+    /// and revocations are known; until then the gRPC layer answers `UNAVAILABLE`). Counted
+    /// and logged like the gRPC layer's refusals.
     pub fn admit(&self) -> super::tls_accept::Admit {
-        let pins = self.pins.clone();
+        let (pins, revocations) = (self.pins.clone(), self.revocations.clone());
         let metrics = self.metrics.clone();
         Arc::new(move |leaf: &[u8]| {
-            let Ok(flux_shared::federation::Identity::Spoke(spoke)) =
-                flux_shared::federation::pki::identity_from_der(leaf)
-            else {
-                return Ok(());
-            };
-            match pins.check(&spoke, Some(leaf)) {
-                Err(status) if status.code() == tonic::Code::PermissionDenied => {
-                    metrics.spoke_certificate_refused();
-                    Err(format!("spoke {spoke}: {}", status.message()))
-                }
-                _ => Ok(()),
+            use flux_shared::federation::Identity;
+            match flux_shared::federation::pki::identity_from_der(leaf) {
+                Ok(Identity::Spoke(spoke)) => match pins.check(&spoke, Some(leaf)) {
+                    Err(status) if status.code() == tonic::Code::PermissionDenied => {
+                        metrics.spoke_certificate_refused();
+                        Err(format!("spoke {spoke}: {}", status.message()))
+                    }
+                    _ => Ok(()),
+                },
+                Ok(Identity::Admin(admin)) => match revocations.check(&admin, Some(leaf)) {
+                    Err(status) if status.code() == tonic::Code::PermissionDenied => {
+                        metrics.admin_certificate_refused();
+                        Err(status.message().to_string())
+                    }
+                    _ => Ok(()),
+                },
+                Err(_) => Ok(()),
             }
         })
     }
 
     /// The calling admin and its certificate's scope ([`AdminScope`]; everything in
     /// insecure development, where callers name themselves anyway).
+    /// A revoked certificate is refused here too: its connection may predate the revocation.
     fn admin_scope<T>(&self, request: &Request<T>) -> Result<(String, AdminScope), Status> {
         let admin = self.auth.require_admin(request)?;
         let certs = request.peer_certs();
-        let scope = match certs.as_deref().and_then(|c| c.first()) {
+        let leaf = certs.as_deref().and_then(|c| c.first());
+        if let Err(status) = self.revocations.check(&admin, leaf.map(|l| l.as_ref())) {
+            if status.code() == tonic::Code::PermissionDenied {
+                self.metrics.admin_certificate_refused();
+                warn!(%admin, reason = %status.message(), "admin certificate refused");
+            }
+            return Err(status);
+        }
+        let scope = match leaf {
             Some(leaf) => admin_scope_from_der(leaf.as_ref()).map_err(|e| {
                 Status::permission_denied(format!("admin {admin}'s certificate: {e}"))
             })?,
@@ -281,12 +307,17 @@ impl Admin for Services {
         request: Request<WatchMiniClustersRequest>,
     ) -> Result<Response<Self::WatchMiniClustersStream>, Status> {
         let (admin, scope) = self.admin_scope(&request)?;
+        let leaf = request
+            .peer_certs()
+            .and_then(|c| c.first().map(|c| c.as_ref().to_vec()));
+        let revoked = self.revocations.revoked(admin.clone(), leaf);
         let namespace = request.into_inner().namespace;
         require(&admin, &scope, Permission::Read, non_empty(&namespace))?;
         let registry = self.registry.clone();
         let stream = WatchStream::new(self.registry.admin_changes())
             .map(move |_| Ok(visible(registry.admin_snapshot(&namespace), &scope)))
-            .take_until(self.stopped());
+            .take_until(self.stopped())
+            .take_until(revoked);
         info!(%admin, "admin watching MiniClusters");
         Ok(Response::new(Box::pin(stream)))
     }

@@ -12,6 +12,7 @@
 //! | `flux_hub_reports_received_total` | counter | |
 //! | `flux_hub_spoke_streams_refused_total` | counter | |
 //! | `flux_hub_spoke_certificates_refused_total` | counter | |
+//! | `flux_hub_admin_certificates_refused_total` | counter | |
 //! | `flux_hub_federation_connections_refused_total` | counter | `reason` |
 //! | `flux_hub_spokes_connected` | gauge | |
 //! | `flux_hub_certificate_expiry_timestamp_seconds` | gauge (Unix seconds) | `certificate` (`hub`, `spoke/<name>`) |
@@ -87,6 +88,7 @@ pub struct Metrics {
     reports_received: Counter,
     spoke_streams_refused: Counter,
     spoke_certificates_refused: Counter,
+    admin_certificates_refused: Counter,
     connections_refused: Family<ReasonLabels, Counter>,
     spokes_connected: Gauge,
     certificate_expiry: Family<CertificateLabels, Gauge>,
@@ -109,6 +111,7 @@ impl Metrics {
         let reports_received = Counter::default();
         let spoke_streams_refused = Counter::default();
         let spoke_certificates_refused = Counter::default();
+        let admin_certificates_refused = Counter::default();
         let connections_refused = Family::<ReasonLabels, Counter>::default();
         let spokes_connected = Gauge::default();
         let certificate_expiry = Family::<CertificateLabels, Gauge>::default();
@@ -173,6 +176,11 @@ impl Metrics {
             spoke_certificates_refused.clone(),
         );
         registry.register(
+            "flux_hub_admin_certificates_refused",
+            "Admin calls and connections refused because the certificate is revoked (flux-hub revoke-admin)",
+            admin_certificates_refused.clone(),
+        );
+        registry.register(
             "flux_hub_federation_connections_refused",
             "Federation connections closed before their first call, by reason (hello_timeout, handshake_timeout, handshake_failed, displaced_by_source, displaced_by_total, identity_connections)",
             connections_refused.clone(),
@@ -221,6 +229,7 @@ impl Metrics {
             reports_received,
             spoke_streams_refused,
             spoke_certificates_refused,
+            admin_certificates_refused,
             connections_refused,
             spokes_connected,
             certificate_expiry,
@@ -278,6 +287,11 @@ impl Metrics {
     /// Counts a spoke call refused for a certificate that is not the pinned one.
     pub fn spoke_certificate_refused(&self) {
         self.spoke_certificates_refused.inc();
+    }
+
+    /// Counts an admin call or connection refused for a revoked certificate.
+    pub fn admin_certificate_refused(&self) {
+        self.admin_certificates_refused.inc();
     }
 
     /// Counts a federation connection closed before its first call, and why.

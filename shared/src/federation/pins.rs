@@ -7,6 +7,11 @@
 //! its namespace and serves a spoke name only to that certificate. Once the ConfigMap
 //! exists, a spoke without a pin is refused too; without it (an install older than pinning)
 //! nothing is pinned.
+//!
+//! Admin certificates are not pinned (an admin may hold several); one that leaked is
+//! revoked instead: the ConfigMap [`REVOKED_ADMINS_CONFIGMAP`] lists revoked certificates
+//! by fingerprint, or every certificate of an admin name, and the hub refuses them
+//! ([`admin_revoked`]).
 
 use std::collections::BTreeMap;
 
@@ -62,6 +67,50 @@ pub fn check(
     }
 }
 
+/// The ConfigMap, in the hub's namespace, listing revoked admin certificates; its keys
+/// are [`certificate_revocation_key`]s and [`admin_revocation_key`]s, its values notes for
+/// people (who revoked, when, why).
+pub const REVOKED_ADMINS_CONFIGMAP: &str = "flux-hub-revoked-admins";
+
+/// The key that revokes the one certificate with fingerprint `fingerprint`:
+/// `sha256-` and its 64 hex digits (a ConfigMap key cannot hold `:`).
+pub fn certificate_revocation_key(fingerprint: &str) -> String {
+    fingerprint.replacen("sha256:", "sha256-", 1)
+}
+
+/// The key that revokes every certificate of admin `name`, issued before or after: a
+/// replacement takes another name.
+pub fn admin_revocation_key(name: &str) -> String {
+    format!("admin-{name}")
+}
+
+/// Why the certificate with fingerprint `presented`, issued to admin `admin`, is revoked by
+/// `revoked` (the data of [`REVOKED_ADMINS_CONFIGMAP`]), or `None` if it is not.
+pub fn admin_revoked(
+    revoked: &BTreeMap<String, String>,
+    admin: &str,
+    presented: &str,
+) -> Option<String> {
+    let (key, what) = [
+        (certificate_revocation_key(presented), "this certificate"),
+        (
+            admin_revocation_key(admin),
+            "every certificate of this admin",
+        ),
+    ]
+    .into_iter()
+    .find(|(key, _)| revoked.contains_key(key))?;
+    let note = revoked.get(&key).map(String::as_str).unwrap_or_default();
+    let note = if note.is_empty() {
+        String::new()
+    } else {
+        format!(": {note}")
+    };
+    Some(format!(
+        "admin {admin}: {what} is revoked ({REVOKED_ADMINS_CONFIGMAP} key {key}{note}); ask for a new certificate under another name, or flux-hub revoke-admin --lift"
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -82,5 +131,33 @@ mod tests {
         assert_eq!(check(Some(&pins), "a", &f), Ok(()));
         assert!(check(Some(&pins), "a", &g).is_err_and(|e| e.contains("not the one pinned")));
         assert!(check(Some(&pins), "b", &f).is_err_and(|e| e.contains("no pinned certificate")));
+    }
+
+    #[test]
+    fn revocations_by_certificate_or_by_name() {
+        let (f, g) = (fingerprint(b"abc"), fingerprint(b"abd"));
+        let revoked = BTreeMap::from([
+            (
+                certificate_revocation_key(&f),
+                "leaked 2026-11-27".to_string(),
+            ),
+            (admin_revocation_key("mallory"), String::new()),
+        ]);
+        assert!(
+            certificate_revocation_key(&f)
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-'),
+            "a valid ConfigMap key"
+        );
+        let why = admin_revoked(&revoked, "alice", &f).expect("revoked by fingerprint");
+        assert!(why.contains("this certificate is revoked") && why.contains("leaked 2026-11-27"));
+        assert_eq!(
+            admin_revoked(&revoked, "alice", &g),
+            None,
+            "another certificate"
+        );
+        let why = admin_revoked(&revoked, "mallory", &g).expect("revoked by name");
+        assert!(why.contains("every certificate of this admin"));
+        assert_eq!(admin_revoked(&BTreeMap::new(), "mallory", &g), None);
     }
 }

@@ -13,6 +13,12 @@ pub fn is_dns_label(s: &str) -> bool {
         && b[b.len() - 1] != b'-'
 }
 
+/// Whether `s` is a DNS-1123 subdomain (the name of most Kubernetes objects): at most 253
+/// characters of dot-separated DNS labels.
+pub fn is_dns_subdomain(s: &str) -> bool {
+    s.len() <= 253 && s.split('.').all(is_dns_label)
+}
+
 /// Whether `s` is an IP address or a DNS name (DNS-1123 subdomain, upper case allowed).
 pub fn is_host_address(s: &str) -> bool {
     if s.parse::<std::net::IpAddr>().is_ok() {

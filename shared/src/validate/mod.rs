@@ -31,7 +31,7 @@ pub use burst_safety::{
     describe as describe_violations, liftable, unsafe_burst, unsafe_burst_except,
 };
 pub use error::{FieldError, ValidationErrors};
-pub use formats::{is_dns_label, is_fsd, is_host_address, is_quantity};
+pub use formats::{is_dns_label, is_dns_subdomain, is_fsd, is_host_address, is_quantity};
 pub use limits::{MAX_BROKERS, check_host_count};
 
 /// Check a MiniCluster; `Ok` means the planner and renderer can run without surprises.
