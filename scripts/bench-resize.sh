@@ -2,7 +2,7 @@
 # Benchmark: how long a burst's size change takes to reach the spoke's Job, on two real API
 # servers of the local testbed (../shared/testbed; no nodes needed).
 #
-#   scripts/bench-resize.sh [--n 60] [--hub-bin PATH] [--spoke-bin PATH] [--out DIR]
+#   scripts/bench-resize.sh [--n 60] [--hostile N] [--hub-bin PATH] [--spoke-bin PATH] [--out DIR]
 #
 # Starts a root cluster (bench-resize-root, port offset 64) and a burst cluster
 # (bench-resize-spoke, offset 65), installs the CRD in the root, builds flux-hub and
@@ -10,6 +10,9 @@
 # and flux-spoke as processes (mTLS gRPC on loopback), one MiniCluster with a burst of
 # maxSize 8, then --n size changes one at a time, each timed from the spec patch to the
 # burst Job's watch event with the new size. About 2 minutes after the builds.
+# --hostile N first creates 2N hostile tenants (N at etcd's object limit, N just under the
+# ConfigMap limit that the spoke's policy refuses; 64 bursts each) and reports the hub's
+# and the spoke's resident memory before, with them, and at the peak.
 #
 # Output: p50 / p90 / p99 / max on stdout; DIR/results.json (every sample), the
 # controllers' logs in DIR. DIR defaults to target/bench-resize. Needs root (the testbed).
@@ -19,12 +22,13 @@ cd "$(dirname "$0")/.."
 
 usage() { sed -n '2,/^set -euo/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//'; }
 
-n=60 hub_bin='' spoke_bin=''
+n=60 hostile=0 hub_bin='' spoke_bin=''
 target_dir=${CARGO_TARGET_DIR:-target}
 out=$target_dir/bench-resize
 while [ $# -gt 0 ]; do
   case $1 in
     --n) n=${2:?--n needs a value}; shift 2 ;;
+    --hostile) hostile=${2:?--hostile needs a value}; shift 2 ;;
     --hub-bin) hub_bin=${2:?--hub-bin needs a value}; shift 2 ;;
     --spoke-bin) spoke_bin=${2:?--spoke-bin needs a value}; shift 2 ;;
     --out) out=${2:?--out needs a value}; shift 2 ;;
@@ -34,6 +38,10 @@ while [ $# -gt 0 ]; do
 done
 if ! [[ $n =~ ^[0-9]+$ ]] || [ "$n" -lt 1 ]; then
   echo "bench-resize: --n must be a number >= 1" >&2
+  exit 2
+fi
+if ! [[ $hostile =~ ^[0-9]+$ ]]; then
+  echo "bench-resize: --hostile must be a number" >&2
   exit 2
 fi
 
@@ -104,4 +112,4 @@ done
 
 log "timing $n size changes"
 "$driver" --root-kubeconfig "$state/kubeconfig-$root" --spoke-kubeconfig "$state/kubeconfig-$spoke" \
-  --hub-bin "$hub_bin" --spoke-bin "$spoke_bin" --n "$n" --out "$out"
+  --hub-bin "$hub_bin" --spoke-bin "$spoke_bin" --n "$n" --hostile "$hostile" --out "$out"

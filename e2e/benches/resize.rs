@@ -12,6 +12,15 @@
 //! for 0): hub reconcile, registry, snapshot over gRPC, spoke apply and the API server's
 //! write, all included. Prints p50 / p90 / p99 / max and writes them as JSON to `--out`.
 //!
+//! With `--hostile N`, 2N hostile tenants come first (issue: six MiniClusters with 1.3 MB
+//! of scripts and 64 bursts each took the hub past its memory limit): N at etcd's object
+//! limit (a 1.4 MB `commands.script`, which the root API server refuses as a ConfigMap)
+//! and N just under the ConfigMap limit (900 KB, accepted in the root, assigned, and
+//! refused by the spoke's policy for their image), each with 64 bursts on the spoke. Once
+//! every one of their bursts shows its refusal in status, the size changes are timed
+//! (other tenants must still scale within 1 s), and both processes' resident memory is
+//! reported: before the hostile tenants, after them, and the peak (`VmHWM`).
+//!
 //! `harness = false`: without arguments (e.g. `cargo bench` or `cargo test --all-targets`)
 //! it only says how to run it.
 
@@ -57,6 +66,9 @@ struct Cli {
     /// The flux-spoke binary.
     #[arg(long, default_value = "target/release/flux-spoke")]
     spoke_bin: PathBuf,
+    /// Hostile tenants of each kind to create first (see the top of the file).
+    #[arg(long, default_value_t = 0)]
+    hostile: usize,
     /// Certificates, logs and the JSON results go here.
     #[arg(long, default_value = "target/bench-resize")]
     out: PathBuf,
@@ -154,6 +166,66 @@ impl Drop for Process {
     }
 }
 
+/// Resident memory of process `pid` in MiB: now (`VmRSS`) and its peak (`VmHWM`).
+fn rss(pid: u32) -> Result<(f64, f64)> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
+    let field = |name: &str| -> Result<f64> {
+        let line = status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .with_context(|| format!("no {name} in /proc/{pid}/status"))?;
+        let kib: f64 = line
+            .trim()
+            .trim_end_matches("kB")
+            .trim()
+            .parse()
+            .with_context(|| format!("{name} {line:?}"))?;
+        Ok(kib / 1024.0)
+    };
+    Ok((field("VmRSS:")?, field("VmHWM:")?))
+}
+
+/// Bursts per hostile tenant: the most the CRD accepts.
+const HOSTILE_BURSTS: usize = 64;
+
+/// Hostile tenant `i` in namespace `ns`: `refused_at_root` ones carry a script over etcd's
+/// object limit, the others one just under the ConfigMap limit and an image the spoke's
+/// policy refuses.
+fn hostile(ns: &str, i: usize, refused_at_root: bool) -> serde_json::Value {
+    let (kind, script_bytes) = if refused_at_root {
+        ("huge", 1_400_000)
+    } else {
+        ("large", 900_000)
+    };
+    let clusters: Vec<serde_json::Value> = (0..HOSTILE_BURSTS)
+        .map(|b| json!({"name": format!("b{b}"), "cluster": "bench", "size": 1}))
+        .collect();
+    json!({
+        "apiVersion": "flux-framework.org/v1alpha2",
+        "kind": "MiniCluster",
+        "metadata": {"name": format!("{kind}-{i}"), "namespace": ns},
+        "spec": {
+            "size": 1,
+            "containers": [{"image": "ubuntu:noble", "commands": {"script": "x".repeat(script_bytes)}}],
+            "flux": {"bursting": {"leadAddress": "192.0.2.1", "leadNodePort": 30093, "clusters": clusters}},
+        },
+    })
+}
+
+/// Bursts of the hostile MiniClusters in `mcs` whose status shows a refusal (the hub's
+/// `Invalid` or the spoke's `Refused`).
+async fn hostile_refused(mcs: &Api<DynamicObject>) -> Result<usize> {
+    let list = mcs.list(&Default::default()).await?;
+    Ok(list
+        .items
+        .iter()
+        .filter(|mc| mc.metadata.name.as_deref() != Some("resize"))
+        .filter_map(|mc| mc.data["status"]["bursts"].as_array())
+        .flatten()
+        .filter(|b| matches!(b["phase"].as_str(), Some("Invalid" | "Refused")))
+        .count())
+}
+
 fn percentile(sorted: &[f64], p: f64) -> f64 {
     if sorted.is_empty() {
         return 0.0;
@@ -207,6 +279,30 @@ async fn run(cli: &Cli, root_kubeconfig: &Path, spoke_kubeconfig: &Path) -> Resu
             .with_context(|| format!("creating namespace {ns}"))?;
     }
 
+    // The spoke's own namespace and its owner's policy: the benchmark's namespace, bounded,
+    // and one image prefix (the hostile tenants' image is not in it).
+    let spoke_ns = format!("{ns}-spoke");
+    Api::<Namespace>::all(spoke.clone())
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": spoke_ns}}))?,
+        )
+        .await
+        .with_context(|| format!("creating namespace {spoke_ns}"))?;
+    let policy = format!(
+        "version: 1\nnamespaces: [{{name: {ns}}}]\nmaxBrokers: 64\nmaxBrokersPerMiniCluster: 8\nimages: [ghcr.io/converged-computing/]\n"
+    );
+    Api::<k8s_openapi::api::core::v1::ConfigMap>::namespaced(spoke.clone(), &spoke_ns)
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({
+                "metadata": {"name": "flux-spoke-policy"},
+                "data": {"policy.yaml": policy},
+            }))?,
+        )
+        .await
+        .context("creating the spoke's policy")?;
+
     let grpc = SocketAddr::from((Ipv4Addr::LOCALHOST, free_port()?));
     let mut hub_cmd = Command::new(&cli.hub_bin);
     hub_cmd.args([
@@ -248,6 +344,7 @@ async fn run(cli: &Cli, root_kubeconfig: &Path, spoke_kubeconfig: &Path) -> Resu
         "--key",
         &file("spoke-bench.key"),
     ]);
+    spoke_cmd.env("POD_NAMESPACE", &spoke_ns);
     let mut spoke_proc = Process::spawn(
         "flux-spoke",
         spoke_cmd,
@@ -310,6 +407,44 @@ async fn run(cli: &Cli, root_kubeconfig: &Path, spoke_kubeconfig: &Path) -> Resu
     hub.check()?;
     spoke_proc.check()?;
     first.context("waiting for the burst's Job in the burst cluster")?;
+    let (hub_pid, spoke_pid) = (hub.child.id(), spoke_proc.child.id());
+    let before = (rss(hub_pid)?, rss(spoke_pid)?);
+    let mut after = before;
+    if cli.hostile > 0 {
+        let started = Instant::now();
+        for i in 0..cli.hostile {
+            for refused_at_root in [true, false] {
+                mcs.create(
+                    &PostParams::default(),
+                    &serde_json::from_value(hostile(&ns, i, refused_at_root))?,
+                )
+                .await
+                .with_context(|| format!("creating hostile tenant {i}"))?;
+            }
+        }
+        let want = 2 * cli.hostile * HOSTILE_BURSTS;
+        let deadline = Instant::now() + Duration::from_secs(300);
+        loop {
+            hub.check()?;
+            spoke_proc.check()?;
+            let refused = hostile_refused(&mcs).await?;
+            if refused >= want {
+                break;
+            }
+            ensure!(
+                Instant::now() < deadline,
+                "only {refused} of the hostile tenants' {want} bursts show a refusal after 300 s"
+            );
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+        after = (rss(hub_pid)?, rss(spoke_pid)?);
+        eprintln!(
+            "resize: {} hostile tenants created; all {want} of their bursts refused after {:.1} s",
+            2 * cli.hostile,
+            started.elapsed().as_secs_f64()
+        );
+        while rx.try_recv().is_ok() {}
+    }
     eprintln!("resize: burst Job created; timing {} size changes", cli.n);
 
     let mut samples = Vec::with_capacity(cli.n);
@@ -334,6 +469,7 @@ async fn run(cli: &Cli, root_kubeconfig: &Path, spoke_kubeconfig: &Path) -> Resu
         while rx.try_recv().is_ok() {}
     }
     watch.abort();
+    let peak = (rss(hub_pid)?.1, rss(spoke_pid)?.1);
     let mut sorted = samples.clone();
     sorted.sort_by(f64::total_cmp);
     let (p50, p90, p99, max) = (
@@ -346,7 +482,20 @@ async fn run(cli: &Cli, root_kubeconfig: &Path, spoke_kubeconfig: &Path) -> Resu
         "burst size change -> spoke Job updated ({} changes): p50 {p50:.1} ms, p90 {p90:.1} ms, p99 {p99:.1} ms, max {max:.1} ms",
         samples.len()
     );
+    println!(
+        "resident memory, MiB: hub {:.1} before, {:.1} with {} hostile tenants, peak {:.1}; spoke {:.1} before, {:.1} with them, peak {:.1}",
+        before.0.0,
+        after.0.0,
+        2 * cli.hostile,
+        peak.0,
+        before.1.0,
+        after.1.0,
+        peak.1
+    );
     let results = json!({
+        "hostile_tenants": 2 * cli.hostile,
+        "hub_rss_mib": {"before": before.0.0, "with_hostile": after.0.0, "peak": peak.0},
+        "spoke_rss_mib": {"before": before.1.0, "with_hostile": after.1.0, "peak": peak.1},
         "changes": samples.len(),
         "p50_ms": p50, "p90_ms": p90, "p99_ms": p99, "max_ms": max,
         "samples_ms": samples,

@@ -176,7 +176,8 @@ impl Handshakes {
     }
 }
 
-/// The authenticated connections of each identity on one listener.
+/// The authenticated connections of each identity on one listener (also used for other
+/// things an identity holds open: an admin's watches).
 #[derive(Clone, Default)]
 pub struct Connections {
     per_identity: usize,

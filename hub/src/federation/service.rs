@@ -57,7 +57,13 @@ pub struct Services {
     pins: PinStore,
     /// Which admin certificates are revoked.
     revocations: Revocations,
+    /// Open `WatchMiniClusters` streams per admin: each is a snapshot per change, so an
+    /// admin's watches are bounded apart from its connections.
+    admin_watches: super::admission::Connections,
 }
+
+/// The most `WatchMiniClusters` streams one admin identity may hold open at once.
+pub const ADMIN_WATCHES_PER_IDENTITY: usize = 4;
 
 impl Services {
     /// Services over `registry`, authorizing callers with `auth`, changing MiniClusters in
@@ -78,6 +84,7 @@ impl Services {
             reports: Arc::default(),
             pins: PinStore::off(),
             revocations: Revocations::off(),
+            admin_watches: super::admission::Connections::new(ADMIN_WATCHES_PER_IDENTITY),
         }
     }
 
@@ -313,9 +320,19 @@ impl Admin for Services {
         let revoked = self.revocations.revoked(admin.clone(), leaf);
         let namespace = request.into_inner().namespace;
         require(&admin, &scope, Permission::Read, non_empty(&namespace))?;
+        let Some(place) = self.admin_watches.admit(&admin) else {
+            warn!(%admin, "admin watch refused: too many open");
+            return Err(Status::resource_exhausted(format!(
+                "admin {admin} holds {ADMIN_WATCHES_PER_IDENTITY} open watches already, the most one admin may; end one (flux-hub status --watch) first"
+            )));
+        };
         let registry = self.registry.clone();
         let stream = WatchStream::new(self.registry.admin_changes())
-            .map(move |_| Ok(visible(registry.admin_snapshot(&namespace), &scope)))
+            .map(move |_| {
+                // The place is given back when the stream ends.
+                let _watching = &place;
+                Ok(visible(registry.admin_snapshot(&namespace), &scope))
+            })
             .take_until(self.stopped())
             .take_until(revoked);
         info!(%admin, "admin watching MiniClusters");

@@ -1,7 +1,8 @@
-//! Revoked admin certificates against the hub's real gRPC services and TLS termination on
-//! 127.0.0.1: a revoked certificate is refused in the handshake, an open admin stream ends
-//! when its certificate is revoked, and another admin's certificate keeps working; a
-//! revocation by name covers every certificate of that admin.
+//! The hub's real Admin service and TLS termination on 127.0.0.1, as an adversary holding
+//! an admin certificate would try them: a revoked certificate is refused in the handshake,
+//! an open admin stream ends when its certificate is revoked, and another admin's
+//! certificate keeps working; a revocation by name covers every certificate of that
+//! admin; an admin's open watches are bounded.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -189,4 +190,53 @@ async fn a_revoked_admin_certificate_is_refused_and_its_open_stream_ends() {
         ),
         "{text}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_admin_holds_a_bounded_number_of_watches() {
+    let pki = Pki::new();
+    let (alice, bob) = (pki.admin("alice"), pki.admin("bob"));
+    let metrics = Arc::new(Metrics::new());
+    let addr = serve(&pki, WatchedData::fixed(Known::Missing), metrics).await;
+    let mut client = admin_client(&pki, addr, &alice).await.unwrap();
+    let mut open = Vec::new();
+    for _ in 0..service::ADMIN_WATCHES_PER_IDENTITY {
+        open.push(
+            client
+                .watch_mini_clusters(WatchMiniClustersRequest::default())
+                .await
+                .expect("within the bound")
+                .into_inner(),
+        );
+    }
+    let refused = client
+        .watch_mini_clusters(WatchMiniClustersRequest::default())
+        .await
+        .expect_err("over the bound");
+    assert_eq!(
+        refused.code(),
+        tonic::Code::ResourceExhausted,
+        "{refused:?}"
+    );
+    assert!(refused.message().contains("admin alice"), "{refused:?}");
+    // Another admin is not affected; an ended watch gives its place back.
+    let mut other = admin_client(&pki, addr, &bob).await.unwrap();
+    other
+        .watch_mini_clusters(WatchMiniClustersRequest::default())
+        .await
+        .expect("another admin");
+    drop(open.pop());
+    tokio::time::timeout(LIMIT, async {
+        loop {
+            match client
+                .watch_mini_clusters(WatchMiniClustersRequest::default())
+                .await
+            {
+                Ok(stream) => return stream,
+                Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
+            }
+        }
+    })
+    .await
+    .expect("the ended watch's place is given back");
 }
