@@ -207,7 +207,7 @@ fn hostile(ns: &str, i: usize, refused_at_root: bool) -> serde_json::Value {
         "spec": {
             "size": 1,
             "containers": [{"image": "ubuntu:noble", "commands": {"script": "x".repeat(script_bytes)}}],
-            "flux": {"bursting": {"leadAddress": "192.0.2.1", "leadNodePort": 30093, "clusters": clusters}},
+            "flux": {"bursting": {"leadAddress": "192.0.2.1", "clusters": clusters}},
         },
     })
 }

@@ -43,6 +43,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use tokio::sync::watch;
 use tokio_stream::wrappers::WatchStream;
+use tokio_util::task::AbortOnDropHandle;
 
 /// Field manager of the spoke's server-side applies.
 pub const FIELD_MANAGER: &str = "flux-spoke";
@@ -426,7 +427,7 @@ pub struct KubeCluster {
 struct JobWatch {
     store: Store<Job>,
     unreachable: Arc<Mutex<Option<(SystemTime, String)>>>,
-    _task: Arc<AbortOnDrop>,
+    _task: Arc<AbortOnDropHandle<()>>,
 }
 
 /// The watch on the spoke's policy ConfigMap.
@@ -438,7 +439,7 @@ struct PolicyWatch {
     /// Set once the first listing is done.
     ready: Arc<AtomicBool>,
     changes: watch::Receiver<u64>,
-    _watcher: Arc<AbortOnDrop>,
+    _watcher: Arc<AbortOnDropHandle<()>>,
 }
 
 impl fmt::Debug for KubeCluster {
@@ -446,15 +447,6 @@ impl fmt::Debug for KubeCluster {
         f.debug_struct("KubeCluster")
             .field("scope", &self.scope)
             .finish_non_exhaustive()
-    }
-}
-
-/// Aborts a task when dropped.
-struct AbortOnDrop(tokio::task::JoinHandle<()>);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
     }
 }
 
@@ -504,7 +496,7 @@ fn watch_jobs(api: Api<Job>, tx: Arc<watch::Sender<u64>>) -> JobWatch {
     JobWatch {
         store: reader,
         unreachable,
-        _task: Arc::new(AbortOnDrop(task)),
+        _task: Arc::new(AbortOnDropHandle::new(task)),
     }
 }
 
@@ -588,7 +580,7 @@ impl KubeCluster {
             store: reader,
             ready,
             changes: rx,
-            _watcher: Arc::new(AbortOnDrop(task)),
+            _watcher: Arc::new(AbortOnDropHandle::new(task)),
         });
         self
     }

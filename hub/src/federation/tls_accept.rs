@@ -30,6 +30,7 @@ use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 use tokio_rustls::TlsAcceptor;
 use tokio_rustls::server::TlsStream;
+use tokio_util::task::AbortOnDropHandle;
 use tracing::{debug, info, warn};
 
 use flux_shared::federation::tls::TlsPem;
@@ -357,7 +358,7 @@ pub fn incoming(listener: tokio::net::TcpListener, tls: HubTls, accepting: Accep
     });
     Incoming {
         rx,
-        _task: AbortOnDrop(task),
+        _task: AbortOnDropHandle::new(task),
     }
 }
 
@@ -479,15 +480,7 @@ async fn linger(mut io: TcpStream) {
 /// The stream of [`incoming`].
 pub struct Incoming {
     rx: mpsc::Receiver<Accepted>,
-    _task: AbortOnDrop,
-}
-
-struct AbortOnDrop(tokio::task::JoinHandle<()>);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
+    _task: AbortOnDropHandle<()>,
 }
 
 impl Stream for Incoming {

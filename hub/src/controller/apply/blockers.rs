@@ -20,6 +20,7 @@ use kube::runtime::{WatchStreamExt, watcher as watch_stream};
 use kube::{Api, Client, Resource};
 use serde::de::DeserializeOwned;
 use tokio::sync::mpsc;
+use tokio_util::task::AbortOnDropHandle;
 use tracing::{debug, info};
 
 use crate::controller::apply::Taken;
@@ -46,20 +47,11 @@ pub struct Blockers {
 }
 
 /// What blocks one MiniCluster, and the watches of those objects.
-type Watching = (Vec<Taken>, Vec<AbortOnDrop>);
+type Watching = (Vec<Taken>, Vec<AbortOnDropHandle<()>>);
 
 impl Debug for Blockers {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Blockers").finish_non_exhaustive()
-    }
-}
-
-/// Aborts a task when dropped.
-struct AbortOnDrop(tokio::task::JoinHandle<()>);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
     }
 }
 
@@ -99,7 +91,7 @@ impl Blockers {
                 let (client, wake, mc, t) =
                     (self.client.clone(), self.wake.clone(), mc.clone(), t.clone());
                 let ns = ns.to_string();
-                AbortOnDrop(tokio::spawn(async move {
+                AbortOnDropHandle::new(tokio::spawn(async move {
                     let gone = match t.kind {
                         "Job" => until_moved::<Job>(client, &ns, &t).await,
                         "Pod" => until_moved::<Pod>(client, &ns, &t).await,
