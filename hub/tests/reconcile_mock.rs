@@ -1614,7 +1614,7 @@ async fn the_installer_applies_the_deploy_manifests_in_order_with_its_field_mana
         Some(&test_tls()),
     )
     .expect("objects");
-    let applied = flux_hub::commands::init::apply_all(&client, &objects)
+    let applied = flux_hub::commands::install_apply::apply_all(&client, &objects)
         .await
         .expect("applied");
     let order: Vec<&str> = applied.iter().map(|a| a.object.as_str()).collect();
@@ -1689,7 +1689,7 @@ async fn a_failed_install_deletes_what_it_created_and_names_the_missing_right() 
     }));
     let objects =
         flux_hub::commands::install::hub_objects(None, Some(&test_tls())).expect("objects");
-    let error = flux_hub::commands::init::apply_all(&client, &objects)
+    let error = flux_hub::commands::install_apply::apply_all(&client, &objects)
         .await
         .expect_err("refused");
     let text = format!("{error:#}");

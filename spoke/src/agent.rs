@@ -27,34 +27,28 @@
 //!   adds up to 100 %), reset after a connection that delivered a snapshot. A refused
 //!   certificate is retried at the maximum delay.
 //!
-//! Size: the single task and its state machine (connect, snapshot, Job changes,
-//! reports); its guarantees above are about the whole loop. The decisions are already
-//! apart in [`crate::reconcile`]; about 40 lines are tests.
+//! Applying a snapshot is [`crate::apply`]'s (named steps around the decisions);
+//! this file holds the single task and its state machine (connect, snapshot, Job changes,
+//! reports), which the guarantees above are about.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use backon::{BackoffBuilder, ExponentialBuilder};
-use flux_shared::federation::assignment::Realized;
 use flux_shared::federation::auth::IdentityInterceptor;
 use flux_shared::federation::diagnostics::{
     classify_tls_failure, error_chain, is_access_denied, status_text,
 };
-use flux_shared::federation::ownership::{
-    Ownership, SpokeIdentity, SpokeIdentityError, ownership, same_owner,
-};
+use flux_shared::federation::ownership::{SpokeIdentity, SpokeIdentityError};
 use flux_shared::federation::parts::Assembler;
 use flux_shared::federation::policy::PolicyState;
 use flux_shared::federation::proto::spoke_client::SpokeClient;
-use flux_shared::federation::proto::{
-    AssignmentStatus, ClusterAccess, ReportRequest, Snapshot, WatchRequest,
-};
+use flux_shared::federation::proto::{AssignmentStatus, ClusterAccess, Snapshot, WatchRequest};
 use flux_shared::federation::tls::{ClientSecurity, TlsError, TlsPem, TransportSettings};
 use futures::{Stream, StreamExt};
-use k8s_openapi::api::batch::v1::Job;
 use tokio::sync::watch;
 use tokio::time::{Instant, MissedTickBehavior};
 use tonic::service::interceptor::InterceptedService;
@@ -62,12 +56,9 @@ use tonic::transport::Channel;
 use tonic::{Code, Status};
 use tracing::{Instrument, debug, error, info, info_span, warn};
 
-use crate::cluster::{Cluster, Kind, ObjectRef, Taken, metadata};
+use crate::cluster::{Cluster, Taken};
 use crate::metrics::{ErrorKind, Metrics};
-use crate::reconcile::{
-    Applied, AssignmentRefusal, Context, Decision, Memory, NAME_TAKEN, Outcome, Tracked, find_job,
-    plan_snapshot, status,
-};
+use crate::reconcile::{Memory, Tracked};
 
 /// How the agent reaches the hub and how often it reports.
 #[derive(Clone, Debug)]
@@ -164,16 +155,16 @@ pub struct AppliedSnapshot {
     pub version: u64,
 }
 
-type Client = SpokeClient<InterceptedService<Channel, IdentityInterceptor>>;
+pub(crate) type Client = SpokeClient<InterceptedService<Channel, IdentityInterceptor>>;
 type Changes = Pin<Box<dyn Stream<Item = ()> + Send>>;
 
 /// The agent. Build it with [`Agent::new`], keep what you need of [`Agent::applied`] and
 /// [`Agent::metrics`], then [`Agent::run`] it.
 pub struct Agent<C: Cluster> {
-    config: AgentConfig,
-    cluster: C,
-    metrics: Arc<Metrics>,
-    applied: watch::Sender<Option<AppliedSnapshot>>,
+    pub(crate) config: AgentConfig,
+    pub(crate) cluster: C,
+    pub(crate) metrics: Arc<Metrics>,
+    pub(crate) applied: watch::Sender<Option<AppliedSnapshot>>,
     /// The TLS material last read successfully from [`AgentConfig::tls_files`], and its
     /// certificate text.
     last_good_tls: std::sync::Mutex<Option<(ClientSecurity, String)>>,
@@ -189,39 +180,31 @@ impl<C: Cluster> std::fmt::Debug for Agent<C> {
 
 /// What the agent knows between snapshots (and connections).
 #[derive(Debug, Default)]
-struct State {
-    memory: Memory,
+pub(crate) struct State {
+    pub(crate) memory: Memory,
     /// Epoch of the last snapshot processed: the epoch reports are about.
-    epoch: String,
+    pub(crate) epoch: String,
     /// Last version of `epoch` fully applied (0: none).
-    acked: u64,
+    pub(crate) acked: u64,
     /// Last snapshot fully applied, in any epoch (sent with Watch).
-    applied: Option<AppliedSnapshot>,
+    pub(crate) applied: Option<AppliedSnapshot>,
     /// Epoch and version of the last snapshot processed.
-    last: Option<(String, u64)>,
+    pub(crate) last: Option<(String, u64)>,
     /// Whether it was fully applied.
-    complete: bool,
+    pub(crate) complete: bool,
     /// It, while it is not fully applied (retried).
-    pending: Option<Snapshot>,
+    pub(crate) pending: Option<Snapshot>,
     /// One entry per assignment of that snapshot, plus the keys it removed.
-    tracked: Vec<Tracked>,
+    pub(crate) tracked: Vec<Tracked>,
     /// Statuses and cluster access of the last report the hub accepted.
-    last_sent: Option<(Vec<AssignmentStatus>, Option<ClusterAccess>)>,
+    pub(crate) last_sent: Option<(Vec<AssignmentStatus>, Option<ClusterAccess>)>,
     /// The last snapshot processed (re-processed when a blocking object changes).
-    current: Option<Snapshot>,
+    pub(crate) current: Option<Snapshot>,
     /// The objects blocking each assignment refused as `NameTaken`, as seen then.
-    blockers: BTreeMap<String, Vec<Taken>>,
+    pub(crate) blockers: BTreeMap<String, Vec<Taken>>,
     /// The policy document the last snapshot was decided with (`None`: no policy); the
     /// snapshot is decided again when it changes.
-    policy: Option<Option<String>>,
-}
-
-/// Why an assignment's objects were not all applied.
-enum ApplyError {
-    /// Names taken by objects the spoke did not make: refuse the assignment.
-    Taken(Vec<Taken>),
-    /// Anything else: retried.
-    Failed(String),
+    pub(crate) policy: Option<Option<String>>,
 }
 
 /// Why a connection ended.
@@ -634,556 +617,6 @@ impl<C: Cluster> Agent<C> {
         );
         self.apply_snapshot(state, snapshot).instrument(span).await;
     }
-
-    async fn apply_snapshot(&self, state: &mut State, snapshot: Snapshot) {
-        let version = snapshot.version;
-        if snapshot.hub_epoch != state.epoch {
-            if !state.epoch.is_empty() {
-                info!(old = %state.epoch, new = %snapshot.hub_epoch, "new hub epoch (the hub restarted)");
-            }
-            state.epoch = snapshot.hub_epoch.clone();
-            state.acked = 0;
-            // Versions of another epoch mean nothing in this one.
-            for t in &mut state.tracked {
-                t.observed_version = 0;
-            }
-        }
-        state.last = Some((snapshot.hub_epoch.clone(), version));
-        state.complete = false;
-        state.pending = Some(snapshot.clone());
-        state.current = Some(snapshot.clone());
-        let me = &self.config.identity;
-
-        let owned = match self.cluster.owned(me).await {
-            Ok(owned) => owned,
-            Err(e) => {
-                self.metrics.error(ErrorKind::List);
-                error!(error = %e, "cannot list the spoke's objects; nothing applied or deleted, retrying later");
-                return;
-            }
-        };
-        let policy_text = match self.cluster.policy() {
-            Ok(text) => text,
-            Err(e) => {
-                self.metrics.error(ErrorKind::Policy);
-                error!(error = %e, "cannot read the spoke policy; nothing applied or deleted, retrying later");
-                return;
-            }
-        };
-        let policy = PolicyState::of(policy_text.as_deref());
-        if let PolicyState::Invalid(e) = &policy {
-            warn!(error = %e, "the spoke policy is not valid: no burst is admitted until it is fixed");
-        }
-        let mut namespaces = BTreeMap::new();
-        for a in &snapshot.assignments {
-            let Some(ns) = a.minicluster.as_ref().map(|m| m.namespace.as_str()) else {
-                continue;
-            };
-            if namespaces.contains_key(ns) || ns.is_empty() {
-                continue;
-            }
-            match self.cluster.namespace(ns).await {
-                Ok(state) => {
-                    namespaces.insert(ns.to_string(), state);
-                }
-                Err(e) => {
-                    self.metrics.error(ErrorKind::Namespace);
-                    error!(namespace = %ns, error = %e, "cannot read a burst's namespace; nothing applied or deleted, retrying later");
-                    return;
-                }
-            }
-        }
-        let running = match self.cluster.jobs().await {
-            Ok(jobs) => running_sizes(&jobs, me),
-            Err(e) => {
-                self.metrics.error(ErrorKind::Jobs);
-                error!(error = %e, "cannot read the spoke's Jobs; nothing applied or deleted, retrying later");
-                return;
-            }
-        };
-        let cx = Context {
-            spoke_namespace: &self.config.namespace,
-            policy: &policy,
-            namespaces: &namespaces,
-            running: &running,
-        };
-        let plan = plan_snapshot(&snapshot, &owned, &state.memory, me, &cx);
-        state.policy = Some(policy_text);
-        let previous: BTreeMap<String, Tracked> = std::mem::take(&mut state.tracked)
-            .into_iter()
-            .map(|t| (t.key.clone(), t))
-            .collect();
-        let mut failed = false;
-
-        // Missing namespaces of admitted assignments first, once each, with the policy's
-        // Pod Security level.
-        let mut namespaces: BTreeMap<String, Result<(), String>> = BTreeMap::new();
-        for (namespace, level) in &plan.create_namespaces {
-            let result = match self.cluster.ensure_namespace(namespace, *level).await {
-                Ok(()) => Ok(()),
-                Err(e) => {
-                    self.metrics.error(ErrorKind::Namespace);
-                    error!(%namespace, error = %e, "cannot create the namespace");
-                    Err(e.to_string())
-                }
-            };
-            namespaces.insert(namespace.clone(), result);
-        }
-
-        let mut tracked = Vec::with_capacity(plan.assignments.len() + plan.removed.len());
-        // Keys refused now for a taken name: their older objects are kept, like those of
-        // any refused assignment.
-        let mut refused_now: BTreeSet<String> = BTreeSet::new();
-        for p in plan.assignments {
-            let key = p.key;
-            let admitted_size = p.admitted_size;
-            match p.decision {
-                Decision::Apply(realized) => {
-                    let result = match namespaces.get(&realized.namespace) {
-                        Some(Err(e)) => Err(ApplyError::Failed(e.clone())),
-                        _ => {
-                            let listed: BTreeSet<&ObjectRef> = owned
-                                .iter()
-                                .filter(|o| o.key == key)
-                                .map(|o| &o.object)
-                                .collect();
-                            self.apply_objects(&realized, &listed).await
-                        }
-                    };
-                    let job = Some((realized.namespace.clone(), realized.job.clone()));
-                    let size = realized.size;
-                    match result {
-                        Ok(()) => {
-                            info!(%key, objects = realized.objects.len(), "assignment applied");
-                            state.memory.refused.remove(&key);
-                            if let Some(assignment) =
-                                snapshot.assignments.iter().find(|a| a.key == key)
-                            {
-                                state.memory.applied.insert(
-                                    key.clone(),
-                                    Applied {
-                                        assignment: assignment.clone(),
-                                        realized: *realized,
-                                    },
-                                );
-                            }
-                            tracked.push(Tracked {
-                                key,
-                                observed_version: version,
-                                job,
-                                size,
-                                outcome: Outcome::Applied,
-                                admitted_size,
-                            });
-                        }
-                        Err(ApplyError::Taken(taken)) => {
-                            self.metrics.error(ErrorKind::Invalid);
-                            let message = name_taken_message(&taken);
-                            warn!(%key, reason = NAME_TAKEN, blocking = taken.len(), error = %message, "assignment refused: a name it needs is taken");
-                            if let Some(assignment) =
-                                snapshot.assignments.iter().find(|a| a.key == key)
-                            {
-                                tracked.push(refused(
-                                    &key,
-                                    version,
-                                    assignment,
-                                    NAME_TAKEN,
-                                    &message,
-                                    admitted_size,
-                                ));
-                                state.memory.refused.insert(
-                                    key.clone(),
-                                    AssignmentRefusal {
-                                        assignment: assignment.clone(),
-                                        reason: NAME_TAKEN,
-                                        message,
-                                    },
-                                );
-                            }
-                            state.blockers.insert(key.clone(), taken);
-                            refused_now.insert(key);
-                        }
-                        Err(ApplyError::Failed(message)) => {
-                            failed = true;
-                            state.memory.applied.remove(&key);
-                            let observed_version = previous
-                                .get(&key)
-                                .filter(|t| {
-                                    matches!(t.outcome, Outcome::Applied | Outcome::Failed { .. })
-                                })
-                                .map_or(0, |t| t.observed_version);
-                            tracked.push(Tracked {
-                                key,
-                                observed_version,
-                                job,
-                                size,
-                                outcome: Outcome::Failed { message },
-                                admitted_size,
-                            });
-                        }
-                    }
-                }
-                Decision::Unchanged => {
-                    state.memory.refused.remove(&key);
-                    if let Some(applied) = state.memory.applied.get(&key) {
-                        let r = &applied.realized;
-                        tracked.push(Tracked {
-                            key,
-                            observed_version: version,
-                            job: Some((r.namespace.clone(), r.job.clone())),
-                            size: r.size,
-                            outcome: Outcome::Applied,
-                            admitted_size,
-                        });
-                    }
-                }
-                Decision::Refuse(refusal) => {
-                    self.metrics.error(ErrorKind::Invalid);
-                    warn!(%key, reason = refusal.reason, error = %refusal.message, "assignment refused");
-                    tracked.push(refused(
-                        &key,
-                        version,
-                        &refusal.assignment,
-                        refusal.reason,
-                        &refusal.message,
-                        admitted_size,
-                    ));
-                    state.memory.refused.insert(key, *refusal);
-                }
-                Decision::StillRefused => {
-                    if let Some(r) = state.memory.refused.get(&key) {
-                        tracked.push(refused(
-                            &key,
-                            version,
-                            &r.assignment,
-                            r.reason,
-                            &r.message,
-                            admitted_size,
-                        ));
-                    }
-                }
-                Decision::Hold(refusal) => {
-                    warn!(%key, reason = refusal.reason, error = %refusal.message, "assignment not admitted by the policy; its running objects are kept as they are");
-                    let a = &refusal.assignment;
-                    let job = match state.memory.applied.get(&key) {
-                        Some(applied) => (
-                            applied.realized.namespace.clone(),
-                            applied.realized.job.clone(),
-                        ),
-                        None => (
-                            a.minicluster
-                                .as_ref()
-                                .map(|m| m.namespace.clone())
-                                .unwrap_or_default(),
-                            a.burst_name.clone(),
-                        ),
-                    };
-                    tracked.push(Tracked {
-                        key,
-                        observed_version: version,
-                        job: Some(job),
-                        size: a.burst_size,
-                        outcome: Outcome::Held {
-                            reason: refusal.reason.to_string(),
-                            message: refusal.message.clone(),
-                        },
-                        admitted_size,
-                    });
-                }
-            }
-        }
-
-        let mut delete_errors: BTreeMap<String, String> = BTreeMap::new();
-        for o in &plan.delete {
-            if refused_now.contains(&o.key) && !plan.removed.contains(&o.key) {
-                continue;
-            }
-            match self.cluster.delete(o).await {
-                Ok(()) => {
-                    self.metrics.deleted(o.object.kind.as_str());
-                    info!(object = %o.object, key = %o.key, "deleted");
-                }
-                Err(e) => {
-                    failed = true;
-                    self.metrics.error(ErrorKind::Delete);
-                    error!(object = %o.object, key = %o.key, error = %e, "delete failed");
-                    delete_errors
-                        .entry(o.key.clone())
-                        .or_insert_with(|| e.to_string());
-                }
-            }
-        }
-        // Stale objects of an assignment that could not be pruned.
-        for t in &mut tracked {
-            if let Some(message) = delete_errors.get(&t.key)
-                && t.outcome == Outcome::Applied
-            {
-                t.outcome = Outcome::Failed {
-                    message: message.clone(),
-                };
-            }
-        }
-        for key in plan.removed {
-            let outcome = match delete_errors.get(&key) {
-                Some(message) => Outcome::Deleting {
-                    message: message.clone(),
-                },
-                None => Outcome::Deleted,
-            };
-            state.memory.applied.remove(&key);
-            state.memory.refused.remove(&key);
-            tracked.push(Tracked {
-                key,
-                observed_version: version,
-                job: None,
-                size: 0,
-                outcome,
-                admitted_size: None,
-            });
-        }
-        for key in plan.forget {
-            state.memory.applied.remove(&key);
-            state.memory.refused.remove(&key);
-        }
-        tracked.sort_by(|a, b| a.key.cmp(&b.key));
-        state.tracked = tracked;
-        // Blockers matter only while their refusal is remembered.
-        let refused = &state.memory.refused;
-        state
-            .blockers
-            .retain(|key, _| refused.get(key).is_some_and(|r| r.reason == NAME_TAKEN));
-
-        if failed {
-            warn!(retry_in = ?self.config.report_interval, "snapshot partly applied; retrying");
-        } else {
-            state.complete = true;
-            state.pending = None;
-            state.acked = version;
-            let applied = AppliedSnapshot {
-                hub_epoch: snapshot.hub_epoch.clone(),
-                version,
-            };
-            state.applied = Some(applied.clone());
-            self.applied.send_replace(Some(applied));
-            self.metrics.snapshot_applied(version);
-            info!("snapshot applied");
-        }
-    }
-
-    /// Applies one assignment's objects in order, stopping at the first error. `listed`:
-    /// those of its objects the spoke listed as its own. Every other name is read first,
-    /// and if any holds an object the spoke did not make for this assignment, nothing is
-    /// written (no half-applied burst).
-    async fn apply_objects(
-        &self,
-        realized: &Realized,
-        listed: &BTreeSet<&ObjectRef>,
-    ) -> Result<(), ApplyError> {
-        let mut ours = Vec::with_capacity(realized.objects.len());
-        let mut taken = Vec::new();
-        for object in &realized.objects {
-            let r = ObjectRef::of(object);
-            if listed.contains(&r) {
-                ours.push(true);
-                continue;
-            }
-            match self.cluster.inspect(&r).await {
-                Ok(None) => ours.push(false),
-                // Ours, though not listed (made meanwhile): applied as ours.
-                Ok(Some(meta)) if same_owner(&meta, metadata(object)) => ours.push(true),
-                Ok(Some(meta)) => taken.push(Taken::new(&r, &meta)),
-                Err(e) => {
-                    self.metrics.error(ErrorKind::Apply);
-                    error!(key = %realized.key, object = %r, error = %e, "cannot check whether the name is free");
-                    return Err(ApplyError::Failed(e.to_string()));
-                }
-            }
-        }
-        if !taken.is_empty() {
-            return Err(ApplyError::Taken(taken));
-        }
-        for (object, owned) in realized.objects.iter().zip(ours) {
-            let kind = Kind::of(object);
-            match self.cluster.apply(object, owned).await {
-                Ok(()) => self.metrics.applied(kind.as_str()),
-                // Taken between the check and the create.
-                Err(e) if e.taken.is_some() => {
-                    return Err(ApplyError::Taken(e.taken.into_iter().map(|t| *t).collect()));
-                }
-                Err(e) => {
-                    self.metrics.error(ErrorKind::Apply);
-                    error!(key = %realized.key, object = %object.describe(), error = %e, "apply failed");
-                    return Err(ApplyError::Failed(e.to_string()));
-                }
-            }
-        }
-        Ok(())
-    }
-
-    /// Reads every object blocking a `NameTaken` refusal; forgets the refusals whose
-    /// blocking objects changed or went (so that the next processing examines them again),
-    /// and says whether there were any. A read that fails changes nothing.
-    async fn blockers_changed(&self, state: &mut State) -> bool {
-        let mut changed = Vec::new();
-        for (key, taken) in &state.blockers {
-            for t in taken {
-                match self.cluster.inspect(&t.object).await {
-                    Ok(now) if t.changed(now.as_ref()) => {
-                        info!(%key, object = %t.object, gone = now.is_none(), "an object blocking an assignment changed");
-                        changed.push(key.clone());
-                        break;
-                    }
-                    Ok(_) => {}
-                    Err(e) => {
-                        debug!(%key, object = %t.object, error = %e, "cannot re-read an object blocking an assignment");
-                    }
-                }
-            }
-        }
-        for key in &changed {
-            state.blockers.remove(key);
-            state.memory.refused.remove(key);
-        }
-        !changed.is_empty()
-    }
-
-    /// Sends every tracked status with the acknowledgement: always when `force`, else only
-    /// when a status changed since the last accepted report.
-    async fn report(&self, client: &mut Client, state: &mut State, force: bool) {
-        if state.epoch.is_empty() {
-            return;
-        }
-        let jobs = match self.cluster.jobs().await {
-            // Another spoke's Job of the same name says nothing about ours.
-            Ok(mut jobs) => {
-                jobs.retain(|j| {
-                    matches!(
-                        ownership(&j.metadata, &self.config.identity),
-                        Ownership::Ours { .. }
-                    )
-                });
-                Some(jobs)
-            }
-            Err(e) => {
-                self.metrics.error(ErrorKind::Jobs);
-                warn!(error = %e, "cannot read the spoke's Jobs; reporting without their status");
-                None
-            }
-        };
-        let statuses = statuses(&state.tracked, jobs.as_deref());
-        let access = self.cluster.unreachable().map(cluster_access);
-        let sending = (statuses, access);
-        if !force && state.last_sent.as_ref() == Some(&sending) {
-            return;
-        }
-        let (statuses, access) = sending;
-        let request = ReportRequest {
-            hub_epoch: state.epoch.clone(),
-            applied_version: state.acked,
-            statuses: statuses.clone(),
-            cluster_access: access.clone(),
-        };
-        let applied_version = request.applied_version;
-        match client
-            .report(self.config.settings.unary_request(request))
-            .await
-        {
-            Ok(_) => {
-                self.metrics.report_sent();
-                debug!(applied_version, statuses = statuses.len(), "reported");
-                state.last_sent = Some((statuses, access));
-            }
-            Err(status) => {
-                self.metrics.error(ErrorKind::Report);
-                warn!(code = ?status.code(), error = %status_text(&status), "Report failed; retrying later");
-                state.last_sent = None;
-            }
-        }
-    }
-}
-
-/// `ClusterAccess` of a report while the API server cannot be reached.
-fn cluster_access((since, error): (SystemTime, String)) -> ClusterAccess {
-    let millis = since
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
-    ClusterAccess {
-        // 0 means reachable: a clock before 1970 still reports unreachable.
-        unreachable_since_unix_millis: millis.max(1),
-        error,
-    }
-}
-
-fn refused(
-    key: &str,
-    version: u64,
-    assignment: &flux_shared::federation::proto::Assignment,
-    reason: &str,
-    message: &str,
-    admitted_size: Option<i32>,
-) -> Tracked {
-    Tracked {
-        key: key.to_string(),
-        observed_version: version,
-        job: None,
-        size: assignment.burst_size,
-        outcome: Outcome::Refused {
-            reason: reason.to_string(),
-            message: message.to_string(),
-        },
-        admitted_size,
-    }
-}
-
-/// Brokers each of the spoke's own Jobs runs (its parallelism; 0 when suspended: a burst
-/// scaled to 0), by assignment key.
-fn running_sizes(jobs: &[Job], me: &SpokeIdentity) -> BTreeMap<String, i32> {
-    jobs.iter()
-        .filter_map(|j| match ownership(&j.metadata, me) {
-            Ownership::Ours { key, .. } => {
-                let spec = j.spec.as_ref();
-                let size = if spec.and_then(|s| s.suspend) == Some(true) {
-                    0
-                } else {
-                    spec.and_then(|s| s.parallelism).unwrap_or(1)
-                };
-                Some((key.to_string(), size))
-            }
-            _ => None,
-        })
-        .collect()
-}
-
-/// The message of a `NameTaken` refusal: every blocking object and who seems to own it.
-fn name_taken_message(taken: &[Taken]) -> String {
-    let objects: Vec<String> = taken.iter().map(Taken::to_string).collect();
-    format!(
-        "{NAME_TAKEN}: refusing this burst rather than taking over objects it did not make: {}; delete or rename them, or rename the burst",
-        objects.join("; ")
-    )
-}
-
-/// The statuses of `tracked`; those that depend on a Job are left out when `jobs` could
-/// not be read.
-fn statuses(tracked: &[Tracked], jobs: Option<&[Job]>) -> Vec<AssignmentStatus> {
-    tracked
-        .iter()
-        .filter_map(|t| {
-            let needs_job = matches!(
-                t.outcome,
-                Outcome::Applied | Outcome::Failed { .. } | Outcome::Held { .. }
-            );
-            let job = match (needs_job, jobs) {
-                (false, _) => None,
-                (true, None) => return None,
-                (true, Some(jobs)) => t
-                    .job
-                    .as_ref()
-                    .and_then(|(namespace, name)| find_job(jobs, namespace, name)),
-            };
-            Some(status(t, job))
-        })
-        .collect()
 }
 
 async fn sleep_until(deadline: Option<Instant>) {
@@ -1203,25 +636,4 @@ fn looks_like_tls(text: &str) -> bool {
 /// not read or not valid: the hub then refuses what the baseline refuses).
 fn announce_policy(text: Option<&str>) -> Vec<flux_shared::federation::proto::NamespaceExceptions> {
     flux_shared::federation::policy::announce(&PolicyState::of(text))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn statuses_skip_job_dependent_entries_without_jobs() {
-        let t = |key: &str, outcome| Tracked {
-            key: key.into(),
-            observed_version: 1,
-            job: Some(("ns".into(), key.into())),
-            size: 1,
-            outcome,
-            admitted_size: None,
-        };
-        let tracked = [t("a", Outcome::Applied), t("b", Outcome::Deleted)];
-        let keys = |s: Vec<AssignmentStatus>| s.into_iter().map(|s| s.key).collect::<Vec<_>>();
-        assert_eq!(keys(statuses(&tracked, None)), ["b"]);
-        assert_eq!(keys(statuses(&tracked, Some(&[]))), ["a", "b"]);
-    }
 }

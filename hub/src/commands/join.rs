@@ -14,177 +14,18 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail};
-use flux_shared::federation::diagnostics::{hub_host, normalize_hub_url};
+use flux_shared::federation::diagnostics::hub_host;
 use flux_shared::federation::policy::{POLICY_CONFIGMAP, SpokePolicy};
 use flux_shared::federation::proto::SpokeInfo;
-use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Api;
 use serde::Serialize;
 
 use crate::commands::Format;
-use crate::commands::admin_client::{HubEndpoint, HubOptions};
 use crate::commands::certs::{self, CertsOptions};
-use crate::commands::init::{Applied, ClusterOptions, apply_all, wait_available};
-use crate::commands::install::{
-    self, InstalledSpoke, SPOKE_CONFIG, SPOKE_NAMESPACE, SpokeRbac, SpokeSettings,
-};
-
-/// Name of the admin certificate `join` issues for itself to ask the hub.
-const JOIN_ADMIN: &str = "flux-hub-join";
-
-/// The federation a spoke joins or leaves, as given: the certificates `flux-hub init` made
-/// and the hub's endpoint, from the flags or else from the admin context init wrote.
-#[derive(clap::Args, Debug, Clone)]
-pub struct FederationArgs {
-    /// Directory of the federation's certificates (the CA `flux-hub init` made; default:
-    /// the directory of the admin context's CA).
-    #[arg(long, value_name = "DIR")]
-    pub certs: Option<PathBuf>,
-    /// The hub's endpoint as `flux-hub init` printed it (`https://HOST:8443`; default: the
-    /// admin context's, which init writes).
-    #[arg(long, value_name = "URL")]
-    pub hub: Option<String>,
-    /// The admin context giving the hub without --hub (default: the current one).
-    #[arg(
-        long,
-        env = "FLUX_HUB_CONTEXT",
-        value_name = "NAME",
-        conflicts_with = "hub"
-    )]
-    pub hub_context: Option<String>,
-    /// The name (or IP) the hub's certificate carries (default: the host of --hub).
-    #[arg(long, value_name = "DNS")]
-    pub hub_domain: Option<String>,
-}
-
-impl FederationArgs {
-    /// The federation: the flags, completed from the admin context when `--hub` is not
-    /// given (its hub, its certificate name, and its CA's directory for `--certs`). The
-    /// second value says whether the context gave the hub.
-    pub fn resolve(&self) -> anyhow::Result<(FederationOptions, bool)> {
-        if let Some(hub) = &self.hub {
-            let certs = self.certs.clone().context(
-                "--certs DIR: the federation's certificates (flux-hub init made them) are needed with --hub",
-            )?;
-            let fed = FederationOptions {
-                certs,
-                hub: hub.clone(),
-                hub_domain: self.hub_domain.clone(),
-            };
-            return Ok((fed, false));
-        }
-        let no_context = || {
-            anyhow::anyhow!(
-                "no --hub, and no admin context to take it from ({} or ~/.config/flux-hub/config.yaml; flux-hub init --certs DIR --hub-dns/--hub-ip writes one): pass --hub URL and --certs DIR",
-                crate::commands::context::CONFIG_ENV
-            )
-        };
-        let path = crate::commands::context::path().ok_or_else(no_context)?;
-        let file = crate::commands::context::load(&path).map_err(anyhow::Error::msg)?;
-        if file.contexts.is_empty() {
-            return Err(no_context());
-        }
-        Ok((self.completed_by(&path, &file)?, true))
-    }
-
-    /// The federation of the admin context these flags name (or the current one) in
-    /// `file` (read from `path`), the flags given winning.
-    fn completed_by(
-        &self,
-        path: &std::path::Path,
-        file: &crate::commands::context::ContextFile,
-    ) -> anyhow::Result<FederationOptions> {
-        let context = file
-            .pick(self.hub_context.as_deref())
-            .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
-        let certs = match (&self.certs, context.ca.parent()) {
-            (Some(dir), _) => dir.clone(),
-            (None, Some(dir)) => dir.to_path_buf(),
-            (None, None) => bail!(
-                "admin context {}: its CA {} has no directory: pass --certs DIR",
-                context.name,
-                context.ca.display()
-            ),
-        };
-        let fed = FederationOptions {
-            certs,
-            hub: context.hub.clone(),
-            hub_domain: self
-                .hub_domain
-                .clone()
-                .or_else(|| context.hub_domain.clone()),
-        };
-        Ok(fed)
-    }
-}
-
-/// The federation a spoke joins or leaves: the certificates `flux-hub init` made and the
-/// hub's endpoint ([`FederationArgs::resolve`]).
-#[derive(Debug, Clone)]
-pub struct FederationOptions {
-    /// Directory of the federation's certificates.
-    pub certs: PathBuf,
-    /// The hub's endpoint (`https://HOST:8443`).
-    pub hub: String,
-    /// The name (or IP) the hub's certificate carries (default: the host of `hub`).
-    pub hub_domain: Option<String>,
-}
-
-impl FederationOptions {
-    /// The hub's URL and the name its certificate must carry.
-    pub fn hub_url_and_domain(&self) -> anyhow::Result<(String, String)> {
-        let url = normalize_hub_url(&self.hub, false);
-        let domain = match &self.hub_domain {
-            Some(d) => d.clone(),
-            None => hub_host(&url).map_err(|e| {
-                anyhow::anyhow!(
-                    "--hub {url}: {e}; name the hub's certificate name with --hub-domain"
-                )
-            })?,
-        };
-        Ok((url, domain))
-    }
-
-    /// The hub's Admin API as an admin that may pin and forget spokes: a certificate
-    /// issued from the CA in `--certs` for this command only (kept in memory, valid one
-    /// day), so that no file on disk carries that permission.
-    pub fn spokes_admin_endpoint(&self) -> anyhow::Result<HubEndpoint> {
-        use flux_shared::federation::scope::{AdminScope, Permission};
-        let (url, domain) = self.hub_url_and_domain()?;
-        let read = |name: &str| {
-            std::fs::read_to_string(self.certs.join(name)).with_context(|| {
-                format!(
-                    "{}: no {name} (the federation CA, from flux-hub init)",
-                    self.certs.display()
-                )
-            })
-        };
-        let (ca_pem, ca_key) = (read("ca.crt")?, read("ca.key")?);
-        let ca = flux_shared::federation::pki::Ca::from_pem(&ca_pem, &ca_key)?;
-        let scope = AdminScope::new([Permission::Read, Permission::Spokes], &[])
-            .map_err(anyhow::Error::msg)?;
-        let cert = ca.issue_admin(JOIN_ADMIN, &scope, 1)?;
-        let tls = flux_shared::federation::tls::TlsPem::new(ca_pem, cert.cert_pem, cert.key_pem)?;
-        Ok(HubEndpoint::with_tls(&url, &domain, tls))
-    }
-
-    /// The hub's Admin API, as the read-only admin certificate the install commands ask
-    /// with (issued from the CA in `--certs` when missing).
-    pub fn admin_endpoint(&self) -> anyhow::Result<HubEndpoint> {
-        let (_, domain) = self.hub_url_and_domain()?;
-        let (cert, key) = admin_certificate(&self.certs)?;
-        Ok(HubEndpoint::new(&HubOptions {
-            hub: Some(self.hub.clone()),
-            hub_context: None,
-            ca: Some(self.certs.join("ca.crt")),
-            cert: Some(cert),
-            key: Some(key),
-            hub_domain: Some(domain),
-            insecure: false,
-            admin_name: None,
-        })?)
-    }
-}
+use crate::commands::federation::{FederationArgs, FederationOptions, admin_certificate};
+use crate::commands::install::{self, SPOKE_NAMESPACE, SpokeRbac, SpokeSettings};
+use crate::commands::install_apply::{Applied, ClusterOptions, apply_all, wait_available};
+use crate::commands::spoke_install::{delete_namespace_rbac, installed_policy, installed_spoke};
 
 /// Options of `flux-hub join`.
 #[derive(clap::Args, Debug, Clone)]
@@ -335,25 +176,6 @@ fn spoke_certificates(
     Ok((ca, read(&cert_file)?, read(&key_file)?))
 }
 
-/// The admin certificate and key the install commands ask the hub with, issued from the
-/// CA in `dir` when missing.
-fn admin_certificate(dir: &std::path::Path) -> anyhow::Result<(PathBuf, PathBuf)> {
-    let (cert, key) = (
-        dir.join(format!("admin-{JOIN_ADMIN}.crt")),
-        dir.join(format!("admin-{JOIN_ADMIN}.key")),
-    );
-    if !cert.is_file() || !key.is_file() {
-        let summary = certs::run(&CertsOptions {
-            admins: vec![JOIN_ADMIN.to_string()],
-            // It only waits for spokes and shows status: read-only.
-            admin_permissions: vec!["read".into()],
-            ..CertsOptions::in_dir(dir)
-        })?;
-        eprint!("{summary}");
-    }
-    Ok((cert, key))
-}
-
 /// Pins `fingerprint` for the spoke at the hub, retrying while the hub cannot be reached
 /// or answers that it is not ready (a hub just installed or rolling out) for at most the
 /// join's timeout. Returns the fingerprint it replaced, empty if none.
@@ -438,17 +260,6 @@ async fn wait_connected(
         }
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
-}
-
-/// The spoke installed in the burst cluster `client` talks to, if any (its settings
-/// ConfigMap).
-pub async fn installed_spoke(client: &kube::Client) -> anyhow::Result<Option<InstalledSpoke>> {
-    let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), SPOKE_NAMESPACE);
-    let found = config_maps
-        .get_opt(SPOKE_CONFIG)
-        .await
-        .with_context(|| format!("reading ConfigMap {SPOKE_NAMESPACE}/{SPOKE_CONFIG}"))?;
-    Ok(found.map(|cm| InstalledSpoke::from_config(&cm.data.unwrap_or_default())))
 }
 
 /// Fails, naming the installed and the new values, when the burst cluster runs a spoke of
@@ -570,74 +381,6 @@ async fn create_namespaces(
     Ok(())
 }
 
-/// Deletes the spoke's per-namespace Roles and RoleBindings outside `keep` (all of them
-/// when `keep` is `None`): what an earlier `join` granted and the policy no longer names.
-pub async fn delete_namespace_rbac(
-    client: &kube::Client,
-    keep: Option<&std::collections::BTreeSet<String>>,
-) -> anyhow::Result<()> {
-    use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
-    use kube::api::{DeleteParams, ListParams};
-    let selector = format!("{}=namespace", install::SPOKE_ROLE_LABEL);
-    let roles = Api::<Role>::all(client.clone())
-        .list_metadata(&ListParams::default().labels(&selector))
-        .await
-        .context("listing the spoke's Roles")?;
-    for role in roles.items {
-        let (Some(ns), Some(name)) = (role.metadata.namespace, role.metadata.name) else {
-            continue;
-        };
-        if name != install::SPOKE_RBAC_NAME || keep.is_some_and(|k| k.contains(&ns)) {
-            continue;
-        }
-        for (kind, result) in [
-            (
-                "RoleBinding",
-                Api::<RoleBinding>::namespaced(client.clone(), &ns)
-                    .delete(&name, &DeleteParams::default())
-                    .await
-                    .map(drop),
-            ),
-            (
-                "Role",
-                Api::<Role>::namespaced(client.clone(), &ns)
-                    .delete(&name, &DeleteParams::default())
-                    .await
-                    .map(drop),
-            ),
-        ] {
-            match result {
-                Ok(()) => eprintln!("{kind} {ns}/{name}: deleted (no longer granted)"),
-                Err(kube::Error::Api(s)) if s.code == 404 => {}
-                Err(e) => return Err(e).with_context(|| format!("deleting {kind} {ns}/{name}")),
-            }
-        }
-    }
-    Ok(())
-}
-
-/// The policy installed in the burst cluster, if any; an installed policy that does not
-/// check is an error (join would derive the spoke's RBAC from it).
-async fn installed_policy(client: &kube::Client) -> anyhow::Result<Option<SpokePolicy>> {
-    let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), SPOKE_NAMESPACE);
-    let Some(cm) = config_maps
-        .get_opt(POLICY_CONFIGMAP)
-        .await
-        .with_context(|| format!("reading ConfigMap {SPOKE_NAMESPACE}/{POLICY_CONFIGMAP}"))?
-    else {
-        return Ok(None);
-    };
-    let text = cm
-        .data
-        .and_then(|mut d| d.remove(flux_shared::federation::policy::POLICY_KEY))
-        .unwrap_or_default();
-    SpokePolicy::parse(&text).map(Some).map_err(|e| {
-        anyhow::anyhow!(
-            "the installed policy (ConfigMap {SPOKE_NAMESPACE}/{POLICY_CONFIGMAP}) is not valid: {e}; fix it, or write a new one with --policy FILE or --allow-namespace"
-        )
-    })
-}
-
 /// Runs `flux-hub join`.
 pub async fn run(opts: &JoinOptions, out: &mut dyn Write) -> anyhow::Result<()> {
     flux_shared::federation::Identity::spoke(&opts.name)
@@ -716,7 +459,7 @@ pub async fn run(opts: &JoinOptions, out: &mut dyn Write) -> anyhow::Result<()> 
             let changed = result
                 .applied
                 .iter()
-                .filter(|a| a.outcome != crate::commands::init::Outcome::Unchanged)
+                .filter(|a| a.outcome != crate::commands::install_apply::Outcome::Unchanged)
                 .count();
             writeln!(
                 out,
@@ -799,58 +542,6 @@ pub fn main(opts: &JoinOptions) -> ExitCode {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn without_hub_the_admin_context_gives_the_hub_and_the_certificates() {
-        use crate::commands::context::{AdminContext, ContextFile};
-        let context = |name: &str, hub: &str| AdminContext {
-            name: name.into(),
-            hub: hub.into(),
-            hub_domain: Some("hub.example.org".into()),
-            ca: PathBuf::from("/home/me/certs/ca.crt"),
-            cert: PathBuf::from("/home/me/certs/admin-flux-hub-admin.crt"),
-            key: PathBuf::from("/home/me/certs/admin-flux-hub-admin.key"),
-        };
-        let file = ContextFile {
-            current: Some("root".into()),
-            contexts: vec![
-                context("root", "https://192.0.2.1:31443"),
-                context("other", "https://192.0.2.2:8443"),
-            ],
-        };
-        let args = |certs: Option<&str>, name: Option<&str>| FederationArgs {
-            certs: certs.map(PathBuf::from),
-            hub: None,
-            hub_context: name.map(String::from),
-            hub_domain: None,
-        };
-        let path = std::path::Path::new("/home/me/.config/flux-hub/config.yaml");
-        let fed = args(None, None).completed_by(path, &file).unwrap();
-        assert_eq!(fed.hub, "https://192.0.2.1:31443");
-        assert_eq!(fed.certs, PathBuf::from("/home/me/certs"));
-        assert_eq!(fed.hub_domain.as_deref(), Some("hub.example.org"));
-        let fed = args(Some("elsewhere"), Some("other"))
-            .completed_by(path, &file)
-            .unwrap();
-        assert_eq!(
-            (fed.hub.as_str(), fed.certs),
-            ("https://192.0.2.2:8443", PathBuf::from("elsewhere"))
-        );
-        let e = args(None, Some("gone"))
-            .completed_by(path, &file)
-            .unwrap_err();
-        assert!(
-            format!("{e}").contains("no admin context \"gone\" (known: root, other)"),
-            "{e}"
-        );
-        // Given --hub, the context is not read, and --certs is needed.
-        let given = FederationArgs {
-            hub: Some("https://192.0.2.9:8443".into()),
-            ..args(None, None)
-        };
-        let e = given.resolve().unwrap_err();
-        assert!(format!("{e}").contains("--certs DIR"), "{e}");
-    }
 
     #[test]
     fn the_spokes_rbac_follows_the_policys_namespaces_and_is_cluster_wide_only_when_asked() {

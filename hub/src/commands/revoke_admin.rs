@@ -19,8 +19,8 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::json;
 
-use crate::commands::init::ClusterOptions;
 use crate::commands::install::HUB_NAMESPACE;
+use crate::commands::install_apply::ClusterOptions;
 
 /// Options of `flux-hub revoke-admin`.
 #[derive(clap::Args, Debug, Clone)]

@@ -22,9 +22,10 @@ use kube::api::{Api, DeleteParams};
 use tonic::Code;
 
 use crate::commands::admin_client::AdminError;
-use crate::commands::init::ClusterOptions;
+use crate::commands::federation::FederationArgs;
 use crate::commands::install::{self, SPOKE_NAMESPACE};
-use crate::commands::join::{FederationArgs, installed_spoke};
+use crate::commands::install_apply::ClusterOptions;
+use crate::commands::spoke_install::installed_spoke;
 
 /// Options of `flux-hub unjoin`.
 #[derive(clap::Args, Debug, Clone)]
@@ -203,7 +204,7 @@ async fn remove_install(opts: &UnjoinOptions, cluster: &kube::Client) -> anyhow:
     )?;
     // The Roles join made in burst namespaces (the namespaces themselves stay: they may
     // hold more than bursts).
-    crate::commands::join::delete_namespace_rbac(cluster, None).await?;
+    crate::commands::spoke_install::delete_namespace_rbac(cluster, None).await?;
 
     let timeout = Duration::from_secs(opts.timeout_seconds);
     let start = Instant::now();

@@ -1,0 +1,244 @@
+//! The federation a spoke joins or leaves (`join`, `unjoin`): the certificates `flux-hub
+//! init` made and the hub's endpoint, from the flags or else from the admin context, and
+//! the admin certificates these commands ask the hub with.
+
+use std::path::PathBuf;
+
+use anyhow::{Context as _, bail};
+use flux_shared::federation::diagnostics::{hub_host, normalize_hub_url};
+
+use crate::commands::admin_client::{HubEndpoint, HubOptions};
+use crate::commands::certs::{self, CertsOptions};
+
+/// Name of the admin certificate `join` issues for itself to ask the hub.
+const JOIN_ADMIN: &str = "flux-hub-join";
+
+/// The federation a spoke joins or leaves, as given: the certificates `flux-hub init` made
+/// and the hub's endpoint, from the flags or else from the admin context init wrote.
+#[derive(clap::Args, Debug, Clone)]
+pub struct FederationArgs {
+    /// Directory of the federation's certificates (the CA `flux-hub init` made; default:
+    /// the directory of the admin context's CA).
+    #[arg(long, value_name = "DIR")]
+    pub certs: Option<PathBuf>,
+    /// The hub's endpoint as `flux-hub init` printed it (`https://HOST:8443`; default: the
+    /// admin context's, which init writes).
+    #[arg(long, value_name = "URL")]
+    pub hub: Option<String>,
+    /// The admin context giving the hub without --hub (default: the current one).
+    #[arg(
+        long,
+        env = "FLUX_HUB_CONTEXT",
+        value_name = "NAME",
+        conflicts_with = "hub"
+    )]
+    pub hub_context: Option<String>,
+    /// The name (or IP) the hub's certificate carries (default: the host of --hub).
+    #[arg(long, value_name = "DNS")]
+    pub hub_domain: Option<String>,
+}
+
+impl FederationArgs {
+    /// The federation: the flags, completed from the admin context when `--hub` is not
+    /// given (its hub, its certificate name, and its CA's directory for `--certs`). The
+    /// second value says whether the context gave the hub.
+    pub fn resolve(&self) -> anyhow::Result<(FederationOptions, bool)> {
+        if let Some(hub) = &self.hub {
+            let certs = self.certs.clone().context(
+                "--certs DIR: the federation's certificates (flux-hub init made them) are needed with --hub",
+            )?;
+            let fed = FederationOptions {
+                certs,
+                hub: hub.clone(),
+                hub_domain: self.hub_domain.clone(),
+            };
+            return Ok((fed, false));
+        }
+        let no_context = || {
+            anyhow::anyhow!(
+                "no --hub, and no admin context to take it from ({} or ~/.config/flux-hub/config.yaml; flux-hub init --certs DIR --hub-dns/--hub-ip writes one): pass --hub URL and --certs DIR",
+                crate::commands::context::CONFIG_ENV
+            )
+        };
+        let path = crate::commands::context::path().ok_or_else(no_context)?;
+        let file = crate::commands::context::load(&path).map_err(anyhow::Error::msg)?;
+        if file.contexts.is_empty() {
+            return Err(no_context());
+        }
+        Ok((self.completed_by(&path, &file)?, true))
+    }
+
+    /// The federation of the admin context these flags name (or the current one) in
+    /// `file` (read from `path`), the flags given winning.
+    fn completed_by(
+        &self,
+        path: &std::path::Path,
+        file: &crate::commands::context::ContextFile,
+    ) -> anyhow::Result<FederationOptions> {
+        let context = file
+            .pick(self.hub_context.as_deref())
+            .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+        let certs = match (&self.certs, context.ca.parent()) {
+            (Some(dir), _) => dir.clone(),
+            (None, Some(dir)) => dir.to_path_buf(),
+            (None, None) => bail!(
+                "admin context {}: its CA {} has no directory: pass --certs DIR",
+                context.name,
+                context.ca.display()
+            ),
+        };
+        let fed = FederationOptions {
+            certs,
+            hub: context.hub.clone(),
+            hub_domain: self
+                .hub_domain
+                .clone()
+                .or_else(|| context.hub_domain.clone()),
+        };
+        Ok(fed)
+    }
+}
+
+/// The federation a spoke joins or leaves: the certificates `flux-hub init` made and the
+/// hub's endpoint ([`FederationArgs::resolve`]).
+#[derive(Debug, Clone)]
+pub struct FederationOptions {
+    /// Directory of the federation's certificates.
+    pub certs: PathBuf,
+    /// The hub's endpoint (`https://HOST:8443`).
+    pub hub: String,
+    /// The name (or IP) the hub's certificate carries (default: the host of `hub`).
+    pub hub_domain: Option<String>,
+}
+
+impl FederationOptions {
+    /// The hub's URL and the name its certificate must carry.
+    pub fn hub_url_and_domain(&self) -> anyhow::Result<(String, String)> {
+        let url = normalize_hub_url(&self.hub, false);
+        let domain = match &self.hub_domain {
+            Some(d) => d.clone(),
+            None => hub_host(&url).map_err(|e| {
+                anyhow::anyhow!(
+                    "--hub {url}: {e}; name the hub's certificate name with --hub-domain"
+                )
+            })?,
+        };
+        Ok((url, domain))
+    }
+
+    /// The hub's Admin API as an admin that may pin and forget spokes: a certificate
+    /// issued from the CA in `--certs` for this command only (kept in memory, valid one
+    /// day), so that no file on disk carries that permission.
+    pub fn spokes_admin_endpoint(&self) -> anyhow::Result<HubEndpoint> {
+        use flux_shared::federation::scope::{AdminScope, Permission};
+        let (url, domain) = self.hub_url_and_domain()?;
+        let read = |name: &str| {
+            std::fs::read_to_string(self.certs.join(name)).with_context(|| {
+                format!(
+                    "{}: no {name} (the federation CA, from flux-hub init)",
+                    self.certs.display()
+                )
+            })
+        };
+        let (ca_pem, ca_key) = (read("ca.crt")?, read("ca.key")?);
+        let ca = flux_shared::federation::pki::Ca::from_pem(&ca_pem, &ca_key)?;
+        let scope = AdminScope::new([Permission::Read, Permission::Spokes], &[])
+            .map_err(anyhow::Error::msg)?;
+        let cert = ca.issue_admin(JOIN_ADMIN, &scope, 1)?;
+        let tls = flux_shared::federation::tls::TlsPem::new(ca_pem, cert.cert_pem, cert.key_pem)?;
+        Ok(HubEndpoint::with_tls(&url, &domain, tls))
+    }
+
+    /// The hub's Admin API, as the read-only admin certificate the install commands ask
+    /// with (issued from the CA in `--certs` when missing).
+    pub fn admin_endpoint(&self) -> anyhow::Result<HubEndpoint> {
+        let (_, domain) = self.hub_url_and_domain()?;
+        let (cert, key) = admin_certificate(&self.certs)?;
+        Ok(HubEndpoint::new(&HubOptions {
+            hub: Some(self.hub.clone()),
+            hub_context: None,
+            ca: Some(self.certs.join("ca.crt")),
+            cert: Some(cert),
+            key: Some(key),
+            hub_domain: Some(domain),
+            insecure: false,
+            admin_name: None,
+        })?)
+    }
+}
+
+/// The admin certificate and key the install commands ask the hub with, issued from the
+/// CA in `dir` when missing.
+pub(crate) fn admin_certificate(dir: &std::path::Path) -> anyhow::Result<(PathBuf, PathBuf)> {
+    let (cert, key) = (
+        dir.join(format!("admin-{JOIN_ADMIN}.crt")),
+        dir.join(format!("admin-{JOIN_ADMIN}.key")),
+    );
+    if !cert.is_file() || !key.is_file() {
+        let summary = certs::run(&CertsOptions {
+            admins: vec![JOIN_ADMIN.to_string()],
+            // It only waits for spokes and shows status: read-only.
+            admin_permissions: vec!["read".into()],
+            ..CertsOptions::in_dir(dir)
+        })?;
+        eprint!("{summary}");
+    }
+    Ok((cert, key))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn without_hub_the_admin_context_gives_the_hub_and_the_certificates() {
+        use crate::commands::context::{AdminContext, ContextFile};
+        let context = |name: &str, hub: &str| AdminContext {
+            name: name.into(),
+            hub: hub.into(),
+            hub_domain: Some("hub.example.org".into()),
+            ca: PathBuf::from("/home/me/certs/ca.crt"),
+            cert: PathBuf::from("/home/me/certs/admin-flux-hub-admin.crt"),
+            key: PathBuf::from("/home/me/certs/admin-flux-hub-admin.key"),
+        };
+        let file = ContextFile {
+            current: Some("root".into()),
+            contexts: vec![
+                context("root", "https://192.0.2.1:31443"),
+                context("other", "https://192.0.2.2:8443"),
+            ],
+        };
+        let args = |certs: Option<&str>, name: Option<&str>| FederationArgs {
+            certs: certs.map(PathBuf::from),
+            hub: None,
+            hub_context: name.map(String::from),
+            hub_domain: None,
+        };
+        let path = std::path::Path::new("/home/me/.config/flux-hub/config.yaml");
+        let fed = args(None, None).completed_by(path, &file).unwrap();
+        assert_eq!(fed.hub, "https://192.0.2.1:31443");
+        assert_eq!(fed.certs, PathBuf::from("/home/me/certs"));
+        assert_eq!(fed.hub_domain.as_deref(), Some("hub.example.org"));
+        let fed = args(Some("elsewhere"), Some("other"))
+            .completed_by(path, &file)
+            .unwrap();
+        assert_eq!(
+            (fed.hub.as_str(), fed.certs),
+            ("https://192.0.2.2:8443", PathBuf::from("elsewhere"))
+        );
+        let e = args(None, Some("gone"))
+            .completed_by(path, &file)
+            .unwrap_err();
+        assert!(
+            format!("{e}").contains("no admin context \"gone\" (known: root, other)"),
+            "{e}"
+        );
+        // Given --hub, the context is not read, and --certs is needed.
+        let given = FederationArgs {
+            hub: Some("https://192.0.2.9:8443".into()),
+            ..args(None, None)
+        };
+        let e = given.resolve().unwrap_err();
+        assert!(format!("{e}").contains("--certs DIR"), "{e}");
+    }
+}
