@@ -372,3 +372,73 @@ async fn a_shrink_drains_the_leaving_broker_and_its_running_job_completes_first(
     })
     .await;
 }
+
+/// What an author sets so that every pod of the instance meets Pod Security `restricted`
+/// (in the root cluster and in each burst cluster, which render the same spec): one
+/// non-root user for the whole instance, no privilege escalation, every capability
+/// dropped, the runtime's seccomp profile.
+fn restricted(doc: &mut serde_json::Value) {
+    let locked = json!({"allowPrivilegeEscalation": false, "capabilities": {"drop": ["ALL"]}});
+    doc["spec"]["pod"]["securityContext"] = json!({
+        "runAsNonRoot": true,
+        "runAsUser": 1000,
+        "runAsGroup": 1000,
+        "fsGroup": 1000,
+        "seccompProfile": {"type": "RuntimeDefault"},
+    });
+    doc["spec"]["flux"]["container"]["securityContext"] = locked.clone();
+    doc["spec"]["containers"][0]["securityContext"] = locked;
+}
+
+#[tokio::test]
+#[ignore = "needs a cluster with real nodes: KUBECONFIG (scripts/e2e.sh on the testbed)"]
+async fn an_instance_of_non_root_brokers_runs_in_a_restricted_namespace() {
+    support::run("real-restricted", true, async |env: &TestEnv| {
+        const NAME: &str = "restricted";
+        // The namespace enforces what a burst namespace at `restricted` enforces.
+        let labels = json!({"metadata": {"labels": {
+            "pod-security.kubernetes.io/enforce": "restricted",
+        }}});
+        kube::Api::<k8s_openapi::api::core::v1::Namespace>::all(env.client.clone())
+            .patch(
+                &env.ns,
+                &kube::api::PatchParams::default(),
+                &kube::api::Patch::Merge(&labels),
+            )
+            .await?;
+        let mut doc = minicluster(NAME, 2, "id -u");
+        restricted(&mut doc);
+        env.apply_minicluster(&doc).await?;
+        let mcs = env.api::<MiniCluster>();
+        env.eventually(
+            "the non-root MiniCluster to succeed",
+            secs(180),
+            async || {
+                let mc = mcs.get(NAME).await?;
+                Ok(match mc.status.as_ref().and_then(|s| s.phase.as_deref()) {
+                    Some("Succeeded") => Probe::Done(()),
+                    Some("Failed") => anyhow::bail!("it failed: {}", yaml(&mc.status)),
+                    _ => Probe::Waiting(yaml(&mc.status)),
+                })
+            },
+        )
+        .await?;
+        let logs = broker_logs(env, NAME).await?;
+        ensure!(logs.len() == 2, "two broker pods admitted at restricted");
+        let lead = logs
+            .iter()
+            .find(|(pod, _)| pod.starts_with(&format!("{NAME}-0-")))
+            .map(|(_, log)| log.as_str())
+            .unwrap_or_default();
+        ensure!(
+            lead.contains("online: restricted-[0-1] (ranks 0-1)"),
+            "both non-root brokers joined:\n{lead}"
+        );
+        ensure!(
+            lead.lines().any(|l| l.trim() == "1000"),
+            "the job ran as the non-root user:\n{lead}"
+        );
+        Ok(())
+    })
+    .await;
+}

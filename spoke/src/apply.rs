@@ -301,8 +301,18 @@ impl<C: Cluster> Agent<C> {
                 }
             }
             Decision::Refuse(refusal) => {
-                self.metrics.error(ErrorKind::Invalid);
-                warn!(%key, reason = refusal.reason, error = %refusal.message, "assignment refused");
+                // A policy refusal is decided again with every snapshot: said (and counted)
+                // once, while it stays the same.
+                let known =
+                    state.memory.refused.get(&key).is_some_and(|r| {
+                        r.reason == refusal.reason && r.message == refusal.message
+                    });
+                if known {
+                    debug!(%key, reason = refusal.reason, "assignment still refused");
+                } else {
+                    self.metrics.error(ErrorKind::Invalid);
+                    warn!(%key, reason = refusal.reason, error = %refusal.message, "assignment refused");
+                }
                 realizing.tracked.push(refused(
                     &key,
                     version,

@@ -8,16 +8,16 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use flux_shared::api::MiniClusterSpec;
-use flux_shared::federation::assignment::{RealizeError, Realized, realize};
+use flux_shared::federation::assignment::{PlanCache, Prepared, RealizeError, Realized, prepare};
 use flux_shared::federation::ownership::SpokeIdentity;
 use flux_shared::federation::policy::{self, Candidate, Level, NamespaceState, PolicyState};
 use flux_shared::federation::proto::{
     Assignment, AssignmentStatus, BurstPhase, Condition, Snapshot,
 };
-use flux_shared::render::Object;
+
 use flux_shared::validate::{Exceptions, describe_violations, unsafe_burst_except};
 use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::PodSpec;
 
 use crate::cluster::{ObjectRef, OwnedObject};
 
@@ -191,19 +191,25 @@ pub fn plan_snapshot(
     let mut plan = SnapshotPlan::default();
     let mut seen: BTreeSet<&str> = BTreeSet::new();
 
-    // Realize (or refuse) each assignment once.
-    let mut examined: Vec<(&Assignment, Result<Realized, Decision>)> = Vec::new();
+    // Check and plan (or refuse) each assignment once; nothing large is rendered before the
+    // policy admits it, and the bursts of one MiniCluster share one plan of their spec.
+    let mut plans = PlanCache::default();
+    let mut examined: Vec<(&Assignment, Result<(Prepared, Option<PodSpec>), Decision>)> =
+        Vec::new();
     for a in &snapshot.assignments {
         if seen.insert(a.key.as_str()) {
-            let result = examine(a, memory, me).and_then(|realized| {
+            let result = examine(a, memory, &mut plans).and_then(|prepared| {
                 // Checked every time, applied content too: the policy's exceptions may
                 // have changed. A running burst that is no longer safe is held, not grown.
                 let exceptions = match cx.policy {
-                    PolicyState::Valid(p) => p.exceptions_for(&realized.namespace),
+                    PolicyState::Valid(p) => p.exceptions_for(&prepared.namespace),
                     _ => Exceptions::default(),
                 };
-                match unsafe_refusal(a, &realized, cx.spoke_namespace, &exceptions) {
-                    None => Ok(realized),
+                match unsafe_refusal(a, &prepared, cx.spoke_namespace, &exceptions) {
+                    None => {
+                        let pod = prepared.pod();
+                        Ok((prepared, pod))
+                    }
                     Some(refusal) if has_objects.contains(a.key.as_str()) => {
                         Err(Decision::Hold(Box::new(refusal)))
                     }
@@ -214,20 +220,20 @@ pub fn plan_snapshot(
         }
     }
 
-    // The policy, for every realized one together.
+    // The policy, for every checked one together.
     let candidates: Vec<Candidate<'_>> = examined
         .iter()
-        .filter_map(|(a, r)| r.as_ref().ok().map(|realized| (a, realized)))
-        .map(|(a, realized)| Candidate {
+        .filter_map(|(a, r)| r.as_ref().ok().map(|checked| (a, checked)))
+        .map(|(a, (prepared, pod))| Candidate {
             key: &a.key,
             minicluster: a
                 .minicluster
                 .as_ref()
                 .map(|m| format!("{}/{}", m.namespace, m.name))
                 .unwrap_or_default(),
-            namespace: &realized.namespace,
-            size: realized.size,
-            pod: job_pod(realized),
+            namespace: &prepared.namespace,
+            size: prepared.size,
+            pod: pod.as_ref(),
             running: cx.running.get(&a.key).copied().unwrap_or(0),
         })
         .collect();
@@ -262,7 +268,7 @@ pub fn plan_snapshot(
         let verdict = verdicts.get(key);
         let decision = match examined {
             Err(decision) => decision,
-            Ok(realized) => match verdict.and_then(|v| v.refusal.as_ref()) {
+            Ok((prepared, _)) => match verdict.and_then(|v| v.refusal.as_ref()) {
                 Some(r) => {
                     let refusal = Box::new(AssignmentRefusal {
                         assignment: a.clone(),
@@ -279,23 +285,33 @@ pub fn plan_snapshot(
                     }
                 }
                 None => {
-                    let objects: BTreeSet<ObjectRef> =
-                        realized.objects.iter().map(ObjectRef::of).collect();
-                    let unchanged = memory
+                    // Content applied before is not rendered again.
+                    let applied = memory
                         .applied
                         .get(key)
-                        .is_some_and(|applied| applied.assignment == *a)
-                        && objects.iter().all(|o| present.contains(&(key, o)));
+                        .filter(|applied| applied.assignment == *a)
+                        .map(|applied| &applied.realized);
+                    let (objects, decision) = match applied {
+                        Some(realized) => {
+                            let objects = objects_of(realized);
+                            let decision = if objects.iter().all(|o| present.contains(&(key, o))) {
+                                Decision::Unchanged
+                            } else {
+                                Decision::Apply(Box::new(realized.clone()))
+                            };
+                            (objects, decision)
+                        }
+                        None => {
+                            let realized = prepared.realize(&a.curve_cert, me);
+                            (objects_of(&realized), Decision::Apply(Box::new(realized)))
+                        }
+                    };
                     if let Some(level) = verdict.and_then(|v| v.create_namespace) {
                         plan.create_namespaces
-                            .insert(realized.namespace.clone(), level);
+                            .insert(prepared.namespace.clone(), level);
                     }
                     rendered.insert(key, objects);
-                    if unchanged {
-                        Decision::Unchanged
-                    } else {
-                        Decision::Apply(Box::new(realized))
-                    }
+                    decision
                 }
             },
         };
@@ -333,18 +349,15 @@ pub fn plan_snapshot(
     plan
 }
 
-/// The pod template of a realized burst's Job.
-fn job_pod(realized: &Realized) -> Option<&k8s_openapi::api::core::v1::PodSpec> {
-    realized.objects.iter().find_map(|o| match o {
-        Object::Job(job) => job.spec.as_ref()?.template.spec.as_ref(),
-        _ => None,
-    })
+/// The objects `realized` holds, by reference.
+fn objects_of(realized: &Realized) -> BTreeSet<ObjectRef> {
+    realized.objects.iter().map(ObjectRef::of).collect()
 }
 
-/// The objects of `a`, or the decision that refuses it before the policy is asked: the
-/// same content refused before for a reason other than the policy's, or content that does
-/// not realize. Content applied before is not rendered again.
-fn examine(a: &Assignment, memory: &Memory, me: &SpokeIdentity) -> Result<Realized, Decision> {
+/// `a` checked and planned (with `plans`, shared by one MiniCluster's bursts), or the
+/// decision that refuses it before the policy is asked: the same content refused before
+/// for a reason other than the policy's, or content that does not realize.
+fn examine(a: &Assignment, memory: &Memory, plans: &mut PlanCache) -> Result<Prepared, Decision> {
     if memory
         .refused
         .get(&a.key)
@@ -352,17 +365,7 @@ fn examine(a: &Assignment, memory: &Memory, me: &SpokeIdentity) -> Result<Realiz
     {
         return Err(Decision::StillRefused);
     }
-    if let Some(applied) = memory.applied.get(&a.key)
-        && applied.assignment == *a
-    {
-        return Ok(applied.realized.clone());
-    }
-    match realize(a, me) {
-        Ok(realized) => Ok(realized),
-        Err(error) => Err(Decision::Refuse(Box::new(AssignmentRefusal::new(
-            a, &error,
-        )))),
-    }
+    prepare(a, plans).map_err(|error| Decision::Refuse(Box::new(AssignmentRefusal::new(a, &error))))
 }
 
 /// The refusal of an assignment whose burst asks for what this cluster does not give a
@@ -373,26 +376,16 @@ fn examine(a: &Assignment, memory: &Memory, me: &SpokeIdentity) -> Result<Realiz
 /// anything (not even the namespace).
 fn unsafe_refusal(
     a: &Assignment,
-    realized: &Realized,
+    prepared: &Prepared,
     spoke_namespace: &str,
     exceptions: &Exceptions,
 ) -> Option<AssignmentRefusal> {
-    // `realize` has parsed the same text; a failure here still refuses, never applies.
-    let violations = match serde_json::from_slice::<MiniClusterSpec>(&a.minicluster_spec_json) {
-        Ok(spec) => unsafe_burst_except(
-            &spec,
-            &realized.namespace,
-            Some(spoke_namespace),
-            exceptions,
-        ),
-        Err(e) => {
-            return Some(AssignmentRefusal {
-                assignment: a.clone(),
-                reason: "Malformed",
-                message: format!("the MiniCluster spec does not parse: {e}"),
-            });
-        }
-    };
+    let violations = unsafe_burst_except(
+        prepared.spec(),
+        &prepared.namespace,
+        Some(spoke_namespace),
+        exceptions,
+    );
     (!violations.is_empty()).then(|| AssignmentRefusal {
         assignment: a.clone(),
         reason: UNSAFE_BURST,
@@ -612,6 +605,8 @@ pub fn status(tracked: &Tracked, job: Option<&Job>) -> AssignmentStatus {
 
 #[cfg(test)]
 mod tests {
+    use flux_shared::federation::assignment::realize;
+
     use super::*;
     use crate::cluster::Kind;
     use crate::testing::{sample_assignments, sample_identity};

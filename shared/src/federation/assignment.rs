@@ -11,9 +11,11 @@
 //! [`ASSIGNMENT_ANNOTATION`] annotation: the spoke rebuilds what it owns from those after
 //! a restart ([`super::ownership::ownership`]).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use prost::bytes::Bytes;
 
 use super::assignment_key;
 use super::ownership::{FEDERATION_LABEL, SPOKE_LABEL, SpokeIdentity};
@@ -161,6 +163,110 @@ pub struct Realized {
 /// Re-plan and render one assignment's burst role, checking config identity with the hub,
 /// and label every object as made by the spoke `me`.
 pub fn realize(a: &proto::Assignment, me: &SpokeIdentity) -> Result<Realized, RealizeError> {
+    Ok(prepare(a, &mut PlanCache::default())?.realize(&a.curve_cert, me))
+}
+
+/// Plans shared by the bursts of one MiniCluster: the spec they carry (one buffer, which
+/// the spoke's assembler shares between them) is parsed, validated and planned once.
+#[derive(Default)]
+pub struct PlanCache {
+    /// By MiniCluster (namespace, name, uid): the spec it was planned from, and the plan.
+    plans: HashMap<(String, String, String), (Bytes, Arc<Plan>)>,
+}
+
+impl PlanCache {
+    fn plan(
+        &mut self,
+        mc: &proto::MiniClusterRef,
+        spec_json: &Bytes,
+    ) -> Result<Arc<Plan>, PlanError> {
+        let id = (mc.namespace.clone(), mc.name.clone(), mc.uid.clone());
+        if let Some((spec, plan)) = self.plans.get(&id)
+            // The same buffer (shared by the assembler), or equal bytes.
+            && ((spec.as_ptr() == spec_json.as_ptr() && spec.len() == spec_json.len())
+                || spec == spec_json)
+        {
+            return Ok(plan.clone());
+        }
+        let spec: MiniClusterSpec =
+            serde_json::from_slice(spec_json).map_err(|e| PlanError::Parse(e.to_string()))?;
+        let minicluster = MiniCluster {
+            metadata: ObjectMeta {
+                name: Some(mc.name.clone()),
+                namespace: Some(mc.namespace.clone()),
+                ..Default::default()
+            },
+            spec,
+            status: None,
+        };
+        let plan =
+            Arc::new(Plan::new(&minicluster).map_err(|e| PlanError::Invalid(e.to_string()))?);
+        self.plans.insert(id, (spec_json.clone(), plan.clone()));
+        Ok(plan)
+    }
+}
+
+/// Why a carried spec gives no plan.
+enum PlanError {
+    /// It is not a MiniCluster spec.
+    Parse(String),
+    /// It does not validate here.
+    Invalid(String),
+}
+
+/// One assignment checked against the spec it carries (its key, lead endpoint, burst,
+/// size, broker.toml and R), planned but not rendered: what a spoke's policy needs
+/// ([`Prepared::pod`]) before anything as large as the scripts is built
+/// ([`Prepared::realize`]).
+#[derive(Clone, Debug)]
+pub struct Prepared {
+    /// Assignment key.
+    pub key: String,
+    /// Namespace of every object (the MiniCluster's namespace in the hub's cluster).
+    pub namespace: String,
+    /// Name of the burst's Indexed Job.
+    pub job: String,
+    /// Brokers the Job runs.
+    pub size: i32,
+    plan: Arc<Plan>,
+    role: Role,
+    uid: String,
+}
+
+impl Prepared {
+    /// The MiniCluster spec the assignment carries, as parsed.
+    pub fn spec(&self) -> &MiniClusterSpec {
+        &self.plan.spec
+    }
+
+    /// The pod the burst's Job runs, as rendered.
+    pub fn pod(&self) -> Option<k8s_openapi::api::core::v1::PodSpec> {
+        render::render_job(&self.plan, &self.role)?
+            .spec?
+            .template
+            .spec
+    }
+
+    /// Every object of the burst, labelled as made by the spoke `me`, with the instance's
+    /// CURVE certificate `curve_cert`.
+    pub fn realize(&self, curve_cert: &str, me: &SpokeIdentity) -> Realized {
+        let mut objects = render::render(&self.plan, &self.role, curve_cert).unwrap_or_default();
+        for object in &mut objects {
+            claim(object, &self.key, &self.uid, me);
+        }
+        Realized {
+            key: self.key.clone(),
+            namespace: self.namespace.clone(),
+            job: self.job.clone(),
+            size: self.size,
+            objects,
+        }
+    }
+}
+
+/// Checks assignment `a` and plans its burst (with `cache`, shared by the bursts of one
+/// MiniCluster), without rendering it.
+pub fn prepare(a: &proto::Assignment, cache: &mut PlanCache) -> Result<Prepared, RealizeError> {
     let key = a.key.clone();
     let malformed = |problem: &str| RealizeError::Malformed {
         key: key.clone(),
@@ -185,21 +291,15 @@ pub fn realize(a: &proto::Assignment, me: &SpokeIdentity) -> Result<Realized, Re
             "the lead broker endpoint needs an address and a port",
         ));
     }
-    let spec: MiniClusterSpec = serde_json::from_slice(&a.minicluster_spec_json)
-        .map_err(|e| malformed(&format!("the MiniCluster spec does not parse: {e}")))?;
-    let mc = MiniCluster {
-        metadata: ObjectMeta {
-            name: Some(mc_ref.name.clone()),
-            namespace: Some(mc_ref.namespace.clone()),
-            ..Default::default()
-        },
-        spec,
-        status: None,
-    };
-    let plan = Plan::new(&mc).map_err(|e| RealizeError::InvalidSpec {
-        key: key.clone(),
-        problem: e.to_string(),
-    })?;
+    let plan = cache
+        .plan(mc_ref, &a.minicluster_spec_json)
+        .map_err(|e| match e {
+            PlanError::Parse(e) => malformed(&format!("the MiniCluster spec does not parse: {e}")),
+            PlanError::Invalid(problem) => RealizeError::InvalidSpec {
+                key: key.clone(),
+                problem,
+            },
+        })?;
     let index = usize::try_from(a.burst_index).unwrap_or(usize::MAX);
     match plan.bursts.get(index) {
         Some(b) if b.name == a.burst_name => {}
@@ -231,17 +331,14 @@ pub fn realize(a: &proto::Assignment, me: &SpokeIdentity) -> Result<Realized, Re
             version,
         });
     }
-    let mut objects = render::render(&plan, &role, &a.curve_cert)
-        .ok_or_else(|| malformed("the burst index is out of range"))?;
-    for object in &mut objects {
-        claim(object, &key, &mc_ref.uid, me);
-    }
-    Ok(Realized {
+    Ok(Prepared {
         key,
         namespace: plan.namespace.clone(),
         job: target.job,
         size: target.size,
-        objects,
+        uid: mc_ref.uid.clone(),
+        plan,
+        role,
     })
 }
 
@@ -341,6 +438,39 @@ spec:
         assert_eq!(a.minicluster.as_ref().unwrap().uid, "u-1");
         assert_eq!(a.minicluster.as_ref().unwrap().generation, 3);
         assert!(a.broker_toml.contains("tcp://203.0.113.9:30093"));
+    }
+
+    #[test]
+    fn the_bursts_of_one_minicluster_share_one_plan_and_render_only_when_asked() {
+        let plan = bursting();
+        let out = build(&plan, "CERT", &lead()).unwrap();
+        let mut cache = PlanCache::default();
+        let a = prepare(&out[0].assignment, &mut cache).unwrap();
+        let b = prepare(&out[1].assignment, &mut cache).unwrap();
+        assert!(Arc::ptr_eq(&a.plan, &b.plan), "one plan for both bursts");
+        assert_eq!((a.size, b.size), (3, 1));
+        let pod = b.pod().expect("the Job's pod");
+        assert_eq!(
+            pod.containers[0].image.as_deref(),
+            Some("ghcr.io/converged-computing/metric-lammps:latest")
+        );
+        assert_eq!(
+            b.realize("CERT", &me()),
+            realize(&out[1].assignment, &me()).unwrap(),
+            "the same objects as realizing at once"
+        );
+        // Another spec under the same MiniCluster is planned anew.
+        let mut changed = out[1].assignment.clone();
+        let mut spec: serde_json::Value =
+            serde_json::from_slice(&changed.minicluster_spec_json).unwrap();
+        spec["containers"][0]["image"] = "ghcr.io/example/other:1".into();
+        changed.minicluster_spec_json = serde_json::to_vec(&spec).unwrap().into();
+        let c = prepare(&changed, &mut cache).unwrap();
+        assert!(!Arc::ptr_eq(&b.plan, &c.plan));
+        assert_eq!(
+            c.pod().unwrap().containers[0].image.as_deref(),
+            Some("ghcr.io/example/other:1")
+        );
     }
 
     #[test]

@@ -96,6 +96,13 @@ pub fn render(plan: &Plan, role: &Role, curve_cert: &str) -> Option<Vec<Object>>
     Some(objects)
 }
 
+/// The Job of `role` alone (what a spoke's policy checks before anything else is built);
+/// `None` when the plan has no such role.
+pub fn render_job(plan: &Plan, role: &Role) -> Option<k8s_openapi::api::batch::v1::Job> {
+    let target = plan.target(role)?;
+    Some(Renderer::new(plan, &target).job())
+}
+
 struct Renderer<'a> {
     plan: &'a Plan,
     target: &'a Target,
