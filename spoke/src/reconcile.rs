@@ -194,8 +194,7 @@ pub fn plan_snapshot(
     // Check and plan (or refuse) each assignment once; nothing large is rendered before the
     // policy admits it, and the bursts of one MiniCluster share one plan of their spec.
     let mut plans = PlanCache::default();
-    let mut examined: Vec<(&Assignment, Result<(Prepared, Option<PodSpec>), Decision>)> =
-        Vec::new();
+    let mut examined: Vec<(&Assignment, Result<Checked, Decision>)> = Vec::new();
     for a in &snapshot.assignments {
         if seen.insert(a.key.as_str()) {
             let result = examine(a, memory, &mut plans).and_then(|prepared| {
@@ -348,6 +347,10 @@ pub fn plan_snapshot(
         .collect();
     plan
 }
+
+/// An assignment checked and planned, with the pod its Job would run (what the policy
+/// decides on).
+type Checked = (Prepared, Option<PodSpec>);
 
 /// The objects `realized` holds, by reference.
 fn objects_of(realized: &Realized) -> BTreeSet<ObjectRef> {
