@@ -138,6 +138,7 @@ fn assignment(minicluster: &str, burst: &str, index: u32) -> Assignment {
         }),
         broker_toml: "[bootstrap]\n".into(),
         resource_set: "{}".into(),
+        shares_with: String::new(),
     }
 }
 

@@ -480,6 +480,7 @@ impl<C: Cluster> Agent<C> {
             applied_version: state.applied.as_ref().map_or(0, |a| a.version),
             spoke_version: self.config.spoke_version.clone(),
             accepts_parts: true,
+            accepts_shared_specs: true,
             exceptions: Vec::new(),
         };
         // The policy text the announcement was made from: it is parsed again only when

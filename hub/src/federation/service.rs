@@ -246,14 +246,18 @@ impl Spoke for Services {
         }
         let (versions, guard) = subscription.into_parts();
         let (metrics, registry) = (self.metrics.clone(), self.registry.clone());
-        let accepts_parts = req.accepts_parts;
+        let (accepts_parts, accepts_shared) = (req.accepts_parts, req.accepts_shared_specs);
         let stream = WatchStream::new(versions)
             .flat_map(move |_| {
                 // The guard lives as long as the stream: dropping the stream (the spoke went
                 // away) marks the spoke disconnected.
                 let _connected = &guard;
                 metrics.snapshot_sent();
-                let snapshot = registry.snapshot(&spoke);
+                let mut snapshot = registry.snapshot(&spoke);
+                if accepts_shared {
+                    // Each MiniCluster's spec once per snapshot, not once per burst.
+                    parts::send_shared(&mut snapshot);
+                }
                 // Parts of bounded size for spokes that assemble them: no tenant's size
                 // can make a spoke's snapshot unsendable.
                 let parts = if accepts_parts {

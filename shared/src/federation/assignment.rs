@@ -106,6 +106,7 @@ pub fn build(
                 lead_endpoint: Some(lead.into()),
                 broker_toml: flux_config::broker_toml(plan, &target),
                 resource_set: resource_set.clone(),
+                shares_with: String::new(),
             },
         });
     }

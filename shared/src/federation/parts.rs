@@ -7,7 +7,7 @@
 //! [`MAX_ASSIGNMENT_BYTES`] is refused on its own MiniCluster by the hub, so no single
 //! tenant can make a part unsendable.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use prost::Message;
 use prost::bytes::Bytes;
@@ -109,6 +109,16 @@ pub enum PartError {
         /// The parts it says the snapshot has.
         parts: u32,
     },
+    /// An assignment names, in `shares_with`, a key not seen earlier in its snapshot.
+    #[error(
+        "assignment {key:?} shares the spec of {shares_with:?}, which no earlier assignment of its snapshot has"
+    )]
+    UnknownShare {
+        /// The assignment.
+        key: String,
+        /// The key it names.
+        shares_with: String,
+    },
     /// A part arrived out of order: the one expected next is another.
     #[error("part {got} of snapshot {version} arrived where part {expected} was expected")]
     OutOfOrder {
@@ -121,6 +131,35 @@ pub enum PartError {
     },
 }
 
+/// Sends each MiniCluster's spec and R once in `snapshot` (the hub's side of
+/// `Assignment.shares_with`): an assignment whose spec and R are the very buffers of an
+/// earlier one (the registry shares them between a MiniCluster's bursts) carries that
+/// one's key instead. The spoke's [`Assembler`] fills them in again.
+pub fn send_shared(snapshot: &mut Snapshot) {
+    let mut first: HashMap<(usize, usize, usize, usize), String> = HashMap::new();
+    for a in &mut snapshot.assignments {
+        if a.minicluster_spec_json.is_empty() || !a.shares_with.is_empty() {
+            continue;
+        }
+        let id = (
+            a.minicluster_spec_json.as_ptr() as usize,
+            a.minicluster_spec_json.len(),
+            a.resource_set.as_ptr() as usize,
+            a.resource_set.len(),
+        );
+        match first.get(&id) {
+            Some(key) => {
+                a.shares_with = key.clone();
+                a.minicluster_spec_json = Bytes::new();
+                a.resource_set = Bytes::new();
+            }
+            None => {
+                first.insert(id, a.key.clone());
+            }
+        }
+    }
+}
+
 /// Puts the parts of a snapshot together, on the spoke.
 #[derive(Debug, Default)]
 pub struct Assembler {
@@ -128,12 +167,19 @@ pub struct Assembler {
     pending: Vec<Snapshot>,
     /// The specs and resource sets of the snapshot being assembled, each held once.
     shared: HashSet<Bytes>,
+    /// The spec and R of each assignment of the snapshot being assembled, by key (what a
+    /// later `shares_with` names).
+    by_key: HashMap<String, (Bytes, Bytes)>,
 }
 
 /// Makes the assignments' specs and resource sets that are equal share one buffer: every
 /// burst of a MiniCluster carries the same spec (up to etcd's 1.5 MiB object limit) on the
 /// wire, and a spoke with many of one tenant's bursts must not hold it once per burst.
-fn share(assignments: &mut [Assignment], shared: &mut HashSet<Bytes>) {
+fn share(
+    assignments: &mut [Assignment],
+    shared: &mut HashSet<Bytes>,
+    by_key: &mut HashMap<String, (Bytes, Bytes)>,
+) -> Result<(), PartError> {
     let mut one = |field: &mut Bytes| {
         if field.is_empty() {
             return;
@@ -149,15 +195,33 @@ fn share(assignments: &mut [Assignment], shared: &mut HashSet<Bytes>) {
         }
     };
     for a in assignments {
+        if !a.shares_with.is_empty() {
+            let Some((spec, resources)) = by_key.get(&a.shares_with) else {
+                return Err(PartError::UnknownShare {
+                    key: a.key.clone(),
+                    shares_with: a.shares_with.clone(),
+                });
+            };
+            a.minicluster_spec_json = spec.clone();
+            a.resource_set = resources.clone();
+            a.shares_with.clear();
+            continue;
+        }
         one(&mut a.minicluster_spec_json);
         one(&mut a.resource_set);
+        by_key.insert(
+            a.key.clone(),
+            (a.minicluster_spec_json.clone(), a.resource_set.clone()),
+        );
     }
+    Ok(())
 }
 
 impl Assembler {
     fn reset(&mut self) {
         self.pending.clear();
         self.shared.clear();
+        self.by_key.clear();
     }
 
     /// Takes the next message of the stream: the whole snapshot once its last part is in,
@@ -168,7 +232,11 @@ impl Assembler {
         if part.parts == 0 {
             // A whole snapshot from a hub that does not send parts.
             self.reset();
-            share(&mut part.assignments, &mut HashSet::new());
+            share(
+                &mut part.assignments,
+                &mut HashSet::new(),
+                &mut HashMap::new(),
+            )?;
             return Ok(Some(part));
         }
         if part.part == 0 || part.part > part.parts || part.parts > MAX_PARTS {
@@ -196,13 +264,17 @@ impl Assembler {
             });
         }
         let last = part.part == part.parts;
-        share(&mut part.assignments, &mut self.shared);
+        if let Err(e) = share(&mut part.assignments, &mut self.shared, &mut self.by_key) {
+            self.reset();
+            return Err(e);
+        }
         self.pending.push(part);
         if !last {
             return Ok(None);
         }
         let mut parts = std::mem::take(&mut self.pending).into_iter();
         self.shared.clear();
+        self.by_key.clear();
         let Some(mut whole) = parts.next() else {
             return Ok(None);
         };
@@ -219,6 +291,58 @@ impl Assembler {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A MiniCluster's spec and R travel once per snapshot: the hub sends later bursts a
+    /// reference, and the spoke assembles exactly what the hub held, in parts or whole.
+    #[test]
+    fn a_spec_travels_once_per_snapshot_and_is_filled_in_again() {
+        let (spec, other) = (Bytes::from("s".repeat(600_000)), Bytes::from("other"));
+        let r = Bytes::from("R");
+        let a = |key: &str, spec: &Bytes| Assignment {
+            key: key.into(),
+            minicluster_spec_json: spec.clone(),
+            resource_set: r.clone(),
+            ..Assignment::default()
+        };
+        let held = Snapshot {
+            hub_epoch: "e".into(),
+            version: 1,
+            assignments: vec![
+                a("ns/m/b0", &spec),
+                a("ns/n/b0", &other),
+                a("ns/m/b1", &spec),
+                a("ns/m/b2", &spec),
+            ],
+            ..Snapshot::default()
+        };
+        let mut wire = held.clone();
+        send_shared(&mut wire);
+        let shares: Vec<&str> = wire
+            .assignments
+            .iter()
+            .map(|a| a.shares_with.as_str())
+            .collect();
+        assert_eq!(shares, ["", "", "ns/m/b0", "ns/m/b0"]);
+        assert!(
+            wire.encoded_len() < 700_000,
+            "the spec once: {}",
+            wire.encoded_len()
+        );
+        for parts in [split(wire.clone(), 1000), vec![wire.clone()]] {
+            let mut assembler = Assembler::default();
+            let mut whole = None;
+            for p in parts {
+                whole = assembler.push(p).expect("in order");
+            }
+            let whole = whole.expect("assembled");
+            assert_eq!(whole.assignments, held.assignments, "as the hub held them");
+        }
+        // A reference to nothing seen earlier drops the snapshot.
+        let mut broken = wire.clone();
+        broken.assignments.remove(0);
+        let e = Assembler::default().push(broken).unwrap_err();
+        assert!(matches!(e, PartError::UnknownShare { .. }), "{e}");
+    }
 
     /// Every burst of a tenant carries the same spec: the assembled snapshot holds it once,
     /// whether it came in one part or several.
