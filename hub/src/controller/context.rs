@@ -96,12 +96,15 @@ pub struct Context {
     pub deletion_timeout: Duration,
     /// Watches of objects of someone else that hold a name a MiniCluster needs.
     pub blockers: Arc<Blockers>,
+    /// How many large specs are reconciled at once.
+    pub spec_budget: super::spec_budget::SpecBudget,
 }
 
 impl Context {
     /// A context with the real clock.
     pub fn new(client: Client, stores: Stores, recorder: Recorder, metrics: Arc<Metrics>) -> Self {
         Context {
+            spec_budget: Default::default(),
             blockers: Arc::new(Blockers::new(client.clone())),
             client,
             stores,

@@ -170,5 +170,6 @@ pub mod federate;
 pub mod plan;
 pub mod reconcile;
 pub mod run;
+pub mod spec_budget;
 pub mod status;
 pub mod watch;

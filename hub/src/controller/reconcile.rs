@@ -52,6 +52,7 @@ pub async fn reconcile(mc: Arc<MiniCluster>, ctx: Arc<Context>) -> Result<Action
     // Only with complete caches: an absent Secret must mean "never created", or a
     // restarted hub would generate a new CURVE certificate.
     ctx.stores.wait_until_ready().await;
+    let _turn = ctx.spec_budget.turn(&mc.spec).await;
     let result = reconcile_inner(&mc, &ctx, &ns, &name).await;
     if result.is_ok()
         && let Ok(mut failures) = ctx.failures.lock()
