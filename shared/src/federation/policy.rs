@@ -931,7 +931,7 @@ fn restricted_violations(
         out.push((
             reason::POD_SECURITY,
             format!(
-                "namespace {:?} enforces the restricted Pod Security level, which the burst's pods do not meet: {}. The baseline level admits this burst: {owner}; or the MiniCluster's author can set these in its securityContext fields",
+                "namespace {:?} enforces the restricted Pod Security level, which the burst's pods do not meet: {}. The baseline level admits this burst: {owner} (docs/bursting-policy.md says why restricted is not the default)",
                 ns.namespace,
                 problems.join("; ")
             ),
