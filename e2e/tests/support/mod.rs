@@ -1405,6 +1405,16 @@ pub async fn write_spoke_policy(client: &Client, policy: Option<&str>) -> Result
     use flux_shared::validate::DEFAULT_SPOKE_NAMESPACE;
     use k8s_openapi::api::core::v1::ConfigMap;
     let namespaces: Api<Namespace> = Api::all(client.clone());
+    // An earlier test's unjoin may still be deleting the namespace: a policy written into
+    // it now would go with it. Wait until it is gone (bounded), then create it again.
+    for _ in 0..240 {
+        match namespaces.get_opt(DEFAULT_SPOKE_NAMESPACE).await? {
+            Some(ns) if ns.metadata.deletion_timestamp.is_some() => {
+                tokio::time::sleep(Duration::from_millis(250)).await;
+            }
+            _ => break,
+        }
+    }
     if namespaces.get_opt(DEFAULT_SPOKE_NAMESPACE).await?.is_none() {
         let ns = Namespace {
             metadata: ObjectMeta {
