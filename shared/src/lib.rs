@@ -5,11 +5,12 @@
 //! `/metrics` server the binaries share).
 
 pub mod api;
+pub mod broker_toml;
 pub mod convert;
 pub mod crd;
 pub mod curve;
+pub mod elasticity;
 pub mod federation;
-pub mod flux_config;
 pub mod hostlist;
 pub mod layout;
 pub mod managed_fields;
@@ -18,6 +19,7 @@ pub mod ops;
 pub mod plan;
 pub mod rank_order;
 pub mod render;
+pub mod resource_set;
 pub mod scripts;
 pub mod validate;
 

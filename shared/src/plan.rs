@@ -4,8 +4,8 @@
 use crate::api::{MiniCluster, MiniClusterSpec, ResolvedBurst, defaults};
 use crate::hostlist;
 use crate::layout::Layout;
-use crate::rank_order;
 use crate::validate::{self, ValidationErrors};
+use crate::{rank_order, resource_set};
 
 /// Where a lead broker is reachable from another cluster.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -112,7 +112,7 @@ impl Plan {
         let hostlist = hostlist::compress(&hosts);
         let cores = spec.containers.get(runner).map_or(1, |c| c.cores());
         Ok(Plan {
-            resources: rank_order::resource_set(hosts.len(), cores, &hostlist),
+            resources: resource_set::render(hosts.len(), cores, &hostlist),
             hostlist,
             bursts: spec.bursts(),
             name,

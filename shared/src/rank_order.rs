@@ -1,5 +1,4 @@
-//! The rank order of a Flux instance: which hosts make it up, in which order, and the
-//! resource set R that declares those ranks to Flux.
+//! The rank order of a Flux instance: which hosts make it up, and in which order.
 //!
 //! A broker's rank is its host's position in one list that every cluster of a federated
 //! instance sees in the same order: the root hosts `<name>-0 .. <name>-(maxSize-1)`
@@ -8,7 +7,7 @@
 //! and size. A verbatim `hostlist` replaces the list.
 //!
 //! The validator computes this list, the planner keeps it ([`crate::plan::Plan::hosts`]),
-//! and broker.toml and R list it: one definition, so the order cannot differ between them.
+//! and broker.toml and R ([`resource_set`](crate::resource_set)) list it: one definition, so the order cannot differ between them.
 
 use crate::api::MiniClusterSpec;
 use crate::hostlist;
@@ -46,32 +45,6 @@ pub fn hosts(name: &str, spec: &MiniClusterSpec) -> Result<Vec<String>, hostlist
 /// Appends `<prefix>-0 .. <prefix>-(count-1)`.
 fn push_range(hosts: &mut Vec<String>, prefix: &str, count: i32) {
     hosts.extend((0..count.max(0)).map(|i| format!("{prefix}-{i}")));
-}
-
-/// The resource set R (version 1) for `ranks` hosts named by `hostlist` (in rank order:
-/// rank `i` is the `i`-th host), each with `cores` cores. The planner computes it once
-/// per instance (`Plan::resources`); it is written by hand (fixed key order, no
-/// intermediate JSON tree) because it is on the planner's hot path.
-pub fn resource_set(ranks: usize, cores: i32, hostlist: &str) -> String {
-    let cores = usize::try_from(cores.max(1)).unwrap_or(1);
-    let mut out = String::with_capacity(hostlist.len() + 128);
-    out.push_str("{\"version\":1,\"execution\":{\"R_lite\":[{\"rank\":\"");
-    out.push_str(&idset(ranks));
-    out.push_str("\",\"children\":{\"core\":\"");
-    out.push_str(&idset(cores));
-    out.push_str("\"}}],\"nodelist\":[");
-    // A hostlist is plain printable ASCII without quotes, but encode it properly anyway.
-    out.push_str(&serde_json::Value::from(hostlist).to_string());
-    out.push_str("],\"starttime\":0.0,\"expiration\":0.0}}");
-    out
-}
-
-/// The idset `0-(n-1)` (`0` for one element).
-fn idset(n: usize) -> String {
-    match n {
-        0 | 1 => "0".to_string(),
-        n => format!("0-{}", n - 1),
-    }
 }
 
 #[cfg(test)]

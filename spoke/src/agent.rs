@@ -2,7 +2,7 @@
 //! one, and report how every assignment is doing.
 //!
 //! One task runs everything (snapshots, Job changes, the report timer) so the state needs
-//! no locks; the decisions themselves are the pure functions of [`crate::reconcile`].
+//! no locks; the decisions themselves are the pure functions of [`crate::admit`].
 //!
 //! Guarantees:
 //!
@@ -56,9 +56,9 @@ use tonic::transport::Channel;
 use tonic::{Code, Status};
 use tracing::{Instrument, debug, error, info, info_span, warn};
 
+use crate::admit::{Memory, Tracked};
 use crate::cluster::{Cluster, Taken};
 use crate::metrics::{ErrorKind, Metrics};
-use crate::reconcile::{Memory, Tracked};
 
 /// How the agent reaches the hub and how often it reports.
 #[derive(Clone, Debug)]

@@ -1,5 +1,5 @@
 //! Applying one snapshot: the agent's I/O around the pure decisions of
-//! [`crate::reconcile::plan_snapshot`], as named steps.
+//! [`crate::admit::plan_snapshot`], as named steps.
 //!
 //! 1. [`begin`]: a new hub epoch resets the acknowledgements;
 //! 2. `observe`: the spoke's own objects, its policy, the bursts' namespaces and Jobs, as
@@ -21,13 +21,13 @@ use flux_shared::federation::proto::{Assignment, Snapshot};
 use k8s_openapi::api::batch::v1::Job;
 use tracing::{debug, error, info, warn};
 
-use crate::agent::{Agent, AppliedSnapshot, State};
-use crate::cluster::{Cluster, Kind, ObjectRef, OwnedObject, Taken, metadata};
-use crate::metrics::ErrorKind;
-use crate::reconcile::{
+use crate::admit::{
     Applied, AssignmentRefusal, Context, Decision, NAME_TAKEN, Outcome, Planned, Tracked,
     plan_snapshot,
 };
+use crate::agent::{Agent, AppliedSnapshot, State};
+use crate::cluster::{Cluster, Kind, ObjectRef, OwnedObject, Taken, metadata};
+use crate::metrics::ErrorKind;
 
 /// Why an assignment's objects were not all applied.
 enum ApplyError {

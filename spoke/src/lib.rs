@@ -42,11 +42,11 @@
 
 #![warn(missing_docs)]
 
+pub mod admit;
 pub mod agent;
 mod apply;
 pub mod cluster;
 pub mod metrics;
-pub mod reconcile;
 mod report;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;

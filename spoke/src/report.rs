@@ -10,10 +10,10 @@ use flux_shared::federation::proto::{AssignmentStatus, ClusterAccess, ReportRequ
 use k8s_openapi::api::batch::v1::Job;
 use tracing::{debug, warn};
 
+use crate::admit::{Outcome, Tracked, find_job, status};
 use crate::agent::{Agent, Client, State};
 use crate::cluster::Cluster;
 use crate::metrics::ErrorKind;
-use crate::reconcile::{Outcome, Tracked, find_job, status};
 
 impl<C: Cluster> Agent<C> {
     /// Sends every tracked status with the acknowledgement: always when `force`, else only

@@ -2,5 +2,5 @@
 //! is read ([`queue`]), a pure policy decides the bursts' sizes ([`policy`]), and the
 //! controller's autoscaler patches the MiniCluster's spec with them.
 
-pub mod policy;
+pub mod decide;
 pub mod queue;

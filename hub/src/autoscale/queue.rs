@@ -9,7 +9,7 @@ use flux_shared::plan::Plan;
 use flux_shared::scripts::REPORTER_TOKEN_CONTEXT;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use super::policy::Queue;
+use super::decide::Queue;
 
 /// Annotation on a MiniCluster naming the `host:port` its queue reporter is read at,
 /// instead of the lead broker pod's cluster DNS name: for a hub that cannot reach the pod

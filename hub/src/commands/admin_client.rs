@@ -66,13 +66,13 @@ pub struct HubOptions {
 /// `opts` with the hub and the certificates of the admin context it names (or the current
 /// one); flags given explicitly win over the context's files.
 fn from_context(opts: &HubOptions) -> Result<HubOptions, AdminError> {
-    let Some(path) = crate::commands::context::path() else {
+    let Some(path) = crate::commands::admin_context::path() else {
         return Err(AdminError::Setup(format!(
             "no --hub, and no admin context file (set {} or HOME): pass --hub, --ca, --cert and --key",
-            crate::commands::context::CONFIG_ENV
+            crate::commands::admin_context::CONFIG_ENV
         )));
     };
-    let file = crate::commands::context::load(&path).map_err(AdminError::Setup)?;
+    let file = crate::commands::admin_context::load(&path).map_err(AdminError::Setup)?;
     if file.contexts.is_empty() {
         return Err(AdminError::Setup(format!(
             "no --hub, and no admin context in {} (flux-hub init --certs DIR --hub-dns/--hub-ip writes one): pass --hub, --ca, --cert and --key",

@@ -57,11 +57,11 @@ impl FederationArgs {
         let no_context = || {
             anyhow::anyhow!(
                 "no --hub, and no admin context to take it from ({} or ~/.config/flux-hub/config.yaml; flux-hub init --certs DIR --hub-dns/--hub-ip writes one): pass --hub URL and --certs DIR",
-                crate::commands::context::CONFIG_ENV
+                crate::commands::admin_context::CONFIG_ENV
             )
         };
-        let path = crate::commands::context::path().ok_or_else(no_context)?;
-        let file = crate::commands::context::load(&path).map_err(anyhow::Error::msg)?;
+        let path = crate::commands::admin_context::path().ok_or_else(no_context)?;
+        let file = crate::commands::admin_context::load(&path).map_err(anyhow::Error::msg)?;
         if file.contexts.is_empty() {
             return Err(no_context());
         }
@@ -73,7 +73,7 @@ impl FederationArgs {
     fn completed_by(
         &self,
         path: &std::path::Path,
-        file: &crate::commands::context::ContextFile,
+        file: &crate::commands::admin_context::ContextFile,
     ) -> anyhow::Result<FederationOptions> {
         let context = file
             .pick(self.hub_context.as_deref())
@@ -192,7 +192,7 @@ mod tests {
 
     #[test]
     fn without_hub_the_admin_context_gives_the_hub_and_the_certificates() {
-        use crate::commands::context::{AdminContext, ContextFile};
+        use crate::commands::admin_context::{AdminContext, ContextFile};
         let context = |name: &str, hub: &str| AdminContext {
             name: name.into(),
             hub: hub.into(),

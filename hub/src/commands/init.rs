@@ -283,10 +283,10 @@ fn write_admin_context(
         })?;
         eprint!("{summary}");
     }
-    let path = crate::commands::context::path()
+    let path = crate::commands::admin_context::path()
         .context("no place for the admin context: set FLUX_HUB_CONFIG, XDG_CONFIG_HOME or HOME")?;
-    let mut file = crate::commands::context::load(&path).map_err(anyhow::Error::msg)?;
-    file.set_current(crate::commands::context::AdminContext {
+    let mut file = crate::commands::admin_context::load(&path).map_err(anyhow::Error::msg)?;
+    file.set_current(crate::commands::admin_context::AdminContext {
         name: opts.hub_context.clone(),
         hub: url.to_string(),
         hub_domain: None,
@@ -294,7 +294,7 @@ fn write_admin_context(
         cert,
         key,
     });
-    crate::commands::context::save(&path, &file).map_err(anyhow::Error::msg)?;
+    crate::commands::admin_context::save(&path, &file).map_err(anyhow::Error::msg)?;
     Ok((opts.hub_context.clone(), path.display().to_string()))
 }
 

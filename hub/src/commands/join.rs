@@ -106,7 +106,7 @@ fn write_join_context(
     url: &str,
     domain: &str,
 ) -> anyhow::Result<Option<(String, String)>> {
-    use crate::commands::context;
+    use crate::commands::admin_context as context;
     let Some(path) = context::path() else {
         return Ok(None);
     };

@@ -2,10 +2,10 @@
 //! binary's edge: a single-threaded runtime, standard output, and the exit status.
 
 pub mod admin_client;
+pub mod admin_context;
 pub mod burst;
 pub mod certs;
 pub mod coexist;
-pub mod context;
 pub mod convert;
 pub mod federation;
 pub mod init;

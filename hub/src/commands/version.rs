@@ -102,8 +102,8 @@ fn hub_configured(opts: &HubOptions) -> bool {
     opts.hub.is_some()
         || opts.insecure
         || opts.hub_context.is_some()
-        || crate::commands::context::path()
-            .and_then(|p| crate::commands::context::load(&p).ok())
+        || crate::commands::admin_context::path()
+            .and_then(|p| crate::commands::admin_context::load(&p).ok())
             .is_some_and(|f| !f.contexts.is_empty())
 }
 

@@ -1,6 +1,6 @@
 //! The autoscaler: every MiniCluster with `flux.bursting.autoscale` has its lead broker's
 //! queue read every `intervalSeconds` ([`crate::autoscale::queue`]); the pure policy
-//! ([`crate::autoscale::policy`]) decides its bursts' sizes, and the changes are patched
+//! ([`crate::autoscale::decide`]) decides its bursts' sizes, and the changes are patched
 //! into the MiniCluster's spec like `flux-hub burst scale` does, so the API object stays
 //! the source of truth and the reconcile and the spokes do the rest. One Event per change.
 
@@ -9,14 +9,14 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use flux_shared::api::MiniCluster;
+use flux_shared::elasticity;
 use kube::runtime::events::EventType;
 use kube::runtime::reflector::Store;
 use tracing::{Instrument as _, info, info_span, warn};
 
-use crate::autoscale::{policy, queue};
+use crate::autoscale::{decide, queue};
 use crate::controller::context::{Context, mc_key};
-use crate::controller::plan::desired::stored_certificate;
-use crate::controller::plan::sizing;
+use crate::controller::desired::stored_certificate;
 use crate::controller::status::events;
 use crate::federation::McKey;
 use crate::federation::scale::{self, SetSizeError};
@@ -147,7 +147,7 @@ pub async fn poll(
         return;
     };
     // The spec the reconcile applies: a refused change is not scaled on top of.
-    let plan = match sizing::effective(mc).map(|e| e.plan()) {
+    let plan = match elasticity::effective(mc).map(|e| e.plan()) {
         Ok(Ok(plan)) => plan,
         Ok(Err(_)) | Err(_) => {
             ctx.metrics.autoscale_decision("refused");
@@ -172,7 +172,7 @@ pub async fn poll(
             return;
         }
     };
-    state.idle_since = policy::remember_idle(&state.idle_since, &queue);
+    state.idle_since = decide::remember_idle(&state.idle_since, &queue);
     state.growing.retain(|(hosts, submitted)| {
         let online = hosts
             .iter()
@@ -184,18 +184,18 @@ pub async fn poll(
         // Give up on growths that never came online within a day.
         !online && queue.now - submitted < 86_400.0
     });
-    let bursts: Vec<policy::Burst> = plan
+    let bursts: Vec<decide::Burst> = plan
         .bursts
         .iter()
         .filter(|b| !b.retired)
-        .map(|b| policy::Burst {
+        .map(|b| decide::Burst {
             name: b.name.clone(),
             size: b.size,
             min: b.min_size,
             max: admitted_max(mc, &b.name, b.size, b.max_size),
         })
         .collect();
-    let decision = policy::decide(
+    let decision = decide::decide(
         settings,
         &plan.name,
         plan.spec.size,

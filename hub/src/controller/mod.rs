@@ -166,8 +166,8 @@ impl RunOptions {
 pub mod apply;
 pub mod autoscaler;
 pub mod context;
+pub mod desired;
 pub mod federate;
-pub mod plan;
 pub mod reconcile;
 pub mod run;
 pub mod spec_budget;

@@ -1,7 +1,7 @@
 //! One reconcile of one MiniCluster, as named stages, each in its own module:
 //!
-//! 1. [`validate`](crate::controller::plan::validate): plan the spec, or say why it is not applied;
-//! 2. [`desired`](crate::controller::plan::desired): the CURVE certificate and the rendered objects;
+//! 1. [`validate`](crate::controller::desired::validate): plan the spec, or say why it is not applied;
+//! 2. [`desired`](crate::controller::desired::desired): the CURVE certificate and the rendered objects;
 //! 3. [`apply`](crate::controller::apply): write what differs from the caches;
 //! 4. [`pod_labels`](crate::controller::apply::pod_labels): `job-index` on every broker pod;
 //! 5. [`orphans`](crate::controller::apply::orphans): delete what the plan no longer has;
@@ -10,7 +10,7 @@
 //! 7. [`status_write`](crate::controller::status::write): the status, and its Events, when it changed;
 //!
 //! then `spec.cleanup`. A deleted MiniCluster goes to [`finalize`](crate::controller::federate::finalize)
-//! instead. Decisions live in pure functions (`sizing`, `status`, `diff`, `orphans`,
+//! instead. Decisions live in pure functions (`elasticity`, `status`, `diff`, `orphans`,
 //! `federation::lead`, the shared planner and renderer); the stages read caches and talk
 //! to the API server.
 
@@ -18,6 +18,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use flux_shared::api::MiniCluster;
+use flux_shared::elasticity;
 use kube::api::DeleteParams;
 use kube::runtime::controller::Action;
 use kube::{Api, Resource, ResourceExt};
@@ -25,11 +26,9 @@ use tracing::{info, warn};
 
 use crate::controller::apply::{self, orphans, ownership, pod_labels};
 use crate::controller::context::{Context, Error, get, kube_err, managed_objects, mc_key};
+use crate::controller::desired::{certificate, desired, validate};
 use crate::controller::federate::finalize::finalize;
 use crate::controller::federate::{federate, publish_assignments, retain_from_status};
-use crate::controller::plan::desired::{certificate, desired};
-use crate::controller::plan::sizing;
-use crate::controller::plan::validate::validate;
 use crate::controller::status::write as status_write;
 use crate::controller::status::{self, minicluster_phase};
 use crate::controller::watch::verified::{self, Verified};
@@ -147,7 +146,7 @@ async fn reconcile_inner(
     }
     let job = applied.job.as_ref().or(live_job.as_deref());
     let mut status = status::compute(mc, Some(plan.spec.max_size()), job, problem, &now);
-    status.burst_layout = sizing::burst_layout(&plan);
+    status.burst_layout = elasticity::burst_layout(&plan);
     let (status, burst_events) = publish_assignments(ctx, mc, status, fed, &now);
     let status = status_write::write_if_changed(ctx, mc, status, problem, burst_events).await?;
     if let Some(objects) = &objects

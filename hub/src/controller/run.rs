@@ -157,7 +157,7 @@ impl OpsServer {
         let metrics = Arc::new(Metrics::new());
         let health = Arc::new(Health::new());
         let (stop, mut stopped) = watch::channel(false);
-        let task = tokio::spawn(ops::server::serve(
+        let task = tokio::spawn(ops::routes::serve(
             opts.metrics_addr,
             metrics.clone(),
             health.clone(),
@@ -341,13 +341,13 @@ async fn serve_federation(
     };
     let (pins, revocations) = if opts.insecure {
         (
-            crate::federation::pins::PinStore::off(),
+            crate::federation::pin_store::PinStore::off(),
             crate::federation::revocations::Revocations::off(),
         )
     } else {
         let (namespace, name) = opts.spoke_pins()?;
         info!(pins = %format!("{namespace}/{name}"), "spoke certificates are checked against their pins");
-        let pins = crate::federation::pins::PinStore::watch(client.clone(), &namespace, &name);
+        let pins = crate::federation::pin_store::PinStore::watch(client.clone(), &namespace, &name);
         let (namespace, name) = opts.revoked_admins()?;
         info!(revoked = %format!("{namespace}/{name}"), "admin certificates are checked against their revocations");
         let revoked =

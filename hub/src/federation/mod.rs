@@ -2,10 +2,10 @@
 //! and admins call, and the pure decisions behind `status.bursts[]` and the lead broker
 //! endpoint.
 
-pub mod admission;
 pub mod bursts;
+pub mod connection_limits;
 pub mod lead;
-pub mod pins;
+pub mod pin_store;
 pub mod registry;
 pub mod report_limits;
 pub mod revocations;

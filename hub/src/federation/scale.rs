@@ -1,16 +1,16 @@
 //! The Admin API's `ScaleBurst`, as a pure decision: which patch sets one burst's size in a
 //! MiniCluster's spec, or why the hub refuses it. The rules are the controller's own: the
-//! changed MiniCluster must pass [`sizing::effective`] and the planner, so a size the
+//! changed MiniCluster must pass [`elasticity::effective`](flux_shared::elasticity::effective) and the planner, so a size the
 //! reconcile would refuse is refused here, before anything is written.
 
 use flux_shared::api::MiniCluster;
+use flux_shared::elasticity;
 use kube::api::{Patch, PatchParams};
 use kube::{Api, ResourceExt};
 use serde_json::Value;
 use tonic::Code;
 use tracing::info;
 
-use crate::controller::plan::sizing;
 use crate::ops::metrics::Metrics;
 
 /// How often [`set_size`] reads the MiniCluster again after its patch lost a race with
@@ -230,7 +230,7 @@ pub fn decide(mc: &MiniCluster, burst: &str, size: i32) -> Result<ScaleChange, S
     {
         cluster.size = Some(size);
     }
-    let effective = sizing::effective(&changed).map_err(|refusal| {
+    let effective = elasticity::effective(&changed).map_err(|refusal| {
         ScaleRefusal::new(
             Code::FailedPrecondition,
             format!("{}: {}", refusal.reason, refusal.message),

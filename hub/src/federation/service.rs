@@ -23,7 +23,7 @@ use tokio_stream::wrappers::WatchStream;
 use tonic::{Request, Response, Status};
 use tracing::{Instrument as _, info, info_span, warn};
 
-use super::pins::PinStore;
+use super::pin_store::PinStore;
 use super::registry::{Registry, SubscribeError};
 use super::report_limits::{self, ReportLimiter};
 use super::revocations::Revocations;
@@ -59,7 +59,7 @@ pub struct Services {
     revocations: Revocations,
     /// Open `WatchMiniClusters` streams per admin: each is a snapshot per change, so an
     /// admin's watches are bounded apart from its connections.
-    admin_watches: super::admission::Connections,
+    admin_watches: super::connection_limits::Connections,
 }
 
 /// The most `WatchMiniClusters` streams one admin identity may hold open at once.
@@ -84,7 +84,7 @@ impl Services {
             reports: Arc::default(),
             pins: PinStore::off(),
             revocations: Revocations::off(),
-            admin_watches: super::admission::Connections::new(ADMIN_WATCHES_PER_IDENTITY),
+            admin_watches: super::connection_limits::Connections::new(ADMIN_WATCHES_PER_IDENTITY),
         }
     }
 

@@ -35,7 +35,7 @@ use tracing::{debug, info, warn};
 
 use flux_shared::federation::tls::TlsPem;
 
-use super::admission::{Connections, Displaced, Handshakes, Limits, Place, source_of};
+use super::connection_limits::{Connections, Displaced, Handshakes, Limits, Place, source_of};
 
 /// Decides, after the chain check, whether a client certificate (DER) may connect at all;
 /// `Err` says why not (logged). The hub's: a spoke certificate must be the pinned one.

@@ -7,4 +7,4 @@
 pub mod leader;
 pub mod leader_pod;
 pub mod metrics;
-pub mod server;
+pub mod routes;

@@ -21,7 +21,7 @@ use super::assignment_key;
 use super::ownership::{FEDERATION_LABEL, SPOKE_LABEL, SpokeIdentity};
 use super::proto;
 use crate::api::{MiniCluster, MiniClusterSpec};
-use crate::flux_config;
+use crate::broker_toml;
 use crate::plan::{Endpoint, Plan, Role};
 use crate::render::{self, Object, labels};
 
@@ -104,7 +104,7 @@ pub fn build(
                 minicluster_spec_json: spec_json.clone(),
                 curve_cert: cert.to_string(),
                 lead_endpoint: Some(lead.into()),
-                broker_toml: flux_config::broker_toml(plan, &target),
+                broker_toml: broker_toml::render(plan, &target),
                 resource_set: resource_set.clone(),
                 shares_with: String::new(),
             },
@@ -318,7 +318,7 @@ pub fn prepare(a: &proto::Assignment, cache: &mut PlanCache) -> Result<Prepared,
         return Err(malformed("the burst size does not match the spec"));
     }
     let version = env!("CARGO_PKG_VERSION");
-    if flux_config::broker_toml(&plan, &target) != a.broker_toml {
+    if broker_toml::render(&plan, &target) != a.broker_toml {
         return Err(RealizeError::ConfigMismatch {
             key,
             what: "broker.toml",

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 
-use crate::{flux_config, layout, scripts};
+use crate::{broker_toml, layout, scripts};
 
 use super::{Renderer, config_map_name, curve_secret_name};
 
@@ -14,7 +14,7 @@ impl Renderer<'_> {
         let mut data = BTreeMap::from([
             (
                 layout::BROKER_TOML_KEY.to_string(),
-                flux_config::broker_toml(self.plan, self.target),
+                broker_toml::render(self.plan, self.target),
             ),
             (layout::R_KEY.to_string(), self.plan.resources.clone()),
             (

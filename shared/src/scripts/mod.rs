@@ -47,7 +47,7 @@
 //! `FLUX_OPERATOR_CONFIG_DIR` (default [`crate::layout::CONFIG_MOUNT`]) and
 //! `FLUX_OPERATOR_CURVE_DIR` (default [`crate::layout::CURVE_MOUNT`]).
 //!
-//! Where each part lives: `init.rs` (the view init container), `broker.rs` (the
+//! Where each part lives: `init_container.rs` (the view init container), `broker.rs` (the
 //! flux-running container and its `-S` attributes), `drain.rs`, `reporter.rs` (with
 //! `reporter.py`) and `sidecar.rs` are the scripts; `steps.rs` holds what they share,
 //! `program.rs` what rank 0 runs, and `shell.rs` the emitting and quoting layer that the
@@ -55,7 +55,7 @@
 
 mod broker;
 mod drain;
-mod init;
+mod init_container;
 mod program;
 mod reporter;
 mod shell;
@@ -66,7 +66,7 @@ mod tests;
 
 pub use broker::{broker_attributes, broker_script};
 pub use drain::drain_script;
-pub use init::init_script;
+pub use init_container::init_script;
 pub use reporter::{REPORTER_TOKEN_CONTEXT, reporter_script};
 pub use sidecar::sidecar_script;
 

@@ -2,14 +2,14 @@
 //! spoke is let in or any reconcile runs.
 
 use flux_shared::api::MiniCluster;
+use flux_shared::elasticity;
 use flux_shared::federation::assignment;
 use flux_shared::plan::Plan;
 use tracing::info;
 
 use crate::controller::context::{Context, mc_key};
+use crate::controller::desired::stored_certificate;
 use crate::controller::federate::{burst_infos, has_finalizer, mc_info, retain_from_status};
-use crate::controller::plan::desired::stored_certificate;
-use crate::controller::plan::sizing;
 use crate::federation::McInfo;
 
 /// Rebuild the registry from the MiniClusters that exist (hub start-up, caches synced),
@@ -27,7 +27,7 @@ pub fn prime(ctx: &Context, miniclusters: &[MiniCluster]) {
             }
             continue;
         }
-        let plan = sizing::effective(mc).ok().and_then(|e| e.plan().ok());
+        let plan = elasticity::effective(mc).ok().and_then(|e| e.plan().ok());
         let Some(plan) = plan else {
             retain_from_status(ctx, mc);
             continue;

@@ -1,5 +1,5 @@
-//! Flux configuration files: broker.toml (the other, the resource set R, is built with the
-//! rank order in [`rank_order`](crate::rank_order)).
+//! broker.toml, the Flux broker's configuration (R, the other file Flux reads, is in
+//! [`resource_set`](crate::resource_set)).
 //!
 //! Real brokers find their rank by matching their host name against the expanded
 //! `[bootstrap] hosts` list, so every cluster gets the same names in the same order;
@@ -12,7 +12,7 @@ use crate::hostlist;
 use crate::plan::{Plan, Target};
 
 /// The broker.toml of one target: `flux.brokerConfig` verbatim when given, else generated.
-pub fn broker_toml(plan: &Plan, target: &Target) -> String {
+pub fn render(plan: &Plan, target: &Target) -> String {
     if let Some(custom) = plan.spec.flux().broker_config() {
         return custom.to_string();
     }
@@ -150,7 +150,7 @@ spec:
                 })
                 .collect()
         };
-        let root = broker_toml(&plan, &plan.target(&Role::Root).expect("root"));
+        let root = render(&plan, &plan.target(&Role::Root).expect("root"));
         assert_eq!(expand(&root), plan.hosts);
         assert_eq!(
             plan.hosts,
@@ -165,7 +165,7 @@ spec:
         );
         for role in plan.roles(&lead).into_iter().skip(1) {
             let target = plan.target(&role).expect("burst");
-            let text = broker_toml(&plan, &target);
+            let text = render(&plan, &target);
             assert_eq!(expand(&text), plan.hosts, "{text}");
             let table: toml::Table = text.parse().expect("valid toml");
             let hosts = table["bootstrap"]["hosts"].as_array().expect("hosts");
@@ -182,7 +182,7 @@ spec:
     #[test]
     fn root_config_has_expected_sections() {
         let plan = plan(BURSTING);
-        let text = broker_toml(&plan, &plan.target(&Role::Root).expect("root"));
+        let text = render(&plan, &plan.target(&Role::Root).expect("root"));
         let table: toml::Table = text.parse().expect("valid toml");
         assert_eq!(table["bootstrap"]["default_port"].as_integer(), Some(8050));
         assert_eq!(
@@ -212,7 +212,7 @@ spec:
             "  flux:\n    brokerConfig: |\n      [bootstrap]\n      hosts = [ { host = \"x\" } ]\n",
         );
         let plan = plan(&yaml);
-        let text = broker_toml(&plan, &plan.target(&Role::Root).expect("root"));
+        let text = render(&plan, &plan.target(&Role::Root).expect("root"));
         assert_eq!(text, "[bootstrap]\nhosts = [ { host = \"x\" } ]\n");
     }
 
@@ -233,7 +233,7 @@ spec:
     #[test]
     fn size_one_never_prints_a_malformed_range() {
         let plan = plan("metadata: {name: solo}\nspec:\n  containers: [{image: busybox}]\n");
-        let text = broker_toml(&plan, &plan.target(&Role::Root).expect("root"));
+        let text = render(&plan, &plan.target(&Role::Root).expect("root"));
         assert!(text.contains("{ host = \"solo-0\" }"), "{text}");
         assert!(plan.resources.contains("\"rank\":\"0\""));
     }

@@ -1,4 +1,4 @@
-//! `flux_hub::ops::server`: /metrics, /healthz, /readyz, 404, and graceful shutdown, over
+//! `flux_hub::ops::routes`: /metrics, /healthz, /readyz, 404, and graceful shutdown, over
 //! real TCP connections.
 
 use std::io;
@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use flux_hub::ops::metrics::Metrics;
-use flux_hub::ops::server;
+use flux_hub::ops::routes;
 use flux_shared::ops::health::Health;
 use flux_shared::ops::server::{OPENMETRICS_CONTENT_TYPE, SHUTDOWN_GRACE, bind};
 use tokio::net::TcpStream;
@@ -142,7 +142,7 @@ async fn start() -> Running {
     let metrics = Arc::new(Metrics::new());
     let health = Arc::new(Health::new());
     let (stop, stopped) = oneshot::channel::<()>();
-    let task = tokio::spawn(server::serve_listener(
+    let task = tokio::spawn(routes::serve_listener(
         listener,
         Arc::clone(&metrics),
         Arc::clone(&health),
@@ -275,7 +275,7 @@ async fn serve_binds_and_reports_bind_errors() {
     // Hold a port so that `serve` cannot bind it.
     let taken = bind(([127, 0, 0, 1], 0).into()).await.expect("bind");
     let addr = taken.local_addr().expect("addr");
-    let result = server::serve(
+    let result = routes::serve(
         addr,
         Arc::new(Metrics::new()),
         Arc::new(Health::new()),
@@ -296,7 +296,7 @@ async fn serve_runs_until_shutdown() {
         probe.local_addr().expect("addr")
     };
     let (stop, stopped) = oneshot::channel::<()>();
-    let task = tokio::spawn(server::serve(
+    let task = tokio::spawn(routes::serve(
         addr,
         Arc::new(Metrics::new()),
         Arc::new(Health::new()),

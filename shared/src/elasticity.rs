@@ -3,9 +3,9 @@
 //! running brokers cannot learn new hosts. Scaling moves `spec.size`, and each burst's
 //! `size`, within those ceilings; anything else is refused.
 
-use flux_shared::api::{BurstCluster, BurstLayout, Bursting, MiniCluster, MiniClusterSpec};
-use flux_shared::plan::Plan;
-use flux_shared::validate::ValidationErrors;
+use crate::api::{BurstCluster, BurstLayout, Bursting, MiniCluster, MiniClusterSpec};
+use crate::plan::Plan;
+use crate::validate::ValidationErrors;
 
 /// Why a change cannot be applied to a running MiniCluster.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -196,7 +196,7 @@ pub fn burst_layout(plan: &Plan) -> Vec<BurstLayout> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use flux_shared::api::MiniClusterStatus;
+    use crate::api::MiniClusterStatus;
 
     fn mc(size: i32, max: Option<i32>, frozen: i32) -> MiniCluster {
         let mut mc: MiniCluster = serde_yaml_ng::from_str(
@@ -326,7 +326,7 @@ mod tests {
     fn a_status_from_before_burst_layouts_freezes_the_bursts_it_lists() {
         let mut m = with_bursts("[{name: a, size: 1}]", &[]);
         if let Some(status) = m.status.as_mut() {
-            status.bursts = vec![flux_shared::api::BurstStatus {
+            status.bursts = vec![crate::api::BurstStatus {
                 name: "a".into(),
                 size: 2,
                 ..Default::default()
