@@ -6,8 +6,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use flux_hub::controller::context::{Context, Stores};
+use flux_hub::controller::context::Context;
 use flux_hub::controller::reconcile;
+use flux_hub::controller::watch::stores::Stores;
 use flux_hub::ops::metrics::Metrics;
 use flux_shared::api::MiniCluster;
 use http::{Request, Response};

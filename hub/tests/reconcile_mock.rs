@@ -4,12 +4,13 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use flux_hub::controller::context::{self, Context, Stores};
+use flux_hub::controller::context::{self, Context};
 use flux_hub::controller::permissions;
 use flux_hub::controller::reconcile;
 use flux_hub::controller::watch::broker_pods::{self, BrokerPodsWriter};
 use flux_hub::controller::watch::cache::{BrokerPod, Compact};
 use flux_hub::controller::watch::partial_decode::{Partial, Selection};
+use flux_hub::controller::watch::stores::Stores;
 use flux_hub::ops::metrics::Metrics;
 use flux_shared::api::MiniCluster;
 use http::{Request, Response, StatusCode};

@@ -17,6 +17,7 @@ pub mod managed_fields;
 #[cfg(feature = "ops")]
 pub mod ops;
 pub mod plan;
+pub mod quantity;
 pub mod rank_order;
 pub mod render;
 pub mod resource_set;

@@ -3,9 +3,9 @@
 use std::collections::BTreeMap;
 
 use flux_shared::federation::policy::{
-    Candidate, Level, NamespaceState, PolicyState, SpokePolicy, Verdict, admit, parse_quantity,
-    reason,
+    Candidate, Level, NamespaceState, PolicyState, SpokePolicy, Verdict, admit, reason,
 };
+use flux_shared::quantity::thousandths;
 use k8s_openapi::api::core::v1::PodSpec;
 use serde_json::json;
 
@@ -150,7 +150,7 @@ fn quantities_in_thousandths() {
         ("Gi", None),
         ("1.2.3", None),
     ] {
-        assert_eq!(parse_quantity(q), v, "{q:?}");
+        assert_eq!(thousandths(q), v, "{q:?}");
     }
 }
 
@@ -468,8 +468,8 @@ proptest::proptest! {
     /// Policies and pods come from other people: no text makes the parsers panic.
     #[test]
     fn no_text_makes_the_parsers_panic(s in "\\PC{0,24}", q in "[0-9.eEkMGTPimn-]{0,12}") {
-        let _ = parse_quantity(&s);
-        let _ = parse_quantity(&q);
+        let _ = thousandths(&s);
+        let _ = thousandths(&q);
         let _ = SpokePolicy::parse(&s);
     }
 }

@@ -476,7 +476,7 @@ mod tests {
     /// drained hosts count as no capacity, looked up once each.
     #[test]
     fn a_report_at_the_host_limit_is_decided_from_a_set_of_drained_hosts() {
-        let max = flux_shared::validate::MAX_BROKERS - 1;
+        let max = flux_shared::api::MAX_BROKERS - 1;
         let bursts = vec![Burst {
             name: "a".into(),
             size: max,

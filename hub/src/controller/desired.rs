@@ -12,8 +12,9 @@ use flux_shared::plan::{Plan, Role};
 use flux_shared::render::{self, Object};
 
 use crate::controller::apply::ownership::{self, Holder};
-use crate::controller::context::{Context, get};
+use crate::controller::context::Context;
 use crate::controller::status::Problem;
+use crate::controller::watch::stores::get;
 
 /// Why a MiniCluster's spec is not applied, and the host count its status then declares.
 pub(in crate::controller) struct NotApplied {

@@ -165,6 +165,7 @@ impl RunOptions {
 
 pub mod apply;
 pub mod autoscaler;
+pub mod blockers;
 pub mod context;
 pub mod desired;
 pub mod federate;

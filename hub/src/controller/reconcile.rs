@@ -25,12 +25,13 @@ use kube::{Api, Resource, ResourceExt};
 use tracing::{info, warn};
 
 use crate::controller::apply::{self, orphans, ownership, pod_labels};
-use crate::controller::context::{Context, Error, get, kube_err, managed_objects, mc_key};
+use crate::controller::context::{Context, Error, kube_err, mc_key};
 use crate::controller::desired::{certificate, desired, validate};
 use crate::controller::federate::finalize::finalize;
 use crate::controller::federate::{federate, publish_assignments, retain_from_status};
 use crate::controller::status::write as status_write;
 use crate::controller::status::{self, minicluster_phase};
+use crate::controller::watch::stores::{get, managed_objects};
 use crate::controller::watch::verified::{self, Verified};
 use crate::federation::bursts;
 

@@ -145,18 +145,18 @@ pub struct MiniClusterSpec {
     /// Number of broker pods; also the number of brokers Flux waits for before it starts.
     /// At most 16384 (`docs/limits.md`).
     #[serde(default = "defaults::size")]
-    #[schemars(range(min = 1, max = crate::validate::MAX_BROKERS))]
+    #[schemars(range(min = 1, max = super::MAX_BROKERS))]
     pub size: i32,
 
     /// Largest size the MiniCluster may scale to; every host up to it is declared to Flux.
     /// Defaults to `size`. At most 16384, root and bursts together (`docs/limits.md`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(range(min = 1, max = crate::validate::MAX_BROKERS))]
+    #[schemars(range(min = 1, max = super::MAX_BROKERS))]
     pub max_size: Option<i32>,
 
     /// Broker quorum: how many brokers must be online before the instance starts.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(range(min = 1, max = crate::validate::MAX_BROKERS))]
+    #[schemars(range(min = 1, max = super::MAX_BROKERS))]
     pub min_size: Option<i32>,
 
     /// Job `backoffLimit` (default 100).
@@ -420,13 +420,13 @@ pub struct BurstCluster {
     /// Number of brokers in the burst (default: the MiniCluster's size). May move
     /// between 0 and `maxSize` while the MiniCluster runs; 0 runs no broker pod.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(range(min = 0, max = crate::validate::MAX_BROKERS))]
+    #[schemars(range(min = 0, max = super::MAX_BROKERS))]
     pub size: Option<i32>,
 
     /// Hosts the burst declares (default: its `size`), fixed when the MiniCluster is
     /// first reconciled: the ranks every broker of the instance knows.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(range(min = 1, max = crate::validate::MAX_BROKERS))]
+    #[schemars(range(min = 1, max = super::MAX_BROKERS))]
     pub max_size: Option<i32>,
 
     /// Spoke cluster that runs this burst (default: the burst's name).
@@ -435,7 +435,7 @@ pub struct BurstCluster {
 
     /// With `autoscale`: the fewest brokers the hub shrinks this burst to (default 0).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(range(min = 0, max = crate::validate::MAX_BROKERS))]
+    #[schemars(range(min = 0, max = super::MAX_BROKERS))]
     pub min_size: Option<i32>,
 }
 
@@ -450,7 +450,7 @@ pub struct LeadBroker {
     pub name: String,
 
     /// Number of hosts the lead declares (its `maxSize`).
-    #[schemars(range(min = 1, max = crate::validate::MAX_BROKERS))]
+    #[schemars(range(min = 1, max = super::MAX_BROKERS))]
     pub size: i32,
 
     /// Port at which the lead broker is reachable (default 8050; usually a NodePort).

@@ -16,6 +16,9 @@ pub const APP_NAME: &str = "app.kubernetes.io/name";
 pub const MANAGED_BY: &str = "app.kubernetes.io/managed-by";
 /// Value of the managed-by label.
 pub const MANAGER: &str = "flux-hub";
+/// The label the MiniCluster docs promise on every broker pod (`job-index=<completion
+/// index>`), which the hub adds once the pod exists.
+pub const JOB_INDEX: &str = "job-index";
 /// Completion index label Kubernetes (>= 1.28) sets on Indexed Job pods.
 pub const COMPLETION_INDEX: &str = "batch.kubernetes.io/job-completion-index";
 /// Annotation on a root Job: the `spec.suspend` the hub last wrote to it (`true` or

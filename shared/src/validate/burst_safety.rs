@@ -188,7 +188,7 @@ impl Exceptions {
                         .into(),
                 ));
             }
-            if crate::federation::policy::parse_quantity(most).is_none() {
+            if crate::quantity::thousandths(most).is_none() {
                 return Err((
                     format!("resources[{name:?}]"),
                     format!("{most:?} is not a quantity"),
@@ -240,7 +240,7 @@ impl Exceptions {
 
     /// Whether one container may ask for `quantity` of `resource`.
     fn resource_allowed(&self, resource: &str, quantity: &str) -> bool {
-        let parse = crate::federation::policy::parse_quantity;
+        let parse = crate::quantity::thousandths;
         PLAIN_RESOURCES.contains(&resource)
             || self
                 .resources

@@ -42,35 +42,3 @@ pub fn is_fsd(s: &str) -> bool {
         && int.bytes().all(|c| c.is_ascii_digit())
         && frac.is_none_or(|f| !f.is_empty() && f.bytes().all(|c| c.is_ascii_digit()))
 }
-
-/// Whether `s` is a Kubernetes resource quantity (`64Gi`, `500M`, `1.5`, `100m`, `1e3`).
-pub fn is_quantity(s: &str) -> bool {
-    let s = s.strip_prefix(['+', '-']).unwrap_or(s);
-    let digits_end = s
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(s.len());
-    let (number, suffix) = s.split_at(digits_end);
-    let valid_number = !number.is_empty() && number != "." && number.matches('.').count() <= 1;
-    let valid_suffix = matches!(
-        suffix,
-        "" | "Ki"
-            | "Mi"
-            | "Gi"
-            | "Ti"
-            | "Pi"
-            | "Ei"
-            | "n"
-            | "u"
-            | "m"
-            | "k"
-            | "M"
-            | "G"
-            | "T"
-            | "P"
-            | "E"
-    ) || suffix.strip_prefix(['e', 'E']).is_some_and(|exp| {
-        let exp = exp.strip_prefix(['+', '-']).unwrap_or(exp);
-        !exp.is_empty() && exp.bytes().all(|c| c.is_ascii_digit())
-    });
-    valid_number && valid_suffix
-}

@@ -3,19 +3,10 @@
 //! to the host count, so an absurd `maxSize` must be refused in O(number of bursts).
 //! Why the numbers are what they are: `docs/limits.md`.
 
-use crate::api::MiniClusterSpec;
+use crate::api::{MAX_BROKERS, MiniClusterSpec};
 use crate::hostlist;
 
 use super::error::{FieldError, ValidationErrors};
-
-/// The most brokers (hosts) one MiniCluster may declare in total (root `maxSize` plus
-/// every burst's `maxSize`, or a verbatim hostlist's hosts), and so also the most any one
-/// Job of it may run.
-///
-/// The largest Flux systems run on about 10^4 nodes, and Kubernetes caps an Indexed Job's
-/// parallelism at 100,000; 16,384 leaves room above the former and stays well below the
-/// latter, while one plan (host list, broker.toml, R) stays a few MiB.
-pub const MAX_BROKERS: i32 = 16_384;
 
 /// The rule every size error carries, naming the limit and where it is explained.
 fn above(value: i64) -> String {

@@ -31,8 +31,8 @@ pub use burst_safety::{
     describe as describe_violations, liftable, unsafe_burst, unsafe_burst_except,
 };
 pub use error::{FieldError, ValidationErrors};
-pub use formats::{is_dns_label, is_dns_subdomain, is_fsd, is_host_address, is_quantity};
-pub use limits::{MAX_BROKERS, check_host_count};
+pub use formats::{is_dns_label, is_dns_subdomain, is_fsd, is_host_address};
+pub use limits::check_host_count;
 
 /// Check a MiniCluster; `Ok` means the planner and renderer can run without surprises.
 pub fn validate(mc: &MiniCluster) -> Result<(), ValidationErrors> {

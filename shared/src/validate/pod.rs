@@ -2,7 +2,8 @@
 
 use crate::api::MiniClusterSpec;
 
-use super::{Validator, is_quantity};
+use super::Validator;
+use crate::quantity::is_quantity;
 
 /// The prefix of the labels and annotations the hub and the spokes write.
 const RESERVED_PREFIX: &str = "flux-framework.org/";

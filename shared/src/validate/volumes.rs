@@ -4,7 +4,8 @@ use std::collections::BTreeMap;
 
 use crate::api::{ContainerVolume, MiniClusterContainer, defaults};
 
-use super::{Validator, is_quantity};
+use super::Validator;
+use crate::quantity::is_quantity;
 
 /// Names the renderer gives its own pod volumes; user volumes must not reuse them.
 const RESERVED_VOLUMES: &[&str] = &["flux-config", "flux-curve", "flux-home", "spack-software"];

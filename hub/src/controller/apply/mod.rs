@@ -5,7 +5,6 @@
 //! want (`diff`), what the plan dropped (`orphans`), and the broker pods' labels
 //! (`pod_labels`).
 
-pub mod blockers;
 pub mod diff;
 pub mod orphans;
 pub mod ownership;
@@ -28,11 +27,13 @@ use serde::de::DeserializeOwned;
 use tracing::info;
 
 use crate::controller::apply::diff::is_subset;
-use crate::controller::context::{Context, Error, MANAGER, get, kube_err};
+use crate::controller::blockers::Taken;
+use crate::controller::context::{Context, Error, MANAGER, kube_err};
 use crate::controller::status::Problem;
 use crate::controller::status::events::publish;
 use crate::controller::watch::cache::{self, Compact};
 use crate::controller::watch::partial_decode::{Partial, Selection};
+use crate::controller::watch::stores::get;
 use crate::controller::watch::verified::{self, Kind, Version};
 use ownership::Holder;
 
@@ -54,41 +55,6 @@ pub(in crate::controller) struct Outcome {
 
 /// Reason of a spec whose objects the API server refuses as invalid.
 const REJECTED: &str = "RejectedByAPIServer";
-
-/// An existing object, not the MiniCluster's, holding a name its plan needs.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct Taken {
-    /// Its kind (`ConfigMap`, `Secret`, `Service`, `Job`, `Pod`).
-    pub kind: &'static str,
-    /// Its name (in the MiniCluster's namespace).
-    pub name: String,
-    /// Whose it is, as far as its metadata tells.
-    pub holder: String,
-    /// Its resourceVersion when found: a change or its deletion is worth another try.
-    pub resource_version: Option<String>,
-}
-
-impl Taken {
-    fn of<K: Resource<DynamicType = ()>>(object: &K, holder: String) -> Taken {
-        Taken {
-            kind: static_kind::<K>(),
-            name: object.meta().name.clone().unwrap_or_default(),
-            holder,
-            resource_version: object.meta().resource_version.clone(),
-        }
-    }
-}
-
-/// The kind name of `K` as a static string (the kinds the hub writes).
-fn static_kind<K: Resource<DynamicType = ()>>() -> &'static str {
-    match K::kind(&()).as_ref() {
-        "Job" => "Job",
-        "Pod" => "Pod",
-        "Service" => "Service",
-        "Secret" => "Secret",
-        _ => "ConfigMap",
-    }
-}
 
 /// The refusal of a MiniCluster some of whose names are taken: the Degraded condition and
 /// its one Event. Nothing is retried until one of those objects changes or goes, or the

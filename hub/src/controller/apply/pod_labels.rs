@@ -6,6 +6,8 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Patch, PatchParams};
 use kube::{Api, ResourceExt};
 
+use flux_shared::render::labels::JOB_INDEX;
+
 use crate::controller::context::{Context, Error, kube_err};
 use crate::controller::watch::cache::BrokerPod;
 use crate::controller::watch::partial_decode::Partial;
@@ -66,7 +68,5 @@ pub(in crate::controller) async fn label_pods_with_their_index(
 /// after that the patch is sent again (the label was removed, or the echo was lost).
 pub(in crate::controller) const LABEL_ECHO_WAIT: Duration = Duration::from_secs(30);
 
-/// The label the MiniCluster docs promise on every broker pod.
-pub const JOB_INDEX: &str = "job-index";
 /// Annotation Kubernetes puts on Indexed Job pods.
 pub(in crate::controller) const COMPLETION_INDEX: &str = "batch.kubernetes.io/job-completion-index";

@@ -23,8 +23,9 @@ use kube::{Api, ResourceExt};
 use tracing::warn;
 
 use crate::controller::apply::pod_labels::COMPLETION_INDEX;
-use crate::controller::context::{Context, Error, Stores, get, kube_err, mc_key};
+use crate::controller::context::{Context, Error, kube_err, mc_key};
 use crate::controller::status;
+use crate::controller::watch::stores::{Stores, get};
 use crate::federation::bursts::{
     self, ASSIGNMENT_TOO_LARGE, BurstEvent, OVER_BUDGET, UNSAFE_BURST,
 };

@@ -6,6 +6,7 @@ pub mod broker_pods;
 pub mod cache;
 pub mod echoes;
 pub mod partial_decode;
+pub mod stores;
 pub mod triggers;
 pub(in crate::controller) mod verified;
 pub(in crate::controller) mod watches;

@@ -10,13 +10,12 @@ use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::Arc;
 
 use flux_shared::api::MiniCluster;
-use flux_shared::render::labels;
+use flux_shared::render::labels::{self, JOB_INDEX};
 use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher;
 
-use crate::controller::apply::pod_labels::JOB_INDEX;
 use crate::controller::watch::echoes::Echoes;
 
 /// What a reconcile reads of a MiniCluster, besides the status it writes itself: a

@@ -14,7 +14,7 @@ use std::hash::{DefaultHasher, Hash, Hasher};
 use flux_shared::plan::Plan;
 use kube::Resource;
 
-use crate::controller::context::{Stores, get};
+use crate::controller::watch::stores::{Stores, get};
 
 /// The kinds of rendered objects.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

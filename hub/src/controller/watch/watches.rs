@@ -14,11 +14,11 @@ use kube::{Api, Client, Resource};
 use serde::de::DeserializeOwned;
 use tracing::error;
 
-use crate::controller::context::Stores;
 use crate::controller::watch::broker_pods::{self, BrokerPodsWriter};
 use crate::controller::watch::cache;
 use crate::controller::watch::echoes::Echoes;
 use crate::controller::watch::partial_decode::{Partial, Selection};
+use crate::controller::watch::stores::Stores;
 use crate::controller::watch::triggers;
 
 /// Objects waiting for the controller to take them (a full buffer holds the watch back).

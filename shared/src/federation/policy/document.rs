@@ -5,7 +5,9 @@ use std::collections::BTreeSet;
 use serde::{Deserialize, Serialize};
 
 use super::{DEFAULT_MAX_BROKERS, Level};
-use crate::validate::{Exceptions, MAX_BROKERS, is_dns_label};
+use crate::api::MAX_BROKERS;
+use crate::quantity::thousandths;
+use crate::validate::{Exceptions, is_dns_label};
 
 /// A namespace bursts may run in.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -205,7 +207,7 @@ impl SpokePolicy {
         if let Some(p) = &self.per_broker {
             for (field, value) in [("perBroker.cpu", &p.cpu), ("perBroker.memory", &p.memory)] {
                 if let Some(v) = value
-                    && parse_quantity(v).is_none()
+                    && thousandths(v).is_none()
                 {
                     return err(
                         field,
@@ -289,50 +291,3 @@ pub(super) fn one() -> u32 {
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("spoke policy: {0}")]
 pub struct PolicyError(pub String);
-
-/// A quantity (`2`, `500m`, `4Gi`, `1e3`) in thousandths of its unit, rounded up; `None`
-/// when it does not parse or is negative.
-pub fn parse_quantity(s: &str) -> Option<u128> {
-    let s = s.trim();
-    let split = s
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(s.len());
-    let (number, suffix) = s.split_at(split);
-    let (whole, fraction) = number.split_once('.').unwrap_or((number, ""));
-    if whole.is_empty() && fraction.is_empty()
-        || whole.len() > 20
-        || fraction.len() > 9
-        || !fraction.bytes().all(|b| b.is_ascii_digit())
-    {
-        return None;
-    }
-    let mut digits: u128 = 0;
-    for b in whole.bytes().chain(fraction.bytes()) {
-        digits = digits.checked_mul(10)?.checked_add(u128::from(b - b'0'))?;
-    }
-    // value = digits / 10^fraction.len() * multiplier / divisor, in thousandths.
-    let (multiplier, divisor): (u128, u128) = match suffix {
-        "" => (1000, 1),
-        "m" => (1, 1),
-        "k" => (1_000_000, 1),
-        "M" => (1_000_000_000, 1),
-        "G" => (1_000_000_000_000, 1),
-        "T" => (1_000_000_000_000_000, 1),
-        "P" => (1_000_000_000_000_000_000, 1),
-        "E" => (1_000_000_000_000_000_000_000, 1),
-        "Ki" => (1000 << 10, 1),
-        "Mi" => (1000 << 20, 1),
-        "Gi" => (1000 << 30, 1),
-        "Ti" => (1000 << 40, 1),
-        "Pi" => (1000 << 50, 1),
-        "Ei" => (1000 << 60, 1),
-        e if e.starts_with(['e', 'E']) => {
-            let exp: u32 = e[1..].parse().ok().filter(|x| *x <= 18)?;
-            (1000 * 10u128.pow(exp), 1)
-        }
-        _ => return None,
-    };
-    let scale = 10u128.pow(u32::try_from(fraction.len()).ok()?) * divisor;
-    let numerator = digits.checked_mul(multiplier)?;
-    Some(numerator.div_ceil(scale))
-}

@@ -44,9 +44,7 @@ pub use admission::{
     Candidate, NamespaceState, PolicyState, Refusal, Running, Verdict, admit, admit_beside,
 };
 pub use announce::{Announced, MAX_ANNOUNCED_RULES, announce};
-pub use document::{
-    NamespaceRule, PerBroker, PolicyError, SpokePolicy, VolumeKind, parse_quantity,
-};
+pub use document::{NamespaceRule, PerBroker, PolicyError, SpokePolicy, VolumeKind};
 
 /// Name of the ConfigMap that holds a spoke's policy, in the spoke's own namespace.
 pub const POLICY_CONFIGMAP: &str = "flux-spoke-policy";

@@ -4,7 +4,8 @@
 use k8s_openapi::api::core::v1::{Container, PodSpec, SecurityContext};
 
 use super::admission::list_or_none;
-use super::{SpokePolicy, VolumeKind, parse_quantity, reason};
+use super::{SpokePolicy, VolumeKind, reason};
+use crate::quantity::thousandths;
 use crate::validate::Exceptions;
 
 /// Every container of a pod, init containers first, with the field prefix that names it.
@@ -83,7 +84,7 @@ pub(super) fn pod_violations(
             let Some(bound) = bound.as_deref() else {
                 continue;
             };
-            let Some(max) = parse_quantity(bound) else {
+            let Some(max) = thousandths(bound) else {
                 continue;
             };
             resource_violations(pod, resource, bound, max, out);
@@ -108,7 +109,7 @@ pub(super) fn resource_violations(
             .as_ref()
             .and_then(|r| r.limits.as_ref())
             .and_then(|l| l.get(resource))
-            .and_then(|q| parse_quantity(&q.0))
+            .and_then(|q| thousandths(&q.0))
     };
     let mut missing = Vec::new();
     let mut sum: u128 = 0;

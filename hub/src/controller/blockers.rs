@@ -23,7 +23,6 @@ use tokio::sync::mpsc;
 use tokio_util::task::AbortOnDropHandle;
 use tracing::{debug, info};
 
-use crate::controller::apply::Taken;
 use crate::federation::McKey;
 
 /// Whether a blocking object last found at `blocked` (its resourceVersion) has changed
@@ -171,6 +170,45 @@ where
         }
     }
     false
+}
+
+/// An existing object, not the MiniCluster's, holding a name its plan needs.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Taken {
+    /// Its kind (`ConfigMap`, `Secret`, `Service`, `Job`, `Pod`).
+    pub kind: &'static str,
+    /// Its name (in the MiniCluster's namespace).
+    pub name: String,
+    /// Whose it is, as far as its metadata tells.
+    pub holder: String,
+    /// Its resourceVersion when found: a change or its deletion is worth another try.
+    pub resource_version: Option<String>,
+}
+
+impl Taken {
+    /// `object`, held by `holder`.
+    pub(in crate::controller) fn of<K: Resource<DynamicType = ()>>(
+        object: &K,
+        holder: String,
+    ) -> Taken {
+        Taken {
+            kind: static_kind::<K>(),
+            name: object.meta().name.clone().unwrap_or_default(),
+            holder,
+            resource_version: object.meta().resource_version.clone(),
+        }
+    }
+}
+
+/// The kind name of `K` as a static string (the kinds the hub writes).
+fn static_kind<K: Resource<DynamicType = ()>>() -> &'static str {
+    match K::kind(&()).as_ref() {
+        "Job" => "Job",
+        "Pod" => "Pod",
+        "Service" => "Service",
+        "Secret" => "Secret",
+        _ => "ConfigMap",
+    }
 }
 
 #[cfg(test)]
