@@ -15,6 +15,7 @@ macro_rules! check {
     };
 }
 
+mod burst_exceptions;
 mod burst_safety;
 mod bursting;
 mod containers;
@@ -23,12 +24,14 @@ mod flux;
 mod formats;
 mod limits;
 mod pod;
+pub mod pod_security;
 mod sizes;
 mod volumes;
 
+pub use burst_exceptions::{Exceptions, MAX_EXCEPTION_ENTRIES, liftable};
 pub use burst_safety::{
-    DEFAULT_SPOKE_NAMESPACE, Exceptions, MAX_EXCEPTION_ENTRIES, Violation,
-    describe as describe_violations, liftable, unsafe_burst, unsafe_burst_except,
+    DEFAULT_SPOKE_NAMESPACE, Violation, describe as describe_violations, unsafe_burst,
+    unsafe_burst_except,
 };
 pub use error::{FieldError, ValidationErrors};
 pub use formats::{is_dns_label, is_dns_subdomain, is_fsd, is_host_address};

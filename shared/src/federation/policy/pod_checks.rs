@@ -1,21 +1,13 @@
 //! What a burst's pods are checked for against the policy: their resources per broker,
 //! and the Pod Security level of their namespace.
 
-use k8s_openapi::api::core::v1::{Container, PodSpec, SecurityContext};
+use k8s_openapi::api::core::v1::{Container, PodSpec};
 
 use super::admission::list_or_none;
 use super::{SpokePolicy, VolumeKind, reason};
 use crate::quantity::thousandths;
 use crate::validate::Exceptions;
-
-/// Every container of a pod, init containers first, with the field prefix that names it.
-pub(super) fn containers(pod: &PodSpec) -> impl Iterator<Item = (&'static str, &Container)> {
-    pod.init_containers
-        .iter()
-        .flatten()
-        .map(|c| ("initContainers", c))
-        .chain(pod.containers.iter().map(|c| ("containers", c)))
-}
+use crate::validate::pod_security::{self, containers};
 
 /// A namespace enforcing the restricted level, and whether that comes from its own label
 /// (it exists) or from the policy (the spoke would create it so).
@@ -151,72 +143,14 @@ pub(super) fn show_quantity(thousandths: u128, resource: &str) -> String {
     }
 }
 
-/// What the Pod Security Standards' restricted level asks beyond the baseline (which
-/// [`crate::validate::unsafe_burst`] already enforces).
+/// The restricted level's problems with `pod` ([`pod_security::restricted`]) as one
+/// refusal that says who can admit the burst, and how.
 pub(super) fn restricted_violations(
     pod: &PodSpec,
     ns: &Restricted<'_>,
     out: &mut Vec<(&'static str, String)>,
 ) {
-    let psc = pod.security_context.as_ref();
-    let pod_non_root = psc.and_then(|s| s.run_as_non_root);
-    let pod_user = psc.and_then(|s| s.run_as_user);
-    let pod_seccomp = psc
-        .and_then(|s| s.seccomp_profile.as_ref())
-        .map(|p| p.type_.clone());
-    let mut problems: Vec<String> = Vec::new();
-    for (_, c) in containers(pod) {
-        let sc: Option<&SecurityContext> = c.security_context.as_ref();
-        let mut wrong = Vec::new();
-        if sc.and_then(|s| s.allow_privilege_escalation) != Some(false) {
-            wrong.push("allowPrivilegeEscalation: false");
-        }
-        let caps = sc.and_then(|s| s.capabilities.as_ref());
-        if !caps
-            .and_then(|c| c.drop.as_ref())
-            .is_some_and(|d| d.iter().any(|x| x == "ALL"))
-        {
-            wrong.push("capabilities.drop: [ALL]");
-        }
-        if caps
-            .and_then(|c| c.add.as_ref())
-            .is_some_and(|a| a.iter().any(|x| x != "NET_BIND_SERVICE"))
-        {
-            wrong.push("capabilities.add: only NET_BIND_SERVICE");
-        }
-        if sc.and_then(|s| s.run_as_non_root).or(pod_non_root) != Some(true) {
-            wrong.push("runAsNonRoot: true");
-        }
-        if sc.and_then(|s| s.run_as_user).or(pod_user) == Some(0) {
-            wrong.push("runAsUser: not 0");
-        }
-        let seccomp = sc
-            .and_then(|s| s.seccomp_profile.as_ref())
-            .map(|p| p.type_.clone())
-            .or_else(|| pod_seccomp.clone());
-        if !matches!(seccomp.as_deref(), Some("RuntimeDefault" | "Localhost")) {
-            wrong.push("seccompProfile.type: RuntimeDefault");
-        }
-        if !wrong.is_empty() {
-            problems.push(format!("container {:?} needs {}", c.name, wrong.join(", ")));
-        }
-    }
-    for v in pod.volumes.iter().flatten() {
-        let allowed = v.config_map.is_some()
-            || v.csi.is_some()
-            || v.downward_api.is_some()
-            || v.empty_dir.is_some()
-            || v.ephemeral.is_some()
-            || v.persistent_volume_claim.is_some()
-            || v.projected.is_some()
-            || v.secret.is_some();
-        if !allowed {
-            problems.push(format!(
-                "volume {:?} is of a kind restricted pods may not use",
-                v.name
-            ));
-        }
-    }
+    let problems = pod_security::restricted(pod);
     if !problems.is_empty() {
         // The baseline level admits them (its rules are the burst safety rules every
         // burst already meets); say who can get there, and how.
