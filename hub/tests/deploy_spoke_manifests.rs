@@ -39,7 +39,7 @@ const RBAC_GROUP: &str = "rbac.authorization.k8s.io";
 /// Exactly what the spoke may do, cluster-wide: `(API group, resource) -> verbs`, from the
 /// list the spoke's own mock-API tests check every request against.
 fn required() -> Grants {
-    flux_spoke::cluster::REQUIRED
+    flux_shared::federation::spoke_rbac::REQUIRED
         .iter()
         .map(|(group, resource, verbs)| {
             (
@@ -246,7 +246,7 @@ fn role_grants_reading_the_policy_in_the_spokes_namespace_only() {
         &mut granted,
     );
     let mut expected = Grants::new();
-    for (group, resource, verbs) in flux_spoke::cluster::POLICY_PERMISSIONS {
+    for (group, resource, verbs) in flux_shared::federation::spoke_rbac::POLICY_PERMISSIONS {
         expected
             .entry((group.to_string(), resource.to_string()))
             .or_default()

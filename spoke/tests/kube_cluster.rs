@@ -362,7 +362,7 @@ fn setup_in(scope: Scope) -> (KubeCluster, Arc<Mutex<Vec<Seen>>>) {
     (KubeCluster::new(client, scope), seen)
 }
 
-/// Every request the cluster made is one `flux_spoke::cluster::REQUIRED` grants.
+/// Every request the cluster made is one `flux_shared::federation::spoke_rbac::REQUIRED` grants.
 fn assert_permitted(seen: &Arc<Mutex<Vec<Seen>>>) {
     for s in seen.lock().unwrap().iter() {
         let parts: Vec<&str> = s.path.trim_start_matches('/').split('/').collect();
@@ -504,7 +504,7 @@ async fn the_policy_is_listed_and_watched_by_name_in_the_spokes_namespace_only()
             "list"
         };
         assert!(
-            flux_spoke::cluster::POLICY_PERMISSIONS
+            flux_shared::federation::spoke_rbac::POLICY_PERMISSIONS
                 .iter()
                 .any(|(g, res, verbs)| g.is_empty()
                     && *res == "configmaps"
@@ -843,7 +843,7 @@ async fn jobs_come_from_the_watch_cache_and_changes_wake_the_reporter() {
 /// Every request of a spoke acting in `granted` only: in those namespaces, what a Role of
 /// `NAMESPACED_REQUIRED` grants; on the namespaces themselves, `NAMESPACE_READ` by name.
 fn assert_permitted_in(seen: &Arc<Mutex<Vec<Seen>>>, granted: &[&str]) {
-    use flux_spoke::cluster::{NAMESPACE_READ, NAMESPACED_REQUIRED};
+    use flux_shared::federation::spoke_rbac::{NAMESPACE_READ, NAMESPACED_REQUIRED};
     for s in seen.lock().unwrap().iter() {
         let parts: Vec<&str> = s.path.trim_start_matches('/').split('/').collect();
         let (group, rest) = match parts.first() {

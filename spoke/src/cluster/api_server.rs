@@ -29,8 +29,9 @@ use tokio_util::task::AbortOnDropHandle;
 
 use super::{
     Cluster, ClusterError, FIELD_MANAGER, JOB_CACHE_SYNC_TIMEOUT, Kind, ObjectRef, OwnedObject,
-    Scope, Taken, namespace_labels,
+    Scope, Taken,
 };
+use flux_shared::federation::spoke_rbac::namespace_labels;
 
 /// [`Cluster`] on a real API server.
 ///
@@ -171,7 +172,7 @@ impl KubeCluster {
     /// This cluster, with the spoke's policy read from ConfigMap `namespace/name` (watched:
     /// [`Cluster::changes`] yields when it changes). Without it [`Cluster::policy`] is an
     /// error, and the agent applies nothing. Needs `get`, `list`, `watch` on configmaps in
-    /// `namespace` ([`POLICY_PERMISSIONS`]).
+    /// `namespace` ([`POLICY_PERMISSIONS`](flux_shared::federation::spoke_rbac::POLICY_PERMISSIONS)).
     pub fn with_policy(mut self, namespace: &str, name: &str) -> KubeCluster {
         let (reader, writer) = reflector::store();
         let (tx, rx) = watch::channel(0u64);

@@ -41,16 +41,14 @@ pub const FIELD_MANAGER: &str = "flux-spoke";
 /// How long [`KubeCluster::jobs`] waits for the Job cache's first listing.
 pub const JOB_CACHE_SYNC_TIMEOUT: Duration = Duration::from_secs(30);
 
-pub use flux_shared::federation::spoke_rbac::{
-    NAMESPACE_READ, NAMESPACED_REQUIRED, POLICY_PERMISSIONS, Permission, REQUIRED, namespace_labels,
-};
+use flux_shared::federation::spoke_rbac::REQUIRED;
 
 /// Where the spoke acts.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Scope {
     /// Every namespace ([`REQUIRED`] in a ClusterRole): it creates the namespaces it needs.
     Cluster,
-    /// Only these namespaces ([`NAMESPACED_REQUIRED`] in a Role in each, [`NAMESPACE_READ`]
+    /// Only these namespaces ([`NAMESPACED_REQUIRED`](flux_shared::federation::spoke_rbac::NAMESPACED_REQUIRED) in a Role in each, [`NAMESPACE_READ`](flux_shared::federation::spoke_rbac::NAMESPACE_READ)
     /// on them): it lists and watches in each, and refuses bursts elsewhere.
     Namespaces(BTreeSet<String>),
 }

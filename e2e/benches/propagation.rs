@@ -5,16 +5,16 @@
 //!
 //! Two loads per spoke count: one change at a time (each to a different spoke, in turn),
 //! and every MiniCluster changed at once (fan-out to every spoke). Target: p99 <= 100 ms
-//! with 100 spokes. Run with `cargo bench -p flux-spoke --bench propagation`.
+//! with 100 spokes. Run with `cargo bench -p flux-e2e --bench propagation`.
 
-#[path = "../tests/support/federation.rs"]
-mod federation;
+#[path = "../tests/in_process/mod.rs"]
+mod in_process;
 
 use std::time::{Duration, Instant};
 
-use federation::{Hub, Pki, SpokeAgent, assign, minicluster, version_of};
 use flux_hub::federation::registry::Registry;
 use flux_spoke::testing::FakeCluster;
+use in_process::{Hub, Pki, SpokeAgent, assign, minicluster, version_of};
 
 const NS: &str = "bench";
 

@@ -2,15 +2,11 @@
 //! hub's registry and services, the spoke's agent, and the spoke's Kubernetes writes
 //! captured by the in-memory cluster.
 
-#[path = "support/federation.rs"]
-mod federation;
+mod in_process;
 
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use federation::{
-    CREATED_UNIX_MILLIS, FakeApi, Hub, Link, Pki, SpokeAgent, assign, cert, minicluster, version_of,
-};
 use flux_hub::federation::registry::{McInfo, Registry};
 use flux_shared::federation::proto::admin_client::AdminClient;
 use flux_shared::federation::proto::spoke_client::SpokeClient;
@@ -23,6 +19,9 @@ use flux_shared::layout;
 use flux_shared::render::Object;
 use flux_spoke::cluster::Kind;
 use flux_spoke::testing::FakeCluster;
+use in_process::{
+    CREATED_UNIX_MILLIS, FakeApi, Hub, Link, Pki, SpokeAgent, assign, cert, minicluster, version_of,
+};
 use k8s_openapi::api::batch::v1::JobStatus;
 use tokio::time::Instant;
 use tonic::Code;

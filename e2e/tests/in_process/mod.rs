@@ -1,6 +1,8 @@
 //! A real hub (the hub's registry and gRPC services, mTLS on 127.0.0.1) and real spokes
 //! (the spoke agent with an in-memory cluster) in one process, shared by the federation
-//! tests and the propagation benchmark (`#[path]`-included from both).
+//! tests (`hub_and_spoke.rs`) and the propagation benchmark (`#[path]`-included from
+//! both). They live in the e2e crate, the one that depends on both the hub and the spoke:
+//! each of those crates' own tests depends only on itself and `flux-shared`.
 
 #![allow(dead_code)]
 
