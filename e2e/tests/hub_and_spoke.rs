@@ -8,6 +8,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use flux_hub::federation::registry::{McInfo, Registry};
+use flux_hub::federation::served::Served;
 use flux_shared::federation::proto::admin_client::AdminClient;
 use flux_shared::federation::proto::spoke_client::SpokeClient;
 use flux_shared::federation::proto::{
@@ -72,7 +73,7 @@ fn curve_cert_in(cluster: &FakeCluster, job: &str) -> Option<String> {
 /// Waits until the hub's only spoke is connected and has acknowledged its latest snapshot.
 async fn caught_up(registry: &Registry) {
     eventually("the hub seeing the spoke caught up", || {
-        let s = registry.spokes(|_| true).spokes.pop()?;
+        let s = registry.spokes(&|_| true).spokes.pop()?;
         (s.connected && s.acknowledged_version == s.current_version).then_some(())
     })
     .await;
@@ -413,7 +414,7 @@ async fn a_link_dropped_mid_stream_deletes_nothing_and_the_spoke_catches_up() {
     // The network fails while hub and spoke keep running; the hub sees the spoke go.
     link.cut();
     eventually("the hub noticing the spoke is gone", || {
-        let s = registry.spokes(|_| true).spokes.pop()?;
+        let s = registry.spokes(&|_| true).spokes.pop()?;
         (!s.connected).then_some(())
     })
     .await;

@@ -13,6 +13,7 @@
 use flux_hub::controller::federate::burst_infos;
 use flux_hub::controller::watch::cache::{self, Compact};
 use flux_hub::federation::registry::{McInfo, Registry};
+use flux_hub::federation::served::Served;
 use flux_shared::api::MiniCluster;
 use flux_shared::curve::CurveCert;
 use flux_shared::federation::assignment;
@@ -137,7 +138,8 @@ fn main() {
     let subscriptions: Vec<_> = (0..SPOKES)
         .map(|s| {
             registry
-                .subscribe(&format!("spoke-{s}"), "bench")
+                .clone()
+                .subscribe(&format!("spoke-{s}"), "bench", Default::default())
                 .expect("primed")
         })
         .collect();

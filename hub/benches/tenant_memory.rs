@@ -12,6 +12,7 @@
 
 use flux_hub::controller::federate::burst_infos;
 use flux_hub::federation::registry::{McInfo, Registry};
+use flux_hub::federation::served::Served;
 use flux_shared::api::MiniCluster;
 use flux_shared::federation::assignment::{self, SpokeAssignment};
 use flux_shared::federation::parts::{self, Assembler};

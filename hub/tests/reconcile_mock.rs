@@ -11,6 +11,7 @@ use flux_hub::controller::watch::broker_pods::{self, BrokerPodsWriter};
 use flux_hub::controller::watch::cache::{BrokerPod, Compact};
 use flux_hub::controller::watch::partial_decode::{Partial, Selection};
 use flux_hub::controller::watch::stores::Stores;
+use flux_hub::federation::served::Served;
 use flux_hub::ops::metrics::Metrics;
 use flux_shared::api::MiniCluster;
 use http::{Request, Response, StatusCode};
@@ -1007,7 +1008,7 @@ async fn a_bursting_minicluster_gets_a_finalizer_and_waits_for_its_lead_endpoint
     );
     assert!(
         ctx.registry
-            .spokes(|_| true)
+            .spokes(&|_| true)
             .spokes
             .iter()
             .all(|s| s.assignments == 0)
@@ -1045,7 +1046,7 @@ async fn a_bursting_minicluster_gets_a_finalizer_and_waits_for_its_lead_endpoint
         .find(|c| c["type"] == "BurstsReady")
         .expect("BurstsReady");
     assert_eq!(bursts_ready["reason"], "SpokeUnreachable");
-    let spokes = ctx.registry.spokes(|_| true).spokes;
+    let spokes = ctx.registry.spokes(&|_| true).spokes;
     assert_eq!((spokes[0].name.as_str(), spokes[0].assignments), ("gke", 1));
     // Admin clients see the MiniCluster's age (flux-hub status AGE).
     let admin = ctx.registry.admin_snapshot("");
@@ -1089,7 +1090,11 @@ async fn deletion_waits_for_the_spoke_then_releases_the_finalizer() {
     let (client, server) = ApiServer::start(Arc::new(with_node));
     let (ctx, _writers) = context(client);
     ctx.registry.set_primed();
-    let _spoke = ctx.registry.subscribe("gke", "test").expect("primed");
+    let _spoke = ctx
+        .registry
+        .clone()
+        .subscribe("gke", "test", Default::default())
+        .expect("primed");
     let action = run(&ctx, deleted(10)).await.expect("reconcile");
     assert_eq!(
         action,
@@ -1109,7 +1114,7 @@ async fn deletion_waits_for_the_spoke_then_releases_the_finalizer() {
     );
 
     // The spoke applies the snapshot without the burst and acknowledges it.
-    let version = ctx.registry.spokes(|_| true).spokes[0].current_version;
+    let version = ctx.registry.spokes(&|_| true).spokes[0].current_version;
     ctx.registry.report(
         "gke",
         flux_shared::federation::proto::ReportRequest {
@@ -1139,7 +1144,11 @@ async fn a_connected_spoke_that_never_confirms_delays_deletion_only_until_the_ti
     let (client, server) = ApiServer::start(Arc::new(with_node));
     let (ctx, _writers) = context(client);
     ctx.registry.set_primed();
-    let _spoke = ctx.registry.subscribe("gke", "test").expect("primed");
+    let _spoke = ctx
+        .registry
+        .clone()
+        .subscribe("gke", "test", Default::default())
+        .expect("primed");
     let action = run(&ctx, deleted(301)).await.expect("reconcile");
     assert_eq!(action, kube::runtime::controller::Action::await_change());
     let calls = server.calls();
@@ -1964,7 +1973,7 @@ async fn an_unsafe_burst_is_not_assigned_and_its_status_says_why() {
     let calls = server.calls()[before..].to_vec();
     assert!(
         ctx.registry
-            .spokes(|_| true)
+            .spokes(&|_| true)
             .spokes
             .iter()
             .all(|s| s.assignments == 0),
@@ -2023,7 +2032,8 @@ async fn a_burst_the_spokes_announced_exceptions_admit_is_assigned() {
     // Without the service account: refused, naming the spoke and the field left.
     let spoke = ctx
         .registry
-        .subscribe_announcing("gke", "test", announced(vec![]))
+        .clone()
+        .subscribe("gke", "test", announced(vec![]))
         .expect("primed");
     let mc = minicluster(&privileged_spec);
     run(&ctx, mc.clone()).await.expect("reconcile");
@@ -2041,7 +2051,8 @@ async fn a_burst_the_spokes_announced_exceptions_admit_is_assigned() {
     // The spoke reconnects listing it too: assigned once the lead endpoint is known.
     let _spoke = ctx
         .registry
-        .subscribe_announcing("gke", "test", announced(vec!["runner".into()]))
+        .clone()
+        .subscribe("gke", "test", announced(vec!["runner".into()]))
         .expect("primed");
     let calls = server.calls();
     lead_known(&calls, &mut writers);

@@ -33,9 +33,11 @@
 //!     --ca ca.crt --cert spoke-gke.crt --key spoke-gke.key
 //! ```
 //!
-//! Modules: [`agent`] (the connect/watch/apply/report loop), [`reconcile`] (pure
-//! decisions), [`cluster`] (the Kubernetes reads and writes behind a trait, and their
-//! real implementation) and [`metrics`]. Tests and benches also get `testing` (an in-memory
+//! Modules, in the order a burst goes through them: [`agent`] (the connect/watch/report
+//! loop), [`admit`] (pure decisions: each assignment checked, planned and admitted by the
+//! owner's policy, then rendered), [`apply`] (the snapshot applied as named steps),
+//! [`report`] (what the hub is told), [`cluster`] (the Kubernetes reads and writes behind
+//! a trait, and their real implementation) and [`metrics`]. Tests and benches also get `testing` (an in-memory
 //! cluster and sample assignments), which only exists with the cargo feature `testing`:
 //! the spoke's own tests enable it through a dev-dependency on this crate, so the binary
 //! never contains it.

@@ -12,6 +12,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use flux_hub::federation::registry::{BurstInfo, McInfo, Registry};
+use flux_hub::federation::served::Served;
 use flux_hub::federation::service::{self, Services};
 use flux_hub::ops::metrics::Metrics as HubMetrics;
 use flux_shared::api::MiniCluster;

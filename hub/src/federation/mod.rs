@@ -10,6 +10,7 @@ pub mod registry;
 pub mod report_limits;
 pub mod revocations;
 pub mod scale;
+pub mod served;
 pub mod service;
 pub mod tls_accept;
 pub mod watched_data;

@@ -1,4 +1,5 @@
-//! The hub's gRPC services over the [`Registry`]: `Spoke` (Watch, Report) for spoke
+//! The hub's gRPC services over what they serve ([`Served`](super::served::Served), the
+//! registry's): `Spoke` (Watch, Report) for spoke
 //! controllers and `Admin` for `flux-hub status`, plus the standard gRPC health service,
 //! all on one mTLS listener.
 
@@ -24,10 +25,10 @@ use tonic::{Request, Response, Status};
 use tracing::{Instrument as _, info, info_span, warn};
 
 use super::pin_store::PinStore;
-use super::registry::{Registry, SubscribeError};
 use super::report_limits::{self, ReportLimiter};
 use super::revocations::Revocations;
 use super::scale;
+use super::served::{Served, SubscribeError, Subscription};
 use crate::ops::metrics::Metrics;
 
 type BoxStream<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send>>;
@@ -40,11 +41,11 @@ fn not_ready() -> Status {
     )
 }
 
-/// Both services, sharing the registry; `Admin.ScaleBurst` writes MiniClusters with
+/// Both services, sharing what they serve ([`Served`]: the hub's registry); `Admin.ScaleBurst` writes MiniClusters with
 /// `client`.
 #[derive(Clone)]
 pub struct Services {
-    registry: Arc<Registry>,
+    registry: Arc<dyn Served>,
     auth: Authenticator,
     metrics: Arc<Metrics>,
     client: kube::Client,
@@ -69,7 +70,7 @@ impl Services {
     /// Services over `registry`, authorizing callers with `auth`, changing MiniClusters in
     /// the cluster of `client`.
     pub fn new(
-        registry: Arc<Registry>,
+        registry: Arc<dyn Served>,
         auth: Authenticator,
         metrics: Arc<Metrics>,
         client: kube::Client,
@@ -215,7 +216,7 @@ impl Spoke for Services {
             .map_err(|e| {
                 Status::invalid_argument(format!("spoke {spoke}'s policy exceptions: {e}"))
             })?;
-        let subscription = match self.registry.subscribe_announcing(
+        let subscription = match self.registry.clone().subscribe(
             &spoke,
             &req.spoke_version,
             exceptions,
@@ -244,7 +245,7 @@ impl Spoke for Services {
             self.metrics
                 .set_certificate_expiry(&format!("spoke/{spoke}"), not_after);
         }
-        let (versions, guard) = subscription.into_parts();
+        let Subscription { versions, guard } = subscription;
         let (metrics, registry) = (self.metrics.clone(), self.registry.clone());
         let (accepts_parts, accepts_shared) = (req.accepts_parts, req.accepts_shared_specs);
         let stream = WatchStream::new(versions)
@@ -349,7 +350,7 @@ impl Admin for Services {
     ) -> Result<Response<ListSpokesResponse>, Status> {
         let (admin, scope) = self.admin_scope(&request)?;
         require(&admin, &scope, Permission::Read, None)?;
-        Ok(Response::new(self.registry.spokes(|ns| scope.sees(ns))))
+        Ok(Response::new(self.registry.spokes(&|ns| scope.sees(ns))))
     }
 
     async fn forget_spoke(

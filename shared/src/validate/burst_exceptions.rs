@@ -10,7 +10,7 @@ use super::burst_safety::Violation;
 
 /// What a burst cluster's owner lets bursts in a namespace have beyond the baseline (the
 /// `allow` of a spoke policy's namespace rule, announced to the hub). Each item lifts one
-/// rule of [`unsafe_burst`], and only that one; the namespace rules (`kube-*`, the spoke's
+/// rule of [`unsafe_burst`](super::unsafe_burst), and only that one; the namespace rules (`kube-*`, the spoke's
 /// own) and the rest (seccomp, AppArmor, SELinux, sysctls, /proc, Windows host processes,
 /// mounted tokens) are never lifted. Empty: the baseline.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

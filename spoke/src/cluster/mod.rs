@@ -4,7 +4,7 @@
 //! `kube::Client` ([`KubeCluster`]).
 //!
 //! Every object the spoke creates carries `app.kubernetes.io/managed-by: flux-spoke`
-//! ([`spoke_selector`]), the spoke's name and federation identity, and the assignment key
+//! ([`spoke_selector`](flux_shared::federation::assignment::spoke_selector)), the spoke's name and federation identity, and the assignment key
 //! in an annotation: that is all the spoke needs to find what it owns after a restart,
 //! with no local state ([`ownership`]). The spoke touches nothing else: it lists only its
 //! own objects ([`Cluster::owned`]), creates with a POST so that a name taken by someone
@@ -353,7 +353,7 @@ pub trait Cluster: Clone + Send + Sync + 'static {
     /// `owned`: the caller listed the object among its assignment's own
     /// ([`Cluster::owned`]): server-side apply (field manager [`FIELD_MANAGER`], forced).
     /// Otherwise it is created (POST, same field manager); if the name exists, the object
-    /// is read and, if it is the spoke's for the same assignment ([`same_owner`]: listing
+    /// is read and, if it is the spoke's for the same assignment ([`same_owner`](flux_shared::federation::ownership::same_owner): listing
     /// lag, or made by an older version), applied; if not, nothing is written and the
     /// error carries [`ClusterError::taken`].
     fn apply(
@@ -382,7 +382,7 @@ pub trait Cluster: Clone + Send + Sync + 'static {
     fn delete(&self, object: &OwnedObject)
     -> impl Future<Output = Result<(), ClusterError>> + Send;
 
-    /// The spoke's Jobs (label [`spoke_selector`]), as currently known.
+    /// The spoke's Jobs (label [`spoke_selector`](flux_shared::federation::assignment::spoke_selector)), as currently known.
     fn jobs(&self) -> impl Future<Output = Result<Vec<Job>, ClusterError>> + Send;
 
     /// Yields whenever one of the spoke's Jobs changes (created, status updated, deleted),

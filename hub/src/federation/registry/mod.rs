@@ -8,13 +8,14 @@
 //!
 //! Every method takes one short lock and never awaits while holding it. Each spoke has a
 //! `tokio::sync::watch` channel of its snapshot version: a stream wakes on a new version
-//! and builds the snapshot message from the registry only then ([`Registry::snapshot`]),
-//! so a slow spoke cannot stall the controller, only ever sees the newest snapshot, and
-//! the registry holds each assignment once.
+//! and builds the snapshot message from the registry only then, so a slow spoke cannot
+//! stall the controller, only ever sees the newest snapshot, and the registry holds each
+//! assignment once (as the message the spoke receives: built once, sent many times).
 //!
-//! Size: one lock-protected structure and its methods; splitting it would put the
-//! invariants that every method keeps (listed above) away from the code keeping them.
-//! About 340 lines are the tests.
+//! This file is the index and what the controller asks of it; what the gRPC services
+//! serve from it, built as wire messages, is in [`wire`] (the [`Served`] trait).
+//!
+//! [`Served`]: crate::federation::served::Served
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -22,10 +23,12 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use flux_shared::federation::assignment::SpokeAssignment;
 use flux_shared::federation::policy::Announced;
-use flux_shared::federation::proto::{self, AssignmentStatus, BurstPhase, Snapshot};
+use flux_shared::federation::proto::{self, AssignmentStatus, BurstPhase};
 use flux_shared::plan::Endpoint;
 use flux_shared::validate::Exceptions;
 use tokio::sync::{mpsc, watch};
+
+mod wire;
 
 /// A MiniCluster, by namespace and name.
 pub type McKey = (String, String);
@@ -202,31 +205,6 @@ pub struct Registry {
     changes_rx: Mutex<Option<mpsc::UnboundedReceiver<McKey>>>,
 }
 
-/// A connected spoke's subscription: newest snapshot first, then every change. Dropping
-/// it marks the spoke disconnected (when it was its last stream).
-#[derive(Debug)]
-pub struct Subscription {
-    /// The spoke's snapshot version; build the snapshot with [`Registry::snapshot`].
-    pub versions: watch::Receiver<u64>,
-    guard: ConnectionGuard,
-}
-
-impl Subscription {
-    /// Split into the receiver and the guard that keeps the spoke marked connected.
-    pub fn into_parts(self) -> (watch::Receiver<u64>, ConnectionGuard) {
-        (self.versions, self.guard)
-    }
-}
-
-/// Why a spoke's Watch is refused.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum SubscribeError {
-    /// The registry is not rebuilt from the API server yet (or this replica does not lead).
-    NotReady,
-    /// The spoke already holds a stream.
-    AlreadyConnected,
-}
-
 /// Keeps a spoke marked connected while alive.
 #[derive(Debug)]
 pub struct ConnectionGuard {
@@ -260,18 +238,6 @@ fn affected_by_spoke(inner: &Inner, spoke: &str) -> Vec<McKey> {
         .filter(|(_, e)| e.bursts.iter().any(|b| b.spoke == spoke))
         .map(|(k, _)| k.clone())
         .collect()
-}
-
-/// A report's `cluster_access` as "unreachable since, error" (`None` while reachable).
-fn cluster_unreachable(access: Option<&proto::ClusterAccess>) -> Option<(SystemTime, String)> {
-    let access = access?;
-    let millis = u64::try_from(access.unreachable_since_unix_millis)
-        .ok()
-        .filter(|m| *m > 0)?;
-    Some((
-        UNIX_EPOCH + std::time::Duration::from_millis(millis),
-        access.error.clone(),
-    ))
 }
 
 /// Milliseconds since the Unix epoch (0 for `None`).
@@ -333,11 +299,6 @@ impl Registry {
     fn bump_admin(&self, inner: &mut Inner) {
         inner.admin_version += 1;
         self.admin.send_replace(inner.admin_version);
-    }
-
-    /// Changes whenever anything an admin sees changes.
-    pub fn admin_changes(&self) -> watch::Receiver<u64> {
-        self.admin.subscribe()
     }
 
     /// Record a MiniCluster's declared bursts and the assignments to send (empty while
@@ -513,31 +474,6 @@ impl Registry {
         state.tx.send_replace(version);
     }
 
-    /// The spoke's current snapshot: every assignment (ordered by key) and retained key.
-    pub fn snapshot(&self, spoke: &str) -> Snapshot {
-        let inner = self.lock();
-        match inner.spokes.get(spoke) {
-            None => Snapshot {
-                hub_epoch: self.epoch.clone(),
-                version: 1,
-                assignments: Vec::new(),
-                retained_keys: Vec::new(),
-                ..Snapshot::default()
-            },
-            Some(state) => Snapshot {
-                hub_epoch: self.epoch.clone(),
-                version: state.version,
-                assignments: state
-                    .assignments
-                    .values()
-                    .map(|slot| proto::Assignment::clone(&slot.assignment))
-                    .collect(),
-                retained_keys: state.retained.iter().cloned().collect(),
-                ..Snapshot::default()
-            },
-        }
-    }
-
     /// The MiniCluster is being deleted: withdraw every burst (also bursts the registry
     /// never assigned, e.g. after a hub restart, so each spoke gets a newer snapshot to
     /// acknowledge), and remember that their deletion must be confirmed.
@@ -684,63 +620,6 @@ impl Registry {
             .collect()
     }
 
-    /// A spoke opens its Watch stream. Refused until the registry is primed, and while the
-    /// spoke already holds one: one name, one stream, so that a second holder of its
-    /// certificate is noticed (and counted) rather than served alongside.
-    pub fn subscribe(
-        self: &Arc<Self>,
-        spoke: &str,
-        spoke_version: &str,
-    ) -> Result<Subscription, SubscribeError> {
-        self.subscribe_announcing(spoke, spoke_version, Announced::default())
-    }
-
-    /// [`Registry::subscribe`], keeping what the spoke announced of its policy's
-    /// exceptions ([`Registry::exceptions`]) for as long as this hub runs. The
-    /// MiniClusters bursting there are reconciled again with them.
-    pub fn subscribe_announcing(
-        self: &Arc<Self>,
-        spoke: &str,
-        spoke_version: &str,
-        exceptions: Announced,
-    ) -> Result<Subscription, SubscribeError> {
-        if !self.is_primed() {
-            return Err(SubscribeError::NotReady);
-        }
-        let mut inner = self.lock();
-        let state = inner
-            .spokes
-            .entry(spoke.to_string())
-            .or_insert_with(|| SpokeState::new(&self.epoch));
-        if state.connections > 0 {
-            state.refused_streams += 1;
-            return Err(SubscribeError::AlreadyConnected);
-        }
-        state.connections += 1;
-        state.last_seen = Some(SystemTime::now());
-        state.spoke_version = spoke_version.to_string();
-        state.exceptions = Some(exceptions);
-        let versions = state.tx.subscribe();
-        let first = state.connections == 1;
-        let affected = if first {
-            affected_by_spoke(&inner, spoke)
-        } else {
-            Vec::new()
-        };
-        self.bump_admin(&mut inner);
-        drop(inner);
-        for mc in affected {
-            let _ = self.changes.send(mc);
-        }
-        Ok(Subscription {
-            versions,
-            guard: ConnectionGuard {
-                registry: self.clone(),
-                spoke: spoke.to_string(),
-            },
-        })
-    }
-
     /// What bursts in `namespace` may have beyond the baseline at spoke `spoke`, as it last
     /// announced; `None` while it has not connected to this hub (not known yet).
     pub fn exceptions(&self, spoke: &str, namespace: &str) -> Option<Exceptions> {
@@ -750,221 +629,6 @@ impl Registry {
             .exceptions
             .as_ref()
             .map(|a| a.for_namespace(namespace))
-    }
-
-    /// Records when the certificate spoke `spoke` connected with expires (Unix seconds).
-    pub fn set_certificate_expiry(&self, spoke: &str, not_after: i64) {
-        let mut inner = self.lock();
-        if let Some(state) = inner.spokes.get_mut(spoke)
-            && state.certificate_not_after != Some(not_after)
-        {
-            state.certificate_not_after = Some(not_after);
-            self.bump_admin(&mut inner);
-        }
-    }
-
-    /// A spoke reports. Statuses for keys it is not assigned (and has not been withdrawn
-    /// from) are ignored; versions from another epoch are ignored. Its text is cut to
-    /// [`super::report_limits`]'s bounds first: it ends up in status and Events.
-    pub fn report(&self, spoke: &str, request: proto::ReportRequest) {
-        let request = super::report_limits::bound_report(request);
-        let now = SystemTime::now();
-        let mut inner = self.lock();
-        let current_epoch = request.hub_epoch == self.epoch;
-        let state = inner
-            .spokes
-            .entry(spoke.to_string())
-            .or_insert_with(|| SpokeState::new(&self.epoch));
-        state.last_seen = Some(now);
-        let mut notify: BTreeSet<McKey> = BTreeSet::new();
-        let access = cluster_unreachable(request.cluster_access.as_ref());
-        let access_changed = state.cluster_unreachable != access;
-        state.cluster_unreachable = access;
-        if current_epoch && request.applied_version > state.acknowledged {
-            let confirmed_before: Vec<bool> = state
-                .withdrawn
-                .keys()
-                .map(|k| state.confirmed_gone(k))
-                .collect();
-            state.acknowledged = request.applied_version.min(state.version);
-            for ((key, _), before) in state.withdrawn.iter().zip(confirmed_before) {
-                if !before && state.confirmed_gone(key) {
-                    notify.extend(mc_of(key));
-                }
-            }
-        }
-        for mut status in request.statuses {
-            let known = state.assignments.contains_key(&status.key)
-                || state.withdrawn.contains_key(&status.key);
-            if !known {
-                continue;
-            }
-            if !current_epoch {
-                status.observed_version = 0;
-            }
-            let significant = state.reports.get(&status.key).is_none_or(|(old, _)| {
-                old.phase != status.phase
-                    || old.brokers_ready != status.brokers_ready
-                    || old.brokers_draining != status.brokers_draining
-                    || old.size != status.size
-                    || old.observed_version != status.observed_version
-                    || old.message != status.message
-                    || old.conditions != status.conditions
-                    // A policy edit may change only these; the autoscaler reads them.
-                    || old.reason != status.reason
-                    || old.admitted_size != status.admitted_size
-            });
-            if significant {
-                notify.extend(mc_of(&status.key));
-            }
-            state.reports.insert(status.key.clone(), (status, now));
-        }
-        // A confirmed withdrawal is over (the spoke no longer has the burst): forgotten,
-        // with its report, so that bursts renamed over and over do not grow the registry.
-        let confirmed: Vec<String> = state
-            .withdrawn
-            .keys()
-            .filter(|key| state.confirmed_gone(key))
-            .cloned()
-            .collect();
-        for key in confirmed {
-            state.withdrawn.remove(&key);
-            if !state.assignments.contains_key(&key) {
-                state.reports.remove(&key);
-            }
-        }
-        if access_changed {
-            notify.extend(affected_by_spoke(&inner, spoke));
-        }
-        self.bump_admin(&mut inner);
-        drop(inner);
-        for mc in notify {
-            let _ = self.changes.send(mc);
-        }
-    }
-
-    /// Every MiniCluster (optionally of one namespace) with its bursts, for admins.
-    pub fn admin_snapshot(&self, namespace: &str) -> proto::MiniClusterSnapshot {
-        let inner = self.lock();
-        let miniclusters = inner
-            .miniclusters
-            .iter()
-            .filter(|((ns, _), _)| namespace.is_empty() || ns == namespace)
-            .map(|((ns, name), entry)| proto::MiniClusterStatus {
-                minicluster: Some(proto::MiniClusterRef {
-                    namespace: ns.clone(),
-                    name: name.clone(),
-                    uid: entry.info.uid.clone(),
-                    generation: entry.info.generation,
-                }),
-                phase: if entry.deleting {
-                    "Deleting".to_string()
-                } else {
-                    entry.info.phase.clone()
-                },
-                size: entry.info.size,
-                brokers_ready: entry.info.brokers_ready,
-                lead_endpoint: entry.info.lead.as_ref().map(proto::Endpoint::from),
-                created_unix_millis: entry.info.created_unix_millis,
-                bursts: entry
-                    .bursts
-                    .iter()
-                    .map(|b| {
-                        let state = inner.spokes.get(&b.spoke);
-                        let slot = state.and_then(|s| s.assignments.get(&b.key));
-                        let report = state.and_then(|s| s.reports.get(&b.key));
-                        proto::BurstStatus {
-                            key: b.key.clone(),
-                            burst_name: b.name.clone(),
-                            spoke: b.spoke.clone(),
-                            spoke_connected: state.is_some_and(|s| s.connections > 0),
-                            size: b.size,
-                            max_size: b.max_size,
-                            brokers_ready: report.map_or(0, |(r, _)| r.brokers_ready),
-                            phase: report.map_or(0, |(r, _)| r.phase),
-                            assigned_version: slot.map_or(0, |s| s.version),
-                            observed_version: report.map_or(0, |(r, _)| r.observed_version),
-                            conditions: report
-                                .map(|(r, _)| r.conditions.clone())
-                                .unwrap_or_default(),
-                            message: report.map(|(r, _)| r.message.clone()).unwrap_or_default(),
-                            last_report_unix_millis: unix_millis(report.map(|(_, at)| *at)),
-                            reason: report.map(|(r, _)| r.reason.clone()).unwrap_or_default(),
-                            admitted_size: report.and_then(|(r, _)| r.admitted_size),
-                        }
-                    })
-                    .collect(),
-            })
-            .collect();
-        proto::MiniClusterSnapshot {
-            hub_epoch: self.epoch.clone(),
-            version: inner.admin_version,
-            miniclusters,
-        }
-    }
-
-    /// Every known spoke, for an admin that sees the namespaces `sees` admits: each
-    /// spoke's count of assignments is of those namespaces only (a namespace-scoped admin
-    /// learns nothing of other tenants' bursts).
-    pub fn spokes(&self, sees: impl Fn(&str) -> bool) -> proto::ListSpokesResponse {
-        let inner = self.lock();
-        proto::ListSpokesResponse {
-            hub_epoch: self.epoch.clone(),
-            hub_version: env!("CARGO_PKG_VERSION").to_string(),
-            spokes: inner
-                .spokes
-                .iter()
-                .map(|(name, s)| proto::SpokeInfo {
-                    name: name.clone(),
-                    connected: s.connections > 0,
-                    last_seen_unix_millis: unix_millis(s.last_seen),
-                    current_version: s.version,
-                    acknowledged_version: s.acknowledged,
-                    assignments: u32::try_from(
-                        s.assignments
-                            .keys()
-                            .filter(|key| key.split('/').next().is_some_and(&sees))
-                            .count(),
-                    )
-                    .unwrap_or(u32::MAX),
-                    spoke_version: s.spoke_version.clone(),
-                    cluster_unreachable_since_unix_millis: unix_millis(
-                        s.cluster_unreachable.as_ref().map(|(since, _)| *since),
-                    ),
-                    cluster_error: s
-                        .cluster_unreachable
-                        .as_ref()
-                        .map(|(_, e)| e.clone())
-                        .unwrap_or_default(),
-                    refused_streams: s.refused_streams,
-                    certificate_not_after_unix_millis: s
-                        .certificate_not_after
-                        .map_or(0, |t| t.saturating_mul(1000)),
-                })
-                .collect(),
-        }
-    }
-
-    /// Forget spoke `name` (it was uninstalled): refused while it is connected or has
-    /// assignments, which would bring it back. `Ok(false)` when it was not known.
-    pub fn forget_spoke(&self, name: &str) -> Result<bool, String> {
-        let mut inner = self.lock();
-        let Some(state) = inner.spokes.get(name) else {
-            return Ok(false);
-        };
-        if state.connections > 0 {
-            return Err(format!("spoke {name} is still connected; stop it first"));
-        }
-        if !state.assignments.is_empty() {
-            let keys: Vec<&str> = state.assignments.keys().map(String::as_str).collect();
-            return Err(format!(
-                "spoke {name} still has bursts assigned: {}",
-                keys.join(", ")
-            ));
-        }
-        inner.spokes.remove(name);
-        self.bump_admin(&mut inner);
-        Ok(true)
     }
 
     /// Number of connected spokes, and of assignments over all spokes (metrics).
@@ -986,6 +650,16 @@ fn mc_of(key: &str) -> Option<McKey> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::federation::served::{Served, SubscribeError, Subscription};
+
+    /// A spoke's Watch that announces nothing.
+    fn subscribe(
+        r: &Arc<Registry>,
+        spoke: &str,
+        version: &str,
+    ) -> Result<Subscription, SubscribeError> {
+        r.clone().subscribe(spoke, version, Announced::default())
+    }
 
     fn assignment(key: &str, spec: &str) -> proto::Assignment {
         proto::Assignment {
@@ -1025,8 +699,8 @@ mod tests {
     #[test]
     fn spokes_get_only_their_assignments_and_versions_only_move_on_change() {
         let r = primed();
-        let a = r.subscribe("a", "v").unwrap();
-        let b = r.subscribe("b", "v").unwrap();
+        let a = subscribe(&r, "a", "v").unwrap();
+        let b = subscribe(&r, "b", "v").unwrap();
         r.set(
             &mc(),
             McInfo::default(),
@@ -1068,9 +742,12 @@ mod tests {
     #[test]
     fn unprimed_registries_refuse_watches() {
         let r = Registry::with_epoch("e".into());
-        assert_eq!(r.subscribe("a", "v").err(), Some(SubscribeError::NotReady));
+        assert_eq!(
+            subscribe(&r, "a", "v").err(),
+            Some(SubscribeError::NotReady)
+        );
         r.set_primed();
-        assert!(r.subscribe("a", "v").is_ok());
+        assert!(subscribe(&r, "a", "v").is_ok());
     }
 
     #[test]
@@ -1087,7 +764,7 @@ mod tests {
         let progress = r.deletion_progress(&mc());
         assert!(progress.iter().all(|p| !p.confirmed));
         // a acknowledges the snapshot without x.
-        let version = r.spokes(|_| true).spokes[0].current_version;
+        let version = r.spokes(&|_| true).spokes[0].current_version;
         r.report(
             "a",
             proto::ReportRequest {
@@ -1136,7 +813,7 @@ mod tests {
         // Nothing was ever assigned in this epoch; withdrawing still bumps the spoke's
         // version so that only a newer acknowledgement confirms.
         let r = primed();
-        let sub = r.subscribe("a", "v").unwrap();
+        let sub = subscribe(&r, "a", "v").unwrap();
         r.withdraw(&mc(), McInfo::default(), vec![burst("ns/m/x", "a")]);
         assert_eq!(*sub.versions.borrow(), 2);
         assert!(r.has_unconfirmed_withdrawals(&mc()));
@@ -1165,7 +842,7 @@ mod tests {
     #[test]
     fn kept_bursts_stay_assigned_or_retained_and_only_removed_ones_are_withdrawn() {
         let r = primed();
-        let _a = r.subscribe("a", "v").unwrap();
+        let _a = subscribe(&r, "a", "v").unwrap();
         // After a restart nothing is assigned yet: retained.
         r.keep(&mc(), McInfo::default(), vec![burst("ns/m/x", "a")]);
         let snap = r.snapshot("a");
@@ -1189,7 +866,7 @@ mod tests {
     #[test]
     fn confirmed_withdrawals_of_renamed_bursts_are_forgotten() {
         let r = primed();
-        let _sub = r.subscribe("a", "v").unwrap();
+        let _sub = subscribe(&r, "a", "v").unwrap();
         for i in 0..100 {
             r.set(
                 &mc(),
@@ -1197,7 +874,7 @@ mod tests {
                 vec![burst(&format!("ns/m/b{i}"), "a")],
                 vec![sa("a", &format!("ns/m/b{i}"), "{}")],
             );
-            let version = r.spokes(|_| true).spokes[0].current_version;
+            let version = r.spokes(&|_| true).spokes[0].current_version;
             r.report(
                 "a",
                 proto::ReportRequest {
@@ -1221,9 +898,9 @@ mod tests {
         );
         drop(inner);
         assert!(!r.has_unconfirmed_withdrawals(&mc()));
-        assert_eq!(r.spokes(|_| true).spokes[0].assignments, 1);
+        assert_eq!(r.spokes(&|_| true).spokes[0].assignments, 1);
         assert_eq!(
-            r.spokes(|ns| ns == "team-b").spokes[0].assignments,
+            r.spokes(&|ns| ns == "team-b").spokes[0].assignments,
             0,
             "an admin of another namespace does not count ns's bursts"
         );
@@ -1362,7 +1039,7 @@ mod tests {
             r.bursts(&mc())[0].cluster_unreachable,
             Some((since, "connection refused".to_string()))
         );
-        let spoke = &r.spokes(|_| true).spokes[0];
+        let spoke = &r.spokes(&|_| true).spokes[0];
         assert_eq!(
             (
                 spoke.cluster_unreachable_since_unix_millis,
@@ -1377,7 +1054,7 @@ mod tests {
         assert_eq!(changes.try_recv().unwrap(), mc());
         assert_eq!(r.bursts(&mc())[0].cluster_unreachable, None);
         assert_eq!(
-            r.spokes(|_| true).spokes[0].cluster_unreachable_since_unix_millis,
+            r.spokes(&|_| true).spokes[0].cluster_unreachable_since_unix_millis,
             0
         );
     }
@@ -1386,7 +1063,7 @@ mod tests {
     fn a_spoke_is_forgotten_only_when_away_and_without_assignments() {
         let r = primed();
         assert_eq!(r.forget_spoke("nobody"), Ok(false));
-        let connected = r.subscribe("a", "v").unwrap();
+        let connected = subscribe(&r, "a", "v").unwrap();
         assert!(
             r.forget_spoke("a")
                 .is_err_and(|e| e.contains("still connected"))
@@ -1394,7 +1071,7 @@ mod tests {
         drop(connected);
         assert_eq!(r.forget_spoke("a"), Ok(true));
         assert!(
-            r.spokes(|_| true).spokes.is_empty(),
+            r.spokes(&|_| true).spokes.is_empty(),
             "gone from the listing"
         );
         r.set(
@@ -1412,19 +1089,19 @@ mod tests {
     #[test]
     fn a_spokes_certificate_expiry_shows_in_the_listing() {
         let r = primed();
-        let sub = r.subscribe("a", "v").unwrap();
+        let sub = subscribe(&r, "a", "v").unwrap();
         assert_eq!(
-            r.spokes(|_| true).spokes[0].certificate_not_after_unix_millis,
+            r.spokes(&|_| true).spokes[0].certificate_not_after_unix_millis,
             0
         );
         r.set_certificate_expiry("a", 1_800_000_000);
         assert_eq!(
-            r.spokes(|_| true).spokes[0].certificate_not_after_unix_millis,
+            r.spokes(&|_| true).spokes[0].certificate_not_after_unix_millis,
             1_800_000_000_000
         );
         r.set_certificate_expiry("nobody", 1);
         assert_eq!(
-            r.spokes(|_| true).spokes.len(),
+            r.spokes(&|_| true).spokes.len(),
             1,
             "unknown spokes are not added"
         );
@@ -1434,18 +1111,18 @@ mod tests {
     #[test]
     fn one_stream_per_spoke_a_second_is_refused_and_counted() {
         let r = primed();
-        let first = r.subscribe("a", "v").unwrap();
+        let first = subscribe(&r, "a", "v").unwrap();
         assert_eq!(
-            r.subscribe("a", "v").err(),
+            subscribe(&r, "a", "v").err(),
             Some(SubscribeError::AlreadyConnected)
         );
         assert_eq!(
-            r.subscribe("a", "v").err(),
+            subscribe(&r, "a", "v").err(),
             Some(SubscribeError::AlreadyConnected)
         );
-        let other = r.subscribe("b", "v").unwrap();
+        let other = subscribe(&r, "b", "v").unwrap();
         let refused = |name: &str| {
-            r.spokes(|_| true)
+            r.spokes(&|_| true)
                 .spokes
                 .iter()
                 .find(|s| s.name == name)
@@ -1454,7 +1131,7 @@ mod tests {
         assert_eq!(refused("a"), Some((true, 2)));
         assert_eq!(refused("b"), Some((true, 0)));
         drop(first);
-        let again = r.subscribe("a", "v").unwrap();
+        let again = subscribe(&r, "a", "v").unwrap();
         assert_eq!(refused("a"), Some((true, 2)));
         drop((again, other));
     }
@@ -1464,23 +1141,23 @@ mod tests {
         let r = primed();
         let mut changes = r.take_changes().unwrap();
         r.set(&mc(), McInfo::default(), vec![burst("ns/m/x", "a")], vec![]);
-        let sub = r.subscribe("a", "0.1.0").unwrap();
+        let sub = subscribe(&r, "a", "0.1.0").unwrap();
         assert_eq!(changes.try_recv().unwrap(), mc());
         assert!(r.bursts(&mc())[0].connected);
-        let spokes = r.spokes(|_| true);
+        let spokes = r.spokes(&|_| true);
         assert_eq!(spokes.spokes[0].name, "a");
         assert!(spokes.spokes[0].connected);
         assert_eq!(spokes.spokes[0].spoke_version, "0.1.0");
         drop(sub);
         assert_eq!(changes.try_recv().unwrap(), mc());
         assert!(!r.bursts(&mc())[0].connected);
-        assert!(!r.spokes(|_| true).spokes[0].connected);
+        assert!(!r.spokes(&|_| true).spokes[0].connected);
     }
 
     #[test]
     fn retained_bursts_stay_listed_until_assigned_or_withdrawn() {
         let r = primed();
-        let _connected = r.subscribe("a", "v").unwrap();
+        let _connected = subscribe(&r, "a", "v").unwrap();
         r.retain(&mc(), &[burst("ns/m/x", "a")]);
         let snap = r.snapshot("a");
         assert_eq!(snap.retained_keys, ["ns/m/x"]);
@@ -1506,7 +1183,7 @@ mod tests {
     #[test]
     fn removing_a_burst_from_the_spec_withdraws_only_it() {
         let r = primed();
-        let _connected = r.subscribe("a", "v").unwrap();
+        let _connected = subscribe(&r, "a", "v").unwrap();
         r.set(
             &mc(),
             McInfo::default(),

@@ -1,0 +1,307 @@
+//! The registry as the gRPC services see it ([`Served`]): a spoke's subscription, its
+//! snapshot and reports, and the admins' views, each built as the wire message from the
+//! index ([`super`]) under one short lock.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use flux_shared::federation::policy::Announced;
+use flux_shared::federation::proto::{self, Snapshot};
+use tokio::sync::watch;
+
+use super::{ConnectionGuard, McKey, Registry, SpokeState, affected_by_spoke, mc_of, unix_millis};
+use crate::federation::served::{Served, SubscribeError, Subscription};
+
+impl Served for Registry {
+    fn admin_changes(&self) -> watch::Receiver<u64> {
+        self.admin.subscribe()
+    }
+
+    fn subscribe(
+        self: Arc<Self>,
+        spoke: &str,
+        spoke_version: &str,
+        exceptions: Announced,
+    ) -> Result<Subscription, SubscribeError> {
+        if !self.is_primed() {
+            return Err(SubscribeError::NotReady);
+        }
+        let mut inner = self.lock();
+        let state = inner
+            .spokes
+            .entry(spoke.to_string())
+            .or_insert_with(|| SpokeState::new(&self.epoch));
+        if state.connections > 0 {
+            state.refused_streams += 1;
+            return Err(SubscribeError::AlreadyConnected);
+        }
+        state.connections += 1;
+        state.last_seen = Some(SystemTime::now());
+        state.spoke_version = spoke_version.to_string();
+        state.exceptions = Some(exceptions);
+        let versions = state.tx.subscribe();
+        let first = state.connections == 1;
+        let affected = if first {
+            affected_by_spoke(&inner, spoke)
+        } else {
+            Vec::new()
+        };
+        self.bump_admin(&mut inner);
+        drop(inner);
+        for mc in affected {
+            let _ = self.changes.send(mc);
+        }
+        Ok(Subscription {
+            versions,
+            guard: Box::new(ConnectionGuard {
+                registry: self.clone(),
+                spoke: spoke.to_string(),
+            }),
+        })
+    }
+
+    fn snapshot(&self, spoke: &str) -> Snapshot {
+        let inner = self.lock();
+        match inner.spokes.get(spoke) {
+            None => Snapshot {
+                hub_epoch: self.epoch.clone(),
+                version: 1,
+                assignments: Vec::new(),
+                retained_keys: Vec::new(),
+                ..Snapshot::default()
+            },
+            Some(state) => Snapshot {
+                hub_epoch: self.epoch.clone(),
+                version: state.version,
+                assignments: state
+                    .assignments
+                    .values()
+                    .map(|slot| proto::Assignment::clone(&slot.assignment))
+                    .collect(),
+                retained_keys: state.retained.iter().cloned().collect(),
+                ..Snapshot::default()
+            },
+        }
+    }
+
+    fn set_certificate_expiry(&self, spoke: &str, not_after: i64) {
+        let mut inner = self.lock();
+        if let Some(state) = inner.spokes.get_mut(spoke)
+            && state.certificate_not_after != Some(not_after)
+        {
+            state.certificate_not_after = Some(not_after);
+            self.bump_admin(&mut inner);
+        }
+    }
+
+    fn report(&self, spoke: &str, request: proto::ReportRequest) {
+        // Its text is cut to report_limits' bounds first: it ends up in status and Events.
+        // Statuses for keys it is not assigned (and has not been withdrawn from), and
+        // versions from another epoch, are ignored.
+        let request = crate::federation::report_limits::bound_report(request);
+        let now = SystemTime::now();
+        let mut inner = self.lock();
+        let current_epoch = request.hub_epoch == self.epoch;
+        let state = inner
+            .spokes
+            .entry(spoke.to_string())
+            .or_insert_with(|| SpokeState::new(&self.epoch));
+        state.last_seen = Some(now);
+        let mut notify: BTreeSet<McKey> = BTreeSet::new();
+        let access = cluster_unreachable(request.cluster_access.as_ref());
+        let access_changed = state.cluster_unreachable != access;
+        state.cluster_unreachable = access;
+        if current_epoch && request.applied_version > state.acknowledged {
+            let confirmed_before: Vec<bool> = state
+                .withdrawn
+                .keys()
+                .map(|k| state.confirmed_gone(k))
+                .collect();
+            state.acknowledged = request.applied_version.min(state.version);
+            for ((key, _), before) in state.withdrawn.iter().zip(confirmed_before) {
+                if !before && state.confirmed_gone(key) {
+                    notify.extend(mc_of(key));
+                }
+            }
+        }
+        for mut status in request.statuses {
+            let known = state.assignments.contains_key(&status.key)
+                || state.withdrawn.contains_key(&status.key);
+            if !known {
+                continue;
+            }
+            if !current_epoch {
+                status.observed_version = 0;
+            }
+            let significant = state.reports.get(&status.key).is_none_or(|(old, _)| {
+                old.phase != status.phase
+                    || old.brokers_ready != status.brokers_ready
+                    || old.brokers_draining != status.brokers_draining
+                    || old.size != status.size
+                    || old.observed_version != status.observed_version
+                    || old.message != status.message
+                    || old.conditions != status.conditions
+                    // A policy edit may change only these; the autoscaler reads them.
+                    || old.reason != status.reason
+                    || old.admitted_size != status.admitted_size
+            });
+            if significant {
+                notify.extend(mc_of(&status.key));
+            }
+            state.reports.insert(status.key.clone(), (status, now));
+        }
+        // A confirmed withdrawal is over (the spoke no longer has the burst): forgotten,
+        // with its report, so that bursts renamed over and over do not grow the registry.
+        let confirmed: Vec<String> = state
+            .withdrawn
+            .keys()
+            .filter(|key| state.confirmed_gone(key))
+            .cloned()
+            .collect();
+        for key in confirmed {
+            state.withdrawn.remove(&key);
+            if !state.assignments.contains_key(&key) {
+                state.reports.remove(&key);
+            }
+        }
+        if access_changed {
+            notify.extend(affected_by_spoke(&inner, spoke));
+        }
+        self.bump_admin(&mut inner);
+        drop(inner);
+        for mc in notify {
+            let _ = self.changes.send(mc);
+        }
+    }
+
+    fn admin_snapshot(&self, namespace: &str) -> proto::MiniClusterSnapshot {
+        let inner = self.lock();
+        let miniclusters = inner
+            .miniclusters
+            .iter()
+            .filter(|((ns, _), _)| namespace.is_empty() || ns == namespace)
+            .map(|((ns, name), entry)| proto::MiniClusterStatus {
+                minicluster: Some(proto::MiniClusterRef {
+                    namespace: ns.clone(),
+                    name: name.clone(),
+                    uid: entry.info.uid.clone(),
+                    generation: entry.info.generation,
+                }),
+                phase: if entry.deleting {
+                    "Deleting".to_string()
+                } else {
+                    entry.info.phase.clone()
+                },
+                size: entry.info.size,
+                brokers_ready: entry.info.brokers_ready,
+                lead_endpoint: entry.info.lead.as_ref().map(proto::Endpoint::from),
+                created_unix_millis: entry.info.created_unix_millis,
+                bursts: entry
+                    .bursts
+                    .iter()
+                    .map(|b| {
+                        let state = inner.spokes.get(&b.spoke);
+                        let slot = state.and_then(|s| s.assignments.get(&b.key));
+                        let report = state.and_then(|s| s.reports.get(&b.key));
+                        proto::BurstStatus {
+                            key: b.key.clone(),
+                            burst_name: b.name.clone(),
+                            spoke: b.spoke.clone(),
+                            spoke_connected: state.is_some_and(|s| s.connections > 0),
+                            size: b.size,
+                            max_size: b.max_size,
+                            brokers_ready: report.map_or(0, |(r, _)| r.brokers_ready),
+                            phase: report.map_or(0, |(r, _)| r.phase),
+                            assigned_version: slot.map_or(0, |s| s.version),
+                            observed_version: report.map_or(0, |(r, _)| r.observed_version),
+                            conditions: report
+                                .map(|(r, _)| r.conditions.clone())
+                                .unwrap_or_default(),
+                            message: report.map(|(r, _)| r.message.clone()).unwrap_or_default(),
+                            last_report_unix_millis: unix_millis(report.map(|(_, at)| *at)),
+                            reason: report.map(|(r, _)| r.reason.clone()).unwrap_or_default(),
+                            admitted_size: report.and_then(|(r, _)| r.admitted_size),
+                        }
+                    })
+                    .collect(),
+            })
+            .collect();
+        proto::MiniClusterSnapshot {
+            hub_epoch: self.epoch.clone(),
+            version: inner.admin_version,
+            miniclusters,
+        }
+    }
+
+    fn spokes(&self, sees: &dyn Fn(&str) -> bool) -> proto::ListSpokesResponse {
+        let inner = self.lock();
+        proto::ListSpokesResponse {
+            hub_epoch: self.epoch.clone(),
+            hub_version: env!("CARGO_PKG_VERSION").to_string(),
+            spokes: inner
+                .spokes
+                .iter()
+                .map(|(name, s)| proto::SpokeInfo {
+                    name: name.clone(),
+                    connected: s.connections > 0,
+                    last_seen_unix_millis: unix_millis(s.last_seen),
+                    current_version: s.version,
+                    acknowledged_version: s.acknowledged,
+                    assignments: u32::try_from(
+                        s.assignments
+                            .keys()
+                            .filter(|key| key.split('/').next().is_some_and(sees))
+                            .count(),
+                    )
+                    .unwrap_or(u32::MAX),
+                    spoke_version: s.spoke_version.clone(),
+                    cluster_unreachable_since_unix_millis: unix_millis(
+                        s.cluster_unreachable.as_ref().map(|(since, _)| *since),
+                    ),
+                    cluster_error: s
+                        .cluster_unreachable
+                        .as_ref()
+                        .map(|(_, e)| e.clone())
+                        .unwrap_or_default(),
+                    refused_streams: s.refused_streams,
+                    certificate_not_after_unix_millis: s
+                        .certificate_not_after
+                        .map_or(0, |t| t.saturating_mul(1000)),
+                })
+                .collect(),
+        }
+    }
+
+    fn forget_spoke(&self, name: &str) -> Result<bool, String> {
+        let mut inner = self.lock();
+        let Some(state) = inner.spokes.get(name) else {
+            return Ok(false);
+        };
+        if state.connections > 0 {
+            return Err(format!("spoke {name} is still connected; stop it first"));
+        }
+        if !state.assignments.is_empty() {
+            let keys: Vec<&str> = state.assignments.keys().map(String::as_str).collect();
+            return Err(format!(
+                "spoke {name} still has bursts assigned: {}",
+                keys.join(", ")
+            ));
+        }
+        inner.spokes.remove(name);
+        self.bump_admin(&mut inner);
+        Ok(true)
+    }
+}
+
+/// A report's `cluster_access` as "unreachable since, error" (`None` while reachable).
+fn cluster_unreachable(access: Option<&proto::ClusterAccess>) -> Option<(SystemTime, String)> {
+    let access = access?;
+    let millis = u64::try_from(access.unreachable_since_unix_millis)
+        .ok()
+        .filter(|m| *m > 0)?;
+    Some((
+        UNIX_EPOCH + std::time::Duration::from_millis(millis),
+        access.error.clone(),
+    ))
+}
