@@ -12,7 +12,7 @@ fn encode_contains_every_metric_after_use() {
         let _timer = metrics.reconcile_timer();
         std::thread::sleep(Duration::from_millis(5));
     }
-    metrics.reconcile_failed("api");
+    metrics.reconcile_failed("apply", "api");
     metrics.set_objects_managed(42);
     metrics.api_write("Job", "create");
     metrics.api_write("Job", "create");
@@ -24,7 +24,7 @@ fn encode_contains_every_metric_after_use() {
         "# TYPE flux_hub_reconciles counter",
         "flux_hub_reconciles_total 1",
         "# TYPE flux_hub_reconcile_errors counter",
-        "flux_hub_reconcile_errors_total{kind=\"api\"} 1",
+        "flux_hub_reconcile_errors_total{stage=\"apply\",kind=\"api\"} 1",
         "# TYPE flux_hub_reconcile_duration_seconds histogram",
         "# UNIT flux_hub_reconcile_duration_seconds seconds",
         "flux_hub_reconcile_duration_seconds_count 1",

@@ -750,7 +750,7 @@ async fn api_errors_fail_the_reconcile_and_back_off() {
     let err = reconcile::reconcile(mc.clone(), ctx.clone())
         .await
         .expect_err("conflict");
-    assert_eq!(err.kind(), "conflict");
+    assert_eq!((err.stage(), err.kind()), ("apply", "conflict"));
     assert!(err.to_string().contains("Job hpc/flux-sample"), "{err}");
     let first = reconcile::error_policy(mc.clone(), &err, ctx.clone());
     let second = reconcile::error_policy(mc.clone(), &err, ctx.clone());
@@ -762,10 +762,10 @@ async fn api_errors_fail_the_reconcile_and_back_off() {
         second,
         kube::runtime::controller::Action::requeue(Duration::from_secs(2))
     );
+    let metrics = ctx.metrics.encode();
     assert!(
-        ctx.metrics
-            .encode()
-            .contains("flux_hub_reconcile_errors_total")
+        metrics.contains("flux_hub_reconcile_errors_total{stage=\"apply\",kind=\"conflict\"} 2"),
+        "{metrics}"
     );
 
     let server_error: Responder = Arc::new(|call: &Call| {
@@ -782,6 +782,79 @@ async fn api_errors_fail_the_reconcile_and_back_off() {
     let (ctx, _writers) = context(client);
     let err = reconcile::reconcile(mc, ctx).await.expect_err("500");
     assert_eq!(err.kind(), "server");
+}
+
+#[tokio::test]
+async fn a_stage_the_api_server_keeps_refusing_shows_in_status_with_its_reason() {
+    let forbidden: Responder = Arc::new(|call: &Call| {
+        if call.path.contains("/configmaps") && call.method == "POST" {
+            (
+                StatusCode::FORBIDDEN,
+                json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "message": "configmaps is forbidden", "reason": "Forbidden", "code": 403}),
+            )
+        } else {
+            echo(call)
+        }
+    });
+    let (client, server) = ApiServer::start(forbidden);
+    let (ctx, _writers) = context(client);
+    let mc = Arc::new(minicluster(SPEC));
+    let err = reconcile::reconcile(mc, ctx.clone())
+        .await
+        .expect_err("forbidden");
+    assert_eq!(
+        (err.stage(), err.kind(), err.reason()),
+        ("apply", "api", "ApplyFailed")
+    );
+    let calls = server.calls();
+    let status = calls
+        .iter()
+        .find(|c| c.path.ends_with("/status"))
+        .expect("a status write");
+    let degraded = status.body["status"]["conditions"]
+        .as_array()
+        .expect("conditions")
+        .iter()
+        .find(|c| c["type"] == "Degraded")
+        .expect("Degraded")
+        .clone();
+    assert_eq!(degraded["status"], "True");
+    assert_eq!(degraded["reason"], "ApplyFailed");
+    assert!(
+        degraded["message"]
+            .as_str()
+            .expect("message")
+            .contains("forbidden"),
+        "{degraded}"
+    );
+    let event = calls
+        .iter()
+        .find(|c| c.path.ends_with("/events"))
+        .expect("an Event");
+    assert_eq!(event.body["reason"], "ApplyFailed");
+}
+
+#[tokio::test]
+async fn a_conflict_passes_on_its_own_and_leaves_the_status_alone() {
+    let responder: Responder = Arc::new(|call: &Call| {
+        if call.path.contains("/jobs") && call.method != "GET" {
+            (
+                StatusCode::CONFLICT,
+                json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "message": "conflict", "reason": "Conflict", "code": 409}),
+            )
+        } else {
+            echo(call)
+        }
+    });
+    let (client, server) = ApiServer::start(responder);
+    let (ctx, _writers) = context(client);
+    reconcile::reconcile(Arc::new(minicluster(SPEC)), ctx)
+        .await
+        .expect_err("conflict");
+    assert!(
+        !server.calls().iter().any(|c| c.path.ends_with("/status")),
+        "a conflict is not shown in status"
+    );
 }
 
 #[tokio::test]

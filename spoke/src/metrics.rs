@@ -19,7 +19,8 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
-/// The `kind` label of `flux_spoke_errors_total`.
+/// The `kind` label of `flux_spoke_errors_total`: the step of the session or of a
+/// snapshot's apply that failed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum ErrorKind {
     /// Could not connect to the hub (TCP or TLS).
@@ -252,5 +253,49 @@ mod tests {
         }
         m.set_connected(false);
         assert!(m.encode().lines().any(|l| l == "flux_spoke_connected 0"));
+    }
+
+    #[test]
+    fn every_error_kind_has_its_own_label_and_the_docs_list_it() {
+        let docs = include_str!("../../docs/operations.md");
+        let all = [
+            ErrorKind::Connect,
+            ErrorKind::Auth,
+            ErrorKind::NotReady,
+            ErrorKind::Stream,
+            ErrorKind::List,
+            ErrorKind::Namespace,
+            ErrorKind::Apply,
+            ErrorKind::Delete,
+            ErrorKind::Jobs,
+            ErrorKind::Report,
+            ErrorKind::Invalid,
+            ErrorKind::Policy,
+        ];
+        // Exhaustive: a new kind must be added to `all` above, and so gets checked.
+        for kind in all {
+            match kind {
+                ErrorKind::Connect
+                | ErrorKind::Auth
+                | ErrorKind::NotReady
+                | ErrorKind::Stream
+                | ErrorKind::List
+                | ErrorKind::Namespace
+                | ErrorKind::Apply
+                | ErrorKind::Delete
+                | ErrorKind::Jobs
+                | ErrorKind::Report
+                | ErrorKind::Invalid
+                | ErrorKind::Policy => {}
+            }
+        }
+        let labels: std::collections::BTreeSet<&str> = all.iter().map(|k| k.as_str()).collect();
+        assert_eq!(labels.len(), all.len(), "two kinds share a label");
+        for label in labels {
+            assert!(
+                docs.contains(&format!("`{label}`")),
+                "docs/operations.md lacks {label}"
+            );
+        }
     }
 }

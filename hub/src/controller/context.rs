@@ -124,53 +124,213 @@ impl Context {
 /// Default of `--burst-deletion-timeout-seconds`.
 pub const DEFAULT_DELETION_TIMEOUT: Duration = Duration::from_secs(300);
 
-/// Errors that make a reconcile retry later.
+/// A failed API call: what was being done, and the error.
+#[derive(Debug, thiserror::Error)]
+#[error("{action}: {source}")]
+pub struct ApiError {
+    /// What was being done.
+    pub action: String,
+    /// The API error.
+    #[source]
+    pub source: kube::Error,
+}
+
+impl ApiError {
+    /// The API server's answer, when it answered (`None`: it could not be reached).
+    pub fn response(&self) -> Option<&kube::core::Status> {
+        match &self.source {
+            kube::Error::Api(status) => Some(status),
+            _ => None,
+        }
+    }
+}
+
+/// Errors that make a reconcile retry later: one variant per stage that can fail
+/// ([`crate::controller::reconcile`]'s list), so that the metric and the log say which
+/// stage failed ([`Error::stage`]), not only how ([`Error::kind`]).
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    /// An API call failed.
-    #[error("{action}: {source}")]
-    Kube {
-        /// What was being done.
-        action: String,
-        /// The API error.
-        #[source]
-        source: kube::Error,
-    },
     /// The MiniCluster has no namespace (the API server always sets one).
     #[error("MiniCluster {0} has no namespace")]
     NoNamespace(String),
+    /// Stage "apply": writing the rendered objects.
+    #[error("apply: {0}")]
+    Apply(#[source] ApiError),
+    /// Stage "pod labels": labelling the broker pods with their index.
+    #[error("pod labels: {0}")]
+    PodLabels(#[source] ApiError),
+    /// Stage "orphans": deleting what the plan no longer has.
+    #[error("orphans: {0}")]
+    Orphans(#[source] ApiError),
+    /// Stage "federate": the finalizer and the lead broker's endpoint.
+    #[error("federate: {0}")]
+    Federate(#[source] ApiError),
+    /// Stage "status write".
+    #[error("status write: {0}")]
+    StatusWrite(#[source] ApiError),
+    /// `spec.cleanup`: deleting the finished MiniCluster.
+    #[error("cleanup: {0}")]
+    Cleanup(#[source] ApiError),
+    /// Stage "finalize" of a deleted MiniCluster.
+    #[error("finalize: {0}")]
+    Finalize(#[source] ApiError),
 }
 
 impl Error {
-    /// Short category for metrics.
-    pub fn kind(&self) -> &'static str {
+    /// The stage that failed, the `stage` label of `flux_hub_reconcile_errors_total`.
+    pub fn stage(&self) -> &'static str {
         match self {
-            Error::Kube {
-                source: kube::Error::Api(e),
-                ..
-            } if e.code == 409 => "conflict",
-            Error::Kube {
-                source: kube::Error::Api(e),
-                ..
-            } if e.code >= 500 => "server",
-            Error::Kube {
-                source: kube::Error::Api(_),
-                ..
-            } => "api",
-            Error::Kube { .. } => "transport",
-            Error::NoNamespace(_) => "invalid",
+            Error::NoNamespace(_) => "validate",
+            Error::Apply(_) => "apply",
+            Error::PodLabels(_) => "pod_labels",
+            Error::Orphans(_) => "orphans",
+            Error::Federate(_) => "federate",
+            Error::StatusWrite(_) => "status_write",
+            Error::Cleanup(_) => "cleanup",
+            Error::Finalize(_) => "finalize",
+        }
+    }
+
+    /// The Degraded condition's reason while this error repeats: the stage, failed
+    /// (`ApplyFailed`, ...).
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Error::NoNamespace(_) => "NoNamespace",
+            Error::Apply(_) => "ApplyFailed",
+            Error::PodLabels(_) => "PodLabelsFailed",
+            Error::Orphans(_) => "OrphansFailed",
+            Error::Federate(_) => "FederateFailed",
+            Error::StatusWrite(_) => "StatusWriteFailed",
+            Error::Cleanup(_) => "CleanupFailed",
+            Error::Finalize(_) => "FinalizeFailed",
+        }
+    }
+
+    /// Whether the MiniCluster's status should say so: the API server refused a call for a
+    /// reason that a retry does not change (a 4xx other than a conflict: forbidden, not
+    /// found, ...). Conflicts, server errors and an unreachable API server pass on their
+    /// own and show only in the metric and the log; the status write and the finalizer
+    /// cannot report on themselves.
+    pub fn shows_in_status(&self) -> bool {
+        self.kind() == "api" && !matches!(self, Error::StatusWrite(_) | Error::Finalize(_))
+    }
+
+    /// The failed API call, if one failed.
+    pub fn api(&self) -> Option<&ApiError> {
+        match self {
+            Error::NoNamespace(_) => None,
+            Error::Apply(e)
+            | Error::PodLabels(e)
+            | Error::Orphans(e)
+            | Error::Federate(e)
+            | Error::StatusWrite(e)
+            | Error::Cleanup(e)
+            | Error::Finalize(e) => Some(e),
+        }
+    }
+
+    /// Short category, the `kind` label of `flux_hub_reconcile_errors_total`.
+    pub fn kind(&self) -> &'static str {
+        match self.api() {
+            None => "invalid",
+            Some(api) => match api.response() {
+                Some(e) if e.code == 409 => "conflict",
+                Some(e) if e.code >= 500 => "server",
+                Some(_) => "api",
+                None => "transport",
+            },
         }
     }
 }
 
 pub(in crate::controller) fn kube_err(
     action: impl Into<String>,
-) -> impl FnOnce(kube::Error) -> Error {
+) -> impl FnOnce(kube::Error) -> ApiError {
     let action = action.into();
-    move |source| Error::Kube { action, source }
+    move |source| ApiError { action, source }
 }
 
 /// The registry key of `mc`: its namespace and name.
 pub(in crate::controller) fn mc_key(mc: &MiniCluster) -> McKey {
     (mc.namespace().unwrap_or_default(), mc.name_any())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// One error of each variant (the match has no wildcard: a new variant must be added
+    /// here, and so gets checked).
+    fn one_of_each() -> Vec<Error> {
+        let api = || ApiError {
+            action: "x".into(),
+            source: kube::Error::LinesCodecMaxLineLengthExceeded,
+        };
+        let all = vec![
+            Error::NoNamespace("m".into()),
+            Error::Apply(api()),
+            Error::PodLabels(api()),
+            Error::Orphans(api()),
+            Error::Federate(api()),
+            Error::StatusWrite(api()),
+            Error::Cleanup(api()),
+            Error::Finalize(api()),
+        ];
+        for e in &all {
+            match e {
+                Error::NoNamespace(_)
+                | Error::Apply(_)
+                | Error::PodLabels(_)
+                | Error::Orphans(_)
+                | Error::Federate(_)
+                | Error::StatusWrite(_)
+                | Error::Cleanup(_)
+                | Error::Finalize(_) => {}
+            }
+        }
+        all
+    }
+
+    #[test]
+    fn every_stage_has_its_own_label_and_the_docs_list_it() {
+        let docs = include_str!("../../../docs/operations.md");
+        let mut seen = std::collections::BTreeSet::new();
+        for e in one_of_each() {
+            let stage = e.stage();
+            assert!(seen.insert(stage), "{stage} labels two variants");
+            assert!(
+                seen.insert(e.reason()),
+                "{} is the reason of two variants",
+                e.reason()
+            );
+            assert!(
+                stage.bytes().all(|b| b.is_ascii_lowercase() || b == b'_'),
+                "{stage}"
+            );
+            assert!(
+                docs.contains(&format!("`{stage}`")),
+                "docs/operations.md lacks {stage}"
+            );
+            assert!(e.to_string().len() > 2, "{e:?} says nothing");
+        }
+    }
+
+    #[test]
+    fn kinds_tell_how_an_api_call_failed() {
+        let api = |code| ApiError {
+            action: "x".into(),
+            source: kube::Error::Api(Box::new(
+                kube::core::Status::failure("m", "r").with_code(code),
+            )),
+        };
+        assert_eq!(Error::Apply(api(409)).kind(), "conflict");
+        assert_eq!(Error::Apply(api(503)).kind(), "server");
+        assert_eq!(Error::Apply(api(403)).kind(), "api");
+        assert_eq!(Error::NoNamespace("m".into()).kind(), "invalid");
+        let transport = ApiError {
+            action: "x".into(),
+            source: kube::Error::LinesCodecMaxLineLengthExceeded,
+        };
+        assert_eq!(Error::Federate(transport).kind(), "transport");
+    }
 }

@@ -54,12 +54,38 @@ pub async fn reconcile(mc: Arc<MiniCluster>, ctx: Arc<Context>) -> Result<Action
     ctx.stores.wait_until_ready().await;
     let _turn = ctx.spec_budget.turn(&mc.spec).await;
     let result = reconcile_inner(&mc, &ctx, &ns, &name).await;
-    if result.is_ok()
-        && let Ok(mut failures) = ctx.failures.lock()
-    {
-        failures.remove(&(ns, name));
+    match &result {
+        Ok(_) => {
+            if let Ok(mut failures) = ctx.failures.lock() {
+                failures.remove(&(ns, name));
+            }
+        }
+        Err(error) if error.shows_in_status() => show_failure(&mc, &ctx, error).await,
+        Err(_) => {}
     }
     result
+}
+
+/// A stage the API server keeps refusing shows on the MiniCluster (Degraded, with the
+/// stage's reason, and one Event), until a pass succeeds and the status is computed
+/// afresh. Best effort: the error is retried and counted either way.
+async fn show_failure(mc: &MiniCluster, ctx: &Context, error: &Error) {
+    let problem = status::Problem {
+        reason: error.reason().to_string(),
+        message: error.to_string(),
+        invalid: false,
+    };
+    let live_job = mc
+        .namespace()
+        .and_then(|ns| get(&ctx.stores.jobs, &ns, &mc.name_any()));
+    let uid = mc.metadata.uid.as_deref().unwrap_or_default();
+    let job = live_job.filter(|j| ownership::holder(j.meta(), uid) == ownership::Holder::Ours);
+    let status = status::compute(mc, None, job.as_deref(), Some(&problem), &(ctx.now)());
+    if let Err(e) =
+        status_write::write_if_changed(ctx, mc, status, Some(&problem), Vec::new()).await
+    {
+        tracing::debug!(error = %e, "could not show the failure in status");
+    }
 }
 
 async fn reconcile_inner(
@@ -87,7 +113,9 @@ async fn reconcile_inner(
                 problem,
                 &now,
             );
-            status_write::write_if_changed(ctx, mc, status, problem, Vec::new()).await?;
+            status_write::write_if_changed(ctx, mc, status, problem, Vec::new())
+                .await
+                .map_err(Error::StatusWrite)?;
             return Ok(Action::await_change());
         }
     };
@@ -104,7 +132,9 @@ async fn reconcile_inner(
     } else {
         let objects = desired(&plan, &cert);
         (
-            apply::apply_all(ctx, ns, uid, &objects).await?,
+            apply::apply_all(ctx, ns, uid, &objects)
+                .await
+                .map_err(Error::Apply)?,
             Some(objects),
         )
     };
@@ -116,21 +146,29 @@ async fn reconcile_inner(
         retain_from_status(ctx, mc);
         let max = Some(plan.spec.max_size());
         let status = status::compute(mc, max, live_job.as_deref(), Some(&problem), &now);
-        status_write::write_if_changed(ctx, mc, status, Some(&problem), Vec::new()).await?;
+        status_write::write_if_changed(ctx, mc, status, Some(&problem), Vec::new())
+            .await
+            .map_err(Error::StatusWrite)?;
         return Ok(Action::await_change());
     }
     ctx.blockers.clear(&mc_key(mc));
-    pod_labels::label_pods_with_their_index(ctx, ns, name).await?;
+    pod_labels::label_pods_with_their_index(ctx, ns, name)
+        .await
+        .map_err(Error::PodLabels)?;
     apply::announce(ctx, mc, &plan, live_job.as_deref(), &applied).await;
     if let Some(objects) = &objects
         && applied.problem.is_none()
     {
-        orphans::delete_orphans(ctx, mc, ns, objects).await?;
+        orphans::delete_orphans(ctx, mc, ns, objects)
+            .await
+            .map_err(Error::Orphans)?;
     }
     ctx.metrics
         .set_objects_managed(managed_objects(&ctx.stores));
 
-    let mut fed = federate(ctx, mc, &plan, &cert, ns, name).await?;
+    let mut fed = federate(ctx, mc, &plan, &cert, ns, name)
+        .await
+        .map_err(Error::Federate)?;
     let problem = applied.problem.as_ref();
     if let Some(p) = problem.filter(|p| p.invalid)
         && !fed.bursts.is_empty()
@@ -149,7 +187,9 @@ async fn reconcile_inner(
     let mut status = status::compute(mc, Some(plan.spec.max_size()), job, problem, &now);
     status.burst_layout = elasticity::burst_layout(&plan);
     let (status, burst_events) = publish_assignments(ctx, mc, status, fed, &now);
-    let status = status_write::write_if_changed(ctx, mc, status, problem, burst_events).await?;
+    let status = status_write::write_if_changed(ctx, mc, status, problem, burst_events)
+        .await
+        .map_err(Error::StatusWrite)?;
     if let Some(objects) = &objects
         && applied.problem.is_none()
         && applied.versions.len() == objects.len()
@@ -167,7 +207,8 @@ async fn reconcile_inner(
         let api: Api<MiniCluster> = Api::namespaced(ctx.client.clone(), ns);
         api.delete(name, &DeleteParams::background())
             .await
-            .map_err(kube_err(format!("deleting MiniCluster {ns}/{name}")))?;
+            .map_err(kube_err(format!("deleting MiniCluster {ns}/{name}")))
+            .map_err(Error::Cleanup)?;
         ctx.metrics.api_write("MiniCluster", "delete");
     }
     // A spoke that just went away shows Unreachable only after a grace period; nothing
@@ -183,7 +224,7 @@ async fn reconcile_inner(
 
 /// Retry with capped exponential backoff per MiniCluster: 1 s, 2 s, 4 s ... 5 min.
 pub fn error_policy(mc: Arc<MiniCluster>, error: &Error, ctx: Arc<Context>) -> Action {
-    ctx.metrics.reconcile_failed(error.kind());
+    ctx.metrics.reconcile_failed(error.stage(), error.kind());
     let key = (mc.namespace().unwrap_or_default(), mc.name_any());
     let attempt = ctx
         .failures

@@ -3,7 +3,7 @@
 //! | name | type | labels |
 //! |------|------|--------|
 //! | `flux_hub_reconciles_total` | counter | |
-//! | `flux_hub_reconcile_errors_total` | counter | `kind` |
+//! | `flux_hub_reconcile_errors_total` | counter | `stage`, `kind` |
 //! | `flux_hub_reconcile_duration_seconds` | histogram (1 ms to 60 s) | |
 //! | `flux_hub_objects_managed` | gauge | |
 //! | `flux_hub_api_writes_total` | counter | `kind`, `verb` |
@@ -44,6 +44,7 @@ struct CertificateLabels {
 /// Labels of `flux_hub_reconcile_errors_total`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ErrorLabels {
+    stage: String,
     kind: String,
 }
 
@@ -326,11 +327,13 @@ impl Metrics {
         }
     }
 
-    /// Counts a failed reconciliation; `kind` is a short error category (such as
-    /// `invalid_spec` or `api`), never a message, to keep the label's cardinality low.
-    pub fn reconcile_failed(&self, kind: &str) {
+    /// Counts a failed reconciliation: the `stage` that failed and a short error `kind`
+    /// (such as `conflict` or `transport`), never a message, to keep the labels'
+    /// cardinality low.
+    pub fn reconcile_failed(&self, stage: &str, kind: &str) {
         self.reconcile_errors
             .get_or_create(&ErrorLabels {
+                stage: stage.to_owned(),
                 kind: kind.to_owned(),
             })
             .inc();

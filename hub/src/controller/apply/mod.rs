@@ -28,7 +28,7 @@ use tracing::info;
 
 use crate::controller::apply::diff::is_subset;
 use crate::controller::blockers::Taken;
-use crate::controller::context::{Context, Error, MANAGER, kube_err};
+use crate::controller::context::{ApiError, Context, MANAGER, kube_err};
 use crate::controller::status::Problem;
 use crate::controller::status::events::publish;
 use crate::controller::watch::cache::{self, Compact};
@@ -106,7 +106,7 @@ pub(in crate::controller) async fn apply_all(
     ns: &str,
     mc_uid: &str,
     objects: &[Object],
-) -> Result<Outcome, Error> {
+) -> Result<Outcome, ApiError> {
     let mut outcome = Outcome::unchanged();
     outcome.taken = objects
         .iter()
@@ -131,7 +131,7 @@ pub(in crate::controller) async fn apply_all(
                     outcome.versions.extend(version);
                 }
                 Ok((Applied::Taken(taken), _)) => outcome.taken.push(taken),
-                Err(Error::Kube {
+                Err(ApiError {
                     source: kube::Error::Api(e),
                     ..
                 }) if e.code == 422 && matches!(object, Object::Job(_)) => {
@@ -146,7 +146,7 @@ pub(in crate::controller) async fn apply_all(
                 }
                 // Anything else the API server finds invalid (a ConfigMap over its 1 MiB
                 // limit, say) comes from the spec: said once, not retried in a loop.
-                Err(Error::Kube {
+                Err(ApiError {
                     source: kube::Error::Api(e),
                     ..
                 }) if e.code == 422 => {
@@ -262,7 +262,7 @@ async fn apply_if_changed(
     ns: &str,
     mc_uid: &str,
     object: &Object,
-) -> Result<(Applied, Option<Version>), Error> {
+) -> Result<(Applied, Option<Version>), ApiError> {
     let s = &ctx.stores;
     fn other<K>((written, version): (Written<K>, Option<Version>)) -> (Applied, Option<Version>) {
         let applied = match written {
@@ -306,7 +306,7 @@ async fn apply<K>(
     desired: &K,
     store: &Store<K>,
     kind_of: Kind,
-) -> Result<(Written<K>, Option<Version>), Error>
+) -> Result<(Written<K>, Option<Version>), ApiError>
 where
     K: Resource<Scope = NamespaceResourceScope, DynamicType = ()>
         + k8s_openapi::Resource
@@ -362,7 +362,7 @@ where
     if let Err(taken) = take_over_created_fields(ctx, &whole, ns, &name, mc_uid, settled).await? {
         return Ok((Written::Taken(taken), None));
     }
-    let mut body = serde_json::to_value(desired).map_err(|e| Error::Kube {
+    let mut body = serde_json::to_value(desired).map_err(|e| ApiError {
         action: format!("encoding {kind} {ns}/{name}"),
         source: kube::Error::SerdeError(e),
     })?;
@@ -397,7 +397,7 @@ async fn take_over_created_fields<K>(
     name: &str,
     mc_uid: &str,
     settled: &[&[&str]],
-) -> Result<Result<(), Taken>, Error>
+) -> Result<Result<(), Taken>, ApiError>
 where
     K: Resource<DynamicType = ()> + k8s_openapi::Resource + Clone + Debug + DeserializeOwned,
 {
@@ -474,7 +474,7 @@ async fn suspend_if_asked(
     ns: &str,
     mc_uid: &str,
     desired: &Job,
-) -> Result<(), Error> {
+) -> Result<(), ApiError> {
     let Some(wanted) = desired
         .metadata
         .annotations

@@ -18,7 +18,7 @@ use kube::{Api, Resource};
 use serde::de::DeserializeOwned;
 use tracing::info;
 
-use crate::controller::context::{Context, Error, kube_err, mc_key};
+use crate::controller::context::{ApiError, Context, kube_err, mc_key};
 use crate::controller::status::events::publish;
 
 /// An object to delete: its name and UID (the delete is conditional on the UID, so an
@@ -80,7 +80,7 @@ pub(in crate::controller) async fn delete_orphans(
     mc: &MiniCluster,
     ns: &str,
     objects: &[Object],
-) -> Result<(), Error> {
+) -> Result<(), ApiError> {
     let Some(owner) = mc.metadata.uid.as_deref() else {
         return Ok(());
     };
@@ -129,7 +129,7 @@ async fn delete_kind<K>(
     ns: &str,
     owner: &str,
     objects: &[Object],
-) -> Result<Vec<String>, Error>
+) -> Result<Vec<String>, ApiError>
 where
     K: Resource<DynamicType = (), Scope = NamespaceResourceScope>
         + Clone

@@ -8,7 +8,7 @@ use kube::{Api, ResourceExt};
 
 use flux_shared::render::labels::JOB_INDEX;
 
-use crate::controller::context::{Context, Error, kube_err};
+use crate::controller::context::{ApiError, Context, kube_err};
 use crate::controller::watch::cache::BrokerPod;
 use crate::controller::watch::partial_decode::Partial;
 
@@ -19,7 +19,7 @@ pub(in crate::controller) async fn label_pods_with_their_index(
     ctx: &Context,
     ns: &str,
     job: &str,
-) -> Result<(), Error> {
+) -> Result<(), ApiError> {
     let now = std::time::Instant::now();
     let pods: Vec<(String, Option<String>, String)> = {
         let Ok(mut labelled) = ctx.labelled.lock() else {

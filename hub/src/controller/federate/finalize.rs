@@ -119,13 +119,17 @@ pub(in crate::controller) async fn finalize(
                 mc.metadata.generation,
                 &now,
             );
-            write_status(ctx, mc, &status).await?;
+            write_status(ctx, mc, &status)
+                .await
+                .map_err(Error::Finalize)?;
         }
         let remaining = u64::try_from(timeout_ms - elapsed_ms).unwrap_or(0);
         // Reports wake the reconcile earlier; this is the deadline.
         return Ok(Action::requeue(Duration::from_millis(remaining.max(1))));
     }
-    set_finalizers(ctx, mc, finalizers_but_ours(mc)).await?;
+    set_finalizers(ctx, mc, finalizers_but_ours(mc))
+        .await
+        .map_err(Error::Finalize)?;
     ctx.registry.forget(&key);
     info!("bursts withdrawn; finalizer released");
     Ok(Action::await_change())

@@ -23,7 +23,7 @@ use kube::{Api, ResourceExt};
 use tracing::warn;
 
 use crate::controller::apply::pod_labels::COMPLETION_INDEX;
-use crate::controller::context::{Context, Error, kube_err, mc_key};
+use crate::controller::context::{ApiError, Context, kube_err, mc_key};
 use crate::controller::status;
 use crate::controller::watch::stores::{Stores, get};
 use crate::federation::bursts::{
@@ -127,7 +127,7 @@ pub(in crate::controller) async fn federate(
     cert: &str,
     ns: &str,
     name: &str,
-) -> Result<Federated, Error> {
+) -> Result<Federated, ApiError> {
     let bursts = burst_infos(plan);
     if bursts.is_empty() {
         // Bursts removed from the spec: release the finalizer once spokes confirmed.
@@ -389,7 +389,7 @@ pub(in crate::controller) async fn set_finalizers(
     ctx: &Context,
     mc: &MiniCluster,
     finalizers: Vec<String>,
-) -> Result<(), Error> {
+) -> Result<(), ApiError> {
     let ns = mc.namespace().unwrap_or_default();
     let name = mc.name_any();
     let mut metadata = serde_json::json!({ "finalizers": finalizers });

@@ -10,7 +10,7 @@ use kube::runtime::events::EventType;
 use kube::{Api, ResourceExt};
 use tracing::warn;
 
-use crate::controller::context::{Context, Error, MANAGER, kube_err, mc_key};
+use crate::controller::context::{ApiError, Context, MANAGER, kube_err, mc_key};
 use crate::controller::status::events::publish;
 use crate::controller::status::{Problem, minicluster_phase};
 use crate::controller::watch::partial_decode::Partial;
@@ -23,7 +23,7 @@ pub(in crate::controller) async fn write_if_changed(
     status: MiniClusterStatus,
     problem: Option<&Problem>,
     burst_events: Vec<BurstEvent>,
-) -> Result<MiniClusterStatus, Error> {
+) -> Result<MiniClusterStatus, ApiError> {
     let previous = mc.status.clone().unwrap_or_default();
     if status == previous || ctx.status_just_written(mc, &status) {
         return Ok(status);
@@ -116,7 +116,7 @@ pub(in crate::controller) async fn write_status(
     ctx: &Context,
     mc: &MiniCluster,
     status: &MiniClusterStatus,
-) -> Result<(), Error> {
+) -> Result<(), ApiError> {
     let ns = mc.namespace().unwrap_or_default();
     let name = mc.name_any();
     // The answer is the whole MiniCluster, of which nothing is read.
