@@ -8,6 +8,10 @@ use crate::api::MiniCluster;
 /// group and kind (the reference Go operator's) lacks them.
 pub const CRD_OWNER_LABEL: (&str, &str) = ("app.kubernetes.io/managed-by", "flux-hub");
 
+/// Field manager of everything `flux-hub init` and `join` apply (the CRD among it): an
+/// install from before the CRD carried [`CRD_OWNER_LABEL`] is known by it.
+pub const INSTALLER_FIELD_MANAGER: &str = "flux-hub-install";
+
 /// The MiniCluster CRD's name.
 pub const CRD_NAME: &str = "miniclusters.flux-framework.org";
 

@@ -2,7 +2,6 @@
 //! does).
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
@@ -11,6 +10,7 @@ use anyhow::{Context, Result, bail};
 use clap::{Args, Parser, Subcommand};
 use flux_shared::federation::diagnostics::{HubUrlError, error_chain, hub_host as url_host};
 use flux_shared::federation::tls::{ClientSecurity, TlsPem, TransportSettings};
+use flux_shared::federation::tls_flags::TlsFlags;
 use flux_shared::federation::{Identity, identity_from_pem};
 use flux_shared::ops::{Health, logging, server, shutdown};
 use flux_spoke::cluster::Scope;
@@ -43,17 +43,9 @@ struct RunArgs {
     #[arg(long, env = "FLUX_SPOKE_NAME", value_name = "NAME")]
     name: String,
 
-    /// CA certificate of the federation (PEM), e.g. `ca.crt` from `flux-hub certs`.
-    #[arg(long, env = "FLUX_CA", value_name = "FILE")]
-    ca: Option<PathBuf>,
-
-    /// This spoke's client certificate (PEM), e.g. `spoke-<name>.crt`.
-    #[arg(long, env = "FLUX_CERT", value_name = "FILE")]
-    cert: Option<PathBuf>,
-
-    /// This spoke's private key (PEM), e.g. `spoke-<name>.key`.
-    #[arg(long, env = "FLUX_KEY", value_name = "FILE")]
-    key: Option<PathBuf>,
+    /// This spoke's client certificate (`spoke-<name>.crt`) and the federation's CA.
+    #[command(flatten)]
+    tls: TlsFlags,
 
     /// The name the hub's certificate must carry [default: the host of --hub].
     #[arg(long, value_name = "DNS")]
@@ -131,15 +123,7 @@ fn client_security(args: &RunArgs) -> Result<ClientSecurity> {
     let identity =
         Identity::spoke(&args.name).with_context(|| format!("--name {:?}", args.name))?;
     if args.insecure {
-        let given: Vec<&str> = [
-            ("--ca", &args.ca),
-            ("--cert", &args.cert),
-            ("--key", &args.key),
-        ]
-        .iter()
-        .filter(|(_, v)| v.is_some())
-        .map(|(flag, _)| *flag)
-        .collect();
+        let given = args.tls.given();
         if !given.is_empty() {
             bail!(
                 "--insecure connects without TLS; drop {} (or drop --insecure to use mTLS)",
@@ -148,20 +132,12 @@ fn client_security(args: &RunArgs) -> Result<ClientSecurity> {
         }
         return Ok(ClientSecurity::InsecureDevelopment(identity));
     }
-    let (Some(ca), Some(cert), Some(key)) = (&args.ca, &args.cert, &args.key) else {
-        let missing: Vec<&str> = [
-            ("--ca", &args.ca),
-            ("--cert", &args.cert),
-            ("--key", &args.key),
-        ]
-        .iter()
-        .filter(|(_, v)| v.is_none())
-        .map(|(flag, _)| *flag)
-        .collect();
-        bail!(
+    let (ca, cert, key) = match args.tls.files() {
+        Ok(files) => files,
+        Err(missing) => bail!(
             "mutual TLS needs --ca, --cert and --key (missing: {}); --insecure is for local development only",
             missing.join(", ")
-        );
+        ),
     };
     let tls = TlsPem::from_files(ca, cert, key).context("loading the TLS files")?;
     let cert_identity = identity_from_pem(tls.cert_pem()).with_context(|| {
@@ -275,11 +251,11 @@ async fn run(args: RunArgs) -> Result<()> {
         spoke_version: env!("CARGO_PKG_VERSION").to_string(),
         namespace: namespace.clone(),
         // Secret volumes are renewed in place: a rotated certificate is picked up.
-        tls_files: match (&args.ca, &args.cert, &args.key) {
-            (Some(ca), Some(cert), Some(key)) if !args.insecure => Some(TlsFiles {
-                ca: ca.clone(),
-                cert: cert.clone(),
-                key: key.clone(),
+        tls_files: match args.tls.files() {
+            Ok((ca, cert, key)) if !args.insecure => Some(TlsFiles {
+                ca: ca.to_path_buf(),
+                cert: cert.to_path_buf(),
+                key: key.to_path_buf(),
             }),
             _ => None,
         },

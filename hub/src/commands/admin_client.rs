@@ -3,8 +3,6 @@
 //! certificate (or the insecure development identity) and the federation's transport
 //! settings, the calls, and what each failure means for the user.
 
-use std::path::PathBuf;
-
 use flux_shared::federation::auth::IdentityInterceptor;
 use flux_shared::federation::diagnostics::{
     TlsFailure, classify_tls_failure, error_chain, hub_host, normalize_hub_url, status_text,
@@ -15,10 +13,13 @@ use flux_shared::federation::proto::{
     MiniClusterSnapshot, PinSpokeRequest, ScaleBurstRequest, ScaleBurstResponse,
 };
 use flux_shared::federation::tls::{ClientSecurity, TlsError, TlsPem, TransportSettings};
+use flux_shared::federation::tls_flags::TlsFlags;
 use flux_shared::federation::{Identity, identity_from_pem};
 use tonic::service::interceptor::InterceptedService;
 use tonic::transport::Channel;
 use tonic::{Code, Status};
+
+use crate::commands::admin_context::HubAddress;
 
 /// Admin name sent with --insecure when --admin-name is not given.
 pub const DEFAULT_ADMIN_NAME: &str = "admin";
@@ -26,34 +27,12 @@ pub const DEFAULT_ADMIN_NAME: &str = "admin";
 /// How to reach the hub's Admin API: the flags every admin command shares.
 #[derive(clap::Args, Debug, Clone)]
 pub struct HubOptions {
-    /// The hub's federation gRPC endpoint: `https://HOST:PORT` (mTLS), or `http://HOST:PORT`
-    /// with --insecure. A bare `HOST:PORT` gets the scheme of the security mode. Without
-    /// it, the admin context (--hub-context, else the current one, which `flux-hub init`
-    /// writes) gives the hub and the certificates.
-    #[arg(long, env = "FLUX_HUB", value_name = "URL")]
-    pub hub: Option<String>,
-    /// The admin context to use (default: the current one of the context file,
-    /// FLUX_HUB_CONFIG or ~/.config/flux-hub/config.yaml).
-    #[arg(
-        long,
-        env = "FLUX_HUB_CONTEXT",
-        value_name = "NAME",
-        conflicts_with = "hub"
-    )]
-    pub hub_context: Option<String>,
-    /// CA certificate (PEM) that issued the hub's certificate (`ca.crt` of `flux-hub certs`).
-    #[arg(long, env = "FLUX_CA", value_name = "FILE")]
-    pub ca: Option<PathBuf>,
-    /// Admin client certificate (PEM), from `flux-hub certs --admin NAME`.
-    #[arg(long, env = "FLUX_CERT", value_name = "FILE")]
-    pub cert: Option<PathBuf>,
-    /// Private key of the admin client certificate (PEM).
-    #[arg(long, env = "FLUX_KEY", value_name = "FILE")]
-    pub key: Option<PathBuf>,
-    /// The DNS name (or IP address) the hub's certificate must carry (default: the host of
-    /// --hub).
-    #[arg(long, value_name = "DNS")]
-    pub hub_domain: Option<String>,
+    /// Which hub.
+    #[command(flatten)]
+    pub address: HubAddress,
+    /// The admin certificate (`flux-hub certs --admin NAME`) and the federation's CA.
+    #[command(flatten)]
+    pub tls: TlsFlags,
     /// LOCAL DEVELOPMENT ONLY: plaintext, for a hub started with --insecure; the admin
     /// names itself in a request header (--admin-name).
     #[arg(long, conflicts_with_all = ["ca", "cert", "key", "hub_domain"])]
@@ -80,18 +59,23 @@ fn from_context(opts: &HubOptions) -> Result<HubOptions, AdminError> {
         )));
     }
     let context = file
-        .pick(opts.hub_context.as_deref())
+        .pick(opts.address.hub_context.as_deref())
         .map_err(|e| AdminError::Setup(format!("{}: {e}", path.display())))?;
     Ok(HubOptions {
-        hub: Some(context.hub.clone()),
-        hub_context: None,
-        ca: opts.ca.clone().or_else(|| Some(context.ca.clone())),
-        cert: opts.cert.clone().or_else(|| Some(context.cert.clone())),
-        key: opts.key.clone().or_else(|| Some(context.key.clone())),
-        hub_domain: opts
-            .hub_domain
-            .clone()
-            .or_else(|| context.hub_domain.clone()),
+        address: HubAddress {
+            hub: Some(context.hub.clone()),
+            hub_context: None,
+            hub_domain: opts
+                .address
+                .hub_domain
+                .clone()
+                .or_else(|| context.hub_domain.clone()),
+        },
+        tls: TlsFlags {
+            ca: opts.tls.ca.clone().or_else(|| Some(context.ca.clone())),
+            cert: opts.tls.cert.clone().or_else(|| Some(context.cert.clone())),
+            key: opts.tls.key.clone().or_else(|| Some(context.key.clone())),
+        },
         insecure: false,
         admin_name: None,
     })
@@ -185,10 +169,10 @@ impl HubEndpoint {
     /// The hub of `--hub` and how to dial it, from the flags; every mistake in the flags or
     /// the certificate files is reported here, before anything connects.
     pub fn new(opts: &HubOptions) -> Result<HubEndpoint, AdminError> {
-        if opts.hub.is_none() && !opts.insecure {
+        if opts.address.hub.is_none() && !opts.insecure {
             return HubEndpoint::new(&from_context(opts)?);
         }
-        let Some(hub) = &opts.hub else {
+        let Some(hub) = &opts.address.hub else {
             return Err(AdminError::Setup(
                 "--insecure needs --hub (a development hub has no admin context)".into(),
             ));
@@ -206,21 +190,13 @@ impl HubEndpoint {
                 insecure: true,
             });
         }
-        let (Some(ca), Some(cert), Some(key)) = (&opts.ca, &opts.cert, &opts.key) else {
-            let missing: Vec<&str> = [
-                ("--ca", opts.ca.is_none()),
-                ("--cert", opts.cert.is_none()),
-                ("--key", opts.key.is_none()),
-            ]
-            .into_iter()
-            .filter_map(|(flag, missing)| missing.then_some(flag))
-            .collect();
-            return Err(AdminError::Setup(format!(
+        let (ca, cert, key) = opts.tls.files().map_err(|missing| {
+            AdminError::Setup(format!(
                 "missing {} (or FLUX_CA, FLUX_CERT, FLUX_KEY): the hub requires mutual TLS. \
                  {ADMIN_HINT}. (--insecure is for a development hub started with --insecure.)",
                 missing.join(", ")
-            )));
-        };
+            ))
+        })?;
         let tls = TlsPem::from_files(ca, cert, key).map_err(|e| {
             // Name the flag too: the library names only the file.
             let file = match &e {
@@ -241,7 +217,7 @@ impl HubEndpoint {
             Ok(identity) => identity.to_string(),
             Err(e) => format!("no federation identity: {e}"),
         };
-        let domain = match &opts.hub_domain {
+        let domain = match &opts.address.hub_domain {
             Some(domain) => domain.clone(),
             None => hub_host(&url).map_err(|_| {
                 AdminError::Setup(format!(

@@ -131,6 +131,31 @@ pub fn save(path: &Path, file: &ContextFile) -> Result<(), String> {
     write().map_err(|e| format!("writing {}: {e}", path.display()))
 }
 
+/// Which hub a command talks to: `--hub`, or the admin context that names it; and the name
+/// its certificate carries. Shared by the admin commands and by `join`/`unjoin`.
+#[derive(clap::Args, Debug, Clone, Default, PartialEq, Eq)]
+pub struct HubAddress {
+    /// The hub's federation endpoint, `https://HOST:PORT` as `flux-hub init` printed it
+    /// (`http://HOST:PORT` with --insecure; a bare `HOST:PORT` gets the scheme of the
+    /// security mode). Without it, the admin context (--hub-context, else the current
+    /// one, which `flux-hub init` writes) gives the hub and its certificates.
+    #[arg(long, env = "FLUX_HUB", value_name = "URL")]
+    pub hub: Option<String>,
+    /// The admin context to use (default: the current one of the context file,
+    /// FLUX_HUB_CONFIG or ~/.config/flux-hub/config.yaml).
+    #[arg(
+        long,
+        env = "FLUX_HUB_CONTEXT",
+        value_name = "NAME",
+        conflicts_with = "hub"
+    )]
+    pub hub_context: Option<String>,
+    /// The DNS name (or IP address) the hub's certificate must carry (default: the host of
+    /// --hub, or the context's).
+    #[arg(long, value_name = "DNS")]
+    pub hub_domain: Option<String>,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -7,7 +7,10 @@ use std::path::PathBuf;
 use anyhow::{Context as _, bail};
 use flux_shared::federation::diagnostics::{hub_host, normalize_hub_url};
 
+use flux_shared::federation::tls_flags::TlsFlags;
+
 use crate::commands::admin_client::{HubEndpoint, HubOptions};
+use crate::commands::admin_context::HubAddress;
 use crate::commands::certs::{self, CertsOptions};
 
 /// Name of the admin certificate `join` issues for itself to ask the hub.
@@ -21,21 +24,9 @@ pub struct FederationArgs {
     /// the directory of the admin context's CA).
     #[arg(long, value_name = "DIR")]
     pub certs: Option<PathBuf>,
-    /// The hub's endpoint as `flux-hub init` printed it (`https://HOST:8443`; default: the
-    /// admin context's, which init writes).
-    #[arg(long, value_name = "URL")]
-    pub hub: Option<String>,
-    /// The admin context giving the hub without --hub (default: the current one).
-    #[arg(
-        long,
-        env = "FLUX_HUB_CONTEXT",
-        value_name = "NAME",
-        conflicts_with = "hub"
-    )]
-    pub hub_context: Option<String>,
-    /// The name (or IP) the hub's certificate carries (default: the host of --hub).
-    #[arg(long, value_name = "DNS")]
-    pub hub_domain: Option<String>,
+    /// Which hub.
+    #[command(flatten)]
+    pub address: HubAddress,
 }
 
 impl FederationArgs {
@@ -43,14 +34,14 @@ impl FederationArgs {
     /// given (its hub, its certificate name, and its CA's directory for `--certs`). The
     /// second value says whether the context gave the hub.
     pub fn resolve(&self) -> anyhow::Result<(FederationOptions, bool)> {
-        if let Some(hub) = &self.hub {
+        if let Some(hub) = &self.address.hub {
             let certs = self.certs.clone().context(
                 "--certs DIR: the federation's certificates (flux-hub init made them) are needed with --hub",
             )?;
             let fed = FederationOptions {
                 certs,
                 hub: hub.clone(),
-                hub_domain: self.hub_domain.clone(),
+                hub_domain: self.address.hub_domain.clone(),
             };
             return Ok((fed, false));
         }
@@ -76,7 +67,7 @@ impl FederationArgs {
         file: &crate::commands::admin_context::ContextFile,
     ) -> anyhow::Result<FederationOptions> {
         let context = file
-            .pick(self.hub_context.as_deref())
+            .pick(self.address.hub_context.as_deref())
             .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
         let certs = match (&self.certs, context.ca.parent()) {
             (Some(dir), _) => dir.clone(),
@@ -91,6 +82,7 @@ impl FederationArgs {
             certs,
             hub: context.hub.clone(),
             hub_domain: self
+                .address
                 .hub_domain
                 .clone()
                 .or_else(|| context.hub_domain.clone()),
@@ -155,12 +147,16 @@ impl FederationOptions {
         let (_, domain) = self.hub_url_and_domain()?;
         let (cert, key) = admin_certificate(&self.certs)?;
         Ok(HubEndpoint::new(&HubOptions {
-            hub: Some(self.hub.clone()),
-            hub_context: None,
-            ca: Some(self.certs.join("ca.crt")),
-            cert: Some(cert),
-            key: Some(key),
-            hub_domain: Some(domain),
+            address: HubAddress {
+                hub: Some(self.hub.clone()),
+                hub_context: None,
+                hub_domain: Some(domain),
+            },
+            tls: TlsFlags {
+                ca: Some(self.certs.join("ca.crt")),
+                cert: Some(cert),
+                key: Some(key),
+            },
             insecure: false,
             admin_name: None,
         })?)
@@ -210,9 +206,10 @@ mod tests {
         };
         let args = |certs: Option<&str>, name: Option<&str>| FederationArgs {
             certs: certs.map(PathBuf::from),
-            hub: None,
-            hub_context: name.map(String::from),
-            hub_domain: None,
+            address: HubAddress {
+                hub_context: name.map(String::from),
+                ..HubAddress::default()
+            },
         };
         let path = std::path::Path::new("/home/me/.config/flux-hub/config.yaml");
         let fed = args(None, None).completed_by(path, &file).unwrap();
@@ -235,7 +232,10 @@ mod tests {
         );
         // Given --hub, the context is not read, and --certs is needed.
         let given = FederationArgs {
-            hub: Some("https://192.0.2.9:8443".into()),
+            address: HubAddress {
+                hub: Some("https://192.0.2.9:8443".into()),
+                ..HubAddress::default()
+            },
             ..args(None, None)
         };
         let e = given.resolve().unwrap_err();

@@ -2,7 +2,7 @@
 //! hub's certificate in `--certs` when missing (reuses them otherwise), server-side applies
 //! what `deploy/` holds (CRD, namespace, RBAC, Deployment, Services, PDB; see
 //! [`crate::commands::install`]) plus the `flux-hub-tls` Secret with field manager
-//! [`install::FIELD_MANAGER`], waits until the hub is available, and prints the endpoint
+//! [`INSTALLER_FIELD_MANAGER`](flux_shared::crd::INSTALLER_FIELD_MANAGER), waits until the hub is available, and prints the endpoint
 //! spokes should dial. Progress goes to standard error, the result to standard output
 //! (`-o json` for scripts). Running it again changes nothing. When an apply fails, what
 //! this run created is deleted again, so nothing half-installed is left behind.
@@ -74,7 +74,7 @@ pub struct InitOptions {
 }
 
 /// What says that another controller of MiniClusters runs in the cluster of `client`
-/// ([`crate::commands::coexist::other_controllers`]).
+/// ([`crate::controller::coexist::other_controllers`]).
 pub async fn other_controllers(client: &Client) -> anyhow::Result<Vec<String>> {
     use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
@@ -87,7 +87,7 @@ pub async fn other_controllers(client: &Client) -> anyhow::Result<Vec<String>> {
         .list(&ListParams::default())
         .await
         .map_err(explain)?;
-    Ok(crate::commands::coexist::other_controllers(
+    Ok(crate::controller::coexist::other_controllers(
         crd.as_ref().map(|c| &c.metadata),
         &listed.items,
     ))
@@ -305,7 +305,7 @@ pub async fn run(opts: &InitOptions, out: &mut dyn Write) -> anyhow::Result<()> 
     let others = other_controllers(&client).await?;
     if !others.is_empty() {
         if !opts.take_over {
-            bail!("{}", crate::commands::coexist::refusal(&others));
+            bail!("{}", crate::controller::coexist::refusal(&others));
         }
         eprintln!(
             "taking over from another controller of MiniClusters (--take-over): {}",

@@ -9,9 +9,6 @@ use std::collections::{BTreeMap, BTreeSet};
 use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
 use serde_json::{Value, json};
 
-/// Field manager of everything the installer applies.
-pub const FIELD_MANAGER: &str = "flux-hub-install";
-
 /// Namespace of the hub's install.
 pub const HUB_NAMESPACE: &str = "flux-operator-system";
 /// Namespace of a spoke's install.

@@ -1,6 +1,6 @@
 //! What the install commands (`init`, `join`, `unjoin`) do to a cluster: a client from
 //! the kubeconfig flags, server-side applies of an install's objects with
-//! [`install::FIELD_MANAGER`] (undone when one fails), and the wait until a Deployment is
+//! [`INSTALLER_FIELD_MANAGER`](flux_shared::crd::INSTALLER_FIELD_MANAGER) (undone when one fails), and the wait until a Deployment is
 //! available, saying why it is not.
 
 use std::path::{Path, PathBuf};
@@ -82,11 +82,11 @@ pub async fn client(kubeconfig: Option<&Path>, context: Option<&str>) -> anyhow:
     Client::try_from(config).with_context(|| format!("a client for {url}"))
 }
 
-/// Server-side applies `objects` in order (field manager [`install::FIELD_MANAGER`]),
+/// Server-side applies `objects` in order (field manager [`INSTALLER_FIELD_MANAGER`](flux_shared::crd::INSTALLER_FIELD_MANAGER)),
 /// saying each on standard error. On a failure, what this call created is deleted again
 /// (in reverse order) before the error is returned.
 pub async fn apply_all(client: &Client, objects: &[Value]) -> anyhow::Result<Vec<Applied>> {
-    let params = PatchParams::apply(install::FIELD_MANAGER).force();
+    let params = PatchParams::apply(flux_shared::crd::INSTALLER_FIELD_MANAGER).force();
     let mut applied = Vec::new();
     let mut created: Vec<(Api<DynamicObject>, String, String)> = Vec::new();
     for object in objects {

@@ -5,7 +5,6 @@ pub mod admin_client;
 pub mod admin_context;
 pub mod burst;
 pub mod certs;
-pub mod coexist;
 pub mod convert;
 pub mod federation;
 pub mod init;

@@ -117,19 +117,12 @@ pub fn entries(
 
 /// `--configmap` as (namespace, name).
 fn location(opts: &RevokeAdminOptions) -> anyhow::Result<(String, String)> {
-    let (namespace, name) = match opts.configmap.split_once('/') {
-        Some((ns, name)) => (ns, name),
-        None => (HUB_NAMESPACE, opts.configmap.as_str()),
-    };
-    if !flux_shared::validate::is_dns_label(namespace)
-        || !flux_shared::validate::is_dns_subdomain(name)
-    {
-        bail!(
+    flux_shared::validate::configmap_location(&opts.configmap, HUB_NAMESPACE).with_context(|| {
+        format!(
             "--configmap {:?}: must be a ConfigMap name, or NAMESPACE/NAME",
             opts.configmap
-        );
-    }
-    Ok((namespace.to_string(), name.to_string()))
+        )
+    })
 }
 
 /// Writes the revocations (or lifts them) and says what changed.

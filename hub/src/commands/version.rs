@@ -99,9 +99,9 @@ pub fn text(v: &VersionView) -> String {
 
 /// Whether `opts` names a hub, by flag or by an admin context file with a context in it.
 fn hub_configured(opts: &HubOptions) -> bool {
-    opts.hub.is_some()
+    opts.address.hub.is_some()
         || opts.insecure
-        || opts.hub_context.is_some()
+        || opts.address.hub_context.is_some()
         || crate::commands::admin_context::path()
             .and_then(|p| crate::commands::admin_context::load(&p).ok())
             .is_some_and(|f| !f.contexts.is_empty())

@@ -3,10 +3,10 @@
 pub mod permissions;
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
 
 use anyhow::Context as _;
 use flux_shared::federation::tls::{ServerSecurity, TlsPem};
+use flux_shared::federation::tls_flags::{TLS_FLAG_IDS, TlsFlags};
 
 /// Flags of `flux-hub run`.
 #[derive(Clone, Debug, clap::Args)]
@@ -39,18 +39,12 @@ pub struct RunOptions {
     /// no spoke can connect and bursts stay Unreachable.
     #[arg(long, env = "FLUX_GRPC_ADDR")]
     pub grpc_addr: Option<SocketAddr>,
-    /// CA certificate (PEM) that issued spoke and admin client certificates.
-    #[arg(long, env = "FLUX_CA", value_name = "FILE")]
-    pub ca: Option<PathBuf>,
-    /// The hub's server certificate (PEM), from `flux-hub certs`.
-    #[arg(long, env = "FLUX_CERT", value_name = "FILE")]
-    pub cert: Option<PathBuf>,
-    /// The hub's server key (PEM).
-    #[arg(long, env = "FLUX_KEY", value_name = "FILE")]
-    pub key: Option<PathBuf>,
+    /// The hub's server certificate, and the CA that issued spoke and admin certificates.
+    #[command(flatten)]
+    pub tls: TlsFlags,
     /// LOCAL DEVELOPMENT ONLY: serve gRPC in plaintext; callers name themselves, so anyone
     /// who can reach the port can act as any spoke and read every curve certificate.
-    #[arg(long, conflicts_with_all = ["ca", "cert", "key"])]
+    #[arg(long, conflicts_with_all = TLS_FLAG_IDS)]
     pub insecure: bool,
     /// Address burst brokers reach the lead broker's NodePort at, for MiniClusters that do
     /// not set spec.flux.bursting.leadAddress (default: the lead pod's node address).
@@ -98,7 +92,7 @@ impl RunOptions {
     /// files that exist must load.
     pub fn grpc_security(&self) -> anyhow::Result<Option<GrpcSetup>> {
         if self.grpc_addr.is_none() {
-            if self.insecure || self.ca.is_some() || self.cert.is_some() || self.key.is_some() {
+            if self.insecure || !self.tls.given().is_empty() {
                 anyhow::bail!(
                     "--ca, --cert, --key and --insecure configure the gRPC server: set --grpc-addr too"
                 );
@@ -108,12 +102,12 @@ impl RunOptions {
         if self.insecure {
             return Ok(Some(GrpcSetup::Serve(ServerSecurity::InsecureDevelopment)));
         }
-        match (&self.ca, &self.cert, &self.key) {
-            (Some(ca), Some(cert), Some(key)) => {
+        match self.tls.files() {
+            Ok((ca, cert, key)) => {
                 let files = crate::federation::tls_accept::TlsFiles {
-                    ca: ca.clone(),
-                    cert: cert.clone(),
-                    key: key.clone(),
+                    ca: ca.to_path_buf(),
+                    cert: cert.to_path_buf(),
+                    key: key.to_path_buf(),
                 };
                 if [ca, cert, key].iter().all(|p| !p.exists()) {
                     return Ok(Some(GrpcSetup::AwaitFiles(files)));
@@ -122,7 +116,7 @@ impl RunOptions {
                     .context("loading the gRPC server's TLS files")?;
                 Ok(Some(GrpcSetup::Serve(ServerSecurity::Mtls(pem))))
             }
-            _ => anyhow::bail!(
+            Err(_) => anyhow::bail!(
                 "--grpc-addr needs --ca, --cert and --key (from `flux-hub certs`), or --insecure for local development"
             ),
         }
@@ -140,16 +134,9 @@ impl RunOptions {
 
     /// A `NAME` (in --lease-namespace) or `NAMESPACE/NAME` of a ConfigMap, checked.
     fn configmap_flag(&self, flag: &str, value: &str) -> anyhow::Result<(String, String)> {
-        let (namespace, name) = match value.split_once('/') {
-            Some((ns, name)) => (ns.to_string(), name.to_string()),
-            None => (self.lease_namespace.clone(), value.to_string()),
-        };
-        if !flux_shared::validate::is_dns_label(&namespace)
-            || !flux_shared::validate::is_dns_subdomain(&name)
-        {
-            anyhow::bail!("{flag} {value:?}: must be a ConfigMap name, or NAMESPACE/NAME");
-        }
-        Ok((namespace, name))
+        flux_shared::validate::configmap_location(value, &self.lease_namespace).with_context(|| {
+            format!("{flag} {value:?}: must be a ConfigMap name, or NAMESPACE/NAME")
+        })
     }
 
     /// `--lead-broker-address`, checked.
@@ -166,6 +153,7 @@ impl RunOptions {
 pub mod apply;
 pub mod autoscaler;
 pub mod blockers;
+pub mod coexist;
 pub mod context;
 pub mod desired;
 pub mod federate;

@@ -75,7 +75,7 @@ pub const REQUIRED: &[Permission] = &[
     cluster("", "nodes", &["get"]),
     cluster("events.k8s.io", "events", &["create", "patch"]),
     // At start-up, whether the MiniCluster CRD is flux-hub's or another controller's
-    // (`commands::coexist`): that one CRD, by name.
+    // (`controller::coexist`): that one CRD, by name.
     Permission {
         group: "apiextensions.k8s.io",
         resource: "customresourcedefinitions",

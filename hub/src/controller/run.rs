@@ -204,7 +204,7 @@ async fn check_crd_installed(client: &Client, ns: Option<&str>) -> anyhow::Resul
 }
 
 /// Refuse to run beside another controller of MiniClusters: the installed CRD must be
-/// flux-hub's ([`crate::commands::coexist::run_check`]), unless `--take-over`. A hub whose
+/// flux-hub's ([`crate::controller::coexist::run_check`]), unless `--take-over`. A hub whose
 /// RBAC predates the check (it may not read the CRD) says so and runs.
 async fn check_crd_owner(client: &Client, take_over: bool) -> anyhow::Result<()> {
     use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -221,7 +221,7 @@ async fn check_crd_owner(client: &Client, take_over: bool) -> anyhow::Result<()>
         }
         Err(e) => return Err(anyhow::Error::from(e).context("reading the MiniCluster CRD")),
     };
-    match crate::commands::coexist::run_check(&meta, take_over) {
+    match crate::controller::coexist::run_check(&meta, take_over) {
         Ok(None) => Ok(()),
         Ok(Some(warning)) => {
             tracing::warn!("{warning}");
@@ -354,14 +354,12 @@ async fn serve_federation(
             crate::federation::revocations::Revocations::watch(client.clone(), &namespace, &name);
         (pins, revoked)
     };
-    let tls_files = match (&opts.ca, &opts.cert, &opts.key) {
-        (Some(ca), Some(cert), Some(key)) if !opts.insecure => {
-            Some(crate::federation::tls_accept::TlsFiles {
-                ca: ca.clone(),
-                cert: cert.clone(),
-                key: key.clone(),
-            })
-        }
+    let tls_files = match opts.tls.files() {
+        Ok((ca, cert, key)) if !opts.insecure => Some(crate::federation::tls_accept::TlsFiles {
+            ca: ca.to_path_buf(),
+            cert: cert.to_path_buf(),
+            key: key.to_path_buf(),
+        }),
         _ => None,
     };
     let start = {

@@ -33,6 +33,8 @@ pub mod policy;
 pub mod scope;
 pub mod spoke_rbac;
 pub mod tls;
+#[cfg(feature = "cli")]
+pub mod tls_flags;
 
 pub use auth::{Authenticator, require_admin, require_spoke};
 pub use pki::{Identity, IdentityError, identity_from_der, identity_from_pem};

@@ -42,3 +42,11 @@ pub fn is_fsd(s: &str) -> bool {
         && int.bytes().all(|c| c.is_ascii_digit())
         && frac.is_none_or(|f| !f.is_empty() && f.bytes().all(|c| c.is_ascii_digit()))
 }
+
+/// A ConfigMap named on a command line as `NAME` (in `default_namespace`) or
+/// `NAMESPACE/NAME`, as (namespace, name); `None` when either part is not a valid name.
+pub fn configmap_location(value: &str, default_namespace: &str) -> Option<(String, String)> {
+    let (namespace, name) = value.split_once('/').unwrap_or((default_namespace, value));
+    (is_dns_label(namespace) && is_dns_subdomain(name))
+        .then(|| (namespace.to_string(), name.to_string()))
+}

@@ -8,11 +8,7 @@
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
-use flux_shared::crd::CRD_OWNER_LABEL;
-
-/// The field manager of `flux-hub init`'s applies (an install from before the CRD carried
-/// [`CRD_OWNER_LABEL`] is known by it).
-const INSTALLER: &str = crate::commands::install::FIELD_MANAGER;
+use flux_shared::crd::{CRD_OWNER_LABEL, INSTALLER_FIELD_MANAGER};
 
 /// The reference operator's Deployment, as its install manifest names it.
 const REFERENCE_DEPLOYMENT: (&str, &str) = ("operator-system", "operator-controller-manager");
@@ -84,7 +80,7 @@ fn is_ours(meta: &ObjectMeta) -> bool {
         .managed_fields
         .iter()
         .flatten()
-        .any(|m| m.manager.as_deref() == Some(INSTALLER));
+        .any(|m| m.manager.as_deref() == Some(INSTALLER_FIELD_MANAGER));
     labelled || installed
 }
 
