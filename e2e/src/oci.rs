@@ -4,6 +4,10 @@
 //!
 //! Everything written is reproducible: entries sorted, every time stamp 0, fixed owners,
 //! so the same inputs give the same digests.
+//!
+//! The manifests are five small `json!` documents written here rather than `oci-spec`'s
+//! types: that crate would add about fifteen crates (six of them proc macros, and a second
+//! `darling`) to a test harness for what these few lines state.
 
 use std::io::{self, Write};
 use std::os::unix::fs::PermissionsExt;

@@ -85,7 +85,9 @@ pub fn render(plan: &Plan, target: &Target) -> String {
     out
 }
 
-/// A TOML basic string.
+/// A TOML basic string. Ours rather than `toml`'s: `toml::Value` picks a literal or
+/// multi-line string for some inputs, and `toml_writer` escapes `\b`, `\f` and C1
+/// controls differently; the goldens fix this form.
 fn toml_string(s: &str) -> String {
     let mut out = String::with_capacity(s.len() + 2);
     out.push('"');

@@ -1,7 +1,8 @@
 //! Golden tests of the entrypoint scripts (`flux_shared::scripts`), plus syntax
 //! (`bash -n`) and lint (`shellcheck`) checks of every generated script.
 //!
-//! Goldens live in `tests/golden/scripts/`; run with `UPDATE_GOLDEN=1` to rewrite them.
+//! Goldens live in `tests/golden/scripts/`; run with `UPDATE_GOLDEN=1` to rewrite them
+//! (plain files, byte for byte, for the reason given in `render_golden.rs`).
 //! The lint test needs `shellcheck` (`apt-get install -y shellcheck`).
 
 use std::fs;

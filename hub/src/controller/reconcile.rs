@@ -223,6 +223,11 @@ async fn reconcile_inner(
 }
 
 /// Retry with capped exponential backoff per MiniCluster: 1 s, 2 s, 4 s ... 5 min.
+///
+/// A counter per MiniCluster and a pure delay function rather than `backon` (used for the
+/// retry loops elsewhere): two schedules share one count, and an unreachable API server
+/// must be tried again within 5 s, which backon's per-iterator multiplicative jitter
+/// does not express.
 pub fn error_policy(mc: Arc<MiniCluster>, error: &Error, ctx: Arc<Context>) -> Action {
     ctx.metrics.reconcile_failed(error.stage(), error.kind());
     let key = (mc.namespace().unwrap_or_default(), mc.name_any());

@@ -1,6 +1,11 @@
 //! Leader election through a `coordination.k8s.io/v1` Lease, so that several replicas
 //! of the hub can run and exactly one reconciles.
 //!
+//! Kept by hand rather than taken from `kube-lease-manager` or kubert's lease: a leader
+//! that cannot renew stops itself at two thirds of the lease (neither gives that), every
+//! write is a resourceVersion-conditional update (the hub's RBAC grants get, create and
+//! update on its Lease, no patch), and kubert pins an older kube (a second copy of it).
+//!
 //! The protocol is the usual one for Lease locks, with optimistic concurrency doing the
 //! arbitration: every write of the Lease other than its creation is a PUT carrying the
 //! `resourceVersion` that was read, so of two replicas racing for an expired Lease one
