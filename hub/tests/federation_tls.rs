@@ -10,8 +10,9 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use flux_hub::federation::tls_accept::{Accepting, Admit, HubTls, TlsFiles, incoming};
+use flux_hub::federation::tls_accept::{Accepting, Admit, HubTls, incoming};
 use flux_shared::federation::pki::{Ca, IssuedCert};
+use flux_shared::federation::tls::TlsFiles;
 use flux_shared::federation::tls::{ClientSecurity, TlsPem, TransportSettings};
 use flux_shared::federation::{Identity, identity_from_der};
 use tonic_health::pb::HealthCheckRequest;

@@ -72,6 +72,11 @@
 //! * LLNL's python-hostlist pads like libhostlist, expands several bracket
 //!   groups in one expression as a cartesian product, and does not treat
 //!   whitespace as a separator.
+//! * The `hostlist-parser` crate is not RFC 29 either: it de-duplicates hosts (Flux keeps
+//!   duplicates and their order), expands several bracket groups, pads each element on
+//!   its own and accepts descending ranges. It is this module's differential oracle
+//!   (`tests/hostlist_parser_agrees.rs`) on the hostlists where it gives RFC 29's answer,
+//!   not its implementation.
 //!
 //! Size: one format in one file (the grammar above, its parser, the encoder that
 //! compresses ranges as libhostlist does, and the list operations Flux uses) so the grammar

@@ -35,19 +35,18 @@ use std::collections::BTreeMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::time::Duration;
 
 use backon::{BackoffBuilder, ExponentialBuilder};
 use flux_shared::federation::auth::IdentityInterceptor;
 use flux_shared::federation::diagnostics::{
     classify_tls_failure, error_chain, is_access_denied, status_text,
 };
-use flux_shared::federation::ownership::{SpokeIdentity, SpokeIdentityError};
+use flux_shared::federation::ownership::SpokeIdentity;
 use flux_shared::federation::parts::Assembler;
 use flux_shared::federation::policy::PolicyState;
 use flux_shared::federation::proto::spoke_client::SpokeClient;
 use flux_shared::federation::proto::{AssignmentStatus, ClusterAccess, Snapshot, WatchRequest};
-use flux_shared::federation::tls::{ClientSecurity, TlsError, TlsPem, TransportSettings};
+use flux_shared::federation::tls::{ClientSecurity, TlsError, TlsPem};
 use futures::{Stream, StreamExt};
 use tokio::sync::watch;
 use tokio::time::{Instant, MissedTickBehavior};
@@ -58,93 +57,8 @@ use tracing::{Instrument, debug, error, info, info_span, warn};
 
 use crate::admit::{Memory, Tracked};
 use crate::cluster::{Cluster, Taken};
+use crate::config::AgentConfig;
 use crate::metrics::{ErrorKind, Metrics};
-
-/// How the agent reaches the hub and how often it reports.
-#[derive(Clone, Debug)]
-pub struct AgentConfig {
-    /// The hub's federation address: `https://host:port` for mTLS, `http://` with
-    /// [`ClientSecurity::InsecureDevelopment`].
-    pub hub_uri: String,
-    /// mTLS material (or the insecure development identity).
-    pub security: ClientSecurity,
-    /// Who this spoke is (from `security`): stamped on every object it makes, required of
-    /// every object it changes or deletes.
-    pub identity: SpokeIdentity,
-    /// Keepalives, timeouts, message size limits and the unary deadline.
-    pub settings: TransportSettings,
-    /// Every assignment's status is reported at least this often while connected (and
-    /// a partly applied snapshot retried).
-    pub report_interval: Duration,
-    /// This spoke's software version, sent with every Watch.
-    pub spoke_version: String,
-    /// First reconnect delay (before jitter).
-    pub min_reconnect_delay: Duration,
-    /// Largest reconnect delay (before jitter).
-    pub max_reconnect_delay: Duration,
-    /// After a Job change, how long to wait for more before reporting.
-    pub report_debounce: Duration,
-    /// Where the mTLS material in `security` was read from: re-read at every connection,
-    /// and watched while connected, so that a rotated certificate (a renewed Secret
-    /// volume) is used without a restart. `None`: `security` as given, always.
-    pub tls_files: Option<TlsFiles>,
-    /// How often `tls_files` are checked for a change while connected.
-    pub tls_check_interval: Duration,
-    /// The namespace the spoke runs in: no burst may be created there
-    /// ([`flux_shared::validate::unsafe_burst`]). Default
-    /// [`flux_shared::validate::DEFAULT_SPOKE_NAMESPACE`].
-    pub namespace: String,
-}
-
-impl AgentConfig {
-    /// Default [`AgentConfig::report_interval`].
-    pub const DEFAULT_REPORT_INTERVAL: Duration = Duration::from_secs(30);
-    /// Default [`AgentConfig::min_reconnect_delay`].
-    pub const DEFAULT_MIN_RECONNECT_DELAY: Duration = Duration::from_millis(200);
-    /// Default [`AgentConfig::max_reconnect_delay`].
-    pub const DEFAULT_MAX_RECONNECT_DELAY: Duration = Duration::from_secs(30);
-    /// Default [`AgentConfig::report_debounce`].
-    pub const DEFAULT_REPORT_DEBOUNCE: Duration = Duration::from_millis(250);
-
-    /// A configuration for `hub_uri` with `security` and every default: recommended
-    /// transport settings, reports every 30 s, reconnects after 200 ms up to 30 s, this
-    /// crate's version. Fails when `security` does not name a spoke (an admin identity or
-    /// certificate) or its CA is unreadable.
-    pub fn new(
-        hub_uri: impl Into<String>,
-        security: ClientSecurity,
-    ) -> Result<AgentConfig, SpokeIdentityError> {
-        let identity = SpokeIdentity::of_client(&security)?;
-        Ok(AgentConfig {
-            hub_uri: hub_uri.into(),
-            security,
-            identity,
-            settings: TransportSettings::default(),
-            report_interval: Self::DEFAULT_REPORT_INTERVAL,
-            spoke_version: env!("CARGO_PKG_VERSION").to_string(),
-            min_reconnect_delay: Self::DEFAULT_MIN_RECONNECT_DELAY,
-            max_reconnect_delay: Self::DEFAULT_MAX_RECONNECT_DELAY,
-            report_debounce: Self::DEFAULT_REPORT_DEBOUNCE,
-            namespace: flux_shared::validate::DEFAULT_SPOKE_NAMESPACE.to_string(),
-            tls_files: None,
-            tls_check_interval: TLS_FILES_CHECK,
-        })
-    }
-}
-
-/// The files a spoke's mutual TLS material is read from.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct TlsFiles {
-    /// The federation CA certificate.
-    pub ca: std::path::PathBuf,
-    /// This spoke's certificate.
-    pub cert: std::path::PathBuf,
-    /// Its private key.
-    pub key: std::path::PathBuf,
-}
-
-/// Default [`AgentConfig::tls_check_interval`].
-pub const TLS_FILES_CHECK: Duration = Duration::from_secs(10);
 
 /// A snapshot the agent fully applied.
 #[derive(Clone, Debug, PartialEq, Eq)]

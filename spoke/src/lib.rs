@@ -48,11 +48,13 @@ pub mod admit;
 pub mod agent;
 mod apply;
 pub mod cluster;
+pub mod config;
 pub mod metrics;
 mod report;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
 
-pub use agent::{Agent, AgentConfig, AppliedSnapshot, TlsFiles};
+pub use agent::{Agent, AppliedSnapshot};
 pub use cluster::{Cluster, ClusterError, KubeCluster, OwnedObject};
+pub use config::AgentConfig;
 pub use metrics::Metrics;

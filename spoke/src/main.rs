@@ -9,12 +9,12 @@ use std::time::Duration;
 use anyhow::{Context, Result, bail};
 use clap::{Args, Parser, Subcommand};
 use flux_shared::federation::diagnostics::{HubUrlError, error_chain, hub_host as url_host};
-use flux_shared::federation::tls::{ClientSecurity, TlsPem, TransportSettings};
+use flux_shared::federation::tls::{ClientSecurity, TransportSettings};
 use flux_shared::federation::tls_flags::TlsFlags;
 use flux_shared::federation::{Identity, identity_from_pem};
 use flux_shared::ops::{Health, logging, server, shutdown};
 use flux_spoke::cluster::Scope;
-use flux_spoke::{Agent, AgentConfig, KubeCluster, Metrics, TlsFiles};
+use flux_spoke::{Agent, AgentConfig, KubeCluster, Metrics};
 use tokio::sync::watch;
 
 /// Spoke controller: runs the bursts a Flux hub assigns to this cluster.
@@ -132,14 +132,15 @@ fn client_security(args: &RunArgs) -> Result<ClientSecurity> {
         }
         return Ok(ClientSecurity::InsecureDevelopment(identity));
     }
-    let (ca, cert, key) = match args.tls.files() {
+    let files = match args.tls.files() {
         Ok(files) => files,
         Err(missing) => bail!(
             "mutual TLS needs --ca, --cert and --key (missing: {}); --insecure is for local development only",
             missing.join(", ")
         ),
     };
-    let tls = TlsPem::from_files(ca, cert, key).context("loading the TLS files")?;
+    let tls = files.read().context("loading the TLS files")?;
+    let cert = &files.cert;
     let cert_identity = identity_from_pem(tls.cert_pem()).with_context(|| {
         format!(
             "{}: not a federation client certificate (issue one with `flux-hub certs --spoke {}`)",
@@ -251,14 +252,7 @@ async fn run(args: RunArgs) -> Result<()> {
         spoke_version: env!("CARGO_PKG_VERSION").to_string(),
         namespace: namespace.clone(),
         // Secret volumes are renewed in place: a rotated certificate is picked up.
-        tls_files: match args.tls.files() {
-            Ok((ca, cert, key)) if !args.insecure => Some(TlsFiles {
-                ca: ca.to_path_buf(),
-                cert: cert.to_path_buf(),
-                key: key.to_path_buf(),
-            }),
-            _ => None,
-        },
+        tls_files: args.tls.files().ok().filter(|_| !args.insecure),
         ..AgentConfig::new(args.hub.clone(), security).context("this spoke's identity")?
     };
     tracing::info!(spoke = %args.name, federation = %config.identity.federation, hub = %args.hub, version = %config.spoke_version, %namespace, policy = %args.policy, namespaces = ?cluster.scope(), "flux-spoke starting");

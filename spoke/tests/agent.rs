@@ -1382,7 +1382,7 @@ async fn the_broker_ceiling_is_shared_and_the_admitted_size_reported() {
 /// spoke's certificate are not used.
 #[tokio::test]
 async fn a_certificate_renewed_in_its_files_is_used_without_a_restart() {
-    use flux_spoke::TlsFiles;
+    use flux_shared::federation::tls::TlsFiles;
     let pki = Pki::new();
     let dir = std::env::temp_dir().join(format!("spoke-tls-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);

@@ -190,13 +190,14 @@ impl HubEndpoint {
                 insecure: true,
             });
         }
-        let (ca, cert, key) = opts.tls.files().map_err(|missing| {
+        let files = opts.tls.files().map_err(|missing| {
             AdminError::Setup(format!(
                 "missing {} (or FLUX_CA, FLUX_CERT, FLUX_KEY): the hub requires mutual TLS. \
                  {ADMIN_HINT}. (--insecure is for a development hub started with --insecure.)",
                 missing.join(", ")
             ))
         })?;
+        let (ca, cert, key) = (&files.ca, &files.cert, &files.key);
         let tls = TlsPem::from_files(ca, cert, key).map_err(|e| {
             // Name the flag too: the library names only the file.
             let file = match &e {

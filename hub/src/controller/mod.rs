@@ -5,7 +5,7 @@ pub mod permissions;
 use std::net::SocketAddr;
 
 use anyhow::Context as _;
-use flux_shared::federation::tls::{ServerSecurity, TlsPem};
+use flux_shared::federation::tls::ServerSecurity;
 use flux_shared::federation::tls_flags::{TLS_FLAG_IDS, TlsFlags};
 
 /// Flags of `flux-hub run`.
@@ -82,7 +82,7 @@ pub enum GrpcSetup {
     /// Serve now, with this security.
     Serve(ServerSecurity),
     /// Serve with mTLS once these files exist; MiniClusters run in this cluster meanwhile.
-    AwaitFiles(crate::federation::tls_accept::TlsFiles),
+    AwaitFiles(flux_shared::federation::tls::TlsFiles),
 }
 
 impl RunOptions {
@@ -103,16 +103,15 @@ impl RunOptions {
             return Ok(Some(GrpcSetup::Serve(ServerSecurity::InsecureDevelopment)));
         }
         match self.tls.files() {
-            Ok((ca, cert, key)) => {
-                let files = crate::federation::tls_accept::TlsFiles {
-                    ca: ca.to_path_buf(),
-                    cert: cert.to_path_buf(),
-                    key: key.to_path_buf(),
-                };
-                if [ca, cert, key].iter().all(|p| !p.exists()) {
+            Ok(files) => {
+                if [&files.ca, &files.cert, &files.key]
+                    .iter()
+                    .all(|p| !p.exists())
+                {
                     return Ok(Some(GrpcSetup::AwaitFiles(files)));
                 }
-                let pem = TlsPem::from_files(ca, cert, key)
+                let pem = files
+                    .read()
                     .context("loading the gRPC server's TLS files")?;
                 Ok(Some(GrpcSetup::Serve(ServerSecurity::Mtls(pem))))
             }

@@ -354,14 +354,7 @@ async fn serve_federation(
             crate::federation::revocations::Revocations::watch(client.clone(), &namespace, &name);
         (pins, revoked)
     };
-    let tls_files = match opts.tls.files() {
-        Ok((ca, cert, key)) if !opts.insecure => Some(crate::federation::tls_accept::TlsFiles {
-            ca: ca.to_path_buf(),
-            cert: cert.to_path_buf(),
-            key: key.to_path_buf(),
-        }),
-        _ => None,
-    };
+    let tls_files = opts.tls.files().ok().filter(|_| !opts.insecure);
     let start = {
         let (client, registry, metrics) = (client.clone(), registry.clone(), ops.metrics.clone());
         let (namespace, stop, stopped) =

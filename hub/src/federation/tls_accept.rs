@@ -13,7 +13,6 @@
 
 use std::fmt;
 use std::net::IpAddr;
-use std::path::PathBuf;
 use std::pin::Pin;
 use std::sync::{Arc, PoisonError, RwLock};
 use std::task::{Context, Poll};
@@ -33,7 +32,7 @@ use tokio_rustls::server::TlsStream;
 use tokio_util::task::AbortOnDropHandle;
 use tracing::{debug, info, warn};
 
-use flux_shared::federation::tls::TlsPem;
+use flux_shared::federation::tls::{TlsFiles, TlsPem};
 
 use super::connection_limits::{Connections, Displaced, Handshakes, Limits, Place, source_of};
 
@@ -150,23 +149,6 @@ pub fn server_config(pem: &TlsPem, admit: Admit) -> Result<ServerConfig, TlsAcce
     Ok(config)
 }
 
-/// The CA, certificate and key files the hub serves with (a mounted Secret).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct TlsFiles {
-    /// CA certificate(s).
-    pub ca: PathBuf,
-    /// The hub's certificate (chain).
-    pub cert: PathBuf,
-    /// The hub's private key.
-    pub key: PathBuf,
-}
-
-impl TlsFiles {
-    fn read(&self) -> Result<TlsPem, String> {
-        TlsPem::from_files(&self.ca, &self.cert, &self.key).map_err(|e| e.to_string())
-    }
-}
-
 /// The hub's TLS: the current configuration (swapped on reload) and the admission rule.
 #[derive(Clone)]
 pub struct HubTls {
@@ -225,6 +207,7 @@ impl HubTls {
             }
             let loaded = files
                 .read()
+                .map_err(|e| e.to_string())
                 .and_then(|pem| self.replace(&pem).map(|()| pem).map_err(|e| e.to_string()));
             match loaded {
                 Ok(pem) => {

@@ -24,7 +24,7 @@
 //! Plaintext exists only as the explicitly named `InsecureDevelopment` variants, meant for
 //! local development behind a `--insecure` flag.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use rustls_pki_types::pem::PemObject;
@@ -291,6 +291,25 @@ impl std::fmt::Debug for TlsPem {
             .field("cert", &self.cert)
             .field("key", &"<redacted>")
             .finish()
+    }
+}
+
+/// The files mutual TLS material is read from (a mounted Secret, or `--ca`, `--cert` and
+/// `--key`), read again when they change: a renewed certificate is picked up in place.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TlsFiles {
+    /// The federation CA's certificate(s).
+    pub ca: PathBuf,
+    /// This process's certificate (chain).
+    pub cert: PathBuf,
+    /// Its private key.
+    pub key: PathBuf,
+}
+
+impl TlsFiles {
+    /// Reads and checks the three files ([`TlsPem::from_files`]).
+    pub fn read(&self) -> Result<TlsPem, TlsError> {
+        TlsPem::from_files(&self.ca, &self.cert, &self.key)
     }
 }
 

@@ -2,7 +2,9 @@
 //! commands, `flux-spoke run`): declared once, so that their names, environment
 //! variables and checks cannot drift apart.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
+
+use super::tls::TlsFiles;
 
 /// `--ca`, `--cert` and `--key`: the files of a federation certificate.
 #[derive(Clone, Debug, Default, PartialEq, Eq, clap::Args)]
@@ -32,10 +34,14 @@ impl TlsFlags {
             .collect()
     }
 
-    /// The three files (CA, certificate, key), or the flags that are missing.
-    pub fn files(&self) -> Result<(&Path, &Path, &Path), Vec<&'static str>> {
+    /// The three files, or the flags that are missing.
+    pub fn files(&self) -> Result<TlsFiles, Vec<&'static str>> {
         match (&self.ca, &self.cert, &self.key) {
-            (Some(ca), Some(cert), Some(key)) => Ok((ca, cert, key)),
+            (Some(ca), Some(cert), Some(key)) => Ok(TlsFiles {
+                ca: ca.clone(),
+                cert: cert.clone(),
+                key: key.clone(),
+            }),
             _ => Err(self
                 .named()
                 .filter(|(_, v)| v.is_none())
@@ -78,7 +84,11 @@ mod tests {
         };
         assert_eq!(
             all.files(),
-            Ok((Path::new("a"), Path::new("b"), Path::new("c")))
+            Ok(TlsFiles {
+                ca: "a".into(),
+                cert: "b".into(),
+                key: "c".into()
+            })
         );
     }
 

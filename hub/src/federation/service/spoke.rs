@@ -1,0 +1,117 @@
+//! The `Spoke` service: a spoke's Watch (its snapshots, in parts) and its Reports.
+
+use flux_shared::federation::parts;
+use flux_shared::federation::proto::spoke_server::Spoke;
+use flux_shared::federation::proto::{ReportRequest, ReportResponse, Snapshot, WatchRequest};
+use futures::StreamExt;
+use tokio_stream::wrappers::WatchStream;
+use tonic::{Request, Response, Status};
+use tracing::{info, info_span, warn};
+
+use crate::federation::report_limits::{self};
+use crate::federation::served::{SubscribeError, Subscription};
+
+use super::{BoxStream, Services, not_ready};
+
+#[tonic::async_trait]
+impl Spoke for Services {
+    type WatchStream = BoxStream<Snapshot>;
+
+    async fn watch(
+        &self,
+        request: Request<WatchRequest>,
+    ) -> Result<Response<Self::WatchStream>, Status> {
+        let (spoke, leaf) = self.pinned_spoke(&request)?;
+        let not_after = leaf
+            .as_deref()
+            .and_then(flux_shared::federation::pki::not_after_unix);
+        let revoked = self.pins.revoked(spoke.clone(), leaf);
+        let req = request.into_inner();
+        super::report_limits::check_spoke_version(&req.spoke_version)
+            .map_err(|e| Status::invalid_argument(format!("spoke {spoke}: {e}")))?;
+        let span = info_span!("watch", %spoke, spoke_version = %req.spoke_version);
+        // What crosses the trust line is checked before it is kept.
+        let exceptions = flux_shared::federation::policy::Announced::from_proto(&req.exceptions)
+            .map_err(|e| {
+                Status::invalid_argument(format!("spoke {spoke}'s policy exceptions: {e}"))
+            })?;
+        let subscription = match self.registry.clone().subscribe(
+            &spoke,
+            &req.spoke_version,
+            exceptions,
+        ) {
+            Ok(s) => s,
+            Err(SubscribeError::NotReady) => return Err(not_ready()),
+            Err(SubscribeError::AlreadyConnected) => {
+                self.metrics.spoke_stream_refused();
+                span.in_scope(|| {
+                    warn!("refusing a second Watch stream under a connected spoke's name")
+                });
+                return Err(Status::already_exists(format!(
+                    "spoke {spoke} already holds a Watch stream: another process is using its certificate, or its previous connection has not timed out yet (then a retry succeeds)"
+                )));
+            }
+        };
+        span.in_scope(|| {
+            info!(
+                applied_epoch = %req.applied_hub_epoch,
+                applied_version = req.applied_version,
+                "spoke connected"
+            )
+        });
+        if let Some(not_after) = not_after {
+            self.registry.set_certificate_expiry(&spoke, not_after);
+            self.metrics
+                .set_certificate_expiry(&format!("spoke/{spoke}"), not_after);
+        }
+        let Subscription { versions, guard } = subscription;
+        let (metrics, registry) = (self.metrics.clone(), self.registry.clone());
+        let (accepts_parts, accepts_shared) = (req.accepts_parts, req.accepts_shared_specs);
+        let stream = WatchStream::new(versions)
+            .flat_map(move |_| {
+                // The guard lives as long as the stream: dropping the stream (the spoke went
+                // away) marks the spoke disconnected.
+                let _connected = &guard;
+                metrics.snapshot_sent();
+                let mut snapshot = registry.snapshot(&spoke);
+                if accepts_shared {
+                    // Each MiniCluster's spec once per snapshot, not once per burst.
+                    parts::send_shared(&mut snapshot);
+                }
+                // Parts of bounded size for spokes that assemble them: no tenant's size
+                // can make a spoke's snapshot unsendable.
+                let parts = if accepts_parts {
+                    parts::split(snapshot, parts::PART_BUDGET)
+                } else {
+                    vec![snapshot]
+                };
+                futures::stream::iter(parts.into_iter().map(Ok))
+            })
+            .take_until(self.stopped())
+            // A certificate unpinned while its stream is open loses the stream; the
+            // spoke's next Watch is refused.
+            .take_until(revoked);
+        Ok(Response::new(Box::pin(stream)))
+    }
+
+    async fn report(
+        &self,
+        request: Request<ReportRequest>,
+    ) -> Result<Response<ReportResponse>, Status> {
+        let (spoke, _) = self.pinned_spoke(&request)?;
+        let req = request.into_inner();
+        let _span = info_span!("report", %spoke, applied_version = req.applied_version).entered();
+        if !self.reports.allow(&spoke, std::time::Instant::now()) {
+            // Not recorded: the spoke keeps it unsent and reports again later (every
+            // report carries its whole state, so none is lost for good).
+            warn!("spoke reports too often; report refused");
+            return Err(Status::resource_exhausted(format!(
+                "spoke {spoke} reports more often than {} per second; report again later",
+                report_limits::REPORTS_PER_SECOND
+            )));
+        }
+        self.metrics.report_received();
+        self.registry.report(&spoke, req);
+        Ok(Response::new(ReportResponse {}))
+    }
+}
