@@ -55,9 +55,10 @@ use tonic::transport::Channel;
 use tonic::{Code, Status};
 use tracing::{Instrument, debug, error, info, info_span, warn};
 
-use crate::admit::{Memory, Tracked};
+use crate::admit::Memory;
+use crate::agent_config::AgentConfig;
+use crate::burst_status::Tracked;
 use crate::cluster::{Cluster, Taken};
-use crate::config::AgentConfig;
 use crate::metrics::{ErrorKind, Metrics};
 
 /// A snapshot the agent fully applied.

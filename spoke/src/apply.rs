@@ -11,6 +11,9 @@
 //! 6. `delete_stale` objects no assignment renders any more;
 //! 7. [`settle`] the tracked outcomes and what the spoke remembers;
 //! 8. `finish`: acknowledge the snapshot when everything in it is done, else retry.
+//!
+//! Size: the steps in the order they run, one method each, so that what happens to a
+//! snapshot reads top to bottom in one place.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -22,10 +25,10 @@ use k8s_openapi::api::batch::v1::Job;
 use tracing::{debug, error, info, warn};
 
 use crate::admit::{
-    Applied, AssignmentRefusal, Context, Decision, NAME_TAKEN, Outcome, Planned, Tracked,
-    plan_snapshot,
+    Applied, AssignmentRefusal, Context, Decision, NAME_TAKEN, Planned, plan_snapshot,
 };
 use crate::agent::{Agent, AppliedSnapshot, State};
+use crate::burst_status::{Outcome, Tracked};
 use crate::cluster::{Cluster, Kind, ObjectRef, OwnedObject, Taken, metadata};
 use crate::metrics::ErrorKind;
 

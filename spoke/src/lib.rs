@@ -46,15 +46,16 @@
 
 pub mod admit;
 pub mod agent;
+pub mod agent_config;
 mod apply;
+pub mod burst_status;
 pub mod cluster;
-pub mod config;
 pub mod metrics;
 mod report;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
 
 pub use agent::{Agent, AppliedSnapshot};
+pub use agent_config::AgentConfig;
 pub use cluster::{Cluster, ClusterError, KubeCluster, OwnedObject};
-pub use config::AgentConfig;
 pub use metrics::Metrics;

@@ -10,8 +10,8 @@ use flux_shared::federation::proto::{AssignmentStatus, ClusterAccess, ReportRequ
 use k8s_openapi::api::batch::v1::Job;
 use tracing::{debug, warn};
 
-use crate::admit::{Outcome, Tracked, find_job, status};
 use crate::agent::{Agent, Client, State};
+use crate::burst_status::{Outcome, Tracked, find_job, status};
 use crate::cluster::Cluster;
 use crate::metrics::ErrorKind;
 

@@ -8,6 +8,9 @@
 //!    are synced: only then is this replica ready and labelled as the federation endpoint;
 //! 6. the controller, until SIGTERM, lost leadership or the gRPC server ends;
 //! 7. the stop: endpoint label cleared, Lease released, servers drained.
+//!
+//! Size: the seven steps in the order they run, each a function here, so that the start-up
+//! and its stop read top to bottom in one place.
 
 use std::sync::Arc;
 use std::time::Duration;

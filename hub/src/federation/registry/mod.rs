@@ -12,6 +12,8 @@
 //! stall the controller, only ever sees the newest snapshot, and the registry holds each
 //! assignment once (as the message the spoke receives: built once, sent many times).
 //!
+//! Size: one lock-protected structure and the methods the controller calls; splitting it
+//! would put the invariants every method keeps (above) away from the code keeping them.
 //! This file is the index and what the controller asks of it; what the gRPC services
 //! serve from it, built as wire messages, is in [`wire`] (the [`Served`] trait).
 //!
