@@ -1,8 +1,18 @@
-//! Shared core of the Flux MiniCluster control plane: the MiniCluster API, Flux's
-//! formats (hostlists, CURVE certificates, broker.toml, R, entrypoint scripts), the
-//! planner and the renderer. Everything here is pure and synchronous, except the federation's
-//! TLS/gRPC plumbing and `ops` (cargo feature `ops`: health, logging, shutdown and the
-//! `/metrics` server the binaries share).
+//! Shared core of the Flux MiniCluster control plane, in the order a spec goes through it:
+//!
+//! - the API: [`api`] (types, defaults), [`crd`], [`convert`] (v1alpha1);
+//! - validated: [`validate`] (every rule by field, what a burst may ask), [`quantity`];
+//! - planned: [`plan`] (every host in rank order: [`rank_order`]), [`elasticity`] (what a
+//!   running instance may change);
+//! - rendered: [`render`] (the Kubernetes objects), [`broker_toml`], [`resource_set`] (R),
+//!   [`scripts`] (the broker pod's scripts, laid out by [`layout`]), [`curve`] (the CURVE
+//!   certificate), [`hostlist`] (RFC 29), [`managed_fields`];
+//! - federated: [`federation`] (the wire format, assignments, identities and TLS, the
+//!   owner's policy, pins).
+//!
+//! Everything here is pure and synchronous, except the federation's TLS/gRPC plumbing,
+//! `ops` (cargo feature `ops`: health, logging, shutdown and the `/metrics` server the
+//! binaries share) and the command-line flags (cargo feature `cli`).
 
 pub mod api;
 pub mod broker_toml;

@@ -34,10 +34,11 @@
 //! ```
 //!
 //! Modules, in the order a burst goes through them: [`agent`] (the connect/watch/report
-//! loop), [`admit`] (pure decisions: each assignment checked, planned and admitted by the
-//! owner's policy, then rendered), [`apply`] (the snapshot applied as named steps),
-//! [`report`] (what the hub is told), [`cluster`] (the Kubernetes reads and writes behind
-//! a trait, and their real implementation) and [`metrics`]. Tests and benches also get `testing` (an in-memory
+//! loop, configured by [`agent_config`]), [`admit`] (pure decisions: each assignment
+//! checked, planned and admitted by the owner's policy, then rendered), [`apply`] (the
+//! snapshot applied as named steps), [`burst_status`] (each burst's phase and conditions,
+//! pure) and [`report`] (what the hub is told), [`cluster`] (the Kubernetes reads and
+//! writes behind a trait, and their real implementation) and [`metrics`]. Tests and benches also get `testing` (an in-memory
 //! cluster and sample assignments), which only exists with the cargo feature `testing`:
 //! the spoke's own tests enable it through a dev-dependency on this crate, so the binary
 //! never contains it.
