@@ -1872,6 +1872,28 @@ async fn flux_hub_init_installs_the_hub_and_running_it_again_changes_nothing() {
                 "a refused init installs and issues nothing"
             );
         }
+        // `--wait=false` with `--hub-dns` alone: init applies and returns at once, the
+        // balancer's address not known yet (no admin context without it).
+        let started = std::time::Instant::now();
+        let quick = tokio::task::spawn_blocking({
+            let mut cmd = init(&["--wait=false"]);
+            move || cmd.output()
+        })
+        .await??;
+        let took = started.elapsed();
+        let quick_result: Value = serde_json::from_slice(&quick.stdout).unwrap_or(Value::Null);
+        if !(quick.status.success()
+            && took < secs(30)
+            && quick_result["ready"] == false
+            && quick_result["endpoint"].is_null()
+            && !context_file.exists())
+        {
+            cleanup().await;
+            bail!(
+                "init --wait=false must return at once without an endpoint (took {took:?}): {quick_result} {}",
+                String::from_utf8_lossy(&quick.stderr)
+            );
+        }
         // `--hub-dns` alone: init waits for the federation Service's load balancer
         // address. The testbed has no cloud; this task plays its part, as GKE's does, a
         // few seconds after the Service appears.

@@ -54,17 +54,35 @@ fn main() {
         let applied: Arc<std::sync::Mutex<Vec<Value>>> = Arc::default();
         let (count, keep) = (requests.clone(), applied.clone());
         tokio::spawn(async move {
+            // What was written, by object path: a read (the hub reads an object it created
+            // before its first apply) gets it back, as an API server would answer.
+            let mut stored: std::collections::HashMap<String, Value> = Default::default();
             while let Some((request, send)) = handle.next_request().await {
                 count.fetch_add(1, Ordering::Relaxed);
                 let path = request.uri().path().to_string();
+                let method = request.method().clone();
                 let body: Value = serde_json::from_slice(&request.into_body().collect_bytes().await.expect("body")).unwrap_or(Value::Null);
                 let reply = if path.ends_with("/status") {
                     let mut mc = serde_yaml_ng::from_str::<Value>(SPEC).expect("spec");
                     mc["status"] = body["status"].clone();
                     mc
+                } else if method == http::Method::GET {
+                    match stored.get(&path) {
+                        Some(object) => object.clone(),
+                        None => {
+                            let missing = serde_json::json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "NotFound", "code": 404});
+                            let mut response = Response::new(Body::from(serde_json::to_vec(&missing).expect("json")));
+                            *response.status_mut() = http::StatusCode::NOT_FOUND;
+                            send.send_response(response);
+                            continue;
+                        }
+                    }
                 } else {
                     if body.get("metadata").is_some() && !path.contains("/events") {
                         keep.lock().expect("lock").push(body.clone());
+                        let name = body["metadata"]["name"].as_str().unwrap_or_default();
+                        let object_path = if method == http::Method::POST { format!("{path}/{name}") } else { path.clone() };
+                        stored.insert(object_path, body.clone());
                     }
                     body
                 };

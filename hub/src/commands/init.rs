@@ -178,11 +178,12 @@ fn balancer_address(service: Option<&Service>) -> Option<String> {
 
 /// The endpoint spokes dial, reading the federation Service; with a load balancer, read
 /// again every 2 s until the cloud gives it an address or `timeout` passes, saying on
-/// standard error what it waits for.
+/// standard error what it waits for. `None` for `timeout`: read once, without waiting
+/// (`--wait=false`), and `None` while the balancer has no address.
 async fn wait_endpoint(
     client: &Client,
     opts: &InitOptions,
-    timeout: Duration,
+    timeout: Option<Duration>,
 ) -> anyhow::Result<Option<String>> {
     let services: Api<Service> = Api::namespaced(client.clone(), HUB_NAMESPACE);
     let mode = EndpointMode::of(opts);
@@ -197,6 +198,9 @@ async fn wait_endpoint(
         if found.is_some() || mode == EndpointMode::NodePort {
             return Ok(found);
         }
+        let Some(timeout) = timeout else {
+            return Ok(None);
+        };
         if started.elapsed() >= timeout {
             bail!(
                 "the Service {HUB_NAMESPACE}/{FEDERATION_SERVICE} got no load balancer address in {}s: a cluster without a load balancer controller (kind, bare metal) never gives one; run init again with --endpoint node-port and --hub-ip NODE_ADDRESS (or --hub-dns)",
@@ -328,7 +332,10 @@ pub async fn run(opts: &InitOptions, out: &mut dyn Write) -> anyhow::Result<()> 
         false
     };
     let endpoint_url = match &tls {
-        Some(_) => wait_endpoint(&client, opts, Duration::from_secs(opts.timeout_seconds)).await?,
+        Some(_) => {
+            let timeout = opts.wait.then(|| Duration::from_secs(opts.timeout_seconds));
+            wait_endpoint(&client, opts, timeout).await?
+        }
         None => None,
     };
     let admin_context = match (&opts.certs, &endpoint_url) {
@@ -376,14 +383,23 @@ pub async fn run(opts: &InitOptions, out: &mut dyn Write) -> anyhow::Result<()> 
                         )?;
                     }
                 }
-                (Some(_), None) => writeln!(
-                    out,
-                    "no address for spokes yet: give --hub-ip (a node's address, --endpoint node-port) or --hub-dns (--endpoint load-balancer)"
-                )?,
+                (Some(_), None) => writeln!(out, "{}", no_endpoint_yet(EndpointMode::of(opts)))?,
             }
         }
     }
     Ok(())
+}
+
+/// What init says when it knows no endpoint for spokes: with a load balancer (and
+/// `--wait=false`), that the cloud has not given the address yet and how the admin context,
+/// which `status` and `join` read the hub from, gets it.
+fn no_endpoint_yet(mode: EndpointMode) -> String {
+    match mode {
+        EndpointMode::LoadBalancer => format!(
+            "no address for spokes yet: the Service {HUB_NAMESPACE}/{FEDERATION_SERVICE} has no load balancer address (--wait=false did not wait for the cloud to give one); run this init again without --wait=false: it changes nothing else, waits for the address, prints it and writes the admin context that flux-hub status and join read the hub from"
+        ),
+        EndpointMode::NodePort => "no address for spokes yet: give --hub-ip (a node's address, --endpoint node-port) or --hub-dns (--endpoint load-balancer)".to_string(),
+    }
 }
 
 /// Entry point of `flux-hub init` (from `main`).

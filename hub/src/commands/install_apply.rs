@@ -152,12 +152,30 @@ async fn apply_one(
         .map_err(explain)?;
     let outcome = match before {
         None => Outcome::Created,
-        Some(b) if b.metadata.resource_version == after.metadata.resource_version => {
-            Outcome::Unchanged
-        }
+        Some(b) if unchanged(&b, &after) => Outcome::Unchanged,
         Some(_) => Outcome::Configured,
     };
     Ok((outcome, api, name))
+}
+
+/// Whether an apply left an object as it was: the same resourceVersion, or only what
+/// others write changed in between (its status, such as the type checking the API server
+/// writes into a ValidatingAdmissionPolicy, and its managedFields).
+fn unchanged(before: &DynamicObject, after: &DynamicObject) -> bool {
+    if before.metadata.resource_version == after.metadata.resource_version {
+        return true;
+    }
+    let ours = |o: &DynamicObject| {
+        let mut metadata = o.metadata.clone();
+        metadata.resource_version = None;
+        metadata.managed_fields = None;
+        let mut data = o.data.clone();
+        if let Some(map) = data.as_object_mut() {
+            map.remove("status");
+        }
+        (metadata, data)
+    };
+    ours(before) == ours(after)
 }
 
 /// A Kubernetes error with what it means for the installer.
@@ -317,6 +335,21 @@ pub async fn wait_available(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn status_writes_of_others_are_not_changes() {
+        let object = |rv: &str, status: &str, label: &str| -> DynamicObject {
+            serde_json::from_value(serde_json::json!({
+                "apiVersion": "v1", "kind": "X",
+                "metadata": {"name": "x", "resourceVersion": rv, "labels": {"a": label}},
+                "spec": {"n": 1}, "status": {"s": status},
+            }))
+            .expect("object")
+        };
+        assert!(unchanged(&object("1", "a", "l"), &object("1", "a", "l")));
+        assert!(unchanged(&object("1", "a", "l"), &object("2", "b", "l")));
+        assert!(!unchanged(&object("1", "a", "l"), &object("2", "a", "m")));
+    }
 
     fn pod(status: serde_json::Value) -> Pod {
         serde_json::from_value(
