@@ -732,9 +732,9 @@ async fn an_invalid_spec_gets_a_status_and_an_event_but_no_objects() {
     );
 }
 
-#[tokio::test]
-async fn api_errors_fail_the_reconcile_and_back_off() {
-    let responder: Responder = Arc::new(|call: &Call| {
+/// An API server that answers every write of a Job with 409 Conflict.
+fn conflict_on_jobs() -> Responder {
+    Arc::new(|call: &Call| {
         if call.path.contains("/jobs") && call.method != "GET" {
             (
                 StatusCode::CONFLICT,
@@ -743,8 +743,12 @@ async fn api_errors_fail_the_reconcile_and_back_off() {
         } else {
             echo(call)
         }
-    });
-    let (client, _server) = ApiServer::start(responder);
+    })
+}
+
+#[tokio::test]
+async fn api_errors_fail_the_reconcile_and_back_off() {
+    let (client, _server) = ApiServer::start(conflict_on_jobs());
     let (ctx, _writers) = context(client);
     let mc = Arc::new(minicluster(SPEC));
     let err = reconcile::reconcile(mc.clone(), ctx.clone())
@@ -836,17 +840,7 @@ async fn a_stage_the_api_server_keeps_refusing_shows_in_status_with_its_reason()
 
 #[tokio::test]
 async fn a_conflict_passes_on_its_own_and_leaves_the_status_alone() {
-    let responder: Responder = Arc::new(|call: &Call| {
-        if call.path.contains("/jobs") && call.method != "GET" {
-            (
-                StatusCode::CONFLICT,
-                json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "message": "conflict", "reason": "Conflict", "code": 409}),
-            )
-        } else {
-            echo(call)
-        }
-    });
-    let (client, server) = ApiServer::start(responder);
+    let (client, server) = ApiServer::start(conflict_on_jobs());
     let (ctx, _writers) = context(client);
     reconcile::reconcile(Arc::new(minicluster(SPEC)), ctx)
         .await

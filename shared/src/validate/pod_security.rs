@@ -41,6 +41,31 @@ const SAFE_SELINUX_TYPES: &[&str] = &[
     "container_engine_t",
 ];
 
+/// What the pod and the container security contexts have alike (two types with the same
+/// fields).
+struct Shared<'a> {
+    seccomp: Option<&'a str>,
+    app_armor: Option<&'a str>,
+    se_linux: Option<&'a k8s_openapi::api::core::v1::SELinuxOptions>,
+    host_process: bool,
+}
+
+/// [`Shared`] of a pod or container security context.
+macro_rules! shared_fields {
+    ($sc:expr) => {
+        Shared {
+            seccomp: $sc.seccomp_profile.as_ref().map(|p| p.type_.as_str()),
+            app_armor: $sc.app_armor_profile.as_ref().map(|p| p.type_.as_str()),
+            se_linux: $sc.se_linux_options.as_ref(),
+            host_process: $sc
+                .windows_options
+                .as_ref()
+                .and_then(|w| w.host_process)
+                .unwrap_or(false),
+        }
+    };
+}
+
 /// AppArmor and seccomp set by annotation are checked like the fields: only the runtime's
 /// default or a profile of the node.
 pub(super) fn security_annotations(
@@ -104,33 +129,13 @@ pub(super) fn container_security_context(
             "must not be Unmasked in a burst: it exposes the node's /proc".into(),
         );
     }
-    shared_security(
-        field,
-        sc.seccomp_profile.as_ref().map(|p| p.type_.as_str()),
-        sc.app_armor_profile.as_ref().map(|p| p.type_.as_str()),
-        sc.se_linux_options.as_ref(),
-        sc.windows_options
-            .as_ref()
-            .and_then(|w| w.host_process)
-            .unwrap_or(false),
-        deny,
-    );
+    shared_security(field, shared_fields!(sc), deny);
 }
 
 /// The baseline rules of the pod's security context.
 pub(super) fn pod_security_context(sc: &PodSecurityContext, deny: &mut impl FnMut(String, String)) {
     let field = "spec.pod.securityContext";
-    shared_security(
-        field,
-        sc.seccomp_profile.as_ref().map(|p| p.type_.as_str()),
-        sc.app_armor_profile.as_ref().map(|p| p.type_.as_str()),
-        sc.se_linux_options.as_ref(),
-        sc.windows_options
-            .as_ref()
-            .and_then(|w| w.host_process)
-            .unwrap_or(false),
-        deny,
-    );
+    shared_security(field, shared_fields!(sc), deny);
     for (i, s) in sc.sysctls.iter().flatten().enumerate() {
         if !SAFE_SYSCTLS.contains(&s.name.as_str()) {
             deny(
@@ -146,14 +151,13 @@ pub(super) fn pod_security_context(sc: &PodSecurityContext, deny: &mut impl FnMu
 }
 
 /// Rules the pod and container security contexts share.
-fn shared_security(
-    field: &str,
-    seccomp: Option<&str>,
-    app_armor: Option<&str>,
-    se_linux: Option<&k8s_openapi::api::core::v1::SELinuxOptions>,
-    host_process: bool,
-    deny: &mut impl FnMut(String, String),
-) {
+fn shared_security(field: &str, shared: Shared<'_>, deny: &mut impl FnMut(String, String)) {
+    let Shared {
+        seccomp,
+        app_armor,
+        se_linux,
+        host_process,
+    } = shared;
     if seccomp == Some("Unconfined") {
         deny(
             format!("{field}.seccompProfile.type"),
