@@ -732,6 +732,21 @@ async fn an_invalid_spec_gets_a_status_and_an_event_but_no_objects() {
     );
 }
 
+/// The Degraded condition of the first status write among `calls`.
+fn degraded_in_status_write(calls: &[Call]) -> Value {
+    let status = calls
+        .iter()
+        .find(|c| c.path.ends_with("/status"))
+        .expect("a status write");
+    status.body["status"]["conditions"]
+        .as_array()
+        .expect("conditions")
+        .iter()
+        .find(|c| c["type"] == "Degraded")
+        .expect("Degraded")
+        .clone()
+}
+
 /// An API server that answers every write of a Job with 409 Conflict.
 fn conflict_on_jobs() -> Responder {
     Arc::new(|call: &Call| {
@@ -811,17 +826,7 @@ async fn a_stage_the_api_server_keeps_refusing_shows_in_status_with_its_reason()
         ("apply", "api", "ApplyFailed")
     );
     let calls = server.calls();
-    let status = calls
-        .iter()
-        .find(|c| c.path.ends_with("/status"))
-        .expect("a status write");
-    let degraded = status.body["status"]["conditions"]
-        .as_array()
-        .expect("conditions")
-        .iter()
-        .find(|c| c["type"] == "Degraded")
-        .expect("Degraded")
-        .clone();
+    let degraded = degraded_in_status_write(&calls);
     assert_eq!(degraded["status"], "True");
     assert_eq!(degraded["reason"], "ApplyFailed");
     assert!(
@@ -1902,17 +1907,7 @@ async fn someone_elses_object_with_a_needed_name_is_never_written_and_refuses_th
         note.contains("Secret hpc/flux-sample-curve (made by someone else)"),
         "{note}"
     );
-    let status = calls
-        .iter()
-        .find(|c| c.path.ends_with("/status"))
-        .expect("status written");
-    let degraded = status.body["status"]["conditions"]
-        .as_array()
-        .expect("conditions")
-        .iter()
-        .find(|c| c["type"] == "Degraded")
-        .expect("Degraded")
-        .clone();
+    let degraded = degraded_in_status_write(&calls);
     assert_eq!(degraded["status"], "True");
     assert_eq!(degraded["reason"], "NameTaken");
     assert_permitted(&calls);
@@ -1941,7 +1936,11 @@ async fn someone_elses_object_with_a_needed_name_is_never_written_and_refuses_th
 
     // Reconciled again with the refusal in its status: no second Event, no status write.
     let mut again = mc.clone();
-    again.status = Some(serde_json::from_value(status.body["status"].clone()).expect("status"));
+    let written = calls
+        .iter()
+        .find(|c| c.path.ends_with("/status"))
+        .expect("a status write");
+    again.status = Some(serde_json::from_value(written.body["status"].clone()).expect("status"));
     let before = server.calls().len();
     run(&ctx, again).await.expect("refused again");
     let repeated: Vec<String> = server.calls()[before..]
