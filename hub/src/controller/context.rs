@@ -179,30 +179,26 @@ pub enum Error {
 impl Error {
     /// The stage that failed, the `stage` label of `flux_hub_reconcile_errors_total`.
     pub fn stage(&self) -> &'static str {
-        match self {
-            Error::NoNamespace(_) => "validate",
-            Error::Apply(_) => "apply",
-            Error::PodLabels(_) => "pod_labels",
-            Error::Orphans(_) => "orphans",
-            Error::Federate(_) => "federate",
-            Error::StatusWrite(_) => "status_write",
-            Error::Cleanup(_) => "cleanup",
-            Error::Finalize(_) => "finalize",
-        }
+        self.parts().0
     }
 
     /// The Degraded condition's reason while this error repeats: the stage, failed
     /// (`ApplyFailed`, ...).
     pub fn reason(&self) -> &'static str {
+        self.parts().1
+    }
+
+    /// Stage, reason and failed call of each variant, in one place.
+    fn parts(&self) -> (&'static str, &'static str, Option<&ApiError>) {
         match self {
-            Error::NoNamespace(_) => "NoNamespace",
-            Error::Apply(_) => "ApplyFailed",
-            Error::PodLabels(_) => "PodLabelsFailed",
-            Error::Orphans(_) => "OrphansFailed",
-            Error::Federate(_) => "FederateFailed",
-            Error::StatusWrite(_) => "StatusWriteFailed",
-            Error::Cleanup(_) => "CleanupFailed",
-            Error::Finalize(_) => "FinalizeFailed",
+            Error::NoNamespace(_) => ("validate", "NoNamespace", None),
+            Error::Apply(e) => ("apply", "ApplyFailed", Some(e)),
+            Error::PodLabels(e) => ("pod_labels", "PodLabelsFailed", Some(e)),
+            Error::Orphans(e) => ("orphans", "OrphansFailed", Some(e)),
+            Error::Federate(e) => ("federate", "FederateFailed", Some(e)),
+            Error::StatusWrite(e) => ("status_write", "StatusWriteFailed", Some(e)),
+            Error::Cleanup(e) => ("cleanup", "CleanupFailed", Some(e)),
+            Error::Finalize(e) => ("finalize", "FinalizeFailed", Some(e)),
         }
     }
 
@@ -217,16 +213,7 @@ impl Error {
 
     /// The failed API call, if one failed.
     pub fn api(&self) -> Option<&ApiError> {
-        match self {
-            Error::NoNamespace(_) => None,
-            Error::Apply(e)
-            | Error::PodLabels(e)
-            | Error::Orphans(e)
-            | Error::Federate(e)
-            | Error::StatusWrite(e)
-            | Error::Cleanup(e)
-            | Error::Finalize(e) => Some(e),
-        }
+        self.parts().2
     }
 
     /// Short category, the `kind` label of `flux_hub_reconcile_errors_total`.
