@@ -393,7 +393,11 @@ async fn the_quickstart_then_eight_brokers_over_three_real_clusters_survive_a_hu
                 })
             })
             .await?;
-        support::flux_in(env, &lead, NAME, UP_NODES, "eight brokers up", |o| o.trim() == "8").await?;
+        if let Err(e) = support::flux_in(env, &lead, NAME, UP_NODES, "eight brokers up", |o| o.trim() == "8").await {
+            // What the bursts were doing, in the error itself: CI shows its first lines.
+            let why = bursts_seen(env, NAME, &[("burst", &burst.client), ("burst2", &burst2.client)]).await;
+            return Err(e.context(why));
+        }
         eprintln!("{}: 8 brokers over three clusters online after {:?}", env.ns, started.elapsed());
         let hosts = support::flux_in(env, &lead, NAME, "flux run -N 8 hostname | sort", "a job on all eight", |_| true).await?;
         let hosts: Vec<&str> = hosts.lines().map(str::trim).collect();
@@ -474,6 +478,72 @@ async fn the_quickstart_then_eight_brokers_over_three_real_clusters_survive_a_hu
         Ok(())
     })
     .await;
+}
+
+/// One line per burst of MiniCluster `name` as its status shows it, and per burst pod in
+/// each spoke cluster of `spokes` (phase, restarts, the last lines of its log): what a
+/// failed wait for burst brokers says.
+async fn bursts_seen(env: &TestEnv, name: &str, spokes: &[(&str, &kube::Client)]) -> String {
+    let mut out = String::from("what the bursts were doing:");
+    match env.api::<MiniCluster>().get(name).await {
+        Ok(mc) => {
+            let status = mc.status.unwrap_or_default();
+            out += &format!("\n  lead endpoint {:?}", status.lead_broker);
+            for b in &status.bursts {
+                out += &format!(
+                    "\n  burst {} in {}: {} {}/{} ready, reason {:?}: {}",
+                    b.name,
+                    b.cluster,
+                    b.phase,
+                    b.brokers_ready,
+                    b.size,
+                    b.reason,
+                    b.message.as_deref().unwrap_or_default()
+                );
+            }
+        }
+        Err(e) => out += &format!("\n  MiniCluster {name}: {e}"),
+    }
+    for (spoke, client) in spokes {
+        let pods: Api<Pod> = Api::namespaced((*client).clone(), &env.ns);
+        let list = match pods.list(&ListParams::default()).await {
+            Ok(l) => l.items,
+            Err(e) => {
+                out += &format!("\n  pods in {spoke}: {e}");
+                continue;
+            }
+        };
+        if list.is_empty() {
+            out += &format!("\n  no pod in {spoke}");
+        }
+        for pod in list {
+            let pod_name = pod.metadata.name.clone().unwrap_or_default();
+            let status = pod.status.unwrap_or_default();
+            let restarts: i32 = status
+                .container_statuses
+                .iter()
+                .flatten()
+                .map(|c| c.restart_count)
+                .sum();
+            let log = pods
+                .logs(
+                    &pod_name,
+                    &kube::api::LogParams {
+                        tail_lines: Some(4),
+                        ..Default::default()
+                    },
+                )
+                .await
+                .unwrap_or_else(|e| format!("(no log: {e})"));
+            out += &format!(
+                "\n  pod {pod_name} in {spoke}: {} on {:?}, {restarts} restarts, log: {}",
+                status.phase.unwrap_or_default(),
+                pod.spec.and_then(|s| s.node_name),
+                log.trim().replace('\n', " | ")
+            );
+        }
+    }
+    out
 }
 
 #[test]
