@@ -194,13 +194,16 @@ clusterDomain: cluster.local
 clusterDNS: ["$host_ip"]
 resolvConf: $state/resolv.conf
 failSwapOn: false
-evictionHard: {memory.available: "100Mi", nodefs.available: "1%", imagefs.available: "1%"}
+evictionHard: {memory.available: "100Mi", nodefs.available: "200Mi", imagefs.available: "200Mi"}
 imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
 enforceNodeAllocatable: []
 cgroupRoot: /$netns
 podLogsDir: $state/pod-logs
 EOF
+  # The nodes share the machine's disk with the build: a percentage of a large disk (1 %
+  # of 250 GB) is gigabytes a build may use up for a moment, which would evict the test's
+  # pods and refuse new ones (DiskPressure). Only a nearly full disk counts.
   # Kubelets sharing the host each keep their pods under a cgroup of their own, and their
   # logs in a folder of their own: under one /kubepods or /var/log/pods each would remove
   # the others' as orphans.
