@@ -1929,7 +1929,8 @@ pub async fn service_account_can_on(
 }
 
 /// Runs `script` in the Flux environment of `pod`'s container `container` (kubectl exec),
-/// retrying until it succeeds and `done` accepts its output.
+/// retrying until it succeeds and `done` accepts its standard output (kubectl's own
+/// warnings go to standard error and are not part of it).
 pub async fn flux_in(
     env: &TestEnv,
     pod: &str,
@@ -1943,13 +1944,22 @@ pub async fn flux_in(
         let mut cmd = tokio::process::Command::new("kubectl");
         cmd.args(["--namespace", &env.ns, "exec", pod, "-c", container, "--"])
             .args(["bash", "-c", &script]);
-        Ok(
-            match dataplane::output_of(cmd, &format!("kubectl exec {pod}")).await {
-                Ok(out) if done(&out) => Probe::Done(out),
-                Ok(out) => Probe::Waiting(out),
-                Err(e) => Probe::Waiting(format!("{e:#}")),
-            },
-        )
+        let out = match tokio::time::timeout(secs(30), cmd.output()).await {
+            Ok(Ok(out)) => out,
+            Ok(Err(e)) => return Ok(Probe::Waiting(format!("kubectl exec {pod}: {e}"))),
+            Err(_) => return Ok(Probe::Waiting(format!("kubectl exec {pod} timed out"))),
+        };
+        let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+        Ok(if out.status.success() && done(&stdout) {
+            Probe::Done(stdout)
+        } else {
+            Probe::Waiting(format!(
+                "{} ({}): {stdout}{}",
+                pod,
+                out.status,
+                String::from_utf8_lossy(&out.stderr)
+            ))
+        })
     })
     .await
 }
