@@ -10,6 +10,10 @@
 #   scripts/real-node.sh up NAME OFFSET INDEX IMAGE.oci.tar...   start node NAME-real-INDEX
 #   scripts/real-node.sh down NAME OFFSET INDEX                  stop it (and, for the last
 #                                                                node of NAME, the DNS)
+#   scripts/real-node.sh isolate NAME OFFSET INDEX PEER PORT     the node and its pods reach
+#                                                                cluster PEER's nodes and pods
+#                                                                only on TCP port PORT
+#   scripts/real-node.sh unisolate NAME OFFSET INDEX             undo isolate
 #
 # Addresses: the cluster's bridge rnbrOFFSET on the host is 10.251.OFFSET.1/24 (the API
 # server, forwarded from 127.0.0.1, and the DNS server listen there); node INDEX is
@@ -23,7 +27,7 @@ testbed=${FLUX_E2E_TESTBED:-$(cd "$(dirname "$0")/../.." && pwd)/shared/testbed}
 k8s=/opt/testbed/k8s
 state_root=/opt/testbed/real-nodes
 
-usage() { sed -n '2,19p' "$0" >&2; exit 2; }
+usage() { sed -n '2,23p' "$0" >&2; exit 2; }
 [ $# -ge 4 ] || usage
 cmd=$1 name=$2 offset=$3 index=$4
 shift 4
@@ -263,8 +267,36 @@ EOF
   exit 1
 }
 
+# A packet filter in the node's namespace (its own connections and its pods', which it
+# forwards): to cluster PEER's addresses (nodes 10.251.PEER.0/24, pods 10.16x.PEER.0/24)
+# only new TCP connections to PORT, and the answers of connections already open, pass.
+isolation=FLUX_E2E_ISOLATE
+unisolate() {
+  for hook in OUTPUT FORWARD; do
+    while ip netns exec "$netns" iptables -w -D "$hook" -j "$isolation" 2>/dev/null; do :; done
+  done
+  ip netns exec "$netns" iptables -w -F "$isolation" 2>/dev/null || true
+  ip netns exec "$netns" iptables -w -X "$isolation" 2>/dev/null || true
+}
+isolate() { # PEER PORT
+  [ $# -eq 2 ] || usage
+  local peer=$1 port=$2
+  unisolate
+  ip netns exec "$netns" iptables -w -N "$isolation"
+  ip netns exec "$netns" iptables -w -A "$isolation" -m conntrack --ctstate ESTABLISHED,RELATED -j RETURN
+  for net in "10.251.$peer.0/24" "10.160.$peer.0/24" "10.161.$peer.0/24" "10.162.$peer.0/24" "10.163.$peer.0/24"; do
+    ip netns exec "$netns" iptables -w -A "$isolation" -d "$net" -p tcp --dport "$port" -j RETURN
+    ip netns exec "$netns" iptables -w -A "$isolation" -d "$net" -j REJECT
+  done
+  for hook in OUTPUT FORWARD; do
+    ip netns exec "$netns" iptables -w -I "$hook" 1 -j "$isolation"
+  done
+}
+
 case $cmd in
   up) up "$@" ;;
   down) down ;;
+  isolate) isolate "$@" ;;
+  unisolate) unisolate ;;
   *) usage ;;
 esac

@@ -315,7 +315,7 @@ fn checks_agree_with_the_assignment() -> Result<()> {
         address: "192.0.2.9".into(),
         port: 30123,
     };
-    let assignments = assignment::build(&plan, &cert, &lead)?;
+    let assignments = assignment::build(&plan, &cert, Some(&lead))?;
     ensure!(assignments.len() == 1, "one assignment: {assignments:?}");
     ensure!(assignments[0].spoke == "e2e-spoke");
     let me = flux_shared::federation::ownership::SpokeIdentity {

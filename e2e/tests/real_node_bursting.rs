@@ -19,7 +19,7 @@ use anyhow::{Context as _, Result, ensure};
 use flux_e2e::images;
 use flux_shared::api::MiniCluster;
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::{Node, Pod, Service};
 use kube::Api;
 use kube::api::{DeleteParams, ListParams};
 use serde_json::{Value, json};
@@ -475,6 +475,106 @@ async fn the_quickstart_then_eight_brokers_over_three_real_clusters_survive_a_hu
             left.iter().all(|p| p.starts_with("eight-c-0-")),
             "the burst in the second cluster keeps its index 0: {left:?}"
         );
+
+        // Relayed: the second burst cluster's node (and its pods) now reach the root's
+        // nodes and pods only on the hub's federation port. A relayed burst there joins
+        // an instance through its spoke's connection to the hub alone.
+        let federation_port = url
+            .trim_end_matches('/')
+            .rsplit(':')
+            .next()
+            .and_then(|p| p.parse::<u16>().ok())
+            .context("the federation port")?;
+        let _isolated = Isolation::of(&burst2.client, &env.client, federation_port).await?;
+        const RELAYED: &str = "relayed";
+        env.apply_minicluster(&json!({
+            "apiVersion": "flux-framework.org/v1alpha2",
+            "kind": "MiniCluster",
+            "metadata": {"name": RELAYED},
+            "spec": {
+                "size": 2,
+                "interactive": true,
+                "flux": {
+                    "container": {"image": format!("{}:bookworm", images::VIEW_IMAGE)},
+                    "bursting": {"clusters": [
+                        {"name": "relayed-c", "cluster": "burst2", "size": 2, "relay": true},
+                    ]},
+                },
+                "containers": [{"image": format!("{}:bookworm", images::APP_IMAGE)}],
+            },
+        }))
+        .await?;
+        let started = Instant::now();
+        let lead = env
+            .eventually("the relayed instance's lead broker pod", secs(120), async || {
+                Ok(match lead_pod(env, RELAYED).await {
+                    Ok(p) => Probe::Done(p),
+                    Err(e) => Probe::Waiting(format!("{e:#}")),
+                })
+            })
+            .await?;
+        if let Err(e) = support::flux_in(env, &lead, RELAYED, UP_NODES, "four brokers up, two relayed", |o| o.trim() == "4").await {
+            let why = bursts_seen(env, RELAYED, &[("burst2", &burst2.client)]).await;
+            return Err(e.context(why));
+        }
+        eprintln!("{}: 4 brokers, 2 of them relayed, online after {:?}", env.ns, started.elapsed());
+        let hosts = support::flux_in(env, &lead, RELAYED, "flux run -N 4 hostname | sort", "a job on all four", |_| true).await?;
+        let hosts: Vec<&str> = hosts.lines().map(str::trim).collect();
+        ensure!(
+            hosts == ["relayed-0", "relayed-1", "relayed-c-0", "relayed-c-1"],
+            "one job ran on the root's two brokers and the relayed burst's two: {hosts:?}"
+        );
+        let mc = env.api::<MiniCluster>().get(RELAYED).await?;
+        let paths: Vec<Option<String>> = mc.status.iter().flat_map(|s| &s.bursts).map(|b| b.path.clone()).collect();
+        ensure!(paths == [Some("Relay".to_string())], "status says the burst is relayed: {paths:?}");
+        let lead_service = env.api::<Service>().get(&format!("{RELAYED}-lead")).await?;
+        let lead_type = lead_service.spec.and_then(|s| s.type_);
+        ensure!(lead_type.as_deref() == Some("ClusterIP"), "no NodePort for relayed bursts alone: {lead_type:?}");
+        // From a relayed broker's pod, the lead NodePort of the eight-broker instance (which
+        // still has a direct burst) does not answer: only the relay got the brokers in.
+        let direct = format!("{}/{}", lead_endpoint.address, lead_endpoint.port);
+        let probe = in_burst_pod(
+            &burst2,
+            &env.ns,
+            "relayed-c",
+            RELAYED,
+            &format!("timeout 5 bash -c 'exec 3<>/dev/tcp/{direct}' 2>/dev/null && echo open || echo closed"),
+        )
+        .await?;
+        ensure!(probe.trim() == "closed", "the burst node reaches the root's NodePort {direct}: {probe}");
+
+        // The hub's leader goes, and every relayed connection with it: the brokers
+        // reconnect through the new leader.
+        let first = leader(&env.client).await?.context("a hub leader")?;
+        hub_pods.delete(&first, &DeleteParams::default()).await?;
+        let failover = Instant::now();
+        env.eventually("another hub replica leading, the relayed burst Running", secs(120), async || {
+            let now = leader(&env.client).await?;
+            let status = match hub_status(&dir, &hub, &url).await {
+                Ok(s) => s,
+                Err(e) => return Ok(Probe::Waiting(format!("leader {now:?}: {e:#}"))),
+            };
+            let bursts = bursts_of(&status, &env.ns, RELAYED);
+            let fine = bursts.len() == 1 && bursts.iter().all(|(_, phase, ready, connected)| phase == "Running" && *ready == 2 && *connected);
+            Ok(match now {
+                Some(l) if l != first && fine => Probe::Done(()),
+                other => Probe::Waiting(format!("leader {other:?}, bursts {bursts:?}")),
+            })
+        })
+        .await?;
+        support::flux_in(env, &lead, RELAYED, "flux run -N 4 hostname | sort", "a job on all four after the failover", |o| o.lines().count() == 4).await?;
+        eprintln!("{}: hub leader {first} deleted; the relayed brokers ran a job again after {:?}", env.ns, failover.elapsed());
+        shell(
+            &dir,
+            &hub,
+            &exports,
+            &format!(
+                "flux-hub burst scale {}/{RELAYED} relayed-c 0 --hub {url} --ca {STATE}/certs/ca.crt --cert {STATE}/certs/admin-e2e-ops.crt --key {STATE}/certs/admin-e2e-ops.key",
+                env.ns
+            ),
+        )
+        .await?;
+        support::flux_in(env, &lead, RELAYED, UP_NODES, "two brokers after the relayed burst went to 0", |o| o.trim() == "2").await?;
         Ok(())
     })
     .await;
@@ -544,6 +644,100 @@ async fn bursts_seen(env: &TestEnv, name: &str, spokes: &[(&str, &kube::Client)]
         }
     }
     out
+}
+
+/// The second burst cluster's node cut off from the root's nodes and pods but for the
+/// hub's federation port (`scripts/real-node.sh isolate`) while this lives.
+struct Isolation {
+    args: Vec<String>,
+}
+
+impl Isolation {
+    /// Isolates the one real node of the cluster of `client` from the nodes of the cluster
+    /// of `root` except on TCP `port`. The nodes' addresses say which `real-node.sh` made
+    /// them: 10.251.OFFSET.(10+INDEX), named NAME-real-INDEX.
+    async fn of(client: &kube::Client, root: &kube::Client, port: u16) -> Result<Isolation> {
+        let nodes = Api::<Node>::all(client.clone())
+            .list(&ListParams::default().labels("testbed/real-node=true"))
+            .await?;
+        let node = nodes
+            .items
+            .first()
+            .context("a real node in the burst cluster")?;
+        let name = node.metadata.name.clone().unwrap_or_default();
+        let (cluster, index) = name
+            .rsplit_once("-real-")
+            .context("a real-node.sh node name")?;
+        let offset = |ip: &str| ip.split('.').nth(2).map(str::to_string);
+        let own = internal_ip(node)
+            .as_deref()
+            .and_then(offset)
+            .context("the burst node's address")?;
+        let peer = node_ip(root).await?;
+        let peer = offset(&peer).context("the root node's address")?;
+        let args: Vec<String> = [cluster, &own, index]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        let script = support::workspace_root().join("scripts/real-node.sh");
+        let out = tokio::process::Command::new(&script)
+            .arg("isolate")
+            .args(&args)
+            .args([peer, port.to_string()])
+            .output()
+            .await?;
+        ensure!(
+            out.status.success(),
+            "real-node.sh isolate: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Ok(Isolation { args })
+    }
+}
+
+impl Drop for Isolation {
+    fn drop(&mut self) {
+        let script = support::workspace_root().join("scripts/real-node.sh");
+        let _ = std::process::Command::new(script)
+            .arg("unisolate")
+            .args(&self.args)
+            .status();
+    }
+}
+
+/// Runs `script` with bash in container `container` of burst `job`'s index-0 pod in the
+/// spoke cluster `spoke`, namespace `ns` (kubectl exec).
+async fn in_burst_pod(
+    spoke: &support::SpokeCluster,
+    ns: &str,
+    job: &str,
+    container: &str,
+    script: &str,
+) -> Result<String> {
+    let pods: Api<Pod> = Api::namespaced(spoke.client.clone(), ns);
+    let pod = pods
+        .list(&ListParams::default().labels(&format!(
+            "job-name={job},batch.kubernetes.io/job-completion-index=0"
+        )))
+        .await?
+        .items
+        .into_iter()
+        .find_map(|p| p.metadata.name)
+        .with_context(|| format!("no pod of burst {job}"))?;
+    let out = tokio::process::Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(&spoke.kubeconfig)
+        .args([
+            "-n", ns, "exec", &pod, "-c", container, "--", "bash", "-c", script,
+        ])
+        .output()
+        .await?;
+    ensure!(
+        out.status.success(),
+        "kubectl exec {pod}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Ok(String::from_utf8_lossy(&out.stdout).to_string())
 }
 
 #[test]

@@ -168,7 +168,7 @@ fn main() {
         }
         cache_heap += live() - before_cache;
         let bursts = burst_infos(&plan);
-        let assignments = assignment::build(&plan, &cert, &lead).expect("assignments");
+        let assignments = assignment::build(&plan, &cert, Some(&lead)).expect("assignments");
         let key = (plan.namespace.clone(), plan.name.clone());
         registry.set(
             &key,
@@ -180,6 +180,7 @@ fn main() {
                 brokers_ready: 4,
                 lead: Some(lead.clone()),
                 created_unix_millis: 1_700_000_000_000,
+                relay_to: None,
             },
             bursts.clone(),
             assignments,

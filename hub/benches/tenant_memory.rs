@@ -87,7 +87,7 @@ fn hub(plans: &[Plan], shared: bool) -> (std::sync::Arc<Registry>, usize) {
     let registry = Registry::new();
     registry.set_primed();
     for plan in plans {
-        let built = assignment::build(plan, "cert", &lead).expect("assignments");
+        let built = assignment::build(plan, "cert", Some(&lead)).expect("assignments");
         let built = if shared { built } else { copied(built) };
         let bursts = burst_infos(plan);
         let key = (plan.namespace.clone(), plan.name.clone());

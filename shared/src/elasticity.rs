@@ -165,6 +165,8 @@ fn pin_bursts(
                 max_size: Some(l.max_size),
                 cluster: None,
                 min_size: None,
+                // A retired burst runs nowhere: how it would connect does not matter.
+                relay: None,
             }),
     );
     // Ranks follow the frozen order, whatever order the spec lists the bursts in.

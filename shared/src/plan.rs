@@ -86,6 +86,8 @@ pub struct Target {
     pub lead_host: String,
     /// How this cluster's brokers reach rank 0 when it is not local.
     pub lead: Option<Endpoint>,
+    /// A relayed burst's Service, which its spoke serves and `lead` names.
+    pub relay_service: Option<String>,
 }
 
 impl Target {
@@ -169,7 +171,7 @@ impl Plan {
     }
 
     /// Every role the hub renders for: the root, then each burst that is not retired
-    /// (given the lead's external endpoint).
+    /// (given the lead's external endpoint, which a relayed burst does not use).
     pub fn roles(&self, lead: &Endpoint) -> Vec<Role> {
         std::iter::once(Role::Root)
             .chain(
@@ -177,12 +179,36 @@ impl Plan {
                     .iter()
                     .enumerate()
                     .filter(|(_, b)| !b.retired)
-                    .map(|(index, _)| Role::Burst {
-                        index,
-                        lead: lead.clone(),
+                    .filter_map(|(index, _)| {
+                        Some(Role::Burst {
+                            index,
+                            lead: self.burst_lead(index, Some(lead))?,
+                        })
                     }),
             )
             .collect()
+    }
+
+    /// Where burst `index`'s brokers connect to reach the lead broker: a relayed burst's
+    /// own relay Service in its cluster ([`ResolvedBurst::relay_service`]), any other the lead's
+    /// external endpoint `direct` (`None` while it is not known, or for an index out of
+    /// range).
+    pub fn burst_lead(&self, index: usize, direct: Option<&Endpoint>) -> Option<Endpoint> {
+        let burst = self.bursts.get(index)?;
+        if burst.relay {
+            Some(Endpoint {
+                address: burst.relay_service(),
+                port: defaults::BROKER_PORT,
+            })
+        } else {
+            direct.cloned()
+        }
+    }
+
+    /// Whether a burst that runs reaches the lead broker directly, so the lead broker
+    /// needs an external endpoint (a NodePort at a node's address).
+    pub fn has_direct_bursts(&self) -> bool {
+        self.bursts.iter().any(|b| !b.retired && !b.relay)
     }
 
     /// The Job and networking of one role. `None` for a burst index out of range.
@@ -196,6 +222,7 @@ impl Plan {
                 headless: self.spec.headless_name(&self.name).to_string(),
                 lead_host,
                 lead: None,
+                relay_service: None,
             }),
             Role::Burst { index, lead } => {
                 let burst = self.bursts.get(*index)?;
@@ -212,6 +239,7 @@ impl Plan {
                     },
                     lead_host,
                     lead: Some(lead.clone()),
+                    relay_service: (burst.relay && !manual).then(|| burst.relay_service()),
                 })
             }
         }

@@ -221,6 +221,14 @@ fn snapshots<T: Clone + Send + 'static>(first: T, heartbeat: Option<Duration>) -
 #[tonic::async_trait]
 impl Spoke for TestHub {
     type WatchStream = BoxStream<Snapshot>;
+    type RelayStream = BoxStream<flux_shared::federation::proto::RelayFrame>;
+
+    async fn relay(
+        &self,
+        _: Request<tonic::Streaming<flux_shared::federation::proto::RelayFrame>>,
+    ) -> Result<Response<Self::RelayStream>, Status> {
+        Err(Status::unimplemented("this test hub relays nothing"))
+    }
 
     async fn watch(
         &self,

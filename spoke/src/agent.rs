@@ -37,7 +37,6 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use backon::{BackoffBuilder, ExponentialBuilder};
-use flux_shared::federation::auth::IdentityInterceptor;
 use flux_shared::federation::diagnostics::{
     classify_tls_failure, error_chain, is_access_denied, status_text,
 };
@@ -50,8 +49,6 @@ use flux_shared::federation::tls::{ClientSecurity, TlsError, TlsPem};
 use futures::{Stream, StreamExt};
 use tokio::sync::watch;
 use tokio::time::{Instant, MissedTickBehavior};
-use tonic::service::interceptor::InterceptedService;
-use tonic::transport::Channel;
 use tonic::{Code, Status};
 use tracing::{Instrument, debug, error, info, info_span, warn};
 
@@ -60,6 +57,7 @@ use crate::agent_config::AgentConfig;
 use crate::burst_status::Tracked;
 use crate::cluster::{Cluster, Taken};
 use crate::metrics::{ErrorKind, Metrics};
+use crate::relay_listeners::Relays;
 
 /// A snapshot the agent fully applied.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -70,7 +68,7 @@ pub struct AppliedSnapshot {
     pub version: u64,
 }
 
-pub(crate) type Client = SpokeClient<InterceptedService<Channel, IdentityInterceptor>>;
+pub(crate) use crate::relay_listeners::HubClient as Client;
 type Changes = Pin<Box<dyn Stream<Item = ()> + Send>>;
 
 /// The agent. Build it with [`Agent::new`], keep what you need of [`Agent::applied`] and
@@ -120,6 +118,8 @@ pub(crate) struct State {
     /// The policy document the last snapshot was decided with (`None`: no policy); the
     /// snapshot is decided again when it changes.
     pub(crate) policy: Option<Option<String>>,
+    /// The relay listeners of the relayed bursts that run.
+    pub(crate) relays: Relays,
 }
 
 /// Why a connection ended.
@@ -200,6 +200,8 @@ impl<C: Cluster> Agent<C> {
                 end = self.session(&mut state, &mut changes) => end,
                 () = &mut shutdown => break,
             };
+            // Relayed connections need the hub: new ones are closed until it is back.
+            state.relays.use_client(None);
             self.metrics.set_connected(false);
             if end.got_snapshot {
                 backoff = builder.build();
@@ -414,6 +416,7 @@ impl<C: Cluster> Agent<C> {
                 Err(_) => return fail(SessionError::OpenTimeout),
             };
         self.metrics.set_connected(true);
+        state.relays.use_client(Some(client.clone()));
         info!(hub = %self.config.hub_uri, "connected to the hub");
 
         let check = self.config.tls_check_interval;

@@ -40,6 +40,11 @@ pub struct AgentConfig {
     /// ([`flux_shared::validate::unsafe_burst`]). Default
     /// [`flux_shared::validate::DEFAULT_SPOKE_NAMESPACE`].
     pub namespace: String,
+    /// The address at which pods of this cluster reach the spoke (its pod IP): where a
+    /// relayed burst's Service points (`flux-spoke run --relay-address`, which the
+    /// Deployment sets from the pod's `status.podIP`). `None`: relayed bursts fail to
+    /// apply, saying so. Default: none.
+    pub relay_address: Option<std::net::IpAddr>,
 }
 
 impl AgentConfig {
@@ -74,6 +79,7 @@ impl AgentConfig {
             namespace: flux_shared::validate::DEFAULT_SPOKE_NAMESPACE.to_string(),
             tls_files: None,
             tls_check_interval: TLS_FILES_CHECK,
+            relay_address: None,
         })
     }
 }

@@ -8,9 +8,10 @@
 //! 3. `plan_snapshot` decides (pure);
 //! 4. `create_namespaces` the admitted bursts lack;
 //! 5. `realize` each assignment: apply, refuse, hold or keep, tracked for the reports;
-//! 6. `delete_stale` objects no assignment renders any more;
-//! 7. [`settle`] the tracked outcomes and what the spoke remembers;
-//! 8. `finish`: acknowledge the snapshot when everything in it is done, else retry.
+//! 6. `serve_relays`: a listener for each relayed burst, its Service pointed at it;
+//! 7. `delete_stale` objects no assignment renders any more;
+//! 8. [`settle`] the tracked outcomes and what the spoke remembers;
+//! 9. `finish`: acknowledge the snapshot when everything in it is done, else retry.
 //!
 //! Size: the steps in the order they run, one method each, so that what happens to a
 //! snapshot reads top to bottom in one place.
@@ -22,6 +23,7 @@ use flux_shared::federation::ownership::{Ownership, SpokeIdentity, ownership, sa
 use flux_shared::federation::policy::{Level, NamespaceState, PolicyState};
 use flux_shared::federation::proto::{Assignment, Snapshot};
 use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use tracing::{debug, error, info, warn};
 
 use crate::admit::{
@@ -58,6 +60,8 @@ struct Realizing {
     refused_now: BTreeSet<String>,
     /// Something failed: the snapshot is retried.
     failed: bool,
+    /// Keys whose objects were written now (not unchanged).
+    applied_now: BTreeSet<String>,
 }
 
 impl<C: Cluster> Agent<C> {
@@ -94,6 +98,7 @@ impl<C: Cluster> Agent<C> {
             )
             .await;
         }
+        self.serve_relays(state, &snapshot, &mut realizing).await;
         let delete_errors = self
             .delete_stale(&plan.delete, &plan.removed, &mut realizing)
             .await;
@@ -225,6 +230,7 @@ impl<C: Cluster> Agent<C> {
                 match result {
                     Ok(()) => {
                         info!(%key, objects = realized.objects.len(), "assignment applied");
+                        realizing.applied_now.insert(key.clone());
                         state.memory.refused.remove(&key);
                         if let Some(assignment) = assignment(&key) {
                             state.memory.applied.insert(
@@ -369,7 +375,84 @@ impl<C: Cluster> Agent<C> {
         }
     }
 
-    /// Step 6: deletes `delete`, except the objects of a key refused now for a taken name
+    /// Step 6: a relay listener for every relayed burst that runs, its Service pointed at
+    /// it (written again when the Service was, or the port changed); the listeners of
+    /// bursts the snapshot no longer lists are closed. A burst whose relay cannot be
+    /// served is reported failed with the reason, and the snapshot retried.
+    async fn serve_relays(
+        &self,
+        state: &mut State,
+        snapshot: &Snapshot,
+        realizing: &mut Realizing,
+    ) {
+        let listed: BTreeSet<String> = snapshot
+            .assignments
+            .iter()
+            .map(|a| a.key.clone())
+            .chain(snapshot.retained_keys.iter().cloned())
+            .collect();
+        state.relays.retain(&listed);
+        let relayed: Vec<(String, ObjectMeta, i32)> = state
+            .memory
+            .applied
+            .iter()
+            .filter(|(key, _)| listed.contains(*key))
+            .filter_map(|(key, a)| {
+                Some((key.clone(), a.realized.relay()?.clone(), a.realized.hosts))
+            })
+            .collect();
+        for (key, service, hosts) in relayed {
+            if realizing.applied_now.contains(&key) {
+                state.relays.unwritten(&key);
+            }
+            let result = match self.config.relay_address {
+                None => Err("the burst is relayed and this spoke has no relay address (flux-spoke run --relay-address, which its Deployment sets from the pod's status.podIP): its brokers cannot reach their lead broker".to_string()),
+                Some(address) => self.serve_relay(state, &key, &service, hosts, address).await,
+            };
+            if let Err(message) = result {
+                self.metrics.error(ErrorKind::Apply);
+                error!(%key, error = %message, "cannot serve the relayed burst");
+                realizing.failed = true;
+                if let Some(t) = realizing.tracked.iter_mut().find(|t| t.key == key) {
+                    t.outcome = Outcome::Failed { message };
+                }
+            }
+        }
+    }
+
+    /// Opens burst `key`'s listener unless it has one, and points its relay `service` at
+    /// it at `address` unless it already does.
+    async fn serve_relay(
+        &self,
+        state: &mut State,
+        key: &str,
+        service: &ObjectMeta,
+        hosts: i32,
+        address: std::net::IpAddr,
+    ) -> Result<(), String> {
+        let port = state
+            .relays
+            .listen(key, usize::try_from(hosts).unwrap_or(0))
+            .await
+            .map_err(|e| format!("cannot open the burst's relay listener: {e}"))?;
+        let at = (
+            service.namespace.clone().unwrap_or_default(),
+            service.name.clone().unwrap_or_default(),
+            port,
+        );
+        if state.relays.written(key, &at) {
+            return Ok(());
+        }
+        self.cluster
+            .serve_relay(service, address, port)
+            .await
+            .map_err(|e| e.to_string())?;
+        info!(%key, service = %at.1, %address, port, "relay Service points at this spoke");
+        state.relays.wrote(key, at);
+        Ok(())
+    }
+
+    /// Step 7: deletes `delete`, except the objects of a key refused now for a taken name
     /// (kept like those of any refused assignment) unless its key is `removed`. Returns
     /// the first error of each key whose deletion failed.
     async fn delete_stale(
@@ -399,7 +482,7 @@ impl<C: Cluster> Agent<C> {
         errors
     }
 
-    /// Step 8: acknowledges the snapshot when nothing `failed`; else it is retried.
+    /// Step 9: acknowledges the snapshot when nothing `failed`; else it is retried.
     fn finish(&self, state: &mut State, snapshot: &Snapshot, failed: bool) {
         if failed {
             warn!(retry_in = ?self.config.report_interval, "snapshot partly applied; retrying");
@@ -516,7 +599,7 @@ fn begin(state: &mut State, snapshot: &Snapshot) {
     state.current = Some(snapshot.clone());
 }
 
-/// Step 7: an assignment whose stale objects could not be deleted failed; removed keys
+/// Step 8: an assignment whose stale objects could not be deleted failed; removed keys
 /// are `Deleted` (or still `Deleting`) and forgotten with the keys no longer listed; the
 /// blockers of refusals no longer remembered go.
 fn settle(

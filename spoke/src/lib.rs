@@ -18,6 +18,10 @@
 //! 4. sends `Spoke.Report` acknowledging the snapshot (`applied_version`) with the status
 //!    of every assignment.
 //!
+//! A relayed burst (`relay: true`) also gets a listener of the spoke's, which its relay
+//! Service points at (an EndpointSlice): each broker connection accepted there is carried
+//! to the hub over the spoke's own connection (`Spoke.Relay`), and on to the lead broker.
+//!
 //! It also watches its Jobs and reports phase (pending, running, succeeded, failed),
 //! brokers ready, size and Job conditions whenever they change and every report interval.
 //! It reconnects forever with exponential backoff and jitter; a hub outage never deletes
@@ -37,7 +41,8 @@
 //! loop, configured by [`agent_config`]), [`admit`] (pure decisions: each assignment
 //! checked, planned and admitted by the owner's policy, then rendered), [`apply`] (the
 //! snapshot applied as named steps), [`burst_status`] (each burst's phase and conditions,
-//! pure) and [`report`] (what the hub is told), [`cluster`] (the Kubernetes reads and
+//! pure) and [`report`] (what the hub is told), `relay_listeners` (a relayed burst's listener,
+//! whose connections go to the hub over the spoke's own connection), [`cluster`] (the Kubernetes reads and
 //! writes behind a trait, and their real implementation) and [`metrics`]. Tests and benches also get `testing` (an in-memory
 //! cluster and sample assignments), which only exists with the cargo feature `testing`:
 //! the spoke's own tests enable it through a dev-dependency on this crate, so the binary
@@ -52,6 +57,7 @@ mod apply;
 pub mod burst_status;
 pub mod cluster;
 pub mod metrics;
+mod relay_listeners;
 mod report;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;

@@ -75,6 +75,12 @@ struct RunArgs {
     #[arg(long, env = "FLUX_SPOKE_NAMESPACES", value_name = "NS,...")]
     namespaces: Option<String>,
 
+    /// The address at which pods of this cluster reach this spoke (its pod IP; the
+    /// Deployment sets it from `status.podIP`): where relayed bursts' brokers connect.
+    /// Without it a relayed burst fails to apply, saying so.
+    #[arg(long, env = "FLUX_SPOKE_RELAY_ADDRESS", value_name = "IP")]
+    relay_address: Option<std::net::IpAddr>,
+
     /// Report every assignment's status at least this often, in seconds.
     #[arg(long, default_value_t = 30, value_name = "SECONDS",
           value_parser = clap::value_parser!(u64).range(1..))]
@@ -253,6 +259,7 @@ async fn run(args: RunArgs) -> Result<()> {
         namespace: namespace.clone(),
         // Secret volumes are renewed in place: a rotated certificate is picked up.
         tls_files: args.tls.files().ok().filter(|_| !args.insecure),
+        relay_address: args.relay_address,
         ..AgentConfig::new(args.hub.clone(), security).context("this spoke's identity")?
     };
     tracing::info!(spoke = %args.name, federation = %config.identity.federation, hub = %args.hub, version = %config.spoke_version, %namespace, policy = %args.policy, namespaces = ?cluster.scope(), "flux-spoke starting");

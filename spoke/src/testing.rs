@@ -38,6 +38,9 @@ pub enum Op {
     Apply(ObjectRef),
     /// `delete(object)` that succeeded.
     Delete(ObjectRef),
+    /// `serve_relay(service, address, port)` that succeeded: `namespace/name`, and where
+    /// it points.
+    ServeRelay(String, std::net::SocketAddr),
 }
 
 /// The operations of [`Cluster`], to select which ones fail.
@@ -59,6 +62,8 @@ pub enum FakeOp {
     ReadNamespace,
     /// `policy`.
     Policy,
+    /// `serve_relay`.
+    ServeRelay,
 }
 
 /// The policy a [`FakeCluster`] starts with: every namespace (created `privileged`), up to
@@ -398,6 +403,36 @@ impl Cluster for FakeCluster {
         Ok(())
     }
 
+    async fn serve_relay(
+        &self,
+        service: &ObjectMeta,
+        address: std::net::IpAddr,
+        port: u16,
+    ) -> Result<(), ClusterError> {
+        let r = ObjectRef {
+            kind: Kind::Service,
+            namespace: service.namespace.clone().unwrap_or_default(),
+            name: service.name.clone().unwrap_or_default(),
+        };
+        let action = format!("point {r} at {address}:{port}");
+        self.check(FakeOp::ServeRelay, Some(Kind::Service), &action)?;
+        let mut state = self.lock();
+        match state.objects.get(&r) {
+            Some(live) if same_owner(metadata(live), service) => {}
+            _ => {
+                return Err(ClusterError::new(
+                    action,
+                    "the Service is not this spoke's for the burst",
+                ));
+            }
+        }
+        state.ops.push(Op::ServeRelay(
+            format!("{}/{}", r.namespace, r.name),
+            std::net::SocketAddr::new(address, port),
+        ));
+        Ok(())
+    }
+
     async fn inspect(&self, r: &ObjectRef) -> Result<Option<ObjectMeta>, ClusterError> {
         self.check(FakeOp::Inspect, Some(r.kind), &format!("get {r}"))?;
         Ok(self.lock().objects.get(r).map(|o| metadata(o).clone()))
@@ -496,9 +531,33 @@ pub fn sample_curve_cert() -> String {
 /// If the MiniCluster does not validate (a burst name that is not a DNS label, a size
 /// below 1): this is test support.
 pub fn sample_assignments(namespace: &str, name: &str, bursts: &[(&str, i32)]) -> Vec<Assignment> {
+    sample(namespace, name, bursts, false)
+}
+
+/// [`sample_assignments`] of relayed bursts (`relay: true`): their brokers reach the lead
+/// broker through the spoke's relay listener.
+///
+/// # Panics
+///
+/// As [`sample_assignments`].
+pub fn sample_relayed_assignments(
+    namespace: &str,
+    name: &str,
+    bursts: &[(&str, i32)],
+) -> Vec<Assignment> {
+    sample(namespace, name, bursts, true)
+}
+
+fn sample(namespace: &str, name: &str, bursts: &[(&str, i32)], relay: bool) -> Vec<Assignment> {
     let clusters: Vec<serde_json::Value> = bursts
         .iter()
-        .map(|(burst, size)| serde_json::json!({"name": burst, "size": size}))
+        .map(|(burst, size)| {
+            let mut c = serde_json::json!({"name": burst, "size": size});
+            if relay {
+                c["relay"] = true.into();
+            }
+            c
+        })
         .collect();
     let mc: MiniCluster = serde_json::from_value(serde_json::json!({
         "apiVersion": "flux-framework.org/v1alpha2",
@@ -516,7 +575,7 @@ pub fn sample_assignments(namespace: &str, name: &str, bursts: &[(&str, i32)]) -
         address: "203.0.113.9".into(),
         port: 30093,
     };
-    build(&plan, &sample_curve_cert(), &lead)
+    build(&plan, &sample_curve_cert(), Some(&lead))
         .expect("sample assignments")
         .into_iter()
         .map(|s| s.assignment)

@@ -102,6 +102,8 @@ struct HubState {
     /// The certificate (PEM of its DER, as a fingerprint) each Watch was made with.
     watch_certs: Arc<Mutex<Vec<Vec<u8>>>>,
     reports: Arc<Mutex<Vec<(String, ReportRequest)>>>,
+    /// The relayed connections: calling spoke, burst named.
+    relays: Arc<Mutex<Vec<(String, String)>>>,
 }
 
 impl HubState {
@@ -112,6 +114,7 @@ impl HubState {
             watches: Arc::default(),
             watch_certs: Arc::default(),
             reports: Arc::default(),
+            relays: Arc::default(),
         }
     }
 
@@ -183,6 +186,24 @@ struct HubService {
 #[tonic::async_trait]
 impl Spoke for HubService {
     type WatchStream = BoxStream<Snapshot>;
+    type RelayStream = BoxStream<flux_shared::federation::proto::RelayFrame>;
+
+    /// An echoing lead broker: every frame comes back as it went; the burst the call
+    /// names is recorded.
+    async fn relay(
+        &self,
+        request: Request<tonic::Streaming<flux_shared::federation::proto::RelayFrame>>,
+    ) -> Result<Response<Self::RelayStream>, Status> {
+        let spoke = self.auth.require_spoke(&request)?;
+        let key = request
+            .metadata()
+            .get(flux_shared::federation::RELAY_KEY)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_string();
+        self.state.relays.lock().unwrap().push((spoke, key));
+        Ok(Response::new(Box::pin(request.into_inner())))
+    }
 
     async fn watch(
         &self,
@@ -309,6 +330,18 @@ impl RunningAgent {
         cluster: &FakeCluster,
         report_interval: Duration,
     ) -> RunningAgent {
+        Self::start_with(pki, leaf, addr, cluster, report_interval, None)
+    }
+
+    /// [`RunningAgent::start`] with pods reaching the spoke at `relay_address`.
+    fn start_with(
+        pki: &Pki,
+        leaf: &IssuedCert,
+        addr: SocketAddr,
+        cluster: &FakeCluster,
+        report_interval: Duration,
+        relay_address: Option<std::net::IpAddr>,
+    ) -> RunningAgent {
         let security = |leaf| ClientSecurity::Mtls {
             tls: pki.pem(leaf),
             domain: HUB_DNS.to_string(),
@@ -319,6 +352,7 @@ impl RunningAgent {
             report_interval,
             spoke_version: "test-version".into(),
             security: security(leaf),
+            relay_address,
             ..AgentConfig::new(format!("https://{addr}"), security(&pki.spoke)).unwrap()
         };
         let agent = Agent::new(config, cluster.clone(), Arc::new(Metrics::new()));
@@ -876,6 +910,110 @@ async fn job_status_changes_are_reported_without_waiting_for_the_timer() {
             .any(|c| c.r#type == "Complete" && c.reason == "CompletionsReached"),
         "{s:?}"
     );
+
+    agent.stop().await;
+    server.stop().await;
+}
+
+/// Where the relay Service of `service` (`namespace/name`) was last pointed.
+fn relay_endpoint(cluster: &FakeCluster, service: &str) -> Option<SocketAddr> {
+    cluster.ops().into_iter().rev().find_map(|op| match op {
+        Op::ServeRelay(s, at) if s == service => Some(at),
+        _ => None,
+    })
+}
+
+/// Writes `bytes` to a connection to `at` and reads as many back (through the test hub's
+/// echoing lead).
+async fn round_trip(at: SocketAddr, bytes: &[u8]) -> std::io::Result<Vec<u8>> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut tcp = tokio::net::TcpStream::connect(at).await?;
+    tcp.write_all(bytes).await?;
+    let mut back = vec![0u8; bytes.len()];
+    tokio::time::timeout(PATIENCE, tcp.read_exact(&mut back)).await??;
+    Ok(back)
+}
+
+#[tokio::test]
+async fn a_relayed_burst_gets_a_listener_its_service_points_at_carried_to_the_hub() {
+    let pki = Pki::new();
+    let relayed =
+        flux_spoke::testing::sample_relayed_assignments("hpc", "m1", &[("x", 2)]).remove(0);
+    let hub = HubState::new(snapshot("e1", 1, vec![relayed.clone()]));
+    let server = RunningHub::start(&pki, &hub, any_port()).await;
+    let cluster = FakeCluster::new();
+    let agent = RunningAgent::start_with(
+        &pki,
+        &pki.spoke,
+        server.addr,
+        &cluster,
+        LONG,
+        Some("127.0.0.1".parse().unwrap()),
+    );
+    hub.ack("e1", 1).await;
+    assert!(
+        cluster.get(Kind::Service, "hpc", "x-relay").is_some(),
+        "the relay Service is the burst's"
+    );
+    let at =
+        relay_endpoint(&cluster, "hpc/x-relay").expect("the relay Service points at the spoke");
+    assert_eq!(at.ip().to_string(), "127.0.0.1");
+
+    // A broker's bytes go to the hub, named as this burst's, and the lead's come back; a
+    // hundred KiB cross in several frames.
+    let big: Vec<u8> = (0..100 * 1024).map(|i| (i % 251) as u8).collect();
+    assert_eq!(
+        round_trip(at, b"ZMTP greeting").await.unwrap(),
+        b"ZMTP greeting"
+    );
+    assert_eq!(round_trip(at, &big).await.unwrap(), big);
+    let relays = hub.relays.lock().unwrap().clone();
+    assert_eq!(relays, vec![(SPOKE.to_string(), relayed.key.clone()); 2]);
+
+    // Heartbeats write nothing again; removing the burst closes its listener.
+    let before = cluster.ops().len();
+    hub.publish(snapshot("e1", 2, vec![relayed.clone()]));
+    hub.ack("e1", 2).await;
+    assert_eq!(
+        cluster.ops().len(),
+        before,
+        "an applied relay is not written again"
+    );
+    hub.publish(snapshot("e1", 3, vec![]));
+    hub.ack("e1", 3).await;
+    eventually("the listener closed", || {
+        std::net::TcpStream::connect_timeout(&at, Duration::from_secs(1))
+            .is_err()
+            .then_some(())
+    })
+    .await;
+
+    agent.stop().await;
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn a_relayed_burst_without_a_relay_address_is_reported_failed_with_the_reason() {
+    let pki = Pki::new();
+    let relayed =
+        flux_spoke::testing::sample_relayed_assignments("hpc", "m1", &[("x", 2)]).remove(0);
+    let hub = HubState::new(snapshot("e1", 1, vec![relayed.clone()]));
+    let server = RunningHub::start(&pki, &hub, any_port()).await;
+    let cluster = FakeCluster::new();
+    let agent = RunningAgent::start(
+        &pki,
+        &pki.spoke,
+        server.addr,
+        &cluster,
+        Duration::from_millis(300),
+    );
+    let report = hub
+        .report_where(0, "a report of the missing relay address", |r| {
+            status(r, &relayed.key).is_some_and(|s| s.message.contains("--relay-address"))
+        })
+        .await;
+    assert_eq!(report.applied_version, 0, "not acknowledged: retried");
+    assert_eq!(relay_endpoint(&cluster, "hpc/x-relay"), None);
 
     agent.stop().await;
     server.stop().await;

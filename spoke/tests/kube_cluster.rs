@@ -951,3 +951,84 @@ async fn a_spoke_with_per_namespace_rbac_reads_and_writes_in_its_namespaces_only
     );
     assert_permitted_in(&seen, &granted);
 }
+
+/// A relayed burst's Service is read (metadata only) to be sure it is the spoke's for the
+/// burst, then pointed at the spoke's listener with an EndpointSlice of its name, applied
+/// without force and owned by the Service; someone else's Service gets nothing.
+#[tokio::test]
+async fn a_relay_service_is_pointed_at_the_spoke_by_an_endpoint_slice_it_owns() {
+    let (cluster, seen) = setup();
+    let relayed = |ns: &str| {
+        let a = flux_spoke::testing::sample_relayed_assignments(ns, "m", &[("x", 2)]).remove(0);
+        realize(&a, &me())
+            .unwrap()
+            .relay()
+            .cloned()
+            .expect("a relay Service")
+    };
+    let address = "10.44.0.7".parse().unwrap();
+    cluster
+        .serve_relay(&relayed("race"), address, 41234)
+        .await
+        .unwrap();
+    let all = writes_and_reads(&seen);
+    let methods: Vec<(Method, &str)> = all
+        .iter()
+        .map(|s| (s.method.clone(), s.path.as_str()))
+        .collect();
+    assert_eq!(
+        methods,
+        [
+            (Method::GET, "/api/v1/namespaces/race/services/x-relay"),
+            (
+                Method::PATCH,
+                "/apis/discovery.k8s.io/v1/namespaces/race/endpointslices/x-relay"
+            ),
+        ]
+    );
+    assert!(is_metadata(&all[0]));
+    let patch = &all[1];
+    assert_eq!(patch.param("fieldManager"), Some("flux-spoke"));
+    assert_eq!(
+        patch.param("force"),
+        None,
+        "another manager's slice is not taken over"
+    );
+    let body = &patch.body;
+    assert_eq!(body["kind"], "EndpointSlice");
+    assert_eq!(
+        body["metadata"]["labels"]["kubernetes.io/service-name"],
+        "x-relay"
+    );
+    assert_eq!(
+        body["metadata"]["labels"]["endpointslice.kubernetes.io/managed-by"],
+        "flux-spoke.flux-framework.org"
+    );
+    assert_eq!(
+        body["metadata"]["labels"]["flux-framework.org/spoke"],
+        "gke"
+    );
+    assert_eq!(
+        body["metadata"]["ownerReferences"],
+        json!([{"apiVersion": "v1", "kind": "Service", "name": "x-relay", "uid": "uid-x-relay"}])
+    );
+    assert_eq!(body["addressType"], "IPv4");
+    assert_eq!(
+        body["endpoints"],
+        json!([{"addresses": ["10.44.0.7"], "conditions": {"ready": true}}])
+    );
+    assert_eq!(
+        body["ports"],
+        json!([{"name": "flux-broker", "port": 41234, "protocol": "TCP"}])
+    );
+    assert_permitted(&seen);
+
+    seen.lock().unwrap().clear();
+    let err = cluster
+        .serve_relay(&relayed("taken"), address, 41234)
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("not this spoke's"), "{err}");
+    assert!(requests(&seen, Method::PATCH).is_empty());
+    assert_permitted(&seen);
+}

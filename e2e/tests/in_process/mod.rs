@@ -143,6 +143,8 @@ pub struct Hub {
     pub registry: Arc<Registry>,
     /// Where it listens.
     pub addr: SocketAddr,
+    /// Its metrics.
+    pub metrics: Arc<HubMetrics>,
     stop: watch::Sender<bool>,
     task: JoinHandle<()>,
 }
@@ -177,10 +179,11 @@ impl Hub {
         };
         let addr = listener.local_addr().expect("addr");
         let (stop, _) = watch::channel(false);
+        let metrics = Arc::new(HubMetrics::new());
         let services = Services::new(
             registry.clone(),
             pki.server().authenticator(),
-            Arc::new(HubMetrics::new()),
+            metrics.clone(),
             api,
         )
         .with_stop(stop.subscribe());
@@ -203,6 +206,7 @@ impl Hub {
         Hub {
             registry,
             addr,
+            metrics,
             stop,
             task,
         }
@@ -376,7 +380,19 @@ pub struct SpokeAgent {
 impl SpokeAgent {
     /// Start spoke `name` against `hub_uri`, applying into `cluster`.
     pub fn start(pki: &Pki, name: &str, hub_uri: &str, cluster: FakeCluster) -> SpokeAgent {
+        SpokeAgent::start_with(pki, name, hub_uri, cluster, None)
+    }
+
+    /// Like [`SpokeAgent::start`], with pods reaching the spoke at `relay_address`.
+    pub fn start_with(
+        pki: &Pki,
+        name: &str,
+        hub_uri: &str,
+        cluster: FakeCluster,
+        relay_address: Option<std::net::IpAddr>,
+    ) -> SpokeAgent {
         let config = AgentConfig {
+            relay_address,
             // Reconnect quickly: tests restart hubs.
             min_reconnect_delay: Duration::from_millis(20),
             max_reconnect_delay: Duration::from_millis(500),
@@ -440,6 +456,16 @@ pub fn minicluster(ns: &str, name: &str, image: &str, bursts: &[(&str, &str, i32
     .expect("test MiniCluster")
 }
 
+/// `mc` with every burst relayed (`relay: true`).
+pub fn relayed(mut mc: MiniCluster) -> MiniCluster {
+    if let Some(b) = mc.spec.flux.as_mut().and_then(|f| f.bursting.as_mut()) {
+        for c in &mut b.clusters {
+            c.relay = Some(true);
+        }
+    }
+    mc
+}
+
 /// The curve certificate of MiniCluster `name` (fixed per name).
 pub fn cert(name: &str) -> String {
     let mut seed = [0u8; 32];
@@ -452,12 +478,23 @@ pub fn cert(name: &str) -> String {
 /// What the hub controller does for a planned bursting MiniCluster once its lead endpoint
 /// is known: record its bursts and assignments in the registry. Returns the assignments.
 pub fn assign(registry: &Registry, mc: &MiniCluster) -> Vec<SpokeAssignment> {
+    assign_with(registry, mc, None)
+}
+
+/// [`assign`], with the lead broker's address inside the root cluster that relayed
+/// bursts' connections go to (`relay_to`).
+pub fn assign_with(
+    registry: &Registry,
+    mc: &MiniCluster,
+    relay_to: Option<Endpoint>,
+) -> Vec<SpokeAssignment> {
     let plan = Plan::new(mc).expect("valid MiniCluster");
     let lead = Endpoint {
         address: LEAD.0.to_string(),
         port: LEAD.1,
     };
-    let assignments = assignment::build(&plan, &cert(&plan.name), &lead).expect("assignments");
+    let assignments =
+        assignment::build(&plan, &cert(&plan.name), Some(&lead)).expect("assignments");
     let bursts = plan
         .bursts
         .iter()
@@ -467,6 +504,7 @@ pub fn assign(registry: &Registry, mc: &MiniCluster) -> Vec<SpokeAssignment> {
             spoke: b.cluster.clone(),
             size: b.size,
             max_size: b.max_size,
+            relayed: b.relay,
         })
         .collect();
     registry.set(
@@ -479,6 +517,7 @@ pub fn assign(registry: &Registry, mc: &MiniCluster) -> Vec<SpokeAssignment> {
             brokers_ready: plan.spec.size,
             lead: Some(lead),
             created_unix_millis: CREATED_UNIX_MILLIS,
+            relay_to,
         },
         bursts,
         assignments.clone(),

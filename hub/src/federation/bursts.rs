@@ -75,6 +75,7 @@ pub fn refused(bursts: &[BurstInfo], message: &str, previous: &[BurstStatus]) ->
             BurstStatus {
                 name: b.name.clone(),
                 cluster: b.spoke.clone(),
+                path: Some(b.path().to_string()),
                 phase: burst_phase::INVALID.to_string(),
                 size: b.size,
                 max_size: b.max_size,
@@ -102,6 +103,7 @@ pub fn held_unknown(
             None => BurstStatus {
                 name: b.name.clone(),
                 cluster: b.spoke.clone(),
+                path: Some(b.path().to_string()),
                 phase: burst_phase::PENDING.to_string(),
                 size: b.size,
                 max_size: b.max_size,
@@ -251,6 +253,7 @@ pub fn statuses(
             BurstStatus {
                 name: b.name.clone(),
                 cluster: b.spoke.clone(),
+                path: Some(b.path().to_string()),
                 phase: phase.to_string(),
                 size: b.size,
                 max_size: b.max_size,
@@ -523,6 +526,7 @@ mod tests {
                 spoke: "gke".into(),
                 size: 3,
                 max_size: 4,
+                relayed: false,
             },
             connected: true,
             assigned: true,
@@ -942,6 +946,7 @@ mod tests {
             spoke: "gke".into(),
             size: 2,
             max_size: 2,
+            relayed: false,
         };
         let message = "UnsafeBurst: the hub does not assign this MiniCluster's bursts: spec.pod.hostPID: must not be true in a burst";
         let t = Time(Timestamp::from_second(1_000_000).unwrap());
@@ -984,6 +989,7 @@ mod tests {
             spoke: "gke".into(),
             size: 2,
             max_size: 2,
+            relayed: false,
         };
         let message = "AssignmentTooLarge: not assigned, the assignment of burst a is 3500 KiB";
         let now = refused(&[info], message, &[]);

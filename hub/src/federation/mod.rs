@@ -7,6 +7,7 @@ pub mod connection_limits;
 pub mod lead;
 pub mod pin_store;
 pub mod registry;
+pub mod relay;
 pub mod report_limits;
 pub mod revocations;
 pub mod scale;

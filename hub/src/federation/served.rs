@@ -11,6 +11,8 @@ use flux_shared::federation::proto::{
 };
 use tokio::sync::watch;
 
+use super::relay::{RelayRefusal, RelayTarget};
+
 /// The state the Spoke and Admin services serve, as the messages they send.
 pub trait Served: Send + Sync + 'static {
     /// A spoke opens its Watch stream, announcing its policy's exceptions. Refused until
@@ -43,6 +45,9 @@ pub trait Served: Send + Sync + 'static {
     /// spoke's count of assignments is of those namespaces only (a namespace-scoped admin
     /// learns nothing of other tenants' bursts).
     fn spokes(&self, sees: &dyn Fn(&str) -> bool) -> ListSpokesResponse;
+
+    /// Where a relayed connection of burst `key` from `spoke` goes, or why it may not.
+    fn relay_target(&self, spoke: &str, key: &str) -> Result<RelayTarget, RelayRefusal>;
 
     /// Forget spoke `name` (it was uninstalled): refused while it is connected or has
     /// assignments, which would bring it back. `Ok(false)` when it was not known.

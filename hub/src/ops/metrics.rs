@@ -14,6 +14,9 @@
 //! | `flux_hub_spoke_certificates_refused_total` | counter | |
 //! | `flux_hub_admin_certificates_refused_total` | counter | |
 //! | `flux_hub_federation_connections_refused_total` | counter | `reason` |
+//! | `flux_hub_relay_connections` | gauge | `spoke`, `minicluster` |
+//! | `flux_hub_relay_bytes_total` | counter | `spoke`, `minicluster`, `direction` (`to_lead`, `from_lead`) |
+//! | `flux_hub_relay_refused_total` | counter | `reason` |
 //! | `flux_hub_spokes_connected` | gauge | |
 //! | `flux_hub_certificate_expiry_timestamp_seconds` | gauge (Unix seconds) | `certificate` (`hub`, `spoke/<name>`) |
 //! | `flux_hub_assignments` | gauge | |
@@ -49,6 +52,21 @@ struct ErrorLabels {
 }
 
 /// Labels of `flux_hub_api_writes_total`.
+/// Labels of `flux_hub_relay_connections`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RelayLabels {
+    spoke: String,
+    minicluster: String,
+}
+
+/// Labels of `flux_hub_relay_bytes_total`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RelayBytesLabels {
+    spoke: String,
+    minicluster: String,
+    direction: String,
+}
+
 /// Labels of `flux_hub_federation_connections_refused_total`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ReasonLabels {
@@ -91,6 +109,9 @@ pub struct Metrics {
     spoke_certificates_refused: Counter,
     admin_certificates_refused: Counter,
     connections_refused: Family<ReasonLabels, Counter>,
+    relay_connections: Family<RelayLabels, Gauge>,
+    relay_bytes: Family<RelayBytesLabels, Counter>,
+    relay_refused: Family<ReasonLabels, Counter>,
     spokes_connected: Gauge,
     certificate_expiry: Family<CertificateLabels, Gauge>,
     assignments: Gauge,
@@ -114,6 +135,9 @@ impl Metrics {
         let spoke_certificates_refused = Counter::default();
         let admin_certificates_refused = Counter::default();
         let connections_refused = Family::<ReasonLabels, Counter>::default();
+        let relay_connections = Family::<RelayLabels, Gauge>::default();
+        let relay_bytes = Family::<RelayBytesLabels, Counter>::default();
+        let relay_refused = Family::<ReasonLabels, Counter>::default();
         let spokes_connected = Gauge::default();
         let certificate_expiry = Family::<CertificateLabels, Gauge>::default();
         let assignments = Gauge::default();
@@ -187,6 +211,21 @@ impl Metrics {
             connections_refused.clone(),
         );
         registry.register(
+            "flux_hub_relay_connections",
+            "Burst broker connections relayed to their lead broker, open now, by spoke and MiniCluster",
+            relay_connections.clone(),
+        );
+        registry.register(
+            "flux_hub_relay_bytes",
+            "Bytes relayed between burst brokers and their lead broker, by spoke, MiniCluster and direction",
+            relay_bytes.clone(),
+        );
+        registry.register(
+            "flux_hub_relay_refused",
+            "Relayed connections refused, by reason (not_assigned, not_relayed, no_brokers, no_lead, too_many, unreachable)",
+            relay_refused.clone(),
+        );
+        registry.register(
             "flux_hub_spokes_connected",
             "Spokes holding a Watch stream open",
             spokes_connected.clone(),
@@ -232,6 +271,9 @@ impl Metrics {
             spoke_certificates_refused,
             admin_certificates_refused,
             connections_refused,
+            relay_connections,
+            relay_bytes,
+            relay_refused,
             spokes_connected,
             certificate_expiry,
             assignments,
@@ -293,6 +335,44 @@ impl Metrics {
     /// Counts an admin call or connection refused for a revoked certificate.
     pub fn admin_certificate_refused(&self) {
         self.admin_certificates_refused.inc();
+    }
+
+    /// A relayed connection of `spoke` to the lead of MiniCluster `minicluster` opens.
+    pub fn relay_opened(&self, spoke: &str, minicluster: &str) {
+        self.relay_connections
+            .get_or_create(&RelayLabels {
+                spoke: spoke.to_owned(),
+                minicluster: minicluster.to_owned(),
+            })
+            .inc();
+    }
+
+    /// That connection closes, having carried `to_lead` and `from_lead` bytes.
+    pub fn relay_closed(&self, spoke: &str, minicluster: &str, to_lead: u64, from_lead: u64) {
+        self.relay_connections
+            .get_or_create(&RelayLabels {
+                spoke: spoke.to_owned(),
+                minicluster: minicluster.to_owned(),
+            })
+            .dec();
+        for (direction, bytes) in [("to_lead", to_lead), ("from_lead", from_lead)] {
+            self.relay_bytes
+                .get_or_create(&RelayBytesLabels {
+                    spoke: spoke.to_owned(),
+                    minicluster: minicluster.to_owned(),
+                    direction: direction.to_owned(),
+                })
+                .inc_by(bytes);
+        }
+    }
+
+    /// Counts a relayed connection refused, and why.
+    pub fn relay_refused(&self, reason: &str) {
+        self.relay_refused
+            .get_or_create(&ReasonLabels {
+                reason: reason.to_owned(),
+            })
+            .inc();
     }
 
     /// Counts a federation connection closed before its first call, and why.

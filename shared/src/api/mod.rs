@@ -7,7 +7,7 @@ mod status;
 
 pub use resolve::ResolvedBurst;
 pub use spec::*;
-pub use status::{BurstLayout, BurstStatus, LeadBrokerStatus, MiniClusterStatus};
+pub use status::{BurstLayout, BurstStatus, LeadBrokerStatus, MiniClusterStatus, burst_path};
 
 /// The most brokers (hosts) one MiniCluster may declare in total (root `maxSize` plus
 /// every burst's `maxSize`, or a verbatim hostlist's hosts), and so also the most any one

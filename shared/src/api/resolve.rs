@@ -25,10 +25,20 @@ pub struct ResolvedBurst {
     pub cluster: String,
     /// With autoscale, the fewest brokers the hub shrinks it to (`minSize`, default 0).
     pub min_size: i32,
+    /// Its brokers reach the lead broker through their spoke and the hub (`relay`).
+    pub relay: bool,
     /// Removed from a running MiniCluster's spec: its hosts keep their ranks (the running
     /// brokers know them), but it runs nowhere. Only the hub sets it
     /// ([`crate::plan::Plan::retire`]); a spec never does.
     pub retired: bool,
+}
+
+impl ResolvedBurst {
+    /// The Service in a relayed burst's cluster at which its brokers reach the lead broker
+    /// (the spoke serves it): `<burst>-relay`.
+    pub fn relay_service(&self) -> String {
+        format!("{}-relay", self.name)
+    }
 }
 
 impl MiniClusterSpec {
@@ -128,6 +138,7 @@ impl MiniClusterSpec {
                     max_size: c.max_size.unwrap_or(size),
                     cluster: c.cluster.clone().unwrap_or_else(|| name.clone()),
                     min_size: c.min_size.unwrap_or(0),
+                    relay: c.relay.unwrap_or(false),
                     name,
                     retired: false,
                 }

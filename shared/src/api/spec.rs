@@ -437,6 +437,14 @@ pub struct BurstCluster {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 0, max = super::MAX_BROKERS))]
     pub min_size: Option<i32>,
+
+    /// `true`: the burst's brokers reach the lead broker through their spoke, which
+    /// carries each connection to the hub over its own connection to the hub, and the hub
+    /// to the lead broker inside this cluster. Nothing but the spoke's connection crosses
+    /// the clusters: no NodePort, no firewall rule, no `leadAddress`. Default `false`: the
+    /// brokers connect to the lead broker's NodePort at `leadAddress`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub relay: Option<bool>,
 }
 
 /// The lead broker a burst MiniCluster joins.

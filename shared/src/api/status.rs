@@ -97,6 +97,14 @@ pub struct LeadBrokerStatus {
     pub node: Option<String>,
 }
 
+/// Values of `status.bursts[].path`.
+pub mod burst_path {
+    /// The brokers connect to the lead broker's NodePort at its external address.
+    pub const DIRECT: &str = "Direct";
+    /// The brokers connect through their spoke and the hub (`Spoke.Relay`).
+    pub const RELAY: &str = "Relay";
+}
+
 /// How one burst is doing in its spoke cluster.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
@@ -106,6 +114,11 @@ pub struct BurstStatus {
 
     /// The spoke (burst cluster) that runs it.
     pub cluster: String,
+
+    /// How its brokers reach the lead broker: `Direct` (the lead's NodePort at its
+    /// external address) or `Relay` (through their spoke and the hub).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
 
     /// Pending (waiting for the lead broker's endpoint or for the spoke), Dispatched (sent,
     /// brokers starting), Running, Succeeded, Failed, Refused (the spoke does not run it:

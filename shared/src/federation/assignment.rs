@@ -56,15 +56,21 @@ pub enum BuildError {
     /// The spec cannot be serialised (never happens for a spec that validated).
     #[error("cannot serialise the MiniCluster spec: {0}")]
     Spec(String),
+    /// A burst connects to the lead broker directly and its external endpoint is not known.
+    #[error(
+        "burst {0:?} connects to the lead broker directly, whose external endpoint is not known yet"
+    )]
+    NoLead(String),
 }
 
 /// The assignments of every running (not retired) burst of `plan`, in spec order: the MiniCluster's spec,
-/// `curve_cert` (zcert text; the spec's own `curveCert` wins, as in the renderer), the
-/// lead broker's external endpoint, and the burst's broker.toml and R.
+/// `curve_cert` (zcert text; the spec's own `curveCert` wins, as in the renderer), where
+/// its brokers reach the lead broker (`lead`, its external endpoint, which only bursts
+/// that connect directly need: [`Plan::burst_lead`]), and the burst's broker.toml and R.
 pub fn build(
     plan: &Plan,
     curve_cert: &str,
-    lead: &Endpoint,
+    lead: Option<&Endpoint>,
 ) -> Result<Vec<SpokeAssignment>, BuildError> {
     if !plan.has_running_bursts() {
         return Ok(Vec::new());
@@ -86,6 +92,9 @@ pub fn build(
         if burst.retired {
             continue;
         }
+        let lead = plan
+            .burst_lead(index, lead)
+            .ok_or_else(|| BuildError::NoLead(burst.name.clone()))?;
         let role = Role::Burst {
             index,
             lead: lead.clone(),
@@ -103,7 +112,7 @@ pub fn build(
                 burst_index: u32::try_from(index).unwrap_or(u32::MAX),
                 minicluster_spec_json: spec_json.clone(),
                 curve_cert: cert.to_string(),
-                lead_endpoint: Some(lead.into()),
+                lead_endpoint: Some((&lead).into()),
                 broker_toml: broker_toml::render(plan, &target),
                 resource_set: resource_set.clone(),
                 shares_with: String::new(),
@@ -159,6 +168,21 @@ pub struct Realized {
     pub size: i32,
     /// Objects in apply order (ConfigMap and Secret before the Job).
     pub objects: Vec<Object>,
+    /// Hosts the burst declares (its `maxSize`): the most brokers it ever runs.
+    pub hosts: i32,
+    /// A relayed burst's relay Service (among `objects`), which the spoke serves.
+    pub relay_service: Option<String>,
+}
+
+impl Realized {
+    /// The metadata of the relayed burst's relay Service, as rendered and claimed.
+    pub fn relay(&self) -> Option<&k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta> {
+        let name = self.relay_service.as_deref()?;
+        self.objects.iter().find_map(|o| match o {
+            Object::Service(s) if s.metadata.name.as_deref() == Some(name) => Some(&s.metadata),
+            _ => None,
+        })
+    }
 }
 
 /// Re-plan and render one assignment's burst role, checking config identity with the hub,
@@ -255,12 +279,18 @@ impl Prepared {
         for object in &mut objects {
             claim(object, &self.key, &self.uid, me);
         }
+        let target = self.plan.target(&self.role);
         Realized {
             key: self.key.clone(),
             namespace: self.namespace.clone(),
             job: self.job.clone(),
             size: self.size,
             objects,
+            hosts: match &self.role {
+                Role::Burst { index, .. } => self.plan.bursts.get(*index).map_or(0, |b| b.max_size),
+                Role::Root => 0,
+            },
+            relay_service: target.and_then(|t| t.relay_service),
         }
     }
 }
@@ -309,6 +339,15 @@ pub fn prepare(a: &proto::Assignment, cache: &mut PlanCache) -> Result<Prepared,
                 "the burst index does not name this burst in the spec",
             ));
         }
+    }
+    // A relayed burst's brokers connect to its relay Service, which this spoke serves.
+    if let Some(relay) = plan.burst_lead(index, None)
+        && relay != lead
+    {
+        return Err(malformed(&format!(
+            "the burst is relayed: its lead broker endpoint must be its relay Service {}",
+            relay.uri()
+        )));
     }
     let role = Role::Burst { index, lead };
     let target = plan
@@ -428,7 +467,7 @@ spec:
     #[test]
     fn one_assignment_per_burst_for_its_spoke() {
         let plan = bursting();
-        let out = build(&plan, "CERT", &lead()).unwrap();
+        let out = build(&plan, "CERT", Some(&lead())).unwrap();
         let spokes: Vec<_> = out.iter().map(|s| s.spoke.as_str()).collect();
         assert_eq!(spokes, ["gke", "edge"]);
         let a = &out[1].assignment;
@@ -444,7 +483,7 @@ spec:
     #[test]
     fn the_bursts_of_one_minicluster_share_one_plan_and_render_only_when_asked() {
         let plan = bursting();
-        let out = build(&plan, "CERT", &lead()).unwrap();
+        let out = build(&plan, "CERT", Some(&lead())).unwrap();
         let mut cache = PlanCache::default();
         let a = prepare(&out[0].assignment, &mut cache).unwrap();
         let b = prepare(&out[1].assignment, &mut cache).unwrap();
@@ -477,7 +516,7 @@ spec:
     #[test]
     fn a_spoke_realizes_what_the_hub_built() {
         let plan = bursting();
-        for sa in build(&plan, "CERT", &lead()).unwrap() {
+        for sa in build(&plan, "CERT", Some(&lead())).unwrap() {
             let r = realize(&sa.assignment, &me()).unwrap();
             assert_eq!(r.namespace, "hpc");
             assert_eq!(r.job, sa.assignment.burst_name);
@@ -543,7 +582,7 @@ spec:
         );
         let plan = Plan::new(&mc).unwrap().retire(&["gke".to_string()]);
         assert!(plan.has_running_bursts());
-        let out = build(&plan, "CERT", &lead()).unwrap();
+        let out = build(&plan, "CERT", Some(&lead())).unwrap();
         let keys: Vec<_> = out.iter().map(|s| s.assignment.key.as_str()).collect();
         assert_eq!(keys, ["hpc/root/kind-b"]);
         assert_eq!(out[0].assignment.burst_index, 1);
@@ -557,7 +596,7 @@ spec:
         );
 
         let plan = plan.retire(&["kind-b".to_string()]);
-        assert!(build(&plan, "CERT", &lead()).unwrap().is_empty());
+        assert!(build(&plan, "CERT", Some(&lead())).unwrap().is_empty());
         assert_eq!(plan.roles(&lead()), [Role::Root]);
         let root = render::render(&plan, &Role::Root, "CERT").unwrap();
         assert!(
@@ -570,7 +609,10 @@ spec:
     #[test]
     fn config_identity_is_enforced() {
         let plan = bursting();
-        let mut a = build(&plan, "CERT", &lead()).unwrap().remove(0).assignment;
+        let mut a = build(&plan, "CERT", Some(&lead()))
+            .unwrap()
+            .remove(0)
+            .assignment;
         a.broker_toml.push('\n');
         assert!(matches!(
             realize(&a, &me()),
@@ -579,7 +621,10 @@ spec:
                 ..
             })
         ));
-        let mut a = build(&plan, "CERT", &lead()).unwrap().remove(0).assignment;
+        let mut a = build(&plan, "CERT", Some(&lead()))
+            .unwrap()
+            .remove(0)
+            .assignment;
         a.resource_set = String::from_utf8_lossy(&a.resource_set)
             .replace("root", "other")
             .into();
@@ -592,7 +637,10 @@ spec:
     #[test]
     fn malformed_assignments_are_refused_with_the_reason() {
         let plan = bursting();
-        let good = build(&plan, "CERT", &lead()).unwrap().remove(0).assignment;
+        let good = build(&plan, "CERT", Some(&lead()))
+            .unwrap()
+            .remove(0)
+            .assignment;
         let cases: Vec<(proto::Assignment, &str)> = vec![
             (
                 proto::Assignment {

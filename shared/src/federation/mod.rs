@@ -51,6 +51,16 @@ pub mod proto {
         tonic::include_file_descriptor_set!("federation_descriptor");
 }
 
+/// The metadata key of a `Spoke.Relay` call that names the burst (its assignment key).
+pub const RELAY_KEY: &str = "flux-relay-key";
+
+/// The most bytes in one `RelayFrame`, either way.
+pub const RELAY_MAX_FRAME: usize = 64 * 1024;
+
+/// Relayed connections a burst may hold beyond one per declared host: a broker that
+/// reconnects while its old connection is not seen closed yet.
+pub const RELAY_SLACK: usize = 2;
+
 /// The stable key of one burst of one MiniCluster: `<namespace>/<name>/<burst>`
 /// (`Assignment.key`).
 pub fn assignment_key(namespace: &str, name: &str, burst: &str) -> String {

@@ -23,6 +23,7 @@ pub const REQUIRED: &[Permission] = &[
     NAMESPACED_REQUIRED[2],
     NAMESPACED_REQUIRED[3],
     NAMESPACED_REQUIRED[4],
+    NAMESPACED_REQUIRED[5],
 ];
 
 /// What a spoke with per-namespace RBAC (`--namespaces`) needs in each of its
@@ -47,6 +48,9 @@ pub const NAMESPACED_REQUIRED: &[Permission] = &[
         &["get", "list", "watch", "create", "patch", "delete"],
     ),
     ("", "pods", &["list", "delete"]),
+    // A relayed burst's Service points at the spoke's relay listener (server-side apply;
+    // it goes with its Service).
+    ("discovery.k8s.io", "endpointslices", &["create", "patch"]),
 ];
 
 /// What a spoke with per-namespace RBAC may do to the namespaces themselves, limited by

@@ -88,6 +88,9 @@ pub fn render(plan: &Plan, role: &Role, curve_cert: &str) -> Option<Vec<Object>>
     if target.is_root() && plan.has_running_bursts() {
         objects.push(Object::Service(r.lead_service()));
     }
+    if let Some(name) = &target.relay_service {
+        objects.push(Object::Service(r.relay_service(name)));
+    }
     objects.extend(r.sidecar_services().into_iter().map(Object::Service));
     if target.is_root() && !plan.spec.services.is_empty() {
         objects.push(Object::Pod(r.services_pod()));

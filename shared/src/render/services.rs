@@ -1,5 +1,5 @@
-//! The Services: headless (or minimal), the lead broker's NodePort, and one per sidecar
-//! that has ports.
+//! The Services: headless (or minimal), the lead broker's (a NodePort while a burst
+//! connects directly), a relayed burst's relay Service, and one per sidecar that has ports.
 
 use std::collections::BTreeMap;
 
@@ -44,21 +44,40 @@ impl Renderer<'_> {
     pub(super) fn lead_service(&self) -> Service {
         let mut selector = self.job_selector();
         selector.insert(labels::COMPLETION_INDEX.into(), "0".into());
+        // Relayed bursts reach the lead at its cluster address, through the hub: a
+        // NodePort only while a burst connects directly.
+        let direct = self.plan.has_direct_bursts();
+        let node_port = self
+            .plan
+            .spec
+            .flux()
+            .bursting
+            .as_ref()
+            .and_then(|b| b.lead_node_port)
+            .filter(|_| direct);
         Service {
             metadata: self.meta(lead_service_name(self.plan)),
             spec: Some(ServiceSpec {
-                type_: Some("NodePort".into()),
+                type_: Some(if direct { "NodePort" } else { "ClusterIP" }.into()),
                 selector: Some(selector),
                 ports: Some(vec![ServicePort {
-                    node_port: self
-                        .plan
-                        .spec
-                        .flux()
-                        .bursting
-                        .as_ref()
-                        .and_then(|b| b.lead_node_port),
+                    node_port,
                     ..broker_port()
                 }]),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
+    /// A relayed burst's Service `name`: no selector, as its one endpoint is the spoke's
+    /// relay listener (a pod of another namespace), which the spoke writes in an
+    /// EndpointSlice of the same name.
+    pub(super) fn relay_service(&self, name: &str) -> Service {
+        Service {
+            metadata: self.meta(name.to_string()),
+            spec: Some(ServiceSpec {
+                ports: Some(vec![broker_port()]),
                 ..Default::default()
             }),
             ..Default::default()

@@ -73,6 +73,23 @@ impl Validator {
                     b.min_size, b.max_size
                 ),
             );
+            if b.relay {
+                let service = b.relay_service();
+                check!(
+                    self,
+                    spec.lead_broker().is_none(),
+                    format!("{field}.relay"),
+                    "only a root MiniCluster's bursts are relayed (this one joins a leadBroker)",
+                );
+                check!(
+                    self,
+                    service.len() <= 63 && b.name.starts_with(|c: char| c.is_ascii_lowercase()),
+                    format!("{field}.name"),
+                    format!(
+                        "a relayed burst's name must start with a letter and leave room for its Service {service:?} (at most 63 characters)"
+                    ),
+                );
+            }
             if is_dns_label(&b.name) && b.max_size >= 1 {
                 let longest = format!("{}-{}", b.name, b.max_size - 1);
                 check!(
@@ -91,6 +108,22 @@ impl Validator {
         }
         if let Some(b) = bursting {
             let root_with_bursts = !clusters.is_empty() && spec.lead_broker().is_none();
+            // Only a burst that connects directly uses the lead's external endpoint.
+            let all_relayed = !bursts.is_empty() && bursts.iter().all(|b| b.relay);
+            for (field, set) in [
+                ("spec.flux.bursting.leadAddress", b.lead_address.is_some()),
+                (
+                    "spec.flux.bursting.leadNodePort",
+                    b.lead_node_port.is_some(),
+                ),
+            ] {
+                check!(
+                    self,
+                    !(set && all_relayed),
+                    field,
+                    "every burst is relayed (relay: true), so no broker dials the lead's external address and port; remove it, or set relay: false on the bursts that connect directly",
+                );
+            }
             if let Some(address) = b.lead_address.as_deref() {
                 check!(
                     self,

@@ -2,6 +2,7 @@
 //! reads, POST-only creates and server-side applies, uid-guarded deletes.
 
 use std::fmt;
+use std::net::IpAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::SystemTime;
@@ -16,6 +17,7 @@ use futures::{Stream, StreamExt};
 use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod, Secret, Service};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, Preconditions};
 use kube::runtime::reflector::{self, Store};
@@ -29,7 +31,7 @@ use tokio_util::task::AbortOnDropHandle;
 
 use super::{
     Cluster, ClusterError, FIELD_MANAGER, JOB_CACHE_SYNC_TIMEOUT, Kind, ObjectRef, OwnedObject,
-    Scope, Taken,
+    Scope, Taken, relay_endpoint_slice,
 };
 use flux_shared::federation::spoke_rbac::namespace_labels;
 
@@ -436,6 +438,43 @@ impl Cluster for KubeCluster {
             Object::Job(o) => self.apply_typed(o, &r, owned).await,
             Object::Pod(o) => self.apply_typed(o, &r, owned).await,
         }
+    }
+
+    async fn serve_relay(
+        &self,
+        service: &ObjectMeta,
+        address: IpAddr,
+        port: u16,
+    ) -> Result<(), ClusterError> {
+        let namespace = service.namespace.as_deref().unwrap_or_default();
+        let name = service.name.as_deref().unwrap_or_default();
+        let action = || format!("point the relay Service {namespace}/{name} at {address}:{port}");
+        self.check_scope(action, namespace)?;
+        let services: Api<Service> = Api::namespaced(self.client.clone(), namespace);
+        let live = services
+            .get_metadata_opt(name)
+            .await
+            .map_err(|e| ClusterError::from_kube(action(), &e))?
+            .map(|o| o.metadata);
+        let Some(live) = live.filter(|live| same_owner(live, service)) else {
+            return Err(ClusterError::new(
+                action(),
+                "the Service is not this spoke's for the burst (gone, or made by someone else)",
+            ));
+        };
+        let slice = relay_endpoint_slice(&live, address, port);
+        let slices: Api<EndpointSlice> = Api::namespaced(self.client.clone(), namespace);
+        // Not forced: an EndpointSlice of this name that another manager writes is not
+        // taken over (the apply fails with a conflict instead).
+        slices
+            .patch(
+                name,
+                &PatchParams::apply(FIELD_MANAGER),
+                &Patch::Apply(&slice),
+            )
+            .await
+            .map(|_| ())
+            .map_err(|e| ClusterError::from_kube(action(), &e))
     }
 
     async fn inspect(&self, r: &ObjectRef) -> Result<Option<ObjectMeta>, ClusterError> {

@@ -29,7 +29,8 @@ use flux_shared::federation::policy::{Level, NamespaceState};
 use flux_shared::render::Object;
 use futures::Stream;
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::api::discovery::v1::{Endpoint, EndpointConditions, EndpointPort, EndpointSlice};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 
 mod api_server;
 
@@ -323,6 +324,59 @@ impl ClusterError {
     }
 }
 
+/// The `endpointslice.kubernetes.io/managed-by` of the EndpointSlices the spoke writes
+/// (the EndpointSlice controller leaves them alone: their Services have no selector).
+pub const ENDPOINTS_MANAGER: &str = "flux-spoke.flux-framework.org";
+
+/// The EndpointSlice that points relayed burst Service `service` (as it lives: its uid)
+/// at the spoke's relay listener `address:port`, owned by the Service and labelled as the
+/// Service's and the spoke's.
+pub fn relay_endpoint_slice(
+    service: &ObjectMeta,
+    address: std::net::IpAddr,
+    port: u16,
+) -> EndpointSlice {
+    let name = service.name.clone().unwrap_or_default();
+    let mut labels = service.labels.clone().unwrap_or_default();
+    labels.insert("kubernetes.io/service-name".into(), name.clone());
+    labels.insert(
+        "endpointslice.kubernetes.io/managed-by".into(),
+        ENDPOINTS_MANAGER.into(),
+    );
+    EndpointSlice {
+        metadata: ObjectMeta {
+            name: Some(name.clone()),
+            namespace: service.namespace.clone(),
+            labels: Some(labels),
+            annotations: service.annotations.clone(),
+            owner_references: Some(vec![OwnerReference {
+                api_version: "v1".into(),
+                kind: "Service".into(),
+                name,
+                uid: service.uid.clone().unwrap_or_default(),
+                ..Default::default()
+            }]),
+            ..Default::default()
+        },
+        address_type: if address.is_ipv4() { "IPv4" } else { "IPv6" }.into(),
+        endpoints: vec![Endpoint {
+            addresses: vec![address.to_string()],
+            conditions: Some(EndpointConditions {
+                ready: Some(true),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }],
+        ports: Some(vec![EndpointPort {
+            // The relay Service's one port (`flux_shared::render`'s broker port).
+            name: Some("flux-broker".into()),
+            port: Some(i32::from(port)),
+            protocol: Some("TCP".into()),
+            ..Default::default()
+        }]),
+    }
+}
+
 /// The spoke's reads and writes of its own cluster.
 ///
 /// Implementations are cheap to clone (handles to shared state) and usable from any task.
@@ -367,6 +421,17 @@ pub trait Cluster: Clone + Send + Sync + 'static {
         &self,
         r: &ObjectRef,
     ) -> impl Future<Output = Result<Option<ObjectMeta>, ClusterError>> + Send;
+
+    /// Points relayed burst Service `service` (its metadata as rendered, with the spoke's
+    /// claim) at this spoke's relay listener `address:port`: an EndpointSlice of the
+    /// Service's name, owned by the live Service (it goes when the Service goes). Nothing
+    /// is written unless the live Service is the spoke's for the same assignment.
+    fn serve_relay(
+        &self,
+        service: &ObjectMeta,
+        address: std::net::IpAddr,
+        port: u16,
+    ) -> impl Future<Output = Result<(), ClusterError>> + Send;
 
     /// Every object of the kinds in [`Kind::ALL`], in every namespace, that the spoke
     /// `me` made ([`OwnedObject::from_meta`]): another spoke's or another federation's

@@ -36,7 +36,7 @@ pub(in crate::controller) async fn finalize(
     let bursts = Plan::new(mc).map(|p| burst_infos(&p)).unwrap_or_default();
     let previous = mc.status.clone().unwrap_or_default();
     ctx.registry
-        .withdraw(&key, mc_info(mc, &previous, None), bursts);
+        .withdraw(&key, mc_info(mc, &previous, None, None), bursts);
     let progress = ctx.registry.deletion_progress(&key);
     // Only a connected spoke is waited for: one that is away (or never came) deletes the
     // burst when it connects, since its first snapshot no longer lists it.

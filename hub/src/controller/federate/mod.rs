@@ -167,7 +167,8 @@ pub(in crate::controller) async fn federate(
         previous,
     };
     let node_addresses;
-    if lead::needs_node_lookup(&inputs)
+    if plan.has_direct_bursts()
+        && lead::needs_node_lookup(&inputs)
         && let Some(node) = lead_node.as_deref()
     {
         let api: Api<Node> = Api::all(ctx.client.clone());
@@ -180,6 +181,8 @@ pub(in crate::controller) async fn federate(
     }
     let (lead, waiting) = match lead::resolve(&inputs) {
         Ok(lead) => (Some(lead), None),
+        // Relayed bursts reach the lead through the hub: no external endpoint to wait for.
+        Err(_) if !plan.has_direct_bursts() => (None, None),
         Err(reason) => (None, Some(reason)),
     };
     let safety = unsafe_refusal(plan, |spoke| {
@@ -190,18 +193,19 @@ pub(in crate::controller) async fn federate(
         Safety::Refused(m) => (Some(m), None),
         Safety::Unknown(m) => (None, Some(m)),
     };
-    let assignments = match &lead {
+    let endpoint = lead.as_ref().map(|l| flux_shared::plan::Endpoint {
+        address: l.address.clone(),
+        port: l.port,
+    });
+    let assignments = match &endpoint {
         // Unsafe, or not known to be safe: nothing is sent (the spoke would refuse it).
         _ if refused.is_some() || held.is_some() => Vec::new(),
-        None => Vec::new(),
-        Some(l) => {
-            let endpoint = flux_shared::plan::Endpoint {
-                address: l.address.clone(),
-                port: l.port,
-            };
+        // Relayed bursts need no external endpoint; one that connects directly does.
+        None if plan.has_direct_bursts() => Vec::new(),
+        endpoint => {
             // Serialising a validated spec cannot fail; should it, nothing is sent and
             // the reason shows in the bursts' status.
-            match assignment::build(plan, cert, &endpoint) {
+            match assignment::build(plan, cert, endpoint.as_ref()) {
                 Ok(a) => a,
                 Err(e) => {
                     warn!(error = %e, "cannot build assignments");
@@ -279,7 +283,12 @@ pub(in crate::controller) fn publish_assignments(
 ) -> (MiniClusterStatus, Vec<BurstEvent>) {
     let previous = mc.status.clone().unwrap_or_default();
     let key = mc_key(mc);
-    let info = mc_info(mc, &status, fed.lead.as_ref());
+    let info = mc_info(
+        mc,
+        &status,
+        fed.lead.as_ref(),
+        relay_to(&ctx.stores, &key.0, &key.1),
+    );
     let statuses = match (&fed.refused, &fed.held) {
         (Some(message), _) => {
             // Refused, never half-applied: what spokes already run of an earlier, safe
@@ -339,6 +348,7 @@ pub(in crate::controller) fn retain_from_status(ctx: &Context, mc: &MiniCluster)
             spoke: b.cluster.clone(),
             size: b.size,
             max_size: b.declared_hosts(),
+            relayed: b.path.as_deref() == Some(flux_shared::api::burst_path::RELAY),
         })
         .collect();
     if !bursts.is_empty() {
@@ -366,6 +376,7 @@ pub fn burst_infos(plan: &Plan) -> Vec<BurstInfo> {
                 })
                 .map_or(b.size, |t| t.size),
             max_size: b.max_size,
+            relayed: b.relay,
         })
         .collect()
 }
@@ -439,6 +450,7 @@ pub(in crate::controller) fn mc_info(
     mc: &MiniCluster,
     status: &MiniClusterStatus,
     lead: Option<&LeadBrokerStatus>,
+    relay_to: Option<flux_shared::plan::Endpoint>,
 ) -> McInfo {
     McInfo {
         uid: mc.metadata.uid.clone().unwrap_or_default(),
@@ -455,7 +467,27 @@ pub(in crate::controller) fn mc_info(
             address: l.address.clone(),
             port: l.port,
         }),
+        relay_to,
     }
+}
+
+/// Where relayed burst connections reach MiniCluster `name`'s lead broker in this cluster:
+/// its lead Service's cluster address and port, once the Service has one.
+pub(in crate::controller) fn relay_to(
+    stores: &Stores,
+    ns: &str,
+    name: &str,
+) -> Option<flux_shared::plan::Endpoint> {
+    let service = get(&stores.services, ns, &format!("{name}-lead"))?;
+    let spec = service.spec.as_ref()?;
+    let address = spec
+        .cluster_ip
+        .as_deref()
+        .filter(|ip| !ip.is_empty() && *ip != "None")?;
+    Some(flux_shared::plan::Endpoint {
+        address: address.to_string(),
+        port: spec.ports.as_ref()?.first()?.port,
+    })
 }
 
 #[cfg(test)]

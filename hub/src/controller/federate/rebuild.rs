@@ -40,19 +40,23 @@ pub fn prime(ctx: &Context, miniclusters: &[MiniCluster]) {
             mc.metadata.uid.as_deref().unwrap_or_default(),
         )
         .or_else(|| plan.spec.flux().curve_cert().map(str::to_string));
-        let assignments = match (&lead, cert) {
-            (Some(l), Some(cert)) if plan.has_running_bursts() => assignment::build(
-                &plan,
-                &cert,
-                &flux_shared::plan::Endpoint {
-                    address: l.address.clone(),
-                    port: l.port,
-                },
-            )
-            .unwrap_or_default(),
+        let endpoint = lead.as_ref().map(|l| flux_shared::plan::Endpoint {
+            address: l.address.clone(),
+            port: l.port,
+        });
+        // A burst that connects directly needs the lead's endpoint (`build` says so).
+        let assignments = match cert {
+            Some(cert) if plan.has_running_bursts() => {
+                assignment::build(&plan, &cert, endpoint.as_ref()).unwrap_or_default()
+            }
             _ => Vec::new(),
         };
-        let info = mc_info(mc, &previous, lead.as_ref());
+        let info = mc_info(
+            mc,
+            &previous,
+            lead.as_ref(),
+            super::relay_to(&ctx.stores, &key.0, &key.1),
+        );
         if assignments.is_empty() && plan.has_running_bursts() {
             // The lead's endpoint or the certificate is not known yet: what the spokes
             // run is kept until a reconcile knows more, never deleted for want of it.

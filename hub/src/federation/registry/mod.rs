@@ -52,6 +52,9 @@ pub struct McInfo {
     pub lead: Option<Endpoint>,
     /// `metadata.creationTimestamp`, Unix milliseconds (0 if unknown).
     pub created_unix_millis: i64,
+    /// Where relayed burst connections reach the lead broker inside the root cluster (its
+    /// Service's cluster address), once known.
+    pub relay_to: Option<Endpoint>,
 }
 
 /// One burst of a MiniCluster as declared in its spec.
@@ -67,6 +70,19 @@ pub struct BurstInfo {
     pub size: i32,
     /// Hosts declared (the most brokers it can run).
     pub max_size: i32,
+    /// Whether its brokers reach their lead through its spoke (`Spoke.Relay`).
+    pub relayed: bool,
+}
+
+impl BurstInfo {
+    /// Its `status.bursts[].path`.
+    pub fn path(&self) -> &'static str {
+        if self.relayed {
+            flux_shared::api::burst_path::RELAY
+        } else {
+            flux_shared::api::burst_path::DIRECT
+        }
+    }
 }
 
 /// What the registry knows about one burst, for the MiniCluster's status.
@@ -678,6 +694,7 @@ mod tests {
             spoke: spoke.into(),
             size: 2,
             max_size: 2,
+            relayed: false,
         }
     }
 

@@ -11,6 +11,7 @@ use flux_shared::federation::proto::{self, Snapshot};
 use tokio::sync::watch;
 
 use super::{ConnectionGuard, McKey, Registry, SpokeState, affected_by_spoke, mc_of, unix_millis};
+use crate::federation::relay::{RelayRefusal, RelayTarget};
 use crate::federation::served::{Served, SubscribeError, Subscription};
 
 impl Served for Registry {
@@ -291,6 +292,36 @@ impl Served for Registry {
         inner.spokes.remove(name);
         self.bump_admin(&mut inner);
         Ok(true)
+    }
+
+    fn relay_target(&self, spoke: &str, key: &str) -> Result<RelayTarget, RelayRefusal> {
+        let inner = self.lock();
+        let not_assigned = || RelayRefusal::NotAssigned(key.to_string());
+        let assigned = inner
+            .spokes
+            .get(spoke)
+            .is_some_and(|s| s.assignments.contains_key(key));
+        let mc = mc_of(key).ok_or_else(not_assigned)?;
+        let entry = inner.miniclusters.get(&mc).ok_or_else(not_assigned)?;
+        let burst = entry
+            .bursts
+            .iter()
+            .find(|b| b.key == key && b.spoke == spoke)
+            .filter(|_| assigned && !entry.deleting)
+            .ok_or_else(not_assigned)?;
+        if !burst.relayed {
+            return Err(RelayRefusal::NotRelayed(key.to_string()));
+        }
+        let brokers = usize::try_from(burst.size).unwrap_or(0);
+        if brokers == 0 {
+            return Err(RelayRefusal::NoBrokers(key.to_string()));
+        }
+        let lead = entry
+            .info
+            .relay_to
+            .clone()
+            .ok_or_else(|| RelayRefusal::NoLead(key.to_string()))?;
+        Ok(RelayTarget { lead, brokers })
     }
 }
 

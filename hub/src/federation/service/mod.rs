@@ -55,6 +55,8 @@ pub struct Services {
     /// Open `WatchMiniClusters` streams per admin: each is a snapshot per change, so an
     /// admin's watches are bounded apart from its connections.
     admin_watches: super::connection_limits::Connections,
+    /// Relayed broker connections held per burst.
+    relays: Arc<super::relay::OpenRelays>,
 }
 
 /// The most `WatchMiniClusters` streams one admin identity may hold open at once.
@@ -80,6 +82,7 @@ impl Services {
             pins: PinStore::off(),
             revocations: Revocations::off(),
             admin_watches: super::connection_limits::Connections::new(ADMIN_WATCHES_PER_IDENTITY),
+            relays: Arc::default(),
         }
     }
 

@@ -2,12 +2,15 @@
 
 use flux_shared::federation::parts;
 use flux_shared::federation::proto::spoke_server::Spoke;
-use flux_shared::federation::proto::{ReportRequest, ReportResponse, Snapshot, WatchRequest};
+use flux_shared::federation::proto::{
+    RelayFrame, ReportRequest, ReportResponse, Snapshot, WatchRequest,
+};
 use futures::StreamExt;
 use tokio_stream::wrappers::WatchStream;
-use tonic::{Request, Response, Status};
-use tracing::{info, info_span, warn};
+use tonic::{Request, Response, Status, Streaming};
+use tracing::{Instrument as _, debug, info, info_span, warn};
 
+use crate::federation::relay;
 use crate::federation::report_limits::{self};
 use crate::federation::served::{SubscribeError, Subscription};
 
@@ -16,6 +19,57 @@ use super::{BoxStream, Services, not_ready};
 #[tonic::async_trait]
 impl Spoke for Services {
     type WatchStream = BoxStream<Snapshot>;
+    type RelayStream = BoxStream<RelayFrame>;
+
+    async fn relay(
+        &self,
+        request: Request<Streaming<RelayFrame>>,
+    ) -> Result<Response<Self::RelayStream>, Status> {
+        let (spoke, _) = self.pinned_spoke(&request)?;
+        let key = request
+            .metadata()
+            .get(relay::RELAY_KEY)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_string();
+        let span = info_span!("relay", %spoke, %key);
+        let refused = |refusal: relay::RelayRefusal| {
+            self.metrics.relay_refused(refusal.reason());
+            span.in_scope(|| info!(reason = refusal.reason(), "relayed connection refused"));
+            refusal.status()
+        };
+        let target = self.registry.relay_target(&spoke, &key).map_err(refused)?;
+        let held = self.relays.take(&key, target.brokers).map_err(refused)?;
+        let tcp = relay::dial(&target.lead).await.map_err(refused)?;
+        let minicluster = key.rsplit_once('/').map_or("", |(mc, _)| mc).to_string();
+        self.metrics.relay_opened(&spoke, &minicluster);
+        span.in_scope(|| debug!(lead = %target.lead.uri(), "relayed connection open"));
+        let (tx, rx) = tokio::sync::mpsc::channel(4);
+        let (registry, metrics) = (self.registry.clone(), self.metrics.clone());
+        let changes = registry.admin_changes();
+        let inbound = request.into_inner();
+        tokio::spawn(
+            async move {
+                let _held = held;
+                let still = || {
+                    registry
+                        .relay_target(&spoke, &key)
+                        .is_ok_and(|t| t.lead == target.lead)
+                };
+                let carried = relay::pump(tcp, inbound, tx, changes, still, relay::IDLE).await;
+                metrics.relay_closed(&spoke, &minicluster, carried.to_lead, carried.from_lead);
+                debug!(
+                    to_lead = carried.to_lead,
+                    from_lead = carried.from_lead,
+                    "relayed connection closed"
+                );
+            }
+            .instrument(span),
+        );
+        Ok(Response::new(Box::pin(
+            tokio_stream::wrappers::ReceiverStream::new(rx),
+        )))
+    }
 
     async fn watch(
         &self,

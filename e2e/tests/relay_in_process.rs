@@ -1,0 +1,184 @@
+//! Relayed bursts end to end in one process: a broker's TCP connection to its spoke's
+//! relay listener goes over the spoke's own mTLS connection to the real hub, which
+//! connects it to the lead broker (a TCP server on loopback), and back; bounded per burst,
+//! ended when the burst stops running there, and counted.
+
+mod in_process;
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use flux_shared::plan::Endpoint;
+use flux_spoke::testing::{FakeCluster, Op};
+use in_process::{Hub, Pki, SpokeAgent, assign_with, minicluster, relayed, version_of};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::time::Instant;
+
+const PATIENCE: Duration = Duration::from_secs(30);
+const NS: &str = "hpc";
+
+async fn eventually<T>(what: &str, mut check: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        if let Some(v) = check() {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// A lead broker that answers every connection with `lead:` and then echoes.
+async fn lead_broker() -> SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    tokio::spawn(async move {
+        while let Ok((mut tcp, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                if tcp.write_all(b"lead:").await.is_err() {
+                    return;
+                }
+                let (mut r, mut w) = tcp.split();
+                let _ = tokio::io::copy(&mut r, &mut w).await;
+            });
+        }
+    });
+    addr
+}
+
+/// Where the relay Service `ns/name` of `cluster` points.
+fn relay_endpoint(cluster: &FakeCluster, service: &str) -> Option<SocketAddr> {
+    cluster.ops().into_iter().rev().find_map(|op| match op {
+        Op::ServeRelay(s, at) if s == service => Some(at),
+        _ => None,
+    })
+}
+
+/// A broker's connection, once the lead has greeted it.
+async fn connect(at: SocketAddr) -> TcpStream {
+    let mut tcp = TcpStream::connect(at).await.expect("connect");
+    let mut greeting = [0u8; 5];
+    tokio::time::timeout(PATIENCE, tcp.read_exact(&mut greeting))
+        .await
+        .expect("greeted in time")
+        .expect("greeted");
+    assert_eq!(&greeting, b"lead:");
+    tcp
+}
+
+/// Whether the other side closed `tcp` (reads end) within the patience.
+async fn closed(tcp: &mut TcpStream) -> bool {
+    let mut byte = [0u8; 1];
+    matches!(
+        tokio::time::timeout(PATIENCE, tcp.read(&mut byte)).await,
+        Ok(Ok(0) | Err(_))
+    )
+}
+
+fn metric(hub: &Hub, series: &str) -> f64 {
+    hub.metrics
+        .encode()
+        .lines()
+        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
+        .unwrap_or(0.0)
+}
+
+#[tokio::test]
+async fn a_relayed_burst_reaches_its_lead_through_the_spokes_connection_alone() {
+    let pki = Pki::new(&["a".to_string()]);
+    let registry = flux_hub::federation::registry::Registry::new();
+    registry.set_primed();
+    let hub = Hub::start(&pki, registry.clone(), "127.0.0.1:0".parse().expect("addr")).await;
+    let lead = lead_broker().await;
+    let lead_endpoint = Endpoint {
+        address: lead.ip().to_string(),
+        port: i32::from(lead.port()),
+    };
+    let mc = relayed(minicluster(
+        NS,
+        "lammps",
+        "ghcr.io/x/lammps:1",
+        &[("burst-a", "a", 2)],
+    ));
+    assign_with(&registry, &mc, Some(lead_endpoint.clone()));
+    let mut spoke = SpokeAgent::start_with(
+        &pki,
+        "a",
+        &hub.uri(),
+        FakeCluster::new(),
+        Some("127.0.0.1".parse().expect("ip")),
+    );
+    spoke
+        .applied_version(registry.epoch(), version_of(&registry, "a"))
+        .await;
+    let at = relay_endpoint(&spoke.cluster, "hpc/burst-a-relay")
+        .expect("the relay Service points at the spoke");
+
+    // Bytes both ways, through spoke and hub, in order.
+    let mut broker = connect(at).await;
+    broker.write_all(b"hello lead").await.expect("write");
+    let mut back = [0u8; 10];
+    broker.read_exact(&mut back).await.expect("echo");
+    assert_eq!(&back, b"hello lead");
+    let series = "flux_hub_relay_connections{spoke=\"a\",minicluster=\"hpc/lammps\"}";
+    eventually("the connection counted", || {
+        (metric(&hub, series) == 1.0).then_some(())
+    })
+    .await;
+
+    // The burst holds at most its two brokers plus two: the fifth is closed at once.
+    let mut held = vec![broker];
+    for _ in 0..3 {
+        held.push(connect(at).await);
+    }
+    let mut fifth = TcpStream::connect(at).await.expect("connect");
+    assert!(closed(&mut fifth).await, "a fifth connection is closed");
+    eventually("four connections held", || {
+        (metric(&hub, series) == 4.0).then_some(())
+    })
+    .await;
+
+    // Scaled to 0: the hub ends every relayed connection of the burst.
+    let key = ("hpc".to_string(), "lammps".to_string());
+    let mut zero = relayed(minicluster(
+        NS,
+        "lammps",
+        "ghcr.io/x/lammps:1",
+        &[("burst-a", "a", 0)],
+    ));
+    if let Some(b) = zero.spec.flux.as_mut().and_then(|f| f.bursting.as_mut()) {
+        b.clusters[0].max_size = Some(2);
+    }
+    assign_with(&registry, &zero, Some(lead_endpoint));
+    for tcp in &mut held {
+        assert!(
+            closed(tcp).await,
+            "ended when the burst stopped running brokers"
+        );
+    }
+    eventually("no connection held", || {
+        (metric(&hub, series) == 0.0).then_some(())
+    })
+    .await;
+    assert!(
+        metric(
+            &hub,
+            "flux_hub_relay_bytes_total{spoke=\"a\",minicluster=\"hpc/lammps\",direction=\"to_lead\"}"
+        ) >= 10.0
+    );
+
+    // The burst removed: its listener goes with it.
+    registry.set(&key, Default::default(), vec![], vec![]);
+    spoke
+        .applied_version(registry.epoch(), version_of(&registry, "a"))
+        .await;
+    eventually("the listener closed", || {
+        std::net::TcpStream::connect_timeout(&at, Duration::from_secs(1))
+            .is_err()
+            .then_some(())
+    })
+    .await;
+    spoke.stop().await;
+    hub.stop().await;
+}

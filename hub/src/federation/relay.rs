@@ -1,0 +1,295 @@
+//! Relayed broker connections (`Spoke.Relay`): a burst broker's TCP connection, accepted by
+//! its spoke in the burst cluster and carried over the spoke's own mTLS connection, is
+//! connected here to the lead broker inside the root cluster. The bytes are ZeroMQ CURVE
+//! ciphertext; the hub only carries them.
+//!
+//! What crosses the trust line is bounded before anything is dialled: the burst must be
+//! assigned to the calling spoke and relayed, and each burst holds at most its brokers
+//! plus [`SLACK`] connections. A connection ends when either side ends it, when nothing
+//! moves for [`IDLE`], or when the burst stops being relayed to that spoke (deleted,
+//! scaled to 0, reassigned), which the registry's changes wake it for.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use flux_shared::federation::proto::RelayFrame;
+use flux_shared::plan::Endpoint;
+use futures::{Stream, StreamExt};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::sync::{mpsc, watch};
+use tonic::Status;
+
+pub use flux_shared::federation::{RELAY_KEY, RELAY_MAX_FRAME as MAX_FRAME, RELAY_SLACK as SLACK};
+
+/// A relayed connection through which nothing moved for this long is closed (Flux's
+/// overlay sends heartbeats far more often).
+pub const IDLE: Duration = Duration::from_secs(300);
+
+/// How long dialling the lead broker may take.
+pub const DIAL_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Where a burst's relayed connections go.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RelayTarget {
+    /// The lead broker inside the root cluster (its Service's cluster address).
+    pub lead: Endpoint,
+    /// The burst's brokers: with [`SLACK`], the most connections it may hold.
+    pub brokers: usize,
+}
+
+/// Why a relayed connection is refused or ended; its label is the metric's reason.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum RelayRefusal {
+    /// The call names no burst, or not one of this spoke's.
+    #[error("burst {0:?} is not assigned to this spoke")]
+    NotAssigned(String),
+    /// The burst's brokers reach their lead directly.
+    #[error("burst {0:?} is not relayed: its brokers reach the lead broker directly")]
+    NotRelayed(String),
+    /// The burst runs no broker.
+    #[error("burst {0:?} runs no broker")]
+    NoBrokers(String),
+    /// The lead broker's Service has no cluster address yet.
+    #[error("the lead broker of burst {0:?} has no address yet")]
+    NoLead(String),
+    /// The burst holds as many connections as it may.
+    #[error("burst {key:?} holds {held} relayed connections, the most for its {brokers} brokers")]
+    TooMany {
+        /// The burst.
+        key: String,
+        /// Connections it holds.
+        held: usize,
+        /// Its brokers.
+        brokers: usize,
+    },
+    /// The lead broker did not answer.
+    #[error("the lead broker at {0} does not answer: {1}")]
+    Unreachable(String, String),
+}
+
+impl RelayRefusal {
+    /// The `reason` label of `flux_hub_relay_refused_total`.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            RelayRefusal::NotAssigned(_) => "not_assigned",
+            RelayRefusal::NotRelayed(_) => "not_relayed",
+            RelayRefusal::NoBrokers(_) => "no_brokers",
+            RelayRefusal::NoLead(_) => "no_lead",
+            RelayRefusal::TooMany { .. } => "too_many",
+            RelayRefusal::Unreachable(..) => "unreachable",
+        }
+    }
+
+    /// The gRPC status the spoke gets.
+    pub fn status(&self) -> Status {
+        let message = self.to_string();
+        match self {
+            RelayRefusal::NotAssigned(_) => Status::permission_denied(message),
+            RelayRefusal::NotRelayed(_) | RelayRefusal::NoBrokers(_) | RelayRefusal::NoLead(_) => {
+                Status::failed_precondition(message)
+            }
+            RelayRefusal::TooMany { .. } => Status::resource_exhausted(message),
+            RelayRefusal::Unreachable(..) => Status::unavailable(message),
+        }
+    }
+}
+
+/// The relayed connections each burst holds.
+#[derive(Debug, Default)]
+pub struct OpenRelays {
+    held: Mutex<HashMap<String, usize>>,
+}
+
+/// One held connection; dropping it gives the place back.
+#[derive(Debug)]
+pub struct Held {
+    open: Arc<OpenRelays>,
+    key: String,
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        let mut held = self
+            .open
+            .held
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if let Some(n) = held.get_mut(&self.key) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                held.remove(&self.key);
+            }
+        }
+    }
+}
+
+impl OpenRelays {
+    /// A place for one more connection of burst `key`, within `brokers` + [`SLACK`].
+    pub fn take(self: &Arc<Self>, key: &str, brokers: usize) -> Result<Held, RelayRefusal> {
+        let mut held = self.held.lock().unwrap_or_else(PoisonError::into_inner);
+        let n = held.entry(key.to_string()).or_insert(0);
+        if *n >= brokers + SLACK {
+            return Err(RelayRefusal::TooMany {
+                key: key.to_string(),
+                held: *n,
+                brokers,
+            });
+        }
+        *n += 1;
+        Ok(Held {
+            open: self.clone(),
+            key: key.to_string(),
+        })
+    }
+
+    /// Connections held over every burst.
+    pub fn total(&self) -> usize {
+        self.held
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .values()
+            .sum()
+    }
+}
+
+/// Dials the lead broker.
+pub async fn dial(lead: &Endpoint) -> Result<TcpStream, RelayRefusal> {
+    let address = format!("{}:{}", lead.address, lead.port);
+    let unreachable = |e: String| RelayRefusal::Unreachable(address.clone(), e);
+    match tokio::time::timeout(DIAL_TIMEOUT, TcpStream::connect(address.as_str())).await {
+        Ok(Ok(tcp)) => {
+            let _ = tcp.set_nodelay(true);
+            Ok(tcp)
+        }
+        Ok(Err(e)) => Err(unreachable(e.to_string())),
+        Err(_) => Err(unreachable(format!("no answer in {DIAL_TIMEOUT:?}"))),
+    }
+}
+
+/// Bytes carried, for the metrics.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Carried {
+    /// From the burst broker to the lead.
+    pub to_lead: u64,
+    /// From the lead to the burst broker.
+    pub from_lead: u64,
+}
+
+/// Carries bytes both ways between the spoke's frames (`inbound`, answered on `outbound`)
+/// and the lead broker (`tcp`) until either side ends, nothing moves for `idle`, or
+/// `still_relayed` says no after a registry change (`changes`).
+pub async fn pump<S>(
+    tcp: TcpStream,
+    mut inbound: S,
+    outbound: mpsc::Sender<Result<RelayFrame, Status>>,
+    mut changes: watch::Receiver<u64>,
+    still_relayed: impl Fn() -> bool,
+    idle: Duration,
+) -> Carried
+where
+    S: Stream<Item = Result<RelayFrame, Status>> + Unpin,
+{
+    let (mut from_lead, mut to_lead) = tcp.into_split();
+    let mut carried = Carried::default();
+    let mut buffer = vec![0u8; MAX_FRAME];
+    let (mut spoke_open, mut lead_open) = (true, true);
+    while spoke_open || lead_open {
+        tokio::select! {
+            frame = inbound.next(), if spoke_open => match frame {
+                Some(Ok(frame)) if frame.data.len() <= MAX_FRAME => {
+                    carried.to_lead += frame.data.len() as u64;
+                    if to_lead.write_all(&frame.data).await.is_err() {
+                        break;
+                    }
+                }
+                Some(Ok(frame)) => {
+                    let _ = outbound
+                        .send(Err(Status::invalid_argument(format!(
+                            "a frame of {} bytes: at most {MAX_FRAME}",
+                            frame.data.len()
+                        ))))
+                        .await;
+                    break;
+                }
+                // The broker closed its side: the lead reads the end, and may still answer.
+                _ => {
+                    spoke_open = false;
+                    let _ = to_lead.shutdown().await;
+                }
+            },
+            read = from_lead.read(&mut buffer), if lead_open => match read {
+                Ok(0) | Err(_) => lead_open = false,
+                Ok(n) => {
+                    carried.from_lead += n as u64;
+                    let frame = RelayFrame { data: buffer[..n].to_vec() };
+                    if outbound.send(Ok(frame)).await.is_err() {
+                        break;
+                    }
+                }
+            },
+            changed = changes.changed() => {
+                if changed.is_err() || !still_relayed() {
+                    let _ = outbound
+                        .send(Err(Status::failed_precondition(
+                            "the burst is no longer relayed to this spoke",
+                        )))
+                        .await;
+                    break;
+                }
+            },
+            () = tokio::time::sleep(idle) => break,
+        }
+    }
+    carried
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_burst_holds_its_brokers_plus_the_slack_and_gets_places_back() {
+        let open = Arc::new(OpenRelays::default());
+        let held: Vec<Held> = (0..2 + SLACK)
+            .map(|_| open.take("ns/mc/b", 2).expect("a place"))
+            .collect();
+        assert!(matches!(
+            open.take("ns/mc/b", 2),
+            Err(RelayRefusal::TooMany {
+                held: 4,
+                brokers: 2,
+                ..
+            })
+        ));
+        assert!(
+            open.take("ns/mc/other", 1).is_ok(),
+            "other bursts are apart"
+        );
+        drop(held);
+        assert_eq!(open.total(), 0);
+        assert!(open.take("ns/mc/b", 2).is_ok());
+    }
+
+    #[test]
+    fn every_refusal_has_its_own_reason_and_status() {
+        let all = [
+            RelayRefusal::NotAssigned("k".into()),
+            RelayRefusal::NotRelayed("k".into()),
+            RelayRefusal::NoBrokers("k".into()),
+            RelayRefusal::NoLead("k".into()),
+            RelayRefusal::TooMany {
+                key: "k".into(),
+                held: 1,
+                brokers: 1,
+            },
+            RelayRefusal::Unreachable("a:1".into(), "refused".into()),
+        ];
+        let reasons: std::collections::BTreeSet<_> = all.iter().map(|r| r.reason()).collect();
+        assert_eq!(reasons.len(), all.len());
+        assert_eq!(all[0].status().code(), tonic::Code::PermissionDenied);
+        assert_eq!(all[4].status().code(), tonic::Code::ResourceExhausted);
+        assert_eq!(all[5].status().code(), tonic::Code::Unavailable);
+    }
+}

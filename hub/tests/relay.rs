@@ -1,0 +1,258 @@
+//! `Spoke.Relay` on the hub's real services and TLS over 127.0.0.1, with a TCP echo server
+//! as the lead broker: a spoke's relayed connection carries bytes both ways; a burst that is
+//! not the caller's, not relayed or at its bound is refused; and the connection ends when
+//! the burst stops being relayed to that spoke.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use flux_hub::federation::registry::{BurstInfo, McInfo, Registry};
+use flux_hub::federation::relay::{MAX_FRAME, RELAY_KEY, SLACK};
+use flux_hub::federation::service::{self, Services};
+use flux_hub::ops::metrics::Metrics;
+use flux_shared::federation::assignment::SpokeAssignment;
+use flux_shared::federation::pki::{Ca, IssuedCert};
+use flux_shared::federation::proto::spoke_client::SpokeClient;
+use flux_shared::federation::proto::{Assignment, RelayFrame};
+use flux_shared::federation::tls::{ClientSecurity, ServerSecurity, TlsPem, TransportSettings};
+use flux_shared::plan::Endpoint;
+use futures::StreamExt;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::Code;
+
+const LIMIT: Duration = Duration::from_secs(10);
+const KEY: &str = "hpc/mc/b";
+
+struct Pki {
+    ca: Ca,
+    hub: IssuedCert,
+}
+
+impl Pki {
+    fn new() -> Pki {
+        let ca = Ca::generate("relay test CA").unwrap();
+        let hub = ca
+            .issue_server(&["hub.test".into()], &["127.0.0.1".parse().unwrap()], 1)
+            .unwrap();
+        Pki { ca, hub }
+    }
+
+    fn pem(&self, leaf: &IssuedCert) -> TlsPem {
+        TlsPem::new(
+            self.ca.cert_pem().into(),
+            leaf.cert_pem.clone(),
+            leaf.key_pem.clone(),
+        )
+        .unwrap()
+    }
+}
+
+fn no_api_server() -> kube::Client {
+    let (service, _) = tower_test::mock::pair::<
+        http::Request<kube::client::Body>,
+        http::Response<kube::client::Body>,
+    >();
+    kube::Client::new(service, "default")
+}
+
+/// A lead broker that echoes what it reads.
+async fn echo_lead() -> SocketAddr {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((mut tcp, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let mut buf = vec![0u8; 4096];
+                while let Ok(n) = tcp.read(&mut buf).await {
+                    if n == 0 || tcp.write_all(&buf[..n]).await.is_err() {
+                        break;
+                    }
+                }
+            });
+        }
+    });
+    addr
+}
+
+/// MiniCluster hpc/mc with burst `b` on spoke `a` (2 brokers), relayed when `relayed`.
+fn publish(registry: &Registry, lead: SocketAddr, relayed: bool, size: i32) {
+    registry.set(
+        &("hpc".into(), "mc".into()),
+        McInfo {
+            relay_to: Some(Endpoint {
+                address: lead.ip().to_string(),
+                port: i32::from(lead.port()),
+            }),
+            ..McInfo::default()
+        },
+        vec![BurstInfo {
+            key: KEY.into(),
+            name: "b".into(),
+            spoke: "a".into(),
+            size,
+            max_size: 4,
+            relayed,
+        }],
+        vec![SpokeAssignment {
+            spoke: "a".into(),
+            assignment: Assignment {
+                key: KEY.into(),
+                burst_size: size,
+                ..Assignment::default()
+            },
+        }],
+    );
+}
+
+async fn serve(pki: &Pki, registry: Arc<Registry>, metrics: Arc<Metrics>) -> SocketAddr {
+    let listener = service::bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let security = ServerSecurity::Mtls(pki.pem(&pki.hub));
+    let services = Services::new(registry, security.authenticator(), metrics, no_api_server());
+    tokio::spawn(service::serve(
+        listener,
+        security,
+        None,
+        TransportSettings::default(),
+        services,
+        std::future::pending(),
+    ));
+    addr
+}
+
+async fn spoke_client(
+    pki: &Pki,
+    addr: SocketAddr,
+    name: &str,
+) -> SpokeClient<tonic::transport::Channel> {
+    let leaf = pki
+        .ca
+        .issue_client(&flux_shared::federation::Identity::spoke(name).unwrap(), 1)
+        .unwrap();
+    let security = ClientSecurity::Mtls {
+        tls: pki.pem(&leaf),
+        domain: "hub.test".into(),
+    };
+    let endpoint = TransportSettings::default()
+        .endpoint(&format!("https://{addr}"), &security)
+        .unwrap();
+    SpokeClient::new(
+        tokio::time::timeout(LIMIT, endpoint.connect())
+            .await
+            .unwrap()
+            .unwrap(),
+    )
+}
+
+/// A relayed connection: its sender and the hub's answers, or the refusal's code.
+async fn relay(
+    client: &mut SpokeClient<tonic::transport::Channel>,
+    key: &str,
+) -> Result<(mpsc::Sender<RelayFrame>, tonic::Streaming<RelayFrame>), Code> {
+    let (tx, rx) = mpsc::channel(4);
+    let mut request = tonic::Request::new(ReceiverStream::new(rx));
+    request
+        .metadata_mut()
+        .insert(RELAY_KEY, key.parse().unwrap());
+    match tokio::time::timeout(LIMIT, client.relay(request))
+        .await
+        .unwrap()
+    {
+        Ok(response) => Ok((tx, response.into_inner())),
+        Err(status) => Err(status.code()),
+    }
+}
+
+async fn round_trip(
+    tx: &mpsc::Sender<RelayFrame>,
+    rx: &mut tonic::Streaming<RelayFrame>,
+    bytes: &[u8],
+) -> Vec<u8> {
+    for chunk in bytes.chunks(MAX_FRAME) {
+        tx.send(RelayFrame {
+            data: chunk.to_vec(),
+        })
+        .await
+        .unwrap();
+    }
+    let mut got = Vec::new();
+    while got.len() < bytes.len() {
+        let frame = tokio::time::timeout(LIMIT, rx.next())
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
+        got.extend_from_slice(&frame.data);
+    }
+    got
+}
+
+#[tokio::test]
+async fn a_relayed_connection_carries_bytes_only_for_the_callers_relayed_burst() {
+    let pki = Pki::new();
+    let lead = echo_lead().await;
+    let registry = Registry::new();
+    registry.set_primed();
+    let metrics = Arc::new(Metrics::new());
+    let addr = serve(&pki, registry.clone(), metrics.clone()).await;
+    let mut a = spoke_client(&pki, addr, "a").await;
+    let mut other = spoke_client(&pki, addr, "other").await;
+
+    // Not relayed: refused, nothing dialled.
+    publish(&registry, lead, false, 2);
+    assert_eq!(
+        relay(&mut a, KEY).await.err(),
+        Some(Code::FailedPrecondition)
+    );
+
+    publish(&registry, lead, true, 2);
+    // Another spoke's burst, and a key that names nothing: refused.
+    assert_eq!(
+        relay(&mut other, KEY).await.err(),
+        Some(Code::PermissionDenied)
+    );
+    assert_eq!(
+        relay(&mut a, "hpc/mc/nope").await.err(),
+        Some(Code::PermissionDenied)
+    );
+
+    // The caller's relayed burst: bytes both ways, in order.
+    let (tx, mut rx) = relay(&mut a, KEY).await.expect("relayed");
+    let payload: Vec<u8> = (0..200_000u32).map(|i| (i % 251) as u8).collect();
+    assert_eq!(round_trip(&tx, &mut rx, &payload).await, payload);
+
+    // At most its brokers plus the slack at once.
+    let mut held = Vec::new();
+    for _ in 1..2 + SLACK {
+        held.push(relay(&mut a, KEY).await.expect("within the bound"));
+    }
+    assert_eq!(
+        relay(&mut a, KEY).await.err(),
+        Some(Code::ResourceExhausted)
+    );
+
+    // Scaled to 0: every open connection of the burst ends.
+    publish(&registry, lead, true, 0);
+    let ended = tokio::time::timeout(LIMIT, rx.next()).await.unwrap();
+    assert!(
+        matches!(ended, Some(Err(ref s)) if s.code() == Code::FailedPrecondition),
+        "{ended:?}"
+    );
+    assert_eq!(
+        relay(&mut a, KEY).await.err(),
+        Some(Code::FailedPrecondition)
+    );
+
+    let text = metrics.encode();
+    for line in [
+        "flux_hub_relay_refused_total{reason=\"not_relayed\"}",
+        "flux_hub_relay_refused_total{reason=\"not_assigned\"} 2",
+        "flux_hub_relay_refused_total{reason=\"too_many\"} 1",
+        "flux_hub_relay_bytes_total{spoke=\"a\",minicluster=\"hpc/mc\",direction=\"to_lead\"}",
+    ] {
+        assert!(text.contains(line), "{line} missing in\n{text}");
+    }
+}
