@@ -21,13 +21,12 @@ use flux_shared::render::Object;
 use flux_spoke::cluster::Kind;
 use flux_spoke::testing::FakeCluster;
 use in_process::{
-    CREATED_UNIX_MILLIS, FakeApi, Hub, Link, Pki, SpokeAgent, assign, cert, minicluster, version_of,
+    CREATED_UNIX_MILLIS, FakeApi, Hub, Link, Pki, SpokeAgent, assign, cert, eventually,
+    minicluster, version_of,
 };
 use k8s_openapi::api::batch::v1::JobStatus;
-use tokio::time::Instant;
 use tonic::Code;
 
-const PATIENCE: Duration = Duration::from_secs(30);
 const NS: &str = "hpc";
 
 fn spokes(names: &[&str]) -> Vec<String> {
@@ -36,17 +35,6 @@ fn spokes(names: &[&str]) -> Vec<String> {
 
 fn any_port() -> SocketAddr {
     "127.0.0.1:0".parse().expect("addr")
-}
-
-async fn eventually<T>(what: &str, mut check: impl FnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + PATIENCE;
-    loop {
-        if let Some(v) = check() {
-            return v;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
 }
 
 fn job_image(cluster: &FakeCluster, job: &str) -> Option<String> {

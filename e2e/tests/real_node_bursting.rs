@@ -421,24 +421,8 @@ async fn the_quickstart_then_eight_brokers_over_three_real_clusters_survive_a_hu
 
         // The hub's leader goes: the other replica leads, both spokes come back to it, the
         // instance keeps its eight brokers, and a scale-down sent to the new leader runs.
-        let first = leader(&env.client).await?.context("a hub leader")?;
-        let hub_pods: Api<Pod> = Api::namespaced(env.client.clone(), HUB_NAMESPACE);
-        hub_pods.delete(&first, &DeleteParams::default()).await?;
         let failover = Instant::now();
-        env.eventually("another hub replica leading, both spokes connected, bursts Running", secs(120), async || {
-            let now = leader(&env.client).await?;
-            let status = match hub_status(&dir, &hub, &url).await {
-                Ok(s) => s,
-                Err(e) => return Ok(Probe::Waiting(format!("leader {now:?}: {e:#}"))),
-            };
-            let bursts = bursts_of(&status, &env.ns, NAME);
-            let fine = bursts.len() == 2 && bursts.iter().all(|(_, phase, ready, connected)| phase == "Running" && *ready == 2 && *connected);
-            Ok(match now {
-                Some(l) if l != first && fine => Probe::Done(()),
-                other => Probe::Waiting(format!("leader {other:?}, bursts {bursts:?}")),
-            })
-        })
-        .await?;
+        let first = fail_over(env, &dir, &hub, &url, NAME, 2).await?;
         eprintln!("{}: hub leader {first} deleted; the spokes are back and the bursts Running after {:?}", env.ns, failover.elapsed());
         let up = support::flux_in(env, &lead, NAME, UP_NODES, "the instance still has eight brokers", |_| true).await?;
         ensure!(up.trim() == "8", "nothing lost in the failover: {up} brokers up");
@@ -486,6 +470,23 @@ async fn the_quickstart_then_eight_brokers_over_three_real_clusters_survive_a_hu
             .and_then(|p| p.parse::<u16>().ok())
             .context("the federation port")?;
         let _isolated = Isolation::of(&burst2.client, &env.client, federation_port).await?;
+        // A burst there that dials the lead directly cannot: its spoke says so.
+        const DIRECT: &str = "direct";
+        env.apply_minicluster(&json!({
+            "apiVersion": "flux-framework.org/v1alpha2",
+            "kind": "MiniCluster",
+            "metadata": {"name": DIRECT},
+            "spec": {
+                "size": 1,
+                "interactive": true,
+                "flux": {
+                    "container": {"image": format!("{}:bookworm", images::VIEW_IMAGE)},
+                    "bursting": {"clusters": [{"name": "direct-c", "cluster": "burst2", "size": 1}]},
+                },
+                "containers": [{"image": format!("{}:bookworm", images::APP_IMAGE)}],
+            },
+        }))
+        .await?;
         const RELAYED: &str = "relayed";
         env.apply_minicluster(&json!({
             "apiVersion": "flux-framework.org/v1alpha2",
@@ -542,39 +543,54 @@ async fn the_quickstart_then_eight_brokers_over_three_real_clusters_survive_a_hu
         )
         .await?;
         ensure!(probe.trim() == "closed", "the burst node reaches the root's NodePort {direct}: {probe}");
+        // The direct burst's failure is in its status and an Event, with the address and
+        // port tried and what to do.
+        let said = env
+            .eventually("the direct burst's unreachable lead in its status", secs(120), async || {
+                let mc = env.api::<MiniCluster>().get(DIRECT).await?;
+                let status = mc.status.unwrap_or_default();
+                let lead = status.lead_broker.map(|l| format!("{}:{}", l.address, l.port));
+                Ok(match (status.bursts.first(), lead) {
+                    (Some(b), Some(lead))
+                        if b.reason.as_deref() == Some("LeadUnreachable")
+                            && b.message.as_deref().is_some_and(|m| m.contains(&lead) && m.contains("relay: true")) =>
+                    {
+                        Probe::Done(b.message.clone().unwrap_or_default())
+                    }
+                    (b, lead) => Probe::Waiting(format!("lead {lead:?}, burst {b:?}")),
+                })
+            })
+            .await?;
+        eprintln!("{}: the direct burst says: {said}", env.ns);
+        let events = env.events_about("MiniCluster", DIRECT).await?;
+        ensure!(
+            events.iter().any(|e| e.reason.as_deref() == Some("LeadUnreachable") && e.type_.as_deref() == Some("Warning")),
+            "a Warning Event LeadUnreachable: {:?}",
+            events.iter().map(support::describe_event).collect::<Vec<_>>()
+        );
 
         // The hub's leader goes, and every relayed connection with it: the brokers
         // reconnect through the new leader.
-        let first = leader(&env.client).await?.context("a hub leader")?;
-        hub_pods.delete(&first, &DeleteParams::default()).await?;
         let failover = Instant::now();
-        env.eventually("another hub replica leading, the relayed burst Running", secs(120), async || {
-            let now = leader(&env.client).await?;
-            let status = match hub_status(&dir, &hub, &url).await {
-                Ok(s) => s,
-                Err(e) => return Ok(Probe::Waiting(format!("leader {now:?}: {e:#}"))),
-            };
-            let bursts = bursts_of(&status, &env.ns, RELAYED);
-            let fine = bursts.len() == 1 && bursts.iter().all(|(_, phase, ready, connected)| phase == "Running" && *ready == 2 && *connected);
-            Ok(match now {
-                Some(l) if l != first && fine => Probe::Done(()),
-                other => Probe::Waiting(format!("leader {other:?}, bursts {bursts:?}")),
-            })
-        })
-        .await?;
+        let first = fail_over(env, &dir, &hub, &url, RELAYED, 1).await?;
         support::flux_in(env, &lead, RELAYED, "flux run -N 4 hostname | sort", "a job on all four after the failover", |o| o.lines().count() == 4).await?;
         eprintln!("{}: hub leader {first} deleted; the relayed brokers ran a job again after {:?}", env.ns, failover.elapsed());
-        shell(
-            &dir,
-            &hub,
-            &exports,
-            &format!(
-                "flux-hub burst scale {}/{RELAYED} relayed-c 0 --hub {url} --ca {STATE}/certs/ca.crt --cert {STATE}/certs/admin-e2e-ops.crt --key {STATE}/certs/admin-e2e-ops.key",
-                env.ns
-            ),
-        )
-        .await?;
-        support::flux_in(env, &lead, RELAYED, UP_NODES, "two brokers after the relayed burst went to 0", |o| o.trim() == "2").await?;
+        // The relayed burst goes to 0, back to 2 (new brokers through new relayed
+        // connections), and to 0 again.
+        for (size, up) in [(0, "2"), (2, "4"), (0, "2")] {
+            shell(
+                &dir,
+                &hub,
+                &exports,
+                &format!(
+                    "flux-hub burst scale {}/{RELAYED} relayed-c {size} --hub {url} --ca {STATE}/certs/ca.crt --cert {STATE}/certs/admin-e2e-ops.crt --key {STATE}/certs/admin-e2e-ops.key",
+                    env.ns
+                ),
+            )
+            .await?;
+            let what = format!("{up} brokers up with the relayed burst at {size}");
+            support::flux_in(env, &lead, RELAYED, UP_NODES, &what, |o| o.trim() == up).await?;
+        }
         Ok(())
     })
     .await;
@@ -644,6 +660,44 @@ async fn bursts_seen(env: &TestEnv, name: &str, spokes: &[(&str, &kube::Client)]
         }
     }
     out
+}
+
+/// Deletes the hub pod holding the leader lease, then waits until another replica leads
+/// and serves `flux-hub status` with the `bursts` bursts of `name` Running, each with its
+/// 2 brokers ready and its spoke connected. Returns the deleted leader.
+async fn fail_over(
+    env: &TestEnv,
+    dir: &Path,
+    hub: &Path,
+    url: &str,
+    name: &str,
+    bursts: usize,
+) -> Result<String> {
+    let first = leader(&env.client).await?.context("a hub leader")?;
+    let hub_pods: Api<Pod> = Api::namespaced(env.client.clone(), HUB_NAMESPACE);
+    hub_pods.delete(&first, &DeleteParams::default()).await?;
+    env.eventually(
+        "another hub replica leading, the spokes connected, the bursts Running",
+        secs(120),
+        async || {
+            let now = leader(&env.client).await?;
+            let status = match hub_status(dir, hub, url).await {
+                Ok(s) => s,
+                Err(e) => return Ok(Probe::Waiting(format!("leader {now:?}: {e:#}"))),
+            };
+            let seen = bursts_of(&status, &env.ns, name);
+            let fine = seen.len() == bursts
+                && seen.iter().all(|(_, phase, ready, connected)| {
+                    phase == "Running" && *ready == 2 && *connected
+                });
+            Ok(match now {
+                Some(l) if l != first && fine => Probe::Done(()),
+                other => Probe::Waiting(format!("leader {other:?}, bursts {seen:?}")),
+            })
+        },
+    )
+    .await?;
+    Ok(first)
 }
 
 /// The second burst cluster's node cut off from the root's nodes and pods but for the

@@ -10,24 +10,12 @@ use std::time::Duration;
 
 use flux_shared::plan::Endpoint;
 use flux_spoke::testing::{FakeCluster, Op};
-use in_process::{Hub, Pki, SpokeAgent, assign_with, minicluster, relayed, version_of};
+use in_process::{Hub, Pki, SpokeAgent, assign_with, eventually, minicluster, relayed, version_of};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::time::Instant;
 
 const PATIENCE: Duration = Duration::from_secs(30);
 const NS: &str = "hpc";
-
-async fn eventually<T>(what: &str, mut check: impl FnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + PATIENCE;
-    loop {
-        if let Some(v) = check() {
-            return v;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
 
 /// A lead broker that answers every connection with `lead:` and then echoes.
 async fn lead_broker() -> SocketAddr {

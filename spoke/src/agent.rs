@@ -56,6 +56,7 @@ use crate::admit::Memory;
 use crate::agent_config::AgentConfig;
 use crate::burst_status::Tracked;
 use crate::cluster::{Cluster, Taken};
+use crate::lead_reach::{LeadReach, Probes};
 use crate::metrics::{ErrorKind, Metrics};
 use crate::relay_listeners::Relays;
 
@@ -120,6 +121,10 @@ pub(crate) struct State {
     pub(crate) policy: Option<Option<String>>,
     /// The relay listeners of the relayed bursts that run.
     pub(crate) relays: Relays,
+    /// Whether each running burst's lead broker answers, as last seen.
+    pub(crate) lead_reach: LeadReach,
+    /// The probes of the direct bursts' lead endpoints.
+    pub(crate) probes: Probes,
 }
 
 /// Why a connection ended.
@@ -426,6 +431,7 @@ impl<C: Cluster> Agent<C> {
         let mut ticks = tokio::time::interval_at(Instant::now() + interval, interval);
         ticks.set_missed_tick_behavior(MissedTickBehavior::Delay);
         let mut report_at: Option<Instant> = None;
+        let mut lead_changes = state.lead_reach.changes();
         let mut got_snapshot = false;
         let mut changes_open = true;
         // A snapshot may come in parts; nothing is acted on before the last one.
@@ -494,6 +500,10 @@ impl<C: Cluster> Agent<C> {
                         changes_open = false;
                     }
                 },
+                // A burst's lead broker answers, or stopped answering: said soon.
+                Ok(()) = lead_changes.changed() => {
+                    report_at.get_or_insert_with(|| Instant::now() + self.config.report_debounce);
+                }
                 () = sleep_until(report_at), if report_at.is_some() => {
                     report_at = None;
                     self.report(&mut client, state, false).await;

@@ -99,6 +99,7 @@ impl<C: Cluster> Agent<C> {
             .await;
         }
         self.serve_relays(state, &snapshot, &mut realizing).await;
+        probe_leads(state, &snapshot);
         let delete_errors = self
             .delete_stale(&plan.delete, &plan.removed, &mut realizing)
             .await;
@@ -385,12 +386,7 @@ impl<C: Cluster> Agent<C> {
         snapshot: &Snapshot,
         realizing: &mut Realizing,
     ) {
-        let listed: BTreeSet<String> = snapshot
-            .assignments
-            .iter()
-            .map(|a| a.key.clone())
-            .chain(snapshot.retained_keys.iter().cloned())
-            .collect();
+        let listed = listed(snapshot);
         state.relays.retain(&listed);
         let relayed: Vec<(String, ObjectMeta, i32)> = state
             .memory
@@ -432,7 +428,7 @@ impl<C: Cluster> Agent<C> {
     ) -> Result<(), String> {
         let port = state
             .relays
-            .listen(key, usize::try_from(hosts).unwrap_or(0))
+            .listen(key, usize::try_from(hosts).unwrap_or(0), &state.lead_reach)
             .await
             .map_err(|e| format!("cannot open the burst's relay listener: {e}"))?;
         let at = (
@@ -577,6 +573,38 @@ impl<C: Cluster> Agent<C> {
         }
         !changed.is_empty()
     }
+}
+
+/// The keys `snapshot` lists: its assignments and the keys it retains.
+fn listed(snapshot: &Snapshot) -> BTreeSet<String> {
+    snapshot
+        .assignments
+        .iter()
+        .map(|a| a.key.clone())
+        .chain(snapshot.retained_keys.iter().cloned())
+        .collect()
+}
+
+/// Step 6, continued: the lead endpoint of every burst that runs here and connects
+/// directly is probed ([`crate::lead_reach`]); what is known of bursts the snapshot no
+/// longer lists is forgotten.
+fn probe_leads(state: &mut State, snapshot: &Snapshot) {
+    let listed = listed(snapshot);
+    let targets: BTreeMap<String, String> = state
+        .memory
+        .applied
+        .iter()
+        .filter(|(key, a)| listed.contains(*key) && a.realized.relay_service.is_none())
+        .filter_map(|(key, a)| {
+            let lead = a.assignment.lead_endpoint.as_ref()?;
+            Some((
+                key.clone(),
+                crate::lead_reach::target(&lead.address, lead.port),
+            ))
+        })
+        .collect();
+    state.lead_reach.retain(&listed);
+    state.probes.set(targets, &state.lead_reach);
 }
 
 /// Step 1: a snapshot of another hub epoch resets what was acknowledged; the snapshot is

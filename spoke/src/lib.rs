@@ -42,7 +42,8 @@
 //! checked, planned and admitted by the owner's policy, then rendered), [`apply`] (the
 //! snapshot applied as named steps), [`burst_status`] (each burst's phase and conditions,
 //! pure) and [`report`] (what the hub is told), `relay_listeners` (a relayed burst's listener,
-//! whose connections go to the hub over the spoke's own connection), [`cluster`] (the Kubernetes reads and
+//! whose connections go to the hub over the spoke's own connection), `lead_reach`
+//! (whether each burst's lead broker answers from this cluster), [`cluster`] (the Kubernetes reads and
 //! writes behind a trait, and their real implementation) and [`metrics`]. Tests and benches also get `testing` (an in-memory
 //! cluster and sample assignments), which only exists with the cargo feature `testing`:
 //! the spoke's own tests enable it through a dev-dependency on this crate, so the binary
@@ -56,6 +57,7 @@ pub mod agent_config;
 mod apply;
 pub mod burst_status;
 pub mod cluster;
+mod lead_reach;
 pub mod metrics;
 mod relay_listeners;
 mod report;

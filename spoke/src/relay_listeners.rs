@@ -18,8 +18,9 @@ use std::sync::Arc;
 use flux_shared::federation::auth::IdentityInterceptor;
 use flux_shared::federation::proto::RelayFrame;
 use flux_shared::federation::proto::spoke_client::SpokeClient;
-use flux_shared::federation::{RELAY_KEY, RELAY_MAX_FRAME, RELAY_SLACK};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use flux_shared::federation::{RELAY_KEY, RELAY_SLACK};
+use flux_shared::ops::relay_read::read_chunk;
+use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{Semaphore, mpsc, watch};
 use tokio::task::JoinSet;
@@ -28,6 +29,8 @@ use tokio_util::task::AbortOnDropHandle;
 use tonic::service::interceptor::InterceptedService;
 use tonic::transport::Channel;
 use tracing::{Instrument, debug, info, info_span, warn};
+
+use crate::lead_reach::LeadReach;
 
 /// The spoke's client of the hub's `Spoke` service (mTLS, the spoke's identity).
 pub(crate) type HubClient = SpokeClient<InterceptedService<Channel, IdentityInterceptor>>;
@@ -77,7 +80,12 @@ impl Relays {
 
     /// The port of burst `key`'s listener, opened now if it has none (at most `hosts` +
     /// [`RELAY_SLACK`] connections at once).
-    pub(crate) async fn listen(&mut self, key: &str, hosts: usize) -> std::io::Result<u16> {
+    pub(crate) async fn listen(
+        &mut self,
+        key: &str,
+        hosts: usize,
+        reach: &LeadReach,
+    ) -> std::io::Result<u16> {
         if let Some(l) = self.listeners.get(key) {
             return Ok(l.port);
         }
@@ -90,6 +98,7 @@ impl Relays {
                 key.to_string(),
                 hosts + RELAY_SLACK,
                 self.client.subscribe(),
+                reach.clone(),
             )
             .instrument(span),
         );
@@ -146,6 +155,7 @@ async fn accept(
     key: String,
     most: usize,
     client: watch::Receiver<Option<Client>>,
+    reach: LeadReach,
 ) {
     let room = Arc::new(Semaphore::new(most));
     let mut carried = JoinSet::new();
@@ -170,9 +180,10 @@ async fn accept(
                     continue;
                 };
                 let key = key.clone();
+                let reach = reach.clone();
                 carried.spawn(async move {
                     let _place = place;
-                    carry(tcp, &key, hub).await;
+                    carry(tcp, &key, hub, &reach).await;
                 }.instrument(info_span!("relayed", %peer)));
             }
             Some(_) = carried.join_next(), if !carried.is_empty() => {}
@@ -181,24 +192,15 @@ async fn accept(
 }
 
 /// Carries one broker connection to the hub and back until either side ends it.
-async fn carry(tcp: TcpStream, key: &str, mut hub: Client) {
+async fn carry(tcp: TcpStream, key: &str, mut hub: Client, reach: &LeadReach) {
     let _ = tcp.set_nodelay(true);
-    let (mut from_broker, mut to_broker) = tcp.into_split();
+    let (from_broker, mut to_broker) = tcp.into_split();
     let (frames, upstream) = mpsc::channel(UPSTREAM_FRAMES);
     // The broker's bytes go to the hub as they come; its end of stream ends the call's.
     let up = AbortOnDropHandle::new(tokio::spawn(async move {
-        let mut buffer = vec![0u8; RELAY_MAX_FRAME];
-        loop {
-            match from_broker.read(&mut buffer).await {
-                Ok(0) | Err(_) => break,
-                Ok(n) => {
-                    let frame = RelayFrame {
-                        data: buffer[..n].to_vec(),
-                    };
-                    if frames.send(frame).await.is_err() {
-                        break;
-                    }
-                }
+        while let Ok(Some(data)) = read_chunk(&from_broker).await {
+            if frames.send(RelayFrame { data }).await.is_err() {
+                break;
             }
         }
     }));
@@ -213,9 +215,20 @@ async fn carry(tcp: TcpStream, key: &str, mut hub: Client) {
         }
     }
     let mut downstream = match hub.relay(request).await {
-        Ok(response) => response.into_inner(),
+        Ok(response) => {
+            reach.record(key, Ok(()));
+            response.into_inner()
+        }
         Err(status) => {
             warn!(code = ?status.code(), error = %status.message(), "the hub refused a relayed connection");
+            reach.record(
+                key,
+                Err(format!(
+                    "a relayed connection refused by the hub ({:?}): {}",
+                    status.code(),
+                    status.message()
+                )),
+            );
             return;
         }
     };

@@ -39,7 +39,10 @@ impl<C: Cluster> Agent<C> {
                 None
             }
         };
-        let statuses = statuses(&state.tracked, jobs.as_deref());
+        let mut statuses = statuses(&state.tracked, jobs.as_deref());
+        for s in &mut statuses {
+            s.conditions.extend(state.lead_reach.condition(&s.key));
+        }
         let access = self.cluster.unreachable().map(cluster_access);
         let sending = (statuses, access);
         if !force && state.last_sent.as_ref() == Some(&sending) {

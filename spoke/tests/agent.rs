@@ -969,6 +969,11 @@ async fn a_relayed_burst_gets_a_listener_its_service_points_at_carried_to_the_hu
     assert_eq!(round_trip(at, &big).await.unwrap(), big);
     let relays = hub.relays.lock().unwrap().clone();
     assert_eq!(relays, vec![(SPOKE.to_string(), relayed.key.clone()); 2]);
+    // A connection the hub carried says the lead answers.
+    hub.report_where(0, "the relayed burst's lead reported reachable", |r| {
+        lead_reachable(r, &relayed.key).is_some_and(|(s, _)| s == "True")
+    })
+    .await;
 
     // Heartbeats write nothing again; removing the burst closes its listener.
     let before = cluster.ops().len();
@@ -1015,6 +1020,57 @@ async fn a_relayed_burst_without_a_relay_address_is_reported_failed_with_the_rea
     assert_eq!(report.applied_version, 0, "not acknowledged: retried");
     assert_eq!(relay_endpoint(&cluster, "hpc/x-relay"), None);
 
+    agent.stop().await;
+    server.stop().await;
+}
+
+/// The `LeadReachable` condition of `key` in `report`: (status, message).
+fn lead_reachable(report: &ReportRequest, key: &str) -> Option<(String, String)> {
+    status(report, key)?
+        .conditions
+        .iter()
+        .find(|c| c.r#type == flux_shared::federation::LEAD_REACHABLE)
+        .map(|c| (c.status.clone(), c.message.clone()))
+}
+
+#[tokio::test]
+async fn a_direct_bursts_lead_endpoint_is_probed_and_whether_it_answers_reported() {
+    let pki = Pki::new();
+    // A lead that answers, and one whose port is closed.
+    let open = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let closed = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let endpoint = |l: &tokio::net::TcpListener| flux_shared::plan::Endpoint {
+        address: "127.0.0.1".into(),
+        port: i32::from(l.local_addr().unwrap().port()),
+    };
+    let (up, down) = (endpoint(&open), endpoint(&closed));
+    drop(closed);
+    let good =
+        flux_spoke::testing::sample_assignments_led_by("hpc", "m1", &[("x", 2)], &up).remove(0);
+    let bad =
+        flux_spoke::testing::sample_assignments_led_by("hpc", "m2", &[("y", 2)], &down).remove(0);
+    let hub = HubState::new(snapshot("e1", 1, vec![good.clone(), bad.clone()]));
+    let server = RunningHub::start(&pki, &hub, any_port()).await;
+    let cluster = FakeCluster::new();
+    let agent = RunningAgent::start(&pki, &pki.spoke, server.addr, &cluster, LONG);
+    let report = hub
+        .report_where(0, "both leads probed", |r| {
+            lead_reachable(r, &good.key).is_some() && lead_reachable(r, &bad.key).is_some()
+        })
+        .await;
+    assert_eq!(lead_reachable(&report, &good.key).unwrap().0, "True");
+    let (state, message) = lead_reachable(&report, &bad.key).unwrap();
+    assert_eq!(state, "False");
+    assert!(
+        message.contains(&format!("127.0.0.1:{}", down.port)),
+        "{message}"
+    );
+
+    // The burst removed: its lead is no longer probed or reported.
+    hub.publish(snapshot("e1", 2, vec![good.clone()]));
+    let report = hub.ack("e1", 2).await;
+    assert!(lead_reachable(&report, &bad.key).is_none());
+    drop(open);
     agent.stop().await;
     server.stop().await;
 }

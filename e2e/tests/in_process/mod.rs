@@ -466,6 +466,22 @@ pub fn relayed(mut mc: MiniCluster) -> MiniCluster {
     mc
 }
 
+/// Polls `check` every 20 ms until it yields a value; panics after 30 s saying `what` it
+/// waited for.
+pub async fn eventually<T>(what: &str, mut check: impl FnMut() -> Option<T>) -> T {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Some(v) = check() {
+            return v;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 /// The curve certificate of MiniCluster `name` (fixed per name).
 pub fn cert(name: &str) -> String {
     let mut seed = [0u8; 32];

@@ -5,6 +5,7 @@ use std::time::{Duration, SystemTime};
 
 use flux_shared::api::BurstStatus;
 use flux_shared::federation::proto::BurstPhase;
+use flux_shared::federation::{LEAD_REACHABLE, LEAD_UNREACHABLE};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 
@@ -239,6 +240,10 @@ pub fn statuses(
                 }
             };
             let old = previous.iter().find(|p| p.name == b.name);
+            // Brokers that cannot reach their lead wait for ever: said while the burst runs.
+            let unreached = matches!(phase, burst_phase::RUNNING | burst_phase::DISPATCHED)
+                .then(|| reported.and_then(|r| lead_unreached(r, b)))
+                .flatten();
             let seen = report.map(|(_, at)| *at).or(v.spoke_last_seen);
             let last_seen = match (seen, old.and_then(|o| o.last_seen.as_ref())) {
                 (Some(now), Some(kept))
@@ -271,11 +276,15 @@ pub fn statuses(
                 acknowledged_version: reported
                     .map_or(0, |r| i64::try_from(r.observed_version).unwrap_or(i64::MAX)),
                 last_seen,
-                message: Some(message),
+                message: Some(match &unreached {
+                    Some(note) => format!("{message}; {note}"),
+                    None => message,
+                }),
                 reason: (phase == burst_phase::REFUSED
                     || matches!(phase, burst_phase::RUNNING | burst_phase::DISPATCHED))
                 .then(|| reported.and_then(spoke_reason))
-                .flatten(),
+                .flatten()
+                .or_else(|| unreached.is_some().then(|| LEAD_UNREACHABLE.to_string())),
                 admitted_size: if v.deleting || !v.assigned {
                     None
                 } else {
@@ -284,6 +293,28 @@ pub fn statuses(
             }
         })
         .collect()
+}
+
+/// What a spoke found when its burst's brokers' path to the lead broker failed
+/// ([`LEAD_REACHABLE`] false), and what to do about it; `None` while it works or is not
+/// known.
+fn lead_unreached(
+    r: &flux_shared::federation::proto::AssignmentStatus,
+    b: &BurstInfo,
+) -> Option<String> {
+    let c = r
+        .conditions
+        .iter()
+        .find(|c| c.r#type == LEAD_REACHABLE && c.status == "False")?;
+    let advice = if b.relayed {
+        "the hub relays the burst's connections to the lead broker's Service in this cluster: is the lead broker pod running?"
+    } else {
+        "open that port on the root cluster's nodes to the burst cluster's pods, or set relay: true on the burst to reach the lead through the spoke's own connection to the hub"
+    };
+    Some(format!(
+        "its brokers cannot reach the lead broker ({LEAD_UNREACHABLE}): {}; {advice}",
+        c.message
+    ))
 }
 
 /// The reason a spoke gives for not running a burst as sent: its `reason`, or, from a
@@ -428,6 +459,11 @@ pub fn events(previous: &[BurstStatus], current: &[BurstStatus]) -> Vec<BurstEve
             let before = old.map(|p| p.phase.as_str());
             let what = format!("burst {} on spoke {}", b.name, b.cluster);
             let message = b.message.as_deref().unwrap_or("");
+            if b.reason.as_deref() == Some(LEAD_UNREACHABLE)
+                && old.is_none_or(|o| o.reason.as_deref() != Some(LEAD_UNREACHABLE))
+            {
+                return Some((true, LEAD_UNREACHABLE, format!("{what}: {message}")));
+            }
             if before == Some(b.phase.as_str()) {
                 // Same phase, but the spoke now keeps it as it runs, refusing what was sent.
                 return match &b.reason {
@@ -568,6 +604,52 @@ mod tests {
             SystemTime::UNIX_EPOCH + Duration::from_secs(2_000_000),
         )
         .remove(0)
+    }
+
+    #[test]
+    fn a_lead_its_brokers_cannot_reach_is_said_with_what_to_do_and_one_event() {
+        let t = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000);
+        let unreached = |relayed: bool, status: &str| {
+            let mut v = view();
+            v.burst.relayed = relayed;
+            v.report = reported(BurstPhase::Running, 4, 3, t);
+            if let Some((r, _)) = v.report.as_mut() {
+                r.conditions
+                    .push(flux_shared::federation::proto::Condition {
+                        r#type: LEAD_REACHABLE.into(),
+                        status: status.into(),
+                        reason: LEAD_UNREACHABLE.into(),
+                        message: "connecting to 10.0.0.1:31000 from the spoke's pod: refused"
+                            .into(),
+                        last_transition_unix_millis: 1,
+                    });
+            }
+            one(v)
+        };
+        let direct = unreached(false, "False");
+        assert_eq!(direct.phase, burst_phase::RUNNING);
+        assert_eq!(direct.reason.as_deref(), Some(LEAD_UNREACHABLE));
+        let message = direct.message.clone().unwrap_or_default();
+        assert!(message.contains("10.0.0.1:31000"), "{message}");
+        assert!(message.contains("set relay: true"), "{message}");
+        let relayed = unreached(true, "False").message.unwrap_or_default();
+        assert!(
+            relayed.contains("is the lead broker pod running"),
+            "{relayed}"
+        );
+        let fine = unreached(false, "True");
+        assert_eq!(fine.reason, None);
+
+        // One Warning when it starts, none while it lasts, none for a working one.
+        let events_of = |previous: &[BurstStatus], now: &BurstStatus| {
+            events(previous, std::slice::from_ref(now))
+                .into_iter()
+                .filter(|e| e.1 == LEAD_UNREACHABLE)
+                .count()
+        };
+        assert_eq!(events_of(std::slice::from_ref(&fine), &direct), 1);
+        assert_eq!(events_of(std::slice::from_ref(&direct), &direct), 0);
+        assert_eq!(events_of(std::slice::from_ref(&direct), &fine), 0);
     }
 
     #[test]

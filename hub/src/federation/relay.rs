@@ -14,9 +14,10 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use flux_shared::federation::proto::RelayFrame;
+use flux_shared::ops::relay_read::read_chunk;
 use flux_shared::plan::Endpoint;
 use futures::{Stream, StreamExt};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, watch};
 use tonic::Status;
@@ -191,9 +192,8 @@ pub async fn pump<S>(
 where
     S: Stream<Item = Result<RelayFrame, Status>> + Unpin,
 {
-    let (mut from_lead, mut to_lead) = tcp.into_split();
+    let (from_lead, mut to_lead) = tcp.into_split();
     let mut carried = Carried::default();
-    let mut buffer = vec![0u8; MAX_FRAME];
     let (mut spoke_open, mut lead_open) = (true, true);
     while spoke_open || lead_open {
         tokio::select! {
@@ -219,15 +219,14 @@ where
                     let _ = to_lead.shutdown().await;
                 }
             },
-            read = from_lead.read(&mut buffer), if lead_open => match read {
-                Ok(0) | Err(_) => lead_open = false,
-                Ok(n) => {
-                    carried.from_lead += n as u64;
-                    let frame = RelayFrame { data: buffer[..n].to_vec() };
-                    if outbound.send(Ok(frame)).await.is_err() {
+            read = read_chunk(&from_lead), if lead_open => match read {
+                Ok(Some(data)) => {
+                    carried.from_lead += data.len() as u64;
+                    if outbound.send(Ok(RelayFrame { data })).await.is_err() {
                         break;
                     }
                 }
+                Ok(None) | Err(_) => lead_open = false,
             },
             changed = changes.changed() => {
                 if changed.is_err() || !still_relayed() {

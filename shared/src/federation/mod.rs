@@ -61,6 +61,14 @@ pub const RELAY_MAX_FRAME: usize = 64 * 1024;
 /// reconnects while its old connection is not seen closed yet.
 pub const RELAY_SLACK: usize = 2;
 
+/// The type of the condition a spoke reports on each running burst: whether its brokers'
+/// lead broker answers from the burst's cluster (`True`; `False` with reason
+/// `LeadUnreachable` and what was tried).
+pub const LEAD_REACHABLE: &str = "LeadReachable";
+
+/// The reason of a [`LEAD_REACHABLE`] condition that is false, and of a burst's status then.
+pub const LEAD_UNREACHABLE: &str = "LeadUnreachable";
+
 /// The stable key of one burst of one MiniCluster: `<namespace>/<name>/<burst>`
 /// (`Assignment.key`).
 pub fn assignment_key(namespace: &str, name: &str, burst: &str) -> String {

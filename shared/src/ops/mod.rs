@@ -1,6 +1,6 @@
 //! Operations plumbing shared by the hub and spoke binaries (cargo feature `ops`):
 //! liveness/readiness flags, the `/metrics` + `/healthz` + `/readyz` HTTP server, logging
-//! setup and the shutdown signal.
+//! setup, the shutdown signal, and reading a relayed connection.
 //!
 //! Unlike the rest of this crate, this module does I/O (it needs tokio, axum and
 //! tracing-subscriber), which is why it sits behind a feature that only the binaries'
@@ -10,6 +10,7 @@
 
 pub mod health;
 pub mod logging;
+pub mod relay_read;
 pub mod server;
 pub mod shutdown;
 pub mod watch_backoff;

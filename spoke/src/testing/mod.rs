@@ -1,5 +1,5 @@
 //! Test support: [`FakeCluster`], an in-memory [`Cluster`] that records what the agent
-//! does, lets a test set Job statuses, and can be made to fail; and
+//! does, lets a test set Job statuses, and can be made to fail; and (`samples`)
 //! [`sample_assignments`], valid assignments built the way the hub builds them.
 //!
 //! ```
@@ -12,18 +12,21 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::SystemTime;
 
-use flux_shared::api::MiniCluster;
-use flux_shared::federation::assignment::{SPOKE_MANAGER, build};
-use flux_shared::federation::ownership::{INSECURE_FEDERATION, SpokeIdentity, same_owner};
+use flux_shared::federation::assignment::SPOKE_MANAGER;
+use flux_shared::federation::ownership::{SpokeIdentity, same_owner};
 use flux_shared::federation::policy::{Level, NamespaceState};
-use flux_shared::federation::proto::Assignment;
-use flux_shared::plan::{Endpoint, Plan};
 use flux_shared::render::{Object, labels};
 use futures::{Stream, StreamExt};
 use k8s_openapi::api::batch::v1::{Job, JobStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use tokio::sync::watch;
 use tokio_stream::wrappers::WatchStream;
+
+mod samples;
+pub use samples::{
+    sample_assignments, sample_assignments_led_by, sample_curve_cert, sample_identity, sample_lead,
+    sample_relayed_assignments,
+};
 
 use crate::cluster::{
     Cluster, ClusterError, Kind, ObjectRef, OwnedObject, Taken, metadata, metadata_mut,
@@ -506,78 +509,4 @@ impl Cluster for FakeCluster {
     fn unreachable(&self) -> Option<(SystemTime, String)> {
         self.lock().unreachable.clone()
     }
-}
-
-/// The identity of a spoke named `name` running with `--insecure` (the one
-/// [`crate::AgentConfig::new`] derives for an insecure development identity).
-pub fn sample_identity(name: &str) -> SpokeIdentity {
-    SpokeIdentity {
-        name: name.to_string(),
-        federation: INSECURE_FEDERATION.to_string(),
-    }
-}
-
-/// Curve certificate of [`sample_assignments`] (a fixed, valid zcert).
-pub fn sample_curve_cert() -> String {
-    flux_shared::curve::CurveCert::from_secret([7; 32], "sample").to_zcert()
-}
-
-/// The assignments the hub would send for MiniCluster `namespace/name` (2 root brokers
-/// running `hostname`) bursting to `bursts` (name, size), in order, built with the hub's
-/// own [`build`]: they realize in a spoke of the same version.
-///
-/// # Panics
-///
-/// If the MiniCluster does not validate (a burst name that is not a DNS label, a size
-/// below 1): this is test support.
-pub fn sample_assignments(namespace: &str, name: &str, bursts: &[(&str, i32)]) -> Vec<Assignment> {
-    sample(namespace, name, bursts, false)
-}
-
-/// [`sample_assignments`] of relayed bursts (`relay: true`): their brokers reach the lead
-/// broker through the spoke's relay listener.
-///
-/// # Panics
-///
-/// As [`sample_assignments`].
-pub fn sample_relayed_assignments(
-    namespace: &str,
-    name: &str,
-    bursts: &[(&str, i32)],
-) -> Vec<Assignment> {
-    sample(namespace, name, bursts, true)
-}
-
-fn sample(namespace: &str, name: &str, bursts: &[(&str, i32)], relay: bool) -> Vec<Assignment> {
-    let clusters: Vec<serde_json::Value> = bursts
-        .iter()
-        .map(|(burst, size)| {
-            let mut c = serde_json::json!({"name": burst, "size": size});
-            if relay {
-                c["relay"] = true.into();
-            }
-            c
-        })
-        .collect();
-    let mc: MiniCluster = serde_json::from_value(serde_json::json!({
-        "apiVersion": "flux-framework.org/v1alpha2",
-        "kind": "MiniCluster",
-        "metadata": {"name": name, "namespace": namespace, "uid": format!("uid-{name}"), "generation": 1},
-        "spec": {
-            "size": 2,
-            "containers": [{"image": "ghcr.io/converged-computing/metric-lammps:latest", "command": "hostname"}],
-            "flux": {"bursting": {"clusters": clusters}},
-        },
-    }))
-    .expect("sample MiniCluster");
-    let plan = Plan::new(&mc).expect("sample MiniCluster validates");
-    let lead = Endpoint {
-        address: "203.0.113.9".into(),
-        port: 30093,
-    };
-    build(&plan, &sample_curve_cert(), Some(&lead))
-        .expect("sample assignments")
-        .into_iter()
-        .map(|s| s.assignment)
-        .collect()
 }
