@@ -575,6 +575,32 @@ async fn the_quickstart_then_eight_brokers_over_three_real_clusters_survive_a_hu
         let first = fail_over(env, &dir, &hub, &url, RELAYED, 1).await?;
         support::flux_in(env, &lead, RELAYED, "flux run -N 4 hostname | sort", "a job on all four after the failover", |o| o.lines().count() == 4).await?;
         eprintln!("{}: hub leader {first} deleted; the relayed brokers ran a job again after {:?}", env.ns, failover.elapsed());
+        // The spoke restarts: a new pod with a new address and listener port, which the
+        // relay Service follows; the brokers reconnect through it.
+        let spokes: Api<Pod> = Api::namespaced(burst2.client.clone(), "flux-spoke-system");
+        let spoke_pods = ListParams::default().labels("app.kubernetes.io/name=flux-spoke");
+        let old: Vec<String> = spokes.list(&spoke_pods).await?.items.into_iter().filter_map(|p| p.metadata.name).collect();
+        ensure!(!old.is_empty(), "a spoke pod in the second burst cluster");
+        for pod in &old {
+            spokes.delete(pod, &DeleteParams::default()).await?;
+        }
+        let restarted = Instant::now();
+        env.eventually("the old spoke pod gone and a new one running", secs(120), async || {
+            let now = spokes.list(&spoke_pods).await?.items;
+            let fresh = now.iter().filter(|p| {
+                p.metadata.name.as_ref().is_some_and(|n| !old.contains(n))
+                    && p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")
+            });
+            Ok(if fresh.count() == 1 && now.len() == 1 {
+                Probe::Done(())
+            } else {
+                Probe::Waiting(support::pod_summary(&now))
+            })
+        })
+        .await?;
+        support::flux_in(env, &lead, RELAYED, "flux run -N 4 hostname | sort", "a job on all four after the spoke's restart", |o| o.lines().count() == 4).await?;
+        eprintln!("{}: the spoke restarted; the relayed brokers ran a job again after {:?}", env.ns, restarted.elapsed());
+
         // The relayed burst goes to 0, back to 2 (new brokers through new relayed
         // connections), and to 0 again.
         for (size, up) in [(0, "2"), (2, "4"), (0, "2")] {

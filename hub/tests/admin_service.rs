@@ -22,6 +22,8 @@ use flux_shared::federation::scope::AdminScope;
 use flux_shared::federation::tls::{ClientSecurity, ServerSecurity, TlsPem, TransportSettings};
 use futures::StreamExt;
 
+mod grpc;
+
 const LIMIT: Duration = Duration::from_secs(10);
 
 struct Pki {
@@ -45,22 +47,8 @@ impl Pki {
     }
 
     fn pem(&self, leaf: &IssuedCert) -> TlsPem {
-        TlsPem::new(
-            self.ca.cert_pem().into(),
-            leaf.cert_pem.clone(),
-            leaf.key_pem.clone(),
-        )
-        .unwrap()
+        grpc::pem(&self.ca, leaf)
     }
-}
-
-/// A client that never reaches an API server (the calls here do not need one).
-fn no_api_server() -> kube::Client {
-    let (service, _) = tower_test::mock::pair::<
-        http::Request<kube::client::Body>,
-        http::Response<kube::client::Body>,
-    >();
-    kube::Client::new(service, "default")
 }
 
 async fn serve(pki: &Pki, revoked: WatchedData, metrics: Arc<Metrics>) -> SocketAddr {
@@ -71,7 +59,7 @@ async fn serve(pki: &Pki, revoked: WatchedData, metrics: Arc<Metrics>) -> Socket
         Registry::new(),
         security.authenticator(),
         metrics,
-        no_api_server(),
+        grpc::no_api_server(),
     )
     .with_revocations(Revocations::from(revoked));
     tokio::spawn(service::serve(

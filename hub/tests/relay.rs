@@ -23,6 +23,8 @@ use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::Code;
 
+mod grpc;
+
 const LIMIT: Duration = Duration::from_secs(10);
 const KEY: &str = "hpc/mc/b";
 
@@ -41,21 +43,8 @@ impl Pki {
     }
 
     fn pem(&self, leaf: &IssuedCert) -> TlsPem {
-        TlsPem::new(
-            self.ca.cert_pem().into(),
-            leaf.cert_pem.clone(),
-            leaf.key_pem.clone(),
-        )
-        .unwrap()
+        grpc::pem(&self.ca, leaf)
     }
-}
-
-fn no_api_server() -> kube::Client {
-    let (service, _) = tower_test::mock::pair::<
-        http::Request<kube::client::Body>,
-        http::Response<kube::client::Body>,
-    >();
-    kube::Client::new(service, "default")
 }
 
 /// A lead broker that echoes what it reads.
@@ -111,7 +100,12 @@ async fn serve(pki: &Pki, registry: Arc<Registry>, metrics: Arc<Metrics>) -> Soc
     let listener = service::bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
     let addr = listener.local_addr().unwrap();
     let security = ServerSecurity::Mtls(pki.pem(&pki.hub));
-    let services = Services::new(registry, security.authenticator(), metrics, no_api_server());
+    let services = Services::new(
+        registry,
+        security.authenticator(),
+        metrics,
+        grpc::no_api_server(),
+    );
     tokio::spawn(service::serve(
         listener,
         security,
