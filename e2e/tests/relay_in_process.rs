@@ -156,6 +156,50 @@ async fn a_relayed_burst_reaches_its_lead_through_the_spokes_connection_alone() 
         ) >= 10.0
     );
 
+    // Refused because the burst runs no broker: that says nothing of the lead, whose path
+    // worked; the spoke still reports it reachable.
+    let lead_reachable = || {
+        let (report, _) = registry.bursts(&key).pop()?.report?;
+        report
+            .conditions
+            .into_iter()
+            .find(|c| c.r#type == flux_shared::federation::LEAD_REACHABLE)
+            .map(|c| (c.status, c.message))
+    };
+    let mut refused = TcpStream::connect(at).await.expect("connect");
+    assert!(closed(&mut refused).await);
+    // (The spoke reports a change within its 10 ms debounce: a while later it is still so.)
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(lead_reachable().map(|(s, _)| s).as_deref(), Some("True"));
+    // The lead no longer answers: the next broker connection says so.
+    let gone = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let nowhere = gone.local_addr().expect("addr");
+    drop(gone);
+    let two = relayed(minicluster(
+        NS,
+        "lammps",
+        "ghcr.io/x/lammps:1",
+        &[("burst-a", "a", 2)],
+    ));
+    assign_with(
+        &registry,
+        &two,
+        Some(Endpoint {
+            address: nowhere.ip().to_string(),
+            port: i32::from(nowhere.port()),
+        }),
+    );
+    spoke
+        .applied_version(registry.epoch(), version_of(&registry, "a"))
+        .await;
+    let mut unanswered = TcpStream::connect(at).await.expect("connect");
+    assert!(closed(&mut unanswered).await);
+    let (_, message) = eventually("the lead reported unreachable", || {
+        lead_reachable().filter(|(s, _)| s == "False")
+    })
+    .await;
+    assert!(message.contains(&nowhere.to_string()), "{message}");
+
     // The burst removed: its listener goes with it.
     registry.set(&key, Default::default(), vec![], vec![]);
     spoke

@@ -221,14 +221,17 @@ async fn carry(tcp: TcpStream, key: &str, mut hub: Client, reach: &LeadReach) {
         }
         Err(status) => {
             warn!(code = ?status.code(), error = %status.message(), "the hub refused a relayed connection");
-            reach.record(
-                key,
-                Err(format!(
-                    "a relayed connection refused by the hub ({:?}): {}",
-                    status.code(),
-                    status.message()
-                )),
-            );
+            // Only "the lead does not answer" (or no hub to carry it) says the path is
+            // broken; a burst scaled to 0 or not assigned here refuses for other reasons.
+            if status.code() == tonic::Code::Unavailable {
+                reach.record(
+                    key,
+                    Err(format!(
+                        "a relayed connection, through the hub: {}",
+                        status.message()
+                    )),
+                );
+            }
             return;
         }
     };
