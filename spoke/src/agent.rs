@@ -190,7 +190,10 @@ impl<C: Cluster> Agent<C> {
     pub async fn run(self, shutdown: impl Future<Output = ()> + Send) {
         let mut shutdown = std::pin::pin!(shutdown);
         let mut changes: Changes = Box::pin(self.cluster.changes());
-        let mut state = State::default();
+        let mut state = State {
+            lead_reach: crate::lead_reach::LeadReach::new(self.config.lead_unreachable_after),
+            ..State::default()
+        };
         let builder = ExponentialBuilder::default()
             .with_jitter()
             .with_min_delay(self.config.min_reconnect_delay)

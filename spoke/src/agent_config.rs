@@ -45,6 +45,10 @@ pub struct AgentConfig {
     /// Deployment sets from the pod's `status.podIP`). `None`: relayed bursts fail to
     /// apply, saying so. Default: none.
     pub relay_address: Option<std::net::IpAddr>,
+    /// A burst's lead broker is reported unreachable once every attempt to reach it failed
+    /// for this long (a lead still starting refuses at first). Default
+    /// [`AgentConfig::DEFAULT_LEAD_UNREACHABLE_AFTER`].
+    pub lead_unreachable_after: Duration,
 }
 
 impl AgentConfig {
@@ -54,6 +58,9 @@ impl AgentConfig {
     pub const DEFAULT_MIN_RECONNECT_DELAY: Duration = Duration::from_millis(200);
     /// Default [`AgentConfig::max_reconnect_delay`].
     pub const DEFAULT_MAX_RECONNECT_DELAY: Duration = Duration::from_secs(30);
+    /// Default [`AgentConfig::lead_unreachable_after`]: as long as a worker broker waits
+    /// for its lead before it starts anyway.
+    pub const DEFAULT_LEAD_UNREACHABLE_AFTER: Duration = Duration::from_secs(60);
     /// Default [`AgentConfig::report_debounce`].
     pub const DEFAULT_REPORT_DEBOUNCE: Duration = Duration::from_millis(250);
 
@@ -80,6 +87,7 @@ impl AgentConfig {
             tls_files: None,
             tls_check_interval: TLS_FILES_CHECK,
             relay_address: None,
+            lead_unreachable_after: Self::DEFAULT_LEAD_UNREACHABLE_AFTER,
         })
     }
 }

@@ -7,6 +7,10 @@
 //! relayed burst is not probed: its brokers' own connections are the probe, and the
 //! hub's answer to each (carried, or refused with why) is recorded
 //! ([`LeadReach::record`]).
+//!
+//! A failure is reported only once every attempt failed for a while
+//! ([`AgentConfig::lead_unreachable_after`](crate::AgentConfig::lead_unreachable_after)):
+//! a lead that is still starting refuses at first.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -33,21 +37,30 @@ enum Seen {
     Unreached(String),
 }
 
+/// What is known of one burst's path to its lead.
+#[derive(Debug, Default)]
+struct Entry {
+    /// What is reported, and since when (Unix milliseconds).
+    shown: Option<(Seen, i64)>,
+    /// Since when every attempt failed (`None` after one that worked).
+    failing_since: Option<std::time::Instant>,
+}
+
 /// The bursts' paths to their leads, as last seen; clones share them.
 #[derive(Clone)]
 pub(crate) struct LeadReach {
-    /// By burst: what was seen, and since when (Unix milliseconds).
-    seen: Arc<Mutex<BTreeMap<String, (Seen, i64)>>>,
-    /// Bumped when something seen changes (the agent reports then).
+    seen: Arc<Mutex<BTreeMap<String, Entry>>>,
+    /// How long every attempt must fail before it is reported: a lead that is still
+    /// starting (its pod not scheduled, its NodePort without an endpoint yet) refuses for a
+    /// while, which is no news.
+    grace: Duration,
+    /// Bumped when what is reported changes (the agent reports then).
     changed: Arc<watch::Sender<u64>>,
 }
 
 impl Default for LeadReach {
     fn default() -> Self {
-        LeadReach {
-            seen: Arc::default(),
-            changed: Arc::new(watch::channel(0).0),
-        }
+        LeadReach::new(crate::agent_config::AgentConfig::DEFAULT_LEAD_UNREACHABLE_AFTER)
     }
 }
 
@@ -58,14 +71,35 @@ impl std::fmt::Debug for LeadReach {
 }
 
 impl LeadReach {
+    /// Reports failures only once every attempt failed for `grace`.
+    pub(crate) fn new(grace: Duration) -> LeadReach {
+        LeadReach {
+            seen: Arc::default(),
+            grace,
+            changed: Arc::new(watch::channel(0).0),
+        }
+    }
+
     /// Records what a connection of burst `key` to its lead found (`Err`: why it failed).
     pub(crate) fn record(&self, key: &str, result: Result<(), String>) {
-        let now = match result {
-            Ok(()) => Seen::Reached,
-            Err(why) => Seen::Unreached(why),
-        };
         let mut seen = self.seen.lock().unwrap_or_else(PoisonError::into_inner);
-        if seen.get(key).map(|(s, _)| s) != Some(&now) {
+        let entry = seen.entry(key.to_string()).or_default();
+        let now = match result {
+            Ok(()) => {
+                entry.failing_since = None;
+                Seen::Reached
+            }
+            Err(why) => {
+                let since = *entry
+                    .failing_since
+                    .get_or_insert_with(std::time::Instant::now);
+                if since.elapsed() < self.grace {
+                    return;
+                }
+                Seen::Unreached(why)
+            }
+        };
+        if entry.shown.as_ref().map(|(s, _)| s) != Some(&now) {
             match &now {
                 Seen::Reached => info!(burst = %key, "the lead broker answers"),
                 Seen::Unreached(why) => {
@@ -75,7 +109,7 @@ impl LeadReach {
             let since = std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
-            seen.insert(key.to_string(), (now, since));
+            entry.shown = Some((now, since));
             self.changed.send_modify(|n| *n = n.wrapping_add(1));
         }
     }
@@ -91,7 +125,7 @@ impl LeadReach {
     /// The [`LEAD_REACHABLE`] condition of burst `key`, once something was seen.
     pub(crate) fn condition(&self, key: &str) -> Option<Condition> {
         let seen = self.seen.lock().unwrap_or_else(PoisonError::into_inner);
-        let (now, since) = seen.get(key)?;
+        let (now, since) = seen.get(key)?.shown.as_ref()?;
         let (status, reason, message) = match now {
             Seen::Reached => ("True", "Connected", String::new()),
             Seen::Unreached(why) => ("False", LEAD_UNREACHABLE, why.clone()),
@@ -167,5 +201,31 @@ async fn probe(key: String, target: String, reach: LeadReach) {
                 )),
             };
         reach.record(&key, result);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn state(reach: &LeadReach) -> Option<String> {
+        reach.condition("k").map(|c| c.status)
+    }
+
+    #[test]
+    fn failures_are_told_once_they_outlast_the_grace_and_a_success_at_once() {
+        let reach = LeadReach::new(Duration::from_millis(50));
+        reach.record("k", Err("refused".into()));
+        assert_eq!(state(&reach), None, "a lead still starting is no news");
+        std::thread::sleep(Duration::from_millis(60));
+        reach.record("k", Err("refused".into()));
+        assert_eq!(state(&reach).as_deref(), Some("False"));
+        reach.record("k", Ok(()));
+        assert_eq!(state(&reach).as_deref(), Some("True"));
+        // After a success the grace starts again.
+        reach.record("k", Err("refused".into()));
+        assert_eq!(state(&reach).as_deref(), Some("True"));
+        reach.retain(&BTreeSet::new());
+        assert_eq!(state(&reach), None);
     }
 }

@@ -353,6 +353,8 @@ impl RunningAgent {
             spoke_version: "test-version".into(),
             security: security(leaf),
             relay_address,
+            // Failures are reported at once (a real spoke waits out a starting lead).
+            lead_unreachable_after: Duration::ZERO,
             ..AgentConfig::new(format!("https://{addr}"), security(&pki.spoke)).unwrap()
         };
         let agent = Agent::new(config, cluster.clone(), Arc::new(Metrics::new()));

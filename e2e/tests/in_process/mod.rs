@@ -393,6 +393,7 @@ impl SpokeAgent {
     ) -> SpokeAgent {
         let config = AgentConfig {
             relay_address,
+            lead_unreachable_after: Duration::ZERO,
             // Reconnect quickly: tests restart hubs.
             min_reconnect_delay: Duration::from_millis(20),
             max_reconnect_delay: Duration::from_millis(500),
