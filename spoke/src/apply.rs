@@ -98,8 +98,10 @@ impl<C: Cluster> Agent<C> {
             )
             .await;
         }
-        self.serve_relays(state, &snapshot, &mut realizing).await;
-        probe_leads(state, &snapshot);
+        // The keys the snapshot lists: the relays and probes of every other burst stop.
+        let listed = listed(&snapshot);
+        self.serve_relays(state, &listed, &mut realizing).await;
+        probe_leads(state, &listed);
         let delete_errors = self
             .delete_stale(&plan.delete, &plan.removed, &mut realizing)
             .await;
@@ -383,11 +385,10 @@ impl<C: Cluster> Agent<C> {
     async fn serve_relays(
         &self,
         state: &mut State,
-        snapshot: &Snapshot,
+        listed: &BTreeSet<String>,
         realizing: &mut Realizing,
     ) {
-        let listed = listed(snapshot);
-        state.relays.retain(&listed);
+        state.relays.retain(listed);
         let relayed: Vec<(String, ObjectMeta, i32)> = state
             .memory
             .applied
@@ -588,8 +589,7 @@ fn listed(snapshot: &Snapshot) -> BTreeSet<String> {
 /// Step 6, continued: the lead endpoint of every burst that runs here and connects
 /// directly is probed ([`crate::lead_reach`]); what is known of bursts the snapshot no
 /// longer lists is forgotten.
-fn probe_leads(state: &mut State, snapshot: &Snapshot) {
-    let listed = listed(snapshot);
+fn probe_leads(state: &mut State, listed: &BTreeSet<String>) {
     let targets: BTreeMap<String, String> = state
         .memory
         .applied
@@ -603,7 +603,7 @@ fn probe_leads(state: &mut State, snapshot: &Snapshot) {
             ))
         })
         .collect();
-    state.lead_reach.retain(&listed);
+    state.lead_reach.retain(listed);
     state.probes.set(targets, &state.lead_reach);
 }
 
