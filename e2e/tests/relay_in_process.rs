@@ -9,39 +9,16 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use flux_shared::plan::Endpoint;
-use flux_spoke::testing::{FakeCluster, Op};
-use in_process::{Hub, Pki, SpokeAgent, assign_with, eventually, minicluster, relayed, version_of};
+use flux_spoke::testing::FakeCluster;
+use in_process::{
+    Hub, Pki, SpokeAgent, assign_with, echo_lead as lead_broker, eventually, minicluster,
+    relay_endpoint, relayed, version_of,
+};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
 const PATIENCE: Duration = Duration::from_secs(30);
 const NS: &str = "hpc";
-
-/// A lead broker that answers every connection with `lead:` and then echoes.
-async fn lead_broker() -> SocketAddr {
-    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let addr = listener.local_addr().expect("addr");
-    tokio::spawn(async move {
-        while let Ok((mut tcp, _)) = listener.accept().await {
-            tokio::spawn(async move {
-                if tcp.write_all(b"lead:").await.is_err() {
-                    return;
-                }
-                let (mut r, mut w) = tcp.split();
-                let _ = tokio::io::copy(&mut r, &mut w).await;
-            });
-        }
-    });
-    addr
-}
-
-/// Where the relay Service `ns/name` of `cluster` points.
-fn relay_endpoint(cluster: &FakeCluster, service: &str) -> Option<SocketAddr> {
-    cluster.ops().into_iter().rev().find_map(|op| match op {
-        Op::ServeRelay(s, at) if s == service => Some(at),
-        _ => None,
-    })
-}
 
 /// A broker's connection, once the lead has greeted it.
 async fn connect(at: SocketAddr) -> TcpStream {
@@ -211,6 +188,59 @@ async fn a_relayed_burst_reaches_its_lead_through_the_spokes_connection_alone() 
             .then_some(())
     })
     .await;
+    spoke.stop().await;
+    hub.stop().await;
+}
+
+/// The hub serves at most 200 streams on one connection: a burst of 400 brokers still gets
+/// every one of its connections through, on more connections of the spoke's to the hub.
+#[tokio::test]
+async fn more_relayed_connections_than_one_hub_connection_carries_all_reach_the_lead() {
+    let pki = Pki::new(&["a".to_string()]);
+    let registry = flux_hub::federation::registry::Registry::new();
+    registry.set_primed();
+    let hub = Hub::start(&pki, registry.clone(), "127.0.0.1:0".parse().expect("addr")).await;
+    let lead = lead_broker().await;
+    let mc = relayed(minicluster(
+        NS,
+        "big",
+        "ghcr.io/x/lammps:1",
+        &[("burst-a", "a", 400)],
+    ));
+    let lead_endpoint = Endpoint {
+        address: lead.ip().to_string(),
+        port: i32::from(lead.port()),
+    };
+    assign_with(&registry, &mc, Some(lead_endpoint));
+    let mut spoke = SpokeAgent::start_with(
+        &pki,
+        "a",
+        &hub.uri(),
+        FakeCluster::new(),
+        Some("127.0.0.1".parse().expect("ip")),
+    );
+    spoke
+        .applied_version(registry.epoch(), version_of(&registry, "a"))
+        .await;
+    let at = relay_endpoint(&spoke.cluster, "hpc/burst-a-relay").expect("relay listener");
+    let mut held = Vec::new();
+    for _ in 0..400 {
+        held.push(connect(at).await);
+    }
+    // Every one carries bytes both ways, the last as well as the first.
+    for i in [0, 399] {
+        let tcp = &mut held[i];
+        tcp.write_all(b"ping").await.expect("write");
+        let mut back = [0u8; 4];
+        tcp.read_exact(&mut back).await.expect("echo");
+        assert_eq!(&back, b"ping");
+    }
+    let series = "flux_hub_relay_connections{spoke=\"a\",minicluster=\"hpc/big\"}";
+    eventually("400 connections relayed", || {
+        (metric(&hub, series) == 400.0).then_some(())
+    })
+    .await;
+    drop(held);
     spoke.stop().await;
     hub.stop().await;
 }

@@ -58,7 +58,7 @@ use crate::burst_status::Tracked;
 use crate::cluster::{Cluster, Taken};
 use crate::lead_reach::{LeadReach, Probes};
 use crate::metrics::{ErrorKind, Metrics};
-use crate::relay_listeners::Relays;
+use crate::relay_listeners::{HubConnections, Relays};
 
 /// A snapshot the agent fully applied.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -424,7 +424,19 @@ impl<C: Cluster> Agent<C> {
                 Err(_) => return fail(SessionError::OpenTimeout),
             };
         self.metrics.set_connected(true);
-        state.relays.use_client(Some(client.clone()));
+        let relay_client = {
+            let interceptor = security.interceptor();
+            let most = settings.max_decoding_message_size;
+            move || {
+                SpokeClient::with_interceptor(endpoint.connect_lazy(), interceptor.clone())
+                    .max_decoding_message_size(most)
+                    .max_encoding_message_size(most)
+            }
+        };
+        state.relays.use_client(Some(Arc::new(HubConnections::new(
+            client.clone(),
+            relay_client,
+        ))));
         info!(hub = %self.config.hub_uri, "connected to the hub");
 
         let check = self.config.tls_check_interval;

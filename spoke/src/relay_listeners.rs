@@ -13,7 +13,7 @@
 
 use std::collections::BTreeMap;
 use std::net::{Ipv4Addr, SocketAddr};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use flux_shared::federation::auth::IdentityInterceptor;
 use flux_shared::federation::proto::RelayFrame;
@@ -22,7 +22,7 @@ use flux_shared::federation::{RELAY_KEY, RELAY_SLACK};
 use flux_shared::ops::relay_read::read_chunk;
 use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{Semaphore, mpsc, watch};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, watch};
 use tokio::task::JoinSet;
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::task::AbortOnDropHandle;
@@ -39,9 +39,80 @@ type Client = HubClient;
 /// Frames of one connection buffered toward the hub before reading from the broker waits.
 const UPSTREAM_FRAMES: usize = 8;
 
-/// The relay listeners of the bursts this spoke serves, and the hub connection they use.
+/// Relayed connections carried on one connection to the hub: below the hub's 200 streams
+/// per connection, leaving the session's own calls room on the first.
+pub const STREAMS_PER_CONNECTION: usize = 150;
+
+/// Connections to the hub relayed connections ride on, the session's included: the hub
+/// accepts 16 per identity, and a reconnecting spoke briefly holds its old ones too.
+/// So a spoke carries at most 13 x 150 = 1,950 relayed connections at once.
+pub const CONNECTIONS: usize = 13;
+
+/// The connections to the hub of one session that relayed connections ride on: the
+/// session's own, then more to the same address as those fill up. One that carries
+/// nothing more (but the session's) is closed when the next relayed connection comes.
+pub(crate) struct HubConnections {
+    open: Box<dyn Fn() -> Client + Send + Sync>,
+    slots: Mutex<Vec<Slot>>,
+}
+
+struct Slot {
+    client: Client,
+    room: Arc<Semaphore>,
+}
+
+impl HubConnections {
+    /// Relayed connections on `session` first, then on connections `open` makes (lazily
+    /// connected, to the same address with the same certificate).
+    pub(crate) fn new(session: Client, open: impl Fn() -> Client + Send + Sync + 'static) -> Self {
+        HubConnections {
+            open: Box::new(open),
+            slots: Mutex::new(vec![Slot::new(session)]),
+        }
+    }
+
+    /// A connection with room for one more relayed connection, and the place it holds
+    /// there until dropped; `None` when all [`CONNECTIONS`] are full.
+    fn take(&self) -> Option<(Client, OwnedSemaphorePermit)> {
+        let mut slots = self.slots.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut first = true;
+        slots.retain(|slot| {
+            let keep = first || slot.room.available_permits() < STREAMS_PER_CONNECTION;
+            first = false;
+            keep
+        });
+        for slot in slots.iter() {
+            if let Ok(place) = slot.room.clone().try_acquire_owned() {
+                return Some((slot.client.clone(), place));
+            }
+        }
+        if slots.len() >= CONNECTIONS {
+            return None;
+        }
+        let slot = Slot::new((self.open)());
+        let taken = slot.room.clone().try_acquire_owned().ok()?;
+        let client = slot.client.clone();
+        slots.push(slot);
+        debug!(
+            connections = slots.len(),
+            "one more connection to the hub for relayed connections"
+        );
+        Some((client, taken))
+    }
+}
+
+impl Slot {
+    fn new(client: Client) -> Self {
+        Slot {
+            client,
+            room: Arc::new(Semaphore::new(STREAMS_PER_CONNECTION)),
+        }
+    }
+}
+
+/// The relay listeners of the bursts this spoke serves, and the hub connections they use.
 pub(crate) struct Relays {
-    client: watch::Sender<Option<Client>>,
+    client: watch::Sender<Option<Arc<HubConnections>>>,
     listeners: BTreeMap<String, Listener>,
 }
 
@@ -72,9 +143,9 @@ impl std::fmt::Debug for Relays {
 }
 
 impl Relays {
-    /// The hub connection new relayed connections use (`None`: there is none; they are
+    /// The hub connections new relayed connections use (`None`: there is none; they are
     /// closed at once).
-    pub(crate) fn use_client(&self, client: Option<Client>) {
+    pub(crate) fn use_client(&self, client: Option<Arc<HubConnections>>) {
         self.client.send_replace(client);
     }
 
@@ -154,7 +225,7 @@ async fn accept(
     listener: TcpListener,
     key: String,
     most: usize,
-    client: watch::Receiver<Option<Client>>,
+    client: watch::Receiver<Option<Arc<HubConnections>>>,
     reach: LeadReach,
 ) {
     let room = Arc::new(Semaphore::new(most));
@@ -179,10 +250,14 @@ async fn accept(
                     debug!(%peer, "a relayed connection closed: no connection to the hub");
                     continue;
                 };
+                let Some((hub, on_connection)) = hub.take() else {
+                    warn!(%peer, most = CONNECTIONS * STREAMS_PER_CONNECTION, "a relayed connection refused: the spoke carries as many as it may");
+                    continue;
+                };
                 let key = key.clone();
                 let reach = reach.clone();
                 carried.spawn(async move {
-                    let _place = place;
+                    let _places = (place, on_connection);
                     carry(tcp, &key, hub, &reach).await;
                 }.instrument(info_span!("relayed", %peer)));
             }

@@ -605,3 +605,33 @@ impl Drop for Link {
         self.task.abort();
     }
 }
+
+/// A lead broker on loopback that answers every connection with `lead:` and then echoes
+/// what it reads.
+pub async fn echo_lead() -> SocketAddr {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    tokio::spawn(async move {
+        while let Ok((mut tcp, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                use tokio::io::AsyncWriteExt;
+                if tcp.write_all(b"lead:").await.is_err() {
+                    return;
+                }
+                let (mut r, mut w) = tcp.split();
+                let _ = tokio::io::copy(&mut r, &mut w).await;
+            });
+        }
+    });
+    addr
+}
+
+/// Where the spoke pointed the relay Service `ns/name` of `cluster` (its listener).
+pub fn relay_endpoint(cluster: &FakeCluster, service: &str) -> Option<SocketAddr> {
+    cluster.ops().into_iter().rev().find_map(|op| match op {
+        flux_spoke::testing::Op::ServeRelay(s, at) if s == service => Some(at),
+        _ => None,
+    })
+}
