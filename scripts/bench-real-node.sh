@@ -24,6 +24,15 @@
 #              when the lead broker says 2+N brokers up; the burst pods' Ready in
 #              bench-real-b is watched too. Between runs it is scaled back to 0 until its
 #              pods are gone and the lead says 2 up. Target: brokers up <= floor + 2 s.
+#              The MiniCluster has a second burst, burst-r, with `relay: true` (its
+#              brokers reach the lead through the spoke's connection to the hub), measured
+#              the same way right after burst-b in every run. Then, with both bursts at
+#              the largest size, per run and path: `flux ping` from the lead to the
+#              burst's first rank (500 round trips, p50/p99) and 100 one-task jobs placed
+#              on that rank (`flux submit --cc --requires=rank:`, jobs/s), with the CPU
+#              time the in-cluster hub spent meanwhile; and the hub's RSS with both
+#              bursts at 0 and at the largest size. Targets (relay against direct): p50
+#              round trip <= +1 ms, jobs/s >= 0.8x, brokers up <= +0.5 s.
 #
 #   scripts/bench-real-node.sh [--sizes 2,4,8] [--runs 3] [--profile release|debug]
 #                              [--hub-bin PATH] [--timeout 300] [--skip-reference]
@@ -55,8 +64,8 @@
 # Output: markdown tables on stdout; raw numbers in DIR/runs.jsonl, DIR/results.json;
 # controller logs, pod watches and broker logs in DIR/logs. DIR defaults to
 # target/bench-real-node. Takes about 10 minutes on 2 cores with the defaults, plus an
-# estimated 5 to 7 minutes for the burst phase (1.5 minutes with --sizes 2 --runs 1), after
-# the builds (a release build of flux-hub takes much longer than that on 2 cores).
+# estimated 15 minutes for the burst phase (direct and relayed; 3 minutes with --sizes 2
+# --runs 1), after the builds (a release build of flux-hub takes much longer than that on 2 cores).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -520,7 +529,7 @@ run_kind_with_floor() { # KIND NS FLOOR_OFFSET
 }
 
 # --- burst phase (bench-real-b; in-cluster hub and spoke)
-burst_ns=bench-burst burst_mc=burst burst_name=burst-b
+burst_ns=bench-burst burst_mc=burst burst_name=burst-b relay_name=burst-r
 certs=$work/certs
 hub_url='' admin=()
 kb() { "$kubectl" --kubeconfig "$state/kubeconfig-$name_b" "$@"; }
@@ -538,6 +547,7 @@ spec:
     bursting:
       clusters:
       - {name: $burst_name, cluster: burst, size: 0, maxSize: $1}
+      - {name: $relay_name, cluster: burst, size: 0, maxSize: $1, relay: true}
   containers:
   - image: $app_image
     imagePullPolicy: IfNotPresent
@@ -570,14 +580,16 @@ wait_up() { # TARGET SECONDS WHAT: until the lead broker says TARGET brokers up
   die "$3: the lead broker did not say $1 brokers up within $2 s (see $out/logs)"
 }
 
-measure_burst() { # SIZE RUN
-  local size=$1 run=$2 target=$((2 + $1)) tag=burst-$1-$2 watch probe_file t0 t1 deadline up='' ready='' seen='' left=1 load
+measure_burst() { # BURST SIZE RUN
+  local burst=$1 size=$2 run=$3 target=$((2 + $2)) kind=burst
+  [ "$1" = "$relay_name" ] && kind=burst-relay
+  local tag=$kind-$2-$3 watch probe_file t0 t1 deadline up='' ready='' seen='' left=1 load
   local ready_s=null up_s=null probe_start_s=null probes=null seen_s=null cmd_s down_s pod
   watch=$out/logs/watch-$tag.log
   probe_file=$work/probe-$tag.out
   : >"$probe_file"
   # kubectl itself in the background (not through kb, whose subshell a kill would leave it in).
-  "$kubectl" --kubeconfig "$state/kubeconfig-$name_b" -n "$burst_ns" get pods -l "job-name=$burst_name" --watch \
+  "$kubectl" --kubeconfig "$state/kubeconfig-$name_b" -n "$burst_ns" get pods -l "job-name=$burst" --watch \
     -o jsonpath='{.metadata.name} {.status.conditions[?(@.type=="Ready")].status}{"\n"}' \
     2>/dev/null > >(while read -r line; do echo "$EPOCHREALTIME $line"; done >"$watch") &
   watch_pid=$!
@@ -590,8 +602,8 @@ measure_burst() { # SIZE RUN
     sleep 0.1
   done
   t0=$(now)
-  "$hub" burst scale "$burst_ns/$burst_mc" "$burst_name" "$size" "${admin[@]}" >>"$out/logs/burst-scale.log" 2>&1 ||
-    die "flux-hub burst scale $burst_name $size failed (see $out/logs/burst-scale.log)"
+  "$hub" burst scale "$burst_ns/$burst_mc" "$burst" "$size" "${admin[@]}" >>"$out/logs/burst-scale.log" 2>&1 ||
+    die "flux-hub burst scale $burst $size failed (see $out/logs/burst-scale.log)"
   cmd_s=$(minus "$(now)" "$t0")
   deadline=$((${t0%.*} + timeout_s))
   while [ "${EPOCHREALTIME%.*}" -lt "$deadline" ]; do
@@ -621,28 +633,98 @@ measure_burst() { # SIZE RUN
     probe_start_s=$(minus "$probe_start_s" "$t0")
   fi
   load=$(loadavg)
-  for pod in $(kb -n "$burst_ns" get pods -l "job-name=$burst_name" -o name 2>/dev/null); do
+  for pod in $(kb -n "$burst_ns" get pods -l "job-name=$burst" -o name 2>/dev/null); do
     kb -n "$burst_ns" logs "$pod" --all-containers --timestamps >"$out/logs/pod-${pod#pod/}-$tag.log" 2>&1 || true
   done
   # Back to 0: the burst's pods gone (their brokers leave through the preStop hook), the
   # root instance at 2 brokers again.
   t1=$(now)
-  "$hub" burst scale "$burst_ns/$burst_mc" "$burst_name" 0 "${admin[@]}" >>"$out/logs/burst-scale.log" 2>&1 ||
-    die "flux-hub burst scale $burst_name 0 failed (see $out/logs/burst-scale.log)"
+  "$hub" burst scale "$burst_ns/$burst_mc" "$burst" 0 "${admin[@]}" >>"$out/logs/burst-scale.log" 2>&1 ||
+    die "flux-hub burst scale $burst 0 failed (see $out/logs/burst-scale.log)"
   for _ in $(seq 360); do
-    left=$(kb -n "$burst_ns" get pods -l "job-name=$burst_name" -o name 2>/dev/null | wc -l) || left=1
+    left=$(kb -n "$burst_ns" get pods -l "job-name=$burst" -o name 2>/dev/null | wc -l) || left=1
     [ "$left" = 0 ] && break
     sleep 0.5
   done
-  [ "$left" = 0 ] || die "$burst_name still has pods 180 s after it was scaled to 0"
-  wait_up 2 120 "$burst_name scaled to 0"
+  [ "$left" = 0 ] || die "$burst still has pods 180 s after it was scaled to 0"
+  wait_up 2 120 "$burst scaled to 0"
   down_s=$(minus "$(now)" "$t1")
-  printf '{"kind":"burst","size":%s,"run":%s,"warmup":%s,"pods_seen_s":%s,"pods_ready_s":%s,"flux_up_s":%s,"probe_start_s":%s,"probes":%s,"scale_cmd_s":%s,"load":"%s","scale_down_s":%s}\n' \
-    "$size" "$run" "$([ "$run" = 0 ] && echo true || echo false)" "$seen_s" "$ready_s" "$up_s" \
+  printf '{"kind":"%s","size":%s,"run":%s,"warmup":%s,"pods_seen_s":%s,"pods_ready_s":%s,"flux_up_s":%s,"probe_start_s":%s,"probes":%s,"scale_cmd_s":%s,"load":"%s","scale_down_s":%s}\n' \
+    "$kind" "$size" "$run" "$([ "$run" = 0 ] && echo true || echo false)" "$seen_s" "$ready_s" "$up_s" \
     "$probe_start_s" "$probes" "$cmd_s" "$load" "$down_s" | tee -a "$out/runs.jsonl" >&2
   if [ "$up_s" = null ] || [ "$ready_s" = null ]; then
-    log "warning: $burst_name at $size did not get there within $timeout_s s"
+    log "warning: $burst at $size did not get there within $timeout_s s"
   fi
+}
+
+# The in-cluster hub's processes (flux-hub run, in bench-real-a's pods; host processes to
+# the host): "RSS_KIB CPU_TICKS", summed over its replicas.
+hub_stats() {
+  local pid rss=0 ticks=0 r t
+  for pid in $(pgrep -x flux-hub); do
+    [ "$(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | awk '{print $2}')" = run ] || continue
+    r=$(awk '/^VmRSS:/ {print $2}' "/proc/$pid/status" 2>/dev/null) || continue
+    t=$(awk '{ sub(/^.*\) /, ""); split($0, f, " "); print f[12] + f[13] }' "/proc/$pid/stat" 2>/dev/null) || continue
+    rss=$((rss + r)) ticks=$((ticks + t))
+  done
+  echo "$rss $ticks"
+}
+
+# In the lead pod: the first rank of burst $1, 500 round trips to it (`flux ping`), and
+# 100 one-task jobs placed on it; prints "PATH BURST RANK PINGS P50_MS P99_MS START END".
+path_script() { # BURST
+  cat <<EOF
+. /mnt/flux/flux-view.sh && export FLUX_URI="\$fluxsocket"
+rank=\$(flux hostlist --find=$1-0 instance) || { echo "ERR no rank for $1-0"; exit 1; }
+times=\$(flux ping -c 500 -i 0.005 "\$rank" | grep -o 'time=[0-9.]*' | cut -d= -f2 | sort -n)
+n=\$(printf '%s\n' "\$times" | grep -c .)
+[ "\$n" -gt 0 ] || { echo "ERR no ping answered by rank \$rank"; exit 1; }
+p50=\$(printf '%s\n' "\$times" | sed -n "\$(( (n + 1) / 2 ))p")
+p99=\$(printf '%s\n' "\$times" | sed -n "\$(( (n * 99 + 99) / 100 ))p")
+s=\$(date +%s.%N)
+flux submit --cc=1-100 --requires=rank:"\$rank" -n1 --quiet --wait true || { echo "ERR jobs failed on rank \$rank"; exit 1; }
+e=\$(date +%s.%N)
+echo "PATH $1 \$rank \$n \$p50 \$p99 \$s \$e"
+EOF
+}
+
+# Both bursts at SIZE: per run and path the round trip and jobs/s on the burst's first
+# rank, and the hub's CPU meanwhile; the hub's RSS at 0 and at SIZE (then both back to 0).
+path_phase() { # SIZE
+  local size=$1 lead burst run answer before after rss0 rss1 kind
+  read -r rss0 _ <<<"$(hub_stats)"
+  log "paths: both bursts at $size"
+  for burst in "$burst_name" "$relay_name"; do
+    "$hub" burst scale "$burst_ns/$burst_mc" "$burst" "$size" "${admin[@]}" >>"$out/logs/burst-scale.log" 2>&1 ||
+      die "flux-hub burst scale $burst $size failed (see $out/logs/burst-scale.log)"
+  done
+  wait_up $((2 + 2 * size)) "$timeout_s" "both bursts at $size"
+  sleep 5 # past the joins' own traffic
+  read -r rss1 _ <<<"$(hub_stats)"
+  lead=$(ka -n "$burst_ns" get pods -l "job-name=$burst_mc,batch.kubernetes.io/job-completion-index=0" \
+    -o jsonpath='{.items[0].metadata.name}')
+  for run in $(seq 0 "$runs"); do
+    for burst in "$burst_name" "$relay_name"; do
+      kind=direct
+      [ "$burst" = "$relay_name" ] && kind=relay
+      read -r _ before <<<"$(hub_stats)"
+      answer=$(timeout 300 "$kubectl" --kubeconfig "$state/kubeconfig-$name" -n "$burst_ns" exec "$lead" -c "$burst_mc" -- \
+        bash -c "$(path_script "$burst")" 2>>"$out/logs/exec-paths.log") || true
+      read -r _ after <<<"$(hub_stats)"
+      printf '%s\n' "$answer" | grep -q '^PATH ' || die "paths: $burst: ${answer:-no answer} (see $out/logs/exec-paths.log)"
+      printf '%s\n' "$answer" | awk -v kind="$kind" -v run="$run" -v size="$size" -v cpu=$(((after - before) * 10)) \
+        '$1 == "PATH" { printf "{\"kind\":\"path-%s\",\"size\":%s,\"run\":%s,\"warmup\":%s,\"rank\":%s,\"pings\":%s,\"rtt_p50_ms\":%s,\"rtt_p99_ms\":%s,\"jobs_per_s\":%.2f,\"hub_cpu_ms\":%s}\n",
+           kind, size, run, run == 0 ? "true" : "false", $3, $4, $5, $6, 100 / ($8 - $7), cpu }' |
+        tee -a "$out/runs.jsonl" >&2
+    done
+  done
+  for burst in "$burst_name" "$relay_name"; do
+    "$hub" burst scale "$burst_ns/$burst_mc" "$burst" 0 "${admin[@]}" >>"$out/logs/burst-scale.log" 2>&1 ||
+      die "flux-hub burst scale $burst 0 failed (see $out/logs/burst-scale.log)"
+  done
+  wait_up 2 180 "both bursts back at 0"
+  printf '{"size":%s,"hub_rss_idle_kib":%s,"hub_rss_loaded_kib":%s,"relayed_connections":%s}\n' \
+    "$size" "$rss0" "$rss1" "$size" >"$work/paths.json"
 }
 
 burst_phase() {
@@ -701,14 +783,17 @@ burst_phase() {
   root_up_s=$(minus "$(now)" "$t")
   log "$burst_mc: 2 root brokers up after ${root_up_s} s"
 
-  log "burst: warm-up (size 2)"
-  measure_burst 2 0
+  log "burst: warm-up (size 2, direct and relayed)"
+  measure_burst "$burst_name" 2 0
+  measure_burst "$relay_name" 2 0
   for size in "${size_list[@]}"; do
     for run in $(seq "$runs"); do
-      log "burst: size $size, run $run/$runs"
-      measure_burst "$size" "$run"
+      log "burst: size $size, run $run/$runs, direct then relayed"
+      measure_burst "$burst_name" "$size" "$run"
+      measure_burst "$relay_name" "$size" "$run"
     done
   done
+  path_phase "$max"
   # The hub's, the spoke's and the root brokers' logs (not timed).
   for pod in $(ka -n flux-operator-system get pods -o name 2>/dev/null); do
     ka -n flux-operator-system logs "$pod" --timestamps >"$out/logs/hub-${pod#pod/}.log" 2>&1 || true
@@ -761,16 +846,17 @@ fi
 load_after=$(loadavg)
 total_s=$((SECONDS - t_start))
 
-python3 - "$out" "$work/controllers.jsonl" "$work/burst.json" <<EOF
+python3 - "$out" "$work/controllers.jsonl" "$work/burst.json" "$work/paths.json" <<EOF
 import json, os, statistics, sys
-out, controllers, burst = sys.argv[1], sys.argv[2], sys.argv[3]
+out, controllers, burst, paths = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
 runs = [json.loads(l) for l in open(f"{out}/runs.jsonl")]
 ctl = {c["controller"]: c for c in map(json.loads, open(controllers))}
 meta = {"date": "$(date -u +%FT%TZ)", "cores": $(nproc), "profile": "$hub_label", "image_profile": "$profile",
         "hub_binary": "$hub", "source": "$source_rev" + (" + $dirty uncommitted file(s) under hub/ shared/ Cargo.*" if $dirty else ""),
         "sizes": [${sizes}], "runs": $runs, "load_before": "$load_before", "load_after": "$load_after",
         "setup_s": $node_ready_s, "total_s": $total_s, "controllers": ctl, "image": json.loads(r'''$image_json'''),
-        "burst": json.load(open(burst)) if os.path.exists(burst) else None}
+        "burst": json.load(open(burst)) if os.path.exists(burst) else None,
+        "paths": json.load(open(paths)) if os.path.exists(paths) else None}
 json.dump({"meta": meta, "runs": runs}, open(f"{out}/results.json", "w"), indent=1)
 
 def stat(kind, size, key):
@@ -802,15 +888,41 @@ if b:
   print(f"Burst: time to N burst brokers online in the root instance, seconds after \`flux-hub burst scale\` (floor: after \`kubectl create\`), median [min-max] of {meta['runs']} run(s)")
   print(f"(hub and spoke in-cluster, {b['image']}; init {b['init_s']:.1f} s, join {b['join_s']:.1f} s)")
   print()
-  print("| N | floor (bench-real-b): Job pods Ready | burst pods created | burst pods Ready | brokers up in the root | up - floor (target <= +2 s) |")
-  print("|---|---|---|---|---|---|")
+  print("| N | floor (bench-real-b): Job pods Ready | burst pods created | burst pods Ready | brokers up in the root | up - floor (target <= +2 s) | relayed: brokers up | relayed - direct (target <= +0.5 s) |")
+  print("|---|---|---|---|---|---|---|---|")
   for size in meta["sizes"]:
     f, fs = stat("burst-floor", size, "pods_ready_s")
     _, cs = stat("burst", size, "pods_seen_s")
     _, rs = stat("burst", size, "pods_ready_s")
     u, us = stat("burst", size, "flux_up_s")
     d = f"{u - f:+.2f} s" if u is not None and f is not None else "-"
-    print(f"| {size} | {fs} | {cs} | {rs} | {us} | {d} |")
+    r, rus = stat("burst-relay", size, "flux_up_s")
+    rd = f"{r - u:+.2f} s" if r is not None and u is not None else "-"
+    print(f"| {size} | {fs} | {cs} | {rs} | {us} | {d} | {rus} | {rd} |")
+p = meta["paths"]
+if p:
+  size = p["size"]
+  print()
+  print(f"Relayed against direct, both bursts at {size} brokers: from the lead to the burst's first rank, median [min-max] of {meta['runs']} run(s)")
+  print()
+  print("| path | round trip p50 (ms) | round trip p99 (ms) | jobs/s on the burst's rank (100 one-task jobs) | hub CPU meanwhile (ms) |")
+  print("|---|---|---|---|---|")
+  for kind in ("direct", "relay"):
+    _, p50 = stat(f"path-{kind}", size, "rtt_p50_ms")
+    _, p99 = stat(f"path-{kind}", size, "rtt_p99_ms")
+    _, jobs = stat(f"path-{kind}", size, "jobs_per_s")
+    _, cpu = stat(f"path-{kind}", size, "hub_cpu_ms")
+    print(f"| {kind} | {p50} | {p99} | {jobs} | {cpu} |")
+  d50, _ = stat("path-direct", size, "rtt_p50_ms")
+  r50, _ = stat("path-relay", size, "rtt_p50_ms")
+  dj, _ = stat("path-direct", size, "jobs_per_s")
+  rj, _ = stat("path-relay", size, "jobs_per_s")
+  if None not in (d50, r50, dj, rj):
+    print()
+    print(f"relayed - direct: p50 {r50 - d50:+.3f} ms (target <= +1 ms); jobs/s {rj / dj:.2f}x (target >= 0.8x); "
+          f"hub RSS {p['hub_rss_idle_kib'] / 1024:.1f} MiB with both bursts at 0, {p['hub_rss_loaded_kib'] / 1024:.1f} MiB "
+          f"with {p['relayed_connections']} relayed connections (RSS moves by pages and arenas: "
+          "e2e/benches/relay.rs counts the heap per connection)")
 if ctl:
     print()
     print("| controller | peak RSS (VmHWM) | RSS at the end |")

@@ -11,8 +11,8 @@ use std::time::Duration;
 use flux_shared::plan::Endpoint;
 use flux_spoke::testing::FakeCluster;
 use in_process::{
-    Hub, Pki, SpokeAgent, assign_with, echo_lead as lead_broker, eventually, minicluster,
-    relay_endpoint, relayed, version_of,
+    Hub, Pki, RELAY_LEAVE_GRACE, SpokeAgent, assign_with, echo_lead as lead_broker, eventually,
+    minicluster, relay_endpoint, relayed, version_of,
 };
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -116,12 +116,26 @@ async fn a_relayed_burst_reaches_its_lead_through_the_spokes_connection_alone() 
         b.clusters[0].max_size = Some(2);
     }
     assign_with(&registry, &zero, Some(lead_endpoint));
+    let scaled_to_0 = tokio::time::Instant::now();
+    // Its brokers are leaving: a new connection is refused, while those held still carry
+    // their last words to the lead for the grace, and are ended after it.
+    let mut late = TcpStream::connect(at).await.expect("connect");
+    assert!(closed(&mut late).await, "a new connection is refused");
+    held[0].write_all(b"bye").await.expect("write");
+    let mut back = [0u8; 3];
+    held[0].read_exact(&mut back).await.expect("echo");
+    assert_eq!(&back, b"bye");
     for tcp in &mut held {
         assert!(
             closed(tcp).await,
-            "ended when the burst stopped running brokers"
+            "ended within the grace after the burst stopped running brokers"
         );
     }
+    assert!(
+        scaled_to_0.elapsed() >= RELAY_LEAVE_GRACE - Duration::from_millis(200),
+        "not ended before the grace: {:?}",
+        scaled_to_0.elapsed()
+    );
     eventually("no connection held", || {
         (metric(&hub, series) == 0.0).then_some(())
     })

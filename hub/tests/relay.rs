@@ -1,14 +1,14 @@
 //! `Spoke.Relay` on the hub's real services and TLS over 127.0.0.1, with a TCP echo server
 //! as the lead broker: a spoke's relayed connection carries bytes both ways; a burst that is
 //! not the caller's, not relayed or at its bound is refused; and the connection ends when
-//! the burst stops being relayed to that spoke.
+//! the burst stops being relayed to that spoke (after a grace when it was scaled to 0).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
 use flux_hub::federation::registry::{BurstInfo, McInfo, Registry};
-use flux_hub::federation::relay::{MAX_FRAME, RELAY_KEY, SLACK};
+use flux_hub::federation::relay::{MAX_FRAME, RELAY_KEY, SLACK, Timeouts};
 use flux_hub::federation::service::{self, Services};
 use flux_hub::ops::metrics::Metrics;
 use flux_shared::federation::assignment::SpokeAssignment;
@@ -26,6 +26,8 @@ use tonic::Code;
 mod grpc;
 
 const LIMIT: Duration = Duration::from_secs(10);
+/// How long the connections of a burst scaled to 0 are still carried here.
+const GRACE: Duration = Duration::from_secs(1);
 const KEY: &str = "hpc/mc/b";
 
 struct Pki {
@@ -105,7 +107,11 @@ async fn serve(pki: &Pki, registry: Arc<Registry>, metrics: Arc<Metrics>) -> Soc
         security.authenticator(),
         metrics,
         grpc::no_api_server(),
-    );
+    )
+    .with_relay_timeouts(Timeouts {
+        leave_grace: GRACE,
+        ..Timeouts::default()
+    });
     tokio::spawn(service::serve(
         listener,
         security,
@@ -228,16 +234,36 @@ async fn a_relayed_connection_carries_bytes_only_for_the_callers_relayed_burst()
         Some(Code::ResourceExhausted)
     );
 
-    // Scaled to 0: every open connection of the burst ends.
+    // Scaled to 0: its brokers are leaving. A new connection is refused at once; those
+    // open still carry the brokers' last words, and end after the grace.
     publish(&registry, lead, true, 0);
+    let scaled = tokio::time::Instant::now();
+    assert_eq!(
+        relay(&mut a, KEY).await.err(),
+        Some(Code::FailedPrecondition)
+    );
+    assert_eq!(round_trip(&tx, &mut rx, b"bye").await, b"bye");
     let ended = tokio::time::timeout(LIMIT, rx.next()).await.unwrap();
     assert!(
         matches!(ended, Some(Err(ref s)) if s.code() == Code::FailedPrecondition),
         "{ended:?}"
     );
-    assert_eq!(
-        relay(&mut a, KEY).await.err(),
-        Some(Code::FailedPrecondition)
+    assert!(
+        scaled.elapsed() >= GRACE,
+        "ended after {:?}",
+        scaled.elapsed()
+    );
+
+    // No longer relayed to this spoke (here: made direct): ended at once, no grace.
+    publish(&registry, lead, true, 2);
+    let (_tx, mut rx) = relay(&mut a, KEY).await.expect("relayed again");
+    publish(&registry, lead, false, 2);
+    let ended = tokio::time::timeout(GRACE / 2, rx.next())
+        .await
+        .expect("ended before the grace");
+    assert!(
+        matches!(ended, Some(Err(ref s)) if s.code() == Code::FailedPrecondition),
+        "{ended:?}"
     );
 
     let text = metrics.encode();

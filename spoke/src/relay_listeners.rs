@@ -295,7 +295,9 @@ async fn carry(tcp: TcpStream, key: &str, mut hub: Client, reach: &LeadReach) {
             response.into_inner()
         }
         Err(status) => {
-            warn!(code = ?status.code(), error = %status.message(), "the hub refused a relayed connection");
+            // A broker's ZeroMQ retries several times a second: a refusal is news once
+            // per change of the lead's reachability (LeadReach), not once per attempt.
+            debug!(code = ?status.code(), error = %status.message(), "the hub refused a relayed connection");
             // Only "the lead does not answer" (or no hub to carry it) says the path is
             // broken; a burst scaled to 0 or not assigned here refuses for other reasons.
             if status.code() == tonic::Code::Unavailable {

@@ -12,6 +12,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use flux_hub::federation::registry::{BurstInfo, McInfo, Registry};
+use flux_hub::federation::relay::Timeouts;
 use flux_hub::federation::served::Served;
 use flux_hub::federation::service::{self, Services};
 use flux_hub::ops::metrics::Metrics as HubMetrics;
@@ -32,6 +33,8 @@ pub const HUB_DNS: &str = "hub.flux.test";
 pub const LEAD: (&str, i32) = ("203.0.113.9", 30093);
 /// `metadata.creationTimestamp` of every test MiniCluster, Unix milliseconds.
 pub const CREATED_UNIX_MILLIS: i64 = 1_700_000_000_000;
+/// How long the test hub still carries the relayed connections of a burst scaled to 0.
+pub const RELAY_LEAVE_GRACE: Duration = Duration::from_secs(2);
 
 /// A CA, the hub's certificate, one client certificate per spoke, an admin's, and a
 /// certificate from another CA.
@@ -186,7 +189,11 @@ impl Hub {
             metrics.clone(),
             api,
         )
-        .with_stop(stop.subscribe());
+        .with_stop(stop.subscribe())
+        .with_relay_timeouts(Timeouts {
+            leave_grace: RELAY_LEAVE_GRACE,
+            ..Timeouts::default()
+        });
         let mut stopped = stop.subscribe();
         let security = pki.server();
         let task = tokio::spawn(async move {

@@ -6,8 +6,11 @@
 //! What crosses the trust line is bounded before anything is dialled: the burst must be
 //! assigned to the calling spoke and relayed, and each burst holds at most its brokers
 //! plus [`SLACK`] connections. A connection ends when either side ends it, when nothing
-//! moves for [`IDLE`], or when the burst stops being relayed to that spoke (deleted,
-//! scaled to 0, reassigned), which the registry's changes wake it for.
+//! moves for [`IDLE`], or when the burst stops being relayed to that spoke, which the
+//! registry's changes wake it for: at once when it is deleted or reassigned (it is no
+//! longer this spoke's), within [`LEAVE_GRACE`] when it is scaled to 0 (its brokers are
+//! leaving: they tell the lead through this connection, and closing it under them would
+//! leave them waiting on their drain instead).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -30,6 +33,21 @@ pub const IDLE: Duration = Duration::from_secs(300);
 
 /// How long dialling the lead broker may take.
 pub const DIAL_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// How long the connections of a burst scaled to 0 are still carried while its brokers
+/// leave (they close them themselves within seconds; new ones are refused at once).
+pub const LEAVE_GRACE: Duration = Duration::from_secs(60);
+
+/// Whether a relayed connection may go on, after a registry change.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Standing {
+    /// The burst is still relayed to this spoke, to the same lead.
+    Relayed,
+    /// The burst was scaled to 0: its brokers are leaving.
+    Leaving,
+    /// Deleted, reassigned, no longer relayed, or its lead moved.
+    Ended,
+}
 
 /// Where a burst's relayed connections go.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -178,16 +196,35 @@ pub struct Carried {
     pub from_lead: u64,
 }
 
+/// How long a relayed connection may last without traffic, and once its burst is leaving.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Timeouts {
+    /// Nothing moved for this long: closed ([`IDLE`]).
+    pub idle: Duration,
+    /// The burst was scaled to 0 this long ago: closed ([`LEAVE_GRACE`]).
+    pub leave_grace: Duration,
+}
+
+impl Default for Timeouts {
+    fn default() -> Self {
+        Timeouts {
+            idle: IDLE,
+            leave_grace: LEAVE_GRACE,
+        }
+    }
+}
+
 /// Carries bytes both ways between the spoke's frames (`inbound`, answered on `outbound`)
-/// and the lead broker (`tcp`) until either side ends, nothing moves for `idle`, or
-/// `still_relayed` says no after a registry change (`changes`).
+/// and the lead broker (`tcp`) until either side ends, nothing moves for the idle time,
+/// `standing` says [`Standing::Ended`] after a registry change (`changes`), or the leave
+/// grace passed since it said [`Standing::Leaving`].
 pub async fn pump<S>(
     tcp: TcpStream,
     mut inbound: S,
     outbound: mpsc::Sender<Result<RelayFrame, Status>>,
     mut changes: watch::Receiver<u64>,
-    still_relayed: impl Fn() -> bool,
-    idle: Duration,
+    standing: impl Fn() -> Standing,
+    timeouts: Timeouts,
 ) -> Carried
 where
     S: Stream<Item = Result<RelayFrame, Status>> + Unpin,
@@ -195,6 +232,12 @@ where
     let (from_lead, mut to_lead) = tcp.into_split();
     let mut carried = Carried::default();
     let (mut spoke_open, mut lead_open) = (true, true);
+    let mut leave_by: Option<tokio::time::Instant> = None;
+    let not_relayed = || {
+        Err(Status::failed_precondition(
+            "the burst is no longer relayed to this spoke",
+        ))
+    };
     while spoke_open || lead_open {
         tokio::select! {
             frame = inbound.next(), if spoke_open => match frame {
@@ -229,16 +272,25 @@ where
                 Ok(None) | Err(_) => lead_open = false,
             },
             changed = changes.changed() => {
-                if changed.is_err() || !still_relayed() {
-                    let _ = outbound
-                        .send(Err(Status::failed_precondition(
-                            "the burst is no longer relayed to this spoke",
-                        )))
-                        .await;
-                    break;
+                let now = if changed.is_err() { Standing::Ended } else { standing() };
+                match now {
+                    Standing::Relayed => leave_by = None,
+                    Standing::Leaving => {
+                        leave_by.get_or_insert_with(|| {
+                            tokio::time::Instant::now() + timeouts.leave_grace
+                        });
+                    }
+                    Standing::Ended => {
+                        let _ = outbound.send(not_relayed()).await;
+                        break;
+                    }
                 }
             },
-            () = tokio::time::sleep(idle) => break,
+            () = tokio::time::sleep_until(leave_by.unwrap_or_else(tokio::time::Instant::now)), if leave_by.is_some() => {
+                let _ = outbound.send(not_relayed()).await;
+                break;
+            },
+            () = tokio::time::sleep(timeouts.idle) => break,
         }
     }
     carried

@@ -57,6 +57,8 @@ pub struct Services {
     admin_watches: super::connection_limits::Connections,
     /// Relayed broker connections held per burst.
     relays: Arc<super::relay::OpenRelays>,
+    /// How long relayed connections last idle, and while their burst leaves.
+    relay_timeouts: super::relay::Timeouts,
 }
 
 /// The most `WatchMiniClusters` streams one admin identity may hold open at once.
@@ -83,7 +85,14 @@ impl Services {
             revocations: Revocations::off(),
             admin_watches: super::connection_limits::Connections::new(ADMIN_WATCHES_PER_IDENTITY),
             relays: Arc::default(),
+            relay_timeouts: super::relay::Timeouts::default(),
         }
+    }
+
+    /// Relayed connections idle and leaving for these times (tests shorten them).
+    pub fn with_relay_timeouts(mut self, timeouts: super::relay::Timeouts) -> Self {
+        self.relay_timeouts = timeouts;
+        self
     }
 
     /// Serve each spoke name only to its pinned certificate ([`PinStore`]).

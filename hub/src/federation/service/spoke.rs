@@ -35,7 +35,14 @@ impl Spoke for Services {
         let span = info_span!("relay", %spoke, %key);
         let refused = |refusal: relay::RelayRefusal| {
             self.metrics.relay_refused(refusal.reason());
-            span.in_scope(|| info!(reason = refusal.reason(), "relayed connection refused"));
+            // A broker's ZeroMQ retries several times a second: only what may be an attack
+            // is logged at info; the metric counts every refusal.
+            span.in_scope(|| match refusal {
+                relay::RelayRefusal::NotAssigned(_) => {
+                    info!(reason = refusal.reason(), "relayed connection refused")
+                }
+                _ => debug!(reason = refusal.reason(), "relayed connection refused"),
+            });
             refusal.status()
         };
         let target = self.registry.relay_target(&spoke, &key).map_err(refused)?;
@@ -46,17 +53,18 @@ impl Spoke for Services {
         span.in_scope(|| debug!(lead = %target.lead.uri(), "relayed connection open"));
         let (tx, rx) = tokio::sync::mpsc::channel(4);
         let (registry, metrics) = (self.registry.clone(), self.metrics.clone());
+        let timeouts = self.relay_timeouts;
         let changes = registry.admin_changes();
         let inbound = request.into_inner();
         tokio::spawn(
             async move {
                 let _held = held;
-                let still = || {
-                    registry
-                        .relay_target(&spoke, &key)
-                        .is_ok_and(|t| t.lead == target.lead)
+                let standing = || match registry.relay_target(&spoke, &key) {
+                    Ok(t) if t.lead == target.lead => relay::Standing::Relayed,
+                    Err(relay::RelayRefusal::NoBrokers(_)) => relay::Standing::Leaving,
+                    _ => relay::Standing::Ended,
                 };
-                let carried = relay::pump(tcp, inbound, tx, changes, still, relay::IDLE).await;
+                let carried = relay::pump(tcp, inbound, tx, changes, standing, timeouts).await;
                 metrics.relay_closed(&spoke, &minicluster, carried.to_lead, carried.from_lead);
                 debug!(
                     to_lead = carried.to_lead,
