@@ -658,16 +658,19 @@ measure_burst() { # BURST SIZE RUN
 }
 
 # The in-cluster hub's processes (flux-hub run, in bench-real-a's pods; host processes to
-# the host): "RSS_KIB CPU_TICKS", summed over its replicas.
+# the host): "RSS_KIB CPU_TICKS RELAYED_BYTES", summed over its replicas (the bytes from
+# each one's /metrics, read inside its network namespace).
 hub_stats() {
-  local pid rss=0 ticks=0 r t
+  local pid rss=0 ticks=0 bytes=0 r t b
   for pid in $(pgrep -x flux-hub); do
     [ "$(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | awk '{print $2}')" = run ] || continue
     r=$(awk '/^VmRSS:/ {print $2}' "/proc/$pid/status" 2>/dev/null) || continue
     t=$(awk '{ sub(/^.*\) /, ""); split($0, f, " "); print f[12] + f[13] }' "/proc/$pid/stat" 2>/dev/null) || continue
-    rss=$((rss + r)) ticks=$((ticks + t))
+    b=$(nsenter -t "$pid" -n curl -s --max-time 2 http://127.0.0.1:8080/metrics 2>/dev/null |
+      awk '/^flux_hub_relay_bytes_total[{ ]/ {s += $NF} END {printf "%d", s}') || b=0
+    rss=$((rss + r)) ticks=$((ticks + t)) bytes=$((bytes + ${b:-0}))
   done
-  echo "$rss $ticks"
+  echo "$rss $ticks $bytes"
 }
 
 # In the lead pod: the first rank of burst $1, 500 round trips to it (`flux ping`), and
@@ -691,7 +694,7 @@ EOF
 # Both bursts at SIZE: per run and path the round trip and jobs/s on the burst's first
 # rank, and the hub's CPU meanwhile; the hub's RSS at 0 and at SIZE (then both back to 0).
 path_phase() { # SIZE
-  local size=$1 lead burst run answer before after rss0 rss1 kind
+  local size=$1 lead burst run answer before after bytes_before bytes_after rss0 rss1 kind
   read -r rss0 _ <<<"$(hub_stats)"
   log "paths: both bursts at $size"
   for burst in "$burst_name" "$relay_name"; do
@@ -707,14 +710,15 @@ path_phase() { # SIZE
     for burst in "$burst_name" "$relay_name"; do
       kind=direct
       [ "$burst" = "$relay_name" ] && kind=relay
-      read -r _ before <<<"$(hub_stats)"
+      read -r _ before bytes_before <<<"$(hub_stats)"
       answer=$(timeout 300 "$kubectl" --kubeconfig "$state/kubeconfig-$name" -n "$burst_ns" exec "$lead" -c "$burst_mc" -- \
         bash -c "$(path_script "$burst")" 2>>"$out/logs/exec-paths.log") || true
-      read -r _ after <<<"$(hub_stats)"
+      read -r _ after bytes_after <<<"$(hub_stats)"
       printf '%s\n' "$answer" | grep -q '^PATH ' || die "paths: $burst: ${answer:-no answer} (see $out/logs/exec-paths.log)"
       printf '%s\n' "$answer" | awk -v kind="$kind" -v run="$run" -v size="$size" -v cpu=$(((after - before) * 10)) \
-        '$1 == "PATH" { printf "{\"kind\":\"path-%s\",\"size\":%s,\"run\":%s,\"warmup\":%s,\"rank\":%s,\"pings\":%s,\"rtt_p50_ms\":%s,\"rtt_p99_ms\":%s,\"jobs_per_s\":%.2f,\"hub_cpu_ms\":%s}\n",
-           kind, size, run, run == 0 ? "true" : "false", $3, $4, $5, $6, 100 / ($8 - $7), cpu }' |
+        -v relayed=$((bytes_after - bytes_before)) \
+        '$1 == "PATH" { printf "{\"kind\":\"path-%s\",\"size\":%s,\"run\":%s,\"warmup\":%s,\"rank\":%s,\"pings\":%s,\"rtt_p50_ms\":%s,\"rtt_p99_ms\":%s,\"jobs_per_s\":%.2f,\"hub_cpu_ms\":%s,\"relayed_mib\":%.3f}\n",
+           kind, size, run, run == 0 ? "true" : "false", $3, $4, $5, $6, 100 / ($8 - $7), cpu, relayed / 1048576 }' |
         tee -a "$out/runs.jsonl" >&2
     done
   done
@@ -905,14 +909,16 @@ if p:
   print()
   print(f"Relayed against direct, both bursts at {size} brokers: from the lead to the burst's first rank, median [min-max] of {meta['runs']} run(s)")
   print()
-  print("| path | round trip p50 (ms) | round trip p99 (ms) | jobs/s on the burst's rank (100 one-task jobs) | hub CPU meanwhile (ms) |")
-  print("|---|---|---|---|---|")
+  print("| path | round trip p50 (ms) | round trip p99 (ms) | jobs/s on the burst's rank (100 one-task jobs) | hub CPU meanwhile (ms) | relayed meanwhile (MiB) | hub CPU per relayed MiB (ms) |")
+  print("|---|---|---|---|---|---|---|")
   for kind in ("direct", "relay"):
     _, p50 = stat(f"path-{kind}", size, "rtt_p50_ms")
     _, p99 = stat(f"path-{kind}", size, "rtt_p99_ms")
     _, jobs = stat(f"path-{kind}", size, "jobs_per_s")
-    _, cpu = stat(f"path-{kind}", size, "hub_cpu_ms")
-    print(f"| {kind} | {p50} | {p99} | {jobs} | {cpu} |")
+    c, cpu = stat(f"path-{kind}", size, "hub_cpu_ms")
+    m, mib = stat(f"path-{kind}", size, "relayed_mib")
+    per = f"{c / m:.0f}" if c is not None and m else "-"
+    print(f"| {kind} | {p50} | {p99} | {jobs} | {cpu} | {mib} | {per} |")
   d50, _ = stat("path-direct", size, "rtt_p50_ms")
   r50, _ = stat("path-relay", size, "rtt_p50_ms")
   dj, _ = stat("path-direct", size, "jobs_per_s")

@@ -9,6 +9,11 @@
 //! clusters, each with the application, view and controller images loaded (`scripts/e2e.sh`
 //! starts them). A binary of its own: `flux-hub init` installs a hub that watches every
 //! namespace, so it runs after the other real-node binaries.
+//!
+//! Then relayed bursts: the second burst cluster's node cut off from the root but for the
+//! hub's federation port; a direct burst there reported unreachable, a relayed one joining
+//! and running jobs through a hub failover, a spoke restart and 30 s without the root's
+//! API server, and scaled 2 -> 0 -> 2 -> 0.
 
 mod support;
 
@@ -601,6 +606,56 @@ async fn the_quickstart_then_eight_brokers_over_three_real_clusters_survive_a_hu
         support::flux_in(env, &lead, RELAYED, "flux run -N 4 hostname | sort", "a job on all four after the spoke's restart", |o| o.lines().count() == 4).await?;
         eprintln!("{}: the spoke restarted; the relayed brokers ran a job again after {:?}", env.ns, restarted.elapsed());
 
+        // The root's API server stops answering for 30 s (a control plane restart): the
+        // hub cannot renew its Lease and exits, and every relayed connection with it. Once
+        // the API server is back a hub leads again and the relayed brokers reconnect into
+        // the instance they were in: the same four hosts, a job on all of them.
+        let hubs: Api<Pod> = Api::namespaced(env.client.clone(), HUB_NAMESPACE);
+        let hub_pods = ListParams::default().labels("app.kubernetes.io/name=flux-hub");
+        let restarts = async || -> Result<i32> {
+            Ok(hubs.list(&hub_pods).await?.items.iter()
+                .flat_map(|p| p.status.iter().flat_map(|s| s.container_statuses.iter().flatten()))
+                .map(|c| c.restart_count)
+                .sum())
+        };
+        let restarts_before = restarts().await?;
+        let outage = Instant::now();
+        {
+            let _frozen = ApiServerFrozen::of(&env.client).await?;
+            tokio::time::sleep(secs(30)).await;
+        }
+        let thawed = Instant::now();
+        let again = support::flux_in(env, &lead, RELAYED, "flux run -N 4 hostname | sort", "a job on all four after the API server's outage", |o| o.lines().count() == 4).await?;
+        let again: Vec<&str> = again.lines().map(str::trim).collect();
+        ensure!(again == hosts, "the same four hosts after the outage: {again:?}");
+        let ran_after = thawed.elapsed();
+        // The kubelet reports the restarts it made in the outage once it reaches the API
+        // server again.
+        env.eventually("the hub's restart in the outage reported", secs(120), async || {
+            let now = restarts().await?;
+            Ok(if now > restarts_before { Probe::Done(()) } else { Probe::Waiting(format!("restarts {restarts_before} -> {now}")) })
+        })
+        .await?;
+        eprintln!("{}: the root's API server was out for 30 s and the hub stepped down; the relayed brokers ran a job again {ran_after:?} after it was back ({:?} after it went)", env.ns, outage.elapsed());
+        // Admins reach the hub again once the new leader has labelled itself the federation
+        // endpoint (a restarted replica first says it is not).
+        env.eventually("the hub answers an admin again", secs(120), async || {
+            Ok(match hub_status(&dir, &hub, &url).await {
+                Ok(_) => Probe::Done(()),
+                Err(e) => Probe::Waiting(format!("{e:#}")),
+            })
+        })
+        .await?;
+        eprintln!("{}: the hub answered an admin {:?} after the API server was back", env.ns, thawed.elapsed());
+        // Through the failover, the spoke's restart and the outage, the relayed burst's lead
+        // was never reported unreachable: no such Event on its MiniCluster.
+        let events = env.events_about("MiniCluster", RELAYED).await?;
+        ensure!(
+            !events.iter().any(|e| e.reason.as_deref() == Some("LeadUnreachable")),
+            "no LeadUnreachable Event for the healthy relayed burst: {:?}",
+            events.iter().map(support::describe_event).collect::<Vec<_>>()
+        );
+
         // The relayed burst goes to 0, back to 2 (new brokers through new relayed
         // connections), and to 0 again.
         for (size, up) in [(0, "2"), (2, "4"), (0, "2")] {
@@ -781,6 +836,57 @@ impl Drop for Isolation {
         let _ = std::process::Command::new(script)
             .arg("unisolate")
             .args(&self.args)
+            .status();
+    }
+}
+
+/// The root cluster's kube-apiserver stopped (SIGSTOP: connections hang, as behind a
+/// dead load balancer) while this lives; continued when dropped.
+struct ApiServerFrozen {
+    pid: String,
+}
+
+impl ApiServerFrozen {
+    /// Stops the API server of the testbed cluster whose real node the cluster of `client`
+    /// has (named NAME-real-INDEX by `real-node.sh`; its PID in the testbed's
+    /// run/NAME/kube-apiserver.pid).
+    async fn of(client: &kube::Client) -> Result<ApiServerFrozen> {
+        let nodes = Api::<Node>::all(client.clone())
+            .list(&ListParams::default().labels("testbed/real-node=true"))
+            .await?;
+        let name = nodes
+            .items
+            .first()
+            .and_then(|n| n.metadata.name.clone())
+            .context("a real node in the root cluster")?;
+        let (cluster, _) = name
+            .rsplit_once("-real-")
+            .context("a real-node.sh node name")?;
+        let file = format!("/opt/testbed/k8s/run/{cluster}/kube-apiserver.pid");
+        let pid = std::fs::read_to_string(&file)
+            .with_context(|| format!("reading {file}"))?
+            .split_whitespace()
+            .next()
+            .context("a PID")?
+            .to_string();
+        let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+        ensure!(
+            comm.trim() == "kube-apiserver",
+            "{file} names {pid}, which is {comm:?}"
+        );
+        let status = tokio::process::Command::new("kill")
+            .args(["-STOP", &pid])
+            .status()
+            .await?;
+        ensure!(status.success(), "kill -STOP {pid}: {status}");
+        Ok(ApiServerFrozen { pid })
+    }
+}
+
+impl Drop for ApiServerFrozen {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("kill")
+            .args(["-CONT", &self.pid])
             .status();
     }
 }
