@@ -26,11 +26,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail, ensure};
 use clap::Parser;
 use flux_hub::federation::registry::Registry;
-use flux_shared::plan::Endpoint;
-use flux_spoke::testing::FakeCluster;
-use in_process::{
-    Hub, Pki, SpokeAgent, assign_with, echo_lead, minicluster, relay_endpoint, relayed, version_of,
-};
+use in_process::{Hub, Pki, echo_lead, minicluster, relayed, relaying_spoke};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
@@ -178,23 +174,7 @@ async fn run(args: Args) -> Result<()> {
         "ghcr.io/x/app:1",
         &[("burst-a", "a", size)],
     ));
-    let lead_endpoint = Endpoint {
-        address: lead.ip().to_string(),
-        port: i32::from(lead.port()),
-    };
-    assign_with(&registry, &mc, Some(lead_endpoint));
-    let mut spoke = SpokeAgent::start_with(
-        &pki,
-        "a",
-        &hub.uri(),
-        FakeCluster::new(),
-        Some("127.0.0.1".parse()?),
-    );
-    spoke
-        .applied_version(registry.epoch(), version_of(&registry, "a"))
-        .await;
-    let relay = relay_endpoint(&spoke.cluster, "bench/burst-a-relay")
-        .context("the spoke served no relay listener")?;
+    let (spoke, relay) = relaying_spoke(&pki, &hub, &mc, "burst-a", lead).await;
 
     // Warm both paths (TLS session, allocator arenas, the lead's accept loop).
     round_trips(lead, 200).await?;

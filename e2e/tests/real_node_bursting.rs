@@ -13,7 +13,8 @@
 //! Then relayed bursts: the second burst cluster's node cut off from the root but for the
 //! hub's federation port; a direct burst there reported unreachable, a relayed one joining
 //! and running jobs through a hub failover, a spoke restart and 30 s without the root's
-//! API server, and scaled 2 -> 0 -> 2 -> 0.
+//! API server, and scaled 2 -> 0 -> 2 -> 0; then its lead's pod deleted, which ends the
+//! instance, as the status says.
 
 mod support;
 
@@ -672,6 +673,29 @@ async fn the_quickstart_then_eight_brokers_over_three_real_clusters_survive_a_hu
             let what = format!("{up} brokers up with the relayed burst at {size}");
             support::flux_in(env, &lead, RELAYED, UP_NODES, &what, |o| o.trim() == up).await?;
         }
+
+        // The lead broker's pod goes: its broker shuts the instance down, the worker exits
+        // and its Job index completes, and the Job starts a new lead that leads a new
+        // instance without it. The status and a Warning Event say so, and what to do.
+        env.api::<Pod>().delete(&lead, &DeleteParams::default()).await?;
+        let said = env
+            .eventually("the status says the instance ended", secs(180), async || {
+                let mc = env.api::<MiniCluster>().get(RELAYED).await?;
+                let ready = mc.status.unwrap_or_default().conditions.into_iter().find(|c| c.type_ == "Ready");
+                Ok(match ready {
+                    Some(c) if c.reason == "InstanceEnded" => Probe::Done(c.message),
+                    other => Probe::Waiting(format!("{other:?}")),
+                })
+            })
+            .await?;
+        ensure!(said.contains("Job indexes 1 exited") && said.contains("re-create the MiniCluster"), "{said}");
+        let events = env.events_about("MiniCluster", RELAYED).await?;
+        ensure!(
+            events.iter().any(|e| e.reason.as_deref() == Some("InstanceEnded") && e.type_.as_deref() == Some("Warning")),
+            "a Warning Event InstanceEnded: {:?}",
+            events.iter().map(support::describe_event).collect::<Vec<_>>()
+        );
+        eprintln!("{}: the lead's pod deleted; the status says: {said}", env.ns);
         Ok(())
     })
     .await;

@@ -9,10 +9,9 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use flux_shared::plan::Endpoint;
-use flux_spoke::testing::FakeCluster;
 use in_process::{
-    Hub, Pki, RELAY_LEAVE_GRACE, SpokeAgent, assign_with, echo_lead as lead_broker, eventually,
-    minicluster, relay_endpoint, relayed, version_of,
+    Hub, Pki, RELAY_LEAVE_GRACE, assign_with, echo_lead as lead_broker, eventually, minicluster,
+    relayed, relaying_spoke, version_of,
 };
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -66,19 +65,7 @@ async fn a_relayed_burst_reaches_its_lead_through_the_spokes_connection_alone() 
         "ghcr.io/x/lammps:1",
         &[("burst-a", "a", 2)],
     ));
-    assign_with(&registry, &mc, Some(lead_endpoint.clone()));
-    let mut spoke = SpokeAgent::start_with(
-        &pki,
-        "a",
-        &hub.uri(),
-        FakeCluster::new(),
-        Some("127.0.0.1".parse().expect("ip")),
-    );
-    spoke
-        .applied_version(registry.epoch(), version_of(&registry, "a"))
-        .await;
-    let at = relay_endpoint(&spoke.cluster, "hpc/burst-a-relay")
-        .expect("the relay Service points at the spoke");
+    let (mut spoke, at) = relaying_spoke(&pki, &hub, &mc, "burst-a", lead).await;
 
     // Bytes both ways, through spoke and hub, in order.
     let mut broker = connect(at).await;
@@ -221,22 +208,7 @@ async fn more_relayed_connections_than_one_hub_connection_carries_all_reach_the_
         "ghcr.io/x/lammps:1",
         &[("burst-a", "a", 400)],
     ));
-    let lead_endpoint = Endpoint {
-        address: lead.ip().to_string(),
-        port: i32::from(lead.port()),
-    };
-    assign_with(&registry, &mc, Some(lead_endpoint));
-    let mut spoke = SpokeAgent::start_with(
-        &pki,
-        "a",
-        &hub.uri(),
-        FakeCluster::new(),
-        Some("127.0.0.1".parse().expect("ip")),
-    );
-    spoke
-        .applied_version(registry.epoch(), version_of(&registry, "a"))
-        .await;
-    let at = relay_endpoint(&spoke.cluster, "hpc/burst-a-relay").expect("relay listener");
+    let (spoke, at) = relaying_spoke(&pki, &hub, &mc, "burst-a", lead).await;
     let mut held = Vec::new();
     for _ in 0..400 {
         held.push(connect(at).await);

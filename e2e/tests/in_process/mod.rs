@@ -642,3 +642,34 @@ pub fn relay_endpoint(cluster: &FakeCluster, service: &str) -> Option<SocketAddr
         _ => None,
     })
 }
+
+/// Spoke `a` of `pki` (its pods reach it at 127.0.0.1) started against `hub`, once it has
+/// applied `mc`, whose bursts on `a` are relayed to `lead`; with the address of the relay
+/// listener of `mc`'s burst `burst` (its relay Service's endpoint).
+pub async fn relaying_spoke(
+    pki: &Pki,
+    hub: &Hub,
+    mc: &MiniCluster,
+    burst: &str,
+    lead: SocketAddr,
+) -> (SpokeAgent, SocketAddr) {
+    let endpoint = Endpoint {
+        address: lead.ip().to_string(),
+        port: i32::from(lead.port()),
+    };
+    assign_with(&hub.registry, mc, Some(endpoint));
+    let mut spoke = SpokeAgent::start_with(
+        pki,
+        "a",
+        &hub.uri(),
+        FakeCluster::new(),
+        Some(std::net::IpAddr::from([127, 0, 0, 1])),
+    );
+    spoke
+        .applied_version(hub.registry.epoch(), version_of(&hub.registry, "a"))
+        .await;
+    let ns = mc.metadata.namespace.as_deref().unwrap_or_default();
+    let at = relay_endpoint(&spoke.cluster, &format!("{ns}/{burst}-relay"))
+        .expect("the relay Service points at the spoke");
+    (spoke, at)
+}

@@ -2,6 +2,7 @@
 //! Written by `write`, with the Events of `events`.
 
 pub(in crate::controller) mod events;
+mod instance_ended;
 pub(in crate::controller) mod write;
 
 use flux_shared::api::{BurstStatus, LeadBrokerStatus, MiniCluster, MiniClusterStatus};
@@ -36,6 +37,10 @@ pub mod minicluster_phase {
     /// not admitted it or preempted it): no broker runs until it is resumed.
     pub const SUSPENDED: &str = "Suspended";
 }
+
+/// The Ready and Progressing reason of a MiniCluster whose workers' instance ended under
+/// them (see [`instance_ended`]).
+pub const INSTANCE_ENDED: &str = "InstanceEnded";
 
 /// What a suspended MiniCluster's conditions say.
 const SUSPENDED: &str = "the Job is suspended: no broker runs until it is resumed (by its queue manager, or spec.suspend: false)";
@@ -112,7 +117,27 @@ pub fn compute(
             .map_or_else(|| now.clone(), |c| c.last_transition_time.clone()),
     };
 
+    // Brokers whose instance ended under them (see `instance_ended`): only while the Job
+    // runs, since a finished or suspended Job says more.
+    let ended = match phase {
+        minicluster_phase::PENDING | minicluster_phase::RUNNING => {
+            job.and_then(instance_ended::ended_brokers)
+        }
+        _ => None,
+    }
+    .map(|indexes| {
+        format!(
+            "the brokers of Job indexes {indexes} exited with their Flux instance and are not restarted (their indexes completed), while the lead broker's pod runs: that instance ended (the lead's pod restarted, or flux shutdown ran) and the lead now leads a new one without them. Delete and re-create the MiniCluster for an instance of every broker"
+        )
+    });
+
     let ready_cond = match phase {
+        _ if ended.is_some() => cond(
+            "Ready",
+            false,
+            INSTANCE_ENDED,
+            ended.clone().unwrap_or_default(),
+        ),
         minicluster_phase::RUNNING => cond(
             "Ready",
             true,
@@ -138,6 +163,12 @@ pub fn compute(
         ),
     };
     let progressing = match phase {
+        _ if ended.is_some() => cond(
+            "Progressing",
+            false,
+            INSTANCE_ENDED,
+            ended.clone().unwrap_or_default(),
+        ),
         minicluster_phase::PENDING => cond(
             "Progressing",
             true,
@@ -292,6 +323,42 @@ mod tests {
             .iter()
             .find(|c| c.type_ == t)
             .expect("condition")
+    }
+
+    #[test]
+    fn workers_completed_under_a_running_lead_say_the_instance_ended() {
+        let m = mc();
+        let mut ended = job(2, 1, None);
+        if let Some(st) = ended.status.as_mut() {
+            st.completed_indexes = Some("1".into());
+        }
+        let s = compute(&m, Some(2), Some(&ended), None, &now(1));
+        for t in ["Ready", "Progressing"] {
+            let c = condition(&s, t);
+            assert_eq!(
+                (c.status.as_str(), c.reason.as_str()),
+                ("False", INSTANCE_ENDED)
+            );
+            assert!(c.message.contains("Job indexes 1 exited"), "{}", c.message);
+            assert!(
+                c.message.contains("re-create the MiniCluster"),
+                "{}",
+                c.message
+            );
+        }
+        // The lead's index completed as well: the instance finished, as the Job will say.
+        if let Some(st) = ended.status.as_mut() {
+            st.completed_indexes = Some("0-1".into());
+        }
+        let s = compute(&m, Some(2), Some(&ended), None, &now(1));
+        assert_ne!(condition(&s, "Ready").reason, INSTANCE_ENDED);
+        // A finished Job says more than its indexes.
+        let mut done = job(2, 0, Some(("Complete", "CompletionsReached")));
+        if let Some(st) = done.status.as_mut() {
+            st.completed_indexes = Some("1".into());
+        }
+        let s = compute(&m, Some(2), Some(&done), None, &now(1));
+        assert_eq!(condition(&s, "Ready").reason, "Completed");
     }
 
     #[test]

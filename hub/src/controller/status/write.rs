@@ -12,7 +12,7 @@ use tracing::warn;
 
 use crate::controller::context::{ApiError, Context, MANAGER, kube_err, mc_key};
 use crate::controller::status::events::publish;
-use crate::controller::status::{Problem, minicluster_phase};
+use crate::controller::status::{INSTANCE_ENDED, Problem, minicluster_phase};
 use crate::controller::watch::partial_decode::Partial;
 use crate::federation::bursts::BurstEvent;
 
@@ -70,6 +70,24 @@ pub(in crate::controller) async fn write_if_changed(
             }
             _ => {}
         }
+    }
+    // The instance ended under its workers: said once, when the Ready condition turns so.
+    let ready_reason = |s: &MiniClusterStatus| {
+        s.conditions
+            .iter()
+            .find(|c| c.type_ == "Ready")
+            .map(|c| c.reason.clone())
+    };
+    let ended = ready_reason(&status);
+    if ended.as_deref() == Some(INSTANCE_ENDED) && ready_reason(&previous) != ended {
+        let message = status
+            .conditions
+            .iter()
+            .find(|c| c.type_ == "Ready")
+            .map(|c| c.message.clone())
+            .unwrap_or_default();
+        warn!(%message, "the Flux instance ended under its brokers");
+        publish(ctx, mc, EventType::Warning, INSTANCE_ENDED, message).await;
     }
     write_status(ctx, mc, &status).await?;
     ctx.status_written(mc, &status);
