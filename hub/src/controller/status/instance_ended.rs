@@ -2,19 +2,30 @@
 //! Job completed while the lead's index has not.
 //!
 //! A worker broker exits 0 when its lead shuts the instance down: when the lead's pod is
-//! deleted or evicted (its broker shuts down on SIGTERM) or someone runs `flux shutdown`.
-//! Its Job index then completes and Kubernetes does not start it again, while the Job
-//! starts a new lead pod that leads a new instance the completed workers never join. The
-//! Job itself says nothing is wrong; the status must.
+//! deleted or evicted (its broker shuts down on SIGTERM). Its Job index then completes and
+//! Kubernetes does not start it again, while the Job starts a new lead pod that leads a
+//! new instance the completed workers never join. The Job itself says nothing is wrong;
+//! the status must.
+//!
+//! An instance that finishes its work ends the same way, workers first, and its lead's
+//! index completes a moment later: that must not be reported. What tells them apart is the
+//! lead's pod that went: a deleted or evicted pod counts as failed in the Job's status,
+//! while a finishing instance fails none. (A Job that had lost a pod earlier and then
+//! finishes may still show the condition for that moment.)
 
 use k8s_openapi::api::batch::v1::Job;
 
 /// The Job indexes (as the Job writes them, `1,3-5`) of the brokers whose instance ended
-/// while the lead's pod runs on: workers completed, index 0 not. `None` when the Job has
-/// finished, no worker completed, the lead's index completed too (the instance finished
-/// its work), or the field is not in the Job's documented form.
+/// while the lead's pod runs on: workers completed, index 0 not, and a pod of the Job
+/// failed (the lead's that went). `None` when no worker completed, no pod failed, the
+/// lead's index completed too (the instance finished its work), or the field is not in
+/// the Job's documented form.
 pub(super) fn ended_brokers(job: &Job) -> Option<String> {
-    let completed = job.status.as_ref()?.completed_indexes.as_deref()?.trim();
+    let status = job.status.as_ref()?;
+    if status.failed.unwrap_or(0) == 0 {
+        return None;
+    }
+    let completed = status.completed_indexes.as_deref()?.trim();
     if completed.is_empty() || !well_formed(completed) {
         return None;
     }
@@ -45,6 +56,7 @@ mod tests {
         Job {
             status: Some(JobStatus {
                 completed_indexes: completed.map(str::to_string),
+                failed: Some(1),
                 ..JobStatus::default()
             }),
             ..Job::default()
@@ -64,6 +76,19 @@ mod tests {
             assert_eq!(ended_brokers(&job(quiet)), None, "{quiet:?}");
         }
         assert_eq!(ended_brokers(&Job::default()), None);
+    }
+
+    #[test]
+    fn workers_finishing_before_their_lead_with_no_pod_lost_are_an_instance_finishing() {
+        let mut finishing = job(Some("1-3"));
+        if let Some(s) = finishing.status.as_mut() {
+            s.failed = None;
+        }
+        assert_eq!(ended_brokers(&finishing), None);
+        if let Some(s) = finishing.status.as_mut() {
+            s.failed = Some(0);
+        }
+        assert_eq!(ended_brokers(&finishing), None);
     }
 
     #[test]

@@ -127,7 +127,7 @@ pub fn compute(
     }
     .map(|indexes| {
         format!(
-            "the brokers of Job indexes {indexes} exited with their Flux instance and are not restarted (their indexes completed), while the lead broker's pod runs: that instance ended (the lead's pod restarted, or flux shutdown ran) and the lead now leads a new one without them. Delete and re-create the MiniCluster for an instance of every broker"
+            "the brokers of Job indexes {indexes} exited with their Flux instance and are not restarted (their indexes completed), while the lead broker's pod runs: that instance ended when the lead broker's pod went (deleted or evicted), and the lead's new pod leads a new one without them. Delete and re-create the MiniCluster for an instance of every broker"
         )
     });
 
@@ -331,6 +331,7 @@ mod tests {
         let mut ended = job(2, 1, None);
         if let Some(st) = ended.status.as_mut() {
             st.completed_indexes = Some("1".into());
+            st.failed = Some(1);
         }
         let s = compute(&m, Some(2), Some(&ended), None, &now(1));
         for t in ["Ready", "Progressing"] {
@@ -356,6 +357,7 @@ mod tests {
         let mut done = job(2, 0, Some(("Complete", "CompletionsReached")));
         if let Some(st) = done.status.as_mut() {
             st.completed_indexes = Some("1".into());
+            st.failed = Some(1);
         }
         let s = compute(&m, Some(2), Some(&done), None, &now(1));
         assert_eq!(condition(&s, "Ready").reason, "Completed");

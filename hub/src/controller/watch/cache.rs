@@ -76,6 +76,7 @@ impl Selection for Job {
                 ("terminating", Fields::All),
                 ("conditions", Fields::All),
                 ("completedIndexes", Fields::All),
+                ("failed", Fields::All),
             ]),
         ),
     ]);
@@ -160,16 +161,17 @@ impl Compact for Job {
         if let Some(spec) = self.spec.as_mut() {
             spec.template = PodTemplateSpec::default();
         }
-        // Of the status, the counts of ready and terminating pods, the conditions and the
-        // completed indexes (an instance that ended under its workers) are read; zero is
-        // kept as absent, so the Job controller's first status write (start time,
-        // `active`, zero counts) leaves the cached Job as it was and wakes nothing.
+        // Of the status, the counts of ready and terminating pods, the conditions, and the
+        // completed indexes and failed pods (an instance that ended under its workers) are
+        // read; zero is kept as absent, so the Job controller's first status write (start
+        // time, `active`, zero counts) leaves the cached Job as it was and wakes nothing.
         if let Some(status) = self.status.take() {
             let kept = JobStatus {
                 ready: status.ready.filter(|n| *n != 0),
                 terminating: status.terminating.filter(|n| *n != 0),
                 conditions: status.conditions.filter(|c| !c.is_empty()),
                 completed_indexes: status.completed_indexes.filter(|s| !s.is_empty()),
+                failed: status.failed.filter(|n| *n != 0),
                 ..JobStatus::default()
             };
             self.status = (kept != JobStatus::default()).then_some(kept);
@@ -364,7 +366,7 @@ mod tests {
     }
 
     #[test]
-    fn a_cached_job_status_keeps_ready_terminating_conditions_and_completed_indexes_only() {
+    fn a_cached_job_status_keeps_what_the_status_reads_only() {
         let status = |json: Value| -> Option<JobStatus> {
             let mut j = job("a:1");
             j.status = serde_json::from_value(json).expect("status");
@@ -382,11 +384,12 @@ mod tests {
         let running = status(
             json!({"startTime": "2026-11-24T12:00:00Z", "active": 2, "ready": 2,
                                     "terminating": 1, "conditions": [{"type": "Complete", "status": "True"}],
-                                    "completedIndexes": "1", "succeeded": 1}),
+                                    "completedIndexes": "1", "succeeded": 1, "failed": 1}),
         );
         let running = running.expect("kept");
         assert_eq!((running.ready, running.terminating), (Some(2), Some(1)));
         assert_eq!(running.completed_indexes.as_deref(), Some("1"));
+        assert_eq!(running.failed, Some(1));
         assert_eq!(running.succeeded, None);
         assert_eq!(running.conditions.map(|c| c.len()), Some(1));
         assert_eq!((running.active, running.start_time), (None, None));
