@@ -14,7 +14,7 @@
 //! hub's federation port; a direct burst there reported unreachable, a relayed one joining
 //! and running jobs through a hub failover, a spoke restart and 30 s without the root's
 //! API server, and scaled 2 -> 0 -> 2 -> 0; then its lead's pod deleted, which ends the
-//! instance, as the status says.
+//! instance, as the status says; then deleted, leaving no relay Service behind.
 
 mod support;
 
@@ -696,6 +696,29 @@ async fn the_quickstart_then_eight_brokers_over_three_real_clusters_survive_a_hu
             events.iter().map(support::describe_event).collect::<Vec<_>>()
         );
         eprintln!("{}: the lead's pod deleted; the status says: {said}", env.ns);
+
+        // Deleted: nothing of the relay is left in the burst cluster, neither the burst's
+        // relay Service nor its EndpointSlice (which the Service owns).
+        env.api::<MiniCluster>().delete(RELAYED, &DeleteParams::default()).await?;
+        let services: Api<Service> = Api::namespaced(burst2.client.clone(), &env.ns);
+        let slices: Api<k8s_openapi::api::discovery::v1::EndpointSlice> = Api::namespaced(burst2.client.clone(), &env.ns);
+        let relay_service = "relayed-c-relay";
+        env.eventually("the relay Service and its EndpointSlice gone", secs(120), async || {
+            let service = services.get_opt(relay_service).await?;
+            let left: Vec<String> = slices
+                .list(&ListParams::default().labels(&format!("kubernetes.io/service-name={relay_service}")))
+                .await?
+                .items
+                .into_iter()
+                .filter_map(|s| s.metadata.name)
+                .collect();
+            Ok(if service.is_none() && left.is_empty() {
+                Probe::Done(())
+            } else {
+                Probe::Waiting(format!("Service {}, EndpointSlices {left:?}", service.is_some()))
+            })
+        })
+        .await?;
         Ok(())
     })
     .await;
