@@ -78,6 +78,19 @@ async fn a_relayed_burst_reaches_its_lead_through_the_spokes_connection_alone() 
         (metric(&hub, series) == 1.0).then_some(())
     })
     .await;
+    // Its bytes are counted as they move, not when it closes (it may last for days).
+    let bytes = |direction: &str| {
+        metric(
+            &hub,
+            &format!(
+                "flux_hub_relay_bytes_total{{spoke=\"a\",minicluster=\"hpc/lammps\",direction=\"{direction}\"}}"
+            ),
+        )
+    };
+    eventually("the open connection's bytes counted", || {
+        (bytes("to_lead") == 10.0 && bytes("from_lead") == 15.0).then_some(())
+    })
+    .await;
 
     // The burst holds at most its two brokers plus two: the fifth is closed at once.
     let mut held = vec![broker];

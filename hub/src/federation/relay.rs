@@ -20,6 +20,7 @@ use flux_shared::federation::proto::RelayFrame;
 use flux_shared::ops::relay_read::read_chunk;
 use flux_shared::plan::Endpoint;
 use futures::{Stream, StreamExt};
+use prometheus_client::metrics::counter::Counter;
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, watch};
@@ -214,10 +215,14 @@ impl Default for Timeouts {
     }
 }
 
+/// The counters a relayed connection adds its bytes to as they move: (to the lead, from
+/// the lead).
+pub type Meter = (Counter, Counter);
+
 /// Carries bytes both ways between the spoke's frames (`inbound`, answered on `outbound`)
-/// and the lead broker (`tcp`) until either side ends, nothing moves for the idle time,
-/// `standing` says [`Standing::Ended`] after a registry change (`changes`), or the leave
-/// grace passed since it said [`Standing::Leaving`].
+/// and the lead broker (`tcp`), counting them on `meter`, until either side ends, nothing
+/// moves for the idle time, `standing` says [`Standing::Ended`] after a registry change
+/// (`changes`), or the leave grace passed since it said [`Standing::Leaving`].
 pub async fn pump<S>(
     tcp: TcpStream,
     mut inbound: S,
@@ -225,6 +230,7 @@ pub async fn pump<S>(
     mut changes: watch::Receiver<u64>,
     standing: impl Fn() -> Standing,
     timeouts: Timeouts,
+    meter: &Meter,
 ) -> Carried
 where
     S: Stream<Item = Result<RelayFrame, Status>> + Unpin,
@@ -243,6 +249,7 @@ where
             frame = inbound.next(), if spoke_open => match frame {
                 Some(Ok(frame)) if frame.data.len() <= MAX_FRAME => {
                     carried.to_lead += frame.data.len() as u64;
+                    meter.0.inc_by(frame.data.len() as u64);
                     if to_lead.write_all(&frame.data).await.is_err() {
                         break;
                     }
@@ -265,6 +272,7 @@ where
             read = read_chunk(&from_lead), if lead_open => match read {
                 Ok(Some(data)) => {
                     carried.from_lead += data.len() as u64;
+                    meter.1.inc_by(data.len() as u64);
                     if outbound.send(Ok(RelayFrame { data })).await.is_err() {
                         break;
                     }

@@ -337,33 +337,37 @@ impl Metrics {
         self.admin_certificates_refused.inc();
     }
 
-    /// A relayed connection of `spoke` to the lead of MiniCluster `minicluster` opens.
-    pub fn relay_opened(&self, spoke: &str, minicluster: &str) {
+    /// A relayed connection of `spoke` to the lead of `minicluster` opens: counted, and its
+    /// byte counters (to the lead, from the lead) returned once, so that the bytes are
+    /// counted as they move (a connection may last the instance's lifetime) at the cost of
+    /// an atomic add per frame.
+    pub fn relay_opened(&self, spoke: &str, minicluster: &str) -> (Counter, Counter) {
         self.relay_connections
             .get_or_create(&RelayLabels {
                 spoke: spoke.to_owned(),
                 minicluster: minicluster.to_owned(),
             })
             .inc();
-    }
-
-    /// That connection closes, having carried `to_lead` and `from_lead` bytes.
-    pub fn relay_closed(&self, spoke: &str, minicluster: &str, to_lead: u64, from_lead: u64) {
-        self.relay_connections
-            .get_or_create(&RelayLabels {
-                spoke: spoke.to_owned(),
-                minicluster: minicluster.to_owned(),
-            })
-            .dec();
-        for (direction, bytes) in [("to_lead", to_lead), ("from_lead", from_lead)] {
+        let bytes = |direction: &str| {
             self.relay_bytes
                 .get_or_create(&RelayBytesLabels {
                     spoke: spoke.to_owned(),
                     minicluster: minicluster.to_owned(),
                     direction: direction.to_owned(),
                 })
-                .inc_by(bytes);
-        }
+                .clone()
+        };
+        (bytes("to_lead"), bytes("from_lead"))
+    }
+
+    /// That connection closes.
+    pub fn relay_closed(&self, spoke: &str, minicluster: &str) {
+        self.relay_connections
+            .get_or_create(&RelayLabels {
+                spoke: spoke.to_owned(),
+                minicluster: minicluster.to_owned(),
+            })
+            .dec();
     }
 
     /// Counts a relayed connection refused, and why.

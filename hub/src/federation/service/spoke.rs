@@ -49,7 +49,7 @@ impl Spoke for Services {
         let held = self.relays.take(&key, target.brokers).map_err(refused)?;
         let tcp = relay::dial(&target.lead).await.map_err(refused)?;
         let minicluster = key.rsplit_once('/').map_or("", |(mc, _)| mc).to_string();
-        self.metrics.relay_opened(&spoke, &minicluster);
+        let meter = self.metrics.relay_opened(&spoke, &minicluster);
         span.in_scope(|| debug!(lead = %target.lead.uri(), "relayed connection open"));
         let (tx, rx) = tokio::sync::mpsc::channel(4);
         let (registry, metrics) = (self.registry.clone(), self.metrics.clone());
@@ -64,8 +64,9 @@ impl Spoke for Services {
                     Err(relay::RelayRefusal::NoBrokers(_)) => relay::Standing::Leaving,
                     _ => relay::Standing::Ended,
                 };
-                let carried = relay::pump(tcp, inbound, tx, changes, standing, timeouts).await;
-                metrics.relay_closed(&spoke, &minicluster, carried.to_lead, carried.from_lead);
+                let carried =
+                    relay::pump(tcp, inbound, tx, changes, standing, timeouts, &meter).await;
+                metrics.relay_closed(&spoke, &minicluster);
                 debug!(
                     to_lead = carried.to_lead,
                     from_lead = carried.from_lead,
