@@ -132,12 +132,6 @@ pub fn compute(
     });
 
     let ready_cond = match phase {
-        _ if ended.is_some() => cond(
-            "Ready",
-            false,
-            INSTANCE_ENDED,
-            ended.clone().unwrap_or_default(),
-        ),
         minicluster_phase::RUNNING => cond(
             "Ready",
             true,
@@ -163,12 +157,6 @@ pub fn compute(
         ),
     };
     let progressing = match phase {
-        _ if ended.is_some() => cond(
-            "Progressing",
-            false,
-            INSTANCE_ENDED,
-            ended.clone().unwrap_or_default(),
-        ),
         minicluster_phase::PENDING => cond(
             "Progressing",
             true,
@@ -184,6 +172,13 @@ pub fn compute(
         }
         minicluster_phase::SUSPENDED => cond("Progressing", false, "Suspended", SUSPENDED.into()),
         _ => cond("Progressing", false, "Stable", "nothing to do".into()),
+    };
+    let (ready_cond, progressing) = match ended {
+        Some(message) => (
+            cond("Ready", false, INSTANCE_ENDED, message.clone()),
+            cond("Progressing", false, INSTANCE_ENDED, message),
+        ),
+        None => (ready_cond, progressing),
     };
     let degraded = match problem {
         Some(p) => cond("Degraded", true, &p.reason, p.message.clone()),

@@ -72,22 +72,12 @@ pub(in crate::controller) async fn write_if_changed(
         }
     }
     // The instance ended under its workers: said once, when the Ready condition turns so.
-    let ready_reason = |s: &MiniClusterStatus| {
-        s.conditions
-            .iter()
-            .find(|c| c.type_ == "Ready")
-            .map(|c| c.reason.clone())
-    };
-    let ended = ready_reason(&status);
-    if ended.as_deref() == Some(INSTANCE_ENDED) && ready_reason(&previous) != ended {
-        let message = status
-            .conditions
-            .iter()
-            .find(|c| c.type_ == "Ready")
-            .map(|c| c.message.clone())
-            .unwrap_or_default();
-        warn!(%message, "the Flux instance ended under its brokers");
-        publish(ctx, mc, EventType::Warning, INSTANCE_ENDED, message).await;
+    let ready = |s: &MiniClusterStatus| s.conditions.iter().find(|c| c.type_ == "Ready").cloned();
+    if let Some(now) = ready(&status).filter(|c| c.reason == INSTANCE_ENDED)
+        && ready(&previous).is_none_or(|c| c.reason != INSTANCE_ENDED)
+    {
+        warn!(message = %now.message, "the Flux instance ended under its brokers");
+        publish(ctx, mc, EventType::Warning, INSTANCE_ENDED, now.message).await;
     }
     write_status(ctx, mc, &status).await?;
     ctx.status_written(mc, &status);
