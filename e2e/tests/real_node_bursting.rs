@@ -348,9 +348,11 @@ async fn the_quickstart_then_eight_brokers_over_three_real_clusters_survive_a_hu
         );
         let url = endpoint.context("endpoint")?;
 
-        // The burst clusters' owners admit this test's namespace too: `join` again with a
-        // policy file (only the policy changes for `burst`), and a second burst cluster
-        // joins; one instance of eight brokers over the three.
+        // The burst clusters' owners admit this test's namespace too: `burst` joins again
+        // with a policy file (only the policy changes), and a second burst cluster joins
+        // the default way, `--allow-namespace` (its namespaces, where the relayed bursts
+        // run below, are what join makes of that); one instance of eight brokers over the
+        // three.
         std::fs::write(
             dir.join("spoke-policy.yaml"),
             format!(
@@ -358,13 +360,17 @@ async fn the_quickstart_then_eight_brokers_over_three_real_clusters_survive_a_hu
                 env.ns
             ),
         )?;
-        for (spoke, kubeconfig) in [("burst", "burst.kubeconfig"), ("burst2", "burst2.kubeconfig")] {
+        let admit = [
+            ("burst", "burst.kubeconfig", "--policy spoke-policy.yaml".to_string()),
+            ("burst2", "burst2.kubeconfig", format!("--allow-namespace hpc --allow-namespace {}", env.ns)),
+        ];
+        for (spoke, kubeconfig, policy) in admit {
             shell(
                 &dir,
                 &hub,
                 &exports,
                 &format!(
-                    "flux-hub join {spoke} --kubeconfig {STATE}/{kubeconfig} --certs {STATE}/certs --hub {url} --image {image} --policy spoke-policy.yaml"
+                    "flux-hub join {spoke} --kubeconfig {STATE}/{kubeconfig} --certs {STATE}/certs --hub {url} --image {image} {policy}"
                 ),
             )
             .await?;
