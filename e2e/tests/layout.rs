@@ -14,8 +14,9 @@ const CRATES: [&str; 4] = ["hub/src", "spoke/src", "shared/src", "e2e/src"];
 const MAX_LINES: usize = 600;
 
 /// File names used more than once, and the one thing each means wherever it is.
-const SHARED_NAMES: [(&str, &str); 10] = [
+const SHARED_NAMES: [(&str, &str); 11] = [
     ("mod.rs", "a folder's module"),
+    ("tests.rs", "a module's unit tests, beside it"),
     ("lib.rs", "a crate's library"),
     ("main.rs", "a crate's binary"),
     (

@@ -139,7 +139,12 @@ fn main() {
         .map(|s| {
             registry
                 .clone()
-                .subscribe(&format!("spoke-{s}"), "bench", Default::default())
+                .subscribe(
+                    &format!("spoke-{s}"),
+                    "bench",
+                    Default::default(),
+                    Default::default(),
+                )
                 .expect("primed")
         })
         .collect();
@@ -189,6 +194,7 @@ fn main() {
             registry.report(
                 &b.spoke,
                 ReportRequest {
+                    room: None,
                     hub_epoch: registry.epoch().to_string(),
                     applied_version: 0,
                     statuses: vec![AssignmentStatus {

@@ -38,16 +38,20 @@ const RBAC_GROUP: &str = "rbac.authorization.k8s.io";
 
 /// Exactly what the spoke may do, cluster-wide: `(API group, resource) -> verbs`, from the
 /// list the spoke's own mock-API tests check every request against.
+/// What the spoke's ClusterRoles grant together: its permissions and what measuring its
+/// room reads.
 fn required() -> Grants {
-    flux_shared::federation::spoke_rbac::REQUIRED
+    let mut grants = Grants::new();
+    for (group, resource, verbs) in flux_shared::federation::spoke_rbac::REQUIRED
         .iter()
-        .map(|(group, resource, verbs)| {
-            (
-                ((*group).to_owned(), (*resource).to_owned()),
-                verbs.iter().map(|v| (*v).to_owned()).collect(),
-            )
-        })
-        .collect()
+        .chain(flux_shared::federation::spoke_rbac::ROOM_PERMISSIONS)
+    {
+        grants
+            .entry(((*group).to_owned(), (*resource).to_owned()))
+            .or_default()
+            .extend(verbs.iter().map(|v| (*v).to_owned()));
+    }
+    grants
 }
 
 fn spoke_dir() -> PathBuf {
@@ -144,8 +148,9 @@ fn every_manifest_parses_into_a_known_kind() {
     );
     for (kind, count) in [
         ("ServiceAccount", m.service_accounts.len()),
-        ("ClusterRole", m.cluster_roles.len()),
-        ("ClusterRoleBinding", m.cluster_role_bindings.len()),
+        // Its permissions, and what measuring its room reads.
+        ("ClusterRole", m.cluster_roles.len() - 1),
+        ("ClusterRoleBinding", m.cluster_role_bindings.len() - 1),
         ("Role", m.roles.len()),
         ("RoleBinding", m.role_bindings.len()),
         ("ConfigMap", m.config_maps.len()),
@@ -182,11 +187,15 @@ fn cluster_role_grants_exactly_what_the_spoke_needs() {
             role.aggregation_rule.is_none(),
             "the ClusterRole aggregates"
         );
+        let mut by_role = Grants::new();
         rule_grants(
             &format!("ClusterRole {}", binding.role_ref.name),
             role.rules.as_deref().unwrap_or_default(),
-            &mut granted,
+            &mut by_role,
         );
+        for (key, verbs) in by_role {
+            granted.entry(key).or_default().extend(verbs);
+        }
     }
     let expected = required();
     let empty = BTreeSet::new();
@@ -550,6 +559,8 @@ fn joined(rbac: &flux_hub::commands::install::SpokeRbac) -> Vec<serde_json::Valu
             name: "gke".into(),
             hub_url: "https://hub.example.org:8443".into(),
             hub_domain: "hub.example.org".into(),
+            labels: [("region".to_string(), "west".to_string())].into(),
+            room: true,
         },
         None,
         rbac,
@@ -585,7 +596,28 @@ fn join_grants_a_role_in_each_namespace_of_the_policy_and_reads_only_those_names
     let names: BTreeSet<String> = ["lab".to_string(), "team".to_string()].into();
     let objects = joined(&SpokeRbac::Namespaces(names.clone()));
     // The cluster-wide grant shrinks to reading these namespaces by name.
-    let cluster_roles: Vec<ClusterRole> = typed(&objects, "ClusterRole");
+    let mut cluster_roles: Vec<ClusterRole> = typed(&objects, "ClusterRole");
+    // What measuring its room reads stays cluster-wide (and only that).
+    let room = cluster_roles.remove(
+        cluster_roles
+            .iter()
+            .position(|r| r.metadata.name.as_deref() == Some("flux-spoke-room"))
+            .expect("the room's ClusterRole"),
+    );
+    let mut room_grants = Grants::new();
+    rule_grants(
+        "ClusterRole flux-spoke-room",
+        room.rules.as_deref().unwrap_or_default(),
+        &mut room_grants,
+    );
+    let mut want_room = Grants::new();
+    for (group, resource, verbs) in flux_shared::federation::spoke_rbac::ROOM_PERMISSIONS {
+        want_room.insert(
+            (group.to_string(), resource.to_string()),
+            verbs.iter().map(|v| v.to_string()).collect(),
+        );
+    }
+    assert_eq!(room_grants, want_room);
     assert_eq!(cluster_roles.len(), 1);
     let rules = cluster_roles[0].rules.as_deref().unwrap_or_default();
     assert_eq!(rules.len(), 1, "{rules:?}");

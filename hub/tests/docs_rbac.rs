@@ -102,6 +102,10 @@ fn the_spokes_rbac_tables_are_its_permissions() {
         ),
         rules(spoke_rbac::POLICY_PERMISSIONS.iter().copied())
     );
+    assert_eq!(
+        table(&doc, "### Spoke: its room (ClusterRole `flux-spoke-room`)"),
+        rules(spoke_rbac::ROOM_PERMISSIONS.iter().copied())
+    );
 }
 
 #[test]

@@ -1165,7 +1165,7 @@ async fn deletion_waits_for_the_spoke_then_releases_the_finalizer() {
     let _spoke = ctx
         .registry
         .clone()
-        .subscribe("gke", "test", Default::default())
+        .subscribe("gke", "test", Default::default(), Default::default())
         .expect("primed");
     let action = run(&ctx, deleted(10)).await.expect("reconcile");
     assert_eq!(
@@ -1190,6 +1190,7 @@ async fn deletion_waits_for_the_spoke_then_releases_the_finalizer() {
     ctx.registry.report(
         "gke",
         flux_shared::federation::proto::ReportRequest {
+            room: None,
             hub_epoch: ctx.registry.epoch().to_string(),
             applied_version: version,
             statuses: vec![],
@@ -1219,7 +1220,7 @@ async fn a_connected_spoke_that_never_confirms_delays_deletion_only_until_the_ti
     let _spoke = ctx
         .registry
         .clone()
-        .subscribe("gke", "test", Default::default())
+        .subscribe("gke", "test", Default::default(), Default::default())
         .expect("primed");
     let action = run(&ctx, deleted(301)).await.expect("reconcile");
     assert_eq!(action, kube::runtime::controller::Action::await_change());
@@ -2099,7 +2100,7 @@ async fn a_burst_the_spokes_announced_exceptions_admit_is_assigned() {
     let spoke = ctx
         .registry
         .clone()
-        .subscribe("gke", "test", announced(vec![]))
+        .subscribe("gke", "test", announced(vec![]), Default::default())
         .expect("primed");
     let mc = minicluster(&privileged_spec);
     run(&ctx, mc.clone()).await.expect("reconcile");
@@ -2118,7 +2119,12 @@ async fn a_burst_the_spokes_announced_exceptions_admit_is_assigned() {
     let _spoke = ctx
         .registry
         .clone()
-        .subscribe("gke", "test", announced(vec!["runner".into()]))
+        .subscribe(
+            "gke",
+            "test",
+            announced(vec!["runner".into()]),
+            Default::default(),
+        )
         .expect("primed");
     let calls = server.calls();
     lead_known(&calls, &mut writers);
@@ -2496,4 +2502,177 @@ async fn a_minicluster_the_root_refuses_gets_no_assignment() {
     assert_eq!(status["phase"], "Invalid");
     let message = status["bursts"][0]["message"].as_str().unwrap_or_default();
     assert!(message.starts_with("RootRefused: "), "{status}");
+}
+
+const CANDIDATES: &str = r#"
+apiVersion: flux-framework.org/v1alpha2
+kind: MiniCluster
+metadata: {name: flux-sample, namespace: hpc, uid: mc-uid, generation: 1, resourceVersion: "7"}
+spec:
+  size: 2
+  containers: [{image: "rockylinux:9", command: hostname}]
+  flux:
+    bursting:
+      clusters:
+        - name: burst
+          size: 3
+          relay: true
+          candidates: [{cluster: a}, {matchLabels: {tier: spot}}]
+"#;
+
+/// A report of room `pods` free pod slots, the policy admitting namespace `hpc`.
+fn room_report(
+    registry: &flux_hub::federation::registry::Registry,
+    spoke: &str,
+    pods: i64,
+    statuses: Vec<flux_shared::federation::proto::AssignmentStatus>,
+) {
+    use flux_shared::federation::proto;
+    let version = registry
+        .spokes(&|_| true)
+        .spokes
+        .iter()
+        .find(|s| s.name == spoke)
+        .map_or(0, |s| s.current_version);
+    registry.report(
+        spoke,
+        proto::ReportRequest {
+            hub_epoch: registry.epoch().to_string(),
+            applied_version: version,
+            statuses,
+            cluster_access: None,
+            room: Some(proto::ClusterRoom {
+                nodes: vec![proto::NodeRoom {
+                    count: 1,
+                    free_milli: [("pods".to_string(), pods * 1000)].into(),
+                }],
+                policy: Some(proto::PolicyRoom {
+                    valid: true,
+                    namespaces: vec!["hpc".into()],
+                    max_brokers: 32,
+                    max_brokers_per_minicluster: 32,
+                    brokers: 0,
+                }),
+                ..proto::ClusterRoom::default()
+            }),
+        },
+    );
+}
+
+/// The last status the hub wrote, and the Events it posted, since call `from`.
+fn written(server: &ApiServer, from: usize) -> (Value, Vec<Value>) {
+    let calls = server.calls()[from..].to_vec();
+    assert_permitted(&calls);
+    let status = calls
+        .iter()
+        .rev()
+        .find(|c| c.path.ends_with("/status"))
+        .map(|c| c.body["status"].clone())
+        .expect("a status write");
+    let events = calls
+        .iter()
+        .filter(|c| c.path.contains("/events"))
+        .map(|c| c.body.clone())
+        .collect();
+    (status, events)
+}
+
+#[tokio::test]
+async fn a_burst_with_candidates_goes_where_there_is_room_and_moves_only_once_the_first_lets_go() {
+    use flux_shared::federation::proto::{AssignmentStatus, BurstPhase};
+    let (client, server) = ApiServer::start(Arc::new(echo));
+    let (ctx, _writers) = context(client);
+    ctx.registry.set_primed();
+    let registry = ctx.registry.clone();
+    let _a = registry
+        .clone()
+        .subscribe("a", "test", Default::default(), Default::default())
+        .expect("primed");
+    let _b = registry
+        .clone()
+        .subscribe(
+            "b",
+            "test",
+            Default::default(),
+            [("tier".to_string(), "spot".to_string())].into(),
+        )
+        .expect("primed");
+    room_report(&registry, "a", 1, vec![]);
+    room_report(&registry, "b", 8, vec![]);
+
+    // a, first, has room for 1 of 3 brokers: the burst goes to b, which matches the labels.
+    let mut mc = minicluster(CANDIDATES);
+    mc.metadata.finalizers = Some(vec!["flux-framework.org/bursts".into()]);
+    run(&ctx, mc.clone()).await.expect("reconcile");
+    let (status, events) = written(&server, 0);
+    let burst = &status["bursts"][0];
+    assert_eq!(burst["cluster"], "b", "{burst}");
+    assert_eq!(
+        burst["placement"]["skipped"],
+        json!([{"cluster": "a", "reason": "NoRoom",
+                "message": "its nodes have room for 1 of 3 brokers"}])
+    );
+    let placed = events
+        .iter()
+        .find(|e| e["reason"] == "BurstPlaced")
+        .expect("an Event");
+    assert_eq!(
+        placed["note"],
+        "burst burst placed on spoke b (skipped a: NoRoom (its nodes have room for 1 of 3 brokers))"
+    );
+    let key = "hpc/flux-sample/burst";
+    assert_eq!(
+        registry.held_elsewhere(key, ""),
+        ["b"],
+        "assigned to b only"
+    );
+
+    // b refuses it before any broker runs: it moves on, to a (no room there either, but
+    // it admits it), once b has let go of it.
+    room_report(
+        &registry,
+        "b",
+        8,
+        vec![AssignmentStatus {
+            key: key.into(),
+            phase: BurstPhase::Invalid as i32,
+            reason: "ImageNotAllowed".into(),
+            message: "image rockylinux:9 is not allowed".into(),
+            observed_version: 1,
+            ..AssignmentStatus::default()
+        }],
+    );
+    mc.status = serde_json::from_value(status).ok();
+    let from = server.calls().len();
+    run(&ctx, mc.clone()).await.expect("reconcile");
+    let (status, events) = written(&server, from);
+    let burst = &status["bursts"][0];
+    assert_eq!(burst["cluster"], "a", "{burst}");
+    assert_eq!(burst["phase"], "Pending");
+    assert!(
+        burst["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("moving to spoke a: waiting for spoke b"),
+        "{burst}"
+    );
+    assert_eq!(burst["placement"]["skipped"][0]["reason"], "Refused");
+    assert!(
+        events.iter().any(|e| e["reason"] == "BurstMoved"),
+        "{events:?}"
+    );
+    assert_eq!(
+        registry.held_elsewhere(key, "a"),
+        ["b"],
+        "not sent to a while b may hold it"
+    );
+
+    // b applies the snapshot without it: now a gets it.
+    room_report(&registry, "b", 8, vec![]);
+    mc.status = serde_json::from_value(status).ok();
+    let from = server.calls().len();
+    run(&ctx, mc).await.expect("reconcile");
+    let (status, _) = written(&server, from);
+    assert_eq!(status["bursts"][0]["cluster"], "a");
+    assert_eq!(registry.held_elsewhere(key, ""), ["a"]);
 }

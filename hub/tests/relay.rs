@@ -80,6 +80,7 @@ fn publish(registry: &Registry, lead: SocketAddr, relayed: bool, size: i32) {
             ..McInfo::default()
         },
         vec![BurstInfo {
+            skipped: Vec::new(),
             key: KEY.into(),
             name: "b".into(),
             spoke: "a".into(),

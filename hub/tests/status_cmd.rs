@@ -160,6 +160,7 @@ fn snapshot(version: u64) -> MiniClusterSnapshot {
                 created_unix_millis: now_millis() - 2 * 3_600_000 - 60_000,
                 bursts: vec![
                     BurstStatus {
+                        skipped: Vec::new(),
                         key: "hpc/bursty/burst-gke".into(),
                         burst_name: "burst-gke".into(),
                         spoke: "gke".into(),

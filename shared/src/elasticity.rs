@@ -164,6 +164,7 @@ fn pin_bursts(
                 size: Some(0),
                 max_size: Some(l.max_size),
                 cluster: None,
+                candidates: Vec::new(),
                 min_size: None,
                 // A retired burst runs nowhere: how it would connect does not matter.
                 relay: None,

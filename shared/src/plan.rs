@@ -140,6 +140,18 @@ impl Plan {
         self
     }
 
+    /// Record where the hub placed the bursts that name `candidates`: `placed(index)` is
+    /// the spoke chosen for burst `index`, or `None` while it has none (its `cluster`
+    /// stays empty). Bursts with one `cluster` keep it.
+    pub fn place(mut self, placed: impl Fn(usize) -> Option<String>) -> Plan {
+        for (index, burst) in self.bursts.iter_mut().enumerate() {
+            if !burst.candidates.is_empty() {
+                burst.cluster = placed(index).unwrap_or_default();
+            }
+        }
+        self
+    }
+
     /// Whether any burst runs (is not retired): a root instance then exposes its lead
     /// broker to other clusters.
     pub fn has_running_bursts(&self) -> bool {

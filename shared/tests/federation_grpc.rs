@@ -582,6 +582,7 @@ async fn spokes_can_report() {
         .await
         .unwrap();
     let report = ReportRequest {
+        room: None,
         hub_epoch: "test-epoch".into(),
         applied_version: 1,
         statuses: vec![AssignmentStatus {

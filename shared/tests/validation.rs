@@ -615,6 +615,11 @@ fn cel_rules_agree_with_the_validator() {
         ("{name: b, size: 3, maxSize: 2}", false),
         ("{name: b, size: 0, maxSize: 2}", true),
         ("{name: b, maxSize: 1}", true),
+        (
+            "{name: b, candidates: [{cluster: x}, {matchLabels: {tier: spot}}]}",
+            true,
+        ),
+        ("{name: b, cluster: x, candidates: [{cluster: y}]}", false),
     ] {
         let spec = format!(
             "  flux: {{bursting: {{clusters: [{burst}]}}}}\n  containers: [{{image: a}}]\n"
@@ -624,6 +629,24 @@ fn cel_rules_agree_with_the_validator() {
         let cel = flux_shared::api::BurstCluster::validate_cel(&value, None);
         assert_eq!(cel.is_ok(), valid, "CEL on {burst}: {cel:?}");
         assert_eq!(validate(&mc).is_ok(), valid, "validator on {burst}");
+    }
+    for (candidate, valid) in [
+        ("{cluster: x}", true),
+        ("{matchLabels: {tier: spot}}", true),
+        ("{cluster: x, matchLabels: {tier: spot}}", false),
+        ("{}", false),
+    ] {
+        let value: serde_json::Value = serde_yaml_ng::from_str(candidate).expect("yaml");
+        let cel = flux_shared::api::BurstCandidate::validate_cel(&value, None);
+        assert_eq!(cel.is_ok(), valid, "CEL on {candidate}: {cel:?}");
+        let spec = format!(
+            "  flux: {{bursting: {{clusters: [{{name: b, candidates: [{candidate}]}}]}}}}\n  containers: [{{image: a}}]\n"
+        );
+        assert_eq!(
+            validate(&mc(&format!("{BASE}spec:\n{spec}"))).is_ok(),
+            valid,
+            "validator on {candidate}"
+        );
     }
     for (spec, valid) in cases {
         let mc = mc(&format!("{BASE}spec:\n{spec}"));
@@ -706,5 +729,65 @@ fn the_operators_label_and_annotation_prefix_is_reserved() {
         )),
         Vec::<String>::new(),
         "other prefixes are the author's"
+    );
+}
+
+#[test]
+fn candidate_rules() {
+    let c = "  containers: [{image: a}]\n";
+    let with = |candidates: &str| {
+        format!("  flux: {{bursting: {{clusters: [{{name: b, candidates: {candidates}}}]}}}}\n{c}")
+    };
+    let field = "spec.flux.bursting.clusters[0].candidates";
+    assert!(
+        errors(&with(
+            "[{cluster: kind}, {matchLabels: {region: eu, tier: spot}}]"
+        ))
+        .is_empty()
+    );
+    assert_rejects(
+        &with("[{cluster: Kind_1}]"),
+        &format!("{field}[0].cluster"),
+        "must be a DNS-1123 label",
+    );
+    assert_rejects(
+        &with("[{matchLabels: {}}]"),
+        &format!("{field}[0].matchLabels"),
+        "between 1 and 16 labels",
+    );
+    assert_rejects(
+        &with("[{matchLabels: {tier: 'a b'}}]"),
+        &format!("{field}[0].matchLabels[\"tier\"]"),
+        "valid label value",
+    );
+    assert_rejects(
+        &with("[{matchLabels: {'-x': a}}]"),
+        &format!("{field}[0].matchLabels[\"-x\"]"),
+        "valid label key",
+    );
+    assert_rejects(
+        &with("[{cluster: a}, {cluster: a}]"),
+        &format!("{field}[1]"),
+        "is named twice",
+    );
+    let many: Vec<String> = (0..17).map(|i| format!("{{cluster: c{i}}}")).collect();
+    assert_rejects(
+        &with(&format!("[{}]", many.join(", "))),
+        field,
+        "at most 16 candidates",
+    );
+    assert_rejects(
+        &format!(
+            "  flux: {{bursting: {{clusters: [{{name: b, cluster: a, candidates: [{{cluster: c}}]}}]}}}}\n{c}"
+        ),
+        field,
+        "either one cluster or candidates",
+    );
+    assert_rejects(
+        &format!(
+            "  flux:\n    leadBroker: {{name: l, address: a, size: 1}}\n    bursting: {{clusters: [{{name: b, candidates: [{{cluster: c}}]}}]}}\n{c}"
+        ),
+        field,
+        "only a root MiniCluster's bursts are placed by the hub",
     );
 }

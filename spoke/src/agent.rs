@@ -31,6 +31,7 @@
 //! this file holds the single task and its state machine (connect, snapshot, Job changes,
 //! reports), which the guarantees above are about.
 
+use crate::cluster::NodesRoom;
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::pin::Pin;
@@ -44,7 +45,9 @@ use flux_shared::federation::ownership::SpokeIdentity;
 use flux_shared::federation::parts::Assembler;
 use flux_shared::federation::policy::PolicyState;
 use flux_shared::federation::proto::spoke_client::SpokeClient;
-use flux_shared::federation::proto::{AssignmentStatus, ClusterAccess, Snapshot, WatchRequest};
+use flux_shared::federation::proto::{
+    AssignmentStatus, ClusterAccess, ClusterRoom, Snapshot, WatchRequest,
+};
 use flux_shared::federation::tls::{ClientSecurity, TlsError, TlsPem};
 use futures::{Stream, StreamExt};
 use tokio::sync::watch;
@@ -110,8 +113,15 @@ pub(crate) struct State {
     pub(crate) pending: Option<Snapshot>,
     /// One entry per assignment of that snapshot, plus the keys it removed.
     pub(crate) tracked: Vec<Tracked>,
-    /// Statuses and cluster access of the last report the hub accepted.
-    pub(crate) last_sent: Option<(Vec<AssignmentStatus>, Option<ClusterAccess>)>,
+    /// Statuses, cluster access and room (without its time) of the last report the hub
+    /// accepted.
+    pub(crate) last_sent: Option<(
+        Vec<AssignmentStatus>,
+        Option<ClusterAccess>,
+        Option<ClusterRoom>,
+    )>,
+    /// The cluster's nodes' room as last measured, and when.
+    pub(crate) room_nodes: Option<(std::time::SystemTime, NodesRoom)>,
     /// The last snapshot processed (re-processed when a blocking object changes).
     pub(crate) current: Option<Snapshot>,
     /// The objects blocking each assignment refused as `NameTaken`, as seen then.
@@ -396,6 +406,10 @@ impl<C: Cluster> Agent<C> {
         let mut client = SpokeClient::with_interceptor(channel, security.interceptor())
             .max_decoding_message_size(settings.max_decoding_message_size)
             .max_encoding_message_size(settings.max_decoding_message_size);
+        // The policy text the announcement was made from: it is parsed again only when
+        // that text changes, not on every Job change.
+        let mut announced_from = self.cluster.policy().ok().flatten();
+        let announced = announce_policy(announced_from.as_deref());
         let request = WatchRequest {
             applied_hub_epoch: state
                 .applied
@@ -406,15 +420,8 @@ impl<C: Cluster> Agent<C> {
             spoke_version: self.config.spoke_version.clone(),
             accepts_parts: true,
             accepts_shared_specs: true,
-            exceptions: Vec::new(),
-        };
-        // The policy text the announcement was made from: it is parsed again only when
-        // that text changes, not on every Job change.
-        let mut announced_from = self.cluster.policy().ok().flatten();
-        let announced = announce_policy(announced_from.as_deref());
-        let request = WatchRequest {
             exceptions: announced.clone(),
-            ..request
+            labels: self.config.labels.clone().into_iter().collect(),
         };
         // No grpc-timeout on a stream (it would end it); bound only the time to open it.
         let mut stream =
@@ -445,6 +452,9 @@ impl<C: Cluster> Agent<C> {
         let interval = self.config.report_interval;
         let mut ticks = tokio::time::interval_at(Instant::now() + interval, interval);
         ticks.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        let room_every = self.config.room_interval;
+        let mut room_ticks = tokio::time::interval_at(Instant::now() + room_every, room_every);
+        room_ticks.set_missed_tick_behavior(MissedTickBehavior::Delay);
         let mut report_at: Option<Instant> = None;
         let mut lead_changes = state.lead_reach.changes();
         let mut got_snapshot = false;
@@ -522,6 +532,11 @@ impl<C: Cluster> Agent<C> {
                 () = sleep_until(report_at), if report_at.is_some() => {
                     report_at = None;
                     self.report(&mut client, state, false).await;
+                }
+                // The room is measured this often and reported when it changed.
+                _ = room_ticks.tick() => {
+                    state.room_nodes = Some((std::time::SystemTime::now(), self.cluster.room()));
+                    report_at.get_or_insert_with(|| Instant::now() + self.config.report_debounce);
                 }
                 _ = tls_checks.tick(), if self.config.tls_files.is_some() => {
                     let (_, cert_now) = self.current_security();

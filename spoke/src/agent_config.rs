@@ -49,6 +49,12 @@ pub struct AgentConfig {
     /// for this long (a lead still starting refuses at first). Default
     /// [`AgentConfig::DEFAULT_LEAD_UNREACHABLE_AFTER`].
     pub lead_unreachable_after: Duration,
+    /// The spoke's labels, announced to the hub: bursts' `candidates` select spokes by
+    /// them (`flux-spoke run --label`). Default: none.
+    pub labels: std::collections::BTreeMap<String, String>,
+    /// How often the spoke measures its cluster's room for the hub's placement (it reports
+    /// it when it changes). Default [`AgentConfig::DEFAULT_ROOM_INTERVAL`].
+    pub room_interval: Duration,
 }
 
 impl AgentConfig {
@@ -61,6 +67,8 @@ impl AgentConfig {
     /// Default [`AgentConfig::lead_unreachable_after`]: as long as a worker broker waits
     /// for its lead before it starts anyway.
     pub const DEFAULT_LEAD_UNREACHABLE_AFTER: Duration = Duration::from_secs(60);
+    /// Default [`AgentConfig::room_interval`].
+    pub const DEFAULT_ROOM_INTERVAL: Duration = Duration::from_secs(10);
     /// Default [`AgentConfig::report_debounce`].
     pub const DEFAULT_REPORT_DEBOUNCE: Duration = Duration::from_millis(250);
 
@@ -88,6 +96,8 @@ impl AgentConfig {
             tls_check_interval: TLS_FILES_CHECK,
             relay_address: None,
             lead_unreachable_after: Self::DEFAULT_LEAD_UNREACHABLE_AFTER,
+            labels: std::collections::BTreeMap::new(),
+            room_interval: Self::DEFAULT_ROOM_INTERVAL,
         })
     }
 }

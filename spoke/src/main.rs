@@ -81,6 +81,17 @@ struct RunArgs {
     #[arg(long, env = "FLUX_SPOKE_RELAY_ADDRESS", value_name = "IP")]
     relay_address: Option<std::net::IpAddr>,
 
+    /// A label of this spoke, `KEY=VALUE` (repeatable; `flux-hub join --label` sets them):
+    /// bursts whose `candidates` name `matchLabels` select spokes by them.
+    #[arg(long = "label", env = "FLUX_SPOKE_LABELS", value_delimiter = ',', value_name = "KEY=VALUE",
+          value_parser = flux_shared::federation::spoke_labels::parse_flag)]
+    labels: Vec<(String, String)>,
+
+    /// Do not measure this cluster's room for the hub's placement (no `list`/`watch` on
+    /// nodes and pods; the hub then places bursts here without knowing the room).
+    #[arg(long)]
+    no_room: bool,
+
     /// Report every assignment's status at least this often, in seconds.
     #[arg(long, default_value_t = 30, value_name = "SECONDS",
           value_parser = clap::value_parser!(u64).range(1..))]
@@ -210,7 +221,13 @@ async fn run(args: RunArgs) -> Result<()> {
             "--namespaces: {namespace:?} is this spoke's own namespace, where no burst may run"
         );
     }
-    let cluster = KubeCluster::new(client, scope).with_policy(&namespace, &args.policy);
+    let labels: std::collections::BTreeMap<String, String> = args.labels.iter().cloned().collect();
+    flux_shared::federation::spoke_labels::check(&labels)
+        .map_err(|e| anyhow::anyhow!("--label: {e}"))?;
+    let mut cluster = KubeCluster::new(client, scope).with_policy(&namespace, &args.policy);
+    if !args.no_room {
+        cluster = cluster.with_room();
+    }
 
     let metrics = Arc::new(Metrics::new());
     if let ClientSecurity::Mtls { tls, .. } = &security
@@ -260,6 +277,7 @@ async fn run(args: RunArgs) -> Result<()> {
         // Secret volumes are renewed in place: a rotated certificate is picked up.
         tls_files: args.tls.files().ok().filter(|_| !args.insecure),
         relay_address: args.relay_address,
+        labels,
         ..AgentConfig::new(args.hub.clone(), security).context("this spoke's identity")?
     };
     tracing::info!(spoke = %args.name, federation = %config.identity.federation, hub = %args.hub, version = %config.spoke_version, %namespace, policy = %args.policy, namespaces = ?cluster.scope(), "flux-spoke starting");

@@ -2,11 +2,16 @@
 //! the Job where there is one) and of its access to its own API server, with the
 //! acknowledgement of the last snapshot fully applied.
 
+use crate::cluster::NodesRoom;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use flux_shared::federation::diagnostics::status_text;
 use flux_shared::federation::ownership::{Ownership, ownership};
-use flux_shared::federation::proto::{AssignmentStatus, ClusterAccess, ReportRequest};
+use flux_shared::federation::policy::PolicyState;
+use flux_shared::federation::proto::{
+    AssignmentStatus, BurstPhase, ClusterAccess, ClusterRoom, PolicyRoom, ReportRequest,
+};
+use flux_shared::federation::room::MAX_NAMESPACES;
 use k8s_openapi::api::batch::v1::Job;
 use tracing::{debug, warn};
 
@@ -44,16 +49,25 @@ impl<C: Cluster> Agent<C> {
             s.conditions.extend(state.lead_reach.condition(&s.key));
         }
         let access = self.cluster.unreachable().map(cluster_access);
-        let sending = (statuses, access);
+        if state.room_nodes.is_none() {
+            state.room_nodes = Some((SystemTime::now(), self.cluster.room()));
+        }
+        let policy = self.cluster.policy().ok().flatten();
+        let room = state
+            .room_nodes
+            .as_ref()
+            .map(|(at, nodes)| cluster_room(*at, nodes, policy.as_deref(), &statuses));
+        let sending = (statuses, access, room.clone().map(without_time));
         if !force && state.last_sent.as_ref() == Some(&sending) {
             return;
         }
-        let (statuses, access) = sending;
+        let (statuses, access, _) = sending;
         let request = ReportRequest {
             hub_epoch: state.epoch.clone(),
             applied_version: state.acked,
             statuses: statuses.clone(),
             cluster_access: access.clone(),
+            room: room.clone(),
         };
         let applied_version = request.applied_version;
         match client
@@ -63,7 +77,7 @@ impl<C: Cluster> Agent<C> {
             Ok(_) => {
                 self.metrics.report_sent();
                 debug!(applied_version, statuses = statuses.len(), "reported");
-                state.last_sent = Some((statuses, access));
+                state.last_sent = Some((statuses, access, room.map(without_time)));
             }
             Err(status) => {
                 self.metrics.error(ErrorKind::Report);
@@ -71,6 +85,65 @@ impl<C: Cluster> Agent<C> {
                 state.last_sent = None;
             }
         }
+    }
+}
+
+/// The room of the cluster for the hub's placement: its nodes as measured at `at`, and
+/// what its policy (`policy`, its text) still admits given the bursts of `statuses`.
+fn cluster_room(
+    at: SystemTime,
+    nodes: &NodesRoom,
+    policy: Option<&str>,
+    statuses: &[AssignmentStatus],
+) -> ClusterRoom {
+    let (nodes, nodes_left_out, error) = match nodes {
+        Ok((nodes, left_out)) => (nodes.clone(), *left_out, String::new()),
+        Err(e) => (Vec::new(), 0, e.clone()),
+    };
+    let brokers = statuses
+        .iter()
+        .filter(|s| {
+            !matches!(
+                BurstPhase::try_from(s.phase).unwrap_or_default(),
+                BurstPhase::Invalid | BurstPhase::Deleting | BurstPhase::Deleted
+            )
+        })
+        .map(|s| s.size.max(0))
+        .fold(0i32, i32::saturating_add);
+    let policy = match PolicyState::of(policy) {
+        PolicyState::Valid(p) => PolicyRoom {
+            valid: true,
+            namespaces: p
+                .namespaces
+                .iter()
+                .take(MAX_NAMESPACES)
+                .map(|r| r.name.clone())
+                .collect(),
+            max_brokers: p.max_brokers(),
+            max_brokers_per_minicluster: p.max_brokers_per_minicluster(),
+            brokers,
+        },
+        PolicyState::Missing | PolicyState::Invalid(_) => PolicyRoom {
+            brokers,
+            ..PolicyRoom::default()
+        },
+    };
+    ClusterRoom {
+        nodes,
+        nodes_left_out,
+        observed_unix_millis: at
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX)),
+        error,
+        policy: Some(policy),
+    }
+}
+
+/// A room as compared with the last one sent: when it was measured does not count.
+fn without_time(room: ClusterRoom) -> ClusterRoom {
+    ClusterRoom {
+        observed_unix_millis: 0,
+        ..room
     }
 }
 
@@ -112,6 +185,7 @@ fn statuses(tracked: &[Tracked], jobs: Option<&[Job]>) -> Vec<AssignmentStatus> 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use flux_shared::federation::proto::NodeRoom;
 
     #[test]
     fn statuses_skip_job_dependent_entries_without_jobs() {
@@ -127,5 +201,59 @@ mod tests {
         let keys = |s: Vec<AssignmentStatus>| s.into_iter().map(|s| s.key).collect::<Vec<_>>();
         assert_eq!(keys(statuses(&tracked, None)), ["b"]);
         assert_eq!(keys(statuses(&tracked, Some(&[]))), ["a", "b"]);
+    }
+
+    #[test]
+    fn the_room_says_what_the_nodes_have_and_what_the_policy_still_admits() {
+        let status = |key: &str, phase: BurstPhase, size| AssignmentStatus {
+            key: key.into(),
+            phase: phase as i32,
+            size,
+            ..AssignmentStatus::default()
+        };
+        let statuses = [
+            status("a", BurstPhase::Running, 4),
+            status("b", BurstPhase::Pending, 2),
+            // Refused or leaving: holds nothing of the ceiling.
+            status("c", BurstPhase::Invalid, 8),
+            status("d", BurstPhase::Deleting, 8),
+        ];
+        let nodes = Ok((
+            vec![NodeRoom {
+                count: 2,
+                free_milli: [("cpu".to_string(), 1500)].into(),
+            }],
+            3,
+        ));
+        let policy = "version: 1\nnamespaces: [{name: hpc-*}, {name: default}]\nmaxBrokers: 10\nmaxBrokersPerMiniCluster: 6\n";
+        let at = UNIX_EPOCH + std::time::Duration::from_millis(1234);
+        let room = cluster_room(at, &nodes, Some(policy), &statuses);
+        assert_eq!((room.nodes.len(), room.nodes_left_out), (1, 3));
+        assert_eq!(room.observed_unix_millis, 1234);
+        assert_eq!(room.error, "");
+        assert_eq!(
+            room.policy,
+            Some(PolicyRoom {
+                valid: true,
+                namespaces: vec!["hpc-*".into(), "default".into()],
+                max_brokers: 10,
+                max_brokers_per_minicluster: 6,
+                brokers: 6,
+            })
+        );
+        // No policy: nothing admitted; nodes not readable: said, not guessed.
+        let blind = cluster_room(at, &Err("cannot list nodes: forbidden".into()), None, &[]);
+        assert!(blind.nodes.is_empty());
+        assert_eq!(blind.error, "cannot list nodes: forbidden");
+        assert!(!blind.policy.unwrap().valid);
+        // Only what changed is sent again: the time it was measured does not count.
+        let later = cluster_room(
+            at + std::time::Duration::from_secs(10),
+            &nodes,
+            Some(policy),
+            &statuses,
+        );
+        assert_ne!(later, room);
+        assert_eq!(without_time(later), without_time(room));
     }
 }

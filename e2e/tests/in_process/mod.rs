@@ -523,6 +523,7 @@ pub fn assign_with(
         .bursts
         .iter()
         .map(|b| BurstInfo {
+            skipped: Vec::new(),
             key: assignment_key(&plan.namespace, &plan.name, &b.name),
             name: b.name.clone(),
             spoke: b.cluster.clone(),

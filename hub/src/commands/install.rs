@@ -161,7 +161,16 @@ pub struct SpokeSettings {
     pub hub_url: String,
     /// The name (or IP) in the hub's certificate.
     pub hub_domain: String,
+    /// The spoke's labels (`flux-hub join --label`).
+    pub labels: std::collections::BTreeMap<String, String>,
+    /// Whether the spoke measures its cluster's room (and is granted what that reads:
+    /// [`flux_shared::federation::spoke_rbac::ROOM_PERMISSIONS`]).
+    pub room: bool,
 }
+
+/// Name of the ClusterRole and ClusterRoleBinding of the spoke's room
+/// ([`flux_shared::federation::spoke_rbac::ROOM_PERMISSIONS`]).
+pub const SPOKE_ROOM_RBAC_NAME: &str = "flux-spoke-room";
 
 /// Where a spoke's RBAC lets it act.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -279,6 +288,9 @@ pub fn spoke_objects(
     if let SpokeRbac::Namespaces(namespaces) = rbac {
         narrow_to(&mut objects, namespaces);
     }
+    if !settings.room {
+        objects.retain(|o| o["metadata"]["name"] != SPOKE_ROOM_RBAC_NAME);
+    }
     for o in &mut objects {
         if o["kind"] == "ConfigMap" && o["metadata"]["name"] == "flux-spoke-config" {
             o["data"] = json!({
@@ -286,6 +298,25 @@ pub fn spoke_objects(
                 "hub-domain": settings.hub_domain,
                 "spoke-name": settings.name,
             });
+            if !settings.labels.is_empty() {
+                let labels: Vec<String> = settings
+                    .labels
+                    .iter()
+                    .map(|(k, v)| format!("{k}={v}"))
+                    .collect();
+                o["data"]["labels"] = json!(labels.join(","));
+            }
+        }
+        if !settings.room
+            && o["kind"] == "Deployment"
+            && o["metadata"]["name"] == "flux-spoke"
+            && let Some(containers) = o["spec"]["template"]["spec"]["containers"].as_array_mut()
+        {
+            for c in containers {
+                if let Some(args) = c["args"].as_array_mut() {
+                    args.push(json!("--no-room"));
+                }
+            }
         }
     }
     set_image(
@@ -502,6 +533,8 @@ mod tests {
             name: name.into(),
             hub_url: hub_url.into(),
             hub_domain: "hub.example.org".into(),
+            labels: Default::default(),
+            room: true,
         }
     }
 
@@ -592,6 +625,8 @@ mod tests {
             name: "gke".into(),
             hub_url: "https://hub.example.org:8443".into(),
             hub_domain: "hub.example.org".into(),
+            labels: Default::default(),
+            room: true,
         };
         let rbac = SpokeRbac::Namespaces(["team".to_string()].into());
         let spoke =

@@ -57,6 +57,15 @@ pub struct JoinOptions {
     /// prefix.
     #[arg(long)]
     pub cluster_wide_rbac: bool,
+    /// A label of the spoke, `KEY=VALUE` (repeatable): bursts whose `candidates` name
+    /// `matchLabels` select spokes by them (region, cost tier, ...).
+    #[arg(long = "label", value_name = "KEY=VALUE", value_parser = flux_shared::federation::spoke_labels::parse_flag)]
+    pub labels: Vec<(String, String)>,
+    /// Do not let the spoke read the cluster's nodes and pods to measure its room for the
+    /// hub's placement (no `flux-spoke-room` ClusterRole): the hub then places bursts here
+    /// without knowing the room.
+    #[arg(long)]
+    pub no_room: bool,
     /// Issue a new certificate for the spoke (the spoke restarts with it).
     #[arg(long)]
     pub rotate: bool,
@@ -394,7 +403,11 @@ pub async fn run(opts: &JoinOptions, out: &mut dyn Write) -> anyhow::Result<()> 
         name: opts.name.clone(),
         hub_url: hub_url.clone(),
         hub_domain: hub_domain.clone(),
+        labels: opts.labels.iter().cloned().collect(),
+        room: !opts.no_room,
     };
+    flux_shared::federation::spoke_labels::check(&settings.labels)
+        .map_err(|e| anyhow::anyhow!("--label: {e}"))?;
     // Before issuing anything: the wrong cluster is a refusal, not a new certificate.
     refuse_to_change_another_spoke(&client, opts, &settings).await?;
     let (ca, cert, key) = spoke_certificates(opts, &fed)?;

@@ -101,24 +101,36 @@ pub fn render_documents(
             Role::Root => plan
                 .roles(lead)
                 .into_iter()
-                .map(|role| match &role {
-                    Role::Root => (
+                .flat_map(|role| match &role {
+                    Role::Root => vec![(
                         "root".to_string(),
                         "root: lead broker and root brokers".to_string(),
                         role,
-                    ),
+                    )],
                     Role::Burst { index, .. } => {
                         let b = &plan.bursts[*index];
-                        (
-                            b.cluster.clone(),
-                            format!(
-                                "burst {} ({} brokers) joining the lead at {}",
-                                b.name,
-                                b.size,
-                                lead.uri()
-                            ),
-                            role,
-                        )
+                        let what = format!(
+                            "burst {} ({} brokers) joining the lead at {}",
+                            b.name,
+                            b.size,
+                            lead.uri()
+                        );
+                        if b.candidates.is_empty() {
+                            return vec![(b.cluster.clone(), what, role)];
+                        }
+                        // Placed by the hub at run time: the same objects on each candidate.
+                        let n = b.candidates.len();
+                        b.candidates
+                            .iter()
+                            .enumerate()
+                            .map(|(i, c)| {
+                                (
+                                    c.to_string(),
+                                    format!("{what}, if placed there (candidate {} of {n})", i + 1),
+                                    role.clone(),
+                                )
+                            })
+                            .collect()
                     }
                 })
                 .collect(),

@@ -23,6 +23,7 @@ use tonic::Code;
 
 use crate::commands::admin_client::AdminError;
 use crate::commands::federation::FederationArgs;
+use crate::commands::install::SPOKE_ROOM_RBAC_NAME;
 use crate::commands::install::{self, SPOKE_NAMESPACE};
 use crate::commands::install_apply::ClusterOptions;
 use crate::commands::spoke_install::installed_spoke;
@@ -188,20 +189,22 @@ async fn remove_install(opts: &UnjoinOptions, cluster: &kube::Client) -> anyhow:
         namespaces.delete(SPOKE_NAMESPACE, &dp).await.map(drop),
         &format!("Namespace {SPOKE_NAMESPACE}"),
     )?;
-    gone(
-        Api::<ClusterRoleBinding>::all(cluster.clone())
-            .delete("flux-spoke", &dp)
-            .await
-            .map(drop),
-        "ClusterRoleBinding flux-spoke",
-    )?;
-    gone(
-        Api::<ClusterRole>::all(cluster.clone())
-            .delete("flux-spoke", &dp)
-            .await
-            .map(drop),
-        "ClusterRole flux-spoke",
-    )?;
+    for name in ["flux-spoke", SPOKE_ROOM_RBAC_NAME] {
+        gone(
+            Api::<ClusterRoleBinding>::all(cluster.clone())
+                .delete(name, &dp)
+                .await
+                .map(drop),
+            &format!("ClusterRoleBinding {name}"),
+        )?;
+        gone(
+            Api::<ClusterRole>::all(cluster.clone())
+                .delete(name, &dp)
+                .await
+                .map(drop),
+            &format!("ClusterRole {name}"),
+        )?;
+    }
     // The Roles join made in burst namespaces (the namespaces themselves stay: they may
     // hold more than bursts).
     crate::commands::spoke_install::delete_namespace_rbac(cluster, None).await?;

@@ -60,6 +60,8 @@ pub struct Context {
     pub blockers: Arc<Blockers>,
     /// How many large specs are reconciled at once.
     pub spec_budget: super::spec_budget::SpecBudget,
+    /// How long the placement of a burst with candidates waits before it moves it on.
+    pub placement: crate::federation::placement::Timeouts,
 }
 
 impl Context {
@@ -82,6 +84,7 @@ impl Context {
             registry: Registry::new(),
             lead_address: None,
             deletion_timeout: DEFAULT_DELETION_TIMEOUT,
+            placement: Default::default(),
         }
     }
 
@@ -117,6 +120,13 @@ impl Context {
         self.registry = registry;
         self.lead_address = lead_address;
         self.deletion_timeout = deletion_timeout;
+        self
+    }
+
+    /// Move a burst that names candidates on when none of its brokers is ready `timeout`
+    /// after it was placed (`--placement-timeout-seconds`).
+    pub fn with_placement_timeout(mut self, timeout: Duration) -> Self {
+        self.placement.place = timeout;
         self
     }
 }

@@ -54,6 +54,11 @@ pub struct RunOptions {
     /// burst deleted before the finalizer is released anyway (with a Warning Event).
     #[arg(long, default_value_t = 300)]
     pub burst_deletion_timeout_seconds: u64,
+    /// A burst that names candidates moves to the next one when none of its brokers is
+    /// ready this long after it was placed (its pods may wait for an image, or for a node
+    /// a cluster autoscaler adds).
+    #[arg(long, default_value_t = 300, value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    pub placement_timeout_seconds: u64,
     /// Honour the `flux-framework.org/queue-reporter` annotation: read an autoscaled
     /// MiniCluster's queue at the `host:port` it names (e.g. a `kubectl port-forward`, for a
     /// hub outside the cluster) instead of at its lead broker pod. Off by default: the hub

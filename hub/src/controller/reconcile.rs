@@ -186,6 +186,7 @@ async fn reconcile_inner(
     let job = applied.job.as_ref().or(live_job.as_deref());
     let mut status = status::compute(mc, Some(plan.spec.max_size()), job, problem, &now);
     status.burst_layout = elasticity::burst_layout(&plan);
+    let placement_recheck = fed.placed.recheck;
     let (status, burst_events) = publish_assignments(ctx, mc, status, fed, &now);
     let status = status_write::write_if_changed(ctx, mc, status, problem, burst_events)
         .await
@@ -213,9 +214,11 @@ async fn reconcile_inner(
     }
     // A spoke that just went away shows Unreachable only after a grace period; nothing
     // else would wake this MiniCluster then.
+    // So does a burst's placement deadline.
     let views = ctx.registry.bursts(&mc_key(mc));
+    let recheck = bursts::recheck_after(&views, std::time::SystemTime::from(now.0));
     Ok(
-        match bursts::recheck_after(&views, std::time::SystemTime::from(now.0)) {
+        match [recheck, placement_recheck].into_iter().flatten().min() {
             Some(after) => Action::requeue(after),
             None => Action::await_change(),
         },

@@ -290,6 +290,7 @@ pub fn statuses(
                 } else {
                     reported.and_then(|r| r.admitted_size)
                 },
+                placement: None,
             }
         })
         .collect()
@@ -510,6 +511,7 @@ pub fn events(previous: &[BurstStatus], current: &[BurstStatus]) -> Vec<BurstEve
             }
         })
         .chain(refusal)
+        .chain(super::placement::in_status::events(previous, current))
         .collect()
 }
 
@@ -557,6 +559,7 @@ mod tests {
     fn view() -> BurstView {
         BurstView {
             burst: BurstInfo {
+                skipped: Vec::new(),
                 key: "ns/m/b".into(),
                 name: "b".into(),
                 spoke: "gke".into(),
@@ -1023,6 +1026,7 @@ mod tests {
     #[test]
     fn refused_bursts_show_invalid_with_one_event_and_the_condition_says_why() {
         let info = |name: &str| BurstInfo {
+            skipped: Vec::new(),
             key: format!("ns/m/{name}"),
             name: name.into(),
             spoke: "gke".into(),
@@ -1066,6 +1070,7 @@ mod tests {
     #[test]
     fn an_assignment_too_large_is_its_own_reason() {
         let info = BurstInfo {
+            skipped: Vec::new(),
             key: "ns/m/a".into(),
             name: "a".into(),
             spoke: "gke".into(),

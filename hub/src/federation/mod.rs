@@ -6,6 +6,7 @@ pub mod bursts;
 pub mod connection_limits;
 pub mod lead;
 pub mod pin_store;
+pub mod placement;
 pub mod registry;
 pub mod relay;
 pub mod report_limits;

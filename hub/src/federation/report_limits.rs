@@ -171,6 +171,7 @@ mod tests {
             last_transition_unix_millis: 7,
         };
         let request = ReportRequest {
+            room: None,
             hub_epoch: "e".into(),
             applied_version: 3,
             statuses: vec![AssignmentStatus {

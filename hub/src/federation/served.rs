@@ -3,6 +3,7 @@
 //! ([`super::registry`]) implements it. The service thereby depends on what it serves, not
 //! on how the index keeps it, and a test can serve any implementation.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use flux_shared::federation::policy::Announced;
@@ -15,7 +16,8 @@ use super::relay::{RelayRefusal, RelayTarget};
 
 /// The state the Spoke and Admin services serve, as the messages they send.
 pub trait Served: Send + Sync + 'static {
-    /// A spoke opens its Watch stream, announcing its policy's exceptions. Refused until
+    /// A spoke opens its Watch stream, announcing its policy's exceptions and its labels
+    /// (both checked). Refused until
     /// the state is rebuilt from the API server, and while the spoke already holds a
     /// stream: one name, one stream, so that a second holder of its certificate is
     /// noticed (and counted) rather than served alongside.
@@ -24,6 +26,7 @@ pub trait Served: Send + Sync + 'static {
         spoke: &str,
         spoke_version: &str,
         announced: Announced,
+        labels: BTreeMap<String, String>,
     ) -> Result<Subscription, SubscribeError>;
 
     /// The spoke's current snapshot: every assignment (ordered by key) and retained key.

@@ -5,9 +5,12 @@ mod resolve;
 mod spec;
 mod status;
 
-pub use resolve::ResolvedBurst;
+pub use resolve::{PlacementCandidate, ResolvedBurst};
 pub use spec::*;
-pub use status::{BurstLayout, BurstStatus, LeadBrokerStatus, MiniClusterStatus, burst_path};
+pub use status::{
+    BurstLayout, BurstPlacement, BurstStatus, LeadBrokerStatus, MiniClusterStatus,
+    SkippedCandidate, burst_path,
+};
 
 /// The most brokers (hosts) one MiniCluster may declare in total (root `maxSize` plus
 /// every burst's `maxSize`, or a verbatim hostlist's hosts), and so also the most any one

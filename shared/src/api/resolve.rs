@@ -1,6 +1,7 @@
 //! Accessors that apply the documented defaults to an optional field, so the planner,
 //! validator and renderer agree on every default.
 
+use std::collections::BTreeMap;
 use std::sync::LazyLock;
 
 use super::defaults;
@@ -21,8 +22,11 @@ pub struct ResolvedBurst {
     pub size: i32,
     /// Hosts declared (`maxSize`, defaulting to the size).
     pub max_size: i32,
-    /// Spoke cluster that runs it (the burst's name by default).
+    /// Spoke cluster that runs it: its `cluster` (the burst's name by default); for a burst
+    /// with `candidates`, empty until the hub places it ([`crate::plan::Plan::place`]).
     pub cluster: String,
+    /// Its `candidates` in order of preference; empty for a burst with one `cluster`.
+    pub candidates: Vec<PlacementCandidate>,
     /// With autoscale, the fewest brokers the hub shrinks it to (`minSize`, default 0).
     pub min_size: i32,
     /// Its brokers reach the lead broker through their spoke and the hub (`relay`).
@@ -31,6 +35,39 @@ pub struct ResolvedBurst {
     /// brokers know them), but it runs nowhere. Only the hub sets it
     /// ([`crate::plan::Plan::retire`]); a spec never does.
     pub retired: bool,
+}
+
+/// One of a burst's `candidates`.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum PlacementCandidate {
+    /// A spoke by name.
+    Cluster(String),
+    /// Every spoke whose labels include all of these.
+    Labels(BTreeMap<String, String>),
+}
+
+impl PlacementCandidate {
+    /// Whether spoke `name` with `labels` is this candidate.
+    pub fn matches(&self, name: &str, labels: &BTreeMap<String, String>) -> bool {
+        match self {
+            PlacementCandidate::Cluster(c) => c == name,
+            PlacementCandidate::Labels(want) => want
+                .iter()
+                .all(|(k, v)| labels.get(k).is_some_and(|l| l == v)),
+        }
+    }
+}
+
+impl std::fmt::Display for PlacementCandidate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PlacementCandidate::Cluster(c) => f.write_str(c),
+            PlacementCandidate::Labels(labels) => {
+                let terms: Vec<String> = labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
+                write!(f, "labels {}", terms.join(","))
+            }
+        }
+    }
 }
 
 impl ResolvedBurst {
@@ -133,10 +170,25 @@ impl MiniClusterSpec {
             .map(|(i, c)| {
                 let name = c.name.clone().unwrap_or_else(|| format!("burst-{i}"));
                 let size = c.size.unwrap_or(self.size);
+                let candidates: Vec<PlacementCandidate> = c
+                    .candidates
+                    .iter()
+                    .filter_map(|c| match (&c.cluster, &c.match_labels) {
+                        (Some(name), _) => Some(PlacementCandidate::Cluster(name.clone())),
+                        (None, Some(labels)) => Some(PlacementCandidate::Labels(labels.clone())),
+                        (None, None) => None,
+                    })
+                    .collect();
+                let cluster = match (&c.cluster, candidates.is_empty()) {
+                    (Some(cluster), _) => cluster.clone(),
+                    (None, true) => name.clone(),
+                    (None, false) => String::new(),
+                };
                 ResolvedBurst {
                     size,
                     max_size: c.max_size.unwrap_or(size),
-                    cluster: c.cluster.clone().unwrap_or_else(|| name.clone()),
+                    cluster,
+                    candidates,
                     min_size: c.min_size.unwrap_or(0),
                     relay: c.relay.unwrap_or(false),
                     name,

@@ -411,6 +411,7 @@ pub struct Autoscale {
 #[x_kube(
     cel,
     validation = Rule::new("!has(self.maxSize) || !has(self.size) || self.size <= self.maxSize").message("spec.flux.bursting.clusters[].size: must be less than or equal to its maxSize"),
+    validation = Rule::new("!has(self.cluster) || !has(self.candidates)").message("spec.flux.bursting.clusters[].candidates: name either one cluster or candidates, not both"),
 )]
 pub struct BurstCluster {
     /// Host prefix and Job name of the burst (default `burst-<position>`).
@@ -429,9 +430,20 @@ pub struct BurstCluster {
     #[schemars(range(min = 1, max = super::MAX_BROKERS))]
     pub max_size: Option<i32>,
 
-    /// Spoke cluster that runs this burst (default: the burst's name).
+    /// Spoke cluster that runs this burst (default: the burst's name, unless `candidates`
+    /// are named).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cluster: Option<String>,
+
+    /// Spoke clusters that may run this burst, in order of preference (instead of one
+    /// `cluster`). The hub places the burst on the first that is connected, admits it
+    /// (its owner's policy) and has room for its brokers, and moves it to the next when
+    /// that one refuses it, places none of its pods in time, or goes away, as long as none
+    /// of its brokers has started. A burst whose brokers run stays where it is until it is
+    /// scaled to 0. `status.bursts[].placement` says where it went and why.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 16))]
+    pub candidates: Vec<BurstCandidate>,
 
     /// With `autoscale`: the fewest brokers the hub shrinks this burst to (default 0).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -445,6 +457,25 @@ pub struct BurstCluster {
     /// brokers connect to the lead broker's NodePort at `leadAddress`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub relay: Option<bool>,
+}
+
+/// One entry of a burst's `candidates`: a spoke by name, or every spoke with some labels.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, KubeSchema)]
+#[serde(rename_all = "camelCase")]
+#[x_kube(
+    cel,
+    validation = Rule::new("has(self.cluster) != has(self.matchLabels)").message("spec.flux.bursting.clusters[].candidates[]: set exactly one of cluster and matchLabels"),
+)]
+pub struct BurstCandidate {
+    /// A spoke cluster, by name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster: Option<String>,
+
+    /// Every spoke whose labels (`flux-spoke run --label`, set by `flux-hub join
+    /// --label`) include all of these, in name order.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 16))]
+    pub match_labels: Option<BTreeMap<String, String>>,
 }
 
 /// The lead broker a burst MiniCluster joins.

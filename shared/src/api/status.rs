@@ -176,6 +176,41 @@ pub struct BurstStatus {
     /// Why the burst is in this phase.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
+
+    /// For a burst that names `candidates`: where the hub placed it and why not on the
+    /// candidates before (`cluster` is empty while it is placed nowhere).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub placement: Option<BurstPlacement>,
+}
+
+/// Where the hub placed a burst that names candidates.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct BurstPlacement {
+    /// When the burst was placed on its `cluster`: the hub moves it on when no broker is
+    /// ready some time after (`flux-hub run --placement-timeout`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub placed_at: Option<Time>,
+
+    /// The candidates it was not placed on, and why, in order of preference. Those it
+    /// left (`Refused`, `NotPlacedInTime`, `WentAway`) are not tried again until it is
+    /// scaled to 0.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub skipped: Vec<SkippedCandidate>,
+}
+
+/// A candidate cluster a burst was not placed on.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SkippedCandidate {
+    /// The spoke.
+    pub cluster: String,
+    /// Why, one CamelCase word: `NotConnected`, `Unsafe`, `NotAdmitted`, `NoRoom`,
+    /// `Refused`, `NotPlacedInTime` or `WentAway`.
+    pub reason: String,
+    /// Details.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub message: String,
 }
 
 /// Whether a count is zero (serde: omit it).

@@ -89,7 +89,8 @@ pub fn build(
     };
     let mut out = Vec::with_capacity(plan.bursts.len());
     for (index, burst) in plan.bursts.iter().enumerate() {
-        if burst.retired {
+        // Retired, or (naming candidates) placed on no spoke yet: nothing to send.
+        if burst.retired || burst.cluster.is_empty() {
             continue;
         }
         let lead = plan

@@ -12,6 +12,8 @@
 //!   again.
 //! * [`ownership`]: who made an object in a burst cluster (spoke name, federation
 //!   identity) and whether a spoke may touch it.
+//! * [`spoke_labels`] and [`room`]: what a spoke says of its cluster for the hub's placement of
+//!   bursts that name candidates: its labels, and the room its nodes and policy have.
 //! * [`auth`]: who is calling — the verified client certificate mapped to an
 //!   [`Identity`] — and the per-call checks `require_spoke` / `require_admin`.
 //!
@@ -30,7 +32,9 @@ pub mod parts;
 pub mod pins;
 pub mod pki;
 pub mod policy;
+pub mod room;
 pub mod scope;
+pub mod spoke_labels;
 pub mod spoke_rbac;
 pub mod tls;
 #[cfg(feature = "cli")]

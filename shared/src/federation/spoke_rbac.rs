@@ -53,6 +53,15 @@ pub const NAMESPACED_REQUIRED: &[Permission] = &[
     ("discovery.k8s.io", "endpointslices", &["create", "patch"]),
 ];
 
+/// What the spoke reads to measure its cluster's room for the hub's placement
+/// ([`super::room`]), cluster-wide in both forms of its RBAC (a ClusterRole of its own,
+/// `flux-spoke-room`): its nodes' allocatable resources and the requests of the pods bound
+/// to them. `flux-hub join --no-room` leaves it out (the spoke then runs with `--no-room`).
+pub const ROOM_PERMISSIONS: &[Permission] = &[
+    ("", "nodes", &["list", "watch"]),
+    ("", "pods", &["list", "watch"]),
+];
+
 /// What a spoke with per-namespace RBAC may do to the namespaces themselves, limited by
 /// `resourceNames` to its own: read their Pod Security labels.
 pub const NAMESPACE_READ: Permission = ("", "namespaces", &["get"]);

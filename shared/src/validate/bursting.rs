@@ -3,12 +3,75 @@
 
 use std::collections::BTreeSet;
 
-use crate::api::MiniClusterSpec;
+use crate::api::{BurstCluster, MiniClusterSpec};
 use crate::{hostlist, rank_order};
 
-use super::{Validator, is_dns_label, is_host_address};
+use super::{Validator, is_dns_label, is_host_address, is_label_value};
+
+/// The most `candidates` one burst names (the schema's bound too).
+pub const MAX_CANDIDATES: usize = 16;
 
 impl Validator {
+    /// A burst's `candidates`: each one spoke or a non-empty set of labels, none twice,
+    /// not together with `cluster`, only on a root instance.
+    fn candidates(&mut self, field: &str, declared: &BurstCluster, joins_a_lead: bool) {
+        if declared.candidates.is_empty() {
+            return;
+        }
+        let field = format!("{field}.candidates");
+        check!(
+            self,
+            declared.cluster.is_none(),
+            field.clone(),
+            "name either one cluster or candidates, not both",
+        );
+        check!(
+            self,
+            !joins_a_lead,
+            field.clone(),
+            "only a root MiniCluster's bursts are placed by the hub (this one joins a leadBroker)",
+        );
+        check!(
+            self,
+            declared.candidates.len() <= MAX_CANDIDATES,
+            field.clone(),
+            format!("at most {MAX_CANDIDATES} candidates"),
+        );
+        let mut seen = BTreeSet::new();
+        for (j, c) in declared.candidates.iter().enumerate() {
+            let field = format!("{field}[{j}]");
+            match (&c.cluster, &c.match_labels) {
+                (Some(cluster), None) => self.dns_label(cluster, format!("{field}.cluster")),
+                (None, Some(labels)) => {
+                    check!(
+                        self,
+                        !labels.is_empty() && labels.len() <= MAX_CANDIDATES,
+                        format!("{field}.matchLabels"),
+                        format!("must name between 1 and {MAX_CANDIDATES} labels"),
+                    );
+                    for (k, v) in labels {
+                        self.label_key(k, format!("{field}.matchLabels[{k:?}]"));
+                        check!(
+                            self,
+                            is_label_value(v),
+                            format!("{field}.matchLabels[{k:?}]"),
+                            format!(
+                                "{v:?} must be a valid label value (at most 63 alphanumerics, '-', '_' or '.', starting and ending with an alphanumeric)"
+                            ),
+                        );
+                    }
+                }
+                _ => self.err(field.clone(), "set exactly one of cluster and matchLabels"),
+            }
+            check!(
+                self,
+                seen.insert((&c.cluster, &c.match_labels)),
+                field,
+                "is named twice",
+            );
+        }
+    }
+
     pub(super) fn bursting(&mut self, name: &str, spec: &MiniClusterSpec) {
         let flux = spec.flux();
         let bursting = flux.bursting.as_ref();
@@ -64,6 +127,7 @@ impl Validator {
             if let Some(cluster) = declared.cluster.as_deref() {
                 self.dns_label(cluster, format!("{field}.cluster"));
             }
+            self.candidates(&field, declared, spec.lead_broker().is_some());
             check!(
                 self,
                 (0..=b.max_size).contains(&b.min_size),

@@ -19,6 +19,29 @@ pub fn is_dns_subdomain(s: &str) -> bool {
     s.len() <= 253 && s.split('.').all(is_dns_label)
 }
 
+/// Whether `s` is a Kubernetes label key: an optional DNS subdomain prefix and `/`, then a
+/// name of at most 63 alphanumerics, `-`, `_` or `.`, starting and ending with an
+/// alphanumeric.
+pub fn is_label_key(s: &str) -> bool {
+    let (prefix, name) = match s.rsplit_once('/') {
+        Some((prefix, name)) => (Some(prefix), name),
+        None => (None, s),
+    };
+    prefix.is_none_or(is_dns_subdomain) && !name.is_empty() && is_label_value(name)
+}
+
+/// Whether `s` is a Kubernetes label value: empty, or at most 63 alphanumerics, `-`, `_`
+/// or `.`, starting and ending with an alphanumeric.
+pub fn is_label_value(s: &str) -> bool {
+    let b = s.as_bytes();
+    b.is_empty()
+        || (b.len() <= 63
+            && b.iter()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
+            && b[0].is_ascii_alphanumeric()
+            && b[b.len() - 1].is_ascii_alphanumeric())
+}
+
 /// Whether `s` is an IP address or a DNS name (DNS-1123 subdomain, upper case allowed).
 pub fn is_host_address(s: &str) -> bool {
     if s.parse::<std::net::IpAddr>().is_ok() {

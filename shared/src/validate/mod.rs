@@ -34,7 +34,10 @@ pub use burst_safety::{
     unsafe_burst_except,
 };
 pub use error::{FieldError, ValidationErrors};
-pub use formats::{configmap_location, is_dns_label, is_dns_subdomain, is_fsd, is_host_address};
+pub use formats::{
+    configmap_location, is_dns_label, is_dns_subdomain, is_fsd, is_host_address, is_label_key,
+    is_label_value,
+};
 pub use limits::check_host_count;
 
 /// Check a MiniCluster; `Ok` means the planner and renderer can run without surprises.

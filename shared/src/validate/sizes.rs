@@ -18,17 +18,9 @@ impl Validator {
     }
 
     pub(super) fn label_key(&mut self, key: &str, field: String) {
-        let name = key.rsplit('/').next().unwrap_or(key);
-        let ok = !name.is_empty()
-            && name.len() <= 63
-            && name
-                .bytes()
-                .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
-            && name.as_bytes()[0].is_ascii_alphanumeric()
-            && name.as_bytes()[name.len() - 1].is_ascii_alphanumeric();
         check!(
             self,
-            ok,
+            super::is_label_key(key),
             field,
             "must be a valid label key (optional DNS prefix and '/', then at most 63 alphanumerics, '-', '_' or '.')"
         );

@@ -1,10 +1,11 @@
 //! [`super::Cluster`] on a real API server ([`KubeCluster`]): the Job and policy watches,
 //! reads, POST-only creates and server-side applies, uid-guarded deletes.
 
+use super::NodesRoom;
 use std::fmt;
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, PoisonError};
 use std::time::SystemTime;
 
 use flux_shared::federation::assignment::spoke_selector;
@@ -29,6 +30,7 @@ use tokio::sync::watch;
 use tokio_stream::wrappers::WatchStream;
 use tokio_util::task::AbortOnDropHandle;
 
+use super::job_watch::{JobWatch, watch_jobs};
 use super::{
     Cluster, ClusterError, FIELD_MANAGER, JOB_CACHE_SYNC_TIMEOUT, Kind, ObjectRef, OwnedObject,
     Scope, Taken, relay_endpoint_slice,
@@ -47,14 +49,7 @@ pub struct KubeCluster {
     jobs: Vec<JobWatch>,
     changes: watch::Receiver<u64>,
     policy: Option<PolicyWatch>,
-}
-
-/// One Job watcher: its cache and whether its API server answers.
-#[derive(Clone)]
-struct JobWatch {
-    store: Store<Job>,
-    unreachable: Arc<Mutex<Option<(SystemTime, String)>>>,
-    _task: Arc<AbortOnDropHandle<()>>,
+    room: Option<super::room_watch::RoomWatch>,
 }
 
 /// The watch on the spoke's policy ConfigMap.
@@ -77,56 +72,6 @@ impl fmt::Debug for KubeCluster {
     }
 }
 
-/// Watches the spoke's Jobs through `api`, waking `tx` on every change (and on the first
-/// error of an outage).
-fn watch_jobs(api: Api<Job>, tx: Arc<watch::Sender<u64>>) -> JobWatch {
-    let (reader, writer) = reflector::store();
-    let config = watcher::Config::default().labels(&spoke_selector());
-    let events = reflector::reflector(writer, watcher(api, config))
-        .backoff(flux_shared::ops::WatchBackoff::default());
-    let unreachable = Arc::new(Mutex::new(None::<(SystemTime, String)>));
-    let access = unreachable.clone();
-    let task = tokio::spawn(async move {
-        let mut events = std::pin::pin!(events);
-        while let Some(event) = events.next().await {
-            // Every event is an answer of the API server; an error is not (the watcher
-            // retries with backoff, so errors keep coming while it is away).
-            let first_error = {
-                let mut state = access.lock().unwrap_or_else(PoisonError::into_inner);
-                match &event {
-                    Ok(_) => {
-                        *state = None;
-                        false
-                    }
-                    Err(error) => {
-                        let first = state.is_none();
-                        let since = state.as_ref().map_or_else(SystemTime::now, |(t, _)| *t);
-                        *state = Some((since, error_chain(error)));
-                        first
-                    }
-                }
-            };
-            match event {
-                // Wait for the end of a (re)listing (InitDone) before waking the
-                // reporter; that also reports a regained API server.
-                Ok(watcher::Event::Init | watcher::Event::InitApply(_)) => {}
-                Ok(_) => tx.send_modify(|n| *n = n.wrapping_add(1)),
-                Err(error) => {
-                    tracing::warn!(error = %error_chain(&error), "watching Jobs failed; retrying");
-                    if first_error {
-                        tx.send_modify(|n| *n = n.wrapping_add(1));
-                    }
-                }
-            }
-        }
-    });
-    JobWatch {
-        store: reader,
-        unreachable,
-        _task: Arc::new(AbortOnDropHandle::new(task)),
-    }
-}
-
 impl KubeCluster {
     /// The cluster `client` talks to, where the spoke acts in `scope`. Must be called
     /// within a tokio runtime (it spawns the Job watchers).
@@ -146,7 +91,14 @@ impl KubeCluster {
             jobs,
             changes: rx,
             policy: None,
+            room: None,
         }
+    }
+
+    /// This cluster, measuring its room ([`Cluster::room`]) from its nodes and pods.
+    pub fn with_room(mut self) -> KubeCluster {
+        self.room = Some(super::room_watch::RoomWatch::start(&self.client));
+        self
     }
 
     /// Where this spoke acts.
@@ -591,5 +543,12 @@ impl Cluster for KubeCluster {
                     .clone()
             })
             .min_by_key(|(since, _)| *since)
+    }
+
+    fn room(&self) -> NodesRoom {
+        let not_measured = || "the spoke does not measure its cluster's room".to_string();
+        self.room
+            .as_ref()
+            .map_or_else(|| Err(not_measured()), |r| r.measure())
     }
 }

@@ -16,7 +16,8 @@
 //!
 //! RBAC the real implementation needs: `get`, `create` on namespaces; `get`, `list`,
 //! `create`, `patch` (server-side apply), `delete` on configmaps, secrets, services, pods
-//! and jobs in every namespace it runs bursts in; `watch` on jobs.
+//! and jobs in every namespace it runs bursts in; `watch` on jobs; and, to report its
+//! room (`room_watch.rs`), `list` and `watch` on nodes and pods.
 
 use std::collections::BTreeSet;
 use std::fmt;
@@ -33,6 +34,8 @@ use k8s_openapi::api::discovery::v1::{Endpoint, EndpointConditions, EndpointPort
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 
 mod api_server;
+mod job_watch;
+mod room_watch;
 
 pub use api_server::KubeCluster;
 
@@ -81,6 +84,10 @@ impl Scope {
         }
     }
 }
+
+/// What a cluster's nodes have room for ([`flux_shared::federation::room::measure`]):
+/// node groups and the nodes left out, or why it is not known.
+pub type NodesRoom = Result<(Vec<flux_shared::federation::proto::NodeRoom>, u32), String>;
 
 /// Whether [`REQUIRED`] grants `verb` on `group`/`resource`.
 pub fn allows(group: &str, resource: &str, verb: &str) -> bool {
@@ -459,4 +466,8 @@ pub trait Cluster: Clone + Send + Sync + 'static {
     /// While the API server cannot be reached (the Job watch keeps failing): since when,
     /// and the last error. `None` while it answers.
     fn unreachable(&self) -> Option<(SystemTime, String)>;
+
+    /// What the cluster's nodes have room for now (node groups, nodes left out), or why
+    /// it is not known ([`flux_shared::federation::room`]).
+    fn room(&self) -> NodesRoom;
 }

@@ -8,6 +8,7 @@
 //! assert!(cluster.ops().is_empty());
 //! ```
 
+use crate::cluster::NodesRoom;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::SystemTime;
@@ -91,6 +92,7 @@ struct State {
     ops: Vec<Op>,
     failures: Vec<Failure>,
     unreachable: Option<(SystemTime, String)>,
+    room: NodesRoom,
     /// Last uid and resourceVersion handed out.
     serial: u64,
 }
@@ -105,6 +107,7 @@ impl Default for State {
             ops: Vec::new(),
             failures: Vec::new(),
             unreachable: None,
+            room: Err("not measured".to_string()),
             serial: 0,
         }
     }
@@ -257,6 +260,11 @@ impl FakeCluster {
     pub fn set_unreachable(&self, unreachable: Option<(SystemTime, String)>) {
         self.lock().unreachable = unreachable;
         self.notify();
+    }
+
+    /// What [`Cluster::room`] answers from now on.
+    pub fn set_room(&self, room: NodesRoom) {
+        self.lock().room = room;
     }
 
     /// Ends every failure set with [`FakeCluster::fail`].
@@ -508,5 +516,9 @@ impl Cluster for FakeCluster {
 
     fn unreachable(&self) -> Option<(SystemTime, String)> {
         self.lock().unreachable.clone()
+    }
+
+    fn room(&self) -> NodesRoom {
+        self.lock().room.clone()
     }
 }

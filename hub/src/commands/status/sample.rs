@@ -35,6 +35,7 @@ pub(super) fn sample() -> (MiniClusterSnapshot, ListSpokesResponse) {
                 created_unix_millis: NOW - 3 * 3_600_000,
                 bursts: vec![
                     BurstStatus {
+                        skipped: Vec::new(),
                         key: "hpc/bursty/burst-gke".into(),
                         burst_name: "burst-gke".into(),
                         spoke: "gke".into(),
@@ -58,6 +59,7 @@ pub(super) fn sample() -> (MiniClusterSnapshot, ListSpokesResponse) {
                         admitted_size: Some(8),
                     },
                     BurstStatus {
+                        skipped: Vec::new(),
                         key: "hpc/bursty/burst-kind".into(),
                         burst_name: "burst-kind".into(),
                         spoke: "kind-spoke".into(),

@@ -6,6 +6,7 @@
 //! start-up (`rebuild`).
 
 pub(in crate::controller) mod finalize;
+pub(in crate::controller) mod placing;
 pub mod rebuild;
 
 use std::time::SystemTime;
@@ -29,6 +30,7 @@ use crate::controller::watch::stores::{Stores, get};
 use crate::federation::bursts::{
     self, ASSIGNMENT_TOO_LARGE, BurstEvent, OVER_BUDGET, UNSAFE_BURST,
 };
+use crate::federation::placement::Placed;
 use crate::federation::{self, BurstInfo, McInfo, lead};
 
 /// What the federation decided in one reconcile of a planned MiniCluster.
@@ -45,6 +47,8 @@ pub struct Federated {
     pub(in crate::controller) refused: Option<String>,
     /// Why the bursts are held as they are: a spoke's exceptions are not known yet.
     pub(in crate::controller) held: Option<String>,
+    /// Where the bursts that name candidates were placed.
+    pub(in crate::controller) placed: Placed,
 }
 
 /// Whether the bursts of a MiniCluster may be sent ([`unsafe_refusal`]).
@@ -73,6 +77,8 @@ pub(in crate::controller) fn unsafe_refusal(
         .iter()
         .filter(|b| !b.retired)
         .map(|b| b.cluster.as_str())
+        // A burst placed nowhere goes nowhere.
+        .filter(|spoke| !spoke.is_empty())
         .collect();
     spokes.sort_unstable();
     spokes.dedup();
@@ -128,7 +134,18 @@ pub(in crate::controller) async fn federate(
     ns: &str,
     name: &str,
 ) -> Result<Federated, ApiError> {
-    let bursts = burst_infos(plan);
+    let now = SystemTime::from((ctx.now)().0);
+    let placing = placing::place(ctx, mc, plan, now);
+    let (plan, placed) = match &placing {
+        Some((plan, placed)) => (plan, placed.clone()),
+        None => (plan, Placed::default()),
+    };
+    let mut bursts = burst_infos(plan);
+    for b in &mut bursts {
+        if let Some(p) = placed.bursts.get(&b.name) {
+            b.skipped.clone_from(&p.skipped);
+        }
+    }
     if bursts.is_empty() {
         // Bursts removed from the spec: release the finalizer once spokes confirmed.
         if has_finalizer(mc) && !ctx.registry.has_unconfirmed_withdrawals(&mc_key(mc)) {
@@ -141,6 +158,7 @@ pub(in crate::controller) async fn federate(
             assignments: Vec::new(),
             refused: None,
             held: None,
+            placed,
         });
     }
     if !has_finalizer(mc) {
@@ -216,6 +234,7 @@ pub(in crate::controller) async fn federate(
                         assignments: Vec::new(),
                         refused: None,
                         held: None,
+                        placed,
                     });
                 }
             }
@@ -226,11 +245,19 @@ pub(in crate::controller) async fn federate(
     let refused = refused
         .or_else(|| too_large_refusal(&assignments))
         .or_else(|| over_budget_refusal(&assignments));
-    let assignments = if refused.is_some() {
+    let mut assignments = if refused.is_some() {
         Vec::new()
     } else {
         assignments
     };
+    // A burst moving to another spoke is sent there once the one it leaves confirms it
+    // gone: no two clusters start brokers of the same ranks.
+    assignments.retain(|a| {
+        placed
+            .bursts
+            .get(&a.assignment.burst_name)
+            .is_none_or(|p| p.held_by.is_empty())
+    });
     Ok(Federated {
         lead,
         waiting,
@@ -238,6 +265,7 @@ pub(in crate::controller) async fn federate(
         assignments,
         refused,
         held,
+        placed,
     })
 }
 
@@ -278,11 +306,12 @@ pub(in crate::controller) fn publish_assignments(
     ctx: &Context,
     mc: &MiniCluster,
     status: MiniClusterStatus,
-    fed: Federated,
+    mut fed: Federated,
     now: &Time,
 ) -> (MiniClusterStatus, Vec<BurstEvent>) {
     let previous = mc.status.clone().unwrap_or_default();
     let key = mc_key(mc);
+    let placed = std::mem::take(&mut fed.placed);
     let info = mc_info(
         mc,
         &status,
@@ -319,6 +348,7 @@ pub(in crate::controller) fn publish_assignments(
             )
         }
     };
+    let statuses = crate::federation::placement::in_status::with_placement(statuses, &placed);
     let events = bursts::events(&previous.bursts, &statuses);
     let status = status::with_bursts(
         status,
@@ -349,6 +379,7 @@ pub(in crate::controller) fn retain_from_status(ctx: &Context, mc: &MiniCluster)
             size: b.size,
             max_size: b.declared_hosts(),
             relayed: b.path.as_deref() == Some(flux_shared::api::burst_path::RELAY),
+            skipped: Vec::new(),
         })
         .collect();
     if !bursts.is_empty() {
@@ -377,6 +408,7 @@ pub fn burst_infos(plan: &Plan) -> Vec<BurstInfo> {
                 .map_or(b.size, |t| t.size),
             max_size: b.max_size,
             relayed: b.relay,
+            skipped: Vec::new(),
         })
         .collect()
 }

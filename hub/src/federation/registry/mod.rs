@@ -23,9 +23,11 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use flux_shared::api::SkippedCandidate;
 use flux_shared::federation::assignment::SpokeAssignment;
 use flux_shared::federation::policy::Announced;
 use flux_shared::federation::proto::{self, AssignmentStatus, BurstPhase};
+use flux_shared::federation::room::Room;
 use flux_shared::plan::Endpoint;
 use flux_shared::validate::Exceptions;
 use tokio::sync::{mpsc, watch};
@@ -72,6 +74,9 @@ pub struct BurstInfo {
     pub max_size: i32,
     /// Whether its brokers reach their lead through its spoke (`Spoke.Relay`).
     pub relayed: bool,
+    /// For a burst that names candidates: those it was not placed on, and why (`spoke` is
+    /// empty while it is placed nowhere).
+    pub skipped: Vec<SkippedCandidate>,
 }
 
 impl BurstInfo {
@@ -158,6 +163,13 @@ struct SpokeState {
     /// What its policy lets bursts have beyond the baseline, as it last announced; `None`
     /// until it connects to this hub.
     exceptions: Option<Announced>,
+    /// Its labels, as it last announced.
+    labels: BTreeMap<String, String>,
+    /// Its last room report (checked).
+    room: Option<Room>,
+    /// The newest snapshot version built for its stream: assignments of this version or
+    /// older may have reached it.
+    sent: u64,
 }
 
 impl SpokeState {
@@ -180,6 +192,9 @@ impl SpokeState {
             reports: HashMap::new(),
             cluster_unreachable: None,
             exceptions: None,
+            labels: BTreeMap::new(),
+            room: None,
+            sent: 0,
         }
     }
 
@@ -209,6 +224,23 @@ struct Inner {
     spokes: BTreeMap<String, SpokeState>,
     miniclusters: BTreeMap<McKey, McEntry>,
     admin_version: u64,
+    /// MiniClusters with a burst placed nowhere: woken when a spoke connects or its room
+    /// changes.
+    waiting: BTreeSet<McKey>,
+}
+
+/// What the placement of a burst needs to know of one candidate spoke.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct SpokeFacts {
+    /// Whether it holds a Watch stream open.
+    pub connected: bool,
+    /// While it is not connected: since when (its last stream ended, or this hub started).
+    pub away_since: Option<SystemTime>,
+    /// What bursts of the namespace asked for may have beyond the baseline there; `None`
+    /// until it connects to this hub.
+    pub exceptions: Option<Exceptions>,
+    /// Its last room report.
+    pub room: Option<Room>,
 }
 
 /// The index. Share it as `Arc<Registry>` between the controller and the gRPC services.
@@ -253,7 +285,7 @@ fn affected_by_spoke(inner: &Inner, spoke: &str) -> Vec<McKey> {
     inner
         .miniclusters
         .iter()
-        .filter(|(_, e)| e.bursts.iter().any(|b| b.spoke == spoke))
+        .filter(|(k, e)| e.bursts.iter().any(|b| b.spoke == spoke) || inner.waiting.contains(*k))
         .map(|(k, _)| k.clone())
         .collect()
 }
@@ -418,7 +450,7 @@ impl Registry {
     pub fn retain(&self, mc: &McKey, bursts: &[BurstInfo]) {
         let mut inner = self.lock();
         let mut changed = false;
-        for b in bursts {
+        for b in bursts.iter().filter(|b| !b.spoke.is_empty()) {
             let state = inner
                 .spokes
                 .entry(b.spoke.clone())
@@ -501,7 +533,7 @@ impl Registry {
             return;
         }
         let mut by_spoke: BTreeMap<String, Vec<String>> = BTreeMap::new();
-        for b in &bursts {
+        for b in bursts.iter().filter(|b| !b.spoke.is_empty()) {
             by_spoke
                 .entry(b.spoke.clone())
                 .or_default()
@@ -576,6 +608,7 @@ impl Registry {
         let prefix = format!("{}/{}/", mc.0, mc.1);
         let mut inner = self.lock();
         let mut changed = inner.miniclusters.remove(mc).is_some();
+        inner.waiting.remove(mc);
         for state in inner.spokes.values_mut() {
             let before = state.withdrawn.len() + state.reports.len();
             state.withdrawn.retain(|k, _| !k.starts_with(&prefix));
@@ -649,6 +682,88 @@ impl Registry {
             .map(|a| a.for_namespace(namespace))
     }
 
+    /// When this registry (this hub incarnation) started.
+    pub fn started(&self) -> SystemTime {
+        self.started
+    }
+
+    /// What the placement needs to know of each spoke of `names` for a burst of
+    /// `namespace`, in the same order.
+    pub fn placement_facts(&self, names: &[String], namespace: &str) -> Vec<SpokeFacts> {
+        let inner = self.lock();
+        names
+            .iter()
+            .map(|name| match inner.spokes.get(name) {
+                None => SpokeFacts {
+                    away_since: Some(self.started),
+                    ..SpokeFacts::default()
+                },
+                Some(s) => SpokeFacts {
+                    connected: s.connections > 0,
+                    away_since: (s.connections == 0)
+                        .then(|| s.disconnected_at.unwrap_or(self.started)),
+                    exceptions: s.exceptions.as_ref().map(|a| a.for_namespace(namespace)),
+                    room: s.room.clone(),
+                },
+            })
+            .collect()
+    }
+
+    /// Every spoke that announced itself to this hub, with its labels.
+    pub fn spoke_labels(&self) -> BTreeMap<String, BTreeMap<String, String>> {
+        self.lock()
+            .spokes
+            .iter()
+            .filter(|(_, s)| s.exceptions.is_some())
+            .map(|(name, s)| (name.clone(), s.labels.clone()))
+            .collect()
+    }
+
+    /// The spokes other than `except` that hold burst `key`: it is assigned to them, or
+    /// withdrawn and not confirmed gone. A burst moves to another spoke only once none
+    /// does, so that no two clusters run brokers of the same ranks.
+    pub fn held_elsewhere(&self, key: &str, except: &str) -> Vec<String> {
+        self.lock()
+            .spokes
+            .iter()
+            .filter(|(name, s)| {
+                name.as_str() != except
+                    && (s.assignments.contains_key(key)
+                        || (s.withdrawn.contains_key(key) && !s.confirmed_gone(key)))
+            })
+            .map(|(name, _)| name.clone())
+            .collect()
+    }
+
+    /// Whether a snapshot with burst `key` was built for `spoke`'s stream (it may have
+    /// received it).
+    pub fn delivered(&self, spoke: &str, key: &str) -> bool {
+        self.lock().spokes.get(spoke).is_some_and(|s| {
+            s.assignments
+                .get(key)
+                .is_some_and(|slot| s.sent >= slot.version)
+        })
+    }
+
+    /// What `spoke` last reported of burst `key`, while it is assigned there.
+    pub fn report_of(&self, spoke: &str, key: &str) -> Option<AssignmentStatus> {
+        let inner = self.lock();
+        let s = inner.spokes.get(spoke)?;
+        s.assignments.get(key)?;
+        s.reports.get(key).map(|(r, _)| r.clone())
+    }
+
+    /// Mark `mc` as having a burst placed nowhere (woken when a spoke connects or reports
+    /// its room), or not.
+    pub fn set_waiting(&self, mc: &McKey, waiting: bool) {
+        let mut inner = self.lock();
+        if waiting {
+            inner.waiting.insert(mc.clone());
+        } else {
+            inner.waiting.remove(mc);
+        }
+    }
+
     /// Number of connected spokes, and of assignments over all spokes (metrics).
     pub fn counts(&self) -> (usize, usize) {
         let inner = self.lock();
@@ -676,7 +791,8 @@ mod tests {
         spoke: &str,
         version: &str,
     ) -> Result<Subscription, SubscribeError> {
-        r.clone().subscribe(spoke, version, Announced::default())
+        r.clone()
+            .subscribe(spoke, version, Announced::default(), BTreeMap::new())
     }
 
     fn assignment(key: &str, spec: &str) -> proto::Assignment {
@@ -689,6 +805,7 @@ mod tests {
 
     fn burst(key: &str, spoke: &str) -> BurstInfo {
         BurstInfo {
+            skipped: Vec::new(),
             key: key.into(),
             name: key.rsplit('/').next().unwrap().into(),
             spoke: spoke.into(),
@@ -787,6 +904,7 @@ mod tests {
         r.report(
             "a",
             proto::ReportRequest {
+                room: None,
                 hub_epoch: "e1".into(),
                 applied_version: version,
                 statuses: vec![],
@@ -797,6 +915,7 @@ mod tests {
         r.report(
             "b",
             proto::ReportRequest {
+                room: None,
                 hub_epoch: "old".into(),
                 applied_version: 99,
                 statuses: vec![],
@@ -811,6 +930,7 @@ mod tests {
         r.report(
             "b",
             proto::ReportRequest {
+                room: None,
                 hub_epoch: "e1".into(),
                 applied_version: 0,
                 statuses: vec![AssignmentStatus {
@@ -839,6 +959,7 @@ mod tests {
         r.report(
             "a",
             proto::ReportRequest {
+                room: None,
                 hub_epoch: "e1".into(),
                 applied_version: 1,
                 statuses: vec![],
@@ -849,6 +970,7 @@ mod tests {
         r.report(
             "a",
             proto::ReportRequest {
+                room: None,
                 hub_epoch: "e1".into(),
                 applied_version: 2,
                 statuses: vec![],
@@ -897,6 +1019,7 @@ mod tests {
             r.report(
                 "a",
                 proto::ReportRequest {
+                    room: None,
                     hub_epoch: "e1".into(),
                     applied_version: version,
                     statuses: vec![AssignmentStatus {
@@ -939,6 +1062,7 @@ mod tests {
         r.report(
             "a",
             proto::ReportRequest {
+                room: None,
                 hub_epoch: "e1".into(),
                 applied_version: 2,
                 statuses: vec![AssignmentStatus {
@@ -991,6 +1115,7 @@ mod tests {
         r.report(
             "b",
             proto::ReportRequest {
+                room: None,
                 hub_epoch: "e1".into(),
                 applied_version: 1,
                 statuses: vec![status("ns/m/x", 2)],
@@ -1002,6 +1127,7 @@ mod tests {
         r.report(
             "a",
             proto::ReportRequest {
+                room: None,
                 hub_epoch: "e1".into(),
                 applied_version: 2,
                 statuses: vec![status("ns/m/x", 1)],
@@ -1013,6 +1139,7 @@ mod tests {
         r.report(
             "a",
             proto::ReportRequest {
+                room: None,
                 hub_epoch: "e1".into(),
                 applied_version: 2,
                 statuses: vec![status("ns/m/x", 1)],
@@ -1025,6 +1152,7 @@ mod tests {
         r.report(
             "a",
             proto::ReportRequest {
+                room: None,
                 hub_epoch: "e1".into(),
                 applied_version: 2,
                 statuses: vec![AssignmentStatus {
@@ -1043,6 +1171,7 @@ mod tests {
         // The spoke loses its API server: every MiniCluster with a burst there is
         // reconciled, its bursts carry since when and why, admins see it on the spoke.
         let access = |millis, error: &str| proto::ReportRequest {
+            room: None,
             hub_epoch: "e1".into(),
             applied_version: 2,
             statuses: vec![status("ns/m/x", 1)],

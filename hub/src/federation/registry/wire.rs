@@ -2,13 +2,15 @@
 //! snapshot and reports, and the admins' views, each built as the wire message from the
 //! index ([`super`]) under one short lock.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use flux_shared::federation::policy::Announced;
 use flux_shared::federation::proto::{self, Snapshot};
+use flux_shared::federation::room::Room;
 use tokio::sync::watch;
+use tracing::warn;
 
 use super::{ConnectionGuard, McKey, Registry, SpokeState, affected_by_spoke, mc_of, unix_millis};
 use crate::federation::relay::{RelayRefusal, RelayTarget};
@@ -24,6 +26,7 @@ impl Served for Registry {
         spoke: &str,
         spoke_version: &str,
         exceptions: Announced,
+        labels: BTreeMap<String, String>,
     ) -> Result<Subscription, SubscribeError> {
         if !self.is_primed() {
             return Err(SubscribeError::NotReady);
@@ -41,6 +44,7 @@ impl Served for Registry {
         state.last_seen = Some(SystemTime::now());
         state.spoke_version = spoke_version.to_string();
         state.exceptions = Some(exceptions);
+        state.labels = labels;
         let versions = state.tx.subscribe();
         let first = state.connections == 1;
         let affected = if first {
@@ -63,8 +67,8 @@ impl Served for Registry {
     }
 
     fn snapshot(&self, spoke: &str) -> Snapshot {
-        let inner = self.lock();
-        match inner.spokes.get(spoke) {
+        let mut inner = self.lock();
+        match inner.spokes.get_mut(spoke) {
             None => Snapshot {
                 hub_epoch: self.epoch.clone(),
                 version: 1,
@@ -72,17 +76,20 @@ impl Served for Registry {
                 retained_keys: Vec::new(),
                 ..Snapshot::default()
             },
-            Some(state) => Snapshot {
-                hub_epoch: self.epoch.clone(),
-                version: state.version,
-                assignments: state
-                    .assignments
-                    .values()
-                    .map(|slot| proto::Assignment::clone(&slot.assignment))
-                    .collect(),
-                retained_keys: state.retained.iter().cloned().collect(),
-                ..Snapshot::default()
-            },
+            Some(state) => {
+                state.sent = state.sent.max(state.version);
+                Snapshot {
+                    hub_epoch: self.epoch.clone(),
+                    version: state.version,
+                    assignments: state
+                        .assignments
+                        .values()
+                        .map(|slot| proto::Assignment::clone(&slot.assignment))
+                        .collect(),
+                    retained_keys: state.retained.iter().cloned().collect(),
+                    ..Snapshot::default()
+                }
+            }
         }
     }
 
@@ -113,6 +120,19 @@ impl Served for Registry {
         let access = cluster_unreachable(request.cluster_access.as_ref());
         let access_changed = state.cluster_unreachable != access;
         state.cluster_unreachable = access;
+        // Room crosses the trust line too: checked, or dropped (the statuses still count).
+        let room_changed = match request.room.as_ref().map(Room::from_proto) {
+            Some(Ok(room)) => {
+                let changed = state.room.as_ref().is_none_or(|old| !old.same(&room));
+                state.room = Some(room);
+                changed
+            }
+            Some(Err(e)) => {
+                warn!(%spoke, error = %e, "dropping a room report that breaks a bound");
+                false
+            }
+            None => false,
+        };
         if current_epoch && request.applied_version > state.acknowledged {
             let confirmed_before: Vec<bool> = state
                 .withdrawn
@@ -169,6 +189,10 @@ impl Served for Registry {
         if access_changed {
             notify.extend(affected_by_spoke(&inner, spoke));
         }
+        if room_changed {
+            // Bursts placed nowhere may fit now.
+            notify.extend(inner.waiting.iter().cloned());
+        }
         self.bump_admin(&mut inner);
         drop(inner);
         for mc in notify {
@@ -223,6 +247,15 @@ impl Served for Registry {
                             last_report_unix_millis: unix_millis(report.map(|(_, at)| *at)),
                             reason: report.map(|(r, _)| r.reason.clone()).unwrap_or_default(),
                             admitted_size: report.and_then(|(r, _)| r.admitted_size),
+                            skipped: b
+                                .skipped
+                                .iter()
+                                .map(|s| proto::SkippedCandidate {
+                                    spoke: s.cluster.clone(),
+                                    reason: s.reason.clone(),
+                                    message: s.message.clone(),
+                                })
+                                .collect(),
                         }
                     })
                     .collect(),

@@ -98,10 +98,14 @@ impl Spoke for Services {
             .map_err(|e| {
                 Status::invalid_argument(format!("spoke {spoke}'s policy exceptions: {e}"))
             })?;
+        let labels: std::collections::BTreeMap<String, String> = req.labels.into_iter().collect();
+        flux_shared::federation::spoke_labels::check(&labels)
+            .map_err(|e| Status::invalid_argument(format!("spoke {spoke}'s {e}")))?;
         let subscription = match self.registry.clone().subscribe(
             &spoke,
             &req.spoke_version,
             exceptions,
+            labels,
         ) {
             Ok(s) => s,
             Err(SubscribeError::NotReady) => return Err(not_ready()),

@@ -1,0 +1,447 @@
+//! Placement of a burst that names `candidates`: which spoke runs it, decided by a pure
+//! function of what the hub knows of each candidate and of where the burst is now.
+//!
+//! One nomination at a time: a burst is placed on one spoke, the first in the user's order
+//! that is connected, may run it (its announced exceptions, its policy's namespaces and
+//! ceilings) and has room for its brokers; when none has room, the first that may run it
+//! (its pods wait there, which is what a cluster autoscaler grows for). It moves on only
+//! while none of its brokers runs, when its spoke refuses it, places no broker in time, or
+//! goes away before it received the burst; the spoke it leaves confirms the burst gone
+//! before the next one gets it (the caller's gate), so that no two clusters start brokers
+//! of the same ranks. A burst whose brokers run stays; scaled to 0, it is placed afresh on
+//! its next scale-up, and the candidates it left are tried again.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, SystemTime};
+
+use flux_shared::api::{PlacementCandidate, SkippedCandidate};
+use flux_shared::federation::proto::BurstPhase;
+use flux_shared::federation::room::{Room, Shape};
+
+/// Reasons a candidate was skipped (`status.bursts[].placement.skipped[].reason`).
+pub mod reason {
+    /// Not connected to the hub when the burst was placed.
+    pub const NOT_CONNECTED: &str = "NotConnected";
+    /// Its announced policy does not let a burst have what this one asks for.
+    pub const UNSAFE: &str = "Unsafe";
+    /// Its policy does not admit the burst's namespace, or that many brokers.
+    pub const NOT_ADMITTED: &str = "NotAdmitted";
+    /// Its nodes have no room for the burst's brokers now.
+    pub const NO_ROOM: &str = "NoRoom";
+    /// It refused the burst (its policy or its checks).
+    pub const REFUSED: &str = "Refused";
+    /// No broker of the burst was ready there within the placement timeout.
+    pub const NOT_PLACED_IN_TIME: &str = "NotPlacedInTime";
+    /// It went away before it received the burst.
+    pub const WENT_AWAY: &str = "WentAway";
+
+    /// Whether a burst that left a candidate for this reason keeps away from it until it
+    /// is scaled to 0 (the other reasons are looked at again at each placement).
+    pub fn is_remembered(reason: &str) -> bool {
+        matches!(reason, REFUSED | NOT_PLACED_IN_TIME | WENT_AWAY)
+    }
+}
+
+/// How long the hub waits before it moves a burst on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Timeouts {
+    /// From placement to the first broker ready (default 5 minutes: an image pull and a
+    /// cluster autoscaler's new node fit in it).
+    pub place: Duration,
+    /// A spoke that has not received the burst and is not connected for this long is
+    /// left (default 30 s: a restarting spoke is back well within it).
+    pub away: Duration,
+    /// After the hub starts, a candidate that has not connected yet is waited for this
+    /// long before a later one is chosen (its spokes reconnect within it).
+    pub settle: Duration,
+}
+
+impl Default for Timeouts {
+    fn default() -> Timeouts {
+        Timeouts {
+            place: Duration::from_secs(300),
+            away: Duration::from_secs(30),
+            settle: Duration::from_secs(30),
+        }
+    }
+}
+
+/// A candidate spoke as the hub knows it.
+#[derive(Clone, Debug)]
+pub struct Candidate<'a> {
+    /// Its name.
+    pub name: &'a str,
+    /// Whether it holds a Watch stream open.
+    pub connected: bool,
+    /// Its last room report, when it sent one.
+    pub room: Option<&'a Room>,
+    /// Why its announced exceptions do not let the burst run there.
+    pub unsafe_because: Option<String>,
+    /// Brokers the MiniCluster's other bursts are assigned there.
+    pub others: i32,
+}
+
+/// The burst to place.
+#[derive(Clone, Debug)]
+pub struct Ask<'a> {
+    /// Its MiniCluster's namespace.
+    pub namespace: &'a str,
+    /// Brokers it should run.
+    pub size: i32,
+    /// What each broker's pod asks of its node.
+    pub shape: &'a Shape,
+}
+
+/// What the spoke a burst is placed on last reported of it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Reported {
+    /// Its phase.
+    pub phase: BurstPhase,
+    /// Its Job's parallelism.
+    pub size: i32,
+    /// Brokers ready.
+    pub brokers_ready: i32,
+    /// Brokers leaving.
+    pub brokers_draining: i32,
+    /// Why it does not run it as sent, and more.
+    pub reason: String,
+    /// Details.
+    pub message: String,
+}
+
+/// Where a burst is placed now.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Current {
+    /// The spoke.
+    pub spoke: String,
+    /// Since when.
+    pub since: SystemTime,
+    /// Whether the spoke may have received the burst (a snapshot with it was sent to it,
+    /// or, after a hub restart, not known: assumed).
+    pub delivered: bool,
+    /// Its report on the burst, once it sent one for the current assignment.
+    pub report: Option<Reported>,
+    /// While the spoke is not connected: since when.
+    pub away_since: Option<SystemTime>,
+    /// Whether the burst was to run no broker as of the last decision (scaled to 0).
+    pub was_empty: bool,
+}
+
+/// The decision.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Placement {
+    /// The spoke that runs the burst; `None` while none may.
+    pub spoke: Option<String>,
+    /// Since when it is placed there.
+    pub since: Option<SystemTime>,
+    /// The candidates skipped, in preference order.
+    pub skipped: Vec<SkippedCandidate>,
+    /// When the decision must be made again although nothing else changes (a deadline).
+    pub recheck: Option<Duration>,
+}
+
+/// Where each burst that names candidates was placed, by burst name.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Placed {
+    /// Its placement.
+    pub bursts: BTreeMap<String, PlacedBurst>,
+    /// When to decide again although nothing else changes.
+    pub recheck: Option<Duration>,
+}
+
+/// One burst's placement.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct PlacedBurst {
+    /// Since when it is placed on its spoke (`None`: placed nowhere).
+    pub since: Option<SystemTime>,
+    /// The candidates skipped, and why.
+    pub skipped: Vec<SkippedCandidate>,
+    /// Spokes that still hold it (it moves once they confirm it gone): its assignment is
+    /// not sent to its new spoke before.
+    pub held_by: Vec<String>,
+}
+
+/// The spokes the candidates name, in preference order, each once: a named one as named,
+/// then every spoke of `labels` (the known spokes and their labels) that matches a label
+/// candidate, in name order.
+pub fn expand(
+    candidates: &[PlacementCandidate],
+    labels: &BTreeMap<String, BTreeMap<String, String>>,
+) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for c in candidates {
+        match c {
+            PlacementCandidate::Cluster(name) => {
+                if !out.contains(name) {
+                    out.push(name.clone());
+                }
+            }
+            PlacementCandidate::Labels(_) => {
+                for (name, l) in labels {
+                    if c.matches(name, l) && !out.contains(name) {
+                        out.push(name.clone());
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Where `ask` runs, among `candidates` (in preference order), given where it is now
+/// (`current`), the candidates it left and keeps away from (`left`), and, with `settling`,
+/// whether the hub started so recently that a candidate not connected may still come.
+pub fn place(
+    candidates: &[Candidate<'_>],
+    ask: &Ask<'_>,
+    current: Option<&Current>,
+    left: &[SkippedCandidate],
+    now: SystemTime,
+    timeouts: Timeouts,
+    settling: bool,
+) -> Placement {
+    let mut left: Vec<SkippedCandidate> = left
+        .iter()
+        .filter(|s| reason::is_remembered(&s.reason))
+        .cloned()
+        .collect();
+    if let Some(cur) = current {
+        let r = cur.report.as_ref();
+        let runs = r.is_some_and(|r| {
+            r.brokers_ready > 0
+                || r.brokers_draining > 0
+                || matches!(
+                    r.phase,
+                    BurstPhase::Running | BurstPhase::Succeeded | BurstPhase::Failed
+                )
+        });
+        let idle = cur.was_empty && !runs;
+        if ask.size == 0 {
+            // Scaled to 0: it stays, and may go anywhere on its next scale-up.
+            return Placement {
+                spoke: Some(cur.spoke.clone()),
+                since: Some(cur.since),
+                ..Placement::default()
+            };
+        }
+        if idle {
+            // Scaled up from 0: placed afresh (where it is, if that is still first), its
+            // deadline counted from now.
+            return choose(candidates, ask, None, Vec::new(), now, settling);
+        } else if runs {
+            return stay(cur, &left, None);
+        } else {
+            match failure(cur, now, timeouts) {
+                Ok(recheck) => return stay(cur, &left, recheck),
+                Err(failed) => {
+                    left.retain(|s| s.cluster != cur.spoke);
+                    left.push(failed);
+                }
+            }
+        }
+    }
+    choose(candidates, ask, current, left, now, settling)
+}
+
+/// The placement that keeps the burst where it is.
+fn stay(cur: &Current, left: &[SkippedCandidate], recheck: Option<Duration>) -> Placement {
+    Placement {
+        spoke: Some(cur.spoke.clone()),
+        since: Some(cur.since),
+        skipped: left.to_vec(),
+        recheck,
+    }
+}
+
+/// Why the burst must leave the spoke it is placed on (no broker of it runs there), or
+/// when to look again.
+fn failure(
+    cur: &Current,
+    now: SystemTime,
+    timeouts: Timeouts,
+) -> Result<Option<Duration>, SkippedCandidate> {
+    let skip = |reason: &str, message: String| SkippedCandidate {
+        cluster: cur.spoke.clone(),
+        reason: reason.to_string(),
+        message,
+    };
+    if let Some(r) = cur
+        .report
+        .as_ref()
+        .filter(|r| r.phase == BurstPhase::Invalid)
+    {
+        let why = if r.reason.is_empty() {
+            "Refused"
+        } else {
+            &r.reason
+        };
+        return Err(skip(reason::REFUSED, format!("{why}: {}", r.message)));
+    }
+    let elapsed = |since: SystemTime| now.duration_since(since).unwrap_or_default();
+    if let Some(away) = cur.away_since.filter(|_| !cur.delivered) {
+        let left = timeouts.away.checked_sub(elapsed(away)).unwrap_or_default();
+        if left.is_zero() {
+            return Err(skip(
+                reason::WENT_AWAY,
+                format!(
+                    "not connected for {} s before it received the burst",
+                    timeouts.away.as_secs()
+                ),
+            ));
+        }
+        return Ok(Some(left));
+    }
+    if cur.away_since.is_some() {
+        // It may hold the burst's objects: it stays until it says otherwise.
+        return Ok(None);
+    }
+    let left = timeouts
+        .place
+        .checked_sub(elapsed(cur.since))
+        .unwrap_or_default();
+    if left.is_zero() {
+        let r = cur.report.as_ref();
+        return Err(skip(
+            reason::NOT_PLACED_IN_TIME,
+            format!(
+                "no broker ready {} s after it was placed there ({} of {} pods' brokers ready)",
+                timeouts.place.as_secs(),
+                r.map_or(0, |r| r.brokers_ready),
+                r.map_or(0, |r| r.size)
+            ),
+        ));
+    }
+    Ok(Some(left))
+}
+
+/// The first candidate that may run the burst and has room, else the first that may run
+/// it; every candidate before it skipped, with why.
+fn choose(
+    candidates: &[Candidate<'_>],
+    ask: &Ask<'_>,
+    current: Option<&Current>,
+    left: Vec<SkippedCandidate>,
+    now: SystemTime,
+    settling: bool,
+) -> Placement {
+    let mut skipped: Vec<SkippedCandidate> = Vec::new();
+    let mut full: Option<usize> = None;
+    for c in candidates {
+        if let Some(l) = left.iter().find(|l| l.cluster == c.name) {
+            skipped.push(l.clone());
+            continue;
+        }
+        let skip = |reason: &str, message: String| SkippedCandidate {
+            cluster: c.name.to_string(),
+            reason: reason.to_string(),
+            message,
+        };
+        if !c.connected {
+            if settling {
+                // The hub just started: its spokes are reconnecting. Wait for this one.
+                skipped.push(skip(
+                    reason::NOT_CONNECTED,
+                    "not connected yet since the hub started; waiting for it".to_string(),
+                ));
+                return unplaced(skipped, left, Some(Duration::from_secs(5)));
+            }
+            skipped.push(skip(
+                reason::NOT_CONNECTED,
+                "not connected to the hub".to_string(),
+            ));
+            continue;
+        }
+        if let Some(why) = &c.unsafe_because {
+            skipped.push(skip(reason::UNSAFE, why.clone()));
+            continue;
+        }
+        if let Some(room) = c.room {
+            let p = &room.policy;
+            if !p.admits_namespace(ask.namespace) {
+                skipped.push(skip(
+                    reason::NOT_ADMITTED,
+                    format!("its policy does not admit namespace {}", ask.namespace),
+                ));
+                continue;
+            }
+            let admitted = p.admits(c.others, 0);
+            if admitted < ask.size {
+                skipped.push(skip(
+                    reason::NOT_ADMITTED,
+                    format!(
+                        "its policy admits {admitted} of {} brokers now (maxBrokers {}, {} in use; maxBrokersPerMiniCluster {})",
+                        ask.size, p.max_brokers, p.brokers, p.max_brokers_per_minicluster
+                    ),
+                ));
+                continue;
+            }
+            if let Some(fits) = room.fits(ask.shape)
+                && fits < i64::from(ask.size)
+            {
+                skipped.push(skip(
+                    reason::NO_ROOM,
+                    format!("its nodes have room for {fits} of {} brokers", ask.size),
+                ));
+                full.get_or_insert(skipped.len() - 1);
+                continue;
+            }
+        }
+        return placed(c.name, skipped, current, now);
+    }
+    match full {
+        // None has room: the first that may run it, where its pods wait for room.
+        Some(at) => {
+            let name = skipped[at].cluster.clone();
+            let mut before: Vec<SkippedCandidate> = skipped[..at].to_vec();
+            before.extend(
+                skipped[at + 1..]
+                    .iter()
+                    .filter(|s| reason::is_remembered(&s.reason))
+                    .cloned(),
+            );
+            placed(&name, before, current, now)
+        }
+        None => unplaced(skipped, left, None),
+    }
+}
+
+fn placed(
+    name: &str,
+    skipped: Vec<SkippedCandidate>,
+    current: Option<&Current>,
+    now: SystemTime,
+) -> Placement {
+    let since = match current {
+        Some(cur) if cur.spoke == name => cur.since,
+        _ => now,
+    };
+    Placement {
+        spoke: Some(name.to_string()),
+        since: Some(since),
+        skipped,
+        recheck: None,
+    }
+}
+
+fn unplaced(
+    mut skipped: Vec<SkippedCandidate>,
+    left: Vec<SkippedCandidate>,
+    recheck: Option<Duration>,
+) -> Placement {
+    // Left candidates that were not looked at still show.
+    for l in left {
+        if !skipped.iter().any(|s| s.cluster == l.cluster) {
+            skipped.push(l);
+        }
+    }
+    Placement {
+        spoke: None,
+        since: None,
+        skipped,
+        recheck,
+    }
+}
+
+pub mod in_status;
+#[cfg(test)]
+mod tests;

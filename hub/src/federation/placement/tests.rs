@@ -1,0 +1,444 @@
+use super::*;
+use flux_shared::federation::proto;
+
+const T0: Duration = Duration::from_secs(1_000_000);
+
+fn at(secs: u64) -> SystemTime {
+    SystemTime::UNIX_EPOCH + T0 + Duration::from_secs(secs)
+}
+
+/// A room of `pods` free pod slots on one node, with `policy` maxBrokers and `in_use`.
+fn room(pods: i64, max_brokers: i32, in_use: i32) -> Room {
+    Room::from_proto(&proto::ClusterRoom {
+        nodes: vec![proto::NodeRoom {
+            count: 1,
+            free_milli: [("pods".to_string(), pods * 1000)].into_iter().collect(),
+        }],
+        policy: Some(proto::PolicyRoom {
+            valid: true,
+            namespaces: vec!["default".into()],
+            max_brokers,
+            max_brokers_per_minicluster: max_brokers,
+            brokers: in_use,
+        }),
+        ..proto::ClusterRoom::default()
+    })
+    .unwrap()
+}
+
+fn candidate<'a>(name: &'a str, room: Option<&'a Room>) -> Candidate<'a> {
+    Candidate {
+        name,
+        connected: true,
+        room,
+        unsafe_because: None,
+        others: 0,
+    }
+}
+
+fn ask(shape: &Shape, size: i32) -> Ask<'_> {
+    Ask {
+        namespace: "default",
+        size,
+        shape,
+    }
+}
+
+fn reasons(p: &Placement) -> Vec<(String, String)> {
+    p.skipped
+        .iter()
+        .map(|s| (s.cluster.clone(), s.reason.clone()))
+        .collect()
+}
+
+fn pair(spoke: &str, reason: &str) -> (String, String) {
+    (spoke.to_string(), reason.to_string())
+}
+
+fn fresh(candidates: &[Candidate<'_>], size: i32) -> Placement {
+    let shape = Shape::default();
+    place(
+        candidates,
+        &ask(&shape, size),
+        None,
+        &[],
+        at(0),
+        Timeouts::default(),
+        false,
+    )
+}
+
+fn placed_on(spoke: &str, since: u64, report: Option<Reported>) -> Current {
+    Current {
+        spoke: spoke.into(),
+        since: at(since),
+        delivered: true,
+        report,
+        away_since: None,
+        was_empty: false,
+    }
+}
+
+fn reported(phase: BurstPhase, size: i32, ready: i32) -> Reported {
+    Reported {
+        phase,
+        size,
+        brokers_ready: ready,
+        brokers_draining: 0,
+        reason: String::new(),
+        message: String::new(),
+    }
+}
+
+#[test]
+fn the_first_candidate_with_room_gets_the_burst_and_those_before_say_why_not() {
+    let full = room(2, 32, 0);
+    let roomy = room(8, 32, 0);
+    let p = fresh(
+        &[candidate("a", Some(&full)), candidate("b", Some(&roomy))],
+        4,
+    );
+    assert_eq!(p.spoke.as_deref(), Some("b"));
+    assert_eq!(p.since, Some(at(0)));
+    assert_eq!(reasons(&p), [pair("a", reason::NO_ROOM)]);
+    assert_eq!(
+        p.skipped[0].message,
+        "its nodes have room for 2 of 4 brokers"
+    );
+    // In order: the first one wins when both have room.
+    let p = fresh(
+        &[candidate("b", Some(&roomy)), candidate("a", Some(&roomy))],
+        4,
+    );
+    assert_eq!((p.spoke.as_deref(), p.skipped.len()), (Some("b"), 0));
+}
+
+#[test]
+fn with_room_nowhere_the_first_that_admits_it_gets_it_and_its_pods_wait() {
+    let full = room(1, 32, 0);
+    let ceiling = room(64, 2, 0);
+    let p = fresh(
+        &[
+            candidate("low", Some(&ceiling)),
+            candidate("a", Some(&full)),
+            candidate("b", Some(&full)),
+        ],
+        4,
+    );
+    assert_eq!(p.spoke.as_deref(), Some("a"));
+    assert_eq!(reasons(&p), [pair("low", reason::NOT_ADMITTED)]);
+}
+
+#[test]
+fn a_spoke_that_says_nothing_of_its_room_may_have_room() {
+    let full = room(0, 32, 0);
+    let p = fresh(&[candidate("a", Some(&full)), candidate("old", None)], 4);
+    assert_eq!(p.spoke.as_deref(), Some("old"));
+    let unmeasured = Room::from_proto(&proto::ClusterRoom {
+        error: "nodes is forbidden".into(),
+        policy: Some(proto::PolicyRoom {
+            valid: true,
+            namespaces: vec!["default".into()],
+            max_brokers: 32,
+            max_brokers_per_minicluster: 32,
+            brokers: 0,
+        }),
+        ..proto::ClusterRoom::default()
+    })
+    .unwrap();
+    let p = fresh(&[candidate("blind", Some(&unmeasured))], 4);
+    assert_eq!(p.spoke.as_deref(), Some("blind"));
+}
+
+#[test]
+fn policy_namespace_ceiling_safety_and_connection_are_each_named() {
+    let roomy = room(64, 32, 0);
+    let busy = room(64, 32, 30);
+    let mut elsewhere = room(64, 32, 0);
+    elsewhere.policy.namespaces = vec!["hpc-*".into()];
+    let mut per_mc = room(64, 32, 0);
+    per_mc.policy.max_brokers_per_minicluster = 5;
+    let mut gone = candidate("gone", Some(&roomy));
+    gone.connected = false;
+    let mut strict = candidate("strict", Some(&roomy));
+    strict.unsafe_because = Some("privileged containers".into());
+    let mut mine = candidate("mine", Some(&per_mc));
+    mine.others = 2;
+    let p = fresh(
+        &[
+            gone,
+            strict,
+            candidate("elsewhere", Some(&elsewhere)),
+            candidate("busy", Some(&busy)),
+            mine,
+            candidate("ok", Some(&roomy)),
+        ],
+        4,
+    );
+    assert_eq!(p.spoke.as_deref(), Some("ok"));
+    assert_eq!(
+        reasons(&p),
+        [
+            pair("gone", reason::NOT_CONNECTED),
+            pair("strict", reason::UNSAFE),
+            pair("elsewhere", reason::NOT_ADMITTED),
+            pair("busy", reason::NOT_ADMITTED),
+            pair("mine", reason::NOT_ADMITTED),
+        ]
+    );
+    assert!(
+        p.skipped[3]
+            .message
+            .starts_with("its policy admits 2 of 4 brokers"),
+        "{}",
+        p.skipped[3].message
+    );
+    assert!(p.skipped[4].message.starts_with("its policy admits 3 of 4"));
+    // Nothing may run it: placed nowhere, every reason said.
+    let p = fresh(&[candidate("busy", Some(&busy))], 4);
+    assert_eq!((p.spoke.as_deref(), reasons(&p).len()), (None, 1));
+}
+
+#[test]
+fn a_hub_that_just_started_waits_for_a_candidate_not_connected_yet() {
+    let roomy = room(64, 32, 0);
+    let mut first = candidate("a", Some(&roomy));
+    first.connected = false;
+    let shape = Shape::default();
+    let p = place(
+        &[first.clone(), candidate("b", Some(&roomy))],
+        &ask(&shape, 2),
+        None,
+        &[],
+        at(0),
+        Timeouts::default(),
+        true,
+    );
+    assert_eq!(p.spoke, None);
+    assert!(p.recheck.is_some());
+    let p = place(
+        &[first, candidate("b", Some(&roomy))],
+        &ask(&shape, 2),
+        None,
+        &[],
+        at(0),
+        Timeouts::default(),
+        false,
+    );
+    assert_eq!(p.spoke.as_deref(), Some("b"));
+}
+
+#[test]
+fn a_burst_whose_brokers_run_is_never_moved() {
+    let roomy = room(64, 32, 0);
+    let shape = Shape::default();
+    let candidates = [candidate("a", Some(&roomy)), candidate("b", Some(&roomy))];
+    for report in [
+        reported(BurstPhase::Running, 4, 4),
+        reported(BurstPhase::Pending, 4, 1),
+        Reported {
+            brokers_draining: 2,
+            ..reported(BurstPhase::Pending, 2, 0)
+        },
+        // Refused as sent, kept as it runs (a lowered ceiling): still where it is.
+        Reported {
+            reason: "TooManyBrokers".into(),
+            ..reported(BurstPhase::Running, 4, 4)
+        },
+    ] {
+        let cur = placed_on("b", 0, Some(report.clone()));
+        // Long after the deadline, with the first candidate free.
+        let p = place(
+            &candidates,
+            &ask(&shape, 4),
+            Some(&cur),
+            &[],
+            at(10_000),
+            Timeouts::default(),
+            false,
+        );
+        assert_eq!(p.spoke.as_deref(), Some("b"), "{report:?}");
+        assert_eq!(p.since, Some(at(0)));
+    }
+}
+
+#[test]
+fn a_refusal_moves_the_burst_on_and_it_keeps_away_until_scaled_to_0() {
+    let roomy = room(64, 32, 0);
+    let shape = Shape::default();
+    let candidates = [candidate("a", Some(&roomy)), candidate("b", Some(&roomy))];
+    let refused = Reported {
+        reason: "ImageNotAllowed".into(),
+        message: "image x is not allowed".into(),
+        ..reported(BurstPhase::Invalid, 0, 0)
+    };
+    let cur = placed_on("a", 0, Some(refused));
+    let p = place(
+        &candidates,
+        &ask(&shape, 4),
+        Some(&cur),
+        &[],
+        at(5),
+        Timeouts::default(),
+        false,
+    );
+    assert_eq!(p.spoke.as_deref(), Some("b"));
+    assert_eq!(p.since, Some(at(5)));
+    assert_eq!(reasons(&p), [pair("a", reason::REFUSED)]);
+    assert_eq!(
+        p.skipped[0].message,
+        "ImageNotAllowed: image x is not allowed"
+    );
+    // On b, a is still left out: nothing brings it back while b is fine.
+    let on_b = placed_on("b", 5, None);
+    let p2 = place(
+        &candidates,
+        &ask(&shape, 4),
+        Some(&on_b),
+        &p.skipped,
+        at(6),
+        Timeouts::default(),
+        false,
+    );
+    assert_eq!(
+        (p2.spoke.as_deref(), reasons(&p2)),
+        (Some("b"), reasons(&p))
+    );
+    // Should b fail too, a is not tried again: placed nowhere.
+    let b_refuses = placed_on("b", 5, Some(reported(BurstPhase::Invalid, 0, 0)));
+    let p3 = place(
+        &candidates,
+        &ask(&shape, 4),
+        Some(&b_refuses),
+        &p.skipped,
+        at(7),
+        Timeouts::default(),
+        false,
+    );
+    assert_eq!(p3.spoke, None);
+    assert_eq!(
+        reasons(&p3),
+        [pair("a", reason::REFUSED), pair("b", reason::REFUSED)]
+    );
+    // Scaled to 0, it forgets; scaled up again, a is first again.
+    let idle_on_b = Current {
+        was_empty: true,
+        ..placed_on("b", 5, Some(reported(BurstPhase::Pending, 0, 0)))
+    };
+    let p4 = place(
+        &candidates,
+        &ask(&shape, 0),
+        Some(&idle_on_b),
+        &p.skipped,
+        at(100),
+        Timeouts::default(),
+        false,
+    );
+    assert_eq!((p4.spoke.as_deref(), p4.skipped.len()), (Some("b"), 0));
+    let p5 = place(
+        &candidates,
+        &ask(&shape, 2),
+        Some(&idle_on_b),
+        &p4.skipped,
+        at(200),
+        Timeouts::default(),
+        false,
+    );
+    assert_eq!((p5.spoke.as_deref(), p5.since), (Some("a"), Some(at(200))));
+}
+
+#[test]
+fn a_burst_with_no_broker_ready_in_time_moves_on_and_not_before() {
+    let roomy = room(64, 32, 0);
+    let shape = Shape::default();
+    let candidates = [candidate("a", Some(&roomy)), candidate("b", Some(&roomy))];
+    let timeouts = Timeouts::default();
+    let cur = placed_on("a", 0, Some(reported(BurstPhase::Pending, 4, 0)));
+    let at_place = |secs| {
+        place(
+            &candidates,
+            &ask(&shape, 4),
+            Some(&cur),
+            &[],
+            at(secs),
+            timeouts,
+            false,
+        )
+    };
+    let before = at_place(299);
+    assert_eq!(before.spoke.as_deref(), Some("a"));
+    assert_eq!(before.recheck, Some(Duration::from_secs(1)));
+    let after = at_place(300);
+    assert_eq!(after.spoke.as_deref(), Some("b"));
+    assert_eq!(reasons(&after), [pair("a", reason::NOT_PLACED_IN_TIME)]);
+    assert!(
+        after.skipped[0].message.contains("0 of 4"),
+        "{:?}",
+        after.skipped
+    );
+}
+
+#[test]
+fn a_spoke_that_goes_away_loses_the_burst_only_if_it_never_received_it() {
+    let roomy = room(64, 32, 0);
+    let shape = Shape::default();
+    let candidates = [candidate("a", Some(&roomy)), candidate("b", Some(&roomy))];
+    let mut cur = placed_on("a", 0, None);
+    cur.delivered = false;
+    cur.away_since = Some(at(10));
+    let go = |cur: &Current, secs| {
+        place(
+            &candidates,
+            &ask(&shape, 4),
+            Some(cur),
+            &[],
+            at(secs),
+            Timeouts::default(),
+            false,
+        )
+    };
+    let p = go(&cur, 20);
+    assert_eq!(
+        (p.spoke.as_deref(), p.recheck),
+        (Some("a"), Some(Duration::from_secs(20)))
+    );
+    let p = go(&cur, 40);
+    assert_eq!(p.spoke.as_deref(), Some("b"));
+    assert_eq!(reasons(&p), [pair("a", reason::WENT_AWAY)]);
+    // Received (it may hold its objects): it stays, even past the placement deadline.
+    cur.delivered = true;
+    let p = go(&cur, 10_000);
+    assert_eq!((p.spoke.as_deref(), p.recheck), (Some("a"), None));
+}
+
+#[test]
+fn candidates_expand_in_order_with_label_matches_by_name_and_each_once() {
+    let labels: BTreeMap<String, BTreeMap<String, String>> = [
+        (
+            "gke-west",
+            [("region", "west"), ("tier", "spot")].as_slice(),
+        ),
+        ("gke-east", &[("region", "east"), ("tier", "spot")]),
+        ("kind", &[]),
+    ]
+    .into_iter()
+    .map(|(n, l)| {
+        (
+            n.to_string(),
+            l.iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        )
+    })
+    .collect();
+    let spot = PlacementCandidate::Labels(BTreeMap::from([("tier".into(), "spot".into())]));
+    let west = PlacementCandidate::Labels(BTreeMap::from([("region".into(), "west".into())]));
+    let named = |n: &str| PlacementCandidate::Cluster(n.into());
+    assert_eq!(
+        expand(&[named("kind"), spot.clone(), named("gke-west")], &labels),
+        ["kind", "gke-east", "gke-west"]
+    );
+    assert_eq!(expand(&[west, spot], &labels), ["gke-west", "gke-east"]);
+    // A named spoke the hub has not heard of is still a candidate (not connected).
+    assert_eq!(expand(&[named("lab")], &labels), ["lab"]);
+}
