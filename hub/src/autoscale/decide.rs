@@ -8,8 +8,10 @@
 //!   the instance has or is already getting (sizes asked for count, started or not), and
 //!   only if the instance could ever hold it: a job larger than every root and burst host
 //!   together grows nothing.
-//! - Grow bursts in declared order, each within its `maxSize`; shrink in reverse order,
-//!   never below `minSize`.
+//! - Grow bursts in declared order, each within its `maxSize`, first those whose cluster
+//!   has room for them (a burst that names candidates: its best candidate), then, for what
+//!   is still missing, in declared order whatever the room; shrink in reverse order, never
+//!   below `minSize`.
 //! - Shrink only the highest hosts of a burst (the ones a smaller Job removes), only when
 //!   each has been idle `scaleDownAfterSeconds`, never while a job is pending that would
 //!   need them, and never in the same decision as a growth.
@@ -70,6 +72,9 @@ pub struct Burst {
     pub min: i32,
     /// `maxSize`.
     pub max: i32,
+    /// How many more brokers its cluster can place now (for a burst that names
+    /// candidates and runs nowhere yet: the best candidate's); `None` when not known.
+    pub room: Option<i32>,
 }
 
 /// One burst's new size.
@@ -180,12 +185,36 @@ pub fn decide(
             ));
         } else {
             let mut missing = job.nodes - have;
-            for b in bursts {
-                if missing <= 0 {
-                    break;
+            // First where there is room, in declared order; what is still missing then
+            // goes where room is not known or short (its pods wait for nodes there).
+            let mut added: HashMap<&str, i32> = HashMap::new();
+            for with_room in [true, false] {
+                for b in bursts {
+                    if missing <= 0 {
+                        break;
+                    }
+                    let already = added.get(b.name.as_str()).copied().unwrap_or(0);
+                    // Not known: it may have room (as placement has it).
+                    let room = if with_room {
+                        b.room.unwrap_or(i32::MAX).max(0)
+                    } else {
+                        i32::MAX
+                    };
+                    let add = missing
+                        .min(b.max - b.size - already)
+                        .min(settings.max_step() - already)
+                        .min(room - already);
+                    if add > 0 {
+                        *added.entry(b.name.as_str()).or_default() += add;
+                        missing -= add;
+                    }
                 }
-                let add = missing.min(b.max - b.size).min(settings.max_step());
-                if add > 0 {
+            }
+            for b in bursts {
+                let Some(add) = added.get(b.name.as_str()).copied() else {
+                    continue;
+                };
+                {
                     decision.changes.push(Change {
                         burst: b.name.clone(),
                         from: b.size,
@@ -198,7 +227,6 @@ pub fn decide(
                         ),
                         for_job_submitted: Some(job.submitted),
                     });
-                    missing -= add;
                 }
             }
         }
@@ -274,12 +302,14 @@ mod tests {
                 size: a,
                 min: 0,
                 max: 4,
+                room: None,
             },
             Burst {
                 name: "b".into(),
                 size: b,
                 min: 1,
                 max: 4,
+                room: None,
             },
         ];
         let mut hosts = vec![host("r-0", true), host("r-1", true)];
@@ -482,6 +512,7 @@ mod tests {
             size: max,
             min: 0,
             max,
+            room: None,
         }];
         let mut hosts = vec![host("r-0", true)];
         hosts.extend((0..max).map(|i| HostState {
@@ -556,5 +587,33 @@ mod tests {
             }
         }
         assert_eq!(remember_idle(&second, &queue).get("a-0"), None);
+    }
+
+    /// With room known: the burst whose cluster has room grows first, whatever the declared
+    /// order; what none has room for goes, in declared order, where the pods may wait; and
+    /// a job already being grown for grows nothing more (sizes asked for count).
+    #[test]
+    fn growth_goes_where_there_is_room_first_and_once() {
+        let (mut bursts, queue) = case(0, 1, &[(7, 40.0)]);
+        // Root 2 + b 1 = 3; 4 more needed. a's cluster is full, b's has room for 2.
+        bursts[0].room = Some(0);
+        bursts[1].room = Some(2);
+        let d = decide(&settings(), "r", 2, &bursts, &queue, &HashMap::new());
+        assert_eq!(sizes(&d), [("a", 0, 2), ("b", 1, 3)]);
+        // Room for more in b: b grows to its maxSize first; a, first in order but full,
+        // takes only what b cannot.
+        bursts[1].room = Some(8);
+        let d = decide(&settings(), "r", 2, &bursts, &queue, &HashMap::new());
+        assert_eq!(sizes(&d), [("a", 0, 1), ("b", 1, 4)]);
+        // Room not known anywhere: declared order, as before.
+        bursts[0].room = None;
+        bursts[1].room = None;
+        let d = decide(&settings(), "r", 2, &bursts, &queue, &HashMap::new());
+        assert_eq!(sizes(&d), [("a", 0, 4)]);
+        // Once asked for, the same waiting job grows nothing more, wherever the room.
+        let (mut grown, queue) = case(4, 1, &[(7, 40.0)]);
+        grown[1].room = Some(8);
+        let d = decide(&settings(), "r", 2, &grown, &queue, &HashMap::new());
+        assert!(d.changes.is_empty(), "{d:?}");
     }
 }

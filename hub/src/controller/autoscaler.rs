@@ -17,6 +17,7 @@ use tracing::{Instrument as _, info, info_span, warn};
 use crate::autoscale::{decide, queue};
 use crate::controller::context::{Context, mc_key};
 use crate::controller::desired::stored_certificate;
+use crate::controller::federate::placing;
 use crate::controller::status::events;
 use crate::federation::McKey;
 use crate::federation::scale::{self, SetSizeError};
@@ -134,6 +135,43 @@ fn admitted_max(mc: &MiniCluster, burst: &str, size: i32, max_size: i32) -> i32 
     }
 }
 
+/// How many more brokers burst `index` can have placed now: what its spoke's nodes have
+/// room for (its `cluster`, or the spoke it is placed on); for a burst that names
+/// candidates and runs nowhere yet, the most any connected candidate that admits it has.
+/// `None` when not known (a spoke that does not report its room).
+fn room_for(
+    ctx: &Context,
+    mc: &MiniCluster,
+    plan: &flux_shared::plan::Plan,
+    index: usize,
+) -> Option<i32> {
+    let burst = &plan.bursts[index];
+    let placed = mc
+        .status
+        .as_ref()
+        .and_then(|s| s.bursts.iter().find(|b| b.name == burst.name))
+        .map(|b| b.cluster.clone())
+        .filter(|c| !c.is_empty());
+    let runs_somewhere = burst.size > 0 && placed.is_some();
+    let spokes: Vec<String> = match (&placed, burst.candidates.is_empty()) {
+        (Some(spoke), _) if runs_somewhere || burst.candidates.is_empty() => vec![spoke.clone()],
+        (None, true) => vec![burst.cluster.clone()],
+        _ => crate::federation::placement::expand(&burst.candidates, &ctx.registry.spoke_labels()),
+    };
+    let shape = placing::burst_shape(plan, index);
+    let facts = ctx.registry.placement_facts(&spokes, &plan.namespace);
+    let mut best: Option<i32> = Some(0);
+    for f in facts.iter().filter(|f| f.connected) {
+        let room = f.room.as_ref()?;
+        if !room.policy.admits_namespace(&plan.namespace) {
+            continue;
+        }
+        let fits = i32::try_from(room.fits(&shape)?).unwrap_or(i32::MAX);
+        best = best.max(Some(fits.min(room.policy.admits(0, 0))));
+    }
+    best
+}
+
 /// One poll of one MiniCluster: read its queue (at the address `reporter` gives for its
 /// plan: [`queue::address`] in the cluster), decide, apply.
 pub async fn poll(
@@ -187,12 +225,14 @@ pub async fn poll(
     let bursts: Vec<decide::Burst> = plan
         .bursts
         .iter()
-        .filter(|b| !b.retired)
-        .map(|b| decide::Burst {
+        .enumerate()
+        .filter(|(_, b)| !b.retired)
+        .map(|(index, b)| decide::Burst {
             name: b.name.clone(),
             size: b.size,
             min: b.min_size,
             max: admitted_max(mc, &b.name, b.size, b.max_size),
+            room: room_for(ctx, mc, &plan, index),
         })
         .collect();
     let decision = decide::decide(

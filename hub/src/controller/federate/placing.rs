@@ -151,7 +151,7 @@ fn current_of(
 }
 
 /// What each broker pod of burst `index` asks of its node.
-fn burst_shape(plan: &Plan, index: usize) -> Shape {
+pub(in crate::controller) fn burst_shape(plan: &Plan, index: usize) -> Shape {
     let role = Role::Burst {
         index,
         lead: Endpoint {
