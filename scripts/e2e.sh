@@ -199,4 +199,6 @@ suite --test real_node -- --include-ignored "$@" || status=$?
 # namespace.
 suite --test real_node_install -- --include-ignored "$@" || status=$?
 suite --test real_node_bursting -- --include-ignored "$@" || status=$?
+# After it: its own hub install and both spokes joined again with its certificates.
+suite --test real_node_placement -- --include-ignored "$@" || status=$?
 exit "$status"

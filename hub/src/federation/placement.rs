@@ -189,7 +189,8 @@ pub fn expand(
 }
 
 /// Where `ask` runs, among `candidates` (in preference order), given where it is now
-/// (`current`), the candidates it left and keeps away from (`left`), and, with `settling`,
+/// (`current`), why candidates were skipped when it was placed (`left`: those it left it
+/// keeps away from), and, with `settling`,
 /// whether the hub started so recently that a candidate not connected may still come.
 pub fn place(
     candidates: &[Candidate<'_>],
@@ -200,6 +201,8 @@ pub fn place(
     timeouts: Timeouts,
     settling: bool,
 ) -> Placement {
+    // Staying, it keeps the reasons it was placed with; moving, only those it left.
+    let said = left;
     let mut left: Vec<SkippedCandidate> = left
         .iter()
         .filter(|s| reason::is_remembered(&s.reason))
@@ -229,10 +232,10 @@ pub fn place(
             // deadline counted from now.
             return choose(candidates, ask, None, Vec::new(), now, settling);
         } else if runs {
-            return stay(cur, &left, None);
+            return stay(cur, said, None);
         } else {
             match failure(cur, now, timeouts) {
-                Ok(recheck) => return stay(cur, &left, recheck),
+                Ok(recheck) => return stay(cur, said, recheck),
                 Err(failed) => {
                     left.retain(|s| s.cluster != cur.spoke);
                     left.push(failed);

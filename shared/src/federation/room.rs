@@ -185,6 +185,17 @@ pub fn measure<'a>(
     (kept, left_out)
 }
 
+/// `text` cut to at most `max` bytes at a character boundary.
+fn cut(text: &mut String, max: usize) {
+    if text.len() > max {
+        let mut end = max;
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        text.truncate(end);
+    }
+}
+
 /// A spoke's room as the hub keeps it, checked.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Room {
@@ -192,6 +203,8 @@ pub struct Room {
     nodes: Vec<(u32, BTreeMap<String, i64>)>,
     /// Whether the spoke measured the nodes (`false`: it could not, the room is unknown).
     measured: bool,
+    /// Why it could not, when it could not.
+    pub error: Option<String>,
     /// What its policy admits.
     pub policy: PolicyRoom,
     /// When the spoke measured it, Unix milliseconds.
@@ -276,9 +289,12 @@ impl Room {
                 "room.policy.namespaces: at most {MAX_NAMESPACES} rules of at most 64 characters"
             ));
         }
+        let mut error = room.error.clone();
+        cut(&mut error, 256);
         Ok(Room {
             nodes,
             measured: room.error.is_empty(),
+            error: (!error.is_empty()).then_some(error),
             policy: PolicyRoom {
                 valid: p.valid,
                 namespaces: p.namespaces,

@@ -126,6 +126,7 @@ pub(super) fn sample() -> (MiniClusterSnapshot, ListSpokesResponse) {
                 cluster_error: "connection refused".into(),
                 refused_streams: 2,
                 certificate_not_after_unix_millis: NOW - 3_600_000,
+                ..Default::default()
             },
         ],
     };

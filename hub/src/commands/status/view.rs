@@ -100,6 +100,20 @@ pub struct BurstRow {
     pub admitted_size: Option<i32>,
     /// Conditions the spoke reported (the burst Job's and the spoke's own).
     pub conditions: Vec<ConditionView>,
+    /// For a burst that names candidates: those it was not placed on, and why.
+    pub skipped: Vec<SkippedView>,
+}
+
+/// A candidate spoke a burst was not placed on.
+#[derive(Serialize, Clone, Debug, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct SkippedView {
+    /// The spoke.
+    pub spoke: String,
+    /// Why (`NoRoom`, `NotAdmitted`, `Refused`, ...).
+    pub reason: String,
+    /// Details.
+    pub message: String,
 }
 
 /// A Kubernetes-style condition reported by a spoke.
@@ -149,6 +163,13 @@ pub struct SpokeView {
     /// When the certificate it last connected with expires, Unix milliseconds; `null` if
     /// unknown.
     pub certificate_not_after_unix_millis: Option<i64>,
+    /// When it last measured its cluster's room for the hub's placement, Unix
+    /// milliseconds; `null` if it has not reported one.
+    pub room_observed_unix_millis: Option<i64>,
+    /// Why it could not measure its room (empty when it could).
+    pub room_error: String,
+    /// Its labels, which bursts' candidates select spokes by.
+    pub labels: std::collections::BTreeMap<String, String>,
 }
 
 fn millis(value: i64) -> Option<i64> {
@@ -195,6 +216,9 @@ pub fn view(snapshot: &MiniClusterSnapshot, spokes: &ListSpokesResponse) -> Stat
                 cluster_error: s.cluster_error.clone(),
                 refused_streams: s.refused_streams,
                 certificate_not_after_unix_millis: millis(s.certificate_not_after_unix_millis),
+                room_observed_unix_millis: millis(s.room_observed_unix_millis),
+                room_error: s.room_error.clone(),
+                labels: s.labels.clone().into_iter().collect(),
             })
             .collect(),
     }
@@ -219,6 +243,15 @@ fn minicluster_view(mc: &proto::MiniClusterStatus) -> MiniClusterView {
             .bursts
             .iter()
             .map(|b| BurstRow {
+                skipped: b
+                    .skipped
+                    .iter()
+                    .map(|s| SkippedView {
+                        spoke: s.spoke.clone(),
+                        reason: s.reason.clone(),
+                        message: s.message.clone(),
+                    })
+                    .collect(),
                 key: b.key.clone(),
                 name: b.burst_name.clone(),
                 spoke: b.spoke.clone(),

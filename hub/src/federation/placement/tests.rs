@@ -105,6 +105,23 @@ fn the_first_candidate_with_room_gets_the_burst_and_those_before_say_why_not() {
         p.skipped[0].message,
         "its nodes have room for 2 of 4 brokers"
     );
+    // Decided again while it waits or runs there: it stays, and still says why.
+    let shape = Shape::default();
+    for report in [None, Some(reported(BurstPhase::Running, 4, 4))] {
+        let again = place(
+            &[candidate("a", Some(&roomy)), candidate("b", Some(&roomy))],
+            &ask(&shape, 4),
+            Some(&placed_on("b", 0, report)),
+            &p.skipped,
+            at(10),
+            Timeouts::default(),
+            false,
+        );
+        assert_eq!(
+            (again.spoke.as_deref(), &again.skipped),
+            (Some("b"), &p.skipped)
+        );
+    }
     // In order: the first one wins when both have room.
     let p = fresh(
         &[candidate("b", Some(&roomy)), candidate("a", Some(&roomy))],

@@ -302,6 +302,16 @@ impl Served for Registry {
                     certificate_not_after_unix_millis: s
                         .certificate_not_after
                         .map_or(0, |t| t.saturating_mul(1000)),
+                    room_observed_unix_millis: s
+                        .room
+                        .as_ref()
+                        .map_or(0, |r| r.observed_unix_millis),
+                    room_error: s
+                        .room
+                        .as_ref()
+                        .and_then(|r| r.error.clone())
+                        .unwrap_or_default(),
+                    labels: s.labels.clone().into_iter().collect(),
                 })
                 .collect(),
         }

@@ -1,0 +1,387 @@
+//! Placement by room on real nodes: a burst that names candidate spokes goes to the first
+//! that admits it and has room, as each spoke measures it from its real node and its
+//! owner's policy; a burst already running stays where it is.
+//!
+//! Room is made exact with an extended resource: each node advertises `example.com/slot`
+//! (its status capacity, as a device vendor would), every broker's pod asks for one, and
+//! the scheduler places no pod where none is free. The hub is installed with `flux-hub
+//! init` and both burst clusters joined with `flux-hub join --label tier=spot` and a
+//! policy that lets bursts ask for slots; then, one MiniCluster at a time (a root broker
+//! and a relayed burst of one):
+//! 1. the first candidate has no slot: the burst runs in the second, and a job runs on it;
+//! 2. the first gets slots: the running burst stays, a new one goes to the first;
+//! 3. the first's owner lowers its ceiling (`maxBrokers`): a new burst goes to the second;
+//! 4. the first's spoke is stopped: a new burst goes to the second.
+//!
+//! `KUBECONFIG` is the root cluster, `SPOKE_KUBECONFIG` and `SPOKE2_KUBECONFIG` the burst
+//! clusters (`scripts/e2e.sh` starts them with real nodes and the images loaded). A binary
+//! of its own, after the other real-node ones: `flux-hub init` installs a hub that watches
+//! every namespace, and the spokes are joined again with this test's certificates.
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use anyhow::{Context as _, Result, ensure};
+use flux_e2e::images;
+use flux_shared::api::MiniCluster;
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod};
+use kube::Api;
+use kube::api::{ListParams, Patch, PatchParams};
+use serde_json::{Value, json};
+use support::{Probe, SpokeCluster, TestEnv, secs};
+
+/// The extended resource every node advertises and every broker asks one of.
+const SLOT: &str = "example.com/slot";
+const UP_NODES: &str = "flux resource list -s up -no '{nnodes}'";
+const SPOKE_NAMESPACE: &str = "flux-spoke-system";
+
+/// Runs `flux-hub ARGS` with this test's admin context file, and no KUBECONFIG (every
+/// command names its cluster); its stdout, or an error with both streams.
+async fn flux_hub(hub: &Path, config: &Path, args: &[&str]) -> Result<String> {
+    let out = tokio::time::timeout(
+        secs(300),
+        tokio::process::Command::new(hub)
+            .args(args)
+            .env("FLUX_HUB_CONFIG", config)
+            .env_remove("KUBECONFIG")
+            .stdin(std::process::Stdio::null())
+            .kill_on_drop(true)
+            .output(),
+    )
+    .await
+    .with_context(|| format!("timed out: flux-hub {args:?}"))??;
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    ensure!(
+        out.status.success(),
+        "flux-hub {args:?} failed ({}):\n{stdout}{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Ok(stdout)
+}
+
+/// Every node of `client`'s cluster advertises `slots` slots (0: none), once the node's
+/// allocatable resources show it.
+async fn advertise(env: &TestEnv, client: &kube::Client, slots: i64) -> Result<()> {
+    let nodes: Api<Node> = Api::all(client.clone());
+    let value = if slots == 0 {
+        Value::Null
+    } else {
+        json!(slots.to_string())
+    };
+    for node in nodes.list(&ListParams::default()).await?.items {
+        let name = node.metadata.name.clone().context("a node name")?;
+        nodes
+            .patch_status(
+                &name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"status": {"capacity": {SLOT: value}}})),
+            )
+            .await?;
+        env.eventually(
+            &format!("node {name} to advertise {slots} slots"),
+            secs(60),
+            async || {
+                let node = nodes.get(&name).await?;
+                let have = node
+                    .status
+                    .and_then(|s| s.allocatable)
+                    .and_then(|a| a.get(SLOT).map(|q| q.0.clone()));
+                Ok(match (have.as_deref(), slots) {
+                    (None, 0) => Probe::Done(()),
+                    (Some(q), n) if q == n.to_string() => Probe::Done(()),
+                    (other, _) => Probe::Waiting(format!("allocatable {SLOT}: {other:?}")),
+                })
+            },
+        )
+        .await?;
+    }
+    Ok(())
+}
+
+/// A MiniCluster of one root broker and a relayed burst `<name>-b` of one, placed among
+/// `candidates`; every broker asks for one slot.
+fn minicluster(name: &str, candidates: Value) -> Value {
+    json!({
+        "apiVersion": "flux-framework.org/v1alpha2",
+        "kind": "MiniCluster",
+        "metadata": {"name": name},
+        "spec": {
+            "size": 1,
+            "interactive": true,
+            "flux": {
+                "container": {"image": format!("{}:bookworm", images::VIEW_IMAGE)},
+                "bursting": {"clusters": [
+                    {"name": format!("{name}-b"), "size": 1, "relay": true, "candidates": candidates},
+                ]},
+            },
+            "containers": [{
+                "image": format!("{}:bookworm", images::APP_IMAGE),
+                "resources": {"requests": {SLOT: "1"}, "limits": {SLOT: "1"}},
+            }],
+        },
+    })
+}
+
+/// Where MiniCluster `name`'s burst is placed, once it is, and why the candidates before
+/// were skipped (`(spoke, reason)`), as its status says.
+async fn placed(env: &TestEnv, name: &str) -> Result<(String, Vec<(String, String)>)> {
+    env.eventually(&format!("{name}'s burst placed"), secs(120), async || {
+        let mc = env.api::<MiniCluster>().get(name).await?;
+        let burst = mc.status.unwrap_or_default().bursts.into_iter().next();
+        Ok(match burst {
+            Some(b) if !b.cluster.is_empty() && b.phase != "Pending" => {
+                let skipped = b
+                    .placement
+                    .unwrap_or_default()
+                    .skipped
+                    .into_iter()
+                    .map(|s| (s.cluster, s.reason))
+                    .collect();
+                Probe::Done((b.cluster, skipped))
+            }
+            other => Probe::Waiting(format!("{other:?}")),
+        })
+    })
+    .await
+}
+
+/// The lead broker pod of `name`.
+async fn lead_pod(env: &TestEnv, name: &str) -> Result<String> {
+    env.eventually(
+        &format!("{name}'s lead broker pod"),
+        secs(120),
+        async || {
+            let pods = env
+                .api::<Pod>()
+                .list(&ListParams::default().labels(&format!(
+                    "job-name={name},batch.kubernetes.io/job-completion-index=0"
+                )))
+                .await?;
+            Ok(match pods.items.into_iter().find_map(|p| p.metadata.name) {
+                Some(p) => Probe::Done(p),
+                None => Probe::Waiting("no pod yet".into()),
+            })
+        },
+    )
+    .await
+}
+
+/// Both of `name`'s brokers up, and a job on both: the burst's broker runs wherever it was
+/// placed.
+async fn job_on_both(env: &TestEnv, name: &str) -> Result<()> {
+    let lead = lead_pod(env, name).await?;
+    support::flux_in(env, &lead, name, UP_NODES, "two brokers up", |o| {
+        o.trim() == "2"
+    })
+    .await?;
+    let hosts = support::flux_in(
+        env,
+        &lead,
+        name,
+        "flux run -N 2 hostname | sort",
+        "a job on both",
+        |_| true,
+    )
+    .await?;
+    let hosts: Vec<&str> = hosts.lines().map(str::trim).collect();
+    let burst_host = format!("{name}-b-0");
+    ensure!(
+        hosts == [&format!("{name}-0"), &burst_host],
+        "the job ran on the root's broker and the burst's: {hosts:?}"
+    );
+    Ok(())
+}
+
+/// The hub's view of the spokes (`flux-hub status -o json`).
+async fn spokes(hub: &Path, config: &Path) -> Result<Vec<Value>> {
+    let out = flux_hub(hub, config, &["status", "-o", "json"]).await?;
+    let status: Value = serde_json::from_str(&out).context("status JSON")?;
+    Ok(status["spokes"].as_array().cloned().unwrap_or_default())
+}
+
+/// Waits until the hub has room from `spoke` measured after `after` (Unix milliseconds),
+/// with no error, and its connection as `connected`.
+async fn room_known(
+    env: &TestEnv,
+    hub: &Path,
+    config: &Path,
+    spoke: &str,
+    after: i64,
+) -> Result<()> {
+    env.eventually(
+        &format!("spoke {spoke}'s room measured"),
+        secs(120),
+        async || {
+            let all = spokes(hub, config).await?;
+            let s = all.iter().find(|s| s["name"] == spoke);
+            Ok(match s {
+                Some(s)
+                    if s["connected"] == true
+                        && s["roomObservedUnixMillis"]
+                            .as_i64()
+                            .is_some_and(|t| t > after)
+                        && s["roomError"] == "" =>
+                {
+                    Probe::Done(())
+                }
+                other => Probe::Waiting(format!("{other:?}")),
+            })
+        },
+    )
+    .await
+}
+
+fn now_millis() -> i64 {
+    i64::try_from(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis()),
+    )
+    .unwrap_or(i64::MAX)
+}
+
+fn path_str(p: &Path) -> Result<&str> {
+    p.to_str().context("a UTF-8 path")
+}
+
+#[tokio::test]
+#[ignore = "needs three clusters with real nodes: KUBECONFIG, SPOKE_KUBECONFIG, SPOKE2_KUBECONFIG (scripts/e2e.sh on the testbed)"]
+async fn a_burst_goes_to_the_candidate_with_room_and_stays_where_it_runs() {
+    support::run("real-place", false, async |env: &TestEnv| {
+        let first: SpokeCluster = support::spoke_cluster_from("SPOKE_KUBECONFIG", "the first candidate").await;
+        let second: SpokeCluster = support::spoke_cluster_from("SPOKE2_KUBECONFIG", "the second candidate").await;
+        let hub = tokio::task::spawn_blocking(support::hub_binary).await??;
+        let dir: PathBuf = support::log_file(&format!("{}-placement", env.ns))?;
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir)?;
+        let config = dir.join("flux-hub-config.yaml");
+        let image = format!("{}:e2e", images::CONTROLLER_IMAGE);
+        let root_kubeconfig = std::env::var("KUBECONFIG").context("KUBECONFIG")?;
+
+        // Slots: 4 on each root node, none in the first burst cluster, 2 in the second.
+        advertise(env, &env.client, 4).await?;
+        advertise(env, &first.client, 0).await?;
+        advertise(env, &second.client, 2).await?;
+
+        // The hub, and both spokes labelled tier=spot, with a policy that lets bursts of
+        // this namespace ask for slots.
+        let root_ip = Api::<Node>::all(env.client.clone())
+            .list(&ListParams::default())
+            .await?
+            .items
+            .iter()
+            .flat_map(|n| n.status.iter().flat_map(|s| s.addresses.iter().flatten()))
+            .find(|a| a.type_ == "InternalIP")
+            .map(|a| a.address.clone())
+            .context("a root node's InternalIP")?;
+        let certs = dir.join("certs");
+        flux_hub(&hub, &config, &[
+            "init", "--kubeconfig", &root_kubeconfig, "--certs", path_str(&certs)?,
+            "--hub-ip", &root_ip, "--image", &image, "--timeout-seconds", "180",
+        ])
+        .await?;
+        let policy = dir.join("policy.yaml");
+        let policy_text = |max: i32| {
+            format!(
+                "namespaces:\n- name: {}\n  podSecurity: baseline\n  allow:\n    resources: {{\"{SLOT}\": \"1\"}}\nmaxBrokers: {max}\n",
+                env.ns
+            )
+        };
+        std::fs::write(&policy, policy_text(8))?;
+        for (name, cluster) in [("burst", &first), ("burst2", &second)] {
+            flux_hub(&hub, &config, &[
+                "join", name, "--kubeconfig", path_str(&cluster.kubeconfig)?, "--image", &image,
+                "--policy", path_str(&policy)?, "--label", "tier=spot", "--force",
+                "--timeout-seconds", "180",
+            ])
+            .await?;
+        }
+        let joined = now_millis();
+        room_known(env, &hub, &config, "burst", joined).await?;
+        room_known(env, &hub, &config, "burst2", joined).await?;
+        let candidates = json!([{"cluster": "burst"}, {"matchLabels": {"tier": "spot"}}]);
+
+        // 1. No slot in the first: the burst runs in the second, and a job runs on it.
+        let started = Instant::now();
+        env.apply_minicluster(&minicluster("spill", candidates.clone())).await?;
+        let (cluster, skipped) = placed(env, "spill").await?;
+        ensure!(cluster == "burst2", "placed where there is room: {cluster}, skipped {skipped:?}");
+        ensure!(skipped == [("burst".to_string(), "NoRoom".to_string())], "the first skipped for want of room: {skipped:?}");
+        job_on_both(env, "spill").await?;
+        eprintln!("{}: the first candidate full, the burst ran in the second ({:?})", env.ns, started.elapsed());
+        let events = env.events_about("MiniCluster", "spill").await?;
+        ensure!(
+            events.iter().any(|e| e.reason.as_deref() == Some("BurstPlaced")),
+            "a BurstPlaced Event: {:?}",
+            events.iter().map(support::describe_event).collect::<Vec<_>>()
+        );
+
+        // 2. The first gets slots: the running burst stays where it runs; a new one goes to
+        // the first, now the first with room.
+        let advertised = now_millis();
+        advertise(env, &first.client, 2).await?;
+        room_known(env, &hub, &config, "burst", advertised + 1_000).await?;
+        env.apply_minicluster(&minicluster("prefer", candidates.clone())).await?;
+        let (cluster, skipped) = placed(env, "prefer").await?;
+        ensure!(cluster == "burst" && skipped.is_empty(), "the first candidate, with room now: {cluster}, {skipped:?}");
+        job_on_both(env, "prefer").await?;
+        let (cluster, _) = placed(env, "spill").await?;
+        ensure!(cluster == "burst2", "the running burst stayed: {cluster}");
+        let second_pods: Api<Pod> = Api::namespaced(second.client.clone(), &env.ns);
+        let running = second_pods.list(&ListParams::default().labels("job-name=spill-b")).await?.items;
+        ensure!(running.len() == 1, "its broker pod still in the second cluster: {}", support::pod_summary(&running));
+        eprintln!("{}: with room in the first, a new burst went there and the running one stayed", env.ns);
+
+        // 3. The first's owner lowers its ceiling to the one broker it runs: a new burst
+        // goes to the second.
+        let lowered = now_millis();
+        let policies: Api<ConfigMap> = Api::namespaced(first.client.clone(), SPOKE_NAMESPACE);
+        policies
+            .patch(
+                flux_shared::federation::policy::POLICY_CONFIGMAP,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"data": {flux_shared::federation::policy::POLICY_KEY: policy_text(1)}})),
+            )
+            .await?;
+        room_known(env, &hub, &config, "burst", lowered).await?;
+        env.apply_minicluster(&minicluster("ceiling", candidates.clone())).await?;
+        let (cluster, skipped) = placed(env, "ceiling").await?;
+        ensure!(cluster == "burst2", "the second, below the first's ceiling: {cluster}, {skipped:?}");
+        ensure!(skipped == [("burst".to_string(), "NotAdmitted".to_string())], "{skipped:?}");
+        job_on_both(env, "ceiling").await?;
+        eprintln!("{}: the first's ceiling lowered, a new burst went to the second", env.ns);
+
+        // 4. The first's spoke is stopped: a new burst goes to the second.
+        let deployments: Api<Deployment> = Api::namespaced(first.client.clone(), SPOKE_NAMESPACE);
+        let scale = |n: i32| Patch::Merge(json!({"spec": {"replicas": n}}));
+        deployments.patch("flux-spoke", &PatchParams::default(), &scale(0)).await?;
+        env.eventually("the hub to see the first spoke gone", secs(120), async || {
+            let all = spokes(&hub, &config).await?;
+            Ok(match all.iter().find(|s| s["name"] == "burst") {
+                Some(s) if s["connected"] == false => Probe::Done(()),
+                other => Probe::Waiting(format!("{other:?}")),
+            })
+        })
+        .await?;
+        advertise(env, &second.client, 4).await?;
+        let grown = now_millis();
+        room_known(env, &hub, &config, "burst2", grown).await?;
+        env.apply_minicluster(&minicluster("away", candidates)).await?;
+        let (cluster, skipped) = placed(env, "away").await?;
+        ensure!(cluster == "burst2", "the second, the first not connected: {cluster}, {skipped:?}");
+        ensure!(skipped == [("burst".to_string(), "NotConnected".to_string())], "{skipped:?}");
+        job_on_both(env, "away").await?;
+        eprintln!("{}: the first spoke stopped, a new burst went to the second", env.ns);
+        deployments.patch("flux-spoke", &PatchParams::default(), &scale(1)).await?;
+
+        for client in [&env.client, &first.client, &second.client] {
+            advertise(env, client, 0).await?;
+        }
+        Ok(())
+    })
+    .await;
+}
