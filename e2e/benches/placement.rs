@@ -482,10 +482,11 @@ async fn one(
 fn median(values: impl Iterator<Item = f64>) -> f64 {
     let mut v: Vec<f64> = values.collect();
     v.sort_by(f64::total_cmp);
-    if v.is_empty() {
-        return f64::NAN;
+    match v.len() {
+        0 => f64::NAN,
+        n if n.is_multiple_of(2) => (v[n / 2 - 1] + v[n / 2]) / 2.0,
+        n => v[n / 2],
     }
-    v[v.len() / 2]
 }
 
 async fn run(a: RunArgs) -> Result<()> {

@@ -2459,6 +2459,31 @@ async fn a_restarted_hub_retains_bursts_it_cannot_assign_yet() {
     assert_eq!(snapshot.retained_keys, ["hpc/flux-sample/burst-gke"]);
 }
 
+/// After a restart, a burst that names candidates stays with the spoke its status placed
+/// it on: that spoke's first snapshot keeps it (nothing running is deleted), and no other
+/// candidate is sent it.
+#[tokio::test]
+async fn a_restarted_hub_keeps_a_placed_burst_where_its_status_says_it_runs() {
+    let (client, _server) = ApiServer::start(Arc::new(echo));
+    let (ctx, _writers) = context(client);
+    let mut mc = minicluster(CANDIDATES);
+    mc.status = serde_json::from_value(json!({
+        "bursts": [{"name": "burst", "cluster": "b", "phase": "Running", "size": 3,
+                    "placement": {"skipped": [{"cluster": "a", "reason": "NoRoom"}]}}]
+    }))
+    .ok();
+    flux_hub::controller::federate::rebuild::prime(&ctx, &[mc]);
+    let on_b = ctx.registry.snapshot("b");
+    let keys: Vec<&String> = on_b
+        .retained_keys
+        .iter()
+        .chain(on_b.assignments.iter().map(|a| &a.key))
+        .collect();
+    assert_eq!(keys, ["hpc/flux-sample/burst"]);
+    let on_a = ctx.registry.snapshot("a");
+    assert!(on_a.assignments.is_empty() && on_a.retained_keys.is_empty());
+}
+
 /// A bursting MiniCluster whose objects the root API server refuses (its ConfigMap over
 /// the limit) gets no assignment, though its lead broker's address and port are pinned:
 /// its bursts say why, and no spoke holds its spec.

@@ -156,7 +156,9 @@ fn room_for(
     let spokes: Vec<String> = match (&placed, burst.candidates.is_empty()) {
         (Some(spoke), _) if runs_somewhere || burst.candidates.is_empty() => vec![spoke.clone()],
         (None, true) => vec![burst.cluster.clone()],
-        _ => crate::federation::placement::expand(&burst.candidates, &ctx.registry.spoke_labels()),
+        _ => crate::federation::placement::expand(&burst.candidates, |l| {
+            ctx.registry.spokes_matching(l)
+        }),
     };
     let shape = placing::burst_shape(plan, index);
     let facts = ctx.registry.placement_facts(&spokes, &plan.namespace);

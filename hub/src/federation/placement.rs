@@ -89,7 +89,37 @@ pub struct Ask<'a> {
     /// Brokers it should run.
     pub size: i32,
     /// What each broker's pod asks of its node.
-    pub shape: &'a Shape,
+    pub shape: &'a LazyShape<'a>,
+}
+
+/// What each broker's pod asks of its node, worked out (the burst's Job rendered) only
+/// when a candidate's room is looked at: a burst that stays where it is never needs it.
+pub struct LazyShape<'a> {
+    cell: std::cell::OnceCell<Shape>,
+    make: Box<dyn Fn() -> Shape + 'a>,
+}
+
+impl<'a> LazyShape<'a> {
+    /// A shape `make` works out when first asked.
+    pub fn new(make: impl Fn() -> Shape + 'a) -> LazyShape<'a> {
+        LazyShape {
+            cell: std::cell::OnceCell::new(),
+            make: Box::new(make),
+        }
+    }
+
+    /// The shape.
+    pub fn get(&self) -> &Shape {
+        self.cell.get_or_init(&self.make)
+    }
+}
+
+impl std::fmt::Debug for LazyShape<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LazyShape")
+            .field("shape", &self.cell.get())
+            .finish()
+    }
 }
 
 /// What the spoke a burst is placed on last reported of it.
@@ -162,26 +192,21 @@ pub struct PlacedBurst {
 }
 
 /// The spokes the candidates name, in preference order, each once: a named one as named,
-/// then every spoke of `labels` (the known spokes and their labels) that matches a label
-/// candidate, in name order.
+/// then, for a label candidate, every spoke `matching` gives for its labels (the known
+/// spokes with all of them, in name order).
 pub fn expand(
     candidates: &[PlacementCandidate],
-    labels: &BTreeMap<String, BTreeMap<String, String>>,
+    matching: impl Fn(&BTreeMap<String, String>) -> Vec<String>,
 ) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
     for c in candidates {
-        match c {
-            PlacementCandidate::Cluster(name) => {
-                if !out.contains(name) {
-                    out.push(name.clone());
-                }
-            }
-            PlacementCandidate::Labels(_) => {
-                for (name, l) in labels {
-                    if c.matches(name, l) && !out.contains(name) {
-                        out.push(name.clone());
-                    }
-                }
+        let names = match c {
+            PlacementCandidate::Cluster(name) => vec![name.clone()],
+            PlacementCandidate::Labels(labels) => matching(labels),
+        };
+        for name in names {
+            if !out.contains(&name) {
+                out.push(name);
             }
         }
     }
@@ -378,7 +403,7 @@ fn choose(
                 ));
                 continue;
             }
-            if let Some(fits) = room.fits(ask.shape)
+            if let Some(fits) = room.fits(ask.shape.get())
                 && fits < i64::from(ask.size)
             {
                 skipped.push(skip(

@@ -406,6 +406,7 @@ onprem      yes        1s         2/2      0            0.1.0          EXPIRED 1
                             "message": "",
                             "reason": "",
                             "admittedSize": 8,
+                            "skipped": [],
                             "conditions": [{
                                 "type": "Complete",
                                 "status": "False",
@@ -429,6 +430,7 @@ onprem      yes        1s         2/2      0            0.1.0          EXPIRED 1
                             "message": "spoke never\nconnected",
                             "reason": "",
                             "admittedSize": null,
+                            "skipped": [],
                             "conditions": []
                         }
                     ]
@@ -458,7 +460,10 @@ onprem      yes        1s         2/2      0            0.1.0          EXPIRED 1
                     "refusedStreams": 0,
                     "certificateNotAfterUnixMillis": NOW + 364 * 86_400_000 + 3_600_000,
                     "clusterUnreachableSinceUnixMillis": null,
-                    "clusterError": ""
+                    "clusterError": "",
+                    "roomObservedUnixMillis": null,
+                    "roomError": "",
+                    "labels": {}
                 },
                 {
                     "name": "kind-spoke",
@@ -471,7 +476,10 @@ onprem      yes        1s         2/2      0            0.1.0          EXPIRED 1
                     "refusedStreams": 0,
                     "certificateNotAfterUnixMillis": null,
                     "clusterUnreachableSinceUnixMillis": null,
-                    "clusterError": ""
+                    "clusterError": "",
+                    "roomObservedUnixMillis": null,
+                    "roomError": "",
+                    "labels": {}
                 },
                 {
                     "name": "onprem",
@@ -484,7 +492,10 @@ onprem      yes        1s         2/2      0            0.1.0          EXPIRED 1
                     "refusedStreams": 2,
                     "certificateNotAfterUnixMillis": NOW - 3_600_000,
                     "clusterUnreachableSinceUnixMillis": NOW - 42_000,
-                    "clusterError": "connection refused"
+                    "clusterError": "connection refused",
+                    "roomObservedUnixMillis": null,
+                    "roomError": "",
+                    "labels": {}
                 }
             ]
         });

@@ -387,6 +387,27 @@ pub(in crate::controller) fn retain_from_status(ctx: &Context, mc: &MiniCluster)
     }
 }
 
+/// `plan` with each burst that names candidates placed where `mc`'s status says it runs
+/// (after a restart, before any placement is decided again).
+pub(in crate::controller) fn placed_as_in_status(mc: &MiniCluster, plan: Plan) -> Plan {
+    if plan.bursts.iter().all(|b| b.candidates.is_empty()) {
+        return plan;
+    }
+    let bursts = mc
+        .status
+        .as_ref()
+        .map(|s| s.bursts.as_slice())
+        .unwrap_or_default();
+    let names: Vec<String> = plan.bursts.iter().map(|b| b.name.clone()).collect();
+    plan.place(|index| {
+        bursts
+            .iter()
+            .find(|b| b.name == names[index])
+            .map(|b| b.cluster.clone())
+            .filter(|c| !c.is_empty())
+    })
+}
+
 /// The bursts of `plan` that run (a retired one has no assignment and no status).
 pub fn burst_infos(plan: &Plan) -> Vec<BurstInfo> {
     plan.bursts

@@ -14,7 +14,9 @@ use flux_shared::render;
 use flux_shared::validate::{Exceptions, describe_violations, unsafe_burst_except};
 
 use crate::controller::context::Context;
-use crate::federation::placement::{self, Ask, Candidate, Current, Placed, PlacedBurst, Reported};
+use crate::federation::placement::{
+    self, Ask, Candidate, Current, LazyShape, Placed, PlacedBurst, Reported,
+};
 use crate::federation::registry::Registry;
 
 /// Place every burst of `plan` that names candidates: the plan with their `cluster` set
@@ -35,21 +37,23 @@ pub fn place(
     }
     let registry = &ctx.registry;
     let previous: &[BurstStatus] = mc.status.as_ref().map_or(&[], |s| s.bursts.as_slice());
-    let labels = registry.spoke_labels();
     let settling = now
         .duration_since(registry.started())
         .is_ok_and(|up| up < ctx.placement.settle);
     let mut placed = Placed::default();
     let mut chosen: BTreeMap<usize, String> = BTreeMap::new();
-    let mut shape: Option<Shape> = None;
+    // Every burst's pods are the same (one spec): one shape, worked out only if needed.
+    let shape = LazyShape::new(|| {
+        let first = plan.bursts.iter().position(|b| !b.retired).unwrap_or(0);
+        burst_shape(plan, first)
+    });
     for (index, burst) in plan.bursts.iter().enumerate() {
         if burst.candidates.is_empty() || burst.retired {
             continue;
         }
         let key = assignment_key(&plan.namespace, &plan.name, &burst.name);
-        let names = placement::expand(&burst.candidates, &labels);
+        let names = placement::expand(&burst.candidates, |l| registry.spokes_matching(l));
         let facts = registry.placement_facts(&names, &plan.namespace);
-        let shape = shape.get_or_insert_with(|| burst_shape(plan, index));
         let size = effective_size(plan, index);
         let candidates: Vec<Candidate<'_>> = names
             .iter()
@@ -86,7 +90,7 @@ pub fn place(
             &Ask {
                 namespace: &plan.namespace,
                 size,
-                shape,
+                shape: &shape,
             },
             current.as_ref(),
             left,

@@ -9,7 +9,9 @@ use tracing::info;
 
 use crate::controller::context::{Context, mc_key};
 use crate::controller::desired::stored_certificate;
-use crate::controller::federate::{burst_infos, has_finalizer, mc_info, retain_from_status};
+use crate::controller::federate::{
+    burst_infos, has_finalizer, mc_info, placed_as_in_status, retain_from_status,
+};
 use crate::federation::McInfo;
 
 /// Rebuild the registry from the MiniClusters that exist (hub start-up, caches synced),
@@ -22,7 +24,9 @@ pub fn prime(ctx: &Context, miniclusters: &[MiniCluster]) {
         let previous = mc.status.clone().unwrap_or_default();
         if mc.metadata.deletion_timestamp.is_some() {
             if has_finalizer(mc) {
-                let bursts = Plan::new(mc).map(|p| burst_infos(&p)).unwrap_or_default();
+                let bursts = Plan::new(mc)
+                    .map(|p| burst_infos(&placed_as_in_status(mc, p)))
+                    .unwrap_or_default();
                 ctx.registry.withdraw(&key, McInfo::default(), bursts);
             }
             continue;
@@ -32,6 +36,8 @@ pub fn prime(ctx: &Context, miniclusters: &[MiniCluster]) {
             retain_from_status(ctx, mc);
             continue;
         };
+        // Bursts that name candidates run where the last pass placed them.
+        let plan = placed_as_in_status(mc, plan);
         let lead = previous.lead_broker.clone();
         let cert = stored_certificate(
             ctx,

@@ -709,13 +709,15 @@ impl Registry {
             .collect()
     }
 
-    /// Every spoke that announced itself to this hub, with its labels.
-    pub fn spoke_labels(&self) -> BTreeMap<String, BTreeMap<String, String>> {
+    /// The spokes that announced themselves to this hub with all of `labels`, in name
+    /// order.
+    pub fn spokes_matching(&self, labels: &BTreeMap<String, String>) -> Vec<String> {
         self.lock()
             .spokes
             .iter()
             .filter(|(_, s)| s.exceptions.is_some())
-            .map(|(name, s)| (name.clone(), s.labels.clone()))
+            .filter(|(_, s)| labels.iter().all(|(k, v)| s.labels.get(k) == Some(v)))
+            .map(|(name, _)| name.clone())
             .collect()
     }
 
