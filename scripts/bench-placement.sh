@@ -6,9 +6,10 @@
 #   scripts/bench-placement.sh [--spokes 100] [--miniclusters 1000] [--rounds 2]
 #                              [--concurrency 20] [--hub-bin PATH] [--out DIR]
 #
-# One cluster (bench-place, port offset 64). Each round: fixed placement, then candidates,
-# each with a fresh flux-hub process watching a namespace of its own and --spokes light
-# spokes connected over mutual TLS (half of them report no room), then --miniclusters
+# One cluster (bench-place, port offset 64). Each round: fixed placement and candidates
+# (each first every other round), each with a fresh flux-hub process watching a namespace
+# of its own and --spokes light spokes connected over mutual TLS (half of them report no
+# room), then --miniclusters
 # MiniClusters created, each with one relayed burst. Measured: create -> the burst's
 # assignment in a spoke's snapshot, the hub's CPU time and memory. The driver is the
 # `placement` bench target of e2e/ (e2e/benches/placement.rs).
@@ -90,7 +91,14 @@ log "starting cluster $name (offset $offset)"
   { cat "$out/logs/start.log" >&2; die "cluster $name did not start"; }
 export KUBECONFIG=$state/kubeconfig-$name
 "$hub" crd | "$kubectl" apply --server-side -f - >/dev/null
-"$kubectl" wait --for=condition=Established crd/miniclusters.flux-framework.org --timeout=60s >/dev/null
+# (kubectl wait fails at once while the new CRD has no status yet: poll.)
+for i in $(seq 120); do
+  established=$("$kubectl" get crd/miniclusters.flux-framework.org \
+    -o jsonpath='{.status.conditions[?(@.type=="Established")].status}' 2>/dev/null) || true
+  [ "$established" = True ] && break
+  [ "$i" = 120 ] && die "the CRD did not become Established within 60 s"
+  sleep 0.5
+done
 log "running: $spokes spokes, $miniclusters MiniClusters, $rounds rounds"
 "$driver" run --hub-bin "$hub" --spokes "$spokes" --miniclusters "$miniclusters" \
   --rounds "$rounds" --concurrency "$concurrency" --out "$out"

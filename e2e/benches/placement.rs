@@ -2,7 +2,8 @@
 //! name candidates against today's fixed placement, in the same run, on a real
 //! kube-apiserver (the cluster of `KUBECONFIG`, no nodes needed).
 //!
-//! `run`: for each round and each mode (fixed, then candidates), a fresh namespace and a
+//! `run`: for each round and each mode (fixed and candidates, which goes first every other
+//! round, as the API server slows with every run's objects), a fresh namespace and a
 //! fresh `flux-hub run` process (watching that namespace, with its federation port on
 //! loopback), `--spokes` spokes connected over mutual TLS (light clients of the `Spoke`
 //! service: a Watch stream with their labels, a report of their room at once and every
@@ -68,7 +69,7 @@ struct RunArgs {
     /// MiniClusters per mode and round.
     #[arg(long, default_value_t = 1000)]
     miniclusters: usize,
-    /// Rounds (each: fixed, then candidates).
+    /// Rounds (each: both modes, in turn first).
     #[arg(long, default_value_t = 2)]
     rounds: usize,
     /// Creates in flight.
@@ -499,7 +500,13 @@ async fn run(a: RunArgs) -> Result<()> {
     let client = Client::try_default().await.context("KUBECONFIG")?;
     let mut results = Vec::new();
     for round in 0..a.rounds {
-        for mode in [Mode::Fixed, Mode::Candidates] {
+        // The API server slows as objects pile up: each mode goes first every other round.
+        let order = if round % 2 == 0 {
+            [Mode::Fixed, Mode::Candidates]
+        } else {
+            [Mode::Candidates, Mode::Fixed]
+        };
+        for mode in order {
             let r = one(&a, &pki, &client, mode, round).await?;
             eprintln!(
                 "[placement] round {round} {}: p50 {:.1} ms, p99 {:.1} ms, wall {:.1} s, CPU {:.2} ms/MiniCluster, RSS {:.1} MiB (peak {:.1})",

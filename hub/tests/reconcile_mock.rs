@@ -2645,6 +2645,10 @@ async fn a_burst_with_candidates_goes_where_there_is_room_and_moves_only_once_th
         placed["note"],
         "burst burst placed on spoke b (skipped a: NoRoom (its nodes have room for 1 of 3 brokers))"
     );
+    assert!(
+        !events.iter().any(|e| e["reason"] == "BurstDispatched"),
+        "one Event says it was placed and sent: {events:?}"
+    );
     let key = "hpc/flux-sample/burst";
     assert_eq!(
         registry.held_elsewhere(key, ""),

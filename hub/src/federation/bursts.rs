@@ -431,6 +431,14 @@ pub fn recheck_after(views: &[BurstView], now: SystemTime) -> Option<Duration> {
 /// Events for bursts whose phase changed. Bursts the hub refuses to assign share one
 /// Event (the refusal is the MiniCluster's, not each burst's).
 pub fn events(previous: &[BurstStatus], current: &[BurstStatus]) -> Vec<BurstEvent> {
+    let placed = super::placement::in_status::events(previous, current);
+    // A burst placed and sent in the same pass: its BurstPlaced Event says both.
+    let placed_names: Vec<String> = placed
+        .iter()
+        .filter(|(_, (_, reason, _))| *reason == "BurstPlaced")
+        .map(|(name, _)| name.clone())
+        .collect();
+    let just_placed = |name: &str| placed_names.iter().any(|n| n == name);
     let newly_refused: Vec<&BurstStatus> = current
         .iter()
         .filter(|b| {
@@ -479,6 +487,7 @@ pub fn events(previous: &[BurstStatus], current: &[BurstStatus]) -> Vec<BurstEve
                 };
             }
             match b.phase.as_str() {
+                burst_phase::DISPATCHED if just_placed(&b.name) => None,
                 burst_phase::DISPATCHED if before.is_none_or(|p| p == burst_phase::PENDING) => {
                     Some((
                         false,
@@ -511,7 +520,7 @@ pub fn events(previous: &[BurstStatus], current: &[BurstStatus]) -> Vec<BurstEve
             }
         })
         .chain(refusal)
-        .chain(super::placement::in_status::events(previous, current))
+        .chain(placed.into_iter().map(|(_, event)| event))
         .collect()
 }
 

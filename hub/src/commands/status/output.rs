@@ -179,6 +179,15 @@ pub fn table(
                     age(b.last_report_unix_millis, now_millis),
                     created.clone(),
                     match (b.reason.is_empty(), b.message.trim().is_empty()) {
+                        // Placed on no candidate yet: why not on each.
+                        _ if b.spoke.is_empty() && !b.skipped.is_empty() => {
+                            let why: Vec<String> = b
+                                .skipped
+                                .iter()
+                                .map(|s| format!("{} {}", s.spoke, s.reason))
+                                .collect();
+                            cell(&format!("not placed: {}", why.join(", ")))
+                        }
                         (true, true) => String::new(),
                         (true, false) => cell(&b.message),
                         (false, true) => cell(&b.reason),

@@ -70,9 +70,9 @@ fn describe_skipped(skipped: &[SkippedCandidate]) -> String {
     parts.join("; ")
 }
 
-/// Events of bursts that name candidates when their placement changed: placed (Normal),
-/// moved to another spoke or placed nowhere (Warning).
-pub fn events(previous: &[BurstStatus], current: &[BurstStatus]) -> Vec<BurstEvent> {
+/// Events of bursts that name candidates when their placement changed, by burst name:
+/// placed (Normal), moved to another spoke or placed nowhere (Warning).
+pub fn events(previous: &[BurstStatus], current: &[BurstStatus]) -> Vec<(String, BurstEvent)> {
     current
         .iter()
         .filter_map(|b| {
@@ -87,30 +87,33 @@ pub fn events(previous: &[BurstStatus], current: &[BurstStatus]) -> Vec<BurstEve
             } else {
                 format!(" (skipped {})", describe_skipped(&p.skipped))
             };
-            Some(match (before, b.cluster.as_str()) {
-                (_, "") => (
-                    true,
-                    "BurstNotPlaced",
-                    format!(
-                        "burst {}: placed on no candidate yet: {}",
-                        b.name,
-                        describe_skipped(&p.skipped)
+            Some((
+                b.name.clone(),
+                match (before, b.cluster.as_str()) {
+                    (_, "") => (
+                        true,
+                        "BurstNotPlaced",
+                        format!(
+                            "burst {}: placed on no candidate yet: {}",
+                            b.name,
+                            describe_skipped(&p.skipped)
+                        ),
                     ),
-                ),
-                ("", to) => (
-                    false,
-                    "BurstPlaced",
-                    format!("burst {} placed on spoke {to}{why}", b.name),
-                ),
-                (from, to) => (
-                    true,
-                    "BurstMoved",
-                    format!(
-                        "burst {} moved from spoke {from} to spoke {to}{why}",
-                        b.name
+                    ("", to) => (
+                        false,
+                        "BurstPlaced",
+                        format!("burst {} placed on spoke {to}{why}", b.name),
                     ),
-                ),
-            })
+                    (from, to) => (
+                        true,
+                        "BurstMoved",
+                        format!(
+                            "burst {} moved from spoke {from} to spoke {to}{why}",
+                            b.name
+                        ),
+                    ),
+                },
+            ))
         })
         .collect()
 }
