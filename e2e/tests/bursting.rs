@@ -1598,8 +1598,13 @@ async fn join(env: &TestEnv, fed: &Federation) -> Result<()> {
         );
         // The spoke's service account has every permission the spoke uses in the one
         // namespace the policy names (a Role there), reads that namespace by name, and
-        // nothing else: no other namespace, no namespace creation.
+        // nothing else: no other namespace, no namespace creation; but for what measuring
+        // its room reads, cluster-wide (ROOM_PERMISSIONS: list and watch nodes and pods).
         let account = ("flux-spoke-system", "flux-spoke");
+        let room = flux_shared::federation::spoke_rbac::ROOM_PERMISSIONS;
+        let for_room = |group: &str, resource: &str, verb: &str| {
+            room.iter().any(|(g, r, v)| *g == group && *r == resource && v.contains(&verb))
+        };
         let mut missing = Vec::new();
         let mut beyond = Vec::new();
         for (group, resource, verbs) in flux_shared::federation::spoke_rbac::NAMESPACED_REQUIRED {
@@ -1609,10 +1614,18 @@ async fn join(env: &TestEnv, fed: &Federation) -> Result<()> {
                 {
                     missing.push(format!("{verb} {group}/{resource} in {}", env.ns));
                 }
-                if support::service_account_can(&client, account, group, resource, verb, "some-team")
-                    .await?
+                if !for_room(group, resource, verb)
+                    && support::service_account_can(&client, account, group, resource, verb, "some-team")
+                        .await?
                 {
                     beyond.push(format!("{verb} {group}/{resource} in some-team"));
+                }
+            }
+        }
+        for (group, resource, verbs) in room {
+            for verb in *verbs {
+                if !support::service_account_can(&client, account, group, resource, verb, "").await? {
+                    missing.push(format!("{verb} {group}/{resource} everywhere (room)"));
                 }
             }
         }
