@@ -27,6 +27,8 @@
 # started is stopped and its state deleted on exit, whatever happens.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=scripts/bench-lib.sh
+. scripts/bench-lib.sh
 
 usage() { sed -n '2,/^set -euo/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//'; }
 
@@ -195,9 +197,7 @@ else
 fi
 [ -x "$hub" ] || die "no flux-hub binary at $hub"
 log "building the benchmark driver (e2e/benches/apiserver.rs)"
-driver=$(cargo bench -p flux-e2e --bench apiserver --no-run --message-format=json-render-diagnostics |
-  grep '"kind":\["bench"\]' | grep '"name":"apiserver"' |
-  grep -o '"executable":"[^"]*"' | tail -n 1 | sed 's/^"executable":"//; s/"$//') || true
+driver=$(bench_driver apiserver)
 [ -n "$driver" ] && [ -x "$driver" ] || die "cannot find the built driver"
 reference=$work/reference-manager
 if [ "$skip_reference" = false ] || [ "$scale_reference" = true ]; then

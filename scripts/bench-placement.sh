@@ -20,6 +20,8 @@
 # Needs root (the testbed). The cluster is stopped and its state deleted on exit.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=scripts/bench-lib.sh
+. scripts/bench-lib.sh
 
 usage() { sed -n '2,/^set -euo/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//'; }
 
@@ -80,9 +82,7 @@ else
 fi
 [ -x "$hub" ] || die "no flux-hub binary at $hub"
 log "building the benchmark driver (e2e/benches/placement.rs)"
-driver=$(cargo bench -p flux-e2e --bench placement --no-run --message-format=json-render-diagnostics |
-  grep '"kind":\["bench"\]' | grep '"name":"placement"' |
-  grep -o '"executable":"[^"]*"' | tail -n 1 | sed 's/^"executable":"//; s/"$//') || true
+driver=$(bench_driver placement)
 [ -x "$driver" ] || die "the benchmark driver did not build"
 
 fresh

@@ -19,6 +19,8 @@
 # Both clusters are stopped and their state deleted on exit, whatever happens.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=scripts/bench-lib.sh
+. scripts/bench-lib.sh
 
 usage() { sed -n '2,/^set -euo/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//'; }
 
@@ -84,9 +86,7 @@ spoke_bin=${spoke_bin:-$target_dir/release/flux-spoke}
 [ -x "$hub_bin" ] || die "no flux-hub binary at $hub_bin"
 [ -x "$spoke_bin" ] || die "no flux-spoke binary at $spoke_bin"
 log "building the benchmark driver (e2e/benches/resize.rs)"
-driver=$(cargo bench -p flux-e2e --bench resize --no-run --message-format=json-render-diagnostics |
-  grep '"kind":\["bench"\]' | grep '"name":"resize"' |
-  grep -o '"executable":"[^"]*"' | tail -n 1 | sed 's/^"executable":"//; s/"$//') || true
+driver=$(bench_driver resize)
 if [ -z "$driver" ] || [ ! -x "$driver" ]; then die "could not build the benchmark driver"; fi
 
 # --- two clusters without nodes
