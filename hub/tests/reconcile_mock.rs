@@ -2484,6 +2484,49 @@ async fn a_restarted_hub_keeps_a_placed_burst_where_its_status_says_it_runs() {
     assert!(on_a.assignments.is_empty() && on_a.retained_keys.is_empty());
 }
 
+/// A deleted MiniCluster whose burst names candidates waits for the spoke its status
+/// placed the burst on to confirm it gone, as for a burst with one `cluster`.
+#[tokio::test]
+async fn a_deleted_minicluster_waits_for_the_spoke_a_candidate_burst_was_placed_on() {
+    let (client, server) = ApiServer::start(Arc::new(echo));
+    let (ctx, _writers) = context(client);
+    ctx.registry.set_primed();
+    let _b = ctx
+        .registry
+        .clone()
+        .subscribe("b", "test", Default::default(), Default::default())
+        .expect("primed");
+    let mut mc = minicluster(CANDIDATES);
+    mc.metadata.finalizers = Some(vec!["flux-framework.org/bursts".into()]);
+    mc.metadata.deletion_timestamp = Some(Time(
+        k8s_openapi::jiff::Timestamp::from_second(1_800_000_000 - 10).expect("time"),
+    ));
+    mc.status = serde_json::from_value(json!({
+        "bursts": [{"name": "burst", "cluster": "b", "phase": "Running", "size": 3,
+                    "placement": {}}]
+    }))
+    .ok();
+    let action = run(&ctx, mc).await.expect("reconcile");
+    assert_eq!(
+        action,
+        kube::runtime::controller::Action::requeue(Duration::from_secs(290)),
+        "waits for spoke b"
+    );
+    let calls = server.calls();
+    assert!(
+        calls
+            .iter()
+            .all(|c| !c.body["metadata"]["finalizers"].is_array()),
+        "the finalizer is kept"
+    );
+    let status = calls
+        .iter()
+        .find(|c| c.path.ends_with("/status"))
+        .expect("status");
+    assert_eq!(status.body["status"]["bursts"][0]["phase"], "Deleting");
+    assert_eq!(status.body["status"]["bursts"][0]["cluster"], "b");
+}
+
 /// A bursting MiniCluster whose objects the root API server refuses (its ConfigMap over
 /// the limit) gets no assignment, though its lead broker's address and port are pinned:
 /// its bursts say why, and no spoke holds its spec.

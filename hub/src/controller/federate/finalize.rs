@@ -13,7 +13,7 @@ use tracing::info;
 
 use crate::controller::context::{Context, Error};
 use crate::controller::federate::{
-    burst_infos, finalizers_but_ours, has_finalizer, mc_info, set_finalizers,
+    burst_infos, finalizers_but_ours, has_finalizer, mc_info, placed_as_in_status, set_finalizers,
 };
 use crate::controller::status;
 use crate::controller::status::events::publish;
@@ -32,8 +32,11 @@ pub(in crate::controller) async fn finalize(
         return Ok(Action::await_change());
     }
     let key = (ns.to_string(), name.to_string());
-    // An invalid spec has no bursts the registry could know of.
-    let bursts = Plan::new(mc).map(|p| burst_infos(&p)).unwrap_or_default();
+    // An invalid spec has no bursts the registry could know of; one that names candidates
+    // is withdrawn from where its status placed it.
+    let bursts = Plan::new(mc)
+        .map(|p| burst_infos(&placed_as_in_status(mc, p)))
+        .unwrap_or_default();
     let previous = mc.status.clone().unwrap_or_default();
     ctx.registry
         .withdraw(&key, mc_info(mc, &previous, None, None), bursts);
