@@ -125,15 +125,21 @@ pub fn view(namespace: &str, name: &str, burst: &str, answer: &ScaleBurstRespons
 /// The line `-o text` prints.
 pub fn text(v: &ScaleView) -> String {
     let target = format!("{}/{} burst {}", v.namespace, v.name, v.burst);
+    // A burst that names candidates and runs nowhere yet has no spoke.
+    let spoke = if v.spoke.is_empty() {
+        "not placed yet".to_string()
+    } else {
+        format!("spoke {}", v.spoke)
+    };
     if v.changed {
         format!(
-            "{target}: size {} -> {} (maxSize {}, spoke {}); the spoke resizes its Job once the hub applies generation {}",
-            v.previous_size, v.size, v.max_size, v.spoke, v.generation
+            "{target}: size {} -> {} (maxSize {}, {spoke}); the spoke resizes its Job once the hub applies generation {}",
+            v.previous_size, v.size, v.max_size, v.generation
         )
     } else {
         format!(
-            "{target}: already at size {} (maxSize {}, spoke {}); nothing changed",
-            v.size, v.max_size, v.spoke
+            "{target}: already at size {} (maxSize {}, {spoke}); nothing changed",
+            v.size, v.max_size
         )
     }
 }

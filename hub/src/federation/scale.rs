@@ -253,7 +253,17 @@ pub fn decide(mc: &MiniCluster, burst: &str, size: i32) -> Result<ScaleChange, S
         previous: bursts[index].size,
         size,
         max_size: resolved.max_size,
-        spoke: resolved.cluster.clone(),
+        // A burst that names candidates runs where the hub placed it (none yet: empty).
+        spoke: if resolved.candidates.is_empty() {
+            resolved.cluster.clone()
+        } else {
+            mc.status
+                .iter()
+                .flat_map(|s| &s.bursts)
+                .find(|b| b.name == burst)
+                .map(|b| b.cluster.clone())
+                .unwrap_or_default()
+        },
     })
 }
 
@@ -316,6 +326,36 @@ spec:
         assert_eq!((zero.index, zero.previous, zero.max_size), (1, 2, 2));
         assert_eq!(zero.spoke, "burst-1");
         assert!(decide(&mc(), "a", 1).expect("same").is_noop());
+    }
+
+    #[test]
+    fn a_burst_that_names_candidates_runs_where_its_status_placed_it() {
+        let mut placed = mc();
+        if let Some(c) = placed
+            .spec
+            .flux
+            .as_mut()
+            .and_then(|f| f.bursting.as_mut())
+            .and_then(|b| b.clusters.get_mut(1))
+        {
+            c.candidates = vec![flux_shared::api::BurstCandidate {
+                cluster: Some("kind".into()),
+                match_labels: None,
+            }];
+        }
+        assert_eq!(
+            decide(&placed, "burst-1", 1).expect("ok").spoke,
+            "",
+            "not placed yet"
+        );
+        if let Some(s) = placed.status.as_mut() {
+            s.bursts = vec![flux_shared::api::BurstStatus {
+                name: "burst-1".into(),
+                cluster: "kind".into(),
+                ..Default::default()
+            }];
+        }
+        assert_eq!(decide(&placed, "burst-1", 1).expect("ok").spoke, "kind");
     }
 
     #[test]
