@@ -1149,7 +1149,12 @@ fn writers_service(calls: &[Call]) -> Service {
 }
 
 fn deleted(seconds_ago: i64) -> MiniCluster {
-    let mut mc = minicluster(BURSTING);
+    deleted_from(BURSTING, seconds_ago)
+}
+
+/// MiniCluster `yaml` with the hub's finalizer, deleted `seconds_ago`.
+fn deleted_from(yaml: &str, seconds_ago: i64) -> MiniCluster {
+    let mut mc = minicluster(yaml);
     mc.metadata.finalizers = Some(vec!["flux-framework.org/bursts".into()]);
     mc.metadata.deletion_timestamp = Some(Time(
         k8s_openapi::jiff::Timestamp::from_second(1_800_000_000 - seconds_ago).expect("time"),
@@ -2496,11 +2501,7 @@ async fn a_deleted_minicluster_waits_for_the_spoke_a_candidate_burst_was_placed_
         .clone()
         .subscribe("b", "test", Default::default(), Default::default())
         .expect("primed");
-    let mut mc = minicluster(CANDIDATES);
-    mc.metadata.finalizers = Some(vec!["flux-framework.org/bursts".into()]);
-    mc.metadata.deletion_timestamp = Some(Time(
-        k8s_openapi::jiff::Timestamp::from_second(1_800_000_000 - 10).expect("time"),
-    ));
+    let mut mc = deleted_from(CANDIDATES, 10);
     mc.status = serde_json::from_value(json!({
         "bursts": [{"name": "burst", "cluster": "b", "phase": "Running", "size": 3,
                     "placement": {}}]

@@ -160,7 +160,8 @@ fn room_for(
             ctx.registry.spokes_matching(l)
         }),
     };
-    let shape = placing::burst_shape(plan, index);
+    // Rendered only when a spoke reports a room to count it against.
+    let shape = crate::federation::placement::LazyShape::new(|| placing::burst_shape(plan, index));
     let facts = ctx.registry.placement_facts(&spokes, &plan.namespace);
     let mut best: Option<i32> = Some(0);
     for f in facts.iter().filter(|f| f.connected) {
@@ -168,7 +169,7 @@ fn room_for(
         if !room.policy.admits_namespace(&plan.namespace) {
             continue;
         }
-        let fits = i32::try_from(room.fits(&shape)?).unwrap_or(i32::MAX);
+        let fits = i32::try_from(room.fits(shape.get())?).unwrap_or(i32::MAX);
         best = best.max(Some(fits.min(room.policy.admits(0, 0))));
     }
     best

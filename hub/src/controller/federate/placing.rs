@@ -73,10 +73,14 @@ pub fn place(
                 .as_ref()
                 .and_then(|p| p.placed_at.as_ref())
                 .map_or(now, |t| SystemTime::from(t.0));
-            let away_since = registry
-                .placement_facts(std::slice::from_ref(&o.cluster), &plan.namespace)
-                .pop()
-                .and_then(|f| f.away_since);
+            // Usually one of the candidates, whose facts are at hand.
+            let away_since = match names.iter().position(|n| *n == o.cluster) {
+                Some(i) => facts[i].away_since,
+                None => registry
+                    .placement_facts(std::slice::from_ref(&o.cluster), &plan.namespace)
+                    .pop()
+                    .and_then(|f| f.away_since),
+            };
             Current {
                 was_empty: o.size == 0,
                 ..current_of(registry, &o.cluster, &key, since, away_since)
