@@ -194,6 +194,12 @@ trap 'exit 143' TERM
 now() { echo "$EPOCHREALTIME"; }
 minus() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", a - b }'; }
 loadavg() { cut -d' ' -f1-3 /proc/loadavg; }
+# CPU time (user + system, ms) the running controller process has used so far, or null.
+controller_cpu_ms() {
+  [ -n "$controller_pid" ] && [ -r "/proc/$controller_pid/stat" ] || { echo null; return; }
+  awk -v hz="$(getconf CLK_TCK)" '{ sub(/^.*\) /, ""); printf "%d", ($12 + $13) * 1000 / hz }' \
+    "/proc/$controller_pid/stat"
+}
 
 # --- builds (before the cluster, so a slow build keeps nothing up)
 "$testbed/install" >/dev/null
@@ -331,6 +337,7 @@ while :; do
     e=\$(date +%s.%N)
     k=\$((k + 1))
     [ \$k = 1 ] && echo "FIRST \$s \$e \$got"
+    echo "PROBE \$s \$e \$got"
     if [ "\$got" = $1 ]; then echo "UP \$s \$e \$k"; exit 0; fi
   fi
   sleep 0.2
@@ -433,7 +440,7 @@ all_ready_at() { # WATCH_FILE SIZE
 
 measure() { # KIND NS SIZE RUN
   local kind=$1 ns=$2 size=$3 run=$4 job manifest watch t0 t1 deadline ready='' up='' lead probe_out up_end up_start load
-  local ready_s=null up_s=null probe_start_s=null probes=null
+  local ready_s=null up_s=null probe_start_s=null probes=null cpu0 cpu_ms=null
   job=${kind/reference/ref}-$size-$run
   manifest=$work/$job.yaml
   case $kind in
@@ -447,6 +454,7 @@ measure() { # KIND NS SIZE RUN
     2>/dev/null > >(while read -r line; do echo "$EPOCHREALTIME $line"; done >"$watch") &
   watch_pid=$!
   sleep 1 # the watch is established
+  cpu0=$(controller_cpu_ms)
   t0=$(now)
   deadline=$((${t0%.*} + timeout_s))
   "$kubectl" -n "$ns" create -f "$manifest" >/dev/null
@@ -463,6 +471,7 @@ measure() { # KIND NS SIZE RUN
       if [ -n "$lead" ]; then
         probe_out=$(timeout $((deadline - ${EPOCHREALTIME%.*} + 1)) "$kubectl" -n "$ns" exec "$lead" -c "$job" -- \
           bash -c "$(probe_script "$size")" 2>>"$out/logs/exec-$job.log") || probe_out=
+        printf '%s\n' "$probe_out" >>"$out/logs/probe-$job.log"
         up=$(printf '%s\n' "$probe_out" | awk '$1 == "UP" {print $3, $2, $4}')
         [ -n "$up" ] && break
       fi
@@ -472,6 +481,10 @@ measure() { # KIND NS SIZE RUN
     ready=$(all_ready_at "$watch" "$size")
   fi
   stop_watch
+  # The controller's CPU from the create until every broker was up (floor: none).
+  if [[ $kind != *floor ]] && [ "$cpu0" != null ]; then
+    cpu_ms=$(($(controller_cpu_ms) - cpu0))
+  fi
   [ -n "$ready" ] && ready_s=$(minus "$ready" "$t0")
   if [ -n "$up" ]; then
     read -r up_end up_start probes <<<"$up"
@@ -482,14 +495,14 @@ measure() { # KIND NS SIZE RUN
   # The brokers' logs, for a look at where the time went (not timed).
   if [[ $kind != *floor ]]; then
     for lead in $("$kubectl" -n "$ns" get pods -l "job-name=$job" -o name 2>/dev/null); do
-      "$kubectl" -n "$ns" logs "$lead" -c "$job" --timestamps >"$out/logs/pod-${lead#pod/}.log" 2>&1 || true
+      "$kubectl" -n "$ns" logs "$lead" --all-containers --prefix --timestamps >"$out/logs/pod-${lead#pod/}.log" 2>&1 || true
     done
   fi
   t1=$(now)
   teardown "$kind" "$ns" "$job"
-  printf '{"kind":"%s","size":%s,"run":%s,"warmup":%s,"pods_ready_s":%s,"flux_up_s":%s,"probe_start_s":%s,"probes":%s,"load":"%s","teardown_s":%s}\n' \
-    "$kind" "$size" "$run" "$([ "$run" = 0 ] && echo true || echo false)" "$ready_s" "$up_s" \
-    "$probe_start_s" "$probes" "$load" "$(minus "$(now)" "$t1")" | tee -a "$out/runs.jsonl" >&2
+  printf '{"kind":"%s","size":%s,"run":%s,"warmup":%s,"t0":%s,"pods_ready_s":%s,"flux_up_s":%s,"probe_start_s":%s,"probes":%s,"controller_cpu_ms":%s,"load":"%s","teardown_s":%s}\n' \
+    "$kind" "$size" "$run" "$([ "$run" = 0 ] && echo true || echo false)" "$t0" "$ready_s" "$up_s" \
+    "$probe_start_s" "$probes" "$cpu_ms" "$load" "$(minus "$(now)" "$t1")" | tee -a "$out/runs.jsonl" >&2
   if [ "$ready_s" = null ] || { [[ $kind != *floor ]] && [ "$up_s" = null ]; }; then
     log "warning: $job did not get there within $timeout_s s"
   fi
@@ -584,7 +597,7 @@ measure_burst() { # BURST SIZE RUN
   local burst=$1 size=$2 run=$3 target=$((2 + $2)) kind=burst
   [ "$1" = "$relay_name" ] && kind=burst-relay
   local tag=$kind-$2-$3 watch probe_file t0 t1 deadline up='' ready='' seen='' left=1 load
-  local ready_s=null up_s=null probe_start_s=null probes=null seen_s=null cmd_s down_s pod
+  local ready_s=null up_s=null probe_start_s=null probes=null cpu0 cpu_ms=null seen_s=null cmd_s down_s pod
   watch=$out/logs/watch-$tag.log
   probe_file=$work/probe-$tag.out
   : >"$probe_file"

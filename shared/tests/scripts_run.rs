@@ -140,10 +140,21 @@ impl Sandbox {
 
     /// Runs `script` with bash in the sandbox; returns (exit code, stdout, stderr).
     fn run(&self, script: &str, env: &[(&str, &str)]) -> (i32, String, String) {
+        self.run_with_args(script, &[], env)
+    }
+
+    /// [`Sandbox::run`] with arguments for the script.
+    fn run_with_args(
+        &self,
+        script: &str,
+        args: &[&str],
+        env: &[(&str, &str)],
+    ) -> (i32, String, String) {
         let file = self.path("script.sh");
         fs::write(&file, script).expect("write script");
         let mut cmd = Command::new("bash");
         cmd.arg(&file)
+            .args(args)
             .current_dir(&self.root)
             .env_clear()
             .env(
@@ -652,4 +663,101 @@ fn flux_user_is_created_only_as_root_and_never_fatally() {
     } else {
         assert!(sb.calls_of("useradd").is_empty());
     }
+}
+
+/// `flux` for the drain script: `uptime` answers the phases of `$FAKE_PHASES` in turn (the
+/// last repeats; unset, it fails as a Flux without `uptime` would); `resource drain -i`
+/// prints `$FAKE_DRAIN`.
+const FAKE_FLUX_DRAIN: &str = r#"#!/bin/bash
+(IFS=$'\x1f'; printf '%s\n' "flux$IFS$*") >>"$FAKE_LOG"
+case "${1:-}" in
+  uptime)
+    [ -n "${FAKE_PHASES:-}" ] || exit 1
+    n=$(cat "$FAKE_STATE/uptime" 2>/dev/null || echo 0)
+    n=$((n + 1))
+    echo "$n" >"$FAKE_STATE/uptime"
+    read -ra phases <<<"$FAKE_PHASES"
+    i=$((n <= ${#phases[@]} ? n - 1 : ${#phases[@]} - 1))
+    echo " 12:00:00 ${phases[i]} 1.2s,  owner root,  depth 0,  size 2"
+    ;;
+  resource)
+    if [ "${2:-}" = drain ] && [ "${3:-}" = -i ]; then
+      printf '%s\n' "${FAKE_DRAIN:-}"
+    fi
+    ;;
+esac
+"#;
+
+/// Runs `flux-drain.sh rejoin` on worker `flux-sample-1` whose broker socket exists;
+/// returns the sandbox, to read the calls.
+fn rejoin(env: &[(&str, &str)]) -> Sandbox {
+    let sb = Sandbox::new();
+    sb.write_exec("bin/flux", FAKE_FLUX_DRAIN);
+    let plan = plan(&sb, HELLO, "");
+    let target = root(&plan);
+    let script = scripts::drain_script(&plan, &target).expect("a drain script by default");
+    let socket = sb.path("mnt/config/run/flux/local");
+    fs::create_dir_all(socket.parent().expect("rundir")).expect("create rundir");
+    let _listener = UnixListener::bind(&socket).expect("bind broker socket");
+    fs::write(
+        sb.path("mnt/flux-view.sh"),
+        format!("export fluxsocket=local://{}\n", socket.display()),
+    )
+    .expect("write flux-view.sh");
+    let mut env = env.to_vec();
+    env.push(("FAKE_HOSTNAME", "flux-sample-1"));
+    let (code, out, err) = sb.run_with_args(&script, &["rejoin"], &env);
+    assert_eq!(code, 0, "stdout:\n{out}\nstderr:\n{err}");
+    sb
+}
+
+/// The `flux` subcommands called, in order (`uptime`, `resource drain`, ...).
+fn flux_verbs(sb: &Sandbox) -> Vec<String> {
+    sb.calls_of("flux")
+        .into_iter()
+        .map(|c| c.iter().take(2).cloned().collect::<Vec<_>>().join(" "))
+        .collect()
+}
+
+#[test]
+fn a_rejoining_worker_asks_for_its_drain_only_once_its_broker_runs() {
+    let sb = rejoin(&[
+        ("FAKE_PHASES", "join join config-sync init quorum run"),
+        (
+            "FAKE_DRAIN",
+            "drained|flux-operator: leaving (pod terminating)",
+        ),
+    ]);
+    let mut expected = vec!["uptime".to_string(); 6];
+    expected.push("resource drain".into());
+    expected.push("resource undrain".into());
+    // Nothing slower than `uptime` (a Python command) while the broker starts.
+    assert_eq!(flux_verbs(&sb), expected);
+    assert_eq!(
+        sb.calls_of("sleep").len(),
+        5,
+        "a short nap per phase before run"
+    );
+}
+
+#[test]
+fn a_rejoining_worker_keeps_a_drain_it_did_not_set_and_asks_at_once_without_uptime() {
+    // Drained by an admin: kept.
+    let sb = rejoin(&[
+        ("FAKE_PHASES", "run"),
+        ("FAKE_DRAIN", "drained|maintenance"),
+    ]);
+    assert_eq!(flux_verbs(&sb), ["uptime", "resource drain"]);
+    // Not drained: nothing to take back.
+    let sb = rejoin(&[("FAKE_PHASES", "run")]);
+    assert_eq!(flux_verbs(&sb), ["uptime", "resource drain"]);
+    // A Flux without `flux uptime` is asked for the drain at once, as before.
+    let sb = rejoin(&[(
+        "FAKE_DRAIN",
+        "drained|flux-operator: leaving (pod terminating)",
+    )]);
+    assert_eq!(
+        flux_verbs(&sb),
+        ["uptime", "resource drain", "resource undrain"]
+    );
 }

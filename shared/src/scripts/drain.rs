@@ -115,7 +115,16 @@ pub fn drain_script(plan: &Plan, target: &Target) -> Option<String> {
     sh.open("rejoin)");
     sh.linef(format_args!("deadline=$((SECONDS + {REJOIN_SECONDS}))"));
     sh.open("while [ \"$SECONDS\" -lt \"$deadline\" ]; do");
-    sh.open("if [ -S \"$socket\" ] && state=$(drain_state); then");
+    sh.open("if [ -S \"$socket\" ]; then");
+    // `flux resource` is a Python command (0.1-0.4 s of CPU) that fails until the broker
+    // has joined, while the brokers' own start needs that CPU; `flux uptime` (C, a few
+    // ms) says when the broker runs. A phase it does not name (an older Flux) asks at once.
+    sh.line("# Ask for the drain (a Python command) once the broker runs, not while it starts.");
+    sh.line("phase=$(flux_call uptime 2>/dev/null | awk '{print $2; exit}') || phase=");
+    sh.open("case \"$phase\" in");
+    sh.line("none | join | config-sync | init | quorum) ;;");
+    sh.open("*)");
+    sh.open("if state=$(drain_state); then");
     sh.open("case \"$state\" in");
     sh.open("*\"|$reason\"*)");
     sh.line("flux_call resource undrain \"$host\" >/dev/null 2>&1 && echo \"flux-operator: $host is back; undrained\" >&2");
@@ -123,6 +132,10 @@ pub fn drain_script(plan: &Plan, target: &Target) -> Option<String> {
     sh.line(";;");
     sh.dedent();
     sh.line("*) exit 0 ;;");
+    sh.close("esac");
+    sh.close("fi");
+    sh.line(";;");
+    sh.dedent();
     sh.close("esac");
     sh.close("fi");
     sh.line("# The broker is starting: ask again soon, so its node is back as it joins.");

@@ -62,13 +62,22 @@ case "$mode" in
   rejoin)
     deadline=$((SECONDS + 600))
     while [ "$SECONDS" -lt "$deadline" ]; do
-      if [ -S "$socket" ] && state=$(drain_state); then
-        case "$state" in
-          *"|$reason"*)
-            flux_call resource undrain "$host" >/dev/null 2>&1 && echo "flux-operator: $host is back; undrained" >&2
-            exit 0
+      if [ -S "$socket" ]; then
+        # Ask for the drain (a Python command) once the broker runs, not while it starts.
+        phase=$(flux_call uptime 2>/dev/null | awk '{print $2; exit}') || phase=
+        case "$phase" in
+          none | join | config-sync | init | quorum) ;;
+          *)
+            if state=$(drain_state); then
+              case "$state" in
+                *"|$reason"*)
+                  flux_call resource undrain "$host" >/dev/null 2>&1 && echo "flux-operator: $host is back; undrained" >&2
+                  exit 0
+                  ;;
+                *) exit 0 ;;
+              esac
+            fi
             ;;
-          *) exit 0 ;;
         esac
       fi
       # The broker is starting: ask again soon, so its node is back as it joins.
