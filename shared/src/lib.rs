@@ -11,8 +11,9 @@
 //!   owner's policy, pins).
 //!
 //! Everything here is pure and synchronous, except the federation's TLS/gRPC plumbing,
-//! `ops` (cargo feature `ops`: health, logging, shutdown and the `/metrics` server the
-//! binaries share) and the command-line flags (cargo feature `cli`).
+//! `ops` (cargo feature `ops`: health, logging, shutdown, the `/metrics` server and the
+//! Kubernetes client over HTTP/2 the binaries share) and the command-line flags (cargo
+//! feature `cli`).
 
 pub mod api;
 pub mod broker_toml;

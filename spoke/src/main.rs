@@ -211,7 +211,7 @@ async fn run(args: RunArgs) -> Result<()> {
         format!("--hub {:?} ({mode})", args.hub)
     })?;
 
-    let client = kube::Client::try_default().await.context(
+    let client = flux_shared::ops::kube_client::infer().await.context(
         "connecting to this cluster's Kubernetes API (in-cluster service account or KUBECONFIG)",
     )?;
     let namespace = own_namespace();

@@ -82,6 +82,8 @@ fn write(
     built: (Vec<u8>, String),
 ) -> Result<()> {
     let (archive, digest) = built;
+    // The pause image needs no cache folder, so on a fresh checkout nothing made `out` yet.
+    std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
     let path = out.join(format!("{file}-{tag}.oci.tar"));
     std::fs::write(&path, &archive).with_context(|| format!("writing {}", path.display()))?;
     println!("{} {digest} {name}:{tag}", path.display());

@@ -56,9 +56,9 @@ pub async fn run(opts: RunOptions) -> anyhow::Result<()> {
     let shutdown = Shutdown::listen();
     let grpc_security = opts.grpc_security()?;
     let lead_address = opts.lead_address()?;
-    let client = Client::try_default()
+    let client = flux_shared::ops::kube_client::infer()
         .await
-        .context("no Kubernetes configuration: set KUBECONFIG or run inside a cluster")?;
+        .context("set KUBECONFIG or run inside a cluster")?;
     let ops = OpsServer::start(&opts);
     check_crd_installed(&client, opts.namespace.as_deref()).await?;
     check_crd_owner(&client, opts.take_over).await?;

@@ -1,6 +1,6 @@
 //! Operations plumbing shared by the hub and spoke binaries (cargo feature `ops`):
 //! liveness/readiness flags, the `/metrics` + `/healthz` + `/readyz` HTTP server, logging
-//! setup, the shutdown signal, and reading a relayed connection.
+//! setup, the shutdown signal, reading a relayed connection, and the Kubernetes client.
 //!
 //! Unlike the rest of this crate, this module does I/O (it needs tokio, axum and
 //! tracing-subscriber), which is why it sits behind a feature that only the binaries'
@@ -9,6 +9,7 @@
 #![warn(missing_docs)]
 
 pub mod health;
+pub mod kube_client;
 pub mod logging;
 pub mod relay_read;
 pub mod server;
