@@ -49,10 +49,13 @@
 # every size --runs times, one at a time, each torn down before the next; every controller
 # run comes right after a floor run of the same size (the floor is measured next to each
 # controller, so both meet the node in the same state). Probe: one
-# `kubectl exec` into the lead pod (retried until its container runs) runs the flux command
-# every 200 ms inside the pod and prints the host clock when it first reports every broker
-# up (the pod shares the host's clock); pods Ready come from a `kubectl get --watch`. In
+# `kubectl exec` into the lead pod (retried until its container runs) waits with `flux uptime`
+# for the lead broker to run, then runs the flux command every 200 ms inside the pod and
+# prints the host clock when it first reports every broker up (the pod shares the host's
+# clock); pods Ready come from a `kubectl get --watch`. In
 # the burst phase the probe is already running (one probe answered) when the clock starts.
+# Last, the timeline of each controller run from the brokers' logs (scripts/bench_timeline.py:
+# view copied, broker container, lead rc1, workers' rc1, all online; pods Ready -> brokers up).
 # Also measured: the peak RSS (VmHWM) of the flux-hub process and of the reference manager
 # over their runs, and the controller image (`flux-images controller`, tag "bench") layer
 # sizes, uncompressed and gzip -6.
@@ -608,7 +611,7 @@ wait_up() { # TARGET SECONDS WHAT: until the lead broker says TARGET brokers up
 
 measure_burst() { # BURST SIZE RUN
   local burst=$1 size=$2 run=$3 target=$((2 + $2)) kind=burst
-  [ "$1" = "$relay_name" ] && kind=burst-relay
+  [ "$1" = "$relay_name" ] && kind="burst-relay"
   local tag=$kind-$2-$3 watch probe_file t0 t1 deadline up='' ready='' seen='' left=1 load
   local ready_s=null up_s=null probe_start_s=null probes=null cpu0 cpu_ms=null seen_s=null cmd_s down_s pod
   watch=$out/logs/watch-$tag.log
