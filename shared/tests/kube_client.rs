@@ -19,14 +19,17 @@ use tokio_rustls::TlsAcceptor;
 /// What the server saw.
 #[derive(Default)]
 struct Seen {
+    /// Requests still to answer with 503 Service Unavailable.
+    unavailable: AtomicUsize,
     connections: AtomicUsize,
     http2: AtomicUsize,
     http1: AtomicUsize,
 }
 
-/// An HTTPS server on loopback answering every request with an empty ConfigMap list;
-/// returns its URL, its certificate and what it sees.
-async fn server() -> (String, CertificateDer<'static>, Arc<Seen>) {
+/// An HTTPS server on loopback answering the first `unavailable` requests with 503 and
+/// every other with an empty ConfigMap list; returns its URL, its certificate and what it
+/// sees.
+async fn server(unavailable: usize) -> (String, CertificateDer<'static>, Arc<Seen>) {
     let cert = rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_string()])
         .expect("a self-signed certificate");
     let der = cert.cert.der().clone();
@@ -43,7 +46,10 @@ async fn server() -> (String, CertificateDer<'static>, Arc<Seen>) {
     let acceptor = TlsAcceptor::from(Arc::new(tls));
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("a port");
     let url = format!("https://{}", listener.local_addr().expect("an address"));
-    let seen = Arc::new(Seen::default());
+    let seen = Arc::new(Seen {
+        unavailable: AtomicUsize::new(unavailable),
+        ..Seen::default()
+    });
     let counts = seen.clone();
     tokio::spawn(async move {
         loop {
@@ -65,6 +71,16 @@ async fn server() -> (String, CertificateDer<'static>, Arc<Seen>) {
                         };
                         // Requests overlap: each answer waits a little.
                         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                        let refuse = counts
+                            .unavailable
+                            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+                            .is_ok();
+                        if refuse {
+                            return Ok(Response::builder()
+                                .status(503)
+                                .body(Full::new(Bytes::from("busy")))
+                                .expect("a response"));
+                        }
                         let body = r#"{"apiVersion":"v1","kind":"ConfigMapList","metadata":{},"items":[]}"#;
                         Ok::<_, std::convert::Infallible>(
                             Response::builder()
@@ -85,12 +101,8 @@ async fn server() -> (String, CertificateDer<'static>, Arc<Seen>) {
 
 #[tokio::test]
 async fn requests_in_flight_share_one_http2_connection() {
-    let (url, cert, seen) = server().await;
-    let mut config = kube::Config::new(url.parse().expect("a URL"));
-    config.root_cert = Some(vec![cert.to_vec()]);
-    config.default_namespace = "default".into();
-    let client = flux_shared::ops::kube_client::from_config(config).expect("a client");
-    let api: Api<ConfigMap> = Api::default_namespaced(client);
+    let (url, cert, seen) = server(0).await;
+    let api = configmaps(&url, cert);
     let params = Default::default();
     // The first request makes the connection (until ALPN has said h2, requests at once
     // would each start one; the controllers' first requests are one at a time).
@@ -109,6 +121,31 @@ async fn requests_in_flight_share_one_http2_connection() {
         seen.connections.load(Ordering::SeqCst),
         1,
         "eight requests in flight on the first one's connection"
+    );
+}
+
+/// The ConfigMaps of namespace `default` at `url`, through the controllers' client.
+fn configmaps(url: &str, cert: CertificateDer<'static>) -> Api<ConfigMap> {
+    let mut config = kube::Config::new(url.parse().expect("a URL"));
+    config.root_cert = Some(vec![cert.to_vec()]);
+    config.default_namespace = "default".into();
+    let client = flux_shared::ops::kube_client::from_config(config).expect("a client");
+    Api::default_namespaced(client)
+}
+
+#[tokio::test]
+async fn a_busy_api_server_is_asked_again_as_kube_does() {
+    let (url, cert, seen) = server(2).await;
+    let api = configmaps(&url, cert);
+    let list = api
+        .list(&Default::default())
+        .await
+        .expect("a list after two 503s");
+    assert!(list.items.is_empty());
+    assert_eq!(
+        seen.http2.load(Ordering::SeqCst),
+        3,
+        "two refused, one answered"
     );
 }
 

@@ -1,5 +1,5 @@
-//! The controllers' Kubernetes client: kube's own stack (base URI, authentication, extra
-//! headers) over a connection that speaks HTTP/2 when the API server offers it (ALPN), as
+//! The controllers' Kubernetes client: kube's own stack (base URI, retries of 429, 503 and
+//! 504, authentication, extra headers) over a connection that speaks HTTP/2 when the API server offers it (ALPN), as
 //! client-go does.
 //!
 //! Why not `kube::Client::try_default`: its connector enables HTTP/1.1 only, so every request
@@ -16,7 +16,9 @@ use hyper_rustls::{FixedServerNameResolver, HttpsConnectorBuilder};
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 use kube::client::ConfigExt;
+use kube::client::retry::RetryPolicy;
 use kube::{Client, Config};
+use tower::retry::RetryLayer;
 use tower::{BoxError, ServiceBuilder};
 
 /// How often an HTTP/2 connection is pinged, busy or idle.
@@ -75,6 +77,12 @@ pub fn from_config(config: Config) -> Result<Client, Error> {
         .build(connector);
     let service = ServiceBuilder::new()
         .layer(config.base_uri_layer())
+        // As kube's own client: 429, 503 and 504 are retried with backoff.
+        .option_layer(
+            config
+                .default_retry
+                .then(|| RetryLayer::new(RetryPolicy::server_retry())),
+        )
         .option_layer(config.auth_layer()?)
         .layer(config.extra_headers_layer()?)
         .map_err(BoxError::from)
