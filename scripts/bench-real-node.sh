@@ -327,36 +327,62 @@ print(f'    secret-key = "{secret.decode()}"')
 EOF
 }
 
-# In the lead pod, once the entrypoint wrote flux-view.sh: ask the lead broker its state with
-# `flux uptime` (C, a few ms) every 100 ms, printing each new state (PHASE); once it runs
-# (every broker of the hostlist online, as broker.quorum is all of them for both
-# controllers; no state: the broker's socket is not there yet), ask how many are up with
-# `flux resource list` (Python, 0.1-0.4 s of CPU: asked every 200 ms while the brokers
-# start it slowed their rc1 on 2 cores, for both controllers alike). Prints the host clock
-# around the first such answer whatever it says (FIRST: the probe is running) and around
-# the first one that says $1 (UP).
+# In the lead pod, once the entrypoint wrote flux-view.sh and the broker made its socket:
+# wait for the lead broker to run (every broker of the hostlist online, as broker.quorum is
+# all of them for both controllers) on its own log (`flux dmesg --follow`, one process that
+# sleeps until the broker logs; `flux uptime` (C) when the log is quiet for 1 s), printing
+# each new state (PHASE); then ask how many are up with `flux resource list` (Python, 0.1-0.4
+# s of CPU: asked every 100-200 ms while brokers start, as the earlier probes did, it slowed
+# both controllers' brokers on 2 cores): at once, then as the lead logs a broker coming
+# online (`online: ...`), up to 5 times 0.1 s apart while the answer stays the same, and
+# every second anyway. Prints the host clock around the first answer whatever it says
+# (FIRST: the probe is running) and around the first one that says $1 (UP).
 probe_script() { # SIZE
   cat <<EOF
-k=0 last=
+k=0 last='' log_fd='' prev='' again=0
+until [ -f /mnt/flux/flux-view.sh ]; do sleep 0.1; done
+. /mnt/flux/flux-view.sh && export FLUX_URI="\$fluxsocket"
+until [ -S "\${fluxsocket#local://}" ]; do sleep 0.05; done
+coproc broker_log { exec flux dmesg --follow 2>/dev/null; }
+log_fd=\${broker_log[0]:-}
+# Waits up to 1 s for a line of the lead's log matching \$1: 0 when one came, 1 otherwise.
+log_says() {
+  local line status
+  while :; do
+    if [ -z "\$log_fd" ]; then sleep 0.1; return 1; fi
+    IFS= read -r -t 1 -u "\$log_fd" line; status=\$?
+    if [ \$status -gt 128 ]; then return 1; fi
+    if [ \$status -ne 0 ]; then log_fd=''; return 1; fi
+    case \$line in \$1) return 0 ;; esac
+  done
+}
 while :; do
-  if [ -f /mnt/flux/flux-view.sh ]; then
-    . /mnt/flux/flux-view.sh && export FLUX_URI="\$fluxsocket"
-    s=\$(date +%s.%N)
-    set -- \$(flux uptime 2>/dev/null) ''
-    phase=\$2
-    if [ "\$phase" != "\$last" ]; then echo "PHASE \$s \$phase"; last=\$phase; fi
-    case \$phase in
-      '' | none | join | config-sync | init | quorum) sleep 0.1; continue ;;
-    esac
-    s=\$(date +%s.%N)
-    got=\$(flux resource list -s up -no '{nnodes}' 2>/dev/null) || got=
-    e=\$(date +%s.%N)
-    k=\$((k + 1))
-    [ \$k = 1 ] && echo "FIRST \$s \$e \$got"
-    echo "PROBE \$s \$e \$got"
-    if [ "\$got" = $1 ]; then echo "UP \$s \$e \$k"; exit 0; fi
+  s=\$(date +%s.%N)
+  set -- \$(flux uptime 2>/dev/null) ''
+  phase=\$2
+  if [ "\$phase" != "\$last" ]; then echo "PHASE \$s \$phase"; last=\$phase; fi
+  case \$phase in
+    '' | none | join | config-sync | init | quorum) log_says '*"[0]: "*"->run"*' || true ;;
+    *) break ;;
+  esac
+done
+while :; do
+  s=\$(date +%s.%N)
+  got=\$(flux resource list -s up -no '{nnodes}' 2>/dev/null) || got=
+  e=\$(date +%s.%N)
+  k=\$((k + 1))
+  [ \$k = 1 ] && echo "FIRST \$s \$e \$got"
+  echo "PROBE \$s \$e \$got"
+  if [ "\$got" = $1 ]; then
+    echo "UP \$s \$e \$k"
+    [ -z "\${broker_log_PID:-}" ] || kill "\$broker_log_PID" 2>/dev/null
+    exit 0
   fi
-  sleep 0.2
+  if [ "\$got" = "\$prev" ] && [ "\$again" -gt 0 ]; then
+    again=\$((again - 1)); sleep 0.1; continue
+  fi
+  prev=\$got again=0
+  if log_says '*"[0]: online: "*'; then again=5; fi
 done
 EOF
 }

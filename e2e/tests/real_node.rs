@@ -265,6 +265,17 @@ async fn a_deleted_broker_pod_is_replaced_and_its_broker_rejoins() {
             .iter()
             .any(|n| *n != worker);
         anyhow::ensure!(replaced, "a new pod of index 1 replaced {worker}");
+        // The deleted pod's preStop hook drained its node; the replacement's broker takes
+        // that drain back once it runs (flux-drain.sh rejoin), so jobs land there again.
+        support::flux_in(
+            env,
+            &lead,
+            NAME,
+            "flux resource drain -no '{nodelist}|{reason}'",
+            "no node left drained",
+            |o| o.trim().is_empty(),
+        )
+        .await?;
         eprintln!(
             "{}: broker pod {worker} deleted; its replacement rejoined after {:?}",
             env.ns,

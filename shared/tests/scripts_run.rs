@@ -666,8 +666,11 @@ fn flux_user_is_created_only_as_root_and_never_fatally() {
 }
 
 /// `flux` for the drain script: `uptime` answers the phases of `$FAKE_PHASES` in turn (the
-/// last repeats; unset, it fails as a Flux without `uptime` would); `resource drain -i`
-/// prints `$FAKE_DRAIN`.
+/// last repeats; unset, it fails as a Flux without `uptime` would); `getattr rank` prints
+/// 1; `dmesg --follow` prints the `;`-separated lines of `$FAKE_DMESG` (unset: fails as a
+/// Flux without it would), then waits (its pid in `$FAKE_STATE/dmesg.pid`) unless
+/// `$FAKE_DMESG_ENDS` is set; `kvs eventlog get` prints `$FAKE_EVENTLOG` (unset: fails);
+/// `resource drain -i` prints `$FAKE_DRAIN`.
 const FAKE_FLUX_DRAIN: &str = r#"#!/bin/bash
 (IFS=$'\x1f'; printf '%s\n' "flux$IFS$*") >>"$FAKE_LOG"
 case "${1:-}" in
@@ -679,6 +682,23 @@ case "${1:-}" in
     read -ra phases <<<"$FAKE_PHASES"
     i=$((n <= ${#phases[@]} ? n - 1 : ${#phases[@]} - 1))
     echo " 12:00:00 ${phases[i]} 1.2s,  owner root,  depth 0,  size 2"
+    ;;
+  getattr)
+    echo 1
+    ;;
+  dmesg)
+    [ -n "${FAKE_DMESG+set}" ] || exit 1
+    if [ -n "$FAKE_DMESG" ]; then
+      IFS=';' read -ra lines <<<"$FAKE_DMESG"
+      printf '%s\n' "${lines[@]}"
+    fi
+    [ -z "${FAKE_DMESG_ENDS:-}" ] || exit 0
+    echo $$ >"$FAKE_STATE/dmesg.pid"
+    exec /bin/sleep 60
+    ;;
+  kvs)
+    [ -n "${FAKE_EVENTLOG+set}" ] || exit 1
+    printf '%s\n' "$FAKE_EVENTLOG"
     ;;
   resource)
     if [ "${2:-}" = drain ] && [ "${3:-}" = -i ]; then
@@ -692,6 +712,7 @@ esac
 /// returns the sandbox, to read the calls.
 fn rejoin(env: &[(&str, &str)]) -> Sandbox {
     let sb = Sandbox::new();
+    fs::create_dir_all(sb.path("state")).expect("create state dir");
     sb.write_exec("bin/flux", FAKE_FLUX_DRAIN);
     let plan = plan(&sb, HELLO, "");
     let target = root(&plan);
@@ -719,45 +740,184 @@ fn flux_verbs(sb: &Sandbox) -> Vec<String> {
         .collect()
 }
 
+/// Whether the fake `flux dmesg --follow` of this sandbox still runs (waited for up to
+/// 5 s: a killed process may take a moment to go).
+fn broker_log_still_followed(sb: &Sandbox) -> bool {
+    let Ok(pid) = fs::read_to_string(sb.path("state/dmesg.pid")) else {
+        return false;
+    };
+    let stat = format!("/proc/{}/stat", pid.trim());
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        // Gone, or a zombie nobody reaped yet: no longer following.
+        let running = fs::read_to_string(&stat)
+            .map(|s| {
+                !s.rsplit(')')
+                    .next()
+                    .unwrap_or("")
+                    .trim_start()
+                    .starts_with('Z')
+            })
+            .unwrap_or(false);
+        if !running || Instant::now() > deadline {
+            return running;
+        }
+        thread::sleep(Duration::from_millis(20));
+    }
+}
+
+const OUR_DRAIN: &str = "drained|flux-operator: leaving (pod terminating)";
+const STARTING_LOG: &str = "broker.info[1]: parent-ready: join->config-sync 0.4s;\
+broker.info[2]: quorum-full: quorum->run 0.2s;\
+broker.info[1]: rc1-success: init->quorum 1.2s;\
+broker.info[1]: quorum-full: quorum->run 0.2s";
+const NEVER_DRAINED: &str = "1795860656.369909 resource-define method=\"dynamic-discovery\"";
+const DRAINED_ONCE: &str = "1795860656.369909 resource-define method=\"dynamic-discovery\"\n\
+1795860656.849040 drain idset=\"3\" nodelist=\"flux-sample-3\" reason=\"flux-operator: leaving (pod terminating)\" overwrite=0";
+
 #[test]
-fn a_rejoining_worker_asks_for_its_drain_only_once_its_broker_runs() {
+fn a_starting_worker_waits_on_its_broker_log_and_asks_nothing_slow_when_never_drained() {
     let sb = rejoin(&[
-        ("FAKE_PHASES", "join join config-sync init quorum run"),
-        (
-            "FAKE_DRAIN",
-            "drained|flux-operator: leaving (pod terminating)",
-        ),
+        ("FAKE_PHASES", "init"),
+        ("FAKE_DMESG", STARTING_LOG),
+        ("FAKE_EVENTLOG", NEVER_DRAINED),
     ]);
-    let mut expected = vec!["uptime".to_string(); 6];
-    expected.push("resource drain".into());
-    expected.push("resource undrain".into());
-    // Nothing slower than `uptime` (a Python command) while the broker starts.
-    assert_eq!(flux_verbs(&sb), expected);
+    // One look at the phase, then the log (another rank's `->run` does not count), then
+    // the eventlog in C: no Python `flux resource`, no nap, no polling.
     assert_eq!(
-        sb.calls_of("sleep").len(),
-        5,
-        "a short nap per phase before run"
+        flux_verbs(&sb),
+        ["uptime", "getattr rank", "dmesg --follow", "kvs eventlog"]
+    );
+    assert!(sb.calls_of("sleep").is_empty());
+    assert!(
+        !broker_log_still_followed(&sb),
+        "flux dmesg --follow is stopped once the broker runs"
     );
 }
 
 #[test]
-fn a_rejoining_worker_keeps_a_drain_it_did_not_set_and_asks_at_once_without_uptime() {
-    // Drained by an admin: kept.
+fn a_rejoining_worker_takes_back_its_own_drain_once_its_broker_runs() {
     let sb = rejoin(&[
-        ("FAKE_PHASES", "run"),
-        ("FAKE_DRAIN", "drained|maintenance"),
+        ("FAKE_PHASES", "join"),
+        ("FAKE_DMESG", STARTING_LOG),
+        ("FAKE_EVENTLOG", DRAINED_ONCE),
+        ("FAKE_DRAIN", OUR_DRAIN),
     ]);
-    assert_eq!(flux_verbs(&sb), ["uptime", "resource drain"]);
-    // Not drained: nothing to take back.
-    let sb = rejoin(&[("FAKE_PHASES", "run")]);
-    assert_eq!(flux_verbs(&sb), ["uptime", "resource drain"]);
-    // A Flux without `flux uptime` is asked for the drain at once, as before.
-    let sb = rejoin(&[(
-        "FAKE_DRAIN",
-        "drained|flux-operator: leaving (pod terminating)",
-    )]);
     assert_eq!(
         flux_verbs(&sb),
-        ["uptime", "resource drain", "resource undrain"]
+        [
+            "uptime",
+            "getattr rank",
+            "dmesg --follow",
+            "kvs eventlog",
+            "resource drain",
+            "resource undrain"
+        ]
+    );
+    assert!(!broker_log_still_followed(&sb));
+}
+
+#[test]
+fn a_rejoining_worker_keeps_a_drain_it_did_not_set() {
+    // The instance drained a node with this reason once, but this one an admin drained.
+    let sb = rejoin(&[
+        ("FAKE_PHASES", "run"),
+        ("FAKE_EVENTLOG", DRAINED_ONCE),
+        ("FAKE_DRAIN", "drained|maintenance"),
+    ]);
+    assert_eq!(
+        flux_verbs(&sb),
+        ["uptime", "kvs eventlog", "resource drain"]
+    );
+    // Not drained: nothing to take back.
+    let sb = rejoin(&[("FAKE_PHASES", "run"), ("FAKE_EVENTLOG", DRAINED_ONCE)]);
+    assert_eq!(
+        flux_verbs(&sb),
+        ["uptime", "kvs eventlog", "resource drain"]
+    );
+}
+
+#[test]
+fn without_the_broker_log_a_rejoining_worker_asks_the_phase() {
+    // `flux dmesg --follow` fails: the phase is asked until the broker runs.
+    let sb = rejoin(&[
+        ("FAKE_PHASES", "join init quorum run"),
+        ("FAKE_EVENTLOG", DRAINED_ONCE),
+        ("FAKE_DRAIN", OUR_DRAIN),
+    ]);
+    assert_eq!(
+        flux_verbs(&sb),
+        [
+            "uptime",
+            "getattr rank",
+            "dmesg --follow",
+            "uptime",
+            "uptime",
+            "uptime",
+            "kvs eventlog",
+            "resource drain",
+            "resource undrain"
+        ]
+    );
+    assert_eq!(
+        sb.calls_of("sleep").len(),
+        2,
+        "a short nap per phase before run"
+    );
+    // A log that ends without saying `->run`: the same.
+    let sb = rejoin(&[
+        ("FAKE_PHASES", "init run"),
+        (
+            "FAKE_DMESG",
+            "broker.info[1]: rc1-success: init->quorum 1.2s",
+        ),
+        ("FAKE_DMESG_ENDS", "1"),
+        ("FAKE_EVENTLOG", NEVER_DRAINED),
+    ]);
+    assert_eq!(
+        flux_verbs(&sb),
+        [
+            "uptime",
+            "getattr rank",
+            "dmesg --follow",
+            "uptime",
+            "kvs eventlog"
+        ]
+    );
+}
+
+#[test]
+fn a_quiet_broker_log_is_checked_with_the_phase() {
+    // The log says nothing for 5 s: the phase is asked, and the broker runs.
+    let sb = rejoin(&[
+        ("FAKE_PHASES", "init run"),
+        ("FAKE_DMESG", ""),
+        ("FAKE_EVENTLOG", NEVER_DRAINED),
+    ]);
+    assert_eq!(
+        flux_verbs(&sb),
+        [
+            "uptime",
+            "getattr rank",
+            "dmesg --follow",
+            "uptime",
+            "kvs eventlog"
+        ]
+    );
+    assert!(!broker_log_still_followed(&sb));
+}
+
+#[test]
+fn an_older_flux_is_asked_for_the_drain_at_once() {
+    // No `flux uptime`, no eventlog command: the drain is asked at once, as before.
+    let sb = rejoin(&[("FAKE_DRAIN", OUR_DRAIN)]);
+    assert_eq!(
+        flux_verbs(&sb),
+        [
+            "uptime",
+            "kvs eventlog",
+            "resource drain",
+            "resource undrain"
+        ]
     );
 }

@@ -82,6 +82,48 @@ pub fn drain_script(plan: &Plan, target: &Target) -> Option<String> {
     sh.line("flux_call resource drain -i \"$host\" -no '{state}|{reason}' 2>/dev/null");
     sh.close("}");
     sh.line("");
+    sh.line("# 0 when the broker runs, or names no phase this script knows (an older Flux).");
+    sh.open("broker_runs() {");
+    sh.line("local phase");
+    sh.line("phase=$(flux_call uptime 2>/dev/null | awk '{print $2; exit}') || phase=");
+    sh.open("case \"$phase\" in");
+    sh.line("none | join | config-sync | init | quorum) return 1 ;;");
+    sh.close("esac");
+    sh.close("}");
+    sh.line("");
+    sh.line("# Returns once this broker runs (or at the deadline): its log says `...->run`");
+    sh.line("# (flux dmesg --follow, one process that sleeps until the broker logs); a quiet log");
+    sh.line(
+        "# is checked with `flux uptime` every 5 s, and without the log it is asked every 0.2 s.",
+    );
+    sh.open("wait_for_run() {");
+    sh.line("local rank line status");
+    sh.line("broker_runs && return 0");
+    sh.line("rank=$(flux_call getattr rank 2>/dev/null) || rank=");
+    sh.line("coproc broker_log { exec flux dmesg --follow 2>/dev/null; }");
+    sh.line("local log_fd=${broker_log[0]:-} log_pid=${broker_log_PID:-}");
+    sh.open("while [ \"$SECONDS\" -lt \"$deadline\" ]; do");
+    sh.line("status=1");
+    sh.open("if [ -n \"$log_fd\" ]; then");
+    sh.line("IFS= read -r -t 5 -u \"$log_fd\" line");
+    sh.line("status=$?");
+    sh.close("fi");
+    sh.open("if [ \"$status\" -eq 0 ]; then");
+    sh.open("case \"$line\" in");
+    sh.line("*\"[$rank]: \"*\"->run\"*) break ;;");
+    sh.close("esac");
+    sh.mid("elif [ \"$status\" -gt 128 ]; then");
+    sh.line("broker_runs && break");
+    sh.mid("else");
+    sh.line("log_fd=");
+    sh.line("broker_runs && break");
+    sh.line("sleep 0.2 2>/dev/null || sleep 1");
+    sh.close("fi");
+    sh.close("done");
+    sh.line("[ -z \"$log_pid\" ] || kill \"$log_pid\" 2>/dev/null");
+    sh.line("return 0");
+    sh.close("}");
+    sh.line("");
     sh.open("case \"$mode\" in");
     sh.open("leave)");
     sh.open("if [ ! -S \"$socket\" ]; then");
@@ -114,16 +156,24 @@ pub fn drain_script(plan: &Plan, target: &Target) -> Option<String> {
     sh.dedent();
     sh.open("rejoin)");
     sh.linef(format_args!("deadline=$((SECONDS + {REJOIN_SECONDS}))"));
+    sh.line("# The broker makes its socket as it starts.");
+    sh.open("until [ -S \"$socket\" ]; do");
+    sh.line("[ \"$SECONDS\" -lt \"$deadline\" ] || exit 0");
+    sh.line("sleep 0.2 2>/dev/null || sleep 1");
+    sh.close("done");
+    // While the brokers start, their rc1 needs every core: this waits on the broker's own
+    // log instead of asking it every few hundred ms, and asks the Python `flux resource`
+    // (0.1-0.4 s of CPU) only when the instance ever drained a node with this reason.
+    sh.line("wait_for_run");
+    sh.line("# Only a node drained with this reason is taken back: when the instance's resource");
+    sh.line("# eventlog (read in C, a few ms) never names the reason, there is nothing to ask.");
+    sh.open("if events=$(flux_call kvs eventlog get resource.eventlog 2>/dev/null); then");
+    sh.open("case \"$events\" in");
+    sh.line("*\"$reason\"*) ;;");
+    sh.line("*) exit 0 ;;");
+    sh.close("esac");
+    sh.close("fi");
     sh.open("while [ \"$SECONDS\" -lt \"$deadline\" ]; do");
-    sh.open("if [ -S \"$socket\" ]; then");
-    // `flux resource` is a Python command (0.1-0.4 s of CPU) that fails until the broker
-    // has joined, while the brokers' own start needs that CPU; `flux uptime` (C, a few
-    // ms) says when the broker runs. A phase it does not name (an older Flux) asks at once.
-    sh.line("# Ask for the drain (a Python command) once the broker runs, not while it starts.");
-    sh.line("phase=$(flux_call uptime 2>/dev/null | awk '{print $2; exit}') || phase=");
-    sh.open("case \"$phase\" in");
-    sh.line("none | join | config-sync | init | quorum) ;;");
-    sh.open("*)");
     sh.open("if state=$(drain_state); then");
     sh.open("case \"$state\" in");
     sh.open("*\"|$reason\"*)");
@@ -134,12 +184,7 @@ pub fn drain_script(plan: &Plan, target: &Target) -> Option<String> {
     sh.line("*) exit 0 ;;");
     sh.close("esac");
     sh.close("fi");
-    sh.line(";;");
-    sh.dedent();
-    sh.close("esac");
-    sh.close("fi");
-    sh.line("# The broker is starting: ask again soon, so its node is back as it joins.");
-    sh.line("sleep 0.2 2>/dev/null || sleep 1");
+    sh.line("sleep 1");
     sh.close("done");
     sh.line(";;");
     sh.dedent();

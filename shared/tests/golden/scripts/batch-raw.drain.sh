@@ -34,6 +34,46 @@ drain_state() {
   flux_call resource drain -i "$host" -no '{state}|{reason}' 2>/dev/null
 }
 
+# 0 when the broker runs, or names no phase this script knows (an older Flux).
+broker_runs() {
+  local phase
+  phase=$(flux_call uptime 2>/dev/null | awk '{print $2; exit}') || phase=
+  case "$phase" in
+    none | join | config-sync | init | quorum) return 1 ;;
+  esac
+}
+
+# Returns once this broker runs (or at the deadline): its log says `...->run`
+# (flux dmesg --follow, one process that sleeps until the broker logs); a quiet log
+# is checked with `flux uptime` every 5 s, and without the log it is asked every 0.2 s.
+wait_for_run() {
+  local rank line status
+  broker_runs && return 0
+  rank=$(flux_call getattr rank 2>/dev/null) || rank=
+  coproc broker_log { exec flux dmesg --follow 2>/dev/null; }
+  local log_fd=${broker_log[0]:-} log_pid=${broker_log_PID:-}
+  while [ "$SECONDS" -lt "$deadline" ]; do
+    status=1
+    if [ -n "$log_fd" ]; then
+      IFS= read -r -t 5 -u "$log_fd" line
+      status=$?
+    fi
+    if [ "$status" -eq 0 ]; then
+      case "$line" in
+        *"[$rank]: "*"->run"*) break ;;
+      esac
+    elif [ "$status" -gt 128 ]; then
+      broker_runs && break
+    else
+      log_fd=
+      broker_runs && break
+      sleep 0.2 2>/dev/null || sleep 1
+    fi
+  done
+  [ -z "$log_pid" ] || kill "$log_pid" 2>/dev/null
+  return 0
+}
+
 case "$mode" in
   leave)
     if [ ! -S "$socket" ]; then
@@ -61,27 +101,31 @@ case "$mode" in
     ;;
   rejoin)
     deadline=$((SECONDS + 600))
+    # The broker makes its socket as it starts.
+    until [ -S "$socket" ]; do
+      [ "$SECONDS" -lt "$deadline" ] || exit 0
+      sleep 0.2 2>/dev/null || sleep 1
+    done
+    wait_for_run
+    # Only a node drained with this reason is taken back: when the instance's resource
+    # eventlog (read in C, a few ms) never names the reason, there is nothing to ask.
+    if events=$(flux_call kvs eventlog get resource.eventlog 2>/dev/null); then
+      case "$events" in
+        *"$reason"*) ;;
+        *) exit 0 ;;
+      esac
+    fi
     while [ "$SECONDS" -lt "$deadline" ]; do
-      if [ -S "$socket" ]; then
-        # Ask for the drain (a Python command) once the broker runs, not while it starts.
-        phase=$(flux_call uptime 2>/dev/null | awk '{print $2; exit}') || phase=
-        case "$phase" in
-          none | join | config-sync | init | quorum) ;;
-          *)
-            if state=$(drain_state); then
-              case "$state" in
-                *"|$reason"*)
-                  flux_call resource undrain "$host" >/dev/null 2>&1 && echo "flux-operator: $host is back; undrained" >&2
-                  exit 0
-                  ;;
-                *) exit 0 ;;
-              esac
-            fi
+      if state=$(drain_state); then
+        case "$state" in
+          *"|$reason"*)
+            flux_call resource undrain "$host" >/dev/null 2>&1 && echo "flux-operator: $host is back; undrained" >&2
+            exit 0
             ;;
+          *) exit 0 ;;
         esac
       fi
-      # The broker is starting: ask again soon, so its node is back as it joins.
-      sleep 0.2 2>/dev/null || sleep 1
+      sleep 1
     done
     ;;
   *)
