@@ -49,10 +49,10 @@
 # every size --runs times, one at a time, each torn down before the next; every controller
 # run comes right after a floor run of the same size (the floor is measured next to each
 # controller, so both meet the node in the same state). Probe: one
-# `kubectl exec` into the lead pod (retried until its container runs) waits with `flux uptime`
-# for the lead broker to run, then runs the flux command every 200 ms inside the pod and
-# prints the host clock when it first reports every broker up (the pod shares the host's
-# clock); pods Ready come from a `kubectl get --watch`. In
+# `kubectl exec` into the lead pod (once the watch shows its broker container started)
+# waits on the lead broker's log for it to run, then runs the flux command as brokers come
+# online and prints the host clock when it first reports every broker up (the pod shares
+# the host's clock); pods Ready come from a `kubectl get --watch`. In
 # the burst phase the probe is already running (one probe answered) when the clock starts.
 # Last, the timeline of each controller run from the brokers' logs (scripts/bench_timeline.py:
 # view copied, broker container, lead rc1, workers' rc1, all online; pods Ready -> brokers up).
@@ -345,7 +345,7 @@ until [ -f /mnt/flux/flux-view.sh ]; do sleep 0.1; done
 until [ -S "\${fluxsocket#local://}" ]; do sleep 0.05; done
 coproc broker_log { exec flux dmesg --follow 2>/dev/null; }
 log_fd=\${broker_log[0]:-}
-# Waits up to 1 s for a line of the lead's log matching \$1: 0 when one came, 1 otherwise.
+# Waits up to 1 s for a line of the lead's log holding \$1 then \$2: 0 when one came.
 log_says() {
   local line status
   while :; do
@@ -353,7 +353,7 @@ log_says() {
     IFS= read -r -t 1 -u "\$log_fd" line; status=\$?
     if [ \$status -gt 128 ]; then return 1; fi
     if [ \$status -ne 0 ]; then log_fd=''; return 1; fi
-    case \$line in \$1) return 0 ;; esac
+    case \$line in *"\$1"*"\$2"*) return 0 ;; esac
   done
 }
 while :; do
@@ -362,7 +362,7 @@ while :; do
   phase=\$2
   if [ "\$phase" != "\$last" ]; then echo "PHASE \$s \$phase"; last=\$phase; fi
   case \$phase in
-    '' | none | join | config-sync | init | quorum) log_says '*"[0]: "*"->run"*' || true ;;
+    '' | none | join | config-sync | init | quorum) log_says '[0]: ' '->run' || true ;;
     *) break ;;
   esac
 done
@@ -382,7 +382,7 @@ while :; do
     again=\$((again - 1)); sleep 0.1; continue
   fi
   prev=\$got again=0
-  if log_says '*"[0]: online: "*'; then again=5; fi
+  if log_says '[0]: ' 'online: '; then again=5; fi
 done
 EOF
 }
@@ -491,8 +491,9 @@ measure() { # KIND NS SIZE RUN
     reference) curve_cert "$job" >"$work/$job.cert"; minicluster "$job" "$size" "$work/$job.cert" >"$manifest" ;;
   esac
   watch=$out/logs/watch-$job.log
+  # Each line: host clock, pod, Ready, then whether each of its containers started.
   "$kubectl" -n "$ns" get pods -l "job-name=$job" --watch \
-    -o jsonpath='{.metadata.name} {.status.conditions[?(@.type=="Ready")].status}{"\n"}' \
+    -o jsonpath='{.metadata.name} {.status.conditions[?(@.type=="Ready")].status} {.status.containerStatuses[*].started}{"\n"}' \
     2>/dev/null > >(while read -r line; do echo "$EPOCHREALTIME $line"; done >"$watch") &
   watch_pid=$!
   sleep 1 # the watch is established
@@ -508,8 +509,9 @@ measure() { # KIND NS SIZE RUN
     done
   else
     while [ "${EPOCHREALTIME%.*}" -lt "$deadline" ]; do
-      lead=$("$kubectl" -n "$ns" get pods -l "job-name=$job,batch.kubernetes.io/job-completion-index=0" \
-        -o jsonpath='{.items[0].metadata.name}' 2>/dev/null) || lead=
+      # The lead pod once its broker container started, from the watch: no kubectl run
+      # (tens of ms of CPU each) while the pods start, which the floor's runs do not pay.
+      lead=$(awk -v p="^$job-0-" '$2 ~ p && $4 == "true" {print $2; exit}' "$watch")
       if [ -n "$lead" ]; then
         probe_out=$(timeout $((deadline - ${EPOCHREALTIME%.*} + 1)) "$kubectl" -n "$ns" exec "$lead" -c "$job" -- \
           bash -c "$(probe_script "$size")" 2>>"$out/logs/exec-$job.log") || probe_out=
@@ -517,7 +519,7 @@ measure() { # KIND NS SIZE RUN
         up=$(printf '%s\n' "$probe_out" | awk '$1 == "UP" {print $3, $2, $4}')
         [ -n "$up" ] && break
       fi
-      sleep 0.2
+      sleep 0.1
     done
     # The pods were Ready before their brokers answered (or were never, then null).
     ready=$(all_ready_at "$watch" "$size")
