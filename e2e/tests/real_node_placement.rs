@@ -322,8 +322,11 @@ async fn a_burst_goes_to_the_candidate_with_room_and_stays_where_it_runs() {
 
         // 2. The first gets slots: the running burst stays where it runs; a new one goes to
         // the first, now the first with room.
-        let advertised = now_millis();
+        // A measurement made after the node's allocatable shows the slots (the kubelet
+        // copies a patched capacity there at its next status update, seconds later on a
+        // real node), with a second for the spoke's node watch.
         advertise(env, &first.client, 2).await?;
+        let advertised = now_millis();
         room_known(env, &hub, &config, "burst", advertised + 1_000).await?;
         env.apply_minicluster(&minicluster("prefer", candidates.clone())).await?;
         let (cluster, skipped) = placed(env, "prefer").await?;
