@@ -1718,11 +1718,12 @@ async fn the_installer_applies_the_deploy_manifests_in_order_with_its_field_mana
             "ClusterRoleBinding flux-hub",
             "Role flux-operator-system/flux-hub-leader-election",
             "RoleBinding flux-operator-system/flux-hub-leader-election",
+            // Before the pods that mount it.
+            "Secret flux-operator-system/flux-hub-tls",
             "Deployment flux-operator-system/flux-hub",
             "PodDisruptionBudget flux-operator-system/flux-hub",
             "Service flux-operator-system/flux-hub-metrics",
             "Service flux-operator-system/flux-hub-federation",
-            "Secret flux-operator-system/flux-hub-tls",
         ]
     );
     let patches: Vec<Call> = api

@@ -105,14 +105,15 @@ pub fn hub_objects(image: Option<&str>, tls: Option<&HubTls>) -> Result<Vec<Valu
     );
     if let Some(tls) = tls {
         stamp_certificate(&mut objects, "flux-hub", &tls.cert_pem);
-        objects.push(tls_secret(
+        let secret = tls_secret(
             HUB_TLS_SECRET,
             HUB_NAMESPACE,
             "flux-hub",
             &tls.ca_pem,
             &tls.cert_pem,
             &tls.key_pem,
-        ));
+        );
+        insert_before_workloads(&mut objects, secret);
     }
     Ok(objects)
 }
@@ -325,14 +326,15 @@ pub fn spoke_objects(
         image.unwrap_or(flux_shared::IMAGE),
     );
     stamp_certificate(&mut objects, "flux-spoke", cert_pem);
-    objects.push(tls_secret(
+    let secret = tls_secret(
         SPOKE_TLS_SECRET,
         SPOKE_NAMESPACE,
         "flux-spoke",
         ca_pem,
         cert_pem,
         key_pem,
-    ));
+    );
+    insert_before_workloads(&mut objects, secret);
     Ok(objects)
 }
 
@@ -422,6 +424,18 @@ pub fn unjoin_mismatch(installed: Option<&InstalledSpoke>, name: &str) -> Option
 /// Pod template annotation holding the SHA-256 of the certificate the pods run with: a new
 /// certificate (`join --rotate`) rolls the Deployment, the same one changes nothing.
 pub const CERTIFICATE_ANNOTATION: &str = "flux-framework.org/certificate-sha256";
+
+/// Puts `object` (a Secret the pods mount) just before the first Deployment, so it is
+/// applied first: over an existing install the new template rolls new pods at once, and a
+/// pod that starts before its Secret changed runs with the old one until the kubelet
+/// refreshes the volume, a minute or more later.
+fn insert_before_workloads(objects: &mut Vec<Value>, object: Value) {
+    let at = objects
+        .iter()
+        .position(|o| o["kind"] == "Deployment")
+        .unwrap_or(objects.len());
+    objects.insert(at, object);
+}
 
 /// Stamps Deployment `name`'s pod template with the digest of `cert_pem`.
 fn stamp_certificate(objects: &mut [Value], name: &str, cert_pem: &str) {
@@ -679,8 +693,29 @@ mod tests {
             stamped(&other, "CERT2"),
             "a new certificate rolls the pods"
         );
-        let secret = spoke.last().expect("secret");
+        let secret = spoke
+            .iter()
+            .find(|o| o["kind"] == "Secret")
+            .expect("secret");
         assert_eq!(describe(secret), "Secret flux-spoke-system/flux-spoke-tls");
         assert_eq!(secret["stringData"]["tls.key"], "KEY");
+        // The Secret goes in before the pods that mount it: over an existing install, pods
+        // of the new template must not start with the old certificate.
+        for (objects, secret) in [
+            (&hub, "Secret flux-operator-system/flux-hub-tls"),
+            (&spoke, "Secret flux-spoke-system/flux-spoke-tls"),
+        ] {
+            let order: Vec<String> = objects.iter().map(describe).collect();
+            let at = |what: &str| {
+                order
+                    .iter()
+                    .position(|d| d.starts_with(what))
+                    .unwrap_or_else(|| panic!("{what} in {order:?}"))
+            };
+            assert!(
+                at(secret) < at("Deployment"),
+                "the certificate Secret before the Deployment: {order:?}"
+            );
+        }
     }
 }

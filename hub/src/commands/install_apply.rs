@@ -250,8 +250,36 @@ fn pod_blocker(pod: &Pod) -> Option<(bool, String)> {
         })
 }
 
-/// Waits until Deployment `namespace/name` has an available replica, saying what its pods
-/// wait for; gives up early when its image cannot be pulled.
+/// Where Deployment `d`'s rollout stands: `Ok` once its controller saw the current spec,
+/// no pod of an older template is left and one of the current template is available;
+/// otherwise what it waits for. Any available replica is not enough: over an existing
+/// install the old pods stay available while the new ones start, and they still run the
+/// old configuration (a hub or spoke rolled for a new certificate keeps serving the old
+/// one until its old pods are gone).
+pub fn rollout_state(d: &Deployment) -> Result<(), String> {
+    let status = d.status.clone().unwrap_or_default();
+    let generation = d.metadata.generation.unwrap_or(0);
+    let wanted = d.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
+    let updated = status.updated_replicas.unwrap_or(0);
+    let total = status.replicas.unwrap_or(0);
+    let available = status.available_replicas.unwrap_or(0);
+    if status.observed_generation.unwrap_or(0) < generation {
+        return Err("its controller has not seen the new spec yet".into());
+    }
+    if total > updated {
+        return Err(format!(
+            "{} of {total} pods still from the previous template",
+            total - updated
+        ));
+    }
+    if available == 0 || updated == 0 {
+        return Err(format!("{available} available of {wanted}"));
+    }
+    Ok(())
+}
+
+/// Waits until Deployment `namespace/name` has rolled out (see [`rollout_state`]), saying
+/// what its pods wait for; gives up early when its image cannot be pulled.
 pub async fn wait_available(
     client: &Client,
     namespace: &str,
@@ -265,14 +293,9 @@ pub async fn wait_available(
     let mut pull_failing_since: Option<Instant> = None;
     loop {
         let d = api.get(name).await.map_err(explain)?;
-        let available = d
-            .status
-            .as_ref()
-            .and_then(|s| s.available_replicas)
-            .unwrap_or(0);
-        if available > 0 {
+        let Err(waiting) = rollout_state(&d) else {
             return Ok(());
-        }
+        };
         let selector = d
             .spec
             .as_ref()
@@ -297,8 +320,7 @@ pub async fn wait_available(
                 .collect()
         };
         let said = format!(
-            "Deployment {namespace}/{name}: {available} available of {}{}",
-            d.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1),
+            "Deployment {namespace}/{name}: {waiting}{}",
             blockers
                 .first()
                 .map(|(_, why)| format!("; {why}"))
@@ -320,7 +342,7 @@ pub async fn wait_available(
         }
         if start.elapsed() > timeout {
             bail!(
-                "Deployment {namespace}/{name} has no available replica after {}s{} (kubectl -n {namespace} describe deployment {name})",
+                "Deployment {namespace}/{name} has not rolled out after {}s ({waiting}){} (kubectl -n {namespace} describe deployment {name})",
                 timeout.as_secs(),
                 blockers
                     .first()
@@ -335,6 +357,54 @@ pub async fn wait_available(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    use serde_json::json;
+
+    fn deployment(generation: i64, status: serde_json::Value) -> Deployment {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "flux-hub", "generation": generation},
+            "spec": {"replicas": 2, "selector": {}, "template": {}},
+            "status": status,
+        }))
+        .expect("a Deployment")
+    }
+
+    #[test]
+    fn a_rollout_is_done_when_no_old_pod_is_left_and_a_new_one_is_available() {
+        // Over an existing install: the old pods are available, the new spec not seen yet.
+        let d = deployment(
+            3,
+            json!({"observedGeneration": 2, "replicas": 2, "updatedReplicas": 2, "availableReplicas": 2}),
+        );
+        assert_eq!(
+            rollout_state(&d),
+            Err("its controller has not seen the new spec yet".to_string())
+        );
+        // Seen: a new pod started, both old ones still there and available.
+        let d = deployment(
+            3,
+            json!({"observedGeneration": 3, "replicas": 3, "updatedReplicas": 1, "availableReplicas": 2}),
+        );
+        assert_eq!(
+            rollout_state(&d),
+            Err("2 of 3 pods still from the previous template".to_string())
+        );
+        // Only new pods, none available yet.
+        let d = deployment(
+            3,
+            json!({"observedGeneration": 3, "replicas": 2, "updatedReplicas": 2}),
+        );
+        assert_eq!(rollout_state(&d), Err("0 available of 2".to_string()));
+        // One of the new pods available: the old configuration is gone.
+        let d = deployment(
+            3,
+            json!({"observedGeneration": 3, "replicas": 2, "updatedReplicas": 2, "availableReplicas": 1}),
+        );
+        assert_eq!(rollout_state(&d), Ok(()));
+        // A fresh install with no status yet.
+        let d = deployment(1, json!({}));
+        assert!(rollout_state(&d).is_err());
+    }
 
     #[test]
     fn status_writes_of_others_are_not_changes() {
