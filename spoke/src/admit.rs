@@ -4,6 +4,8 @@
 //!
 //! No I/O here: the agent reads the cluster, calls these functions and carries out the
 //! result.
+//!
+//! Size: about 380 of its lines are the tests.
 
 use std::collections::{BTreeMap, BTreeSet};
 

@@ -10,6 +10,8 @@
 //! name and its federation's identity ([`super::ownership`]) and the assignment key in the
 //! [`ASSIGNMENT_ANNOTATION`] annotation: the spoke rebuilds what it owns from those after
 //! a restart ([`super::ownership::ownership`]).
+//!
+//! Size: about 290 of its lines are the tests.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;

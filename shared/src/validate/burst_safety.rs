@@ -11,6 +11,8 @@
 //! spoke's own or the system's namespaces. The hub runs it before it assigns a burst, the
 //! spoke again before it creates anything. The Pod Security rules are in `pod_security`;
 //! what an owner may lift of these rules, in `burst_exceptions`.
+//!
+//! Size: about 400 of its lines are the tests.
 
 use super::FieldError;
 use super::burst_exceptions::Exceptions;
