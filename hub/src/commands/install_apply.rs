@@ -360,8 +360,8 @@ mod tests {
 
     use serde_json::json;
 
-    fn deployment(generation: i64, status: serde_json::Value) -> Deployment {
-        serde_json::from_value(serde_json::json!({
+    fn deployment(generation: i64, status: Value) -> Deployment {
+        serde_json::from_value(json!({
             "metadata": {"name": "flux-hub", "generation": generation},
             "spec": {"replicas": 2, "selector": {}, "template": {}},
             "status": status,
