@@ -242,12 +242,14 @@ async fn renewed_certificate_files_are_served_to_new_connections_without_a_resta
     let tls = HubTls::new(&pem, admit(Arc::default())).unwrap();
     let reloads = Arc::new(Mutex::new(Vec::new()));
     let record = reloads.clone();
-    tokio::spawn(
-        tls.clone()
-            .reload_from(files.clone(), Duration::from_millis(50), move |pem| {
-                record.lock().unwrap().push(pem.cert_pem().to_string());
-            }),
-    );
+    tokio::spawn(tls.clone().reload_from(
+        files.clone(),
+        &pem,
+        Duration::from_millis(50),
+        move |pem| {
+            record.lock().unwrap().push(pem.cert_pem().to_string());
+        },
+    ));
     let addr = serve(tls).await;
     let spoke = || pki.client(Identity::spoke("a").unwrap());
     check(addr, spoke(), "old.example")
@@ -279,6 +281,39 @@ async fn renewed_certificate_files_are_served_to_new_connections_without_a_resta
     check(addr, spoke(), "old.example")
         .await
         .expect_err("the old one no more");
+    assert_eq!(*reloads.lock().unwrap(), [renewed.cert_pem]);
+}
+
+#[tokio::test]
+async fn files_renewed_before_the_reload_starts_are_served() {
+    // A pod of a rollout reads its mounted Secret at start, the new Secret lands a moment
+    // later, and the reload starts only once the replica leads: what it serves is compared
+    // with the files, not what the files held when the reload started.
+    let pki = Pki::new("reload-early");
+    pki.hub("old.example");
+    let files = pki.files();
+    let read_at_start = TlsPem::from_files(&files.ca, &files.cert, &files.key).unwrap();
+    let renewed = pki.hub("new.example");
+    let tls = HubTls::new(&read_at_start, admit(Arc::default())).unwrap();
+    let reloads = Arc::new(Mutex::new(Vec::new()));
+    let record = reloads.clone();
+    tokio::spawn(tls.clone().reload_from(
+        files.clone(),
+        &read_at_start,
+        Duration::from_millis(50),
+        move |pem| record.lock().unwrap().push(pem.cert_pem().to_string()),
+    ));
+    let addr = serve(tls).await;
+    let spoke = || pki.client(Identity::spoke("a").unwrap());
+    let mut served = false;
+    for _ in 0..100 {
+        if check(addr, spoke(), "new.example").await.is_ok() {
+            served = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(served, "the certificate the files hold is served");
     assert_eq!(*reloads.lock().unwrap(), [renewed.cert_pem]);
 }
 

@@ -181,51 +181,62 @@ impl HubTls {
         Ok(())
     }
 
-    /// Checks `files` every `interval` and serves what they hold once it changes (and
-    /// loads), calling `reloaded` with the new certificate's PEM. Content that does not load
-    /// (a Secret half-written, a key that does not match) is reported once and the current
-    /// configuration kept. Runs until the process ends.
-    pub async fn reload_from(
+    /// Checks `files` every `interval` and serves what they hold once it differs from what
+    /// is served (`served`, the material this was made with) and loads, calling `reloaded`
+    /// with the new certificate's PEM. Content that does not load (a Secret half-written, a
+    /// key that does not match) is reported once and the current configuration kept. Runs
+    /// until the process ends.
+    ///
+    /// The comparison is with what is served, not with what the files held when this
+    /// started: a Secret updated between the process reading its files and this task
+    /// starting (a pod started by a rollout just before its new Secret landed, then waiting
+    /// for leadership) would otherwise never be served.
+    pub fn reload_from(
         self,
         files: TlsFiles,
+        served: &TlsPem,
         interval: Duration,
         reloaded: impl Fn(&TlsPem) + Send + 'static,
-    ) {
-        let mut last = std::fs::read(&files.cert)
-            .ok()
-            .zip(std::fs::read(&files.ca).ok());
-        let mut last_key = std::fs::read(&files.key).ok();
-        let mut reported: Option<String> = None;
-        loop {
-            tokio::time::sleep(interval).await;
-            let now = std::fs::read(&files.cert)
-                .ok()
-                .zip(std::fs::read(&files.ca).ok());
-            let now_key = std::fs::read(&files.key).ok();
-            if now == last && now_key == last_key {
-                continue;
-            }
-            let loaded = files
-                .read()
-                .map_err(|e| e.to_string())
-                .and_then(|pem| self.replace(&pem).map(|()| pem).map_err(|e| e.to_string()));
-            match loaded {
-                Ok(pem) => {
-                    info!(cert = %files.cert.display(), "reloaded the federation certificate: new connections use it");
-                    reloaded(&pem);
-                    last = now;
-                    last_key = now_key;
-                    reported = None;
+    ) -> impl Future<Output = ()> + Send + 'static {
+        let mut last = Some(contents(served));
+        async move {
+            let mut reported: Option<String> = None;
+            loop {
+                tokio::time::sleep(interval).await;
+                let now = std::fs::read(&files.ca)
+                    .ok()
+                    .zip(std::fs::read(&files.cert).ok())
+                    .zip(std::fs::read(&files.key).ok())
+                    .map(|((ca, cert), key)| [ca, cert, key]);
+                if now == last {
+                    continue;
                 }
-                Err(error) => {
-                    if reported.as_deref() != Some(error.as_str()) {
-                        warn!(%error, "the federation certificate files changed but do not load; still serving the previous ones");
-                        reported = Some(error);
+                let loaded = files
+                    .read()
+                    .map_err(|e| e.to_string())
+                    .and_then(|pem| self.replace(&pem).map(|()| pem).map_err(|e| e.to_string()));
+                match loaded {
+                    Ok(pem) => {
+                        info!(cert = %files.cert.display(), "reloaded the federation certificate: new connections use it");
+                        reloaded(&pem);
+                        last = Some(contents(&pem));
+                        reported = None;
+                    }
+                    Err(error) => {
+                        if reported.as_deref() != Some(error.as_str()) {
+                            warn!(%error, "the federation certificate files changed but do not load; still serving the previous ones");
+                            reported = Some(error);
+                        }
                     }
                 }
             }
         }
     }
+}
+
+/// The bytes of `pem`'s CA, certificate and key, as the files hold them.
+fn contents(pem: &TlsPem) -> [Vec<u8>; 3] {
+    [pem.ca_pem(), pem.cert_pem(), pem.key_pem()].map(|text| text.as_bytes().to_vec())
 }
 
 /// Counts a connection closed before its first call, by reason (a metric label).
