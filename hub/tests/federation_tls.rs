@@ -233,24 +233,42 @@ async fn an_admitted_certificate_reaches_the_handler_and_a_refused_one_ends_in_t
     );
 }
 
+/// A hub serving `served` and reloading from `pki`'s files every 50 ms: its address and
+/// the certificates each reload served.
+async fn reloading_hub(pki: &Pki, served: &TlsPem) -> (SocketAddr, Arc<Mutex<Vec<String>>>) {
+    let tls = HubTls::new(served, admit(Arc::default())).unwrap();
+    let reloads = Arc::new(Mutex::new(Vec::new()));
+    let record = reloads.clone();
+    tokio::spawn(tls.clone().reload_from(
+        pki.files(),
+        served,
+        Duration::from_millis(50),
+        move |pem| record.lock().unwrap().push(pem.cert_pem().to_string()),
+    ));
+    (serve(tls).await, reloads)
+}
+
+/// Whether the hub at `addr` serves a certificate for `name` within 5 s.
+async fn eventually_serves(addr: SocketAddr, pki: &Pki, name: &str) -> bool {
+    for _ in 0..100 {
+        if check(addr, pki.client(Identity::spoke("a").unwrap()), name)
+            .await
+            .is_ok()
+        {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    false
+}
+
 #[tokio::test]
 async fn renewed_certificate_files_are_served_to_new_connections_without_a_restart() {
     let pki = Pki::new("reload");
     pki.hub("old.example");
     let files = pki.files();
     let pem = TlsPem::from_files(&files.ca, &files.cert, &files.key).unwrap();
-    let tls = HubTls::new(&pem, admit(Arc::default())).unwrap();
-    let reloads = Arc::new(Mutex::new(Vec::new()));
-    let record = reloads.clone();
-    tokio::spawn(tls.clone().reload_from(
-        files.clone(),
-        &pem,
-        Duration::from_millis(50),
-        move |pem| {
-            record.lock().unwrap().push(pem.cert_pem().to_string());
-        },
-    ));
-    let addr = serve(tls).await;
+    let (addr, reloads) = reloading_hub(&pki, &pem).await;
     let spoke = || pki.client(Identity::spoke("a").unwrap());
     check(addr, spoke(), "old.example")
         .await
@@ -269,15 +287,10 @@ async fn renewed_certificate_files_are_served_to_new_connections_without_a_resta
 
     // ...the complete one is, from the next connection on.
     let renewed = pki.hub("new.example");
-    let mut served = false;
-    for _ in 0..100 {
-        if check(addr, spoke(), "new.example").await.is_ok() {
-            served = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    assert!(served, "the renewed certificate is served");
+    assert!(
+        eventually_serves(addr, &pki, "new.example").await,
+        "the renewed certificate is served"
+    );
     check(addr, spoke(), "old.example")
         .await
         .expect_err("the old one no more");
@@ -294,26 +307,11 @@ async fn files_renewed_before_the_reload_starts_are_served() {
     let files = pki.files();
     let read_at_start = TlsPem::from_files(&files.ca, &files.cert, &files.key).unwrap();
     let renewed = pki.hub("new.example");
-    let tls = HubTls::new(&read_at_start, admit(Arc::default())).unwrap();
-    let reloads = Arc::new(Mutex::new(Vec::new()));
-    let record = reloads.clone();
-    tokio::spawn(tls.clone().reload_from(
-        files.clone(),
-        &read_at_start,
-        Duration::from_millis(50),
-        move |pem| record.lock().unwrap().push(pem.cert_pem().to_string()),
-    ));
-    let addr = serve(tls).await;
-    let spoke = || pki.client(Identity::spoke("a").unwrap());
-    let mut served = false;
-    for _ in 0..100 {
-        if check(addr, spoke(), "new.example").await.is_ok() {
-            served = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    assert!(served, "the certificate the files hold is served");
+    let (addr, reloads) = reloading_hub(&pki, &read_at_start).await;
+    assert!(
+        eventually_serves(addr, &pki, "new.example").await,
+        "the certificate the files hold is served"
+    );
     assert_eq!(*reloads.lock().unwrap(), [renewed.cert_pem]);
 }
 
