@@ -239,12 +239,12 @@ async fn reloading_hub(pki: &Pki, served: &TlsPem) -> (SocketAddr, Arc<Mutex<Vec
     let tls = HubTls::new(served, admit(Arc::default())).unwrap();
     let reloads = Arc::new(Mutex::new(Vec::new()));
     let record = reloads.clone();
-    tokio::spawn(tls.clone().reload_from(
-        pki.files(),
-        served,
-        Duration::from_millis(50),
-        move |pem| record.lock().unwrap().push(pem.cert_pem().to_string()),
-    ));
+    tokio::spawn(
+        tls.clone()
+            .reload_from(pki.files(), Duration::from_millis(50), move |pem| {
+                record.lock().unwrap().push(pem.cert_pem().to_string())
+            }),
+    );
     (serve(tls).await, reloads)
 }
 

@@ -149,11 +149,18 @@ pub fn server_config(pem: &TlsPem, admit: Admit) -> Result<ServerConfig, TlsAcce
     Ok(config)
 }
 
-/// The hub's TLS: the current configuration (swapped on reload) and the admission rule.
+/// The hub's TLS: the current configuration (swapped on reload), the material it was made
+/// from, and the admission rule.
 #[derive(Clone)]
 pub struct HubTls {
-    current: Arc<RwLock<Arc<ServerConfig>>>,
+    current: Arc<RwLock<Served>>,
     admit: Admit,
+}
+
+/// A configuration and the bytes of the CA, certificate and key it was made from.
+struct Served {
+    config: Arc<ServerConfig>,
+    contents: [Vec<u8>; 3],
 }
 
 impl HubTls {
@@ -161,7 +168,10 @@ impl HubTls {
     pub fn new(pem: &TlsPem, admit: Admit) -> Result<HubTls, TlsAcceptError> {
         let config = server_config(pem, admit.clone())?;
         Ok(HubTls {
-            current: Arc::new(RwLock::new(Arc::new(config))),
+            current: Arc::new(RwLock::new(Served {
+                config: Arc::new(config),
+                contents: contents(pem),
+            })),
             admit,
         })
     }
@@ -171,62 +181,69 @@ impl HubTls {
         self.current
             .read()
             .unwrap_or_else(PoisonError::into_inner)
+            .config
             .clone()
+    }
+
+    /// Whether `files_now` (CA, certificate, key) are the bytes being served.
+    fn serves(&self, files_now: &[Vec<u8>; 3]) -> bool {
+        self.current
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .contents
+            == *files_now
     }
 
     /// Serve `pem` from the next connection on. On error the current configuration stays.
     pub fn replace(&self, pem: &TlsPem) -> Result<(), TlsAcceptError> {
         let config = server_config(pem, self.admit.clone())?;
-        *self.current.write().unwrap_or_else(PoisonError::into_inner) = Arc::new(config);
+        *self.current.write().unwrap_or_else(PoisonError::into_inner) = Served {
+            config: Arc::new(config),
+            contents: contents(pem),
+        };
         Ok(())
     }
 
     /// Checks `files` every `interval` and serves what they hold once it differs from what
-    /// is served (`served`, the material this was made with) and loads, calling `reloaded`
-    /// with the new certificate's PEM. Content that does not load (a Secret half-written, a
-    /// key that does not match) is reported once and the current configuration kept. Runs
-    /// until the process ends.
+    /// is served and loads, calling `reloaded` with the new certificate's PEM. Content that
+    /// does not load (a Secret half-written, a key that does not match) is reported once and
+    /// the current configuration kept. Runs until the process ends.
     ///
     /// The comparison is with what is served, not with what the files held when this
     /// started: a Secret updated between the process reading its files and this task
     /// starting (a pod started by a rollout just before its new Secret landed, then waiting
     /// for leadership) would otherwise never be served.
-    pub fn reload_from(
+    pub async fn reload_from(
         self,
         files: TlsFiles,
-        served: &TlsPem,
         interval: Duration,
         reloaded: impl Fn(&TlsPem) + Send + 'static,
-    ) -> impl Future<Output = ()> + Send + 'static {
-        let mut last = Some(contents(served));
-        async move {
-            let mut reported: Option<String> = None;
-            loop {
-                tokio::time::sleep(interval).await;
-                let now = std::fs::read(&files.ca)
-                    .ok()
-                    .zip(std::fs::read(&files.cert).ok())
-                    .zip(std::fs::read(&files.key).ok())
-                    .map(|((ca, cert), key)| [ca, cert, key]);
-                if now == last {
-                    continue;
+    ) {
+        let mut reported: Option<String> = None;
+        loop {
+            tokio::time::sleep(interval).await;
+            let now = std::fs::read(&files.ca)
+                .ok()
+                .zip(std::fs::read(&files.cert).ok())
+                .zip(std::fs::read(&files.key).ok())
+                .map(|((ca, cert), key)| [ca, cert, key]);
+            if now.as_ref().is_some_and(|now| self.serves(now)) {
+                continue;
+            }
+            let loaded = files
+                .read()
+                .map_err(|e| e.to_string())
+                .and_then(|pem| self.replace(&pem).map(|()| pem).map_err(|e| e.to_string()));
+            match loaded {
+                Ok(pem) => {
+                    info!(cert = %files.cert.display(), "reloaded the federation certificate: new connections use it");
+                    reloaded(&pem);
+                    reported = None;
                 }
-                let loaded = files
-                    .read()
-                    .map_err(|e| e.to_string())
-                    .and_then(|pem| self.replace(&pem).map(|()| pem).map_err(|e| e.to_string()));
-                match loaded {
-                    Ok(pem) => {
-                        info!(cert = %files.cert.display(), "reloaded the federation certificate: new connections use it");
-                        reloaded(&pem);
-                        last = Some(contents(&pem));
-                        reported = None;
-                    }
-                    Err(error) => {
-                        if reported.as_deref() != Some(error.as_str()) {
-                            warn!(%error, "the federation certificate files changed but do not load; still serving the previous ones");
-                            reported = Some(error);
-                        }
+                Err(error) => {
+                    if reported.as_deref() != Some(error.as_str()) {
+                        warn!(%error, "the federation certificate files changed but do not load; still serving the previous ones");
+                        reported = Some(error);
                     }
                 }
             }

@@ -263,18 +263,16 @@ pub async fn serve(
             let tls = super::tls_accept::HubTls::new(&pem, services.admit())?;
             if let Some(files) = tls_files {
                 let metrics = services.metrics.clone();
-                tokio::spawn(tls.clone().reload_from(
-                    files,
-                    &pem,
-                    TLS_RELOAD_INTERVAL,
-                    move |pem| {
-                        if let Some(not_after) =
-                            flux_shared::federation::pki::not_after_of_pem(pem.cert_pem())
-                        {
-                            metrics.set_certificate_expiry("hub", not_after);
-                        }
-                    },
-                ));
+                tokio::spawn(
+                    tls.clone()
+                        .reload_from(files, TLS_RELOAD_INTERVAL, move |pem| {
+                            if let Some(not_after) =
+                                flux_shared::federation::pki::not_after_of_pem(pem.cert_pem())
+                            {
+                                metrics.set_certificate_expiry("hub", not_after);
+                            }
+                        }),
+                );
             }
             let metrics = services.metrics.clone();
             let accepting = super::tls_accept::Accepting {
