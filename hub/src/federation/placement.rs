@@ -3,13 +3,20 @@
 //!
 //! One nomination at a time: a burst is placed on one spoke, the first in the user's order
 //! that is connected, may run it (its announced exceptions, its policy's namespaces and
-//! ceilings) and has room for its brokers; when none has room, the first that may run it
+//! ceilings) and has room for its brokers, as it measured them; when none is known to have
+//! room, the first that may run it whose room is not known, else the first that may run it
 //! (its pods wait there, which is what a cluster autoscaler grows for). It moves on only
 //! while none of its brokers runs, when its spoke refuses it, places no broker in time, or
 //! goes away before it received the burst; the spoke it leaves confirms the burst gone
-//! before the next one gets it (the caller's gate), so that no two clusters start brokers
-//! of the same ranks. A burst whose brokers run stays; scaled to 0, it is placed afresh on
-//! its next scale-up, and the candidates it left are tried again.
+//! before the next one gets it (the caller's gate, kept in status across restarts), so that
+//! no two clusters start brokers of the same ranks. A burst whose brokers run stays; scaled
+//! to 0, it is placed afresh on its next scale-up, and the candidates it left are tried
+//! again.
+//!
+//! Moving a burst on is decided only on what this hub has heard since it started: a
+//! refusal or a late placement from its spoke's own report, a spoke gone from a snapshot
+//! this hub built. A restarted hub, which has heard nothing yet, keeps every burst where
+//! its status says it is.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime};
@@ -28,6 +35,9 @@ pub mod reason {
     pub const NOT_ADMITTED: &str = "NotAdmitted";
     /// Its nodes have no room for the burst's brokers now.
     pub const NO_ROOM: &str = "NoRoom";
+    /// It did not say what room its nodes have (it could not measure them, or sends no
+    /// room): passed over for a candidate known to have room.
+    pub const ROOM_UNKNOWN: &str = "RoomUnknown";
     /// It refused the burst (its policy or its checks).
     pub const REFUSED: &str = "Refused";
     /// No broker of the burst was ready there within the placement timeout.
@@ -149,7 +159,8 @@ pub struct Current {
     /// Whether the spoke may have received the burst (a snapshot with it was sent to it,
     /// or, after a hub restart, not known: assumed).
     pub delivered: bool,
-    /// Its report on the burst, once it sent one for the current assignment.
+    /// Its report on the burst, once it sent this hub one for the current assignment:
+    /// what a decision to move the burst on is made from (never from its absence).
     pub report: Option<Reported>,
     /// While the spoke is not connected: since when.
     pub away_since: Option<SystemTime>,
@@ -323,19 +334,24 @@ fn failure(
         // It may hold the burst's objects: it stays until it says otherwise.
         return Ok(None);
     }
+    let Some(r) = cur.report.as_ref() else {
+        // Nothing heard of the burst from its spoke since this hub started (a restart, a
+        // failover, its spoke reconnecting): never moved on silence. Its report, which
+        // wakes the next decision, says whether a broker runs there.
+        return Ok(None);
+    };
     let left = timeouts
         .place
         .checked_sub(elapsed(cur.since))
         .unwrap_or_default();
     if left.is_zero() {
-        let r = cur.report.as_ref();
         return Err(skip(
             reason::NOT_PLACED_IN_TIME,
             format!(
                 "no broker ready {} s after it was placed there ({} of {} pods' brokers ready)",
                 timeouts.place.as_secs(),
-                r.map_or(0, |r| r.brokers_ready),
-                r.map_or(0, |r| r.size)
+                r.brokers_ready,
+                r.size
             ),
         ));
     }
@@ -354,6 +370,7 @@ fn choose(
 ) -> Placement {
     let mut skipped: Vec<SkippedCandidate> = Vec::new();
     let mut full: Option<usize> = None;
+    let mut unknown: Option<usize> = None;
     for c in candidates {
         if let Some(l) = left.iter().find(|l| l.cluster == c.name) {
             skipped.push(l.clone());
@@ -383,7 +400,15 @@ fn choose(
             skipped.push(skip(reason::UNSAFE, why.clone()));
             continue;
         }
-        if let Some(room) = c.room {
+        let Some(room) = c.room else {
+            skipped.push(skip(
+                reason::ROOM_UNKNOWN,
+                "it has not said what room its nodes have".to_string(),
+            ));
+            unknown.get_or_insert(skipped.len() - 1);
+            continue;
+        };
+        {
             let p = &room.policy;
             if !p.admits_namespace(ask.namespace) {
                 skipped.push(skip(
@@ -403,21 +428,34 @@ fn choose(
                 ));
                 continue;
             }
-            if let Some(fits) = room.fits(ask.shape.get())
-                && fits < i64::from(ask.size)
-            {
-                skipped.push(skip(
-                    reason::NO_ROOM,
-                    format!("its nodes have room for {fits} of {} brokers", ask.size),
-                ));
-                full.get_or_insert(skipped.len() - 1);
-                continue;
+            match room.fits(ask.shape.get()) {
+                Some(fits) if fits < i64::from(ask.size) => {
+                    skipped.push(skip(
+                        reason::NO_ROOM,
+                        format!("its nodes have room for {fits} of {} brokers", ask.size),
+                    ));
+                    full.get_or_insert(skipped.len() - 1);
+                    continue;
+                }
+                Some(_) => {}
+                None => {
+                    skipped.push(skip(
+                        reason::ROOM_UNKNOWN,
+                        format!(
+                            "it could not measure its nodes' room ({})",
+                            room.error.as_deref().unwrap_or("no reason given")
+                        ),
+                    ));
+                    unknown.get_or_insert(skipped.len() - 1);
+                    continue;
+                }
             }
         }
         return placed(c.name, skipped, current, now);
     }
-    match full {
-        // None has room: the first that may run it, where its pods wait for room.
+    // None is known to have room: the first whose room is not known (it may have some),
+    // else the first that may run it, where its pods wait for room.
+    match unknown.or(full) {
         Some(at) => {
             let name = skipped[at].cluster.clone();
             let mut before: Vec<SkippedCandidate> = skipped[..at].to_vec();

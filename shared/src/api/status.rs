@@ -197,6 +197,34 @@ pub struct BurstPlacement {
     /// scaled to 0.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub skipped: Vec<SkippedCandidate>,
+
+    /// While the burst moves to its `cluster`: the spokes that may still hold its objects.
+    /// It is sent to `cluster` only once each of them confirms it gone, so that no two
+    /// clusters run brokers of the same ranks; kept here so that a restarted hub or a new
+    /// leader waits for them too.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub held_by: Vec<String>,
+}
+
+impl BurstPlacement {
+    /// The most spokes [`BurstPlacement::held_by`] is read with: the hub writes one per
+    /// spoke a burst left before it was confirmed gone there, a handful at most.
+    pub const MAX_HELD_BY: usize = 64;
+
+    /// [`BurstPlacement::held_by`] as read back from the API server: spoke names only
+    /// (DNS labels), each once, at most [`BurstPlacement::MAX_HELD_BY`].
+    pub fn held_by_checked(&self) -> Vec<String> {
+        let mut out: Vec<String> = Vec::new();
+        for name in &self.held_by {
+            if out.len() == Self::MAX_HELD_BY {
+                break;
+            }
+            if crate::validate::is_dns_label(name) && !out.contains(name) {
+                out.push(name.clone());
+            }
+        }
+        out
+    }
 }
 
 /// A candidate cluster a burst was not placed on.
@@ -205,7 +233,7 @@ pub struct BurstPlacement {
 pub struct SkippedCandidate {
     /// The spoke.
     pub cluster: String,
-    /// Why, one CamelCase word: `NotConnected`, `Unsafe`, `NotAdmitted`, `NoRoom`,
+    /// Why, one CamelCase word: `NotConnected`, `Unsafe`, `NotAdmitted`, `NoRoom`, `RoomUnknown`,
     /// `Refused`, `NotPlacedInTime` or `WentAway`.
     pub reason: String,
     /// Details.

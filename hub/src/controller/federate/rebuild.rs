@@ -3,7 +3,7 @@
 
 use flux_shared::api::MiniCluster;
 use flux_shared::elasticity;
-use flux_shared::federation::assignment;
+use flux_shared::federation::{assignment, assignment_key};
 use flux_shared::plan::Plan;
 use tracing::info;
 
@@ -12,7 +12,7 @@ use crate::controller::desired::stored_certificate;
 use crate::controller::federate::{
     burst_infos, has_finalizer, mc_info, placed_as_in_status, retain_from_status,
 };
-use crate::federation::McInfo;
+use crate::federation::{McInfo, McKey};
 
 /// Rebuild the registry from the MiniClusters that exist (hub start-up, caches synced),
 /// then let spokes in: every spoke's first snapshot lists exactly what it ran before the
@@ -50,13 +50,19 @@ pub fn prime(ctx: &Context, miniclusters: &[MiniCluster]) {
             address: l.address.clone(),
             port: l.port,
         });
+        // A burst that was moving still waits for the spokes it left to confirm it gone.
+        let moving = holds_of_moves(mc, &key);
+        for (burst_key, spokes) in &moving {
+            ctx.registry.hold_for_move(burst_key, spokes);
+        }
         // A burst that connects directly needs the lead's endpoint (`build` says so).
-        let assignments = match cert {
+        let mut assignments = match cert {
             Some(cert) if plan.has_running_bursts() => {
                 assignment::build(&plan, &cert, endpoint.as_ref()).unwrap_or_default()
             }
             _ => Vec::new(),
         };
+        assignments.retain(|a| !moving.iter().any(|(k, _)| *k == a.assignment.key));
         let info = mc_info(
             mc,
             &previous,
@@ -77,4 +83,23 @@ pub fn prime(ctx: &Context, miniclusters: &[MiniCluster]) {
         miniclusters = miniclusters.len(),
         "federation state rebuilt; serving spokes"
     );
+}
+
+/// The bursts of `mc` that its status says were moving, by assignment key, with the spokes
+/// that may still hold each (its new spoke left out).
+fn holds_of_moves(mc: &MiniCluster, key: &McKey) -> Vec<(String, Vec<String>)> {
+    let bursts = mc.status.as_ref().map_or(&[][..], |s| s.bursts.as_slice());
+    bursts
+        .iter()
+        .filter_map(|b| {
+            let held: Vec<String> = b
+                .placement
+                .as_ref()?
+                .held_by_checked()
+                .into_iter()
+                .filter(|spoke| *spoke != b.cluster)
+                .collect();
+            (!held.is_empty()).then(|| (assignment_key(&key.0, &key.1, &b.name), held))
+        })
+        .collect()
 }

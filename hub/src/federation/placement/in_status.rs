@@ -25,6 +25,7 @@ pub fn with_placement(mut statuses: Vec<BurstStatus>, placed: &Placed) -> Vec<Bu
         s.placement = Some(BurstPlacement {
             placed_at: p.since.and_then(time),
             skipped: p.skipped.clone(),
+            held_by: p.held_by.clone(),
         });
         if s.phase == burst_phase::INVALID || s.phase == burst_phase::DELETING {
             continue;

@@ -165,6 +165,28 @@ fn a_spoke_that_says_nothing_of_its_room_may_have_room() {
     .unwrap();
     let p = fresh(&[candidate("blind", Some(&unmeasured))], 4);
     assert_eq!(p.spoke.as_deref(), Some("blind"));
+    // Room it could not measure is not room: a later candidate known to have some wins.
+    let roomy = room(64, 32, 0);
+    for blind in [Some(&unmeasured), None] {
+        let p = fresh(
+            &[candidate("blind", blind), candidate("b", Some(&roomy))],
+            4,
+        );
+        assert_eq!(p.spoke.as_deref(), Some("b"));
+        assert_eq!(reasons(&p), [pair("blind", reason::ROOM_UNKNOWN)]);
+    }
+    assert!(
+        fresh(
+            &[
+                candidate("blind", Some(&unmeasured)),
+                candidate("b", Some(&roomy))
+            ],
+            4
+        )
+        .skipped[0]
+            .message
+            .contains("nodes is forbidden")
+    );
 }
 
 #[test]
@@ -465,4 +487,39 @@ fn candidates_expand_in_order_with_label_matches_by_name_and_each_once() {
     assert_eq!(expand(&[west, spot], matching), ["gke-west", "gke-east"]);
     // A named spoke the hub has not heard of is still a candidate (not connected).
     assert_eq!(expand(&[named("lab")], matching), ["lab"]);
+}
+
+/// After a hub restart its spoke reconnects before its first report: a burst placed long
+/// ago is kept (not judged on silence) until the spoke says whether a broker runs.
+#[test]
+fn a_burst_is_never_moved_before_its_spoke_reported_to_this_hub() {
+    let roomy = room(64, 32, 0);
+    let shape = LazyShape::new(Shape::default);
+    let candidates = [candidate("a", Some(&roomy)), candidate("b", Some(&roomy))];
+    let go = |cur: &Current| {
+        place(
+            &candidates,
+            &ask(&shape, 4),
+            Some(cur),
+            &[],
+            at(10_000),
+            Timeouts::default(),
+            false,
+        )
+    };
+    let silent = placed_on("a", 0, None);
+    let p = go(&silent);
+    assert_eq!(
+        (p.spoke.as_deref(), p.since, p.recheck),
+        (Some("a"), Some(at(0)), None)
+    );
+    assert!(p.skipped.is_empty(), "{:?}", p.skipped);
+    // Its report says brokers run: it stays.
+    let running = placed_on("a", 0, Some(reported(BurstPhase::Running, 4, 4)));
+    assert_eq!(go(&running).spoke.as_deref(), Some("a"));
+    // Its report says none is ready, long past the deadline: that is known now, it moves.
+    let pending = placed_on("a", 0, Some(reported(BurstPhase::Pending, 4, 0)));
+    let p = go(&pending);
+    assert_eq!(p.spoke.as_deref(), Some("b"));
+    assert_eq!(reasons(&p), [pair("a", reason::NOT_PLACED_IN_TIME)]);
 }

@@ -566,6 +566,31 @@ impl Registry {
         self.bump_admin(&mut inner);
     }
 
+    /// After a restart, burst `key` was moving when the last pass wrote its status: each
+    /// spoke of `spokes` (those its status says may still hold it) is withdrawn from, so
+    /// that its next snapshot leaves the burst out and the burst reaches its new spoke only
+    /// once they confirm it gone ([`Registry::held_elsewhere`]), as before the restart.
+    pub fn hold_for_move(&self, key: &str, spokes: &[String]) {
+        if spokes.is_empty() {
+            return;
+        }
+        let mut inner = self.lock();
+        for spoke in spokes {
+            let state = inner
+                .spokes
+                .entry(spoke.clone())
+                .or_insert_with(|| SpokeState::new(&self.epoch));
+            if state.assignments.contains_key(key) || state.withdrawn.contains_key(key) {
+                continue;
+            }
+            state.retained.remove(key);
+            let next = state.version + 1;
+            state.withdrawn.insert(key.to_string(), next);
+            self.publish(state, next);
+        }
+        self.bump_admin(&mut inner);
+    }
+
     /// Whether each burst of a withdrawn MiniCluster is confirmed gone.
     pub fn deletion_progress(&self, mc: &McKey) -> Vec<DeletionProgress> {
         let inner = self.lock();
