@@ -1,11 +1,14 @@
 //! Relayed bursts end to end in one process: a broker's TCP connection to its spoke's
 //! relay listener goes over the spoke's own mTLS connection to the real hub, which
 //! connects it to the lead broker (a TCP server on loopback), and back; bounded per burst,
-//! ended when the burst stops running there, and counted.
+//! ended when the burst stops running there, and counted; only from the burst's own broker
+//! pods (other loopback addresses stand for other pods).
 
 mod in_process;
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use flux_shared::plan::Endpoint;
@@ -14,7 +17,7 @@ use in_process::{
     relayed, relaying_spoke, version_of,
 };
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::{TcpListener, TcpSocket, TcpStream};
 
 const PATIENCE: Duration = Duration::from_secs(30);
 const NS: &str = "hpc";
@@ -29,6 +32,60 @@ async fn connect(at: SocketAddr) -> TcpStream {
         .expect("greeted");
     assert_eq!(&greeting, b"lead:");
     tcp
+}
+
+/// A connection from loopback address `from` (another pod's address, in these tests).
+async fn connect_from(from: [u8; 4], at: SocketAddr) -> TcpStream {
+    let socket = TcpSocket::new_v4().expect("socket");
+    socket
+        .bind(SocketAddr::from((from, 0)))
+        .expect("bind a loopback address");
+    socket.connect(at).await.expect("connect")
+}
+
+/// A broker's connection from `from`, once the lead has greeted it.
+async fn greeted_from(from: [u8; 4], at: SocketAddr) -> TcpStream {
+    let mut tcp = connect_from(from, at).await;
+    let mut greeting = [0u8; 5];
+    tokio::time::timeout(PATIENCE, tcp.read_exact(&mut greeting))
+        .await
+        .expect("greeted in time")
+        .expect("greeted");
+    assert_eq!(&greeting, b"lead:");
+    tcp
+}
+
+/// A lead broker that greets every connection with `lead:` and echoes what it reads,
+/// counting the connections it accepted.
+async fn counting_lead() -> (SocketAddr, Arc<AtomicUsize>) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let accepted = Arc::new(AtomicUsize::new(0));
+    let count = accepted.clone();
+    tokio::spawn(async move {
+        while let Ok((mut tcp, _)) = listener.accept().await {
+            count.fetch_add(1, Ordering::SeqCst);
+            tokio::spawn(async move {
+                if tcp.write_all(b"lead:").await.is_err() {
+                    return;
+                }
+                let (mut r, mut w) = tcp.split();
+                let _ = tokio::io::copy(&mut r, &mut w).await;
+            });
+        }
+    });
+    (addr, accepted)
+}
+
+/// The namespace and name of the Job of the burst the spoke runs.
+fn burst_job(spoke: &in_process::SpokeAgent) -> (String, String) {
+    spoke
+        .cluster
+        .refs()
+        .into_iter()
+        .find(|r| r.kind == flux_spoke::cluster::Kind::Job)
+        .map(|r| (r.namespace, r.name))
+        .expect("the burst's Job")
 }
 
 /// Whether the other side closed `tcp` (reads end) within the patience.
@@ -240,6 +297,84 @@ async fn more_relayed_connections_than_one_hub_connection_carries_all_reach_the_
     })
     .await;
     drop(held);
+    spoke.stop().await;
+    hub.stop().await;
+}
+
+/// The relay Service is reachable from every pod of the burst cluster: only the burst's
+/// own broker pods get through its listener, and nothing else reaches the hub or the lead
+/// (a pod of another namespace once held a thousand connections and kept a replaced
+/// broker out). A pod's connections end when it is gone.
+#[tokio::test]
+async fn only_the_bursts_own_broker_pods_get_through_its_relay_listener() {
+    let pki = Pki::new(&["a".to_string()]);
+    let registry = flux_hub::federation::registry::Registry::new();
+    registry.set_primed();
+    let hub = Hub::start(&pki, registry.clone(), "127.0.0.1:0".parse().expect("addr")).await;
+    let (lead, dialled) = counting_lead().await;
+    let mc = relayed(minicluster(
+        NS,
+        "guarded",
+        "ghcr.io/x/lammps:1",
+        &[("burst-a", "a", 2)],
+    ));
+    let (spoke, at) = relaying_spoke(&pki, &hub, &mc, "burst-a", lead).await;
+    let (ns, job) = burst_job(&spoke);
+    // The burst's two broker pods hold 127.0.0.2 and 127.0.0.3; anything else (127.0.0.1
+    // here) is another pod of the cluster.
+    let pod = |last: u8| IpAddr::from([127, 0, 0, last]);
+    spoke
+        .cluster
+        .set_broker_addresses(&ns, &job, [pod(2), pod(3)]);
+    let mut broker = greeted_from([127, 0, 0, 2], at).await;
+    assert_eq!(dialled.load(Ordering::SeqCst), 1);
+
+    // A stranger's connections are closed, however many; none reaches the hub or the lead.
+    let series = "flux_hub_relay_connections{spoke=\"a\",minicluster=\"hpc/guarded\"}";
+    let mut strangers = Vec::new();
+    for _ in 0..40 {
+        strangers.push(connect_from([127, 0, 0, 1], at).await);
+    }
+    for tcp in &mut strangers {
+        assert!(closed(tcp).await, "a stranger's connection is closed");
+    }
+    assert_eq!(
+        dialled.load(Ordering::SeqCst),
+        1,
+        "no stranger reached the lead"
+    );
+    assert_eq!(metric(&hub, series), 1.0);
+    assert!(
+        !hub.metrics
+            .encode()
+            .contains("flux_hub_relay_refused_total{"),
+        "no stranger's call reached the hub"
+    );
+
+    // The burst's own brokers still get every place it has (2 brokers + 2).
+    let mut held = vec![greeted_from([127, 0, 0, 3], at).await];
+    held.push(greeted_from([127, 0, 0, 2], at).await);
+    held.push(greeted_from([127, 0, 0, 3], at).await);
+    broker.write_all(b"still").await.expect("write");
+    let mut back = [0u8; 5];
+    broker.read_exact(&mut back).await.expect("echo");
+    assert_eq!(&back, b"still");
+
+    // The pod at 127.0.0.2 is gone, replaced by one at 127.0.0.4: the gone pod's
+    // connections end (their places are given back), the new pod gets in.
+    spoke
+        .cluster
+        .set_broker_addresses(&ns, &job, [pod(3), pod(4)]);
+    assert!(closed(&mut broker).await, "the gone pod's connection ends");
+    assert!(closed(&mut held[1]).await, "the gone pod's connection ends");
+    let replacement = greeted_from([127, 0, 0, 4], at).await;
+    let mut late = connect_from([127, 0, 0, 2], at).await;
+    assert!(closed(&mut late).await, "the gone pod's address is refused");
+    eventually("the gone pod's connections given back", || {
+        (metric(&hub, series) == 3.0).then_some(())
+    })
+    .await;
+    drop((held, replacement, strangers));
     spoke.stop().await;
     hub.stop().await;
 }

@@ -389,22 +389,31 @@ impl<C: Cluster> Agent<C> {
         realizing: &mut Realizing,
     ) {
         state.relays.retain(listed);
-        let relayed: Vec<(String, ObjectMeta, i32)> = state
+        let relayed: Vec<(String, ObjectMeta, i32, String)> = state
             .memory
             .applied
             .iter()
             .filter(|(key, _)| listed.contains(*key))
             .filter_map(|(key, a)| {
-                Some((key.clone(), a.realized.relay()?.clone(), a.realized.hosts))
+                let r = &a.realized;
+                Some((key.clone(), r.relay()?.clone(), r.hosts, r.job.clone()))
             })
             .collect();
-        for (key, service, hosts) in relayed {
+        for (key, service, hosts, job) in relayed {
             if realizing.applied_now.contains(&key) {
                 state.relays.unwritten(&key);
             }
             let result = match self.config.relay_address {
                 None => Err("the burst is relayed and this spoke has no relay address (flux-spoke run --relay-address, which its Deployment sets from the pod's status.podIP): its brokers cannot reach their lead broker".to_string()),
-                Some(address) => self.serve_relay(state, &key, &service, hosts, address).await,
+                Some(address) => {
+                    let pods = crate::relay_listeners::BurstPods {
+                        cluster: self.cluster.clone(),
+                        namespace: service.namespace.clone().unwrap_or_default(),
+                        job,
+                    };
+                    self.serve_relay(state, &key, &service, hosts, address, pods)
+                        .await
+                }
             };
             if let Err(message) = result {
                 self.metrics.error(ErrorKind::Apply);
@@ -417,8 +426,8 @@ impl<C: Cluster> Agent<C> {
         }
     }
 
-    /// Opens burst `key`'s listener unless it has one, and points its relay `service` at
-    /// it at `address` unless it already does.
+    /// Opens burst `key`'s listener unless it has one (serving the broker pods of `pods`),
+    /// and points its relay `service` at it at `address` unless it already does.
     async fn serve_relay(
         &self,
         state: &mut State,
@@ -426,10 +435,16 @@ impl<C: Cluster> Agent<C> {
         service: &ObjectMeta,
         hosts: i32,
         address: std::net::IpAddr,
+        pods: crate::relay_listeners::BurstPods<C>,
     ) -> Result<(), String> {
         let port = state
             .relays
-            .listen(key, usize::try_from(hosts).unwrap_or(0), &state.lead_reach)
+            .listen(
+                key,
+                usize::try_from(hosts).unwrap_or(0),
+                &state.lead_reach,
+                pods,
+            )
             .await
             .map_err(|e| format!("cannot open the burst's relay listener: {e}"))?;
         let at = (

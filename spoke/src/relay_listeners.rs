@@ -6,23 +6,34 @@
 //! ciphertext: the spoke only carries them.
 //!
 //! One listener per burst, on a port the system picks: nothing in a broker's bytes says
-//! which burst it belongs to. A listener holds at most the burst's hosts plus
+//! which burst it belongs to. The relay Service is reachable from any pod of the cluster,
+//! so a listener serves only the burst's own broker pods: a connection from any other
+//! address is closed before a call to the hub is made
+//! ([`from_a_broker`](crate::cluster::from_a_broker)). The addresses of the burst's pods
+//! are listed from the API server when the listener opens, when one of the spoke's Jobs
+//! changes, every [`RELIST_EVERY`], and when a connection comes from an address not known
+//! yet (a new broker's: it waits up to [`UNKNOWN_WAIT`] for that listing; never more than
+//! one listing per [`RELIST_AT_MOST_EVERY`]); a connection whose address is no longer a
+//! broker pod's is closed. A listener holds at most the burst's hosts plus
 //! [`RELAY_SLACK`] connections (the hub allows no more); one more is closed at once. While
 //! the spoke has no connection to the hub, a connection is closed at once too, and the
 //! broker's ZeroMQ reconnects.
 
-use std::collections::BTreeMap;
-use std::net::{Ipv4Addr, SocketAddr};
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
 
 use flux_shared::federation::auth::IdentityInterceptor;
 use flux_shared::federation::proto::RelayFrame;
 use flux_shared::federation::proto::spoke_client::SpokeClient;
 use flux_shared::federation::{RELAY_KEY, RELAY_SLACK};
 use flux_shared::ops::relay_read::read_chunk;
+use futures::StreamExt;
 use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, watch};
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, mpsc, watch};
 use tokio::task::JoinSet;
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::task::AbortOnDropHandle;
@@ -30,7 +41,24 @@ use tonic::service::interceptor::InterceptedService;
 use tonic::transport::Channel;
 use tracing::{Instrument, debug, info, info_span, warn};
 
+use crate::cluster::{Cluster, from_a_broker};
 use crate::lead_reach::LeadReach;
+
+/// The fewest time between two listings of a burst's broker pods: connections from
+/// addresses not known (a stranger's, say) cost at most one listing this often.
+pub const RELIST_AT_MOST_EVERY: Duration = Duration::from_secs(1);
+
+/// How often a burst's broker pods are listed without a reason (a pod gone while no Job
+/// changed): its address may be another pod's by then.
+pub const RELIST_EVERY: Duration = Duration::from_secs(30);
+
+/// How long a connection from an address not known yet waits for the listing it asks
+/// for before it is closed.
+pub const UNKNOWN_WAIT: Duration = Duration::from_secs(3);
+
+/// Connections from addresses not known yet that may wait at once, per burst; more are
+/// closed at once (their brokers connect again).
+pub const UNKNOWN_WAITING: usize = 8;
 
 /// The spoke's client of the hub's `Spoke` service (mTLS, the spoke's identity).
 pub(crate) type HubClient = SpokeClient<InterceptedService<Channel, IdentityInterceptor>>;
@@ -150,12 +178,13 @@ impl Relays {
     }
 
     /// The port of burst `key`'s listener, opened now if it has none (at most `hosts` +
-    /// [`RELAY_SLACK`] connections at once).
-    pub(crate) async fn listen(
+    /// [`RELAY_SLACK`] connections at once, from the addresses of `pods` alone).
+    pub(crate) async fn listen<C: Cluster>(
         &mut self,
         key: &str,
         hosts: usize,
         reach: &LeadReach,
+        pods: BurstPods<C>,
     ) -> std::io::Result<u16> {
         if let Some(l) = self.listeners.get(key) {
             return Ok(l.port);
@@ -170,6 +199,7 @@ impl Relays {
                 hosts + RELAY_SLACK,
                 self.client.subscribe(),
                 reach.clone(),
+                pods,
             )
             .instrument(span),
         );
@@ -220,15 +250,136 @@ impl Relays {
     }
 }
 
-/// Accepts connections until dropped, carrying each (at most `most` at once) to the hub.
-async fn accept(
+/// Where a relayed burst's broker pods are: the spoke's cluster, and the burst's Job.
+pub(crate) struct BurstPods<C> {
+    /// The spoke's cluster.
+    pub(crate) cluster: C,
+    /// The burst's namespace there.
+    pub(crate) namespace: String,
+    /// The burst's Job.
+    pub(crate) job: String,
+}
+
+/// A listing of a burst's broker pods.
+#[derive(Debug, Default)]
+struct Listed {
+    /// Which listing (0: none yet); listings that failed count too, keeping the addresses
+    /// listed before.
+    id: u64,
+    /// The addresses the burst's broker pods hold.
+    brokers: Arc<BTreeSet<IpAddr>>,
+}
+
+/// What one listener knows of its burst's broker pods.
+#[derive(Debug, Default)]
+struct Known {
+    listed: watch::Sender<Listed>,
+    /// Listings started.
+    started: AtomicU64,
+    /// Asks for a listing (a connection from an address not known).
+    ask: Notify,
+}
+
+impl Known {
+    /// Whether `peer` is one of the burst's brokers: at once when its address is known,
+    /// else after a listing that started after this question (waiting at most
+    /// [`UNKNOWN_WAIT`]).
+    async fn admits(&self, peer: IpAddr) -> bool {
+        if from_a_broker(peer, &self.listed.borrow().brokers) {
+            return true;
+        }
+        let asked = self.started.load(Ordering::SeqCst);
+        self.ask.notify_one();
+        let mut listed = self.listed.subscribe();
+        let fresh = listed.wait_for(|l| l.id > asked);
+        match tokio::time::timeout(UNKNOWN_WAIT, fresh).await {
+            Ok(Ok(l)) => from_a_broker(peer, &l.brokers),
+            _ => false,
+        }
+    }
+}
+
+/// Lists the burst's broker pods into `known`: now, then when asked, when the spoke's
+/// Jobs change and every [`RELIST_EVERY`], never twice within [`RELIST_AT_MOST_EVERY`].
+async fn list_brokers<C: Cluster>(pods: BurstPods<C>, known: Arc<Known>) {
+    let mut changes = std::pin::pin!(pods.cluster.changes());
+    let mut failing = false;
+    loop {
+        let started = tokio::time::Instant::now();
+        let id = known.started.fetch_add(1, Ordering::SeqCst) + 1;
+        match pods
+            .cluster
+            .broker_addresses(&pods.namespace, &pods.job)
+            .await
+        {
+            Ok(brokers) => {
+                if failing {
+                    info!(
+                        brokers = brokers.len(),
+                        "the burst's broker pods are listed again"
+                    );
+                }
+                failing = false;
+                debug!(brokers = ?brokers, "the burst's broker pods listed");
+                known.listed.send_modify(|l| {
+                    l.id = id;
+                    l.brokers = Arc::new(brokers);
+                });
+            }
+            Err(e) => {
+                if !failing {
+                    warn!(error = %e, "cannot list the burst's broker pods; connections from addresses not listed before are closed");
+                }
+                failing = true;
+                known.listed.send_modify(|l| l.id = id);
+            }
+        }
+        tokio::select! {
+            () = known.ask.notified() => {}
+            Some(()) = changes.next() => {}
+            () = tokio::time::sleep(RELIST_EVERY) => {}
+        }
+        tokio::time::sleep_until(started + RELIST_AT_MOST_EVERY).await;
+    }
+}
+
+/// Counts connections refused because they come from no broker pod, and says so at most
+/// once a minute.
+#[derive(Default)]
+struct Strangers {
+    refused: AtomicU64,
+    said: Mutex<Option<std::time::Instant>>,
+}
+
+impl Strangers {
+    fn refused(&self, peer: SocketAddr) {
+        debug!(%peer, "a relayed connection refused: not from one of the burst's broker pods");
+        let n = self.refused.fetch_add(1, Ordering::Relaxed) + 1;
+        let mut said = self.said.lock().unwrap_or_else(PoisonError::into_inner);
+        if said.is_none_or(|t| t.elapsed() >= Duration::from_secs(60)) {
+            *said = Some(std::time::Instant::now());
+            warn!(%peer, refused = n, "relayed connections refused: not from one of the burst's broker pods (refused since the listener opened)");
+        }
+    }
+}
+
+/// Accepts connections until dropped, carrying each (at most `most` at once) from the
+/// burst's broker pods (listed from `pods`) to the hub.
+async fn accept<C: Cluster>(
     listener: TcpListener,
     key: String,
     most: usize,
     client: watch::Receiver<Option<Arc<HubConnections>>>,
     reach: LeadReach,
+    pods: BurstPods<C>,
 ) {
+    let known = Arc::new(Known::default());
+    let _listing = AbortOnDropHandle::new(tokio::spawn(
+        list_brokers(pods, known.clone()).in_current_span(),
+    ));
     let room = Arc::new(Semaphore::new(most));
+    let waiting = Arc::new(Semaphore::new(UNKNOWN_WAITING));
+    let strangers = Arc::new(Strangers::default());
     let mut carried = JoinSet::new();
     loop {
         tokio::select! {
@@ -242,23 +393,53 @@ async fn accept(
                         continue;
                     }
                 };
-                let Ok(place) = room.clone().try_acquire_owned() else {
-                    warn!(%peer, most, "a relayed connection refused: the burst holds as many as it may");
-                    continue;
+                // A broker pod's address is known: on at once. Another waits for a
+                // listing (a new broker's pod), a few at a time.
+                let wait = if from_a_broker(peer.ip(), &known.listed.borrow().brokers) {
+                    None
+                } else {
+                    match waiting.clone().try_acquire_owned() {
+                        Ok(w) => Some(w),
+                        Err(_) => {
+                            strangers.refused(peer);
+                            continue;
+                        }
+                    }
                 };
-                let Some(hub) = client.borrow().clone() else {
-                    debug!(%peer, "a relayed connection closed: no connection to the hub");
-                    continue;
-                };
-                let Some((hub, on_connection)) = hub.take() else {
-                    warn!(%peer, most = CONNECTIONS * STREAMS_PER_CONNECTION, "a relayed connection refused: the spoke carries as many as it may");
-                    continue;
-                };
-                let key = key.clone();
-                let reach = reach.clone();
+                let (known, room, client) = (known.clone(), room.clone(), client.clone());
+                let (key, reach, strangers) = (key.clone(), reach.clone(), strangers.clone());
                 carried.spawn(async move {
+                    if let Some(wait) = wait {
+                        let admitted = known.admits(peer.ip()).await;
+                        drop(wait);
+                        if !admitted {
+                            strangers.refused(peer);
+                            return;
+                        }
+                    }
+                    let Ok(place) = room.try_acquire_owned() else {
+                        warn!(most, "a relayed connection refused: the burst holds as many as it may");
+                        return;
+                    };
+                    let Some(hub) = client.borrow().clone() else {
+                        debug!("a relayed connection closed: no connection to the hub");
+                        return;
+                    };
+                    let Some((hub, on_connection)) = hub.take() else {
+                        warn!(most = CONNECTIONS * STREAMS_PER_CONNECTION, "a relayed connection refused: the spoke carries as many as it may");
+                        return;
+                    };
                     let _places = (place, on_connection);
-                    carry(tcp, &key, hub, &reach).await;
+                    // Its pod gone (its address no longer a broker's): closed.
+                    let gone = async {
+                        let mut listed = known.listed.subscribe();
+                        let _ = listed.wait_for(|l| !from_a_broker(peer.ip(), &l.brokers)).await;
+                        debug!("its pod is no longer one of the burst's brokers: closed");
+                    };
+                    tokio::select! {
+                        () = carry(tcp, &key, hub, &reach) => {}
+                        () = gone => {}
+                    }
                 }.instrument(info_span!("relayed", %peer)));
             }
             Some(_) = carried.join_next(), if !carried.is_empty() => {}

@@ -429,6 +429,32 @@ impl Cluster for KubeCluster {
             .map_err(|e| ClusterError::from_kube(action(), &e))
     }
 
+    async fn broker_addresses(
+        &self,
+        namespace: &str,
+        job: &str,
+    ) -> Result<std::collections::BTreeSet<IpAddr>, ClusterError> {
+        let action = || format!("list the pods of Job {namespace}/{job}");
+        self.check_scope(action, namespace)?;
+        // The Job as the spoke's own Job cache holds it (its label is the spoke's).
+        let at = reflector::ObjectRef::new(job).within(namespace);
+        let uid = self
+            .jobs
+            .iter()
+            .find_map(|w| w.store.get(&at))
+            .and_then(|j| j.metadata.uid.clone());
+        let Some(uid) = uid else {
+            return Err(ClusterError::new(action(), "the Job is not known yet"));
+        };
+        let pods: Api<Pod> = Api::namespaced(self.client.clone(), namespace);
+        let selector = format!("{}={job}", flux_shared::render::labels::JOB);
+        let list = pods
+            .list(&ListParams::default().labels(&selector))
+            .await
+            .map_err(|e| ClusterError::from_kube(action(), &e))?;
+        Ok(super::broker_addresses(namespace, &uid, &list.items))
+    }
+
     async fn inspect(&self, r: &ObjectRef) -> Result<Option<ObjectMeta>, ClusterError> {
         self.check_scope(|| format!("get {r}"), &r.namespace)?;
         match r.kind {

@@ -16,7 +16,8 @@
 //!
 //! RBAC the real implementation needs: `get`, `create` on namespaces; `get`, `list`,
 //! `create`, `patch` (server-side apply), `delete` on configmaps, secrets, services, pods
-//! and jobs in every namespace it runs bursts in; `watch` on jobs; and, to report its
+//! and jobs in every namespace it runs bursts in (`list` on pods also finds a relayed
+//! burst's broker pods, [`broker_addresses`]); `watch` on jobs; and, to report its
 //! room (`room_watch.rs`), `list` and `watch` on nodes and pods.
 
 use std::collections::BTreeSet;
@@ -34,10 +35,12 @@ use k8s_openapi::api::discovery::v1::{Endpoint, EndpointConditions, EndpointPort
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 
 mod api_server;
+mod broker_pods;
 mod job_watch;
 mod room_watch;
 
 pub use api_server::KubeCluster;
+pub use broker_pods::{broker_addresses, from_a_broker};
 
 /// Field manager of the spoke's server-side applies.
 pub const FIELD_MANAGER: &str = "flux-spoke";
@@ -439,6 +442,15 @@ pub trait Cluster: Clone + Send + Sync + 'static {
         address: std::net::IpAddr,
         port: u16,
     ) -> impl Future<Output = Result<(), ClusterError>> + Send;
+
+    /// The addresses of the pods of the spoke's Job `namespace/job` that may run a broker
+    /// ([`broker_addresses`]): a relayed burst's listener accepts connections from these
+    /// alone. An error while the Job or its pods cannot be read.
+    fn broker_addresses(
+        &self,
+        namespace: &str,
+        job: &str,
+    ) -> impl Future<Output = Result<BTreeSet<std::net::IpAddr>, ClusterError>> + Send;
 
     /// Every object of the kinds in [`Kind::ALL`], in every namespace, that the spoke
     /// `me` made ([`OwnedObject::from_meta`]): another spoke's or another federation's

@@ -93,6 +93,8 @@ struct State {
     failures: Vec<Failure>,
     unreachable: Option<(SystemTime, String)>,
     room: NodesRoom,
+    /// The addresses of each Job's broker pods (namespace, Job), where a test set them.
+    brokers: BTreeMap<(String, String), BTreeSet<std::net::IpAddr>>,
     /// Last uid and resourceVersion handed out.
     serial: u64,
 }
@@ -108,6 +110,7 @@ impl Default for State {
             failures: Vec::new(),
             unreachable: None,
             room: Err("not measured".to_string()),
+            brokers: BTreeMap::new(),
             serial: 0,
         }
     }
@@ -185,6 +188,22 @@ impl FakeCluster {
             }),
             None => Ok(()),
         }
+    }
+
+    /// The addresses the broker pods of Job `namespace/job` hold from now on (until set,
+    /// a Job's pods hold the loopback addresses, where the tests' brokers connect from),
+    /// as a change of the Job.
+    pub fn set_broker_addresses(
+        &self,
+        namespace: &str,
+        job: &str,
+        addresses: impl IntoIterator<Item = std::net::IpAddr>,
+    ) {
+        self.lock().brokers.insert(
+            (namespace.to_string(), job.to_string()),
+            addresses.into_iter().collect(),
+        );
+        self.notify();
     }
 
     /// Puts `object` in the cluster (creating its namespace; giving it a uid unless it
@@ -442,6 +461,35 @@ impl Cluster for FakeCluster {
             std::net::SocketAddr::new(address, port),
         ));
         Ok(())
+    }
+
+    async fn broker_addresses(
+        &self,
+        namespace: &str,
+        job: &str,
+    ) -> Result<BTreeSet<std::net::IpAddr>, ClusterError> {
+        let state = self.lock();
+        let r = ObjectRef {
+            kind: Kind::Job,
+            namespace: namespace.to_string(),
+            name: job.to_string(),
+        };
+        if !state.objects.contains_key(&r) {
+            return Err(ClusterError::new(
+                format!("list the pods of {r}"),
+                "the Job is not known yet",
+            ));
+        }
+        Ok(state
+            .brokers
+            .get(&(r.namespace, r.name))
+            .cloned()
+            .unwrap_or_else(|| {
+                BTreeSet::from([
+                    std::net::Ipv4Addr::LOCALHOST.into(),
+                    std::net::Ipv6Addr::LOCALHOST.into(),
+                ])
+            }))
     }
 
     async fn inspect(&self, r: &ObjectRef) -> Result<Option<ObjectMeta>, ClusterError> {
