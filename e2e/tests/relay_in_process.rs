@@ -77,6 +77,32 @@ async fn counting_lead() -> (SocketAddr, Arc<AtomicUsize>) {
     (addr, accepted)
 }
 
+/// A lead broker that greets every connection with `lead:` and then, when `close`, closes
+/// it at once (as ZeroMQ closes a connection it does not authenticate), or else reads it
+/// to its end and never closes it.
+async fn greeting_lead(close: bool) -> SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    tokio::spawn(async move {
+        while let Ok((mut tcp, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                if tcp.write_all(b"lead:").await.is_err() || close {
+                    return;
+                }
+                let mut buf = [0u8; 1024];
+                while let Ok(n) = tcp.read(&mut buf).await {
+                    if n == 0 {
+                        break;
+                    }
+                }
+                std::future::pending::<()>().await;
+                drop(tcp);
+            });
+        }
+    });
+    addr
+}
+
 /// The namespace and name of the Job of the burst the spoke runs.
 fn burst_job(spoke: &in_process::SpokeAgent) -> (String, String) {
     spoke
@@ -375,6 +401,81 @@ async fn only_the_bursts_own_broker_pods_get_through_its_relay_listener() {
     })
     .await;
     drop((held, replacement, strangers));
+    spoke.stop().await;
+    hub.stop().await;
+}
+
+/// A burst's place is given back when either side closes: the lead (the broker sees its
+/// connection end) or the broker (though the lead never closes). Twice as many
+/// connections as the burst may hold at once each get through in turn.
+#[tokio::test]
+async fn a_relayed_connection_gives_its_place_back_when_either_side_closes() {
+    let pki = Pki::new(&["a".to_string()]);
+    let registry = flux_hub::federation::registry::Registry::new();
+    registry.set_primed();
+    let hub = Hub::start(&pki, registry.clone(), "127.0.0.1:0".parse().expect("addr")).await;
+    let closing = greeting_lead(true).await;
+    let mc = relayed(minicluster(
+        NS,
+        "closing",
+        "ghcr.io/x/lammps:1",
+        &[("burst-a", "a", 2)],
+    ));
+    let (spoke, at) = relaying_spoke(&pki, &hub, &mc, "burst-a", closing).await;
+    // The lead closes each: the broker's connection ends, its place comes back.
+    let mut ended = Vec::new();
+    for _ in 0..8 {
+        let mut broker = connect(at).await;
+        assert!(
+            closed(&mut broker).await,
+            "the lead closed: so does the relay"
+        );
+        ended.push(broker);
+    }
+    let series = "flux_hub_relay_connections{spoke=\"a\",minicluster=\"hpc/closing\"}";
+    eventually("no connection held", || {
+        (metric(&hub, series) == 0.0).then_some(())
+    })
+    .await;
+    spoke.stop().await;
+
+    // The lead holds its connections: brokers that close give their places back too.
+    let holding = greeting_lead(false).await;
+    let mc = relayed(minicluster(
+        NS,
+        "holding",
+        "ghcr.io/x/lammps:1",
+        &[("burst-a", "a", 2)],
+    ));
+    let (spoke, at) = relaying_spoke(&pki, &hub, &mc, "burst-a", holding).await;
+    for round in 0..2 {
+        let mut held = Vec::new();
+        for _ in 0..4 {
+            let deadline = tokio::time::Instant::now() + PATIENCE;
+            let tcp = loop {
+                let mut tcp = TcpStream::connect(at).await.expect("connect");
+                let mut greeting = [0u8; 5];
+                if let Ok(Ok(_)) =
+                    tokio::time::timeout(PATIENCE, tcp.read_exact(&mut greeting)).await
+                {
+                    break tcp;
+                }
+                assert!(
+                    tokio::time::Instant::now() < deadline,
+                    "round {round}: no place given back"
+                );
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            };
+            held.push(tcp);
+        }
+        // The brokers close.
+        drop(held);
+    }
+    let series = "flux_hub_relay_connections{spoke=\"a\",minicluster=\"hpc/holding\"}";
+    eventually("no connection held", || {
+        (metric(&hub, series) == 0.0).then_some(())
+    })
+    .await;
     spoke.stop().await;
     hub.stop().await;
 }

@@ -68,6 +68,74 @@ async fn echo_lead() -> SocketAddr {
     addr
 }
 
+/// A lead broker that closes every connection at once (as ZeroMQ closes one it does not
+/// authenticate).
+async fn closing_lead() -> SocketAddr {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((tcp, _)) = listener.accept().await {
+            drop(tcp);
+        }
+    });
+    addr
+}
+
+/// A lead broker that reads every connection to its end and never closes one.
+async fn holding_lead() -> SocketAddr {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((mut tcp, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let mut buf = vec![0u8; 4096];
+                while let Ok(n) = tcp.read(&mut buf).await {
+                    if n == 0 {
+                        break;
+                    }
+                }
+                std::future::pending::<()>().await;
+                drop(tcp);
+            });
+        }
+    });
+    addr
+}
+
+/// Whether `rx`, the hub's answers of a relayed connection, ends within `within`.
+async fn ends(rx: &mut tonic::Streaming<RelayFrame>, within: Duration) -> bool {
+    let deadline = tokio::time::Instant::now() + within;
+    loop {
+        match tokio::time::timeout_at(deadline, rx.next()).await {
+            Err(_) => return false,
+            Ok(None | Some(Err(_))) => return true,
+            Ok(Some(Ok(_))) => {}
+        }
+    }
+}
+
+/// A relayed connection of `key` opened within `within` (its places given back by then).
+async fn relay_within(
+    client: &mut SpokeClient<tonic::transport::Channel>,
+    key: &str,
+    within: Duration,
+) -> (mpsc::Sender<RelayFrame>, tonic::Streaming<RelayFrame>) {
+    let deadline = tokio::time::Instant::now() + within;
+    loop {
+        match relay(client, key).await {
+            Ok(open) => return open,
+            Err(code) => {
+                assert_eq!(code, Code::ResourceExhausted);
+                assert!(
+                    tokio::time::Instant::now() < deadline,
+                    "the burst's places were not given back in time"
+                );
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    }
+}
+
 /// MiniCluster hpc/mc with burst `b` on spoke `a` (2 brokers), relayed when `relayed`.
 fn publish(registry: &Registry, lead: SocketAddr, relayed: bool, size: i32) {
     registry.set(
@@ -100,6 +168,19 @@ fn publish(registry: &Registry, lead: SocketAddr, relayed: bool, size: i32) {
 }
 
 async fn serve(pki: &Pki, registry: Arc<Registry>, metrics: Arc<Metrics>) -> SocketAddr {
+    let timeouts = Timeouts {
+        leave_grace: GRACE,
+        ..Timeouts::default()
+    };
+    serve_with(pki, registry, metrics, timeouts).await
+}
+
+async fn serve_with(
+    pki: &Pki,
+    registry: Arc<Registry>,
+    metrics: Arc<Metrics>,
+    timeouts: Timeouts,
+) -> SocketAddr {
     let listener = service::bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
     let addr = listener.local_addr().unwrap();
     let security = ServerSecurity::Mtls(pki.pem(&pki.hub));
@@ -109,10 +190,7 @@ async fn serve(pki: &Pki, registry: Arc<Registry>, metrics: Arc<Metrics>) -> Soc
         metrics,
         grpc::no_api_server(),
     )
-    .with_relay_timeouts(Timeouts {
-        leave_grace: GRACE,
-        ..Timeouts::default()
-    });
+    .with_relay_timeouts(timeouts);
     tokio::spawn(service::serve(
         listener,
         security,
@@ -276,4 +354,84 @@ async fn a_relayed_connection_carries_bytes_only_for_the_callers_relayed_burst()
     ] {
         assert!(text.contains(line), "{line} missing in\n{text}");
     }
+}
+
+/// The lead closes a connection (ZeroMQ closes one it does not authenticate): the hub ends
+/// the call at once, though the spoke's side stays open, and the burst's place is given
+/// back; twice as many connections as the burst may hold at once all get one in turn.
+#[tokio::test]
+async fn a_relayed_connection_the_lead_closes_ends_and_gives_its_place_back() {
+    let pki = Pki::new();
+    let lead = closing_lead().await;
+    let registry = Registry::new();
+    registry.set_primed();
+    let addr = serve(&pki, registry.clone(), Arc::new(Metrics::new())).await;
+    let mut a = spoke_client(&pki, addr, "a").await;
+    publish(&registry, lead, true, 2);
+    let mut open_sides = Vec::new();
+    for _ in 0..2 * (2 + SLACK) {
+        let (tx, mut rx) = relay_within(&mut a, KEY, LIMIT).await;
+        assert!(
+            ends(&mut rx, LIMIT).await,
+            "the call ends when the lead closes"
+        );
+        // The spoke's side is still open: the end came from the lead's.
+        open_sides.push(tx);
+    }
+}
+
+/// The broker closes its side (the spoke ends its stream) and the lead never closes: the
+/// call ends after the linger. The spoke cancels a call: it ends at once. Either way the
+/// burst's places are given back.
+#[tokio::test]
+async fn a_relayed_connection_the_spoke_ends_gives_its_place_back_though_the_lead_holds_it() {
+    let pki = Pki::new();
+    let lead = holding_lead().await;
+    let registry = Registry::new();
+    registry.set_primed();
+    let linger = Duration::from_secs(1);
+    let timeouts = Timeouts {
+        linger,
+        ..Timeouts::default()
+    };
+    let addr = serve_with(&pki, registry.clone(), Arc::new(Metrics::new()), timeouts).await;
+    let mut a = spoke_client(&pki, addr, "a").await;
+    publish(&registry, lead, true, 2);
+
+    // The spoke ends its stream: the call ends after the linger, not before.
+    let mut calls = Vec::new();
+    for _ in 0..2 + SLACK {
+        calls.push(relay_within(&mut a, KEY, LIMIT).await);
+    }
+    let closed = tokio::time::Instant::now();
+    for (tx, rx) in &mut calls {
+        tx.send(RelayFrame {
+            data: b"bye".to_vec(),
+        })
+        .await
+        .unwrap();
+        drop(std::mem::replace(tx, mpsc::channel(1).0));
+        assert!(ends(rx, LIMIT).await, "the call ends after the linger");
+    }
+    assert!(
+        closed.elapsed() >= linger,
+        "ended after {:?}",
+        closed.elapsed()
+    );
+
+    // The places are back; the spoke cancels those calls: their places come back too.
+    let mut cancelled = Vec::new();
+    for _ in 0..2 + SLACK {
+        cancelled.push(relay_within(&mut a, KEY, LIMIT).await);
+    }
+    drop(cancelled);
+    let again = tokio::time::Instant::now();
+    for _ in 0..2 + SLACK {
+        calls.push(relay_within(&mut a, KEY, LIMIT).await);
+    }
+    assert!(
+        again.elapsed() < linger,
+        "cancelled calls end at once, not after the linger: {:?}",
+        again.elapsed()
+    );
 }

@@ -14,7 +14,9 @@
 //! changes, every [`RELIST_EVERY`], and when a connection comes from an address not known
 //! yet (a new broker's: it waits up to [`UNKNOWN_WAIT`] for that listing; never more than
 //! one listing per [`RELIST_AT_MOST_EVERY`]); a connection whose address is no longer a
-//! broker pod's is closed. A listener holds at most the burst's hosts plus
+//! broker pod's is closed. A connection ends when either side closes: the hub ends the
+//! call when the lead closes, and the broker closing ends the call's stream, the call
+//! itself ending at most [`LINGER`] later. A listener holds at most the burst's hosts plus
 //! [`RELAY_SLACK`] connections (the hub allows no more); one more is closed at once. While
 //! the spoke has no connection to the hub, a connection is closed at once too, and the
 //! broker's ZeroMQ reconnects.
@@ -63,6 +65,11 @@ pub const UNKNOWN_WAITING: usize = 8;
 /// The spoke's client of the hub's `Spoke` service (mTLS, the spoke's identity).
 pub(crate) type HubClient = SpokeClient<InterceptedService<Channel, IdentityInterceptor>>;
 type Client = HubClient;
+
+/// How long the lead may still answer after the broker closed its connection (the hub
+/// ends the call when the lead closes, at once for a ZeroMQ lead); then the call ends and
+/// the burst's place is given back.
+pub const LINGER: Duration = Duration::from_secs(5);
 
 /// Frames of one connection buffered toward the hub before reading from the broker waits.
 const UPSTREAM_FRAMES: usize = 8;
@@ -453,7 +460,7 @@ async fn carry(tcp: TcpStream, key: &str, mut hub: Client, reach: &LeadReach) {
     let (from_broker, mut to_broker) = tcp.into_split();
     let (frames, upstream) = mpsc::channel(UPSTREAM_FRAMES);
     // The broker's bytes go to the hub as they come; its end of stream ends the call's.
-    let up = AbortOnDropHandle::new(tokio::spawn(async move {
+    let mut up = AbortOnDropHandle::new(tokio::spawn(async move {
         while let Ok(Some(data)) = read_chunk(&from_broker).await {
             if frames.send(RelayFrame { data }).await.is_err() {
                 break;
@@ -493,16 +500,29 @@ async fn carry(tcp: TcpStream, key: &str, mut hub: Client, reach: &LeadReach) {
             return;
         }
     };
+    // Once the broker closed: when the hub must have ended the call.
+    let mut linger_until: Option<tokio::time::Instant> = None;
     loop {
-        match downstream.message().await {
-            Ok(Some(frame)) => {
-                if to_broker.write_all(&frame.data).await.is_err() {
+        tokio::select! {
+            message = downstream.message() => match message {
+                Ok(Some(frame)) => {
+                    if to_broker.write_all(&frame.data).await.is_err() {
+                        break;
+                    }
+                }
+                Ok(None) => break,
+                Err(status) => {
+                    debug!(code = ?status.code(), error = %status.message(), "a relayed connection ended");
                     break;
                 }
+            },
+            // The broker closed its side: the call's end of stream is sent; the lead may
+            // still answer for the linger, then the call (and the burst's place) ends.
+            _ = &mut up, if linger_until.is_none() => {
+                linger_until = Some(tokio::time::Instant::now() + LINGER);
             }
-            Ok(None) => break,
-            Err(status) => {
-                debug!(code = ?status.code(), error = %status.message(), "a relayed connection ended");
+            () = tokio::time::sleep_until(linger_until.unwrap_or_else(tokio::time::Instant::now)), if linger_until.is_some() => {
+                debug!("the broker closed and the call did not end in time: ended");
                 break;
             }
         }

@@ -5,8 +5,11 @@
 //!
 //! What crosses the trust line is bounded before anything is dialled: the burst must be
 //! assigned to the calling spoke and relayed, and each burst holds at most its brokers
-//! plus [`SLACK`] connections. A connection ends when either side ends it, when nothing
-//! moves for [`IDLE`], or when the burst stops being relayed to that spoke, which the
+//! plus [`SLACK`] connections. A connection ends when either side ends it (the lead
+//! closing its TCP side ends the call at once; the spoke ending its stream closes the
+//! lead's side, which has [`LINGER`] to answer and close; the spoke cancelling the call
+//! closes the lead's connection at once), when nothing moves for [`IDLE`], or when the
+//! burst stops being relayed to that spoke, which the
 //! registry's changes wake it for: at once when it is deleted or reassigned (it is no
 //! longer this spoke's), within [`LEAVE_GRACE`] when it is scaled to 0 (its brokers are
 //! leaving: they tell the lead through this connection, and closing it under them would
@@ -34,6 +37,11 @@ pub const IDLE: Duration = Duration::from_secs(300);
 
 /// How long dialling the lead broker may take.
 pub const DIAL_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// How long the lead may still answer after the spoke ended its stream (its broker
+/// closed): ZeroMQ does not half-close, so the lead closes too, at once; one that does not
+/// holds the burst's place no longer than this.
+pub const LINGER: Duration = Duration::from_secs(5);
 
 /// How long the connections of a burst scaled to 0 are still carried while its brokers
 /// leave (they close them themselves within seconds; new ones are refused at once).
@@ -204,6 +212,9 @@ pub struct Timeouts {
     pub idle: Duration,
     /// The burst was scaled to 0 this long ago: closed ([`LEAVE_GRACE`]).
     pub leave_grace: Duration,
+    /// The spoke ended its stream this long ago and the lead has not closed: closed
+    /// ([`LINGER`]).
+    pub linger: Duration,
 }
 
 impl Default for Timeouts {
@@ -211,6 +222,7 @@ impl Default for Timeouts {
         Timeouts {
             idle: IDLE,
             leave_grace: LEAVE_GRACE,
+            linger: LINGER,
         }
     }
 }
@@ -220,9 +232,12 @@ impl Default for Timeouts {
 pub type Meter = (Counter, Counter);
 
 /// Carries bytes both ways between the spoke's frames (`inbound`, answered on `outbound`)
-/// and the lead broker (`tcp`), counting them on `meter`, until either side ends, nothing
-/// moves for the idle time, `standing` says [`Standing::Ended`] after a registry change
-/// (`changes`), or the leave grace passed since it said [`Standing::Leaving`].
+/// and the lead broker (`tcp`), counting them on `meter`, until either side ends (the
+/// lead's end of stream ends the call; the spoke's closes the lead's side, which has the
+/// linger to close in turn; the spoke cancelling the call, or no longer reading its
+/// answers, ends it at once), nothing moves for the idle time, `standing` says
+/// [`Standing::Ended`] after a registry change (`changes`), or the leave grace passed
+/// since it said [`Standing::Leaving`].
 pub async fn pump<S>(
     tcp: TcpStream,
     mut inbound: S,
@@ -237,14 +252,16 @@ where
 {
     let (from_lead, mut to_lead) = tcp.into_split();
     let mut carried = Carried::default();
-    let (mut spoke_open, mut lead_open) = (true, true);
+    let mut spoke_open = true;
     let mut leave_by: Option<tokio::time::Instant> = None;
+    // Once the spoke ended its stream: when the lead must have closed.
+    let mut linger_until: Option<tokio::time::Instant> = None;
     let not_relayed = || {
         Err(Status::failed_precondition(
             "the burst is no longer relayed to this spoke",
         ))
     };
-    while spoke_open || lead_open {
+    loop {
         tokio::select! {
             frame = inbound.next(), if spoke_open => match frame {
                 Some(Ok(frame)) if frame.data.len() <= MAX_FRAME => {
@@ -263,13 +280,17 @@ where
                         .await;
                     break;
                 }
-                // The broker closed its side: the lead reads the end, and may still answer.
-                _ => {
+                // The broker closed its side: the lead reads the end, and may still answer
+                // for the linger.
+                None => {
                     spoke_open = false;
+                    linger_until = Some(tokio::time::Instant::now() + timeouts.linger);
                     let _ = to_lead.shutdown().await;
                 }
+                // The spoke cancelled the call (its broker's connection is gone).
+                Some(Err(_)) => break,
             },
-            read = read_chunk(&from_lead), if lead_open => match read {
+            read = read_chunk(&from_lead) => match read {
                 Ok(Some(data)) => {
                     carried.from_lead += data.len() as u64;
                     meter.1.inc_by(data.len() as u64);
@@ -277,8 +298,13 @@ where
                         break;
                     }
                 }
-                Ok(None) | Err(_) => lead_open = false,
+                // The lead closed (ZeroMQ closes a connection it refuses, and does not
+                // half-close): the call ends, and with it the spoke's place.
+                Ok(None) | Err(_) => break,
             },
+            // Nobody reads the answers any more: the spoke went away.
+            () = outbound.closed() => break,
+            () = tokio::time::sleep_until(linger_until.unwrap_or_else(tokio::time::Instant::now)), if linger_until.is_some() => break,
             changed = changes.changed() => {
                 let now = if changed.is_err() { Standing::Ended } else { standing() };
                 match now {
