@@ -435,3 +435,57 @@ async fn a_relayed_connection_the_spoke_ends_gives_its_place_back_though_the_lea
         again.elapsed()
     );
 }
+
+/// The idle close counts a connection's own bytes alone: registry changes and reports,
+/// which come all the time in a live federation, do not put it off; bytes do.
+#[tokio::test]
+async fn an_idle_relayed_connection_closes_while_the_registry_keeps_changing() {
+    use flux_hub::federation::served::Served;
+    let pki = Pki::new();
+    let lead = echo_lead().await;
+    let registry = Registry::new();
+    registry.set_primed();
+    let idle = Duration::from_secs(1);
+    let timeouts = Timeouts {
+        idle,
+        ..Timeouts::default()
+    };
+    let addr = serve_with(&pki, registry.clone(), Arc::new(Metrics::new()), timeouts).await;
+    let mut a = spoke_client(&pki, addr, "a").await;
+    publish(&registry, lead, true, 2);
+
+    // An admin's changes and the spoke's reports, every 50 ms (for at most 10 s).
+    let churn = {
+        let registry = registry.clone();
+        tokio::spawn(async move {
+            for _ in 0..200 {
+                publish(&registry, lead, true, 2);
+                registry.report("a", Default::default());
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        })
+    };
+    let (quiet_tx, mut quiet) = relay(&mut a, KEY).await.expect("relayed");
+    let (busy_tx, mut busy) = relay(&mut a, KEY).await.expect("relayed");
+    let opened = tokio::time::Instant::now();
+    // The busy one moves bytes every 300 ms for three idle times: it stays open.
+    for _ in 0..10 {
+        assert_eq!(round_trip(&busy_tx, &mut busy, b"beat").await, b"beat");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    // The quiet one was closed an idle time after it opened.
+    let ended = tokio::time::timeout(Duration::from_millis(100), quiet.next())
+        .await
+        .expect("the quiet connection ended");
+    assert!(
+        matches!(ended, Some(Err(ref s)) if s.code() == Code::DeadlineExceeded),
+        "{ended:?}"
+    );
+    assert!(opened.elapsed() >= idle);
+    // Once quiet too, the busy one ends an idle time later.
+    let quiet_since = tokio::time::Instant::now();
+    assert!(ends(&mut busy, LIMIT).await);
+    assert!(quiet_since.elapsed() >= idle - Duration::from_millis(300));
+    churn.abort();
+    drop((quiet_tx, busy_tx));
+}

@@ -8,9 +8,9 @@
 //! plus [`SLACK`] connections. A connection ends when either side ends it (the lead
 //! closing its TCP side ends the call at once; the spoke ending its stream closes the
 //! lead's side, which has [`LINGER`] to answer and close; the spoke cancelling the call
-//! closes the lead's connection at once), when nothing moves for [`IDLE`], or when the
-//! burst stops being relayed to that spoke, which the
-//! registry's changes wake it for: at once when it is deleted or reassigned (it is no
+//! closes the lead's connection at once), when none of its own bytes moved for [`IDLE`],
+//! or when the burst stops being relayed to that spoke, which the registry's changes wake
+//! it for: at once when it is deleted or reassigned (it is no
 //! longer this spoke's), within [`LEAVE_GRACE`] when it is scaled to 0 (its brokers are
 //! leaving: they tell the lead through this connection, and closing it under them would
 //! leave them waiting on their drain instead).
@@ -32,7 +32,7 @@ use tonic::Status;
 pub use flux_shared::federation::{RELAY_KEY, RELAY_MAX_FRAME as MAX_FRAME, RELAY_SLACK as SLACK};
 
 /// A relayed connection through which nothing moved for this long is closed (Flux's
-/// overlay sends heartbeats far more often).
+/// overlay sends heartbeats far more often). Only the connection's own bytes put it off.
 pub const IDLE: Duration = Duration::from_secs(300);
 
 /// How long dialling the lead broker may take.
@@ -256,6 +256,9 @@ where
     let mut leave_by: Option<tokio::time::Instant> = None;
     // Once the spoke ended its stream: when the lead must have closed.
     let mut linger_until: Option<tokio::time::Instant> = None;
+    // Only this connection's bytes put the idle close off: registry changes (an admin's
+    // scale, every spoke's report) come all the time in a live federation.
+    let mut idle_at = tokio::time::Instant::now() + timeouts.idle;
     let not_relayed = || {
         Err(Status::failed_precondition(
             "the burst is no longer relayed to this spoke",
@@ -265,6 +268,7 @@ where
         tokio::select! {
             frame = inbound.next(), if spoke_open => match frame {
                 Some(Ok(frame)) if frame.data.len() <= MAX_FRAME => {
+                    idle_at = tokio::time::Instant::now() + timeouts.idle;
                     carried.to_lead += frame.data.len() as u64;
                     meter.0.inc_by(frame.data.len() as u64);
                     if to_lead.write_all(&frame.data).await.is_err() {
@@ -292,6 +296,7 @@ where
             },
             read = read_chunk(&from_lead) => match read {
                 Ok(Some(data)) => {
+                    idle_at = tokio::time::Instant::now() + timeouts.idle;
                     carried.from_lead += data.len() as u64;
                     meter.1.inc_by(data.len() as u64);
                     if outbound.send(Ok(RelayFrame { data })).await.is_err() {
@@ -324,7 +329,15 @@ where
                 let _ = outbound.send(not_relayed()).await;
                 break;
             },
-            () = tokio::time::sleep(timeouts.idle) => break,
+            () = tokio::time::sleep_until(idle_at) => {
+                let _ = outbound
+                    .send(Err(Status::deadline_exceeded(format!(
+                        "nothing moved through this relayed connection for {:?}",
+                        timeouts.idle
+                    ))))
+                    .await;
+                break;
+            }
         }
     }
     carried
