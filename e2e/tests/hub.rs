@@ -18,6 +18,7 @@ use flux_shared::curve::CurveCert;
 use flux_shared::layout::{BROKER_TOML_KEY, CURVE_KEY, R_KEY};
 use flux_shared::plan::{Plan, Role};
 use flux_shared::render::{self, Object, labels};
+use flux_shared::validate::author_rules;
 use k8s_openapi::api::autoscaling::v1::Scale;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service};
@@ -116,10 +117,13 @@ async fn a_queue_managers_suspend_and_resume_stand() {
 }
 
 /// The install's admission policy (deploy/admission-policy.yaml) on a real API server: a
-/// user who may only create MiniClusters is refused a privileged one, a Secret, a named
-/// service account and the node's namespaces, each naming the field, and keeps a useful
-/// operator (a plain MiniCluster, and label edits of one an admin made); a user who may
-/// also create pods gets what they ask for.
+/// user who may only create MiniClusters is refused every rule of the table the policy is
+/// generated from (`flux_shared::validate::author_rules`: privileges, capabilities, unconfined
+/// seccomp and AppArmor, SELinux labels, unsafe sysctls, host namespaces and paths,
+/// tolerations, service accounts, tokens, Secrets, ConfigMaps, PVCs, inline CSI volumes, in
+/// the containers, the services and the flux view), each naming the field and the rule,
+/// and keeps a useful operator (a plain MiniCluster, node selection, label edits of one an
+/// admin made); a user who may also create pods gets each of them.
 #[tokio::test]
 #[ignore = "needs a cluster: KUBECONFIG (scripts/e2e.sh)"]
 async fn a_minicluster_grants_its_author_nothing_they_could_not_do() {
@@ -722,60 +726,82 @@ async fn author_rights(env: &TestEnv) -> Result<()> {
         doc["metadata"]["name"] = json!("authored");
         doc
     };
-    let with = |path: &[&str], value: Value| {
+    let privileged = {
         let mut doc = plain.clone();
-        let mut at = &mut doc["spec"];
-        for key in path {
-            at = &mut at[*key];
-        }
-        *at = value;
+        doc["spec"]["containers"][0]["securityContext"] = json!({"privileged": true});
         doc
     };
-    let container = |extra: Value| {
-        let mut c = plain["spec"]["containers"][0].clone();
-        for (k, v) in extra.as_object().cloned().unwrap_or_default() {
-            c[k] = v;
-        }
+    // Every rule of the table the policy is generated from, each with a MiniCluster that
+    // asks for it alone: refused to alice, naming the field and the rule; bob gets it.
+    let asking = |rule: &author_rules::AuthorRule| {
         let mut doc = plain.clone();
-        doc["spec"]["containers"] = json!([c]);
+        doc["spec"] = author_rules::merged(doc["spec"].clone(), &rule.example());
         doc
     };
-    let privileged = container(json!({"securityContext": {"privileged": true}}));
-    // The policy is compiled by the API server after it is created: wait for it to act.
+    let rules = author_rules::rules();
+    // The policy is compiled by the API server after it is written: wait for this version
+    // of it (an earlier one, on a reused cluster, may still act for a moment) to act.
+    let last = rules.last().context("the author rules")?;
     env.eventually(
-        "the admission policy refusing alice a privileged MiniCluster",
+        "the admission policy refusing alice with this version's messages",
         secs(30),
         async || {
-            Ok(match dry_create(&alice, &env.ns, &privileged).await {
-                Err(e) if e.contains("securityContext.privileged") => Probe::Done(()),
+            Ok(match dry_create(&alice, &env.ns, &asking(last)).await {
+                Err(e) if e.contains(&last.message()) => Probe::Done(()),
                 other => Probe::Waiting(format!("{other:?}")),
             })
         },
     )
     .await?;
-    for (doc, field) in [
-        (
-            container(json!({"volumes": {"t": {"secretName": "token", "path": "/t"}}})),
-            "secretName",
-        ),
-        (
-            container(json!({"volumes": {"h": {"hostPath": "/", "path": "/h"}}})),
-            "hostPath",
-        ),
-        (
-            with(&["pod"], json!({"serviceAccountName": "admin"})),
-            "spec.pod.serviceAccountName",
-        ),
-        (with(&["pod"], json!({"hostPID": true})), "spec.pod.hostPID"),
-    ] {
-        let refused = dry_create(&alice, &env.ns, &doc)
-            .await
-            .expect_err("alice may not ask for it");
-        ensure!(refused.contains(field), "{field} not named: {refused}");
+    let mut problems = Vec::new();
+    for rule in &rules {
+        let doc = asking(rule);
+        match dry_create(&alice, &env.ns, &doc).await {
+            Err(e) if e.contains(&rule.message()) => {}
+            other => problems.push(format!(
+                "alice asking for {}: expected {:?}, got {other:?}",
+                rule.field(),
+                rule.message()
+            )),
+        }
+        if let Err(e) = dry_create(&bob, &env.ns, &doc).await {
+            problems.push(format!(
+                "bob may create pods, so {} is his to ask for: {e}",
+                rule.field()
+            ));
+        }
     }
-    dry_create(&alice, &env.ns, &plain)
-        .await
-        .map_err(|e| anyhow::anyhow!("alice's plain MiniCluster: {e}"))?;
+    ensure!(
+        problems.is_empty(),
+        "{} of {} rules:\n{}",
+        problems.len(),
+        rules.len(),
+        problems.join("\n")
+    );
+    eprintln!(
+        "author: {} rules refused to alice, each naming its field, and granted to bob",
+        rules.len()
+    );
+    // What stays open to alice: a plain MiniCluster, and one that picks its nodes, confines
+    // itself, sets a safe sysctl and mounts scratch space.
+    let open = author_rules::merged(
+        plain["spec"].clone(),
+        &json!({"pod": {"nodeSelector": {"kubernetes.io/os": "linux"},
+            "nodeAffinity": {"kubernetes.io/arch": ["amd64"]},
+            "serviceAccountName": "default",
+            "schedulerName": "default-scheduler",
+            "annotations": {"seccomp.security.alpha.kubernetes.io/pod": "runtime/default"},
+            "securityContext": {"seccompProfile": {"type": "RuntimeDefault"},
+                "seLinuxOptions": {"type": "container_t"},
+                "sysctls": [{"name": "net.ipv4.tcp_syncookies", "value": "1"}]}}}),
+    );
+    for spec in [plain["spec"].clone(), open] {
+        let mut doc = plain.clone();
+        doc["spec"] = spec;
+        dry_create(&alice, &env.ns, &doc)
+            .await
+            .map_err(|e| anyhow::anyhow!("alice's plain MiniCluster: {e}"))?;
+    }
     dry_create(&bob, &env.ns, &privileged)
         .await
         .map_err(|e| anyhow::anyhow!("bob may create pods, so a privileged MiniCluster: {e}"))?;

@@ -14,6 +14,7 @@ use std::path::{Component, Path, PathBuf};
 use clap::Parser;
 use flux_hub::controller::RunOptions;
 use flux_hub::controller::permissions::REQUIRED;
+use flux_shared::validate::author_rules;
 use k8s_openapi::api::admissionregistration::v1::{
     ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
 };
@@ -201,8 +202,16 @@ fn the_author_policy_denies_minicluster_writes_and_names_each_field() {
         "asks whether the user may create pods"
     );
     let validations = spec.validations.clone().unwrap_or_default();
-    assert_eq!(validations.len(), 7);
-    for v in &validations {
+    let rules = author_rules::rules();
+    assert_eq!(
+        validations.len(),
+        rules.len(),
+        "one validation per author rule"
+    );
+    for (v, rule) in validations.iter().zip(&rules) {
+        assert_eq!(v.expression, rule.validation());
+        assert_eq!(v.message.as_deref(), Some(rule.message().as_str()));
+        assert_eq!(v.reason.as_deref(), Some("Forbidden"));
         let message = v.message.as_deref().unwrap_or_default();
         assert!(message.starts_with("spec."), "names the field: {message}");
         assert!(
@@ -211,6 +220,34 @@ fn the_author_policy_denies_minicluster_writes_and_names_each_field() {
             v.expression
         );
     }
+}
+
+/// `deploy/admission-policy.yaml` is what `flux_shared::validate::author_rules` generates
+/// from its table of rules (the table the Rust checks use too), so the policy and the Rust
+/// checks cannot drift. `UPDATE_GOLDEN=1` rewrites the file; then regenerate
+/// `deploy/install.yaml` (`cargo run -p flux-hub -- install --print > deploy/install.yaml`).
+#[test]
+fn the_admission_policy_is_generated_from_the_author_rules() {
+    let path = deploy_dir().join("admission-policy.yaml");
+    let generated = author_rules::admission_policy_yaml();
+    if std::env::var_os("UPDATE_GOLDEN").is_some() {
+        std::fs::write(&path, &generated).expect("write deploy/admission-policy.yaml");
+    }
+    let file = std::fs::read_to_string(&path).expect("deploy/admission-policy.yaml");
+    assert!(
+        file == generated,
+        "deploy/admission-policy.yaml drifted from flux_shared::validate::author_rules: run \
+         `UPDATE_GOLDEN=1 cargo test -p flux-hub --test deploy_manifests admission`, then \
+         `cargo run -p flux-hub -- install --print > deploy/install.yaml`"
+    );
+    // What flux-hub install applies is the same file.
+    assert_eq!(
+        flux_hub::commands::install::HUB_MANIFESTS
+            .iter()
+            .find(|(name, _)| *name == "admission-policy.yaml")
+            .map(|(_, text)| *text),
+        Some(generated.as_str())
+    );
 }
 
 // ---------------------------------------------------------------------------------------

@@ -15,6 +15,7 @@ macro_rules! check {
     };
 }
 
+pub mod author_rules;
 mod burst_exceptions;
 mod burst_safety;
 mod bursting;
@@ -28,6 +29,7 @@ pub mod pod_security;
 mod sizes;
 mod volumes;
 
+pub use author_rules::author_violations;
 pub use burst_exceptions::{Exceptions, MAX_EXCEPTION_ENTRIES, liftable};
 pub use burst_safety::{
     DEFAULT_SPOKE_NAMESPACE, Violation, describe as describe_violations, unsafe_burst,
