@@ -14,6 +14,8 @@
 //! both controllers wrote (`support/dataplane.rs`). They are ignored unless asked for and
 //! fail without both clusters. See README.md.
 
+#[path = "bursting/placed_restart.rs"]
+mod placed_restart;
 mod support;
 
 use std::collections::BTreeMap;
@@ -248,6 +250,36 @@ async fn a_hub_killed_at_any_step_of_its_start_never_deletes_a_running_burst() {
 #[ignore = "needs two clusters and FLUX_E2E_BURST_STOP/START (scripts/e2e.sh)"]
 async fn burst_cluster_outage_is_reported_and_survived() {
     support::run_federated("burst-apiserver", "e2e-spoke", api_outage).await;
+}
+
+/// A burst that names candidates, running past the placement timeout, through a hub
+/// restart and through one while its spoke is away and reconnects late: same objects, no
+/// move, no `BurstMoved` or `BurstNotPlaced` Event.
+#[tokio::test]
+#[ignore = "needs two clusters: KUBECONFIG and SPOKE_KUBECONFIG (scripts/e2e.sh)"]
+async fn a_hub_restart_never_moves_a_placed_burst() {
+    support::run_federated(
+        "burst-placed-restart",
+        "e2e-spoke",
+        placed_restart::restarts,
+    )
+    .await;
+}
+
+/// A hub restarted in the middle of a move to another spoke sends the burst there only
+/// once the spoke it leaves has deleted it (its status says which spoke still holds it).
+#[tokio::test]
+#[ignore = "needs three clusters: KUBECONFIG, SPOKE_KUBECONFIG, SPOKE2_KUBECONFIG (scripts/e2e.sh)"]
+async fn a_hub_restarted_mid_move_waits_for_the_spoke_the_burst_leaves() {
+    support::run_federated_spokes(
+        "burst-mid-move",
+        &[
+            ("e2e-spoke", "SPOKE_KUBECONFIG"),
+            ("e2e-spoke2", "SPOKE2_KUBECONFIG"),
+        ],
+        placed_restart::mid_move,
+    )
+    .await;
 }
 
 /// Faults around the burst's life: the hub killed while the spoke is creating the burst

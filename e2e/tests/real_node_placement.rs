@@ -11,7 +11,10 @@
 //! 1. the first candidate has no slot: the burst runs in the second, and a job runs on it;
 //! 2. the first gets slots: the running burst stays, a new one goes to the first;
 //! 3. the first's owner lowers its ceiling (`maxBrokers`): a new burst goes to the second;
-//! 4. the first's spoke is stopped: a new burst goes to the second.
+//! 4. the first's spoke is stopped: a new burst goes to the second;
+//! 5. the second's owner claims `tier=gold` in its spoke's own config: a burst selecting
+//!    `tier=gold` is placed nowhere, and a label the root gave (`site=second`) still
+//!    selects that spoke.
 //!
 //! `KUBECONFIG` is the root cluster, `SPOKE_KUBECONFIG` and `SPOKE2_KUBECONFIG` the burst
 //! clusters (`scripts/e2e.sh` starts them with real nodes and the images loaded). A binary
@@ -292,10 +295,10 @@ async fn a_burst_goes_to_the_candidate_with_room_and_stays_where_it_runs() {
             )
         };
         std::fs::write(&policy, policy_text(8))?;
-        for (name, cluster) in [("burst", &first), ("burst2", &second)] {
+        for (name, cluster, site) in [("burst", &first, "site=first"), ("burst2", &second, "site=second")] {
             flux_hub(&hub, &config, &[
                 "join", name, "--kubeconfig", path_str(&cluster.kubeconfig)?, "--image", &image,
-                "--policy", path_str(&policy)?, "--label", "tier=spot", "--force",
+                "--policy", path_str(&policy)?, "--label", "tier=spot", "--label", site, "--force",
                 "--timeout-seconds", "180",
             ])
             .await?;
@@ -380,6 +383,56 @@ async fn a_burst_goes_to_the_candidate_with_room_and_stays_where_it_runs() {
         job_on_both(env, "away").await?;
         eprintln!("{}: the first spoke stopped, a new burst went to the second", env.ns);
         deployments.patch("flux-spoke", &PatchParams::default(), &scale(1)).await?;
+
+        // 5. The second's owner claims tier=gold in the spoke's own config and restarts it:
+        // a burst that selects tier=gold is placed nowhere and says why, the hub reports
+        // the label ignored, and a label the root gave still selects that spoke.
+        let spoke_configs: Api<ConfigMap> = Api::namespaced(second.client.clone(), SPOKE_NAMESPACE);
+        spoke_configs
+            .patch("flux-spoke-config", &PatchParams::default(),
+                &Patch::Merge(json!({"data": {"labels": "tier=gold,site=second"}})))
+            .await?;
+        let restarted = now_millis();
+        let second_deployments: Api<Deployment> = Api::namespaced(second.client.clone(), SPOKE_NAMESPACE);
+        second_deployments
+            .patch("flux-spoke", &PatchParams::default(), &Patch::Merge(json!({"spec": {"template": {"metadata": {"annotations": {"e2e/claim": restarted.to_string()}}}}})))
+            .await?;
+        let ignored = env.eventually("the hub to report the claimed label ignored", secs(180), async || {
+            let all = spokes(&hub, &config).await?;
+            Ok(match all.iter().find(|s| s["name"] == "burst2") {
+                Some(s) if s["connected"] == true && s["ignoredLabels"]["tier"] == "gold" => Probe::Done(s.clone()),
+                other => Probe::Waiting(format!("{other:?}")),
+            })
+        })
+        .await?;
+        ensure!(
+            ignored["labels"] == json!({"site": "second", "tier": "spot"}),
+            "the spoke keeps the labels the root gave it: {ignored}"
+        );
+        env.apply_minicluster(&minicluster("gold", json!([{"matchLabels": {"tier": "gold"}}]))).await?;
+        let unplaced = env.eventually("the tier=gold burst said to be placed nowhere", secs(60), async || {
+            let mc = env.api::<MiniCluster>().get("gold").await?;
+            let burst = mc.status.unwrap_or_default().bursts.into_iter().next();
+            Ok(match burst {
+                Some(b) if b.cluster.is_empty() && b.placement.is_some() => Probe::Done(b),
+                other => Probe::Waiting(format!("{other:?}")),
+            })
+        })
+        .await?;
+        let message = unplaced.message.clone().unwrap_or_default();
+        ensure!(message.contains("no spoke matches the candidates"), "says why: {message}");
+        env.holds_for("the tier=gold burst stays placed nowhere", secs(15), async || {
+            let mc = env.api::<MiniCluster>().get("gold").await?;
+            let cluster = mc.status.unwrap_or_default().bursts.into_iter().next().map(|b| b.cluster);
+            Ok(cluster.filter(|c| !c.is_empty()).map(|c| format!("placed on {c}")))
+        })
+        .await?;
+        let objects = second_pods.list(&ListParams::default().labels("job-name=gold-b")).await?.items;
+        ensure!(objects.is_empty(), "no pod of it in the claiming cluster: {}", support::pod_summary(&objects));
+        env.apply_minicluster(&minicluster("granted", json!([{"matchLabels": {"site": "second"}}]))).await?;
+        let (cluster, _) = placed(env, "granted").await?;
+        ensure!(cluster == "burst2", "a label the root gave still selects the spoke: {cluster}");
+        eprintln!("{}: a label the burst cluster's owner claimed selects nothing; the root's still does", env.ns);
 
         for client in [&env.client, &first.client, &second.client] {
             advertise(env, client, 0).await?;

@@ -406,11 +406,14 @@ impl HubEndpoint {
         client: &mut Client,
         name: &str,
         certificate_sha256: &str,
+        labels: &std::collections::BTreeMap<String, String>,
     ) -> Result<String, AdminError> {
         Ok(client
             .pin_spoke(self.settings.unary_request(PinSpokeRequest {
                 name: name.to_string(),
                 certificate_sha256: certificate_sha256.to_string(),
+                labels: labels.clone().into_iter().collect(),
+                grant_labels: true,
             }))
             .await
             .map_err(|s| self.call_error("PinSpoke", &s))?

@@ -185,7 +185,7 @@ fn spoke_certificates(
     Ok((ca, read(&cert_file)?, read(&key_file)?))
 }
 
-/// Pins `fingerprint` for the spoke at the hub, retrying while the hub cannot be reached
+/// Pins `fingerprint` for the spoke at the hub and grants it its `--label`s there, retrying while the hub cannot be reached
 /// or answers that it is not ready (a hub just installed or rolling out) for at most the
 /// join's timeout. Returns the fingerprint it replaced, empty if none.
 async fn pin(
@@ -194,13 +194,17 @@ async fn pin(
     fingerprint: &str,
 ) -> anyhow::Result<String> {
     let hub = fed.spokes_admin_endpoint()?;
+    // The spoke's labels are granted in the root with its pin: the hub selects it by
+    // these, not by what it announces.
+    let labels: std::collections::BTreeMap<String, String> = opts.labels.iter().cloned().collect();
     let timeout = Duration::from_secs(opts.timeout_seconds);
     let start = Instant::now();
     let mut last = String::new();
     loop {
         let attempt = async {
             let mut client = hub.connect().await?;
-            hub.pin_spoke(&mut client, &opts.name, fingerprint).await
+            hub.pin_spoke(&mut client, &opts.name, fingerprint, &labels)
+                .await
         }
         .await;
         let error = match attempt {

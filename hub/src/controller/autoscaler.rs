@@ -156,9 +156,11 @@ fn room_for(
     let spokes: Vec<String> = match (&placed, burst.candidates.is_empty()) {
         (Some(spoke), _) if runs_somewhere || burst.candidates.is_empty() => vec![spoke.clone()],
         (None, true) => vec![burst.cluster.clone()],
-        _ => crate::federation::placement::expand(&burst.candidates, |l| {
-            ctx.registry.spokes_matching(l)
-        }),
+        _ => crate::federation::placement::expand(
+            &burst.candidates,
+            &flux_shared::federation::assignment_key(&plan.namespace, &plan.name, &burst.name),
+            |l| ctx.registry.spokes_matching(l),
+        ),
     };
     // Rendered only when a spoke reports a room to count it against.
     let shape = crate::federation::placement::LazyShape::new(|| placing::burst_shape(plan, index));

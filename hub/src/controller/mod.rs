@@ -74,6 +74,18 @@ pub struct RunOptions {
     /// is served only with its pinned certificate.
     #[arg(long, default_value = flux_shared::federation::pins::PINS_CONFIGMAP, value_name = "CONFIGMAP")]
     pub spoke_pins: String,
+    /// Serve spokes while the `--spoke-pins` ConfigMap does not exist (an install whose
+    /// spokes were set up before `flux-hub join` pinned certificates). Without it, a hub
+    /// with no pins refuses every spoke; with it, until pins appear (from then on a
+    /// missing ConfigMap refuses every spoke again).
+    #[arg(long)]
+    pub allow_unpinned_spokes: bool,
+    /// The ConfigMap of the labels the root's owner granted each spoke (`flux-hub join
+    /// --label`; `NAME` in the hub's namespace, --lease-namespace, or `NAMESPACE/NAME`).
+    /// Bursts' `candidates` select spokes by these; labels a spoke announces beyond them
+    /// are ignored.
+    #[arg(long, default_value = flux_shared::federation::spoke_labels::GRANTED_LABELS_CONFIGMAP, value_name = "CONFIGMAP")]
+    pub spoke_labels: String,
     /// The ConfigMap listing revoked admin certificates (`flux-hub revoke-admin`; `NAME` in
     /// the hub's namespace, --lease-namespace, or `NAMESPACE/NAME`). A listed certificate is
     /// refused in the handshake and on every call, and its open streams end.
@@ -133,6 +145,11 @@ impl RunOptions {
     /// `--spoke-pins` as (namespace, name), checked.
     pub fn spoke_pins(&self) -> anyhow::Result<(String, String)> {
         self.configmap_flag("--spoke-pins", &self.spoke_pins)
+    }
+
+    /// `--spoke-labels` as (namespace, name), checked.
+    pub fn spoke_labels(&self) -> anyhow::Result<(String, String)> {
+        self.configmap_flag("--spoke-labels", &self.spoke_labels)
     }
 
     /// `--revoked-admins` as (namespace, name), checked.

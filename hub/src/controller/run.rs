@@ -343,21 +343,30 @@ async fn serve_federation(
     let (Some(addr), Some(setup)) = (opts.grpc_addr, setup) else {
         return Ok(None);
     };
-    let (pins, revocations) = if opts.insecure {
+    let (pins, revocations, grants) = if opts.insecure {
         (
             crate::federation::pin_store::PinStore::off(),
             crate::federation::revocations::Revocations::off(),
+            crate::federation::label_grants::GrantStore::off(),
         )
     } else {
         let (namespace, name) = opts.spoke_pins()?;
         info!(pins = %format!("{namespace}/{name}"), "spoke certificates are checked against their pins");
-        let pins = crate::federation::pin_store::PinStore::watch(client.clone(), &namespace, &name);
+        let pins = crate::federation::pin_store::PinStore::watch(client.clone(), &namespace, &name)
+            .requiring(!opts.allow_unpinned_spokes);
         let (namespace, name) = opts.revoked_admins()?;
         info!(revoked = %format!("{namespace}/{name}"), "admin certificates are checked against their revocations");
         let revoked =
             crate::federation::revocations::Revocations::watch(client.clone(), &namespace, &name);
-        (pins, revoked)
+        let (namespace, name) = opts.spoke_labels()?;
+        info!(grants = %format!("{namespace}/{name}"), "spokes are selected by the labels granted them there");
+        let grants =
+            crate::federation::label_grants::GrantStore::watch(client.clone(), &namespace, &name);
+        (pins, revoked, grants)
     };
+    // No spoke is let in before the registry knows whose word its labels are.
+    registry.set_label_grants(grants.current());
+    tokio::spawn(grants.follow(registry.clone()));
     let tls_files = opts.tls.files().ok().filter(|_| !opts.insecure);
     let start = {
         let (client, registry, metrics) = (client.clone(), registry.clone(), ops.metrics.clone());
@@ -388,6 +397,7 @@ async fn serve_federation(
             .in_namespace(namespace)
             .with_stop(stop)
             .with_pins(pins)
+            .with_label_grants(grants)
             .with_revocations(revocations);
             crate::federation::service::serve(
                 listener,

@@ -4,6 +4,7 @@
 
 pub mod bursts;
 pub mod connection_limits;
+pub mod label_grants;
 pub mod lead;
 pub mod pin_store;
 pub mod placement;

@@ -1,6 +1,9 @@
 //! The hub's pinned spoke certificates ([`flux_shared::federation::pins`]): the ConfigMap
 //! that holds them, watched, and the writes of `PinSpoke` and `ForgetSpoke`.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
 use flux_shared::federation::pins;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, Patch, PatchParams, PostParams};
@@ -16,24 +19,45 @@ pub struct PinStore {
     /// Where they live (namespace, name); `None`: pinning is off (insecure development,
     /// or no gRPC server).
     at: Option<(String, String)>,
+    /// Whether a spoke is refused while the ConfigMap is missing (`flux-hub run` without
+    /// `--allow-unpinned-spokes`).
+    required: bool,
+    /// Whether this process has seen pins: from then on a missing ConfigMap (deleted)
+    /// refuses every spoke, whatever `required` says.
+    seen: Arc<AtomicBool>,
 }
 
 impl PinStore {
     /// No pinning (the insecure development mode has no certificates to pin).
     pub fn off() -> PinStore {
-        PinStore {
-            pins: WatchedData::fixed(Known::Missing),
-            at: None,
-        }
+        PinStore::over(WatchedData::fixed(Known::Missing), None)
     }
 
     /// Pins kept in ConfigMap `namespace/name` of `client`'s cluster, watched from now on
-    /// (on the current tokio runtime; the watch ends with the process).
+    /// (on the current tokio runtime; the watch ends with the process). A spoke is refused
+    /// while the ConfigMap is missing.
     pub fn watch(client: kube::Client, namespace: &str, name: &str) -> PinStore {
+        PinStore::over(
+            WatchedData::watch(client, namespace, name, "spoke pins"),
+            Some((namespace.to_string(), name.to_string())),
+        )
+        .requiring(true)
+    }
+
+    fn over(pins: WatchedData, at: Option<(String, String)>) -> PinStore {
         PinStore {
-            pins: WatchedData::watch(client, namespace, name, "spoke pins"),
-            at: Some((namespace.to_string(), name.to_string())),
+            pins,
+            at,
+            required: false,
+            seen: Arc::default(),
         }
+    }
+
+    /// Whether a spoke is refused while the ConfigMap is missing (`false`: an install older
+    /// than pinning, whose spokes were never pinned, until pins appear).
+    pub fn requiring(mut self, required: bool) -> PinStore {
+        self.required = required;
+        self
     }
 
     /// Whether the certificate with DER `leaf` may speak for `spoke`: `UNAVAILABLE` until
@@ -50,8 +74,20 @@ impl PinStore {
                         "the hub has not read its spoke pins yet; retry",
                     ));
                 }
+                Known::Missing if self.required || self.seen.load(Ordering::Relaxed) => {
+                    let at = self
+                        .at
+                        .as_ref()
+                        .map_or_else(String::new, |(ns, name)| format!(" {ns}/{name}"));
+                    return Err(Status::permission_denied(format!(
+                        "spoke {spoke}: the hub's spoke pins (ConfigMap{at}) are missing, so no spoke certificate is pinned; run flux-hub join {spoke} to pin its certificate"
+                    )));
+                }
                 Known::Missing => None,
-                Known::Data(p) => Some(p),
+                Known::Data(p) => {
+                    self.seen.store(true, Ordering::Relaxed);
+                    Some(p)
+                }
             };
             pins::check(pins, spoke, &pins::fingerprint(leaf)).map_err(Status::permission_denied)
         })
@@ -144,10 +180,30 @@ mod tests {
     use super::*;
 
     fn with(known: Known) -> PinStore {
-        PinStore {
-            pins: WatchedData::fixed(known),
-            at: None,
-        }
+        PinStore::over(WatchedData::fixed(known), None)
+    }
+
+    #[test]
+    fn a_missing_configmap_refuses_spokes_when_required_or_once_pins_were_seen() {
+        let der = b"certificate";
+        let fp = pins::fingerprint(der);
+        let required = with(Known::Missing).requiring(true);
+        assert_eq!(
+            required.check("a", Some(der)).unwrap_err().code(),
+            tonic::Code::PermissionDenied
+        );
+        // An install older than pinning: open until pins appear, then never again in this
+        // process, even if the ConfigMap is deleted.
+        let data = WatchedData::fixed(Known::Missing);
+        let old = PinStore::over(data.clone(), None);
+        assert!(old.check("a", Some(der)).is_ok());
+        data.set(Known::Data(BTreeMap::from([("a".into(), fp)])));
+        assert!(old.check("a", Some(der)).is_ok());
+        data.set(Known::Missing);
+        assert_eq!(
+            old.check("a", Some(der)).unwrap_err().code(),
+            tonic::Code::PermissionDenied
+        );
     }
     #[test]
     fn checks_follow_what_is_known() {

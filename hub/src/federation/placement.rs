@@ -202,18 +202,24 @@ pub struct PlacedBurst {
     pub held_by: Vec<String>,
 }
 
-/// The spokes the candidates name, in preference order, each once: a named one as named,
-/// then, for a label candidate, every spoke `matching` gives for its labels (the known
-/// spokes with all of them, in name order).
+/// The spokes the candidates of burst `key` name, in preference order, each once: a named
+/// one as named, then, for a label candidate, every spoke `matching` gives for its labels
+/// (the known spokes with all of them) in an order of their own for each burst
+/// ([`rendezvous`]): no spoke comes first by its name.
 pub fn expand(
     candidates: &[PlacementCandidate],
+    key: &str,
     matching: impl Fn(&BTreeMap<String, String>) -> Vec<String>,
 ) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
     for c in candidates {
         let names = match c {
             PlacementCandidate::Cluster(name) => vec![name.clone()],
-            PlacementCandidate::Labels(labels) => matching(labels),
+            PlacementCandidate::Labels(labels) => {
+                let mut names = matching(labels);
+                names.sort_by_cached_key(|name| rendezvous(key, name));
+                names
+            }
         };
         for name in names {
             if !out.contains(&name) {
@@ -221,6 +227,19 @@ pub fn expand(
             }
         }
     }
+    out
+}
+
+/// Where spoke `spoke` comes among those a label candidate of burst `key` matches: the
+/// SHA-256 of both (highest random weight). Bursts spread over the matching spokes, the
+/// same order after a restart, and no name sorts first for every burst.
+pub fn rendezvous(key: &str, spoke: &str) -> [u8; 32] {
+    let mut ctx = ring::digest::Context::new(&ring::digest::SHA256);
+    ctx.update(key.as_bytes());
+    ctx.update(b"\0");
+    ctx.update(spoke.as_bytes());
+    let mut out = [0u8; 32];
+    out.copy_from_slice(ctx.finish().as_ref());
     out
 }
 

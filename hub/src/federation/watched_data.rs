@@ -1,5 +1,5 @@
 //! The data of one ConfigMap that an operator keeps beside the hub (the spoke pins, the
-//! revoked admin certificates), watched: what the hub knows of it at any moment, and a
+//! revoked admin certificates, the spokes' granted labels), watched: what the hub knows of it at any moment, and a
 //! signal on every change so that open streams can re-check their callers.
 
 use std::collections::BTreeMap;
@@ -107,6 +107,11 @@ impl WatchedData {
                 }
             }
         }
+    }
+
+    /// A receiver that sees every change of what is known.
+    pub fn subscribe(&self) -> watch::Receiver<u64> {
+        self.changes.subscribe()
     }
 
     /// Replaces what is known, as a watch event does (tests of the stores built on this).

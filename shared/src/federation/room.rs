@@ -39,7 +39,9 @@ impl Shape {
     /// What the scheduler counts for a pod: the sum of its containers' and restartable
     /// init containers' (sidecars') requests, or the largest one-off init container if
     /// that is more, plus the pod's overhead. A container's limit stands for a request it
-    /// does not set, as Kubernetes defaults it. An amount that does not parse counts 0.
+    /// does not set, as Kubernetes defaults it. An amount that does not parse counts 0;
+    /// sums saturate at `i64::MAX` (a spec's amounts are the author's: a sum that wrapped
+    /// would ask for less than nothing, and fit anywhere).
     pub fn of_pod(spec: &PodSpec) -> Shape {
         let mut sum: BTreeMap<String, i64> = BTreeMap::new();
         let sidecars = spec
@@ -49,7 +51,8 @@ impl Shape {
             .filter(|c| c.restart_policy.as_deref() == Some("Always"));
         for c in spec.containers.iter().chain(sidecars) {
             for (k, v) in requests(c) {
-                *sum.entry(k).or_default() += v;
+                let e = sum.entry(k).or_default();
+                *e = e.saturating_add(v);
             }
         }
         for c in spec
@@ -64,7 +67,8 @@ impl Shape {
             }
         }
         for (k, q) in spec.overhead.iter().flatten() {
-            *sum.entry(k.clone()).or_default() += amount(&q.0);
+            let e = sum.entry(k.clone()).or_default();
+            *e = e.saturating_add(amount(&q.0));
         }
         sum.insert(PODS.to_string(), 1000);
         Shape(sum)
@@ -415,6 +419,33 @@ mod tests {
         );
         assert_eq!(s.0[PODS], 1000);
         assert_eq!(Shape::of_pod(&PodSpec::default()), Shape::default());
+    }
+
+    #[test]
+    fn a_pods_shape_saturates_rather_than_wraps() {
+        // Each request alone fits in i64 thousandths; their sum does not.
+        let huge = container(&[("example.com/slot", "5000000000000000")], &[]);
+        let spec = PodSpec {
+            containers: vec![huge.clone(), huge],
+            overhead: Some(q(&[("example.com/slot", "5000000000000000")])),
+            ..PodSpec::default()
+        };
+        let s = Shape::of_pod(&spec);
+        assert_eq!(s.0["example.com/slot"], i64::MAX);
+        let room = Room::from_proto(&proto::ClusterRoom {
+            nodes: vec![proto::NodeRoom {
+                count: 1,
+                free_milli: [
+                    ("pods".to_string(), 1000),
+                    ("example.com/slot".to_string(), 1000),
+                ]
+                .into_iter()
+                .collect(),
+            }],
+            ..proto::ClusterRoom::default()
+        })
+        .expect("room");
+        assert_eq!(room.fits(&s), Some(0), "it fits nowhere");
     }
 
     #[test]

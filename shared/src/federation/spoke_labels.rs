@@ -1,7 +1,14 @@
-//! A spoke's labels: what its owner or the hub's admin says of its cluster (region, cost
-//! tier, ...), which a burst's `candidates` select spokes by (`matchLabels`). Set on the
-//! spoke (`flux-spoke run --label KEY=VALUE`, written by `flux-hub join --label`) and sent
-//! to the hub when it connects (`WatchRequest.labels`).
+//! A spoke's labels: what the root's owner says of a burst cluster (region, cost tier,
+//! ...), which a burst's `candidates` select spokes by (`matchLabels`).
+//!
+//! They are decided in the root, not by the spoke: `flux-hub join --label KEY=VALUE`
+//! grants them at the hub, which keeps them in the ConfigMap [`GRANTED_LABELS_CONFIGMAP`]
+//! of its namespace (one key per spoke, its labels as [`render_granted`] writes them;
+//! the root's owner may edit it). The spoke also has them (`flux-spoke run --label`) and
+//! announces them when it connects (`WatchRequest.labels`); a label it announces that the
+//! root did not grant is ignored, and reported ([`ungranted`]), so that whoever owns a
+//! burst cluster cannot claim a label to draw other tenants' bursts (and their CURVE
+//! certificates) to it.
 
 use std::collections::BTreeMap;
 
@@ -44,6 +51,50 @@ pub fn parse_flag(flag: &str) -> Result<(String, String), String> {
     Ok((k.to_string(), v.to_string()))
 }
 
+/// The ConfigMap, in the hub's namespace, of the labels the root's owner granted each
+/// spoke: its keys are spoke names, its values [`render_granted`] labels.
+pub const GRANTED_LABELS_CONFIGMAP: &str = "flux-hub-spoke-labels";
+
+/// The labels of a [`GRANTED_LABELS_CONFIGMAP`] value: `KEY=VALUE` pairs separated by
+/// commas (spaces around them ignored; empty: none), checked as [`check`] does. The error
+/// names the pair and the rule.
+pub fn parse_granted(text: &str) -> Result<BTreeMap<String, String>, String> {
+    let mut labels = BTreeMap::new();
+    for pair in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let (k, v) = pair
+            .split_once('=')
+            .ok_or_else(|| format!("{pair:?}: expected KEY=VALUE"))?;
+        if labels.insert(k.to_string(), v.to_string()).is_some() {
+            return Err(format!("label {k}: given twice"));
+        }
+    }
+    check(&labels)?;
+    Ok(labels)
+}
+
+/// `labels` as a [`GRANTED_LABELS_CONFIGMAP`] value: `KEY=VALUE` pairs in key order,
+/// separated by commas.
+pub fn render_granted(labels: &BTreeMap<String, String>) -> String {
+    labels
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// The labels a spoke announced (`announced`) that the root did not grant it (`granted`):
+/// a key it was not given, or another value than the one given.
+pub fn ungranted(
+    announced: &BTreeMap<String, String>,
+    granted: &BTreeMap<String, String>,
+) -> BTreeMap<String, String> {
+    announced
+        .iter()
+        .filter(|(k, v)| granted.get(*k) != Some(*v))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -62,5 +113,44 @@ mod tests {
             .map(|i| (format!("k{i}"), "v".into()))
             .collect();
         assert!(check(&many).unwrap_err().starts_with("labels: 33 given"));
+    }
+
+    #[test]
+    fn granted_labels_read_back_as_written_and_bad_ones_are_named() {
+        let labels: BTreeMap<String, String> = [("region", "west"), ("tier", "gold")]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        assert_eq!(render_granted(&labels), "region=west,tier=gold");
+        assert_eq!(parse_granted("region=west,tier=gold"), Ok(labels.clone()));
+        assert_eq!(
+            parse_granted(" tier=gold , region=west ,"),
+            Ok(labels.clone())
+        );
+        assert_eq!(parse_granted(""), Ok(BTreeMap::new()));
+        assert_eq!(
+            parse_granted("tier"),
+            Err("\"tier\": expected KEY=VALUE".into())
+        );
+        assert_eq!(
+            parse_granted("tier=a,tier=b"),
+            Err("label tier: given twice".into())
+        );
+        assert!(
+            parse_granted("tier=-x")
+                .unwrap_err()
+                .contains("not a label value")
+        );
+        let announced: BTreeMap<String, String> =
+            [("region", "west"), ("tier", "platinum"), ("gpu", "a100")]
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect();
+        let extra = ungranted(&announced, &labels);
+        let extra: Vec<(&str, &str)> = extra
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        assert_eq!(extra, [("gpu", "a100"), ("tier", "platinum")]);
     }
 }

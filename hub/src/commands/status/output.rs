@@ -240,6 +240,20 @@ pub fn table(
             ]);
         }
         out.push_str(&align(&rows));
+        for s in spokes
+            .spokes
+            .iter()
+            .filter(|s| !s.ignored_labels.is_empty())
+        {
+            let ignored: std::collections::BTreeMap<&String, &String> =
+                s.ignored_labels.iter().collect();
+            let pairs: Vec<String> = ignored.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            out.push_str(&format!(
+                "spoke {} announces labels the root did not grant it, ignored: {} (flux-hub join --label grants them)\n",
+                s.name,
+                pairs.join(", ")
+            ));
+        }
     }
     out
 }
@@ -472,7 +486,8 @@ onprem      yes        1s         2/2      0            0.1.0          EXPIRED 1
                     "clusterError": "",
                     "roomObservedUnixMillis": null,
                     "roomError": "",
-                    "labels": {}
+                    "labels": {},
+                    "ignoredLabels": {}
                 },
                 {
                     "name": "kind-spoke",
@@ -488,7 +503,8 @@ onprem      yes        1s         2/2      0            0.1.0          EXPIRED 1
                     "clusterError": "",
                     "roomObservedUnixMillis": null,
                     "roomError": "",
-                    "labels": {}
+                    "labels": {},
+                    "ignoredLabels": {}
                 },
                 {
                     "name": "onprem",
@@ -504,7 +520,8 @@ onprem      yes        1s         2/2      0            0.1.0          EXPIRED 1
                     "clusterError": "connection refused",
                     "roomObservedUnixMillis": null,
                     "roomError": "",
-                    "labels": {}
+                    "labels": {},
+                    "ignoredLabels": {}
                 }
             ]
         });

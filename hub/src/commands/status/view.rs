@@ -168,8 +168,11 @@ pub struct SpokeView {
     pub room_observed_unix_millis: Option<i64>,
     /// Why it could not measure its room (empty when it could).
     pub room_error: String,
-    /// Its labels, which bursts' candidates select spokes by.
+    /// Its labels, which bursts' candidates select spokes by: those the root's owner
+    /// granted it.
     pub labels: std::collections::BTreeMap<String, String>,
+    /// Labels it announced that the root did not grant it: ignored.
+    pub ignored_labels: std::collections::BTreeMap<String, String>,
 }
 
 fn millis(value: i64) -> Option<i64> {
@@ -219,6 +222,7 @@ pub fn view(snapshot: &MiniClusterSnapshot, spokes: &ListSpokesResponse) -> Stat
                 room_observed_unix_millis: millis(s.room_observed_unix_millis),
                 room_error: s.room_error.clone(),
                 labels: s.labels.clone().into_iter().collect(),
+                ignored_labels: s.ignored_labels.clone().into_iter().collect(),
             })
             .collect(),
     }

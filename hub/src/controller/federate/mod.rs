@@ -23,6 +23,7 @@ use kube::api::{Patch, PatchParams};
 use kube::{Api, ResourceExt};
 use tracing::warn;
 
+use crate::controller::apply::ownership::{Holder, holder};
 use crate::controller::apply::pod_labels::COMPLETION_INDEX;
 use crate::controller::context::{ApiError, Context, kube_err, mc_key};
 use crate::controller::status;
@@ -167,7 +168,7 @@ pub(in crate::controller) async fn federate(
         set_finalizers(ctx, mc, all).await?;
     }
     let previous = mc.status.as_ref().and_then(|s| s.lead_broker.as_ref());
-    let node_port = get(&ctx.stores.services, ns, &render::lead_service_name(plan))
+    let node_port = own_lead_service(&ctx.stores, mc, ns, &render::lead_service_name(plan))
         .and_then(|s| s.spec.as_ref()?.ports.as_ref()?.first()?.node_port);
     let lead_node = lead_pod_node(&ctx.stores, ns, name);
     let spec_address = plan
@@ -312,12 +313,7 @@ pub(in crate::controller) fn publish_assignments(
     let previous = mc.status.clone().unwrap_or_default();
     let key = mc_key(mc);
     let placed = std::mem::take(&mut fed.placed);
-    let info = mc_info(
-        mc,
-        &status,
-        fed.lead.as_ref(),
-        relay_to(&ctx.stores, &key.0, &key.1),
-    );
+    let info = mc_info(mc, &status, fed.lead.as_ref(), relay_to(&ctx.stores, mc));
     let statuses = match (&fed.refused, &fed.held) {
         (Some(message), _) => {
             // Refused, never half-applied: what spokes already run of an earlier, safe
@@ -497,6 +493,19 @@ pub(in crate::controller) fn lead_pod_node(stores: &Stores, ns: &str, job: &str)
         .find_map(|p| p.spec.as_ref()?.node_name.clone())
 }
 
+/// The lead broker's Service `name` of `mc` from the cache, only when `mc` controls it
+/// (its controller reference names the MiniCluster by UID): a Service of that name that
+/// someone else made never tells the hub where the lead broker is.
+fn own_lead_service(
+    stores: &Stores,
+    mc: &MiniCluster,
+    ns: &str,
+    name: &str,
+) -> Option<std::sync::Arc<k8s_openapi::api::core::v1::Service>> {
+    let uid = mc.metadata.uid.as_deref().unwrap_or_default();
+    get(&stores.services, ns, name).filter(|s| holder(&s.metadata, uid) == Holder::Ours)
+}
+
 /// What the registry shows admin clients of `mc`, from a status (the one computed now, or
 /// the last one written).
 pub(in crate::controller) fn mc_info(
@@ -528,10 +537,10 @@ pub(in crate::controller) fn mc_info(
 /// its lead Service's cluster address and port, once the Service has one.
 pub(in crate::controller) fn relay_to(
     stores: &Stores,
-    ns: &str,
-    name: &str,
+    mc: &MiniCluster,
 ) -> Option<flux_shared::plan::Endpoint> {
-    let service = get(&stores.services, ns, &format!("{name}-lead"))?;
+    let (ns, name) = mc_key(mc);
+    let service = own_lead_service(stores, mc, &ns, &format!("{name}-lead"))?;
     let spec = service.spec.as_ref()?;
     let address = spec
         .cluster_ip
@@ -547,6 +556,65 @@ pub(in crate::controller) fn relay_to(
 mod tests {
     use super::*;
     use flux_shared::federation::proto;
+    use kube::runtime::reflector;
+    use kube::runtime::watcher;
+
+    /// Stores whose Services cache holds `services`, the others empty.
+    fn stores_with(services: Vec<k8s_openapi::api::core::v1::Service>) -> Stores {
+        let (jobs, _) = reflector::store();
+        let (secrets, _) = reflector::store();
+        let (config_maps, _) = reflector::store();
+        let (services_store, mut writer) = reflector::store();
+        let (broker_pods, _) = crate::controller::watch::broker_pods::store();
+        let (pods, _) = reflector::store();
+        for s in services {
+            writer.apply_watcher_event(&watcher::Event::Apply(s));
+        }
+        Stores {
+            jobs,
+            secrets,
+            config_maps,
+            services: services_store,
+            broker_pods,
+            pods,
+            echoes: Default::default(),
+        }
+    }
+
+    #[test]
+    fn relayed_connections_go_only_to_a_lead_service_the_minicluster_controls() {
+        let mc: MiniCluster = serde_json::from_value(serde_json::json!({
+            "apiVersion": "flux-framework.org/v1alpha2", "kind": "MiniCluster",
+            "metadata": {"name": "mc", "namespace": "hpc", "uid": "mc-uid"},
+            "spec": {"size": 1, "containers": [{"image": "x"}]},
+        }))
+        .expect("MiniCluster");
+        let lead = |owner_uid: Option<&str>| -> k8s_openapi::api::core::v1::Service {
+            let owners = owner_uid.map(|uid| {
+                serde_json::json!([{
+                    "apiVersion": "flux-framework.org/v1alpha2", "kind": "MiniCluster",
+                    "name": "mc", "uid": uid, "controller": true,
+                }])
+            });
+            serde_json::from_value(serde_json::json!({
+                "metadata": {"name": "mc-lead", "namespace": "hpc", "ownerReferences": owners,
+                             "labels": {"app.kubernetes.io/managed-by": "flux-hub"}},
+                "spec": {"clusterIP": "10.0.0.9", "ports": [{"port": 8050}]},
+            }))
+            .expect("Service")
+        };
+        let ours = relay_to(&stores_with(vec![lead(Some("mc-uid"))]), &mc);
+        assert_eq!(
+            ours,
+            Some(flux_shared::plan::Endpoint {
+                address: "10.0.0.9".into(),
+                port: 8050
+            })
+        );
+        for theirs in [lead(None), lead(Some("an-earlier-mc"))] {
+            assert_eq!(relay_to(&stores_with(vec![theirs]), &mc), None);
+        }
+    }
 
     fn spoke_assignment(burst: &str, spec_bytes: usize) -> SpokeAssignment {
         SpokeAssignment {

@@ -52,7 +52,7 @@ pub fn place(
             continue;
         }
         let key = assignment_key(&plan.namespace, &plan.name, &burst.name);
-        let names = placement::expand(&burst.candidates, |l| registry.spokes_matching(l));
+        let names = placement::expand(&burst.candidates, &key, |l| registry.spokes_matching(l));
         let facts = registry.placement_facts(&names, &plan.namespace);
         let size = effective_size(plan, index);
         let candidates: Vec<Candidate<'_>> = names

@@ -67,7 +67,7 @@ pub fn prime(ctx: &Context, miniclusters: &[MiniCluster]) {
             mc,
             &previous,
             lead.as_ref(),
-            super::relay_to(&ctx.stores, &key.0, &key.1),
+            super::relay_to(&ctx.stores, mc),
         );
         if assignments.is_empty() && plan.has_running_bursts() {
             // The lead's endpoint or the certificate is not known yet: what the spokes

@@ -451,7 +451,7 @@ fn a_spoke_that_goes_away_loses_the_burst_only_if_it_never_received_it() {
 }
 
 #[test]
-fn candidates_expand_in_order_with_label_matches_by_name_and_each_once() {
+fn candidates_expand_in_order_with_label_matches_in_each_bursts_own_order_and_each_once() {
     let labels: BTreeMap<String, BTreeMap<String, String>> = [
         (
             "gke-west",
@@ -480,13 +480,36 @@ fn candidates_expand_in_order_with_label_matches_by_name_and_each_once() {
             .map(|(name, _)| name.clone())
             .collect()
     };
+    // The spokes a label candidate matches come in the burst's own order of them.
+    let key = "hpc/mc/burst";
+    let mut spots = ["gke-east", "gke-west"];
+    spots.sort_by_key(|n| rendezvous(key, n));
     assert_eq!(
-        expand(&[named("kind"), spot.clone(), named("gke-west")], matching),
-        ["kind", "gke-east", "gke-west"]
+        expand(
+            &[named("kind"), spot.clone(), named("gke-west")],
+            key,
+            matching
+        ),
+        ["kind", spots[0], spots[1]]
     );
-    assert_eq!(expand(&[west, spot], matching), ["gke-west", "gke-east"]);
+    assert_eq!(
+        expand(&[west, spot.clone()], key, matching),
+        ["gke-west", "gke-east"]
+    );
     // A named spoke the hub has not heard of is still a candidate (not connected).
-    assert_eq!(expand(&[named("lab")], matching), ["lab"]);
+    assert_eq!(expand(&[named("lab")], key, matching), ["lab"]);
+    // No spoke comes first by its name: over bursts, each matching spoke leads some.
+    let firsts: std::collections::BTreeSet<String> = (0..32)
+        .map(|i| {
+            expand(
+                std::slice::from_ref(&spot),
+                &format!("hpc/mc{i}/burst"),
+                matching,
+            )[0]
+            .clone()
+        })
+        .collect();
+    assert_eq!(firsts.len(), 2, "{firsts:?}");
 }
 
 /// After a hub restart its spoke reconnects before its first report: a burst placed long

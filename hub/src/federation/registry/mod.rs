@@ -37,6 +37,19 @@ mod wire;
 /// A MiniCluster, by namespace and name.
 pub type McKey = (String, String);
 
+/// Whose word a spoke's labels are, which bursts' `candidates` select spokes by.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum LabelGrants {
+    /// The labels each spoke announces (a hub without certificates, where any caller may
+    /// name itself any spoke anyway; tests).
+    #[default]
+    Announced,
+    /// The root owner's grants are not read yet: no spoke is let in before they are.
+    NotYet,
+    /// The labels the root's owner granted, by spoke name (a spoke not listed has none).
+    Granted(BTreeMap<String, BTreeMap<String, String>>),
+}
+
 /// What the registry knows of a MiniCluster besides its assignments (for admin clients).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct McInfo {
@@ -227,6 +240,36 @@ struct Inner {
     /// MiniClusters with a burst placed nowhere: woken when a spoke connects or its room
     /// changes.
     waiting: BTreeSet<McKey>,
+    /// Whose word the spokes' labels are.
+    grants: LabelGrants,
+}
+
+impl Inner {
+    /// The labels spoke `name` is selected by: those granted it, or, with
+    /// [`LabelGrants::Announced`], those it announced.
+    fn labels_of<'a>(
+        &'a self,
+        name: &str,
+        state: &'a SpokeState,
+    ) -> Option<&'a BTreeMap<String, String>> {
+        match &self.grants {
+            LabelGrants::Announced => Some(&state.labels),
+            LabelGrants::NotYet => None,
+            LabelGrants::Granted(granted) => granted.get(name),
+        }
+    }
+
+    /// The labels spoke `name` announced that are not granted it (ignored).
+    fn ignored_labels(&self, name: &str, state: &SpokeState) -> BTreeMap<String, String> {
+        match &self.grants {
+            LabelGrants::Announced => BTreeMap::new(),
+            LabelGrants::NotYet => state.labels.clone(),
+            LabelGrants::Granted(granted) => flux_shared::federation::spoke_labels::ungranted(
+                &state.labels,
+                granted.get(name).unwrap_or(&BTreeMap::new()),
+            ),
+        }
+    }
 }
 
 /// What the placement of a burst needs to know of one candidate spoke.
@@ -734,16 +777,37 @@ impl Registry {
             .collect()
     }
 
-    /// The spokes that announced themselves to this hub with all of `labels`, in name
-    /// order.
+    /// The spokes that connected to this hub and have all of `labels` (as granted by the
+    /// root's owner, [`LabelGrants`]), in name order.
     pub fn spokes_matching(&self, labels: &BTreeMap<String, String>) -> Vec<String> {
-        self.lock()
+        let inner = self.lock();
+        inner
             .spokes
             .iter()
             .filter(|(_, s)| s.exceptions.is_some())
-            .filter(|(_, s)| labels.iter().all(|(k, v)| s.labels.get(k) == Some(v)))
+            .filter(|(name, s)| {
+                inner
+                    .labels_of(name, s)
+                    .is_some_and(|have| labels.iter().all(|(k, v)| have.get(k) == Some(v)))
+            })
             .map(|(name, _)| name.clone())
             .collect()
+    }
+
+    /// Whose word the spokes' labels are from now on. Bursts placed nowhere are looked at
+    /// again when it changes.
+    pub fn set_label_grants(&self, grants: LabelGrants) {
+        let mut inner = self.lock();
+        if inner.grants == grants {
+            return;
+        }
+        inner.grants = grants;
+        let waiting: Vec<McKey> = inner.waiting.iter().cloned().collect();
+        self.bump_admin(&mut inner);
+        drop(inner);
+        for mc in waiting {
+            let _ = self.changes.send(mc);
+        }
     }
 
     /// The spokes other than `except` that hold burst `key`: it is assigned to them, or
@@ -820,6 +884,70 @@ mod tests {
     ) -> Result<Subscription, SubscribeError> {
         r.clone()
             .subscribe(spoke, version, Announced::default(), BTreeMap::new())
+    }
+
+    /// Labels from `pairs`.
+    fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn only_the_labels_the_root_granted_select_a_spoke() {
+        let r = Registry::new();
+        r.set_primed();
+        r.set_label_grants(LabelGrants::NotYet);
+        assert!(
+            matches!(
+                subscribe(&r, "claims", "0.1.0"),
+                Err(SubscribeError::NotReady)
+            ),
+            "no spoke is let in before the grants are read"
+        );
+        r.set_label_grants(LabelGrants::Granted(BTreeMap::from([
+            ("claims".to_string(), labels(&[("tier", "spot")])),
+            ("granted".to_string(), labels(&[("tier", "gold")])),
+        ])));
+        let _claims = r
+            .clone()
+            .subscribe(
+                "claims",
+                "0.1.0",
+                Announced::default(),
+                labels(&[("tier", "gold"), ("gpu", "a100")]),
+            )
+            .expect("let in");
+        let _granted = r
+            .clone()
+            .subscribe("granted", "0.1.0", Announced::default(), BTreeMap::new())
+            .expect("let in");
+        assert_eq!(r.spokes_matching(&labels(&[("tier", "gold")])), ["granted"]);
+        assert_eq!(r.spokes_matching(&labels(&[("tier", "spot")])), ["claims"]);
+        assert!(r.spokes_matching(&labels(&[("gpu", "a100")])).is_empty());
+        let listed = r.spokes(&|_| true);
+        let claims = listed
+            .spokes
+            .iter()
+            .find(|s| s.name == "claims")
+            .expect("listed");
+        assert_eq!(
+            claims.labels,
+            [("tier".to_string(), "spot".to_string())]
+                .into_iter()
+                .collect()
+        );
+        assert_eq!(
+            claims.ignored_labels,
+            [("gpu", "a100"), ("tier", "gold")]
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect()
+        );
+        // A hub without certificates takes what spokes announce.
+        r.set_label_grants(LabelGrants::Announced);
+        assert_eq!(r.spokes_matching(&labels(&[("tier", "gold")])), ["claims"]);
     }
 
     fn assignment(key: &str, spec: &str) -> proto::Assignment {

@@ -32,6 +32,10 @@ impl Served for Registry {
             return Err(SubscribeError::NotReady);
         }
         let mut inner = self.lock();
+        if inner.grants == super::LabelGrants::NotYet {
+            // Which labels are its own is not known yet: not let in before.
+            return Err(SubscribeError::NotReady);
+        }
         let state = inner
             .spokes
             .entry(spoke.to_string())
@@ -47,6 +51,14 @@ impl Served for Registry {
         state.labels = labels;
         let versions = state.tx.subscribe();
         let first = state.connections == 1;
+        let ignored = inner
+            .spokes
+            .get(spoke)
+            .map(|s| inner.ignored_labels(spoke, s))
+            .unwrap_or_default();
+        if !ignored.is_empty() {
+            warn!(%spoke, ?ignored, "the spoke announces labels the root did not grant it: ignored (flux-hub join --label grants them)");
+        }
         let affected = if first {
             affected_by_spoke(&inner, spoke)
         } else {
@@ -311,7 +323,13 @@ impl Served for Registry {
                         .as_ref()
                         .and_then(|r| r.error.clone())
                         .unwrap_or_default(),
-                    labels: s.labels.clone().into_iter().collect(),
+                    labels: inner
+                        .labels_of(name, s)
+                        .cloned()
+                        .unwrap_or_default()
+                        .into_iter()
+                        .collect(),
+                    ignored_labels: inner.ignored_labels(name, s).into_iter().collect(),
                 })
                 .collect(),
         }

@@ -1,6 +1,8 @@
 //! The `Admin` service: what an admin certificate may see and do (`flux-hub status`,
 //! `burst scale`, `join`'s pins, `unjoin`'s forget), each call checked against its scope.
 
+use std::collections::BTreeMap;
+
 use flux_shared::federation::proto::admin_server::Admin;
 use flux_shared::federation::proto::{
     ForgetSpokeRequest, ForgetSpokeResponse, ListMiniClustersRequest, ListSpokesRequest,
@@ -85,18 +87,25 @@ impl Admin for Services {
             .registry
             .forget_spoke(&name)
             .map_err(Status::failed_precondition)?;
-        // Known or not (a hub restart forgets idle spokes), its certificate goes.
+        // Known or not (a hub restart forgets idle spokes), its certificate and its
+        // labels go.
+        let insecure_is_fine = |e: Status| {
+            if e.code() == tonic::Code::FailedPrecondition {
+                Ok(()) // nothing pinned or granted in insecure development
+            } else {
+                Err(e)
+            }
+        };
         self.pins
             .unpin(&self.client, &name)
             .instrument(span.clone())
             .await
-            .or_else(|e| {
-                if e.code() == tonic::Code::FailedPrecondition {
-                    Ok(()) // nothing pinned in insecure development
-                } else {
-                    Err(e)
-                }
-            })?;
+            .or_else(insecure_is_fine)?;
+        self.grants
+            .revoke(&self.client, &name)
+            .instrument(span.clone())
+            .await
+            .or_else(insecure_is_fine)?;
         let _span = span.entered();
         if known {
             info!("spoke forgotten and its certificate unpinned");
@@ -124,12 +133,24 @@ impl Admin for Services {
                 req.certificate_sha256
             )));
         }
+        let labels: BTreeMap<String, String> = req.labels.into_iter().collect();
+        if req.grant_labels {
+            flux_shared::federation::spoke_labels::check(&labels)
+                .map_err(|e| Status::invalid_argument(format!("labels: {e}")))?;
+        }
         let previous = self
             .pins
             .pin(&self.client, &req.name, &req.certificate_sha256)
             .instrument(span.clone())
             .await?;
         span.in_scope(|| info!(replaced = previous.is_some(), "spoke certificate pinned"));
+        if req.grant_labels {
+            self.grants
+                .grant(&self.client, &req.name, &labels)
+                .instrument(span.clone())
+                .await?;
+            span.in_scope(|| info!(?labels, "spoke labels granted"));
+        }
         Ok(Response::new(PinSpokeResponse {
             previous_sha256: previous.unwrap_or_default(),
         }))

@@ -16,6 +16,7 @@ use futures::Stream;
 use tonic::{Request, Status};
 use tracing::warn;
 
+use super::label_grants::GrantStore;
 use super::pin_store::PinStore;
 use super::report_limits::{self, ReportLimiter};
 use super::revocations::Revocations;
@@ -50,6 +51,8 @@ pub struct Services {
     reports: Arc<ReportLimiter>,
     /// Which certificate may speak for each spoke.
     pins: PinStore,
+    /// The labels the root's owner granted each spoke (written by `PinSpoke`).
+    grants: GrantStore,
     /// Which admin certificates are revoked.
     revocations: Revocations,
     /// Open `WatchMiniClusters` streams per admin: each is a snapshot per change, so an
@@ -82,6 +85,7 @@ impl Services {
             stop: tokio::sync::watch::channel(false).1,
             reports: Arc::default(),
             pins: PinStore::off(),
+            grants: GrantStore::off(),
             revocations: Revocations::off(),
             admin_watches: super::connection_limits::Connections::new(ADMIN_WATCHES_PER_IDENTITY),
             relays: Arc::default(),
@@ -98,6 +102,12 @@ impl Services {
     /// Serve each spoke name only to its pinned certificate ([`PinStore`]).
     pub fn with_pins(mut self, pins: PinStore) -> Self {
         self.pins = pins;
+        self
+    }
+
+    /// Keep the spokes' labels granted by `PinSpoke` in `grants` ([`GrantStore`]).
+    pub fn with_label_grants(mut self, grants: GrantStore) -> Self {
+        self.grants = grants;
         self
     }
 
