@@ -479,3 +479,42 @@ async fn a_relayed_connection_gives_its_place_back_when_either_side_closes() {
     spoke.stop().await;
     hub.stop().await;
 }
+
+/// The spoke's graceful stop ends its relayed connections: the brokers' and, at once (the
+/// lead here never closes one), the hub's to the lead, whose places are given back.
+#[tokio::test]
+async fn a_spokes_graceful_stop_ends_its_relayed_connections_at_once() {
+    let pki = Pki::new(&["a".to_string()]);
+    let registry = flux_hub::federation::registry::Registry::new();
+    registry.set_primed();
+    let hub = Hub::start(&pki, registry.clone(), "127.0.0.1:0".parse().expect("addr")).await;
+    let holding = greeting_lead(false).await;
+    let mc = relayed(minicluster(
+        NS,
+        "stopping",
+        "ghcr.io/x/lammps:1",
+        &[("burst-a", "a", 2)],
+    ));
+    let (spoke, at) = relaying_spoke(&pki, &hub, &mc, "burst-a", holding).await;
+    let mut brokers = vec![connect(at).await, connect(at).await];
+    let series = "flux_hub_relay_connections{spoke=\"a\",minicluster=\"hpc/stopping\"}";
+    eventually("two connections relayed", || {
+        (metric(&hub, series) == 2.0).then_some(())
+    })
+    .await;
+    let stopping = tokio::time::Instant::now();
+    spoke.stop().await;
+    for broker in &mut brokers {
+        assert!(closed(broker).await, "the broker's connection ends");
+    }
+    eventually("the hub's connections ended", || {
+        (metric(&hub, series) == 0.0).then_some(())
+    })
+    .await;
+    assert!(
+        stopping.elapsed() < flux_hub::federation::relay::LINGER,
+        "ended at once, not after a linger: {:?}",
+        stopping.elapsed()
+    );
+    hub.stop().await;
+}

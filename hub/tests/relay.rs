@@ -181,16 +181,25 @@ async fn serve_with(
     metrics: Arc<Metrics>,
     timeouts: Timeouts,
 ) -> SocketAddr {
+    serve_services(pki, registry, metrics, |s| s.with_relay_timeouts(timeouts)).await
+}
+
+/// The hub's services over `registry`, as `configure` makes them, on 127.0.0.1.
+async fn serve_services(
+    pki: &Pki,
+    registry: Arc<Registry>,
+    metrics: Arc<Metrics>,
+    configure: impl FnOnce(Services) -> Services,
+) -> SocketAddr {
     let listener = service::bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
     let addr = listener.local_addr().unwrap();
     let security = ServerSecurity::Mtls(pki.pem(&pki.hub));
-    let services = Services::new(
+    let services = configure(Services::new(
         registry,
         security.authenticator(),
         metrics,
         grpc::no_api_server(),
-    )
-    .with_relay_timeouts(timeouts);
+    ));
     tokio::spawn(service::serve(
         listener,
         security,
@@ -207,12 +216,22 @@ async fn spoke_client(
     addr: SocketAddr,
     name: &str,
 ) -> SpokeClient<tonic::transport::Channel> {
-    let leaf = pki
-        .ca
+    spoke_client_with(pki, addr, &spoke_certificate(pki, name)).await
+}
+
+fn spoke_certificate(pki: &Pki, name: &str) -> IssuedCert {
+    pki.ca
         .issue_client(&flux_shared::federation::Identity::spoke(name).unwrap(), 1)
-        .unwrap();
+        .unwrap()
+}
+
+async fn spoke_client_with(
+    pki: &Pki,
+    addr: SocketAddr,
+    leaf: &IssuedCert,
+) -> SpokeClient<tonic::transport::Channel> {
     let security = ClientSecurity::Mtls {
-        tls: pki.pem(&leaf),
+        tls: pki.pem(leaf),
         domain: "hub.test".into(),
     };
     let endpoint = TransportSettings::default()
@@ -488,4 +507,184 @@ async fn an_idle_relayed_connection_closes_while_the_registry_keeps_changing() {
     assert!(quiet_since.elapsed() >= idle - Duration::from_millis(300));
     churn.abort();
     drop((quiet_tx, busy_tx));
+}
+
+/// An API server that holds only the spoke pins ConfigMap `flux-system/spoke-pins`: listed
+/// with `data`, then changed to each of `changes` in turn, one per watch request, when the
+/// test sends it.
+fn pins_api_server(
+    data: serde_json::Value,
+    mut changes: mpsc::UnboundedReceiver<serde_json::Value>,
+) -> kube::Client {
+    use kube::client::Body;
+    let (mock, mut handle) = tower_test::mock::pair::<http::Request<Body>, http::Response<Body>>();
+    let configmap = |data: serde_json::Value, version: u64| {
+        serde_json::json!({
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "spoke-pins", "namespace": "flux-system",
+                         "resourceVersion": version.to_string()},
+            "data": data,
+        })
+    };
+    tokio::spawn(async move {
+        let mut version = 1;
+        let mut pending = Vec::new();
+        while let Some((request, send)) = handle.next_request().await {
+            let watch = request.uri().query().unwrap_or("").contains("watch=true");
+            let body = if watch {
+                let Some(data) = changes.recv().await else {
+                    // Nothing more changes: the watch stays open.
+                    pending.push(send);
+                    continue;
+                };
+                version += 1;
+                let event =
+                    serde_json::json!({"type": "MODIFIED", "object": configmap(data, version)});
+                format!("{event}\n")
+            } else {
+                serde_json::json!({
+                    "apiVersion": "v1", "kind": "ConfigMapList",
+                    "metadata": {"resourceVersion": version.to_string()},
+                    "items": [configmap(data.clone(), version)],
+                })
+                .to_string()
+            };
+            send.send_response(
+                http::Response::builder()
+                    .status(200)
+                    .body(Body::from(body.into_bytes()))
+                    .unwrap(),
+            );
+        }
+    });
+    kube::Client::new(mock, "default")
+}
+
+/// Waits until `rx` ends with an error of `code`, skipping the frames before.
+async fn ends_with(rx: &mut tonic::Streaming<RelayFrame>, code: Code) {
+    let ended = tokio::time::timeout(LIMIT, async {
+        loop {
+            match rx.next().await {
+                Some(Ok(_)) => continue,
+                other => return other,
+            }
+        }
+    })
+    .await
+    .expect("the call ends in time");
+    assert!(
+        matches!(ended, Some(Err(ref s)) if s.code() == code),
+        "{ended:?}"
+    );
+}
+
+/// Like a Watch, a relayed connection ends when its spoke's certificate is no longer the
+/// one pinned for it (replaced by a rotation, or unpinned), and when the hub stops.
+#[tokio::test]
+async fn a_relayed_connection_ends_when_its_certificate_is_unpinned_or_rotated_or_the_hub_stops() {
+    use flux_hub::federation::pin_store::PinStore;
+    use flux_shared::federation::pins::fingerprint;
+    let pki = Pki::new();
+    let lead = echo_lead().await;
+    let registry = Registry::new();
+    registry.set_primed();
+    let leaf = spoke_certificate(&pki, "a");
+    let pinned = serde_json::json!({"a": fingerprint(&leaf.cert_der)});
+    let (change, changes) = mpsc::unbounded_channel();
+    let pins = PinStore::watch(
+        pins_api_server(pinned.clone(), changes),
+        "flux-system",
+        "spoke-pins",
+    );
+    let (stop, stopping) = tokio::sync::watch::channel(false);
+    let addr = serve_services(&pki, registry.clone(), Arc::new(Metrics::new()), |s| {
+        s.with_pins(pins).with_stop(stopping)
+    })
+    .await;
+    let mut a = spoke_client_with(&pki, addr, &leaf).await;
+    publish(&registry, lead, true, 2);
+    // Relayed once the pins are read (until then: UNAVAILABLE, retry).
+    let open = |a: &mut SpokeClient<tonic::transport::Channel>| {
+        let mut a = a.clone();
+        async move {
+            let deadline = tokio::time::Instant::now() + LIMIT;
+            loop {
+                match relay(&mut a, KEY).await {
+                    Ok(open) => return open,
+                    Err(code) => assert!(
+                        tokio::time::Instant::now() < deadline,
+                        "not relayed: {code:?}"
+                    ),
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    };
+
+    // Rotated: another certificate is pinned for the spoke.
+    let (tx, mut rx) = open(&mut a).await;
+    assert_eq!(round_trip(&tx, &mut rx, b"before").await, b"before");
+    let other = spoke_certificate(&pki, "a");
+    change
+        .send(serde_json::json!({"a": fingerprint(&other.cert_der)}))
+        .unwrap();
+    ends_with(&mut rx, Code::PermissionDenied).await;
+
+    // Pinned again, then unpinned.
+    change.send(pinned).unwrap();
+    let (tx, mut rx) = open(&mut a).await;
+    assert_eq!(round_trip(&tx, &mut rx, b"again").await, b"again");
+    change.send(serde_json::json!({})).unwrap();
+    ends_with(&mut rx, Code::PermissionDenied).await;
+    drop(tx);
+
+    // The hub stops: its open relayed connections end (a graceful shutdown does not wait
+    // on them).
+    let b_leaf = spoke_certificate(&pki, "b");
+    change
+        .send(serde_json::json!({"b": fingerprint(&b_leaf.cert_der)}))
+        .unwrap();
+    registry.set(
+        &("hpc".into(), "other".into()),
+        McInfo {
+            relay_to: Some(Endpoint {
+                address: lead.ip().to_string(),
+                port: i32::from(lead.port()),
+            }),
+            ..McInfo::default()
+        },
+        vec![BurstInfo {
+            skipped: Vec::new(),
+            key: "hpc/other/b".into(),
+            name: "b".into(),
+            spoke: "b".into(),
+            size: 1,
+            max_size: 1,
+            relayed: true,
+        }],
+        vec![SpokeAssignment {
+            spoke: "b".into(),
+            assignment: Assignment {
+                key: "hpc/other/b".into(),
+                burst_size: 1,
+                ..Assignment::default()
+            },
+        }],
+    );
+    let mut b = spoke_client_with(&pki, addr, &b_leaf).await;
+    let (_tx, mut rx) = {
+        let deadline = tokio::time::Instant::now() + LIMIT;
+        loop {
+            match relay(&mut b, "hpc/other/b").await {
+                Ok(open) => break open,
+                Err(code) => assert!(
+                    tokio::time::Instant::now() < deadline,
+                    "not relayed: {code:?}"
+                ),
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    };
+    stop.send_replace(true);
+    ends_with(&mut rx, Code::Unavailable).await;
 }

@@ -9,7 +9,8 @@
 //! closing its TCP side ends the call at once; the spoke ending its stream closes the
 //! lead's side, which has [`LINGER`] to answer and close; the spoke cancelling the call
 //! closes the lead's connection at once), when none of its own bytes moved for [`IDLE`],
-//! or when the burst stops being relayed to that spoke, which the registry's changes wake
+//! when the spoke's certificate is no longer pinned (unpinned, or replaced by a rotation)
+//! or the hub stops, or when the burst stops being relayed to that spoke, which the registry's changes wake
 //! it for: at once when it is deleted or reassigned (it is no
 //! longer this spoke's), within [`LEAVE_GRACE`] when it is scaled to 0 (its brokers are
 //! leaving: they tell the lead through this connection, and closing it under them would
@@ -231,25 +232,44 @@ impl Default for Timeouts {
 /// the lead).
 pub type Meter = (Counter, Counter);
 
+/// What ends a relayed connection besides its two sides and its timeouts.
+pub struct Ends<F, E> {
+    /// The registry's changes: `standing` is asked again on each.
+    pub changes: watch::Receiver<u64>,
+    /// Whether the connection may go on, after a registry change.
+    pub standing: F,
+    /// Resolves, with what the spoke is told, when the connection must end at once: the
+    /// spoke's certificate is no longer the one pinned for it (unpinned, or replaced by a
+    /// rotation), or the hub stops.
+    pub now: E,
+}
+
 /// Carries bytes both ways between the spoke's frames (`inbound`, answered on `outbound`)
 /// and the lead broker (`tcp`), counting them on `meter`, until either side ends (the
 /// lead's end of stream ends the call; the spoke's closes the lead's side, which has the
 /// linger to close in turn; the spoke cancelling the call, or no longer reading its
-/// answers, ends it at once), nothing moves for the idle time, `standing` says
-/// [`Standing::Ended`] after a registry change (`changes`), or the leave grace passed
+/// answers, ends it at once), nothing moves for the idle time, `ends.now` resolves, the
+/// standing says [`Standing::Ended`] after a registry change, or the leave grace passed
 /// since it said [`Standing::Leaving`].
-pub async fn pump<S>(
+pub async fn pump<S, F, E>(
     tcp: TcpStream,
     mut inbound: S,
     outbound: mpsc::Sender<Result<RelayFrame, Status>>,
-    mut changes: watch::Receiver<u64>,
-    standing: impl Fn() -> Standing,
+    ends: Ends<F, E>,
     timeouts: Timeouts,
     meter: &Meter,
 ) -> Carried
 where
     S: Stream<Item = Result<RelayFrame, Status>> + Unpin,
+    F: Fn() -> Standing,
+    E: std::future::Future<Output = Status>,
 {
+    let Ends {
+        mut changes,
+        standing,
+        now: end_now,
+    } = ends;
+    let mut end_now = std::pin::pin!(end_now);
     let (from_lead, mut to_lead) = tcp.into_split();
     let mut carried = Carried::default();
     let mut spoke_open = true;
@@ -310,6 +330,11 @@ where
             // Nobody reads the answers any more: the spoke went away.
             () = outbound.closed() => break,
             () = tokio::time::sleep_until(linger_until.unwrap_or_else(tokio::time::Instant::now)), if linger_until.is_some() => break,
+            // The spoke's certificate is no longer pinned, or the hub stops.
+            status = &mut end_now => {
+                let _ = outbound.send(Err(status)).await;
+                break;
+            },
             changed = changes.changed() => {
                 let now = if changed.is_err() { Standing::Ended } else { standing() };
                 match now {

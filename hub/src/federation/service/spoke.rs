@@ -25,7 +25,7 @@ impl Spoke for Services {
         &self,
         request: Request<Streaming<RelayFrame>>,
     ) -> Result<Response<Self::RelayStream>, Status> {
-        let (spoke, _) = self.pinned_spoke(&request)?;
+        let (spoke, leaf) = self.pinned_spoke(&request)?;
         let key = request
             .metadata()
             .get(relay::RELAY_KEY)
@@ -55,6 +55,18 @@ impl Spoke for Services {
         let (registry, metrics) = (self.registry.clone(), self.metrics.clone());
         let timeouts = self.relay_timeouts;
         let changes = registry.admin_changes();
+        // Like Watch: a certificate unpinned or replaced (rotated) while the call is open
+        // ends it, and so does the hub's stop.
+        let revoked = self.pins.revoked(spoke.clone(), leaf);
+        let stopped = self.stopped();
+        let now = async move {
+            tokio::select! {
+                () = revoked => Status::permission_denied(
+                    "this spoke's certificate is no longer the one pinned for it",
+                ),
+                () = stopped => Status::unavailable("the hub is stopping"),
+            }
+        };
         let inbound = request.into_inner();
         tokio::spawn(
             async move {
@@ -64,8 +76,12 @@ impl Spoke for Services {
                     Err(relay::RelayRefusal::NoBrokers(_)) => relay::Standing::Leaving,
                     _ => relay::Standing::Ended,
                 };
-                let carried =
-                    relay::pump(tcp, inbound, tx, changes, standing, timeouts, &meter).await;
+                let ends = relay::Ends {
+                    changes,
+                    standing,
+                    now,
+                };
+                let carried = relay::pump(tcp, inbound, tx, ends, timeouts, &meter).await;
                 metrics.relay_closed(&spoke, &minicluster);
                 debug!(
                     to_lead = carried.to_lead,
