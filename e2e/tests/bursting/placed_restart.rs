@@ -37,7 +37,8 @@ async fn burst_entry(env: &TestEnv) -> Result<flux_shared::api::BurstStatus> {
         .context("no status.bursts[0]")
 }
 
-/// Placement Events about the MiniCluster that say a burst moved or was placed nowhere.
+/// Placement Events about the MiniCluster that say a burst moved or was placed nowhere,
+/// each with how many times it was seen (an Event seen again counts up in its series).
 async fn moves(env: &TestEnv) -> Result<Vec<String>> {
     Ok(env
         .events_about("MiniCluster", NAME)
@@ -49,8 +50,37 @@ async fn moves(env: &TestEnv) -> Result<Vec<String>> {
                 Some("BurstMoved") | Some("BurstNotPlaced")
             )
         })
-        .map(|e| format!("{:?}: {:?}", e.reason, e.note))
+        .map(|e| {
+            let seen = e.series.as_ref().map_or(1, |s| s.count);
+            format!("{:?} x{seen}: {:?}", e.reason, e.note)
+        })
         .collect())
+}
+
+/// Waits until every spoke of the federation is connected and has reported its room (a
+/// burst created before would wait for it, or be placed by the others' room alone).
+async fn spokes_ready(env: &TestEnv, fed: &Federation) -> Result<()> {
+    env.eventually(
+        "every spoke connected, its room reported",
+        objects_deadline(),
+        async || {
+            let status = fed.hub_status(&env.ns).await?;
+            let spokes = status["spokes"].as_array().cloned().unwrap_or_default();
+            let ready = fed.spokes.iter().all(|name| {
+                spokes.iter().any(|s| {
+                    s["name"] == name.as_str()
+                        && s["connected"] == true
+                        && s["roomObservedUnixMillis"].as_i64().is_some()
+                })
+            });
+            Ok(if ready {
+                Probe::Done(())
+            } else {
+                Probe::Waiting(format!("{spokes:?}"))
+            })
+        },
+    )
+    .await
 }
 
 /// The burst's four objects in the burst cluster of `spoke`, once there.
@@ -69,13 +99,15 @@ async fn placed_objects(env: &TestEnv, spoke: &str, burst: &str) -> Result<Vec<S
 }
 
 /// Holds for `how_long`: the burst's objects are the same (uids) and its status still
-/// places it on `spoke`, and no Event says it moved or was placed nowhere.
+/// places it on `spoke`, and no Event says it moved or was placed nowhere beyond those of
+/// `before`.
 async fn stays(
     env: &TestEnv,
     what: &str,
     how_long: Duration,
     spoke: &str,
     objects: &[SpokeObject],
+    before: &[String],
 ) -> Result<()> {
     env.holds_for(what, how_long, async || {
         if let Some(changed) = same_objects(env, objects).await? {
@@ -89,7 +121,8 @@ async fn stays(
                 yaml(&b)
             )));
         }
-        let moved = moves(env).await?;
+        let mut moved = moves(env).await?;
+        moved.retain(|m| !before.contains(m));
         Ok((!moved.is_empty()).then(|| format!("Events: {moved:?}")))
     })
     .await
@@ -100,6 +133,7 @@ async fn stays(
 /// 30 s wait for candidates after a start).
 pub(super) async fn restarts(env: &TestEnv, fed: &Federation) -> Result<()> {
     with_short_placement_timeout(env).await?;
+    spokes_ready(env, fed).await?;
     let spoke = fed.spoke();
     let burst = burst_name(&env.ns);
     env.apply_minicluster(&with_candidates(&burst, &[spoke]))
@@ -114,6 +148,7 @@ pub(super) async fn restarts(env: &TestEnv, fed: &Federation) -> Result<()> {
         placed_at.is_some(),
         "the burst's status says when it was placed"
     );
+    let before = moves(env).await?;
 
     let back = now_millis();
     env.restart_hub().await?;
@@ -124,6 +159,7 @@ pub(super) async fn restarts(env: &TestEnv, fed: &Federation) -> Result<()> {
         secs(PLACEMENT_TIMEOUT + 10),
         spoke,
         &objects,
+        &before,
     )
     .await?;
 
@@ -135,6 +171,7 @@ pub(super) async fn restarts(env: &TestEnv, fed: &Federation) -> Result<()> {
         secs(35),
         spoke,
         &objects,
+        &before,
     )
     .await?;
     let late = now_millis();
@@ -146,6 +183,7 @@ pub(super) async fn restarts(env: &TestEnv, fed: &Federation) -> Result<()> {
         secs(PLACEMENT_TIMEOUT + 5),
         spoke,
         &objects,
+        &before,
     )
     .await?;
     let b = burst_entry(env).await?;
@@ -166,6 +204,7 @@ pub(super) async fn mid_move(env: &TestEnv, fed: &Federation) -> Result<()> {
         bail!("this test needs exactly two spokes, got {:?}", fed.spokes);
     };
     with_short_placement_timeout(env).await?;
+    spokes_ready(env, fed).await?;
     let burst = burst_name(&env.ns);
     env.apply_minicluster(&with_candidates(&burst, &[first, second]))
         .await

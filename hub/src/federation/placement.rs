@@ -64,6 +64,9 @@ pub struct Timeouts {
     /// After the hub starts, a candidate that has not connected yet is waited for this
     /// long before a later one is chosen (its spokes reconnect within it).
     pub settle: Duration,
+    /// A candidate that connected this recently and has not reported its room yet is
+    /// waited for (a spoke reports its room as it connects, then every 10 s).
+    pub first_room: Duration,
 }
 
 impl Default for Timeouts {
@@ -72,6 +75,7 @@ impl Default for Timeouts {
             place: Duration::from_secs(300),
             away: Duration::from_secs(30),
             settle: Duration::from_secs(30),
+            first_room: Duration::from_secs(15),
         }
     }
 }
@@ -85,6 +89,9 @@ pub struct Candidate<'a> {
     pub connected: bool,
     /// Its last room report, when it sent one.
     pub room: Option<&'a Room>,
+    /// Connected so recently that its first room report may still come (it sends one as
+    /// it connects): waited for, as a candidate not connected yet is after a hub start.
+    pub room_pending: bool,
     /// Why its announced exceptions do not let the burst run there.
     pub unsafe_because: Option<String>,
     /// Brokers the MiniCluster's other bursts are assigned there.
@@ -420,6 +427,13 @@ fn choose(
             continue;
         }
         let Some(room) = c.room else {
+            if c.room_pending {
+                skipped.push(skip(
+                    reason::ROOM_UNKNOWN,
+                    "it just connected; waiting for its first room report".to_string(),
+                ));
+                return unplaced(skipped, left, Some(Duration::from_secs(5)));
+            }
             skipped.push(skip(
                 reason::ROOM_UNKNOWN,
                 "it has not said what room its nodes have".to_string(),

@@ -62,6 +62,11 @@ pub fn place(
                 name,
                 connected: f.connected,
                 room: f.room.as_ref(),
+                room_pending: f.room.is_none()
+                    && f.connected_since.is_some_and(|since| {
+                        now.duration_since(since)
+                            .is_ok_and(|up| up < ctx.placement.first_room)
+                    }),
                 unsafe_because: unsafe_at(plan, f.exceptions.as_ref()),
                 others: others_on(plan, index, name, &chosen),
             })

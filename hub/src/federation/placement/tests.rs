@@ -31,6 +31,7 @@ fn candidate<'a>(name: &'a str, room: Option<&'a Room>) -> Candidate<'a> {
         name,
         connected: true,
         room,
+        room_pending: false,
         unsafe_because: None,
         others: 0,
     }
@@ -165,6 +166,16 @@ fn a_spoke_that_says_nothing_of_its_room_may_have_room() {
     .unwrap();
     let p = fresh(&[candidate("blind", Some(&unmeasured))], 4);
     assert_eq!(p.spoke.as_deref(), Some("blind"));
+    // One that just connected and has not reported its room yet is waited for.
+    let mut fresh_spoke = candidate("fresh", None);
+    fresh_spoke.room_pending = true;
+    let roomy_later = room(64, 32, 0);
+    let p = fresh(&[fresh_spoke, candidate("b", Some(&roomy_later))], 4);
+    assert_eq!(
+        (p.spoke.as_deref(), p.recheck),
+        (None, Some(Duration::from_secs(5)))
+    );
+    assert_eq!(reasons(&p), [pair("fresh", reason::ROOM_UNKNOWN)]);
     // Room it could not measure is not room: a later candidate known to have some wins.
     let roomy = room(64, 32, 0);
     for blind in [Some(&unmeasured), None] {

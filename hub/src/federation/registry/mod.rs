@@ -168,6 +168,8 @@ struct SpokeState {
     last_seen: Option<SystemTime>,
     /// When its last stream ended (`None` while connected or never connected).
     disconnected_at: Option<SystemTime>,
+    /// When its current stream began (`None` while not connected).
+    connected_at: Option<SystemTime>,
     acknowledged: u64,
     spoke_version: String,
     reports: HashMap<String, (AssignmentStatus, SystemTime)>,
@@ -200,6 +202,7 @@ impl SpokeState {
             certificate_not_after: None,
             last_seen: None,
             disconnected_at: None,
+            connected_at: None,
             acknowledged: 0,
             spoke_version: String::new(),
             reports: HashMap::new(),
@@ -279,6 +282,8 @@ pub struct SpokeFacts {
     pub connected: bool,
     /// While it is not connected: since when (its last stream ended, or this hub started).
     pub away_since: Option<SystemTime>,
+    /// While it is connected: since when.
+    pub connected_since: Option<SystemTime>,
     /// What bursts of the namespace asked for may have beyond the baseline there; `None`
     /// until it connects to this hub.
     pub exceptions: Option<Exceptions>,
@@ -313,6 +318,7 @@ impl Drop for ConnectionGuard {
             state.connections = state.connections.saturating_sub(1);
             if state.connections == 0 {
                 state.disconnected_at = Some(SystemTime::now());
+                state.connected_at = None;
                 let affected = affected_by_spoke(&inner, &self.spoke);
                 registry.bump_admin(&mut inner);
                 drop(inner);
@@ -770,6 +776,7 @@ impl Registry {
                     connected: s.connections > 0,
                     away_since: (s.connections == 0)
                         .then(|| s.disconnected_at.unwrap_or(self.started)),
+                    connected_since: s.connected_at.filter(|_| s.connections > 0),
                     exceptions: s.exceptions.as_ref().map(|a| a.for_namespace(namespace)),
                     room: s.room.clone(),
                 },

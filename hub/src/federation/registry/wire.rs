@@ -46,6 +46,7 @@ impl Served for Registry {
         }
         state.connections += 1;
         state.last_seen = Some(SystemTime::now());
+        state.connected_at = state.last_seen;
         state.spoke_version = spoke_version.to_string();
         state.exceptions = Some(exceptions);
         state.labels = labels;
