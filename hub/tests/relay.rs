@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use flux_hub::federation::registry::{BurstInfo, McInfo, Registry};
-use flux_hub::federation::relay::{MAX_FRAME, RELAY_KEY, SLACK, Timeouts};
+use flux_hub::federation::relay::{MAX_FRAME, RELAY_KEY, Rates, SLACK, Timeouts};
 use flux_hub::federation::service::{self, Services};
 use flux_hub::ops::metrics::Metrics;
 use flux_shared::federation::assignment::SpokeAssignment;
@@ -687,4 +687,93 @@ async fn a_relayed_connection_ends_when_its_certificate_is_unpinned_or_rotated_o
     };
     stop.send_replace(true);
     ends_with(&mut rx, Code::Unavailable).await;
+}
+
+/// Each spoke makes at most so many new relayed connections a second (after a burst of
+/// them); a call beyond is refused, and another spoke's are not counted with it.
+#[tokio::test]
+async fn a_spokes_new_relayed_connections_are_bounded_per_second() {
+    let pki = Pki::new();
+    let lead = echo_lead().await;
+    let registry = Registry::new();
+    registry.set_primed();
+    let metrics = Arc::new(Metrics::new());
+    let timeouts = Timeouts {
+        rates: Rates {
+            calls_per_second: 0.5,
+            call_burst: 3.0,
+            ..Rates::default()
+        },
+        ..Timeouts::default()
+    };
+    let addr = serve_with(&pki, registry.clone(), metrics.clone(), timeouts).await;
+    let mut a = spoke_client(&pki, addr, "a").await;
+    let mut other = spoke_client(&pki, addr, "other").await;
+    publish(&registry, lead, true, 8);
+    let start = tokio::time::Instant::now();
+    let mut held = Vec::new();
+    for _ in 0..3 {
+        held.push(relay(&mut a, KEY).await.expect("within the burst"));
+    }
+    assert_eq!(
+        relay(&mut a, KEY).await.err(),
+        Some(Code::ResourceExhausted),
+        "the fourth at once"
+    );
+    // Another spoke's calls are its own (refused here for the burst is not its own).
+    for _ in 0..3 {
+        assert_eq!(
+            relay(&mut other, KEY).await.err(),
+            Some(Code::PermissionDenied)
+        );
+    }
+    // Two seconds after the first (one each two seconds), one more.
+    tokio::time::sleep_until(start + Duration::from_millis(2100)).await;
+    held.push(relay(&mut a, KEY).await.expect("after the rate's time"));
+    assert!(
+        metrics
+            .encode()
+            .contains("flux_hub_relay_refused_total{reason=\"call_rate\"} 1"),
+        "{}",
+        metrics.encode()
+    );
+}
+
+/// Each spoke's relayed bytes, both ways and all its connections together, move at most
+/// so fast (after a burst); carried, not refused.
+#[tokio::test]
+async fn a_spokes_relayed_bytes_are_bounded_per_second() {
+    let pki = Pki::new();
+    let lead = echo_lead().await;
+    let registry = Registry::new();
+    registry.set_primed();
+    let (rate, burst) = (256.0 * 1024.0, 64.0 * 1024.0);
+    let timeouts = Timeouts {
+        rates: Rates {
+            bytes_per_second: rate,
+            byte_burst: burst,
+            ..Rates::default()
+        },
+        ..Timeouts::default()
+    };
+    let addr = serve_with(&pki, registry.clone(), Arc::new(Metrics::new()), timeouts).await;
+    let mut a = spoke_client(&pki, addr, "a").await;
+    publish(&registry, lead, true, 2);
+    let (tx, mut rx) = relay(&mut a, KEY).await.expect("relayed");
+    let (tx2, mut rx2) = relay(&mut a, KEY).await.expect("relayed");
+    // 128 KiB echoed on each of two connections: 512 KiB through the hub, 64 KiB of it at
+    // once and the rest at 256 KiB/s, so no sooner than 1.75 s.
+    let payload: Vec<u8> = (0..128 * 1024u32).map(|i| (i % 251) as u8).collect();
+    let start = tokio::time::Instant::now();
+    let (one, two) = tokio::join!(
+        round_trip(&tx, &mut rx, &payload),
+        round_trip(&tx2, &mut rx2, &payload)
+    );
+    let took = start.elapsed();
+    assert_eq!((one.len(), two.len()), (payload.len(), payload.len()));
+    let least = Duration::from_secs_f64((4.0 * payload.len() as f64 - burst) / rate);
+    assert!(
+        took >= least - Duration::from_millis(100) && took < LIMIT,
+        "took {took:?}, at least {least:?}"
+    );
 }

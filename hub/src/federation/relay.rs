@@ -32,6 +32,12 @@ use tonic::Status;
 
 pub use flux_shared::federation::{RELAY_KEY, RELAY_MAX_FRAME as MAX_FRAME, RELAY_SLACK as SLACK};
 
+mod limits;
+pub use limits::{
+    BYTE_BURST, BYTES_PER_SECOND, ByteBudget, CALL_BURST, CALLS_PER_SECOND, Rates, SpokeRates,
+    TokenBucket, spend,
+};
+
 /// A relayed connection through which nothing moved for this long is closed (Flux's
 /// overlay sends heartbeats far more often). Only the connection's own bytes put it off.
 pub const IDLE: Duration = Duration::from_secs(300);
@@ -96,6 +102,16 @@ pub enum RelayRefusal {
     /// The lead broker did not answer.
     #[error("the lead broker at {0} does not answer: {1}")]
     Unreachable(String, String),
+    /// The spoke makes new relayed connections faster than [`Rates`] allow.
+    #[error(
+        "spoke {spoke:?} makes more than {per_second} relayed connections a second; connect again later"
+    )]
+    CallRate {
+        /// The spoke.
+        spoke: String,
+        /// Its rate.
+        per_second: u64,
+    },
 }
 
 impl RelayRefusal {
@@ -108,6 +124,7 @@ impl RelayRefusal {
             RelayRefusal::NoLead(_) => "no_lead",
             RelayRefusal::TooMany { .. } => "too_many",
             RelayRefusal::Unreachable(..) => "unreachable",
+            RelayRefusal::CallRate { .. } => "call_rate",
         }
     }
 
@@ -119,16 +136,20 @@ impl RelayRefusal {
             RelayRefusal::NotRelayed(_) | RelayRefusal::NoBrokers(_) | RelayRefusal::NoLead(_) => {
                 Status::failed_precondition(message)
             }
-            RelayRefusal::TooMany { .. } => Status::resource_exhausted(message),
+            RelayRefusal::TooMany { .. } | RelayRefusal::CallRate { .. } => {
+                Status::resource_exhausted(message)
+            }
             RelayRefusal::Unreachable(..) => Status::unavailable(message),
         }
     }
 }
 
-/// The relayed connections each burst holds.
+/// The relayed connections each burst holds, and each spoke's rates.
 #[derive(Debug, Default)]
 pub struct OpenRelays {
     held: Mutex<HashMap<String, usize>>,
+    /// New calls and bytes of each spoke.
+    pub rates: SpokeRates,
 }
 
 /// One held connection; dropping it gives the place back.
@@ -206,8 +227,9 @@ pub struct Carried {
     pub from_lead: u64,
 }
 
-/// How long a relayed connection may last without traffic, and once its burst is leaving.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// How long a relayed connection may last without traffic, and once its burst is leaving;
+/// and the rates of each spoke's.
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Timeouts {
     /// Nothing moved for this long: closed ([`IDLE`]).
     pub idle: Duration,
@@ -216,6 +238,9 @@ pub struct Timeouts {
     /// The spoke ended its stream this long ago and the lead has not closed: closed
     /// ([`LINGER`]).
     pub linger: Duration,
+    /// The rates each spoke's relayed connections are held to ([`Rates`]; here because
+    /// these are the relay's one setting of the services).
+    pub rates: Rates,
 }
 
 impl Default for Timeouts {
@@ -224,6 +249,7 @@ impl Default for Timeouts {
             idle: IDLE,
             leave_grace: LEAVE_GRACE,
             linger: LINGER,
+            rates: Rates::default(),
         }
     }
 }
@@ -245,7 +271,8 @@ pub struct Ends<F, E> {
 }
 
 /// Carries bytes both ways between the spoke's frames (`inbound`, answered on `outbound`)
-/// and the lead broker (`tcp`), counting them on `meter`, until either side ends (the
+/// and the lead broker (`tcp`), counting them on `meter` and holding them to the spoke's
+/// byte rate (`budget`, both ways), until either side ends (the
 /// lead's end of stream ends the call; the spoke's closes the lead's side, which has the
 /// linger to close in turn; the spoke cancelling the call, or no longer reading its
 /// answers, ends it at once), nothing moves for the idle time, `ends.now` resolves, the
@@ -258,6 +285,7 @@ pub async fn pump<S, F, E>(
     ends: Ends<F, E>,
     timeouts: Timeouts,
     meter: &Meter,
+    budget: &ByteBudget,
 ) -> Carried
 where
     S: Stream<Item = Result<RelayFrame, Status>> + Unpin,
@@ -291,6 +319,7 @@ where
                     idle_at = tokio::time::Instant::now() + timeouts.idle;
                     carried.to_lead += frame.data.len() as u64;
                     meter.0.inc_by(frame.data.len() as u64);
+                    spend(budget, frame.data.len()).await;
                     if to_lead.write_all(&frame.data).await.is_err() {
                         break;
                     }
@@ -319,6 +348,7 @@ where
                     idle_at = tokio::time::Instant::now() + timeouts.idle;
                     carried.from_lead += data.len() as u64;
                     meter.1.inc_by(data.len() as u64);
+                    spend(budget, data.len()).await;
                     if outbound.send(Ok(RelayFrame { data })).await.is_err() {
                         break;
                     }
@@ -408,11 +438,16 @@ mod tests {
                 brokers: 1,
             },
             RelayRefusal::Unreachable("a:1".into(), "refused".into()),
+            RelayRefusal::CallRate {
+                spoke: "a".into(),
+                per_second: 1,
+            },
         ];
         let reasons: std::collections::BTreeSet<_> = all.iter().map(|r| r.reason()).collect();
         assert_eq!(reasons.len(), all.len());
         assert_eq!(all[0].status().code(), tonic::Code::PermissionDenied);
         assert_eq!(all[4].status().code(), tonic::Code::ResourceExhausted);
         assert_eq!(all[5].status().code(), tonic::Code::Unavailable);
+        assert_eq!(all[6].status().code(), tonic::Code::ResourceExhausted);
     }
 }

@@ -45,6 +45,18 @@ impl Spoke for Services {
             });
             refusal.status()
         };
+        // Each call counts, refused or not: a broker refused connects again at once.
+        let rates = self.relay_timeouts.rates;
+        if !self
+            .relays
+            .rates
+            .allow_call(&spoke, &rates, std::time::Instant::now())
+        {
+            return Err(refused(relay::RelayRefusal::CallRate {
+                spoke: spoke.clone(),
+                per_second: rates.calls_per_second as u64,
+            }));
+        }
         let target = self.registry.relay_target(&spoke, &key).map_err(refused)?;
         let held = self.relays.take(&key, target.brokers).map_err(refused)?;
         let tcp = relay::dial(&target.lead).await.map_err(refused)?;
@@ -54,6 +66,7 @@ impl Spoke for Services {
         let (tx, rx) = tokio::sync::mpsc::channel(4);
         let (registry, metrics) = (self.registry.clone(), self.metrics.clone());
         let timeouts = self.relay_timeouts;
+        let budget = self.relays.rates.bytes(&spoke, &rates);
         let changes = registry.admin_changes();
         // Like Watch: a certificate unpinned or replaced (rotated) while the call is open
         // ends it, and so does the hub's stop.
@@ -81,7 +94,7 @@ impl Spoke for Services {
                     standing,
                     now,
                 };
-                let carried = relay::pump(tcp, inbound, tx, ends, timeouts, &meter).await;
+                let carried = relay::pump(tcp, inbound, tx, ends, timeouts, &meter, &budget).await;
                 metrics.relay_closed(&spoke, &minicluster);
                 debug!(
                     to_lead = carried.to_lead,
