@@ -663,6 +663,12 @@ async fn the_quickstart_then_eight_brokers_over_three_real_clusters_survive_a_hu
             events.iter().map(support::describe_event).collect::<Vec<_>>()
         );
 
+        // A stranger: a pod of the second burst cluster's `default` namespace keeps
+        // connecting to the relayed burst's relay Service. A burst broker pod is deleted
+        // meanwhile: its replacement rejoins, and no connection of the stranger's reaches
+        // the hub (the spoke closes them first: the hub refuses none as one too many).
+        stranger_is_kept_out(env, &burst2.client, &lead, RELAYED, "relayed-c").await?;
+
         // The relayed burst goes to 0, back to 2 (new brokers through new relayed
         // connections), and to 0 again.
         for (size, up) in [(0, "2"), (2, "4"), (0, "2")] {
@@ -1009,4 +1015,147 @@ fn the_quickstart_parses_into_the_commands_a_user_types() {
             .all(|c| !c.contains("kind ") && !c.contains("docker ") && !c.starts_with("rm ")),
         "the (Docker) groups (set-up and teardown) are left out: {commands:#?}"
     );
+}
+
+/// What the hub pods' `/metrics` say of `flux_hub_relay_refused_total{reason}`, summed
+/// over the replicas (read through the API server's pod proxy).
+async fn hub_relay_refused(env: &TestEnv, reason: &str) -> Result<u64> {
+    let hubs: Api<Pod> = Api::namespaced(env.client.clone(), HUB_NAMESPACE);
+    let pods = hubs
+        .list(&ListParams::default().labels("app.kubernetes.io/name=flux-hub"))
+        .await?;
+    let wanted = format!("flux_hub_relay_refused_total{{reason=\"{reason}\"}} ");
+    let mut total = 0;
+    for pod in pods.items.iter().filter_map(|p| p.metadata.name.as_deref()) {
+        let request = http::Request::get(format!(
+            "/api/v1/namespaces/{HUB_NAMESPACE}/pods/{pod}:8080/proxy/metrics"
+        ))
+        .body(Vec::new())?;
+        // A replica restarting does not answer: it has refused nothing since.
+        let Ok(text) = env.client.request_text(request).await else {
+            continue;
+        };
+        total += text
+            .lines()
+            .filter_map(|l| l.strip_prefix(&wanted))
+            .filter_map(|v| v.trim().parse::<f64>().ok())
+            .map(|v| v as u64)
+            .sum::<u64>();
+    }
+    Ok(total)
+}
+
+/// A pod of `default` in the burst cluster of `burst` keeps opening connections to burst
+/// `burst_name`'s relay Service (16 every half second, each held 20 s, for 90 s: at most
+/// 2,880 attempts and about 640 open at once). Meanwhile a broker pod of the burst is
+/// deleted: its replacement rejoins (all four brokers up again), the spoke says it refused
+/// the stranger, and the hub refused no connection as one too many for the burst.
+async fn stranger_is_kept_out(
+    env: &TestEnv,
+    burst: &kube::Client,
+    lead: &str,
+    mc: &str,
+    burst_name: &str,
+) -> Result<()> {
+    let relay: Service = Api::namespaced(burst.clone(), &env.ns)
+        .get(&format!("{burst_name}-relay"))
+        .await
+        .context("the relay Service")?;
+    let spec = relay.spec.context("the relay Service's spec")?;
+    let address = spec.cluster_ip.context("the relay Service's address")?;
+    let port = spec
+        .ports
+        .and_then(|p| p.first().map(|p| p.port))
+        .context("the relay Service's port")?;
+    let refused_before = hub_relay_refused(env, "too_many").await?;
+    let script = format!(
+        "end=$((SECONDS+90)); n=0; \
+         while [ $SECONDS -lt $end ] && [ $n -lt 2880 ]; do \
+           for i in $(seq 16); do (exec 3<>/dev/tcp/{address}/{port} && sleep 20) 2>/dev/null & done; \
+           n=$((n+16)); sleep 0.5; \
+         done; echo attempted $n; wait"
+    );
+    let strangers: Api<Pod> = Api::namespaced(burst.clone(), "default");
+    let name = format!("stranger-{}", env.ns.rsplit('-').next().unwrap_or("x"));
+    let pod: Pod = serde_json::from_value(json!({
+        "metadata": {"name": name},
+        "spec": {
+            "restartPolicy": "Never",
+            "terminationGracePeriodSeconds": 1,
+            "containers": [{
+                "name": "stranger",
+                "image": format!("{}:bookworm", images::APP_IMAGE),
+                "imagePullPolicy": "IfNotPresent",
+                "command": ["bash", "-c", script],
+            }],
+        },
+    }))?;
+    strangers.create(&Default::default(), &pod).await?;
+    env.eventually("the stranger's pod running", secs(120), async || {
+        let p = strangers.get(&name).await?;
+        Ok(match p.status.as_ref().and_then(|s| s.phase.as_deref()) {
+            Some("Running") => Probe::Done(()),
+            other => Probe::Waiting(format!("{other:?}")),
+        })
+    })
+    .await?;
+    tokio::time::sleep(secs(10)).await;
+    // A broker of the burst goes; its Job starts a replacement, which must get in.
+    let brokers: Api<Pod> = Api::namespaced(burst.clone(), &env.ns);
+    let victim = brokers
+        .list(&ListParams::default().labels(&format!(
+            "job-name={burst_name},batch.kubernetes.io/job-completion-index=1"
+        )))
+        .await?
+        .items
+        .into_iter()
+        .find_map(|p| p.metadata.name)
+        .context("a broker pod of the relayed burst")?;
+    brokers.delete(&victim, &DeleteParams::default()).await?;
+    let deleted = Instant::now();
+    // The lead counts the deleted broker down, then its replacement up.
+    support::flux_in(
+        env,
+        lead,
+        mc,
+        UP_NODES,
+        "the deleted broker counted down",
+        |o| o.trim() != "4",
+    )
+    .await?;
+    support::flux_in(
+        env,
+        lead,
+        mc,
+        UP_NODES,
+        "four brokers up again, the replacement in",
+        |o| o.trim() == "4",
+    )
+    .await?;
+    let rejoined = deleted.elapsed();
+    let spokes: Api<Pod> = Api::namespaced(burst.clone(), "flux-spoke-system");
+    let spoke = spokes
+        .list(&ListParams::default().labels("app.kubernetes.io/name=flux-spoke"))
+        .await?
+        .items
+        .into_iter()
+        .find_map(|p| p.metadata.name)
+        .context("the spoke's pod")?;
+    let log = spokes.logs(&spoke, &Default::default()).await?;
+    ensure!(
+        log.contains("not from one of the burst's broker pods"),
+        "the spoke says it refused the stranger's connections"
+    );
+    let refused_after = hub_relay_refused(env, "too_many").await?;
+    ensure!(
+        refused_after == refused_before,
+        "no stranger's connection reached the hub: it refused {} as one too many",
+        refused_after - refused_before
+    );
+    let _ = strangers.delete(&name, &DeleteParams::default()).await;
+    eprintln!(
+        "{}: a stranger kept connecting to the relay; a deleted broker's replacement rejoined after {rejoined:?} and the hub saw none of the stranger's connections",
+        env.ns
+    );
+    Ok(())
 }
