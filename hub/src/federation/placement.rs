@@ -166,6 +166,9 @@ pub struct Current {
     /// Whether the spoke may have received the burst (a snapshot with it was sent to it,
     /// or, after a hub restart, not known: assumed).
     pub delivered: bool,
+    /// When this hub first sent it the burst: the placement deadline counts from then
+    /// when that is later than `since` (a burst that waited for the spoke it left).
+    pub sent_at: Option<SystemTime>,
     /// Its report on the burst, once it sent this hub one for the current assignment:
     /// what a decision to move the burst on is made from (never from its absence).
     pub report: Option<Reported>,
@@ -366,9 +369,10 @@ fn failure(
         // wakes the next decision, says whether a broker runs there.
         return Ok(None);
     };
+    let from = cur.sent_at.map_or(cur.since, |sent| sent.max(cur.since));
     let left = timeouts
         .place
-        .checked_sub(elapsed(cur.since))
+        .checked_sub(elapsed(from))
         .unwrap_or_default();
     if left.is_zero() {
         return Err(skip(

@@ -157,6 +157,7 @@ fn current_of(
         since,
         // After a restart the hub does not know what reached the spoke: assume it did.
         delivered: registry.delivered(spoke, key) || since < registry.started(),
+        sent_at: registry.sent_at(spoke, key),
         report,
         away_since,
         was_empty: false,

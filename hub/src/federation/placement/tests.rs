@@ -74,6 +74,7 @@ fn placed_on(spoke: &str, since: u64, report: Option<Reported>) -> Current {
         spoke: spoke.into(),
         since: at(since),
         delivered: true,
+        sent_at: None,
         report,
         away_since: None,
         was_empty: false,
@@ -426,6 +427,34 @@ fn a_burst_with_no_broker_ready_in_time_moves_on_and_not_before() {
         "{:?}",
         after.skipped
     );
+}
+
+/// A burst that waited for the spoke it left gets the whole placement timeout at its new
+/// spoke, counted from when it was sent there.
+#[test]
+fn the_placement_deadline_counts_from_when_the_burst_was_sent() {
+    let roomy = room(64, 32, 0);
+    let shape = LazyShape::new(Shape::default);
+    let candidates = [candidate("a", Some(&roomy)), candidate("b", Some(&roomy))];
+    let mut cur = placed_on("a", 0, Some(reported(BurstPhase::Pending, 4, 0)));
+    cur.sent_at = Some(at(250));
+    let go = |secs| {
+        place(
+            &candidates,
+            &ask(&shape, 4),
+            Some(&cur),
+            &[],
+            at(secs),
+            Timeouts::default(),
+            false,
+        )
+    };
+    let p = go(300);
+    assert_eq!(
+        (p.spoke.as_deref(), p.recheck),
+        (Some("a"), Some(Duration::from_secs(250)))
+    );
+    assert_eq!(go(550).spoke.as_deref(), Some("b"));
 }
 
 #[test]

@@ -149,6 +149,9 @@ pub struct DeletionProgress {
 struct Slot {
     assignment: proto::Assignment,
     version: u64,
+    /// When a snapshot with this burst was first built for the spoke's stream (kept when
+    /// the assignment changes): the placement deadline counts from then.
+    sent_at: Option<SystemTime>,
 }
 
 #[derive(Debug)]
@@ -465,11 +468,13 @@ impl Registry {
                     .get(&key)
                     .is_some_and(|slot| slot.assignment == assignment);
                 if !same {
+                    let sent_at = state.assignments.get(&key).and_then(|slot| slot.sent_at);
                     state.assignments.insert(
                         key,
                         Slot {
                             assignment,
                             version: next,
+                            sent_at,
                         },
                     );
                     changed = true;
@@ -841,6 +846,12 @@ impl Registry {
                 .get(key)
                 .is_some_and(|slot| s.sent >= slot.version)
         })
+    }
+
+    /// When a snapshot with burst `key` was first built for `spoke`'s stream, while it is
+    /// assigned there.
+    pub fn sent_at(&self, spoke: &str, key: &str) -> Option<SystemTime> {
+        self.lock().spokes.get(spoke)?.assignments.get(key)?.sent_at
     }
 
     /// What `spoke` last reported of burst `key`, while it is assigned there.

@@ -91,6 +91,10 @@ impl Served for Registry {
             },
             Some(state) => {
                 state.sent = state.sent.max(state.version);
+                let now = SystemTime::now();
+                for slot in state.assignments.values_mut() {
+                    slot.sent_at.get_or_insert(now);
+                }
                 Snapshot {
                     hub_epoch: self.epoch.clone(),
                     version: state.version,
