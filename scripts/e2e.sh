@@ -36,9 +36,15 @@ real_clusters=("$real_name $real_offset 2" "$real_b_name $real_b_offset 1" "$rea
 # The test whose bursts run in two spoke clusters (SPOKE_KUBECONFIG and SPOKE2_KUBECONFIG).
 two_spokes_test=two_bursts_in_two_spoke_clusters_and_the_root_form_one_instance_of_eight_brokers
 
+# Every cargo command here selects the whole workspace and a test target, as `cargo test
+# --workspace` (scripts/test.sh) does: cargo unifies features over what a command selects, so
+# these resolve the same features and reuse that build of every dependency (as does
+# tests/support's build of flux-hub and flux-spoke). `cargo test -p flux-e2e`, `cargo run -p
+# flux-e2e` and `cargo build -p flux-hub -p flux-spoke` each resolved other features and
+# compiled up to 35 third-party crates, and the workspace's own, again.
 suite() { # test-binary-args... -- libtest-args...
   # Every test binary runs, whichever fails first.
-  cargo test -p flux-e2e --no-fail-fast "$@"
+  cargo test --workspace --no-fail-fast "$@"
 }
 
 have_testbed() { [ -x "$testbed/flux/run-rendered.sh" ] && [ "$(id -u)" = 0 ]; }
@@ -173,12 +179,15 @@ fresh "$root_name"
 fresh "$burst_name"
 fresh "$burst2_name"
 images=target/images
+# flux-images, and the binaries the other suites ran for the controller image (debug: no
+# release build here). `--test hub` (built by the first suite) only makes the build resolve
+# features as suite() does; `cargo run` cannot.
+cargo build -q --workspace --bin flux-images --bin flux-hub --bin flux-spoke --test hub
+flux_images=${CARGO_TARGET_DIR:-target}/debug/flux-images
 for image in pause app view; do
-  cargo run -q -p flux-e2e --bin flux-images -- "$image" --out "$images" >/dev/null
+  "$flux_images" "$image" --out "$images" >/dev/null
 done
-# The controller image of the binaries the other suites ran (debug: no release build here).
-cargo build -q -p flux-hub -p flux-spoke
-cargo run -q -p flux-e2e --bin flux-images -- controller --profile debug --tag e2e --out "$images" >/dev/null
+"$flux_images" controller --profile debug --tag e2e --out "$images" >/dev/null
 started=$SECONDS
 for cluster in "${real_clusters[@]}"; do
   read -r name offset nodes <<<"$cluster"

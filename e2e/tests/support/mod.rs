@@ -1568,8 +1568,16 @@ fn profile_dir() -> Result<PathBuf> {
         .with_context(|| format!("{} is not in <target>/<profile>/deps", exe.display()))
 }
 
-/// Runs `cargo build -p <package>` for this test's profile and target directory (fast
-/// when nothing changed, and never runs a stale binary), then returns the binary's path.
+/// Runs `cargo build --workspace --bin <package> --test <this test>` for this test's profile
+/// and target directory (fast when nothing changed, and never runs a stale binary), then
+/// returns the binary's path.
+///
+/// Cargo unifies features over the packages and targets a command selects: the whole
+/// workspace with a test target (whose dev-dependencies count) resolves them as `cargo test
+/// --workspace` and `scripts/e2e.sh` do, so this reuses their build of every dependency.
+/// `cargo build -p <package>` resolved others (tokio without `test-util`, kube without
+/// `unstable-runtime` for the spoke, ...) and compiled up to 22 third-party crates and the
+/// workspace's own again.
 fn build(package: &str, var: &str) -> Result<PathBuf> {
     let profile_dir = profile_dir()?;
     let bin = profile_dir.join(format!("{package}{}", std::env::consts::EXE_SUFFIX));
@@ -1583,8 +1591,32 @@ fn build(package: &str, var: &str) -> Result<PathBuf> {
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let mut cmd = Command::new(cargo);
     cmd.current_dir(workspace_root())
-        .args(["build", "-p", package, "--bin", package])
+        .args(["build", "--workspace", "--bin", package])
+        // A test target, so that dev-dependencies count: the test crate running now (its
+        // target has the crate's name), built already by `cargo test --workspace`.
+        .args(["--test", env!("CARGO_CRATE_NAME")])
         .env("CARGO_TARGET_DIR", target_dir);
+    // Without what cargo set for this test process about its package (CARGO_MANIFEST_DIR,
+    // CARGO_PKG_NAME, ...): ring's build script names them in rerun-if-env-changed, so with
+    // them ring, rustls, tonic, kube and the workspace's crates were compiled again here,
+    // and once more by the next cargo command run outside a test.
+    const PACKAGE_VARS: [&str; 6] = [
+        "CARGO_MANIFEST_DIR",
+        "CARGO_MANIFEST_PATH",
+        "CARGO_CRATE_NAME",
+        "CARGO_PRIMARY_PACKAGE",
+        "CARGO_TARGET_TMPDIR",
+        "OUT_DIR",
+    ];
+    for (key, _) in std::env::vars_os() {
+        let name = key.to_string_lossy();
+        if name.starts_with("CARGO_PKG_")
+            || name.starts_with("CARGO_BIN_EXE_")
+            || PACKAGE_VARS.contains(&&*name)
+        {
+            cmd.env_remove(&key);
+        }
+    }
     match profile {
         "debug" => {}
         "release" => {
@@ -1598,7 +1630,7 @@ fn build(package: &str, var: &str) -> Result<PathBuf> {
     match cmd.output() {
         Ok(out) if out.status.success() => {}
         Ok(out) => bail!(
-            "cargo build -p {package} failed ({}):\n{}",
+            "cargo build --workspace --bin {package} failed ({}):\n{}",
             out.status,
             String::from_utf8_lossy(&out.stderr)
         ),
