@@ -35,6 +35,8 @@ real_c_name=flux-e2e-real-c real_c_offset=45
 real_clusters=("$real_name $real_offset 2" "$real_b_name $real_b_offset 1" "$real_c_name $real_c_offset 1")
 # The test whose bursts run in two spoke clusters (SPOKE_KUBECONFIG and SPOKE2_KUBECONFIG).
 two_spokes_test=two_bursts_in_two_spoke_clusters_and_the_root_form_one_instance_of_eight_brokers
+# The test of a hub restarted while a burst moves from one spoke cluster to another.
+mid_move_test=a_hub_restarted_mid_move_waits_for_the_spoke_the_burst_leaves
 
 # Every cargo command here selects the whole workspace and a test target, as `cargo test
 # --workspace` (scripts/test.sh) does: cargo unifies features over what a command selects, so
@@ -61,8 +63,8 @@ if [ -n "${KUBECONFIG:-}" ]; then
   if [ -n "${SPOKE2_KUBECONFIG:-}" ]; then
     echo "e2e: second burst cluster from SPOKE2_KUBECONFIG=$SPOKE2_KUBECONFIG"
   else
-    echo "e2e: SPOKE2_KUBECONFIG unset (a second burst cluster): $two_spokes_test is not run"
-    skip+=(--skip "$two_spokes_test")
+    echo "e2e: SPOKE2_KUBECONFIG unset (a second burst cluster): $two_spokes_test and $mid_move_test are not run"
+    skip+=(--skip "$two_spokes_test" --skip "$mid_move_test")
   fi
   if have_testbed; then
     "$testbed/install" >/dev/null

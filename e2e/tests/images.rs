@@ -113,9 +113,7 @@ fn the_controller_image_runs_in_containerd() -> Result<()> {
     let target = std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| root.join("target"));
-    let built = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
-        .current_dir(&root)
-        .args(["build", "-p", "flux-hub", "-p", "flux-spoke"])
+    let built = flux_e2e::cargo_build::command(&root, &["flux-hub", "flux-spoke"], "images")
         .status()
         .context("building the binaries")?;
     ensure!(built.success(), "cargo build failed");

@@ -4,8 +4,9 @@
 //! Environment:
 //! - `KUBECONFIG` (required: cluster tests are `#[ignore]`d by default, and fail when asked
 //!   for without a reachable cluster);
-//! - `FLUX_HUB_BIN`: the `flux-hub` binary to run (default: `cargo build -p flux-hub` in
-//!   this workspace, a no-op when it is up to date, then `<target>/<profile>/flux-hub`);
+//! - `FLUX_HUB_BIN`: the `flux-hub` binary to run (default: built in this workspace with
+//!   [`flux_e2e::cargo_build`], a no-op when it is up to date, then
+//!   `<target>/<profile>/flux-hub`);
 //! - `FLUX_HUB_ARGS`: extra arguments for `flux-hub run`, split on whitespace;
 //! - `FLUX_E2E_TIMEOUT_SCALE`: multiplies every deadline (e.g. `3` for a slow cluster);
 //! - `FLUX_E2E_KEEP_NAMESPACE=1`: keep the namespace of a failed test for inspection;
@@ -458,13 +459,15 @@ impl TestEnv {
             .args(lock(&self.hub_args).iter())
             .args(extra_args("FLUX_HUB_ARGS"));
         // Each test's hub keeps its spoke pins in the test's namespace: a test that pins
-        // (join) turns pinning on for itself only.
+        // (join) turns pinning on for itself only; the others' spokes are not pinned.
         if !lock(&self.hub_args).iter().any(|a| a == "--spoke-pins") {
-            cmd.arg("--spoke-pins").arg(format!(
-                "{}/{}",
-                self.ns,
-                flux_shared::federation::pins::PINS_CONFIGMAP
-            ));
+            cmd.arg("--spoke-pins")
+                .arg(format!(
+                    "{}/{}",
+                    self.ns,
+                    flux_shared::federation::pins::PINS_CONFIGMAP
+                ))
+                .arg("--allow-unpinned-spokes");
         }
         let child = self.spawn_logged(cmd, "hub", "info,kube=warn,flux_hub=debug", addr, &log)?;
         lock(&self.hub_logs).push(log.clone());
@@ -1588,35 +1591,9 @@ fn build(package: &str, var: &str) -> Result<PathBuf> {
         .file_name()
         .and_then(|p| p.to_str())
         .unwrap_or("debug");
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let mut cmd = Command::new(cargo);
-    cmd.current_dir(workspace_root())
-        .args(["build", "--workspace", "--bin", package])
-        // A test target, so that dev-dependencies count: the test crate running now (its
-        // target has the crate's name), built already by `cargo test --workspace`.
-        .args(["--test", env!("CARGO_CRATE_NAME")])
-        .env("CARGO_TARGET_DIR", target_dir);
-    // Without what cargo set for this test process about its package (CARGO_MANIFEST_DIR,
-    // CARGO_PKG_NAME, ...): ring's build script names them in rerun-if-env-changed, so with
-    // them ring, rustls, tonic, kube and the workspace's crates were compiled again here,
-    // and once more by the next cargo command run outside a test.
-    const PACKAGE_VARS: [&str; 6] = [
-        "CARGO_MANIFEST_DIR",
-        "CARGO_MANIFEST_PATH",
-        "CARGO_CRATE_NAME",
-        "CARGO_PRIMARY_PACKAGE",
-        "CARGO_TARGET_TMPDIR",
-        "OUT_DIR",
-    ];
-    for (key, _) in std::env::vars_os() {
-        let name = key.to_string_lossy();
-        if name.starts_with("CARGO_PKG_")
-            || name.starts_with("CARGO_BIN_EXE_")
-            || PACKAGE_VARS.contains(&&*name)
-        {
-            cmd.env_remove(&key);
-        }
-    }
+    let mut cmd =
+        flux_e2e::cargo_build::command(&workspace_root(), &[package], env!("CARGO_CRATE_NAME"));
+    cmd.env("CARGO_TARGET_DIR", target_dir);
     match profile {
         "debug" => {}
         "release" => {
