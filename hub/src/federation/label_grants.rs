@@ -8,13 +8,12 @@ use std::sync::Arc;
 
 use flux_shared::federation::spoke_labels::{parse_granted, render_granted};
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::{Api, Patch, PatchParams, PostParams};
-use serde_json::json;
+use kube::api::Api;
 use tonic::Status;
 use tracing::warn;
 
 use super::registry::{LabelGrants, Registry};
-use super::watched_data::{Known, WatchedData};
+use super::watched_data::{Known, WatchedData, write_key};
 
 /// The grants, as the hub currently knows them. Cheap to clone.
 #[derive(Clone, Debug)]
@@ -91,44 +90,19 @@ impl GrantStore {
     ) -> Result<(), Status> {
         let (api, name) = self.api(client)?;
         let value = (!labels.is_empty()).then(|| render_granted(labels));
-        if api.get_opt(&name).await.map_err(write_error)?.is_none() {
-            let Some(value) = &value else {
-                return Ok(());
-            };
-            let cm: ConfigMap = serde_json::from_value(json!({
-                "metadata": {"name": name, "labels": {
-                    "app.kubernetes.io/name": "flux-hub",
-                    "app.kubernetes.io/part-of": "flux-operator",
-                }},
-                "data": {spoke: value},
-            }))
-            .map_err(|e| Status::internal(e.to_string()))?;
-            match api.create(&PostParams::default(), &cm).await {
-                Ok(_) => return Ok(()),
-                // Created meanwhile: patch it below.
-                Err(kube::Error::Api(e)) if e.code == 409 => {}
-                Err(e) => return Err(write_error(e)),
-            }
-        }
-        let patch = json!({"data": {spoke: value}});
-        api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+        write_key(&api, &name, spoke, value.as_deref())
             .await
-            .map_err(write_error)?;
-        Ok(())
+            .map(drop)
+            .map_err(write_error)
     }
 
     /// Takes `spoke`'s grant away, if it has one.
     pub async fn revoke(&self, client: &kube::Client, spoke: &str) -> Result<(), Status> {
         let (api, name) = self.api(client)?;
-        let patch = json!({"data": {spoke: null}});
-        match api
-            .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+        write_key(&api, &name, spoke, None)
             .await
-        {
-            Ok(_) => Ok(()),
-            Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
-            Err(e) => Err(write_error(e)),
-        }
+            .map(drop)
+            .map_err(write_error)
     }
 
     fn api(&self, client: &kube::Client) -> Result<(Api<ConfigMap>, String), Status> {

@@ -6,11 +6,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use flux_shared::federation::pins;
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::{Api, Patch, PatchParams, PostParams};
-use serde_json::json;
+use kube::api::Api;
 use tonic::Status;
 
-use super::watched_data::{Known, WatchedData};
+use super::watched_data::{Known, WatchedData, write_key};
 
 /// The pins, as the hub currently knows them. Cheap to clone.
 #[derive(Clone, Debug)]
@@ -119,44 +118,18 @@ impl PinStore {
         fingerprint: &str,
     ) -> Result<Option<String>, Status> {
         let (api, name) = self.api(client)?;
-        let previous = match api.get_opt(&name).await.map_err(write_error)? {
-            Some(cm) => cm.data.and_then(|mut d| d.remove(spoke)),
-            None => {
-                let cm: ConfigMap = serde_json::from_value(json!({
-                    "metadata": {"name": name, "labels": {
-                        "app.kubernetes.io/name": "flux-hub",
-                        "app.kubernetes.io/part-of": "flux-operator",
-                    }},
-                    "data": {spoke: fingerprint},
-                }))
-                .map_err(|e| Status::internal(e.to_string()))?;
-                match api.create(&PostParams::default(), &cm).await {
-                    Ok(_) => return Ok(None),
-                    // Created meanwhile: patch it below.
-                    Err(kube::Error::Api(e)) if e.code == 409 => None,
-                    Err(e) => return Err(write_error(e)),
-                }
-            }
-        };
-        let patch = json!({"data": {spoke: fingerprint}});
-        api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+        write_key(&api, &name, spoke, Some(fingerprint))
             .await
-            .map_err(write_error)?;
-        Ok(previous)
+            .map_err(write_error)
     }
 
     /// Removes `spoke`'s pin, if there is one: its certificate is refused from now on.
     pub async fn unpin(&self, client: &kube::Client, spoke: &str) -> Result<(), Status> {
         let (api, name) = self.api(client)?;
-        let patch = json!({"data": {spoke: null}});
-        match api
-            .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+        write_key(&api, &name, spoke, None)
             .await
-        {
-            Ok(_) => Ok(()),
-            Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
-            Err(e) => Err(write_error(e)),
-        }
+            .map(drop)
+            .map_err(write_error)
     }
 
     fn api(&self, client: &kube::Client) -> Result<(Api<ConfigMap>, String), Status> {

@@ -1,13 +1,14 @@
 //! The data of one ConfigMap that an operator keeps beside the hub (the spoke pins, the
-//! revoked admin certificates, the spokes' granted labels), watched: what the hub knows of it at any moment, and a
-//! signal on every change so that open streams can re-check their callers.
+//! revoked admin certificates, the spokes' granted labels), watched: what the hub knows of
+//! it at any moment, and a signal on every change so that open streams can re-check their
+//! callers; and one key of it written ([`write_key`]).
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, PoisonError, RwLock};
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::Api;
+use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::runtime::{WatchStreamExt, watcher};
 use tokio::sync::watch;
 use tonic::Status;
@@ -118,5 +119,152 @@ impl WatchedData {
     pub fn set(&self, known: Known) {
         *self.known.write().unwrap_or_else(PoisonError::into_inner) = known;
         self.changes.send_modify(|n| *n = n.wrapping_add(1));
+    }
+}
+
+/// Sets key `key` of ConfigMap `name` of `api` to `value` (`None`: removes it), creating
+/// the ConfigMap, labelled as the hub's, when a value is set and it does not exist yet.
+/// Returns the value it replaced.
+pub async fn write_key(
+    api: &Api<ConfigMap>,
+    name: &str,
+    key: &str,
+    value: Option<&str>,
+) -> Result<Option<String>, kube::Error> {
+    let previous = match api.get_opt(name).await? {
+        Some(cm) => cm.data.and_then(|mut d| d.remove(key)),
+        None => {
+            let Some(value) = value else {
+                return Ok(None);
+            };
+            let mut cm = ConfigMap::default();
+            cm.metadata.name = Some(name.to_string());
+            cm.metadata.labels = Some(BTreeMap::from([
+                ("app.kubernetes.io/name".to_string(), "flux-hub".to_string()),
+                (
+                    "app.kubernetes.io/part-of".to_string(),
+                    "flux-operator".to_string(),
+                ),
+            ]));
+            cm.data = Some(BTreeMap::from([(key.to_string(), value.to_string())]));
+            match api.create(&PostParams::default(), &cm).await {
+                Ok(_) => return Ok(None),
+                // Created meanwhile: patched below.
+                Err(kube::Error::Api(e)) if e.code == 409 => None,
+                Err(e) => return Err(e),
+            }
+        }
+    };
+    let patch = serde_json::json!({"data": {key: value}});
+    match api
+        .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+    {
+        Ok(_) => Ok(previous),
+        // Deleted meanwhile: nothing to remove.
+        Err(kube::Error::Api(e)) if e.code == 404 && value.is_none() => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kube::client::Body;
+
+    /// Runs `write_key` against an API server that answers each request in turn with
+    /// `(status, body)` from `answers`; returns its result and the requests (method, path,
+    /// body).
+    async fn against(
+        value: Option<&str>,
+        answers: Vec<(u16, serde_json::Value)>,
+    ) -> (
+        Result<Option<String>, kube::Error>,
+        Vec<(String, String, String)>,
+    ) {
+        let (mock, mut handle) =
+            tower_test::mock::pair::<http::Request<Body>, http::Response<Body>>();
+        let server = tokio::spawn(async move {
+            let mut seen = Vec::new();
+            for (status, body) in answers {
+                let Some((request, send)) = handle.next_request().await else {
+                    break;
+                };
+                let (parts, body_in) = request.into_parts();
+                let bytes = body_in.collect_bytes().await.unwrap_or_default();
+                seen.push((
+                    parts.method.to_string(),
+                    parts.uri.path().to_string(),
+                    String::from_utf8_lossy(&bytes).to_string(),
+                ));
+                let response = http::Response::builder()
+                    .status(status)
+                    .body(Body::from(body.to_string().into_bytes()));
+                if let Ok(response) = response {
+                    send.send_response(response);
+                }
+            }
+            seen
+        });
+        let api: Api<ConfigMap> = Api::namespaced(kube::Client::new(mock, "default"), "hub");
+        let result = write_key(&api, "pins", "east", value).await;
+        (result, server.await.unwrap_or_default())
+    }
+
+    fn not_found() -> serde_json::Value {
+        serde_json::json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
+                           "reason": "NotFound", "code": 404})
+    }
+
+    fn configmap(data: serde_json::Value) -> serde_json::Value {
+        serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",
+                           "metadata": {"name": "pins", "namespace": "hub"}, "data": data})
+    }
+
+    #[tokio::test]
+    async fn a_key_is_written_creating_the_configmap_patched_or_removed() {
+        // Missing: created with the key, labelled as the hub's.
+        let (result, seen) = against(
+            Some("sha256:1"),
+            vec![
+                (404, not_found()),
+                (201, configmap(serde_json::json!({"east": "sha256:1"}))),
+            ],
+        )
+        .await;
+        assert_eq!(result.ok(), Some(None));
+        assert_eq!(seen[1].0, "POST");
+        assert!(
+            seen[1].2.contains("\"east\":\"sha256:1\"") && seen[1].2.contains("flux-hub"),
+            "{}",
+            seen[1].2
+        );
+        // Present: patched, the replaced value returned.
+        let (result, seen) = against(
+            Some("sha256:2"),
+            vec![
+                (200, configmap(serde_json::json!({"east": "sha256:1"}))),
+                (200, configmap(serde_json::json!({"east": "sha256:2"}))),
+            ],
+        )
+        .await;
+        assert_eq!(result.ok(), Some(Some("sha256:1".to_string())));
+        assert_eq!(
+            (seen[1].0.as_str(), seen[1].2.as_str()),
+            ("PATCH", "{\"data\":{\"east\":\"sha256:2\"}}")
+        );
+        // Removed: a null patch; from a missing ConfigMap, nothing is written.
+        let (result, seen) = against(
+            None,
+            vec![
+                (200, configmap(serde_json::json!({"east": "sha256:2"}))),
+                (200, configmap(serde_json::json!({}))),
+            ],
+        )
+        .await;
+        assert_eq!(result.ok(), Some(Some("sha256:2".to_string())));
+        assert_eq!(seen[1].2, "{\"data\":{\"east\":null}}");
+        let (result, seen) = against(None, vec![(404, not_found())]).await;
+        assert_eq!((result.ok(), seen.len()), (Some(None), 1));
     }
 }
