@@ -49,8 +49,8 @@ pub struct AgentConfig {
     /// for this long (a lead still starting refuses at first). Default
     /// [`AgentConfig::DEFAULT_LEAD_UNREACHABLE_AFTER`].
     pub lead_unreachable_after: Duration,
-    /// The spoke's labels, announced to the hub: bursts' `candidates` select spokes by
-    /// them (`flux-spoke run --label`). Default: none.
+    /// The spoke's labels, announced to the hub (`flux-spoke run --label`): bursts'
+    /// `candidates` select spokes by those of them the root granted. Default: none.
     pub labels: std::collections::BTreeMap<String, String>,
     /// How often the spoke measures its cluster's room for the hub's placement (it reports
     /// it when it changes). Default [`AgentConfig::DEFAULT_ROOM_INTERVAL`].

@@ -81,8 +81,9 @@ struct RunArgs {
     #[arg(long, env = "FLUX_SPOKE_RELAY_ADDRESS", value_name = "IP")]
     relay_address: Option<std::net::IpAddr>,
 
-    /// A label of this spoke, `KEY=VALUE` (repeatable; `flux-hub join --label` sets them):
-    /// bursts whose `candidates` name `matchLabels` select spokes by them.
+    /// A label of this spoke, `KEY=VALUE` (repeatable; `flux-hub join --label` sets them),
+    /// announced to the hub: bursts whose `candidates` name `matchLabels` select spokes by
+    /// the labels the root granted (join grants these at the hub); others are ignored.
     #[arg(long = "label", env = "FLUX_SPOKE_LABELS", value_delimiter = ',', value_name = "KEY=VALUE",
           value_parser = flux_shared::federation::spoke_labels::parse_flag)]
     labels: Vec<(String, String)>,
