@@ -14,7 +14,7 @@ const CRATES: [&str; 4] = ["hub/src", "spoke/src", "shared/src", "e2e/src"];
 const MAX_LINES: usize = 600;
 
 /// File names used more than once, and the one thing each means wherever it is.
-const SHARED_NAMES: [(&str, &str); 11] = [
+const SHARED_NAMES: [(&str, &str); 13] = [
     ("mod.rs", "a folder's module"),
     ("tests.rs", "a module's unit tests, beside it"),
     ("lib.rs", "a crate's library"),
@@ -44,6 +44,14 @@ const SHARED_NAMES: [(&str, &str); 11] = [
         "which objects are ours: the hub's (apply/) or a spoke's (federation/)",
     ),
     ("metrics.rs", "a binary's Prometheus metrics"),
+    (
+        "broker_pods.rs",
+        "the broker pods of a Job the controller made: the hub's cache of them (watch/), the addresses of a relayed burst's (spoke's cluster/)",
+    ),
+    (
+        "limits.rs",
+        "bounds on what crosses a trust line: a spec's sizes (validate/), a spoke's relayed rates (relay/)",
+    ),
 ];
 
 fn root() -> PathBuf {

@@ -206,27 +206,6 @@ pub struct BurstPlacement {
     pub held_by: Vec<String>,
 }
 
-impl BurstPlacement {
-    /// The most spokes [`BurstPlacement::held_by`] is read with: the hub writes one per
-    /// spoke a burst left before it was confirmed gone there, a handful at most.
-    pub const MAX_HELD_BY: usize = 64;
-
-    /// [`BurstPlacement::held_by`] as read back from the API server: spoke names only
-    /// (DNS labels), each once, at most [`BurstPlacement::MAX_HELD_BY`].
-    pub fn held_by_checked(&self) -> Vec<String> {
-        let mut out: Vec<String> = Vec::new();
-        for name in &self.held_by {
-            if out.len() == Self::MAX_HELD_BY {
-                break;
-            }
-            if crate::validate::is_dns_label(name) && !out.contains(name) {
-                out.push(name.clone());
-            }
-        }
-        out
-    }
-}
-
 /// A candidate cluster a burst was not placed on.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "camelCase")]

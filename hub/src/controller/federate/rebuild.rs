@@ -5,6 +5,7 @@ use flux_shared::api::MiniCluster;
 use flux_shared::elasticity;
 use flux_shared::federation::{assignment, assignment_key};
 use flux_shared::plan::Plan;
+use flux_shared::validate::is_dns_label;
 use tracing::info;
 
 use crate::controller::context::{Context, mc_key};
@@ -85,20 +86,27 @@ pub fn prime(ctx: &Context, miniclusters: &[MiniCluster]) {
     );
 }
 
+/// The most spokes `status.bursts[].placement.heldBy` is read with: the hub writes one per
+/// spoke a burst left before it was confirmed gone there, a handful at most.
+const MAX_HELD_BY: usize = 64;
+
 /// The bursts of `mc` that its status says were moving, by assignment key, with the spokes
-/// that may still hold each (its new spoke left out).
+/// that may still hold each (its new spoke left out). What the status says is read as
+/// spoke names only (DNS labels), each once, at most [`MAX_HELD_BY`].
 fn holds_of_moves(mc: &MiniCluster, key: &McKey) -> Vec<(String, Vec<String>)> {
     let bursts = mc.status.as_ref().map_or(&[][..], |s| s.bursts.as_slice());
     bursts
         .iter()
         .filter_map(|b| {
-            let held: Vec<String> = b
-                .placement
-                .as_ref()?
-                .held_by_checked()
-                .into_iter()
-                .filter(|spoke| *spoke != b.cluster)
-                .collect();
+            let mut held: Vec<String> = Vec::new();
+            for spoke in &b.placement.as_ref()?.held_by {
+                if held.len() == MAX_HELD_BY {
+                    break;
+                }
+                if *spoke != b.cluster && is_dns_label(spoke) && !held.contains(spoke) {
+                    held.push(spoke.clone());
+                }
+            }
             (!held.is_empty()).then(|| (assignment_key(&key.0, &key.1, &b.name), held))
         })
         .collect()
