@@ -372,7 +372,7 @@ async fn serve_federation(
         let (client, registry, metrics) = (client.clone(), registry.clone(), ops.metrics.clone());
         let (namespace, stop, stopped) =
             (opts.namespace.clone(), ops.stop.subscribe(), ops.stopped());
-        let insecure = opts.insecure;
+        let (insecure, relay_mib) = (opts.insecure, opts.relay_mib_per_second);
         move |security: ServerSecurity, listener: tokio::net::TcpListener| {
             info!(%addr, insecure, "federation gRPC server listening");
             if let ServerSecurity::Mtls(pem) = &security
@@ -398,7 +398,11 @@ async fn serve_federation(
             .with_stop(stop)
             .with_pins(pins)
             .with_label_grants(grants)
-            .with_revocations(revocations);
+            .with_revocations(revocations)
+            .with_relay_timeouts(crate::federation::relay::Timeouts {
+                rates: crate::federation::relay::Rates::default().with_mib_per_second(relay_mib),
+                ..Default::default()
+            });
             crate::federation::service::serve(
                 listener,
                 security,

@@ -34,8 +34,8 @@ pub use flux_shared::federation::{RELAY_KEY, RELAY_MAX_FRAME as MAX_FRAME, RELAY
 
 mod limits;
 pub use limits::{
-    BYTE_BURST, BYTES_PER_SECOND, ByteBudget, CALL_BURST, CALLS_PER_SECOND, Rates, SpokeRates,
-    TokenBucket, spend,
+    BYTE_BURST, BYTES_PER_SECOND, ByteBudget, CALL_BURST, CALLS_PER_SECOND, MAX_MIB_PER_SECOND,
+    MIB_PER_SECOND, Rates, SpokeRates, TokenBucket, spend,
 };
 
 /// A relayed connection through which nothing moved for this long is closed (Flux's

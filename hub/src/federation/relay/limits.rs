@@ -22,13 +22,31 @@ pub const CALLS_PER_SECOND: f64 = 200.0;
 /// at once.
 pub const CALL_BURST: f64 = 2_000.0;
 
-/// Relayed bytes of one spoke a second, both directions together, sustained (64 MiB/s):
-/// far above what a Flux overlay moves (heartbeats, job launches, KVS), and a bound on
-/// how much of the hub's CPU (every byte is decrypted and encrypted again) one spoke takes.
-pub const BYTES_PER_SECOND: f64 = 64.0 * 1024.0 * 1024.0;
+/// Relayed bytes of one spoke a second, both directions together, sustained (4 MiB/s): a
+/// bound on how much of the hub's one thread (every byte is decrypted and encrypted again,
+/// and a Flux overlay's messages are small, so the cost is per message) one spoke takes,
+/// shared with the controller and the admin API. Measured on 2 cores
+/// (`cargo bench -p flux-e2e --bench relay_load`, docs/limits.md "Relayed connections"):
+/// Flux-like frames of 100-300 bytes on 1,000 connections took 27% of the hub's thread at
+/// 4 MiB/s with the controller's and the admin's p99 unchanged, 43% at 8 MiB/s; at
+/// 64 MiB/s the thread was saturated at 42 MiB/s and the p99s rose 14- and 94-fold.
+pub const BYTES_PER_SECOND: f64 = MIB_PER_SECOND as f64 * 1024.0 * 1024.0;
 
-/// Relayed bytes of one spoke at once, before the rate holds (64 MiB).
-pub const BYTE_BURST: f64 = 64.0 * 1024.0 * 1024.0;
+/// [`BYTES_PER_SECOND`] in MiB, `--relay-mib-per-second`'s default.
+pub const MIB_PER_SECOND: u32 = 4;
+
+/// Relayed bytes of one spoke at once, before the rate holds (1 MiB, a quarter of a
+/// second's): a spoke that saves its bytes up and sends each second's at once makes the hub
+/// carry them back to back; measured, 1 MiB at once left the controller's and the admin's
+/// p99 at 3.1 and 2.5 ms, 4 MiB at once raised them to 5.0 and 6.8 ms.
+pub const BYTE_BURST: f64 = BYTES_PER_SECOND / BURST_SECONDS_OF_BYTES;
+
+/// The byte burst is this fraction of a second's bytes (1 / 4 s).
+const BURST_SECONDS_OF_BYTES: f64 = 4.0;
+
+/// The most `--relay-mib-per-second` takes: a spoke's relayed bytes cost the hub's thread
+/// about 8% of a core per MiB/s in small frames, so more than this is no bound at all.
+pub const MAX_MIB_PER_SECOND: u32 = 1024;
 
 /// The rates of each spoke's relayed connections.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -41,6 +59,19 @@ pub struct Rates {
     pub bytes_per_second: f64,
     /// Relayed bytes at once ([`BYTE_BURST`]).
     pub byte_burst: f64,
+}
+
+impl Rates {
+    /// These rates with `mib` MiB of relayed bytes a second (`--relay-mib-per-second`), and
+    /// a quarter of a second's at once.
+    pub fn with_mib_per_second(self, mib: u32) -> Rates {
+        let bytes_per_second = f64::from(mib) * 1024.0 * 1024.0;
+        Rates {
+            bytes_per_second,
+            byte_burst: bytes_per_second / BURST_SECONDS_OF_BYTES,
+            ..self
+        }
+    }
 }
 
 impl Default for Rates {
@@ -176,6 +207,16 @@ mod tests {
             assert!(limits.allow_call("a", &rates, later));
         }
         assert!(!limits.allow_call("a", &rates, later));
+    }
+
+    #[test]
+    fn the_byte_rate_is_set_in_mib_with_a_quarter_second_burst() {
+        let defaults = Rates::default();
+        assert_eq!(defaults.with_mib_per_second(4), defaults);
+        let raised = defaults.with_mib_per_second(16);
+        assert_eq!(raised.bytes_per_second, 16.0 * 1024.0 * 1024.0);
+        assert_eq!(raised.byte_burst, 4.0 * 1024.0 * 1024.0);
+        assert_eq!(raised.call_burst, defaults.call_burst);
     }
 
     #[test]
