@@ -500,7 +500,7 @@ async fn a_spoke_reporting_in_a_loop_is_throttled_alone() {
         async move { SpokeClient::new(endpoint.connect().await.expect("connects")) }
     };
     let mut a = client("a").await;
-    let burst = flux_hub::federation::report_limits::REPORT_BURST as usize;
+    let burst = flux_hub::server::report_limits::REPORT_BURST as usize;
     let mut refused = None;
     // More than the burst, faster than the refill: some report must be refused.
     for i in 0..burst * 2 {

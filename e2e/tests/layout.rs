@@ -14,7 +14,7 @@ const CRATES: [&str; 4] = ["hub/src", "spoke/src", "shared/src", "e2e/src"];
 const MAX_LINES: usize = 600;
 
 /// File names used more than once, and the one thing each means wherever it is.
-const SHARED_NAMES: [(&str, &str); 13] = [
+const SHARED_NAMES: [(&str, &str); 14] = [
     ("mod.rs", "a folder's module"),
     ("tests.rs", "a module's unit tests, beside it"),
     ("lib.rs", "a crate's library"),
@@ -47,6 +47,10 @@ const SHARED_NAMES: [(&str, &str); 13] = [
     (
         "broker_pods.rs",
         "the broker pods of a Job the controller made: the hub's cache of them (watch/), the addresses of a relayed burst's (spoke's cluster/)",
+    ),
+    (
+        "placement.rs",
+        "where bursts that name candidates run: decided (federation/), read for the decision and applied to the plan (controller/federate/), shown in the status (controller/status/)",
     ),
     (
         "limits.rs",

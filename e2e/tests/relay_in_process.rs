@@ -512,7 +512,7 @@ async fn a_spokes_graceful_stop_ends_its_relayed_connections_at_once() {
     })
     .await;
     assert!(
-        stopping.elapsed() < flux_hub::federation::relay::LINGER,
+        stopping.elapsed() < flux_hub::server::relay::LINGER,
         "ended at once, not after a linger: {:?}",
         stopping.elapsed()
     );

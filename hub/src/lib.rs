@@ -20,3 +20,5 @@ pub mod commands;
 pub mod controller;
 pub mod federation;
 pub mod ops;
+pub mod resize;
+pub mod server;

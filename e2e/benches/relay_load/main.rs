@@ -45,9 +45,9 @@ use std::time::{Duration, Instant};
 
 use clap::{Parser, ValueEnum};
 use flux_hub::federation::registry::Registry;
-use flux_hub::federation::relay::{Rates, Timeouts};
-use flux_hub::federation::service::{self, Services};
 use flux_hub::ops::metrics::Metrics as HubMetrics;
+use flux_hub::server::relay::{Rates, Timeouts};
+use flux_hub::server::service::{self, Services};
 use flux_shared::federation::assignment_key;
 use flux_shared::federation::proto::ListMiniClustersRequest;
 use flux_shared::federation::proto::admin_client::AdminClient;

@@ -3,7 +3,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use flux_hub::federation::relay::Rates;
+use flux_hub::server::relay::Rates;
 
 use crate::{MIB, Mode, WARM_UP};
 

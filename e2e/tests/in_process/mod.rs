@@ -12,10 +12,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use flux_hub::federation::registry::{BurstInfo, McInfo, Registry};
-use flux_hub::federation::relay::Timeouts;
 use flux_hub::federation::served::Served;
-use flux_hub::federation::service::{self, Services};
 use flux_hub::ops::metrics::Metrics as HubMetrics;
+use flux_hub::server::relay::Timeouts;
+use flux_hub::server::service::{self, Services};
 use flux_shared::api::MiniCluster;
 use flux_shared::federation::assignment::{self, SpokeAssignment};
 use flux_shared::federation::pki::{Ca, IssuedCert};

@@ -17,10 +17,10 @@ use tracing::{Instrument as _, info, info_span, warn};
 use crate::autoscale::{decide, queue};
 use crate::controller::context::{Context, mc_key};
 use crate::controller::desired::stored_certificate;
-use crate::controller::federate::placing;
+use crate::controller::federate::placement;
 use crate::controller::status::events;
 use crate::federation::McKey;
-use crate::federation::scale::{self, SetSizeError};
+use crate::resize::{self, SetSizeError};
 
 /// How long one read of a reporter may take.
 const FETCH_TIMEOUT: Duration = Duration::from_secs(3);
@@ -163,7 +163,8 @@ fn room_for(
         ),
     };
     // Rendered only when a spoke reports a room to count it against.
-    let shape = crate::federation::placement::LazyShape::new(|| placing::burst_shape(plan, index));
+    let shape =
+        crate::federation::placement::LazyShape::new(|| placement::burst_shape(plan, index));
     let facts = ctx.registry.placement_facts(&spokes, &plan.namespace);
     let mut best: Option<i32> = Some(0);
     for f in facts.iter().filter(|f| f.connected) {
@@ -267,13 +268,13 @@ pub async fn poll(
     };
     ctx.metrics.autoscale_decision(outcome);
     for change in decision.changes {
-        let target = scale::Target {
+        let target = resize::Target {
             namespace: &ns,
             name: &name,
             burst: &change.burst,
         };
         let up = change.to > change.from;
-        match scale::set_size(&ctx.client, &ctx.metrics, &target, change.to, MANAGER).await {
+        match resize::set_size(&ctx.client, &ctx.metrics, &target, change.to, MANAGER).await {
             Ok(_) => {
                 ctx.metrics.autoscale_change(
                     if up { "up" } else { "down" },

@@ -67,7 +67,7 @@ pub struct RunOptions {
     /// in MiB (a quarter of a second's at once): the hub decrypts and encrypts each again on
     /// the thread its controller and admin API share (docs/limits.md, "Relayed
     /// connections"). More waits; nothing is refused.
-    #[arg(long, default_value_t = crate::federation::relay::MIB_PER_SECOND, value_name = "MIB", value_parser = clap::value_parser!(u32).range(1..=i64::from(crate::federation::relay::MAX_MIB_PER_SECOND)))]
+    #[arg(long, default_value_t = crate::server::relay::MIB_PER_SECOND, value_name = "MIB", value_parser = clap::value_parser!(u32).range(1..=i64::from(crate::server::relay::MAX_MIB_PER_SECOND)))]
     pub relay_mib_per_second: u32,
     /// Honour the `flux-framework.org/queue-reporter` annotation: read an autoscaled
     /// MiniCluster's queue at the `host:port` it names (e.g. a `kubectl port-forward`, for a

@@ -29,11 +29,11 @@ use crate::controller::context::{Context, Error, kube_err, mc_key};
 use crate::controller::desired::{certificate, desired, validate};
 use crate::controller::federate::finalize::finalize;
 use crate::controller::federate::{federate, publish_assignments, retain_from_status};
+use crate::controller::status::bursts;
 use crate::controller::status::write as status_write;
 use crate::controller::status::{self, minicluster_phase};
 use crate::controller::watch::stores::{get, managed_objects};
 use crate::controller::watch::verified::{self, Verified};
-use crate::federation::bursts;
 
 /// Reconcile one MiniCluster.
 #[tracing::instrument(skip_all, fields(namespace = mc.namespace().unwrap_or_default(), name = mc.name_any(), generation = mc.metadata.generation))]
@@ -178,7 +178,7 @@ async fn reconcile_inner(
         // (what spokes run of an earlier version stays).
         fed.refused = Some(format!(
             "{}: not assigned, the root cluster refuses this spec ({})",
-            crate::federation::bursts::ROOT_REFUSED,
+            crate::controller::status::bursts::ROOT_REFUSED,
             p.reason
         ));
         fed.assignments.clear();

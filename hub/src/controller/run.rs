@@ -328,11 +328,11 @@ fn recorder(client: &Client, identity: &str) -> Recorder {
     )
 }
 
-type GrpcTask = JoinHandle<Result<(), crate::federation::service::ServeError>>;
+type GrpcTask = JoinHandle<Result<(), crate::server::service::ServeError>>;
 
 /// The federation gRPC server, when `--grpc-addr` is set; it ends with the ops server's
 /// stop signal. With its certificate files still missing it listens once they exist
-/// (checked every [`crate::federation::service::TLS_RELOAD_INTERVAL`]).
+/// (checked every [`crate::server::service::TLS_RELOAD_INTERVAL`]).
 async fn serve_federation(
     opts: &RunOptions,
     setup: Option<GrpcSetup>,
@@ -345,23 +345,23 @@ async fn serve_federation(
     };
     let (pins, revocations, grants) = if opts.insecure {
         (
-            crate::federation::pin_store::PinStore::off(),
-            crate::federation::revocations::Revocations::off(),
-            crate::federation::label_grants::GrantStore::off(),
+            crate::server::pin_store::PinStore::off(),
+            crate::server::revocations::Revocations::off(),
+            crate::server::label_grants::GrantStore::off(),
         )
     } else {
         let (namespace, name) = opts.spoke_pins()?;
         info!(pins = %format!("{namespace}/{name}"), "spoke certificates are checked against their pins");
-        let pins = crate::federation::pin_store::PinStore::watch(client.clone(), &namespace, &name)
+        let pins = crate::server::pin_store::PinStore::watch(client.clone(), &namespace, &name)
             .requiring(!opts.allow_unpinned_spokes);
         let (namespace, name) = opts.revoked_admins()?;
         info!(revoked = %format!("{namespace}/{name}"), "admin certificates are checked against their revocations");
         let revoked =
-            crate::federation::revocations::Revocations::watch(client.clone(), &namespace, &name);
+            crate::server::revocations::Revocations::watch(client.clone(), &namespace, &name);
         let (namespace, name) = opts.spoke_labels()?;
         info!(grants = %format!("{namespace}/{name}"), "spokes are selected by the labels granted them there");
         let grants =
-            crate::federation::label_grants::GrantStore::watch(client.clone(), &namespace, &name);
+            crate::server::label_grants::GrantStore::watch(client.clone(), &namespace, &name);
         (pins, revoked, grants)
     };
     // No spoke is let in before the registry knows whose word its labels are.
@@ -388,7 +388,7 @@ async fn serve_federation(
                     );
                 }
             }
-            let services = crate::federation::service::Services::new(
+            let services = crate::server::service::Services::new(
                 registry,
                 security.authenticator(),
                 metrics,
@@ -399,11 +399,11 @@ async fn serve_federation(
             .with_pins(pins)
             .with_label_grants(grants)
             .with_revocations(revocations)
-            .with_relay_timeouts(crate::federation::relay::Timeouts {
-                rates: crate::federation::relay::Rates::default().with_mib_per_second(relay_mib),
+            .with_relay_timeouts(crate::server::relay::Timeouts {
+                rates: crate::server::relay::Rates::default().with_mib_per_second(relay_mib),
                 ..Default::default()
             });
-            crate::federation::service::serve(
+            crate::server::service::serve(
                 listener,
                 security,
                 tls_files,
@@ -415,7 +415,7 @@ async fn serve_federation(
     };
     match setup {
         GrpcSetup::Serve(security) => {
-            let listener = crate::federation::service::bind(addr).await?;
+            let listener = crate::server::service::bind(addr).await?;
             Ok(Some(tokio::spawn(start(security, listener))))
         }
         GrpcSetup::AwaitFiles(files) => {
@@ -427,7 +427,7 @@ async fn serve_federation(
             );
             let mut stop = ops.stop.subscribe();
             Ok(Some(tokio::spawn(async move {
-                let interval = crate::federation::service::TLS_RELOAD_INTERVAL;
+                let interval = crate::server::service::TLS_RELOAD_INTERVAL;
                 let mut reported: Option<String> = None;
                 let pem = loop {
                     tokio::select! {
@@ -453,7 +453,7 @@ async fn serve_federation(
                     }
                 };
                 info!("federation certificates found");
-                let listener = crate::federation::service::bind(addr).await?;
+                let listener = crate::server::service::bind(addr).await?;
                 start(ServerSecurity::Mtls(pem), listener).await
             })))
         }

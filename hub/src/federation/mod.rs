@@ -1,22 +1,14 @@
-//! The hub's side of the federation: the assignment registry, the gRPC services spokes
-//! and admins call, and the pure decisions behind `status.bursts[]` and the lead broker
-//! endpoint.
+//! The hub's side of the federation, without I/O: the assignment registry spokes and
+//! admins are served from, what it serves ([`served::Served`], the gRPC server's only way
+//! in), and the pure decisions behind it: where a burst is placed, where its brokers reach
+//! the lead broker, and which sizes an admin's scale may set. The gRPC server is
+//! [`crate::server`]; the reconcile that feeds the registry is [`crate::controller`].
 
-pub mod bursts;
-pub mod connection_limits;
-pub mod label_grants;
 pub mod lead;
-pub mod pin_store;
 pub mod placement;
 pub mod registry;
-pub mod relay;
-pub mod report_limits;
-pub mod revocations;
 pub mod scale;
 pub mod served;
-pub mod service;
-pub mod tls_accept;
-pub mod watched_data;
 
 pub use registry::{BurstInfo, BurstView, McInfo, McKey, Registry};
 

@@ -545,6 +545,5 @@ fn unplaced(
     }
 }
 
-pub mod in_status;
 #[cfg(test)]
 mod tests;

@@ -10,9 +10,8 @@ use flux_shared::federation::policy::Announced;
 use flux_shared::federation::proto::{
     ListSpokesResponse, MiniClusterSnapshot, ReportRequest, Snapshot,
 };
+use flux_shared::plan::Endpoint;
 use tokio::sync::watch;
-
-use super::relay::{RelayRefusal, RelayTarget};
 
 /// The state the Spoke and Admin services serve, as the messages they send.
 pub trait Served: Send + Sync + 'static {
@@ -74,4 +73,68 @@ pub enum SubscribeError {
     NotReady,
     /// The spoke already holds a stream.
     AlreadyConnected,
+}
+
+/// Where a burst's relayed connections go.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RelayTarget {
+    /// The lead broker inside the root cluster (its Service's cluster address).
+    pub lead: Endpoint,
+    /// The burst's brokers: with [`flux_shared::federation::RELAY_SLACK`], the most connections it may hold.
+    pub brokers: usize,
+}
+
+/// Why a relayed connection is refused or ended; its label is the metric's reason.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum RelayRefusal {
+    /// The call names no burst, or not one of this spoke's.
+    #[error("burst {0:?} is not assigned to this spoke")]
+    NotAssigned(String),
+    /// The burst's brokers reach their lead directly.
+    #[error("burst {0:?} is not relayed: its brokers reach the lead broker directly")]
+    NotRelayed(String),
+    /// The burst runs no broker.
+    #[error("burst {0:?} runs no broker")]
+    NoBrokers(String),
+    /// The lead broker's Service has no cluster address yet.
+    #[error("the lead broker of burst {0:?} has no address yet")]
+    NoLead(String),
+    /// The burst holds as many connections as it may.
+    #[error("burst {key:?} holds {held} relayed connections, the most for its {brokers} brokers")]
+    TooMany {
+        /// The burst.
+        key: String,
+        /// Connections it holds.
+        held: usize,
+        /// Its brokers.
+        brokers: usize,
+    },
+    /// The lead broker did not answer.
+    #[error("the lead broker at {0} does not answer: {1}")]
+    Unreachable(String, String),
+    /// The spoke makes new relayed connections faster than the relay's rates allow.
+    #[error(
+        "spoke {spoke:?} makes more than {per_second} relayed connections a second; connect again later"
+    )]
+    CallRate {
+        /// The spoke.
+        spoke: String,
+        /// Its rate.
+        per_second: u64,
+    },
+}
+
+impl RelayRefusal {
+    /// The `reason` label of `flux_hub_relay_refused_total`.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            RelayRefusal::NotAssigned(_) => "not_assigned",
+            RelayRefusal::NotRelayed(_) => "not_relayed",
+            RelayRefusal::NoBrokers(_) => "no_brokers",
+            RelayRefusal::NoLead(_) => "no_lead",
+            RelayRefusal::TooMany { .. } => "too_many",
+            RelayRefusal::Unreachable(..) => "unreachable",
+            RelayRefusal::CallRate { .. } => "call_rate",
+        }
+    }
 }

@@ -16,9 +16,9 @@ use crate::controller::federate::{
     burst_infos, finalizers_but_ours, has_finalizer, mc_info, placed_as_in_status, set_finalizers,
 };
 use crate::controller::status;
+use crate::controller::status::bursts;
 use crate::controller::status::events::publish;
 use crate::controller::status::write::write_status;
-use crate::federation::bursts;
 
 /// A deleted MiniCluster: withdraw its bursts, wait (bounded) for every connected spoke
 /// to confirm them gone, then release the finalizer.

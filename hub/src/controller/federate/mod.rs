@@ -6,7 +6,7 @@
 //! start-up (`rebuild`).
 
 pub(in crate::controller) mod finalize;
-pub(in crate::controller) mod placing;
+pub(in crate::controller) mod placement;
 pub mod rebuild;
 
 use std::time::SystemTime;
@@ -27,10 +27,10 @@ use crate::controller::apply::ownership::{Holder, holder};
 use crate::controller::apply::pod_labels::COMPLETION_INDEX;
 use crate::controller::context::{ApiError, Context, kube_err, mc_key};
 use crate::controller::status;
-use crate::controller::watch::stores::{Stores, get};
-use crate::federation::bursts::{
+use crate::controller::status::bursts::{
     self, ASSIGNMENT_TOO_LARGE, BurstEvent, OVER_BUDGET, UNSAFE_BURST,
 };
+use crate::controller::watch::stores::{Stores, get};
 use crate::federation::placement::Placed;
 use crate::federation::{self, BurstInfo, McInfo, lead};
 
@@ -136,7 +136,7 @@ pub(in crate::controller) async fn federate(
     name: &str,
 ) -> Result<Federated, ApiError> {
     let now = SystemTime::from((ctx.now)().0);
-    let placing = placing::place(ctx, mc, plan, now);
+    let placing = placement::place(ctx, mc, plan, now);
     let (plan, placed) = match &placing {
         Some((plan, placed)) => (plan, placed.clone()),
         None => (plan, Placed::default()),
@@ -344,7 +344,7 @@ pub(in crate::controller) fn publish_assignments(
             )
         }
     };
-    let statuses = crate::federation::placement::in_status::with_placement(statuses, &placed);
+    let statuses = crate::controller::status::placement::with_placement(statuses, &placed);
     let events = bursts::events(&previous.bursts, &statuses);
     let status = status::with_bursts(
         status,

@@ -1,8 +1,10 @@
 //! The MiniCluster status, as a pure function of what the controller observed.
 //! Written by `write`, with the Events of `events`.
 
+pub mod bursts;
 pub(in crate::controller) mod events;
 mod instance_ended;
+pub(in crate::controller) mod placement;
 pub(in crate::controller) mod write;
 
 use flux_shared::api::{BurstStatus, LeadBrokerStatus, MiniCluster, MiniClusterStatus};
@@ -89,7 +91,7 @@ pub fn compute(
     let draining = job
         .and_then(|j| j.status.as_ref()?.terminating)
         .unwrap_or(0);
-    let leaving = crate::federation::bursts::leaving(draining);
+    let leaving = crate::controller::status::bursts::leaving(draining);
     let finished = job.and_then(job_finished);
     let failed = job.and_then(|j| job_condition(j, "Failed"));
 
@@ -246,7 +248,8 @@ pub fn with_bursts(
     now: &Time,
 ) -> MiniClusterStatus {
     status.conditions.retain(|c| c.type_ != BURSTS_READY);
-    if let Some((ok, reason, message)) = crate::federation::bursts::ready_condition(&bursts) {
+    if let Some((ok, reason, message)) = crate::controller::status::bursts::ready_condition(&bursts)
+    {
         let value = if ok { "True" } else { "False" };
         status.conditions.push(Condition {
             type_: BURSTS_READY.to_string(),
@@ -263,7 +266,7 @@ pub fn with_bursts(
     }
     let running = bursts
         .iter()
-        .filter(|b| b.phase == crate::federation::bursts::burst_phase::RUNNING)
+        .filter(|b| b.phase == crate::controller::status::bursts::burst_phase::RUNNING)
         .count();
     status.bursts_running = (!bursts.is_empty()).then(|| format!("{running}/{}", bursts.len()));
     status.lead_broker = lead;

@@ -11,10 +11,10 @@ use kube::{Api, ResourceExt};
 use tracing::warn;
 
 use crate::controller::context::{ApiError, Context, MANAGER, kube_err, mc_key};
+use crate::controller::status::bursts::BurstEvent;
 use crate::controller::status::events::publish;
 use crate::controller::status::{INSTANCE_ENDED, Problem, minicluster_phase};
 use crate::controller::watch::partial_decode::Partial;
-use crate::federation::bursts::BurstEvent;
 
 /// Write `status` (with its Events) unless it is the current one or was just written.
 pub(in crate::controller) async fn write_if_changed(

@@ -32,6 +32,7 @@ use flux_shared::plan::Endpoint;
 use flux_shared::validate::Exceptions;
 use tokio::sync::{mpsc, watch};
 
+pub mod report_bounds;
 mod wire;
 
 /// A MiniCluster, by namespace and name.
@@ -1223,7 +1224,7 @@ mod tests {
 
     #[test]
     fn a_reports_text_is_stored_bounded() {
-        use super::super::report_limits::{MAX_CONDITIONS, MAX_MESSAGE};
+        use super::report_bounds::{MAX_CONDITIONS, MAX_MESSAGE};
         let r = primed();
         r.set(
             &mc(),

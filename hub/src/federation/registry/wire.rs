@@ -13,7 +13,7 @@ use tokio::sync::watch;
 use tracing::warn;
 
 use super::{ConnectionGuard, McKey, Registry, SpokeState, affected_by_spoke, mc_of, unix_millis};
-use crate::federation::relay::{RelayRefusal, RelayTarget};
+use crate::federation::served::{RelayRefusal, RelayTarget};
 use crate::federation::served::{Served, SubscribeError, Subscription};
 
 impl Served for Registry {
@@ -121,10 +121,10 @@ impl Served for Registry {
     }
 
     fn report(&self, spoke: &str, request: proto::ReportRequest) {
-        // Its text is cut to report_limits' bounds first: it ends up in status and Events.
+        // Its text is cut to report_bounds' limits first: it ends up in status and Events.
         // Statuses for keys it is not assigned (and has not been withdrawn from), and
         // versions from another epoch, are ignored.
-        let request = crate::federation::report_limits::bound_report(request);
+        let request = super::report_bounds::bound_report(request);
         let now = SystemTime::now();
         let mut inner = self.lock();
         let current_epoch = request.hub_epoch == self.epoch;

@@ -1,10 +1,6 @@
-//! Bounds on what a spoke reports. Its text ends up in MiniCluster status and Events (in
-//! the root cluster, read by its users), and each report may wake reconciles and status
-//! writes: a spoke is a peer, not trusted to keep either small. See `docs/limits.md`.
-
-use std::collections::HashMap;
-use std::sync::{Mutex, PoisonError};
-use std::time::Instant;
+//! Bounds on what a spoke's report says, applied before the registry keeps it: its text
+//! ends up in MiniCluster status and Events (in the root cluster, read by its users), so a
+//! spoke, a peer, is not trusted to keep it small. See `docs/limits.md`.
 
 use flux_shared::federation::proto::{AssignmentStatus, Condition, ReportRequest};
 
@@ -14,36 +10,6 @@ pub const MAX_MESSAGE: usize = 1024;
 pub const MAX_WORD: usize = 64;
 /// Most conditions kept per assignment status.
 pub const MAX_CONDITIONS: usize = 16;
-
-/// Reports a spoke may send at once before it is throttled.
-pub const REPORT_BURST: f64 = 40.0;
-/// Reports per second a spoke may sustain. A spoke debounces its reports (250 ms by
-/// default) and otherwise reports every 30 s, so a healthy one stays below this.
-pub const REPORTS_PER_SECOND: f64 = 5.0;
-
-/// Most bytes of the version a spoke announces (`WatchRequest.spoke_version`).
-pub const MAX_VERSION: usize = 64;
-
-/// Checks the version a spoke announces, which the hub logs with every line of its stream
-/// and shows in `ListSpokes`: at most [`MAX_VERSION`] bytes of letters, digits and
-/// `.+-_` (a semantic version with its build metadata), or empty.
-pub fn check_spoke_version(version: &str) -> Result<(), String> {
-    if version.len() > MAX_VERSION {
-        return Err(format!(
-            "WatchRequest.spoke_version: {} bytes, at most {MAX_VERSION} allowed",
-            version.len()
-        ));
-    }
-    if let Some(c) = version
-        .chars()
-        .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '+' | '-' | '_')))
-    {
-        return Err(format!(
-            "WatchRequest.spoke_version: {c:?} is not allowed (letters, digits and .+-_ only)"
-        ));
-    }
-    Ok(())
-}
 
 /// What marks a cut text.
 const ELLIPSIS: char = '…';
@@ -90,54 +56,11 @@ pub fn bound_report(mut request: ReportRequest) -> ReportRequest {
     request
 }
 
-/// A token bucket per spoke: each report takes a token; tokens come back at
-/// [`REPORTS_PER_SECOND`] up to [`REPORT_BURST`].
-#[derive(Debug, Default)]
-pub struct ReportLimiter {
-    buckets: Mutex<HashMap<String, (f64, Instant)>>,
-}
-
-impl ReportLimiter {
-    /// Whether `spoke` may report at `now` (taking a token if so).
-    pub fn allow(&self, spoke: &str, now: Instant) -> bool {
-        // Only counters are updated under the lock: a panic cannot leave them inconsistent.
-        let mut buckets = self.buckets.lock().unwrap_or_else(PoisonError::into_inner);
-        let (tokens, last) = buckets
-            .entry(spoke.to_string())
-            .or_insert((REPORT_BURST, now));
-        let elapsed = now.saturating_duration_since(*last).as_secs_f64();
-        *tokens = (*tokens + elapsed * REPORTS_PER_SECOND).min(REPORT_BURST);
-        *last = now.max(*last);
-        if *tokens >= 1.0 {
-            *tokens -= 1.0;
-            true
-        } else {
-            false
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
-
-    use std::time::Duration;
-
     use flux_shared::federation::proto::ClusterAccess;
 
     use super::*;
-
-    #[test]
-    fn a_spoke_version_is_short_and_plain() {
-        assert!(check_spoke_version("").is_ok());
-        assert!(check_spoke_version("0.1.0+g1234abc.dirty_2").is_ok());
-        let long = check_spoke_version(&"1".repeat(MAX_VERSION + 1)).unwrap_err();
-        assert!(
-            long.contains("spoke_version") && long.contains("at most 64"),
-            "{long}"
-        );
-        let odd = check_spoke_version("1.0\nFORGED log line").unwrap_err();
-        assert!(odd.contains("'\\n' is not allowed"), "{odd}");
-    }
 
     #[test]
     fn short_text_is_kept_and_long_text_cut_at_a_char_boundary() {
@@ -207,39 +130,5 @@ mod tests {
         assert_eq!(access.error.len(), MAX_MESSAGE);
         assert_eq!(access.unreachable_since_unix_millis, 5);
         assert_eq!(bounded.applied_version, 3);
-    }
-
-    #[test]
-    fn a_flapping_spoke_is_throttled_and_recovers_and_others_are_not() {
-        let limiter = ReportLimiter::default();
-        let t = Instant::now();
-        let burst = REPORT_BURST as usize;
-        for i in 0..burst {
-            assert!(limiter.allow("flappy", t), "report {i} of the burst");
-        }
-        assert!(!limiter.allow("flappy", t), "past the burst");
-        // Another spoke has its own bucket.
-        assert!(limiter.allow("calm", t));
-        // One token back after 1 / rate seconds, no more.
-        let later = t + Duration::from_secs_f64(1.0 / REPORTS_PER_SECOND);
-        assert!(limiter.allow("flappy", later));
-        assert!(!limiter.allow("flappy", later));
-        // A long pause refills to the burst, not beyond.
-        let much_later = later + Duration::from_secs(3600);
-        for _ in 0..burst {
-            assert!(limiter.allow("flappy", much_later));
-        }
-        assert!(!limiter.allow("flappy", much_later));
-    }
-
-    #[test]
-    fn a_healthy_spokes_pace_is_never_throttled() {
-        // Debounced reports every 250 ms for ten minutes.
-        let limiter = ReportLimiter::default();
-        let t = Instant::now();
-        for i in 0..2400u32 {
-            let at = t + Duration::from_millis(250) * i;
-            assert!(limiter.allow("gke", at), "report {i}");
-        }
     }
 }

@@ -1,5 +1,5 @@
 //! What a MiniCluster's status and Events say of the placement of its bursts that name
-//! candidates, as pure functions of the decisions ([`super::Placed`]).
+//! candidates, as pure functions of the decisions ([`Placed`]).
 
 use std::time::SystemTime;
 
@@ -7,8 +7,8 @@ use flux_shared::api::{BurstPlacement, BurstStatus, SkippedCandidate};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 
-use super::Placed;
-use crate::federation::bursts::{BurstEvent, burst_phase};
+use crate::controller::status::bursts::{BurstEvent, burst_phase};
+use crate::federation::placement::Placed;
 
 fn time(t: SystemTime) -> Option<Time> {
     Timestamp::try_from(t).ok().map(Time)

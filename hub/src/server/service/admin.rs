@@ -15,7 +15,7 @@ use tokio_stream::wrappers::WatchStream;
 use tonic::{Request, Response, Status};
 use tracing::{Instrument as _, info, info_span, warn};
 
-use crate::federation::scale;
+use crate::resize;
 
 use super::{ADMIN_WATCHES_PER_IDENTITY, BoxStream, Services};
 
@@ -179,7 +179,7 @@ impl Admin for Services {
 }
 
 impl Services {
-    /// `ScaleBurst`, for admin `admin` ([`scale::set_size`]).
+    /// `ScaleBurst`, for admin `admin` ([`resize::set_size`]).
     async fn scale(
         &self,
         admin: &str,
@@ -198,19 +198,19 @@ impl Services {
         }
         // The field manager names the admin, so managedFields shows who scaled.
         let manager = format!("flux-hub-admin:{admin}");
-        let target = scale::Target {
+        let target = resize::Target {
             namespace: &req.namespace,
             name: &req.name,
             burst: &req.burst,
         };
         let (change, generation) =
-            scale::set_size(&self.client, &self.metrics, &target, req.size, &manager)
+            resize::set_size(&self.client, &self.metrics, &target, req.size, &manager)
                 .await
                 .map_err(|e| match e {
-                    scale::SetSizeError::Refused(r) => Status::new(r.code, r.message),
-                    scale::SetSizeError::NotFound(m) => Status::not_found(m),
-                    scale::SetSizeError::KeptChanging(m) => Status::aborted(m),
-                    scale::SetSizeError::Api { doing, error } => api_status(&doing, error),
+                    resize::SetSizeError::Refused(r) => Status::new(r.code, r.message),
+                    resize::SetSizeError::NotFound(m) => Status::not_found(m),
+                    resize::SetSizeError::KeptChanging(m) => Status::aborted(m),
+                    resize::SetSizeError::Api { doing, error } => api_status(&doing, error),
                 })?;
         Ok(ScaleBurstResponse {
             previous_size: change.previous,

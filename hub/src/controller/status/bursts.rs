@@ -12,7 +12,7 @@ use flux_shared::federation::{LEAD_REACHABLE, LEAD_UNREACHABLE};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 
-use super::registry::{BurstInfo, BurstView};
+use crate::federation::registry::{BurstInfo, BurstView};
 
 /// Phases of `status.bursts[].phase`.
 pub mod burst_phase {
@@ -434,7 +434,7 @@ pub fn recheck_after(views: &[BurstView], now: SystemTime) -> Option<Duration> {
 /// Events for bursts whose phase changed. Bursts the hub refuses to assign share one
 /// Event (the refusal is the MiniCluster's, not each burst's).
 pub fn events(previous: &[BurstStatus], current: &[BurstStatus]) -> Vec<BurstEvent> {
-    let placed = super::placement::in_status::events(previous, current);
+    let placed = super::placement::events(previous, current);
     // A burst placed and sent in the same pass: its BurstPlaced Event says both.
     let placed_names: Vec<String> = placed
         .iter()

@@ -10,9 +10,9 @@ use tokio_stream::wrappers::WatchStream;
 use tonic::{Request, Response, Status, Streaming};
 use tracing::{Instrument as _, debug, info, info_span, warn};
 
-use crate::federation::relay;
-use crate::federation::report_limits::{self};
-use crate::federation::served::{SubscribeError, Subscription};
+use crate::federation::served::{RelayRefusal, SubscribeError, Subscription};
+use crate::server::relay;
+use crate::server::report_limits::{self};
 
 use super::{BoxStream, Services, not_ready};
 
@@ -33,12 +33,12 @@ impl Spoke for Services {
             .unwrap_or_default()
             .to_string();
         let span = info_span!("relay", %spoke, %key);
-        let refused = |refusal: relay::RelayRefusal| {
+        let refused = |refusal: RelayRefusal| {
             self.metrics.relay_refused(refusal.reason());
             // A broker's ZeroMQ retries several times a second: only what may be an attack
             // is logged at info; the metric counts every refusal.
             span.in_scope(|| match refusal {
-                relay::RelayRefusal::NotAssigned(_) => {
+                RelayRefusal::NotAssigned(_) => {
                     info!(reason = refusal.reason(), "relayed connection refused")
                 }
                 _ => debug!(reason = refusal.reason(), "relayed connection refused"),
@@ -52,7 +52,7 @@ impl Spoke for Services {
             .rates
             .allow_call(&spoke, &rates, std::time::Instant::now())
         {
-            return Err(refused(relay::RelayRefusal::CallRate {
+            return Err(refused(RelayRefusal::CallRate {
                 spoke: spoke.clone(),
                 per_second: rates.calls_per_second as u64,
             }));
@@ -86,7 +86,7 @@ impl Spoke for Services {
                 let _held = held;
                 let standing = || match registry.relay_target(&spoke, &key) {
                     Ok(t) if t.lead == target.lead => relay::Standing::Relayed,
-                    Err(relay::RelayRefusal::NoBrokers(_)) => relay::Standing::Leaving,
+                    Err(RelayRefusal::NoBrokers(_)) => relay::Standing::Leaving,
                     _ => relay::Standing::Ended,
                 };
                 let ends = relay::Ends {

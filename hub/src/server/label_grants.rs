@@ -12,8 +12,8 @@ use kube::api::Api;
 use tonic::Status;
 use tracing::warn;
 
-use super::registry::{LabelGrants, Registry};
 use super::watched_data::{Known, WatchedData, write_key};
+use crate::federation::registry::{LabelGrants, Registry};
 
 /// The grants, as the hub currently knows them. Cheap to clone.
 #[derive(Clone, Debug)]

@@ -20,7 +20,7 @@ use super::label_grants::GrantStore;
 use super::pin_store::PinStore;
 use super::report_limits::{self, ReportLimiter};
 use super::revocations::Revocations;
-use super::served::Served;
+use crate::federation::served::Served;
 use crate::ops::metrics::Metrics;
 
 mod admin;
