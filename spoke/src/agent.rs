@@ -27,9 +27,11 @@
 //!   adds up to 100 %), reset after a connection that delivered a snapshot. A refused
 //!   certificate is retried at the maximum delay.
 //!
-//! Applying a snapshot is [`crate::apply`]'s (named steps around the decisions);
-//! this file holds the single task and its state machine (connect, snapshot, Job changes,
-//! reports), which the guarantees above are about.
+//! The agent keeps the connection and hands each snapshot to its
+//! [`Applier`](crate::apply::Applier) (named steps around the decisions) and each report
+//! to its [`Reporter`](crate::report::Reporter); this file holds the single task and its
+//! state machine (connect, snapshot, Job changes, reports), which the guarantees above are
+//! about, and the state it lends them.
 
 use crate::cluster::NodesRoom;
 use std::collections::BTreeMap;
@@ -57,11 +59,13 @@ use tracing::{Instrument, debug, error, info, info_span, warn};
 
 use crate::admit::Memory;
 use crate::agent_config::AgentConfig;
+use crate::apply::Applier;
 use crate::burst_status::Tracked;
 use crate::cluster::{Cluster, Taken};
 use crate::lead_reach::{LeadReach, Probes};
 use crate::metrics::{ErrorKind, Metrics};
 use crate::relay_listeners::{HubConnections, Relays};
+use crate::report::Reporter;
 
 /// A snapshot the agent fully applied.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -78,10 +82,13 @@ type Changes = Pin<Box<dyn Stream<Item = ()> + Send>>;
 /// The agent. Build it with [`Agent::new`], keep what you need of [`Agent::applied`] and
 /// [`Agent::metrics`], then [`Agent::run`] it.
 pub struct Agent<C: Cluster> {
-    pub(crate) config: AgentConfig,
-    pub(crate) cluster: C,
-    pub(crate) metrics: Arc<Metrics>,
-    pub(crate) applied: watch::Sender<Option<AppliedSnapshot>>,
+    config: AgentConfig,
+    cluster: C,
+    metrics: Arc<Metrics>,
+    /// Makes the cluster match each snapshot.
+    applier: Applier<C>,
+    /// Tells the hub how the assignments are doing.
+    reporter: Reporter<C>,
     /// The TLS material last read successfully from [`AgentConfig::tls_files`], and its
     /// certificate text.
     last_good_tls: std::sync::Mutex<Option<(ClientSecurity, String)>>,
@@ -175,10 +182,11 @@ impl<C: Cluster> Agent<C> {
     /// An agent applying snapshots to `cluster`, recording into `metrics`.
     pub fn new(config: AgentConfig, cluster: C, metrics: Arc<Metrics>) -> Agent<C> {
         Agent {
+            applier: Applier::new(&config, cluster.clone(), Arc::clone(&metrics)),
+            reporter: Reporter::new(&config, cluster.clone(), Arc::clone(&metrics)),
             config,
             cluster,
             metrics,
-            applied: watch::channel(None).0,
             last_good_tls: std::sync::Mutex::new(None),
         }
     }
@@ -186,7 +194,7 @@ impl<C: Cluster> Agent<C> {
     /// The last snapshot fully applied (`None` until the first one): readiness, and a way
     /// for tests to wait for progress.
     pub fn applied(&self) -> watch::Receiver<Option<AppliedSnapshot>> {
-        self.applied.subscribe()
+        self.applier.applied()
     }
 
     /// The agent's metrics.
@@ -483,7 +491,7 @@ impl<C: Cluster> Agent<C> {
                         self.metrics.snapshot_received(snapshot.assignments.len());
                         self.process(state, snapshot, !got_snapshot).await;
                         got_snapshot = true;
-                        self.report(&mut client, state, true).await;
+                        self.reporter.report(&mut client, state, true).await;
                     }
                     Ok(None) => return SessionEnd { got_snapshot, error: SessionError::Ended },
                     Err(status) => return SessionEnd { got_snapshot, error: SessionError::Stream(status) },
@@ -531,7 +539,7 @@ impl<C: Cluster> Agent<C> {
                 }
                 () = sleep_until(report_at), if report_at.is_some() => {
                     report_at = None;
-                    self.report(&mut client, state, false).await;
+                    self.reporter.report(&mut client, state, false).await;
                 }
                 // The room is measured this often and reported when it changed.
                 _ = room_ticks.tick() => {
@@ -548,19 +556,20 @@ impl<C: Cluster> Agent<C> {
                     if !state.complete && let Some(snapshot) = state.pending.clone() {
                         info!(version = snapshot.version, "retrying the snapshot not fully applied");
                         self.process(state, snapshot, true).await;
-                    } else if self.blockers_changed(state).await
+                    } else if self.applier.blockers_changed(state).await
                         && let Some(snapshot) = state.current.clone()
                     {
                         info!(version = snapshot.version, "a name an assignment was refused for changed; applying the snapshot again");
                         self.process(state, snapshot, true).await;
                     }
-                    self.report(&mut client, state, true).await;
+                    self.reporter.report(&mut client, state, true).await;
                 }
             }
         }
     }
 
-    /// Applies `snapshot` unless it is the one already fully applied (and not `force`).
+    /// Hands `snapshot` to the applier unless it is the one already fully applied (and
+    /// not `force`): a heartbeat changes nothing.
     async fn process(&self, state: &mut State, snapshot: Snapshot, force: bool) {
         let id = (snapshot.hub_epoch.clone(), snapshot.version);
         if !force && state.complete && state.last.as_ref() == Some(&id) {
@@ -574,7 +583,7 @@ impl<C: Cluster> Agent<C> {
             assignments = snapshot.assignments.len(),
             retained = snapshot.retained_keys.len(),
         );
-        self.apply_snapshot(state, snapshot).instrument(span).await;
+        self.applier.apply(state, snapshot).instrument(span).await;
     }
 }
 
