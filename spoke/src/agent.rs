@@ -232,7 +232,12 @@ impl<C: Cluster> Agent<C> {
             if end.got_snapshot {
                 backoff = builder.build();
             }
-            let delay = match self.explain(&end.error) {
+            let (kind, retry) = self.explain(&end.error);
+            // The one place a session's errors are counted, under the step that failed.
+            if let Some(kind) = kind {
+                self.metrics.error(kind);
+            }
+            let delay = match retry {
                 Retry::Backoff => backoff.next().unwrap_or(self.config.max_reconnect_delay),
                 Retry::Slow => self
                     .config
@@ -254,19 +259,18 @@ impl<C: Cluster> Agent<C> {
         error!(%hub, error = %text, "the hub refused this spoke's certificate in the TLS handshake: it is not the one the hub has pinned for this spoke (replaced by flux-hub join --rotate, or the spoke was unjoined); run flux-hub join for this spoke to install and pin a current one; retrying slowly");
     }
 
-    /// Logs and counts why a connection ended, and says how soon to retry.
-    fn explain(&self, error: &SessionError) -> Retry {
+    /// Logs why a connection ended; says what to count it as (`None`: not an error) and
+    /// how soon to retry.
+    fn explain(&self, error: &SessionError) -> (Option<ErrorKind>, Retry) {
         let hub = &self.config.hub_uri;
         match error {
             SessionError::Endpoint(e) => {
                 error!(%hub, error = %e, "cannot use the hub address");
-                self.metrics.error(ErrorKind::Connect);
-                Retry::Slow
+                (Some(ErrorKind::Connect), Retry::Slow)
             }
             SessionError::Connect(e) => {
                 let text = error_chain(e);
-                self.metrics.error(ErrorKind::Connect);
-                if is_access_denied(&text) {
+                let retry = if is_access_denied(&text) {
                     self.revoked(hub, &text);
                     Retry::Slow
                 } else if looks_like_tls(&text) {
@@ -275,59 +279,53 @@ impl<C: Cluster> Agent<C> {
                 } else {
                     warn!(%hub, error = %text, "cannot reach the hub");
                     Retry::Backoff
-                }
+                };
+                (Some(ErrorKind::Connect), retry)
             }
             SessionError::Open(status) | SessionError::Stream(status) => {
                 let text = status_text(status);
                 match status.code() {
                     _ if is_access_denied(&text) => {
-                        self.metrics.error(ErrorKind::Auth);
                         self.revoked(hub, &text);
-                        Retry::Slow
+                        (Some(ErrorKind::Auth), Retry::Slow)
                     }
                     Code::Unauthenticated | Code::PermissionDenied => {
-                        self.metrics.error(ErrorKind::Auth);
                         error!(%hub, code = ?status.code(), error = %text, "the hub refused this spoke's certificate: it must be a spoke certificate (spiffe://flux-framework.org/spoke/<name>) issued by the hub's CA; retrying slowly");
-                        Retry::Slow
+                        (Some(ErrorKind::Auth), Retry::Slow)
                     }
                     _ if looks_like_tls(&text) => {
-                        self.metrics.error(ErrorKind::Auth);
                         error!(%hub, error = %text, "TLS with the hub failed (certificate refused?): check --ca, --cert/--key and --hub-domain; retrying slowly");
-                        Retry::Slow
+                        (Some(ErrorKind::Auth), Retry::Slow)
                     }
                     Code::AlreadyExists if matches!(error, SessionError::Open(_)) => {
-                        self.metrics.error(ErrorKind::Stream);
                         warn!(%hub, error = %text, "the hub already serves a stream under this spoke's name: another process may be using this certificate (if this spoke just reconnected, the retry succeeds once the hub sees the old connection end)");
-                        Retry::Backoff
+                        (Some(ErrorKind::Stream), Retry::Backoff)
                     }
                     Code::Unavailable if matches!(error, SessionError::Open(_)) => {
-                        self.metrics.error(ErrorKind::NotReady);
                         info!(%hub, reason = %text, "the hub is not serving assignments yet; retrying");
-                        Retry::Backoff
+                        (Some(ErrorKind::NotReady), Retry::Backoff)
                     }
                     code => {
-                        self.metrics.error(ErrorKind::Stream);
                         warn!(%hub, ?code, error = %text, "the Watch stream failed; reconnecting");
-                        Retry::Backoff
+                        (Some(ErrorKind::Stream), Retry::Backoff)
                     }
                 }
             }
             SessionError::OpenTimeout => {
-                self.metrics.error(ErrorKind::Stream);
                 warn!(%hub, deadline = ?self.config.settings.unary_deadline, "the hub did not answer Watch in time; reconnecting");
-                Retry::Backoff
+                (Some(ErrorKind::Stream), Retry::Backoff)
             }
             SessionError::Ended => {
                 info!(%hub, "the hub ended the Watch stream; reconnecting");
-                Retry::Backoff
+                (None, Retry::Backoff)
             }
             SessionError::Reload => {
                 info!(%hub, "the certificate files changed; reconnecting with them");
-                Retry::Backoff
+                (None, Retry::Backoff)
             }
             SessionError::Exceptions => {
                 info!(%hub, "the policy's exceptions changed; reconnecting to tell the hub");
-                Retry::Backoff
+                (None, Retry::Backoff)
             }
         }
     }
