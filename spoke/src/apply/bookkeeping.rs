@@ -24,7 +24,7 @@ pub(super) fn listed(snapshot: &Snapshot) -> BTreeSet<String> {
         .collect()
 }
 
-/// Step 6, continued: the lead endpoint of every burst that runs here and connects
+/// Step `relay`, continued: the lead endpoint of every burst that runs here and connects
 /// directly is probed ([`crate::lead_reach`]); what is known of bursts the snapshot no
 /// longer lists is forgotten.
 pub(super) fn probe_leads(state: &mut State, listed: &BTreeSet<String>) {
@@ -45,7 +45,7 @@ pub(super) fn probe_leads(state: &mut State, listed: &BTreeSet<String>) {
     state.probes.set(targets, &state.lead_reach);
 }
 
-/// Step 1: a snapshot of another hub epoch resets what was acknowledged; the snapshot is
+/// Step `begin`: a snapshot of another hub epoch resets what was acknowledged; the snapshot is
 /// the one in progress until it is fully applied.
 pub(super) fn begin(state: &mut State, snapshot: &Snapshot) {
     if snapshot.hub_epoch != state.epoch {
@@ -65,7 +65,7 @@ pub(super) fn begin(state: &mut State, snapshot: &Snapshot) {
     state.current = Some(snapshot.clone());
 }
 
-/// Step 8: an assignment whose stale objects could not be deleted failed; removed keys
+/// Step `settle`: an assignment whose stale objects could not be deleted failed; removed keys
 /// are `Deleted` (or still `Deleting`) and forgotten with the keys no longer listed; the
 /// blockers of refusals no longer remembered go.
 pub(super) fn settle(

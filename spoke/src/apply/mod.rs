@@ -248,7 +248,7 @@ impl<C: Cluster> Applier<C> {
         created
     }
 
-    /// Step 5, realize, for one assignment: carries out its decision and tracks the outcome.
+    /// Step 5, realizing one assignment: carries out its decision and tracks the outcome.
     #[allow(clippy::too_many_arguments)]
     async fn realize(
         &self,
