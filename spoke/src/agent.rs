@@ -27,9 +27,11 @@
 //!   adds up to 100 %), reset after a connection that delivered a snapshot. A refused
 //!   certificate is retried at the maximum delay.
 //!
-//! Applying a snapshot is [`crate::apply`]'s (named steps around the decisions);
-//! this file holds the single task and its state machine (connect, snapshot, Job changes,
-//! reports), which the guarantees above are about.
+//! The agent keeps the connection and hands each snapshot to its
+//! [`Applier`](crate::apply::Applier) (named steps around the decisions) and each report
+//! to its [`Reporter`](crate::report::Reporter); this file holds the single task and its
+//! state machine (connect, snapshot, Job changes, reports), which the guarantees above are
+//! about, and the state it lends them.
 
 use crate::cluster::NodesRoom;
 use std::collections::BTreeMap;
@@ -57,11 +59,13 @@ use tracing::{Instrument, debug, error, info, info_span, warn};
 
 use crate::admit::Memory;
 use crate::agent_config::AgentConfig;
+use crate::apply::Applier;
 use crate::burst_status::Tracked;
 use crate::cluster::{Cluster, Taken};
 use crate::lead_reach::{LeadReach, Probes};
 use crate::metrics::{ErrorKind, Metrics};
 use crate::relay_listeners::{HubConnections, Relays};
+use crate::report::Reporter;
 
 /// A snapshot the agent fully applied.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -78,10 +82,13 @@ type Changes = Pin<Box<dyn Stream<Item = ()> + Send>>;
 /// The agent. Build it with [`Agent::new`], keep what you need of [`Agent::applied`] and
 /// [`Agent::metrics`], then [`Agent::run`] it.
 pub struct Agent<C: Cluster> {
-    pub(crate) config: AgentConfig,
-    pub(crate) cluster: C,
-    pub(crate) metrics: Arc<Metrics>,
-    pub(crate) applied: watch::Sender<Option<AppliedSnapshot>>,
+    config: AgentConfig,
+    cluster: C,
+    metrics: Arc<Metrics>,
+    /// Makes the cluster match each snapshot.
+    applier: Applier<C>,
+    /// Tells the hub how the assignments are doing.
+    reporter: Reporter<C>,
     /// The TLS material last read successfully from [`AgentConfig::tls_files`], and its
     /// certificate text.
     last_good_tls: std::sync::Mutex<Option<(ClientSecurity, String)>>,
@@ -175,10 +182,11 @@ impl<C: Cluster> Agent<C> {
     /// An agent applying snapshots to `cluster`, recording into `metrics`.
     pub fn new(config: AgentConfig, cluster: C, metrics: Arc<Metrics>) -> Agent<C> {
         Agent {
+            applier: Applier::new(&config, cluster.clone(), Arc::clone(&metrics)),
+            reporter: Reporter::new(&config, cluster.clone(), Arc::clone(&metrics)),
             config,
             cluster,
             metrics,
-            applied: watch::channel(None).0,
             last_good_tls: std::sync::Mutex::new(None),
         }
     }
@@ -186,7 +194,7 @@ impl<C: Cluster> Agent<C> {
     /// The last snapshot fully applied (`None` until the first one): readiness, and a way
     /// for tests to wait for progress.
     pub fn applied(&self) -> watch::Receiver<Option<AppliedSnapshot>> {
-        self.applied.subscribe()
+        self.applier.applied()
     }
 
     /// The agent's metrics.
@@ -224,7 +232,12 @@ impl<C: Cluster> Agent<C> {
             if end.got_snapshot {
                 backoff = builder.build();
             }
-            let delay = match self.explain(&end.error) {
+            let (kind, retry) = self.explain(&end.error);
+            // The one place a session's errors are counted, under the step that failed.
+            if let Some(kind) = kind {
+                self.metrics.error(kind);
+            }
+            let delay = match retry {
                 Retry::Backoff => backoff.next().unwrap_or(self.config.max_reconnect_delay),
                 Retry::Slow => self
                     .config
@@ -246,19 +259,18 @@ impl<C: Cluster> Agent<C> {
         error!(%hub, error = %text, "the hub refused this spoke's certificate in the TLS handshake: it is not the one the hub has pinned for this spoke (replaced by flux-hub join --rotate, or the spoke was unjoined); run flux-hub join for this spoke to install and pin a current one; retrying slowly");
     }
 
-    /// Logs and counts why a connection ended, and says how soon to retry.
-    fn explain(&self, error: &SessionError) -> Retry {
+    /// Logs why a connection ended; says what to count it as (`None`: not an error) and
+    /// how soon to retry.
+    fn explain(&self, error: &SessionError) -> (Option<ErrorKind>, Retry) {
         let hub = &self.config.hub_uri;
         match error {
             SessionError::Endpoint(e) => {
                 error!(%hub, error = %e, "cannot use the hub address");
-                self.metrics.error(ErrorKind::Connect);
-                Retry::Slow
+                (Some(ErrorKind::Connect), Retry::Slow)
             }
             SessionError::Connect(e) => {
                 let text = error_chain(e);
-                self.metrics.error(ErrorKind::Connect);
-                if is_access_denied(&text) {
+                let retry = if is_access_denied(&text) {
                     self.revoked(hub, &text);
                     Retry::Slow
                 } else if looks_like_tls(&text) {
@@ -267,59 +279,53 @@ impl<C: Cluster> Agent<C> {
                 } else {
                     warn!(%hub, error = %text, "cannot reach the hub");
                     Retry::Backoff
-                }
+                };
+                (Some(ErrorKind::Connect), retry)
             }
             SessionError::Open(status) | SessionError::Stream(status) => {
                 let text = status_text(status);
                 match status.code() {
                     _ if is_access_denied(&text) => {
-                        self.metrics.error(ErrorKind::Auth);
                         self.revoked(hub, &text);
-                        Retry::Slow
+                        (Some(ErrorKind::Auth), Retry::Slow)
                     }
                     Code::Unauthenticated | Code::PermissionDenied => {
-                        self.metrics.error(ErrorKind::Auth);
                         error!(%hub, code = ?status.code(), error = %text, "the hub refused this spoke's certificate: it must be a spoke certificate (spiffe://flux-framework.org/spoke/<name>) issued by the hub's CA; retrying slowly");
-                        Retry::Slow
+                        (Some(ErrorKind::Auth), Retry::Slow)
                     }
                     _ if looks_like_tls(&text) => {
-                        self.metrics.error(ErrorKind::Auth);
                         error!(%hub, error = %text, "TLS with the hub failed (certificate refused?): check --ca, --cert/--key and --hub-domain; retrying slowly");
-                        Retry::Slow
+                        (Some(ErrorKind::Auth), Retry::Slow)
                     }
                     Code::AlreadyExists if matches!(error, SessionError::Open(_)) => {
-                        self.metrics.error(ErrorKind::Stream);
                         warn!(%hub, error = %text, "the hub already serves a stream under this spoke's name: another process may be using this certificate (if this spoke just reconnected, the retry succeeds once the hub sees the old connection end)");
-                        Retry::Backoff
+                        (Some(ErrorKind::Stream), Retry::Backoff)
                     }
                     Code::Unavailable if matches!(error, SessionError::Open(_)) => {
-                        self.metrics.error(ErrorKind::NotReady);
                         info!(%hub, reason = %text, "the hub is not serving assignments yet; retrying");
-                        Retry::Backoff
+                        (Some(ErrorKind::NotReady), Retry::Backoff)
                     }
                     code => {
-                        self.metrics.error(ErrorKind::Stream);
                         warn!(%hub, ?code, error = %text, "the Watch stream failed; reconnecting");
-                        Retry::Backoff
+                        (Some(ErrorKind::Stream), Retry::Backoff)
                     }
                 }
             }
             SessionError::OpenTimeout => {
-                self.metrics.error(ErrorKind::Stream);
                 warn!(%hub, deadline = ?self.config.settings.unary_deadline, "the hub did not answer Watch in time; reconnecting");
-                Retry::Backoff
+                (Some(ErrorKind::Stream), Retry::Backoff)
             }
             SessionError::Ended => {
                 info!(%hub, "the hub ended the Watch stream; reconnecting");
-                Retry::Backoff
+                (None, Retry::Backoff)
             }
             SessionError::Reload => {
                 info!(%hub, "the certificate files changed; reconnecting with them");
-                Retry::Backoff
+                (None, Retry::Backoff)
             }
             SessionError::Exceptions => {
                 info!(%hub, "the policy's exceptions changed; reconnecting to tell the hub");
-                Retry::Backoff
+                (None, Retry::Backoff)
             }
         }
     }
@@ -483,7 +489,7 @@ impl<C: Cluster> Agent<C> {
                         self.metrics.snapshot_received(snapshot.assignments.len());
                         self.process(state, snapshot, !got_snapshot).await;
                         got_snapshot = true;
-                        self.report(&mut client, state, true).await;
+                        self.reporter.report(&mut client, state, true).await;
                     }
                     Ok(None) => return SessionEnd { got_snapshot, error: SessionError::Ended },
                     Err(status) => return SessionEnd { got_snapshot, error: SessionError::Stream(status) },
@@ -531,7 +537,7 @@ impl<C: Cluster> Agent<C> {
                 }
                 () = sleep_until(report_at), if report_at.is_some() => {
                     report_at = None;
-                    self.report(&mut client, state, false).await;
+                    self.reporter.report(&mut client, state, false).await;
                 }
                 // The room is measured this often and reported when it changed.
                 _ = room_ticks.tick() => {
@@ -548,19 +554,20 @@ impl<C: Cluster> Agent<C> {
                     if !state.complete && let Some(snapshot) = state.pending.clone() {
                         info!(version = snapshot.version, "retrying the snapshot not fully applied");
                         self.process(state, snapshot, true).await;
-                    } else if self.blockers_changed(state).await
+                    } else if self.applier.blockers_changed(state).await
                         && let Some(snapshot) = state.current.clone()
                     {
                         info!(version = snapshot.version, "a name an assignment was refused for changed; applying the snapshot again");
                         self.process(state, snapshot, true).await;
                     }
-                    self.report(&mut client, state, true).await;
+                    self.reporter.report(&mut client, state, true).await;
                 }
             }
         }
     }
 
-    /// Applies `snapshot` unless it is the one already fully applied (and not `force`).
+    /// Hands `snapshot` to the applier unless it is the one already fully applied (and
+    /// not `force`): a heartbeat changes nothing.
     async fn process(&self, state: &mut State, snapshot: Snapshot, force: bool) {
         let id = (snapshot.hub_epoch.clone(), snapshot.version);
         if !force && state.complete && state.last.as_ref() == Some(&id) {
@@ -574,7 +581,7 @@ impl<C: Cluster> Agent<C> {
             assignments = snapshot.assignments.len(),
             retained = snapshot.retained_keys.len(),
         );
-        self.apply_snapshot(state, snapshot).instrument(span).await;
+        self.applier.apply(state, snapshot).instrument(span).await;
     }
 }
 

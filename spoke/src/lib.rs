@@ -40,8 +40,9 @@
 //! Modules, in the order a burst goes through them: [`agent`] (the connect/watch/report
 //! loop, configured by [`agent_config`]), [`admit`] (pure decisions: each assignment
 //! checked, planned and admitted by the owner's policy, then rendered), [`apply`] (the
-//! snapshot applied as named steps), [`burst_status`] (each burst's phase and conditions,
-//! pure) and [`report`] (what the hub is told), `relay_listeners` (a relayed burst's listener,
+//! `Applier`: the snapshot applied as named steps, each failing with an `ApplyError` of
+//! its name), [`burst_status`] (each burst's phase and conditions, pure) and [`report`]
+//! (the `Reporter`: what the hub is told), `relay_listeners` (a relayed burst's listener,
 //! whose connections go to the hub over the spoke's own connection), `lead_reach`
 //! (whether each burst's lead broker answers from this cluster), [`cluster`] (the Kubernetes reads and
 //! writes behind a trait, and their real implementation) and [`metrics`]. Tests and benches also get `testing` (an in-memory

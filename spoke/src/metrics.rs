@@ -19,52 +19,76 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
-/// The `kind` label of `flux_spoke_errors_total`: the step of the session or of a
-/// snapshot's apply that failed.
+/// The `kind` label of `flux_spoke_errors_total`: the step that failed, of the session
+/// with the hub (the agent), of applying a snapshot (`crate::apply::ApplyError`) or of a
+/// report (`crate::report::ReportError`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum ErrorKind {
-    /// Could not connect to the hub (TCP or TLS).
+    /// Session: could not connect to the hub (TCP or TLS).
     Connect,
-    /// The hub refused the certificate (`UNAUTHENTICATED`, `PERMISSION_DENIED`).
+    /// Session: the hub refused the certificate (`UNAUTHENTICATED`, `PERMISSION_DENIED`).
     Auth,
-    /// The hub is not serving assignments yet (`UNAVAILABLE` on Watch).
+    /// Session: the hub is not serving assignments yet (`UNAVAILABLE` on Watch).
     NotReady,
-    /// The Watch call or stream failed or ended.
+    /// Session: the Watch call or stream failed or ended.
     Stream,
-    /// Listing the spoke's objects failed.
-    List,
-    /// Creating a namespace failed.
+    /// Apply, `observe`: reading the spoke's objects, policy, a burst's namespace or the
+    /// Jobs failed (nothing applied or deleted).
+    Observe,
+    /// Apply, `plan`: an assignment was refused (`BURST_PHASE_INVALID`): it does not
+    /// render as the hub's, or the policy does not admit it.
+    Plan,
+    /// Apply, `namespace`: creating a namespace failed.
     Namespace,
-    /// A server-side apply failed.
-    Apply,
-    /// A delete failed.
+    /// Apply, `names`: a name an assignment needs is taken (refused as `NameTaken`) or
+    /// could not be read.
+    Names,
+    /// Apply, `write`: a server-side apply failed.
+    Write,
+    /// Apply, `relay`: a relayed burst's listener or Service could not be set up.
+    Relay,
+    /// Apply, `delete`: a delete failed.
     Delete,
-    /// Reading the spoke's Jobs failed.
+    /// Report, `jobs`: reading the spoke's Jobs failed.
     Jobs,
-    /// A Report call failed.
+    /// Report, `report`: a Report call failed.
     Report,
-    /// An assignment was refused (`BURST_PHASE_INVALID`).
-    Invalid,
-    /// The spoke policy could not be read.
-    Policy,
 }
 
 impl ErrorKind {
-    /// The label value.
+    /// Every kind, in the order of the steps.
+    pub const ALL: [ErrorKind; 13] = [
+        ErrorKind::Connect,
+        ErrorKind::Auth,
+        ErrorKind::NotReady,
+        ErrorKind::Stream,
+        ErrorKind::Observe,
+        ErrorKind::Plan,
+        ErrorKind::Namespace,
+        ErrorKind::Names,
+        ErrorKind::Write,
+        ErrorKind::Relay,
+        ErrorKind::Delete,
+        ErrorKind::Jobs,
+        ErrorKind::Report,
+    ];
+
+    /// The label value: the step's name.
     pub fn as_str(self) -> &'static str {
         match self {
             ErrorKind::Connect => "connect",
-            ErrorKind::Policy => "policy",
             ErrorKind::Auth => "auth",
             ErrorKind::NotReady => "not_ready",
             ErrorKind::Stream => "stream",
-            ErrorKind::List => "list",
+            ErrorKind::Observe => "observe",
+            ErrorKind::Plan => "plan",
             ErrorKind::Namespace => "namespace",
-            ErrorKind::Apply => "apply",
+            ErrorKind::Names => "names",
+            ErrorKind::Write => "write",
+            ErrorKind::Relay => "relay",
             ErrorKind::Delete => "delete",
             ErrorKind::Jobs => "jobs",
             ErrorKind::Report => "report",
-            ErrorKind::Invalid => "invalid",
         }
     }
 }
@@ -258,35 +282,23 @@ mod tests {
     #[test]
     fn every_error_kind_has_its_own_label_and_the_docs_list_it() {
         let docs = include_str!("../../docs/operations.md");
-        let all = [
-            ErrorKind::Connect,
-            ErrorKind::Auth,
-            ErrorKind::NotReady,
-            ErrorKind::Stream,
-            ErrorKind::List,
-            ErrorKind::Namespace,
-            ErrorKind::Apply,
-            ErrorKind::Delete,
-            ErrorKind::Jobs,
-            ErrorKind::Report,
-            ErrorKind::Invalid,
-            ErrorKind::Policy,
-        ];
-        // Exhaustive: a new kind must be added to `all` above, and so gets checked.
+        let all = ErrorKind::ALL;
+        // Exhaustive: a new kind must be added to `ALL`, and so gets checked.
         for kind in all {
             match kind {
                 ErrorKind::Connect
                 | ErrorKind::Auth
                 | ErrorKind::NotReady
                 | ErrorKind::Stream
-                | ErrorKind::List
+                | ErrorKind::Observe
+                | ErrorKind::Plan
                 | ErrorKind::Namespace
-                | ErrorKind::Apply
+                | ErrorKind::Names
+                | ErrorKind::Write
+                | ErrorKind::Relay
                 | ErrorKind::Delete
                 | ErrorKind::Jobs
-                | ErrorKind::Report
-                | ErrorKind::Invalid
-                | ErrorKind::Policy => {}
+                | ErrorKind::Report => {}
             }
         }
         let labels: std::collections::BTreeSet<&str> = all.iter().map(|k| k.as_str()).collect();

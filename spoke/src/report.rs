@@ -1,46 +1,119 @@
-//! Reporting: what the spoke tells the hub of every tracked assignment (its status, from
-//! the Job where there is one) and of its access to its own API server, with the
-//! acknowledgement of the last snapshot fully applied.
+//! The reporter: what the spoke tells the hub of every tracked assignment (its status,
+//! from the Job where there is one) and of its access to its own API server and its room,
+//! with the acknowledgement of the last snapshot fully applied.
+//!
+//! [`Reporter::report`] runs two steps that can fail, each a [`ReportError`] variant of its
+//! name, logged and counted in one place ([`Reporter::record`]):
+//!
+//! 1. `jobs`: read the spoke's Jobs (when it fails, the statuses that depend on a Job are
+//!    left out of this report rather than guessed);
+//! 2. `report`: the `Spoke.Report` call (when it fails, the next report is sent even if
+//!    nothing changed).
+//!
+//! What is reported is decided by the pure functions below.
 
 use crate::cluster::NodesRoom;
+use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use flux_shared::federation::diagnostics::status_text;
-use flux_shared::federation::ownership::{Ownership, ownership};
+use flux_shared::federation::ownership::{Ownership, SpokeIdentity, ownership};
 use flux_shared::federation::policy::PolicyState;
 use flux_shared::federation::proto::{
     AssignmentStatus, BurstPhase, ClusterAccess, ClusterRoom, PolicyRoom, ReportRequest,
 };
 use flux_shared::federation::room::MAX_NAMESPACES;
+use flux_shared::federation::tls::TransportSettings;
 use k8s_openapi::api::batch::v1::Job;
 use tracing::{debug, warn};
 
-use crate::agent::{Agent, Client, State};
+use crate::agent::{Client, State};
+use crate::agent_config::AgentConfig;
 use crate::burst_status::{Outcome, Tracked, find_job, status};
-use crate::cluster::Cluster;
-use crate::metrics::ErrorKind;
+use crate::cluster::{Cluster, ClusterError};
+use crate::metrics::{ErrorKind, Metrics};
 
-impl<C: Cluster> Agent<C> {
+/// A step of a report that did not go through; its name is the `kind` label it is
+/// counted under ([`ReportError::kind`]).
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ReportError {
+    /// `jobs`: the spoke's Jobs could not be read; reported without their statuses.
+    #[error("cannot read the spoke's Jobs: {0}")]
+    Jobs(#[source] ClusterError),
+    /// `report`: the hub did not take the report; sent again at the next chance.
+    #[error("the Report call failed: {}", status_text(.0))]
+    Report(#[source] tonic::Status),
+}
+
+impl ReportError {
+    /// The step that failed: the `kind` label it is counted under.
+    pub(crate) fn kind(&self) -> ErrorKind {
+        match self {
+            ReportError::Jobs(_) => ErrorKind::Jobs,
+            ReportError::Report(_) => ErrorKind::Report,
+        }
+    }
+}
+
+/// Sends the spoke's reports to the hub (the steps at the top of this file).
+pub(crate) struct Reporter<C: Cluster> {
+    cluster: C,
+    /// Whose Jobs are reported (another spoke's Job of the same name says nothing about
+    /// ours).
+    identity: SpokeIdentity,
+    /// The deadline of the Report call.
+    settings: TransportSettings,
+    metrics: Arc<Metrics>,
+}
+
+impl<C: Cluster> Reporter<C> {
+    /// A reporter of `cluster`'s bursts as `config` says, counting into `metrics`.
+    pub(crate) fn new(config: &AgentConfig, cluster: C, metrics: Arc<Metrics>) -> Reporter<C> {
+        Reporter {
+            cluster,
+            identity: config.identity.clone(),
+            settings: config.settings.clone(),
+            metrics,
+        }
+    }
+
+    /// Logs and counts the error of a step, under the step's name: the one place the
+    /// reporter's errors are counted.
+    fn record(&self, error: &ReportError) {
+        match error {
+            ReportError::Jobs(e) => {
+                warn!(error = %e, "cannot read the spoke's Jobs; reporting without their status");
+            }
+            ReportError::Report(status) => {
+                warn!(code = ?status.code(), error = %status_text(status), "Report failed; retrying later");
+            }
+        }
+        self.metrics.error(error.kind());
+    }
+
+    /// Step `jobs`: the spoke's own Jobs.
+    async fn jobs(&self) -> Result<Vec<Job>, ReportError> {
+        let mut jobs = self.cluster.jobs().await.map_err(ReportError::Jobs)?;
+        // Another spoke's Job of the same name says nothing about ours.
+        jobs.retain(|j| {
+            matches!(
+                ownership(&j.metadata, &self.identity),
+                Ownership::Ours { .. }
+            )
+        });
+        Ok(jobs)
+    }
+
     /// Sends every tracked status with the acknowledgement: always when `force`, else only
     /// when a status changed since the last accepted report.
     pub(crate) async fn report(&self, client: &mut Client, state: &mut State, force: bool) {
         if state.epoch.is_empty() {
             return;
         }
-        let jobs = match self.cluster.jobs().await {
-            // Another spoke's Job of the same name says nothing about ours.
-            Ok(mut jobs) => {
-                jobs.retain(|j| {
-                    matches!(
-                        ownership(&j.metadata, &self.config.identity),
-                        Ownership::Ours { .. }
-                    )
-                });
-                Some(jobs)
-            }
+        let jobs = match self.jobs().await {
+            Ok(jobs) => Some(jobs),
             Err(e) => {
-                self.metrics.error(ErrorKind::Jobs);
-                warn!(error = %e, "cannot read the spoke's Jobs; reporting without their status");
+                self.record(&e);
                 None
             }
         };
@@ -70,18 +143,15 @@ impl<C: Cluster> Agent<C> {
             room: room.clone(),
         };
         let applied_version = request.applied_version;
-        match client
-            .report(self.config.settings.unary_request(request))
-            .await
-        {
+        // Step `report`.
+        match client.report(self.settings.unary_request(request)).await {
             Ok(_) => {
                 self.metrics.report_sent();
                 debug!(applied_version, statuses = statuses.len(), "reported");
                 state.last_sent = Some((statuses, access, room.map(without_time)));
             }
             Err(status) => {
-                self.metrics.error(ErrorKind::Report);
-                warn!(code = ?status.code(), error = %status_text(&status), "Report failed; retrying later");
+                self.record(&ReportError::Report(status));
                 state.last_sent = None;
             }
         }

@@ -752,10 +752,7 @@ async fn an_invalid_assignment_is_reported_and_not_applied_until_it_changes() {
         cluster.applied().into_iter().collect::<BTreeSet<_>>(),
         refs_of(&y)
     );
-    assert_eq!(
-        agent.metric("flux_spoke_errors_total{kind=\"invalid\"}"),
-        1.0
-    );
+    assert_eq!(agent.metric("flux_spoke_errors_total{kind=\"plan\"}"), 1.0);
 
     // Fixed: applied.
     hub.publish(snapshot("e1", 3, vec![x.clone(), y.clone()]));
@@ -1285,10 +1282,7 @@ async fn a_name_taken_by_someone_else_refuses_the_whole_burst_until_it_is_freed(
         .map(|r| snapshot_of(&cluster, r).unwrap())
         .collect();
     assert_eq!(after, before, "the blocking objects are untouched");
-    assert_eq!(
-        agent.metric("flux_spoke_errors_total{kind=\"invalid\"}"),
-        1.0
-    );
+    assert_eq!(agent.metric("flux_spoke_errors_total{kind=\"names\"}"), 1.0);
 
     // One blocker goes: still refused (the other one holds), named alone now.
     cluster.remove(config.kind, &config.namespace, &config.name);

@@ -1,44 +1,82 @@
-//! Applying one snapshot: the agent's I/O around the pure decisions of
-//! [`crate::admit::plan_snapshot`], as named steps.
+//! The snapshot applier: makes the cluster match one snapshot, as named steps of I/O
+//! around the pure decisions of [`crate::admit::plan_snapshot`]. [`Applier`] owns what
+//! the steps need (the cluster handle, this spoke's identity and settings, the metrics,
+//! the acknowledgement it publishes); what the spoke remembers between snapshots is the
+//! agent's `State`, lent to [`Applier::apply`].
 //!
-//! 1. [`begin`]: a new hub epoch resets the acknowledgements;
+//! 1. `begin`: a new hub epoch resets the acknowledgements;
 //! 2. `observe`: the spoke's own objects, its policy, the bursts' namespaces and Jobs, as
 //!    the cluster shows them now (any read that fails stops here: nothing is applied or
 //!    deleted on incomplete knowledge);
-//! 3. `plan_snapshot` decides (pure);
-//! 4. `create_namespaces` the admitted bursts lack;
-//! 5. `realize` each assignment: apply, refuse, hold or keep, tracked for the reports;
-//! 6. `serve_relays`: a listener for each relayed burst, its Service pointed at it;
-//! 7. `delete_stale` objects no assignment renders any more;
-//! 8. [`settle`] the tracked outcomes and what the spoke remembers;
+//! 3. `plan`: [`crate::admit::plan_snapshot`] decides (pure), refusing what does not
+//!    render as the hub's or what the policy does not admit;
+//! 4. `namespace`: create those the admitted bursts lack;
+//! 5. realize each assignment: apply, refuse, hold or keep, tracked for the reports;
+//!    applying is `names` (every name it needs is free or already its own, else it is
+//!    refused as `NameTaken`) then `write` (its objects, server-side applied);
+//! 6. `relay`: a listener for each relayed burst, its Service pointed at it;
+//! 7. `delete` the objects no assignment renders any more;
+//! 8. `settle` the tracked outcomes and what the spoke remembers;
 //! 9. `finish`: acknowledge the snapshot when everything in it is done, else retry.
 //!
-//! Size: the steps in the order they run, one method each, so that what happens to a
-//! snapshot reads top to bottom in one place.
+//! Every step that can fail says so with an [`ApplyError`] variant of its name; the step
+//! handling it decides what becomes of the snapshot, and [`Applier::record`] alone logs
+//! and counts it (`flux_spoke_errors_total{kind="<step>"}`). The synchronous steps are in
+//! `bookkeeping`.
+//!
+//! Size: over 600 lines because the applier's steps are here in the order they run, one
+//! method each, so that what happens to a snapshot reads top to bottom in one place
+//! (what has no I/O is in `bookkeeping`, the errors and their logs in `error`).
+
+mod bookkeeping;
+mod error;
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::net::IpAddr;
+use std::sync::Arc;
+use std::time::Duration;
 
 use flux_shared::federation::assignment::Realized;
-use flux_shared::federation::ownership::{Ownership, SpokeIdentity, ownership, same_owner};
+use flux_shared::federation::ownership::{SpokeIdentity, same_owner};
 use flux_shared::federation::policy::{Level, NamespaceState, PolicyState};
-use flux_shared::federation::proto::{Assignment, Snapshot};
-use k8s_openapi::api::batch::v1::Job;
+use flux_shared::federation::proto::Snapshot;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use tracing::{debug, error, info, warn};
+use tokio::sync::watch;
+use tracing::{debug, info, warn};
 
 use crate::admit::{
     Applied, AssignmentRefusal, Context, Decision, NAME_TAKEN, Planned, plan_snapshot,
 };
-use crate::agent::{Agent, AppliedSnapshot, State};
+use crate::agent::{AppliedSnapshot, State};
+use crate::agent_config::AgentConfig;
 use crate::burst_status::{Outcome, Tracked};
 use crate::cluster::{Cluster, Kind, ObjectRef, OwnedObject, Taken, metadata};
-use crate::metrics::ErrorKind;
+use crate::metrics::Metrics;
+use bookkeeping::{begin, listed, probe_leads, refused, running_sizes, settle};
+pub(crate) use error::ApplyError;
+use error::{NameCheck, Read, name_taken_message};
 
-/// Why an assignment's objects were not all applied.
-enum ApplyError {
+/// Applies snapshots to the spoke's cluster (the steps at the top of this file).
+pub(crate) struct Applier<C: Cluster> {
+    cluster: C,
+    /// Whose objects are listed, written and deleted.
+    identity: SpokeIdentity,
+    /// The spoke's own namespace (what the policy says of bursts there).
+    namespace: String,
+    /// Where relayed bursts' Services point (`None`: relayed bursts fail).
+    relay_address: Option<IpAddr>,
+    /// How soon a partly applied snapshot is retried (said in the log).
+    retry_in: Duration,
+    metrics: Arc<Metrics>,
+    /// The last snapshot fully applied, published for readiness and tests.
+    applied: watch::Sender<Option<AppliedSnapshot>>,
+}
+
+/// Why an assignment's objects were not all written, as its tracked outcome needs it.
+enum NotWritten {
     /// Names taken by objects the spoke did not make: refuse the assignment.
     Taken(Vec<Taken>),
-    /// Anything else: retried.
+    /// Anything else (the text the hub is told): retried.
     Failed(String),
 }
 
@@ -64,21 +102,52 @@ struct Realizing {
     applied_now: BTreeSet<String>,
 }
 
-impl<C: Cluster> Agent<C> {
+impl<C: Cluster> Applier<C> {
+    /// An applier writing to `cluster` as `config` says, counting into `metrics`.
+    pub(crate) fn new(config: &AgentConfig, cluster: C, metrics: Arc<Metrics>) -> Applier<C> {
+        Applier {
+            cluster,
+            identity: config.identity.clone(),
+            namespace: config.namespace.clone(),
+            relay_address: config.relay_address,
+            retry_in: config.report_interval,
+            metrics,
+            applied: watch::channel(None).0,
+        }
+    }
+
+    /// The last snapshot fully applied (`None` until the first one).
+    pub(crate) fn applied(&self) -> watch::Receiver<Option<AppliedSnapshot>> {
+        self.applied.subscribe()
+    }
+
+    /// Logs and counts the error of a step, under the step's name: the one place the
+    /// applier's errors are counted.
+    fn record(&self, error: &ApplyError) {
+        error.log();
+        self.metrics.error(error.kind());
+    }
+
     /// Makes the cluster match `snapshot` (the steps at the top of this file).
-    pub(crate) async fn apply_snapshot(&self, state: &mut State, snapshot: Snapshot) {
+    pub(crate) async fn apply(&self, state: &mut State, snapshot: Snapshot) {
         begin(state, &snapshot);
-        let me = &self.config.identity;
-        let Some(observed) = self.observe(&snapshot).await else {
-            return;
+        let observed = match self.observe(&snapshot).await {
+            Ok(observed) => observed,
+            Err(e) => return self.record(&e),
         };
         let cx = Context {
-            spoke_namespace: &self.config.namespace,
+            spoke_namespace: &self.namespace,
             policy: &observed.policy,
             namespaces: &observed.namespaces,
             running: &observed.running,
         };
-        let plan = plan_snapshot(&snapshot, &observed.owned, &state.memory, me, &cx);
+        let plan = plan_snapshot(
+            &snapshot,
+            &observed.owned,
+            &state.memory,
+            &self.identity,
+            &cx,
+        );
         state.policy = Some(observed.policy_text.clone());
         let previous: BTreeMap<String, Tracked> = std::mem::take(&mut state.tracked)
             .into_iter()
@@ -116,25 +185,15 @@ impl<C: Cluster> Agent<C> {
         self.finish(state, &snapshot, realizing.failed);
     }
 
-    /// Step 2: the cluster as it is now; `None` (logged and counted) when a read failed.
-    async fn observe(&self, snapshot: &Snapshot) -> Option<Observed> {
-        let me = &self.config.identity;
-        let owned = match self.cluster.owned(me).await {
-            Ok(owned) => owned,
-            Err(e) => {
-                self.metrics.error(ErrorKind::List);
-                error!(error = %e, "cannot list the spoke's objects; nothing applied or deleted, retrying later");
-                return None;
-            }
-        };
-        let policy_text = match self.cluster.policy() {
-            Ok(text) => text,
-            Err(e) => {
-                self.metrics.error(ErrorKind::Policy);
-                error!(error = %e, "cannot read the spoke policy; nothing applied or deleted, retrying later");
-                return None;
-            }
-        };
+    /// Step `observe`: the cluster as it is now, or the first read that failed.
+    async fn observe(&self, snapshot: &Snapshot) -> Result<Observed, ApplyError> {
+        let failed = |read| move |source| ApplyError::Observe { read, source };
+        let owned = self
+            .cluster
+            .owned(&self.identity)
+            .await
+            .map_err(failed(Read::Owned))?;
+        let policy_text = self.cluster.policy().map_err(failed(Read::Policy))?;
         let policy = PolicyState::of(policy_text.as_deref());
         if let PolicyState::Invalid(e) = &policy {
             warn!(error = %e, "the spoke policy is not valid: no burst is admitted until it is fixed");
@@ -147,36 +206,26 @@ impl<C: Cluster> Agent<C> {
             if namespaces.contains_key(ns) || ns.is_empty() {
                 continue;
             }
-            match self.cluster.namespace(ns).await {
-                Ok(state) => {
-                    namespaces.insert(ns.to_string(), state);
-                }
-                Err(e) => {
-                    self.metrics.error(ErrorKind::Namespace);
-                    error!(namespace = %ns, error = %e, "cannot read a burst's namespace; nothing applied or deleted, retrying later");
-                    return None;
-                }
-            }
+            let state = self
+                .cluster
+                .namespace(ns)
+                .await
+                .map_err(failed(Read::Namespace(ns.to_string())))?;
+            namespaces.insert(ns.to_string(), state);
         }
-        let running = match self.cluster.jobs().await {
-            Ok(jobs) => running_sizes(&jobs, me),
-            Err(e) => {
-                self.metrics.error(ErrorKind::Jobs);
-                error!(error = %e, "cannot read the spoke's Jobs; nothing applied or deleted, retrying later");
-                return None;
-            }
-        };
-        Some(Observed {
+        let jobs = self.cluster.jobs().await.map_err(failed(Read::Jobs))?;
+        Ok(Observed {
             owned,
             policy_text,
             policy,
             namespaces,
-            running,
+            running: running_sizes(&jobs, &self.identity),
         })
     }
 
-    /// Step 4: the namespaces admitted assignments lack, once each, at the policy's Pod
-    /// Security level; what became of each.
+    /// Step `namespace`: the namespaces admitted assignments lack, once each, at the
+    /// policy's Pod Security level; what became of each (the error's text for the
+    /// reports of the bursts in it).
     async fn create_namespaces(
         &self,
         wanted: &BTreeMap<String, Level>,
@@ -185,10 +234,13 @@ impl<C: Cluster> Agent<C> {
         for (namespace, level) in wanted {
             let result = match self.cluster.ensure_namespace(namespace, *level).await {
                 Ok(()) => Ok(()),
-                Err(e) => {
-                    self.metrics.error(ErrorKind::Namespace);
-                    error!(%namespace, error = %e, "cannot create the namespace");
-                    Err(e.to_string())
+                Err(source) => {
+                    let message = source.to_string();
+                    self.record(&ApplyError::Namespace {
+                        namespace: namespace.clone(),
+                        source,
+                    });
+                    Err(message)
                 }
             };
             created.insert(namespace.clone(), result);
@@ -196,7 +248,7 @@ impl<C: Cluster> Agent<C> {
         created
     }
 
-    /// Step 5, for one assignment: carries out its decision and tracks the outcome.
+    /// Step 5, realizing one assignment: carries out its decision and tracks the outcome.
     #[allow(clippy::too_many_arguments)]
     async fn realize(
         &self,
@@ -218,14 +270,25 @@ impl<C: Cluster> Agent<C> {
         match decision {
             Decision::Apply(realized) => {
                 let result = match namespaces.get(&realized.namespace) {
-                    Some(Err(e)) => Err(ApplyError::Failed(e.clone())),
+                    // Counted when its namespace could not be created: not again for
+                    // each burst in it.
+                    Some(Err(e)) => Err(NotWritten::Failed(e.clone())),
                     _ => {
                         let listed: BTreeSet<&ObjectRef> = owned
                             .iter()
                             .filter(|o| o.key == key)
                             .map(|o| &o.object)
                             .collect();
-                        self.apply_objects(&realized, &listed).await
+                        self.apply_objects(&realized, &listed).await.map_err(|e| {
+                            self.record(&e);
+                            match e {
+                                ApplyError::Names {
+                                    check: NameCheck::Taken(taken),
+                                    ..
+                                } => NotWritten::Taken(taken),
+                                other => NotWritten::Failed(other.reported()),
+                            }
+                        })
                     }
                 };
                 let job = Some((realized.namespace.clone(), realized.job.clone()));
@@ -253,10 +316,8 @@ impl<C: Cluster> Agent<C> {
                             admitted_size,
                         });
                     }
-                    Err(ApplyError::Taken(taken)) => {
-                        self.metrics.error(ErrorKind::Invalid);
+                    Err(NotWritten::Taken(taken)) => {
                         let message = name_taken_message(&taken);
-                        warn!(%key, reason = NAME_TAKEN, blocking = taken.len(), error = %message, "assignment refused: a name it needs is taken");
                         if let Some(assignment) = assignment(&key) {
                             realizing.tracked.push(refused(
                                 &key,
@@ -278,7 +339,7 @@ impl<C: Cluster> Agent<C> {
                         state.blockers.insert(key.clone(), taken);
                         realizing.refused_now.insert(key);
                     }
-                    Err(ApplyError::Failed(message)) => {
+                    Err(NotWritten::Failed(message)) => {
                         realizing.failed = true;
                         state.memory.applied.remove(&key);
                         let observed_version = previous
@@ -322,8 +383,11 @@ impl<C: Cluster> Agent<C> {
                 if known {
                     debug!(%key, reason = refusal.reason, "assignment still refused");
                 } else {
-                    self.metrics.error(ErrorKind::Invalid);
-                    warn!(%key, reason = refusal.reason, error = %refusal.message, "assignment refused");
+                    self.record(&ApplyError::Plan {
+                        key: key.clone(),
+                        reason: refusal.reason,
+                        message: refusal.message.clone(),
+                    });
                 }
                 realizing.tracked.push(refused(
                     &key,
@@ -378,7 +442,7 @@ impl<C: Cluster> Agent<C> {
         }
     }
 
-    /// Step 6: a relay listener for every relayed burst that runs, its Service pointed at
+    /// Step `relay`: a relay listener for every relayed burst that runs, its Service pointed at
     /// it (written again when the Service was, or the port changed); the listeners of
     /// bursts the snapshot no longer lists are closed. A burst whose relay cannot be
     /// served is reported failed with the reason, and the snapshot retried.
@@ -403,7 +467,7 @@ impl<C: Cluster> Agent<C> {
             if realizing.applied_now.contains(&key) {
                 state.relays.unwritten(&key);
             }
-            let result = match self.config.relay_address {
+            let result = match self.relay_address {
                 None => Err("the burst is relayed and this spoke has no relay address (flux-spoke run --relay-address, which its Deployment sets from the pod's status.podIP): its brokers cannot reach their lead broker".to_string()),
                 Some(address) => {
                     let pods = crate::relay_listeners::BurstPods {
@@ -416,8 +480,10 @@ impl<C: Cluster> Agent<C> {
                 }
             };
             if let Err(message) = result {
-                self.metrics.error(ErrorKind::Apply);
-                error!(%key, error = %message, "cannot serve the relayed burst");
+                self.record(&ApplyError::Relay {
+                    key: key.clone(),
+                    message: message.clone(),
+                });
                 realizing.failed = true;
                 if let Some(t) = realizing.tracked.iter_mut().find(|t| t.key == key) {
                     t.outcome = Outcome::Failed { message };
@@ -464,7 +530,7 @@ impl<C: Cluster> Agent<C> {
         Ok(())
     }
 
-    /// Step 7: deletes `delete`, except the objects of a key refused now for a taken name
+    /// Step `delete`: deletes `delete`, except the objects of a key refused now for a taken name
     /// (kept like those of any refused assignment) unless its key is `removed`. Returns
     /// the first error of each key whose deletion failed.
     async fn delete_stale(
@@ -483,21 +549,26 @@ impl<C: Cluster> Agent<C> {
                     self.metrics.deleted(o.object.kind.as_str());
                     info!(object = %o.object, key = %o.key, "deleted");
                 }
-                Err(e) => {
+                Err(source) => {
                     realizing.failed = true;
-                    self.metrics.error(ErrorKind::Delete);
-                    error!(object = %o.object, key = %o.key, error = %e, "delete failed");
-                    errors.entry(o.key.clone()).or_insert_with(|| e.to_string());
+                    errors
+                        .entry(o.key.clone())
+                        .or_insert_with(|| source.to_string());
+                    self.record(&ApplyError::Delete {
+                        key: o.key.clone(),
+                        object: o.object.clone(),
+                        source,
+                    });
                 }
             }
         }
         errors
     }
 
-    /// Step 9: acknowledges the snapshot when nothing `failed`; else it is retried.
+    /// Step `finish`: acknowledges the snapshot when nothing `failed`; else it is retried.
     fn finish(&self, state: &mut State, snapshot: &Snapshot, failed: bool) {
         if failed {
-            warn!(retry_in = ?self.config.report_interval, "snapshot partly applied; retrying");
+            warn!(retry_in = ?self.retry_in, "snapshot partly applied; retrying");
             return;
         }
         state.complete = true;
@@ -513,10 +584,10 @@ impl<C: Cluster> Agent<C> {
         info!("snapshot applied");
     }
 
-    /// Applies one assignment's objects in order, stopping at the first error. `listed`:
-    /// those of its objects the spoke listed as its own. Every other name is read first,
-    /// and if any holds an object the spoke did not make for this assignment, nothing is
-    /// written (no half-applied burst).
+    /// Steps `names` then `write` of one assignment: applies its objects in order,
+    /// stopping at the first error. `listed`: those of its objects the spoke listed as its
+    /// own. Every other name is read first, and if any holds an object the spoke did not
+    /// make for this assignment, nothing is written (no half-applied burst).
     async fn apply_objects(
         &self,
         realized: &Realized,
@@ -535,15 +606,19 @@ impl<C: Cluster> Agent<C> {
                 // Ours, though not listed (made meanwhile): applied as ours.
                 Ok(Some(meta)) if same_owner(&meta, metadata(object)) => ours.push(true),
                 Ok(Some(meta)) => taken.push(Taken::new(&r, &meta)),
-                Err(e) => {
-                    self.metrics.error(ErrorKind::Apply);
-                    error!(key = %realized.key, object = %r, error = %e, "cannot check whether the name is free");
-                    return Err(ApplyError::Failed(e.to_string()));
+                Err(source) => {
+                    return Err(ApplyError::Names {
+                        key: realized.key.clone(),
+                        check: NameCheck::Unreadable { object: r, source },
+                    });
                 }
             }
         }
         if !taken.is_empty() {
-            return Err(ApplyError::Taken(taken));
+            return Err(ApplyError::Names {
+                key: realized.key.clone(),
+                check: NameCheck::Taken(taken),
+            });
         }
         for (object, owned) in realized.objects.iter().zip(ours) {
             let kind = Kind::of(object);
@@ -551,12 +626,17 @@ impl<C: Cluster> Agent<C> {
                 Ok(()) => self.metrics.applied(kind.as_str()),
                 // Taken between the check and the create.
                 Err(e) if e.taken.is_some() => {
-                    return Err(ApplyError::Taken(e.taken.into_iter().map(|t| *t).collect()));
+                    return Err(ApplyError::Names {
+                        key: realized.key.clone(),
+                        check: NameCheck::Taken(e.taken.into_iter().map(|t| *t).collect()),
+                    });
                 }
-                Err(e) => {
-                    self.metrics.error(ErrorKind::Apply);
-                    error!(key = %realized.key, object = %object.describe(), error = %e, "apply failed");
-                    return Err(ApplyError::Failed(e.to_string()));
+                Err(source) => {
+                    return Err(ApplyError::Write {
+                        key: realized.key.clone(),
+                        object: object.describe(),
+                        source,
+                    });
                 }
             }
         }
@@ -589,155 +669,4 @@ impl<C: Cluster> Agent<C> {
         }
         !changed.is_empty()
     }
-}
-
-/// The keys `snapshot` lists: its assignments and the keys it retains.
-fn listed(snapshot: &Snapshot) -> BTreeSet<String> {
-    snapshot
-        .assignments
-        .iter()
-        .map(|a| a.key.clone())
-        .chain(snapshot.retained_keys.iter().cloned())
-        .collect()
-}
-
-/// Step 6, continued: the lead endpoint of every burst that runs here and connects
-/// directly is probed ([`crate::lead_reach`]); what is known of bursts the snapshot no
-/// longer lists is forgotten.
-fn probe_leads(state: &mut State, listed: &BTreeSet<String>) {
-    let targets: BTreeMap<String, String> = state
-        .memory
-        .applied
-        .iter()
-        .filter(|(key, a)| listed.contains(*key) && a.realized.relay_service.is_none())
-        .filter_map(|(key, a)| {
-            let lead = a.assignment.lead_endpoint.as_ref()?;
-            Some((
-                key.clone(),
-                crate::lead_reach::target(&lead.address, lead.port),
-            ))
-        })
-        .collect();
-    state.lead_reach.retain(listed);
-    state.probes.set(targets, &state.lead_reach);
-}
-
-/// Step 1: a snapshot of another hub epoch resets what was acknowledged; the snapshot is
-/// the one in progress until it is fully applied.
-fn begin(state: &mut State, snapshot: &Snapshot) {
-    if snapshot.hub_epoch != state.epoch {
-        if !state.epoch.is_empty() {
-            info!(old = %state.epoch, new = %snapshot.hub_epoch, "new hub epoch (the hub restarted)");
-        }
-        state.epoch = snapshot.hub_epoch.clone();
-        state.acked = 0;
-        // Versions of another epoch mean nothing in this one.
-        for t in &mut state.tracked {
-            t.observed_version = 0;
-        }
-    }
-    state.last = Some((snapshot.hub_epoch.clone(), snapshot.version));
-    state.complete = false;
-    state.pending = Some(snapshot.clone());
-    state.current = Some(snapshot.clone());
-}
-
-/// Step 8: an assignment whose stale objects could not be deleted failed; removed keys
-/// are `Deleted` (or still `Deleting`) and forgotten with the keys no longer listed; the
-/// blockers of refusals no longer remembered go.
-fn settle(
-    state: &mut State,
-    mut tracked: Vec<Tracked>,
-    delete_errors: &BTreeMap<String, String>,
-    removed: BTreeSet<String>,
-    forget: BTreeSet<String>,
-    version: u64,
-) {
-    for t in &mut tracked {
-        if let Some(message) = delete_errors.get(&t.key)
-            && t.outcome == Outcome::Applied
-        {
-            t.outcome = Outcome::Failed {
-                message: message.clone(),
-            };
-        }
-    }
-    for key in removed {
-        let outcome = match delete_errors.get(&key) {
-            Some(message) => Outcome::Deleting {
-                message: message.clone(),
-            },
-            None => Outcome::Deleted,
-        };
-        state.memory.applied.remove(&key);
-        state.memory.refused.remove(&key);
-        tracked.push(Tracked {
-            key,
-            observed_version: version,
-            job: None,
-            size: 0,
-            outcome,
-            admitted_size: None,
-        });
-    }
-    for key in forget {
-        state.memory.applied.remove(&key);
-        state.memory.refused.remove(&key);
-    }
-    tracked.sort_by(|a, b| a.key.cmp(&b.key));
-    state.tracked = tracked;
-    // Blockers matter only while their refusal is remembered.
-    let refused = &state.memory.refused;
-    state
-        .blockers
-        .retain(|key, _| refused.get(key).is_some_and(|r| r.reason == NAME_TAKEN));
-}
-
-fn refused(
-    key: &str,
-    version: u64,
-    assignment: &Assignment,
-    reason: &str,
-    message: &str,
-    admitted_size: Option<i32>,
-) -> Tracked {
-    Tracked {
-        key: key.to_string(),
-        observed_version: version,
-        job: None,
-        size: assignment.burst_size,
-        outcome: Outcome::Refused {
-            reason: reason.to_string(),
-            message: message.to_string(),
-        },
-        admitted_size,
-    }
-}
-
-/// Brokers each of the spoke's own Jobs runs (its parallelism; 0 when suspended: a burst
-/// scaled to 0), by assignment key.
-fn running_sizes(jobs: &[Job], me: &SpokeIdentity) -> BTreeMap<String, i32> {
-    jobs.iter()
-        .filter_map(|j| match ownership(&j.metadata, me) {
-            Ownership::Ours { key, .. } => {
-                let spec = j.spec.as_ref();
-                let size = if spec.and_then(|s| s.suspend) == Some(true) {
-                    0
-                } else {
-                    spec.and_then(|s| s.parallelism).unwrap_or(1)
-                };
-                Some((key.to_string(), size))
-            }
-            _ => None,
-        })
-        .collect()
-}
-
-/// The message of a `NameTaken` refusal: every blocking object and who seems to own it.
-fn name_taken_message(taken: &[Taken]) -> String {
-    let objects: Vec<String> = taken.iter().map(Taken::to_string).collect();
-    format!(
-        "{NAME_TAKEN}: refusing this burst rather than taking over objects it did not make: {}; delete or rename them, or rename the burst",
-        objects.join("; ")
-    )
 }

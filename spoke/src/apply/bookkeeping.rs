@@ -1,0 +1,158 @@
+//! The synchronous steps of applying a snapshot, without I/O: [`begin`] and [`settle`]
+//! keep what the spoke remembers (`State`) in step with the snapshot, [`probe_leads`] says
+//! which lead endpoints to probe, and the helpers say what a refusal is tracked as and how
+//! large each running burst is.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use flux_shared::federation::ownership::{Ownership, SpokeIdentity, ownership};
+use flux_shared::federation::proto::{Assignment, Snapshot};
+use k8s_openapi::api::batch::v1::Job;
+use tracing::info;
+
+use crate::admit::NAME_TAKEN;
+use crate::agent::State;
+use crate::burst_status::{Outcome, Tracked};
+
+/// The keys `snapshot` lists: its assignments and the keys it retains.
+pub(super) fn listed(snapshot: &Snapshot) -> BTreeSet<String> {
+    snapshot
+        .assignments
+        .iter()
+        .map(|a| a.key.clone())
+        .chain(snapshot.retained_keys.iter().cloned())
+        .collect()
+}
+
+/// Step `relay`, continued: the lead endpoint of every burst that runs here and connects
+/// directly is probed ([`crate::lead_reach`]); what is known of bursts the snapshot no
+/// longer lists is forgotten.
+pub(super) fn probe_leads(state: &mut State, listed: &BTreeSet<String>) {
+    let targets: BTreeMap<String, String> = state
+        .memory
+        .applied
+        .iter()
+        .filter(|(key, a)| listed.contains(*key) && a.realized.relay_service.is_none())
+        .filter_map(|(key, a)| {
+            let lead = a.assignment.lead_endpoint.as_ref()?;
+            Some((
+                key.clone(),
+                crate::lead_reach::target(&lead.address, lead.port),
+            ))
+        })
+        .collect();
+    state.lead_reach.retain(listed);
+    state.probes.set(targets, &state.lead_reach);
+}
+
+/// Step `begin`: a snapshot of another hub epoch resets what was acknowledged; the snapshot is
+/// the one in progress until it is fully applied.
+pub(super) fn begin(state: &mut State, snapshot: &Snapshot) {
+    if snapshot.hub_epoch != state.epoch {
+        if !state.epoch.is_empty() {
+            info!(old = %state.epoch, new = %snapshot.hub_epoch, "new hub epoch (the hub restarted)");
+        }
+        state.epoch = snapshot.hub_epoch.clone();
+        state.acked = 0;
+        // Versions of another epoch mean nothing in this one.
+        for t in &mut state.tracked {
+            t.observed_version = 0;
+        }
+    }
+    state.last = Some((snapshot.hub_epoch.clone(), snapshot.version));
+    state.complete = false;
+    state.pending = Some(snapshot.clone());
+    state.current = Some(snapshot.clone());
+}
+
+/// Step `settle`: an assignment whose stale objects could not be deleted failed; removed keys
+/// are `Deleted` (or still `Deleting`) and forgotten with the keys no longer listed; the
+/// blockers of refusals no longer remembered go.
+pub(super) fn settle(
+    state: &mut State,
+    mut tracked: Vec<Tracked>,
+    delete_errors: &BTreeMap<String, String>,
+    removed: BTreeSet<String>,
+    forget: BTreeSet<String>,
+    version: u64,
+) {
+    for t in &mut tracked {
+        if let Some(message) = delete_errors.get(&t.key)
+            && t.outcome == Outcome::Applied
+        {
+            t.outcome = Outcome::Failed {
+                message: message.clone(),
+            };
+        }
+    }
+    for key in removed {
+        let outcome = match delete_errors.get(&key) {
+            Some(message) => Outcome::Deleting {
+                message: message.clone(),
+            },
+            None => Outcome::Deleted,
+        };
+        state.memory.applied.remove(&key);
+        state.memory.refused.remove(&key);
+        tracked.push(Tracked {
+            key,
+            observed_version: version,
+            job: None,
+            size: 0,
+            outcome,
+            admitted_size: None,
+        });
+    }
+    for key in forget {
+        state.memory.applied.remove(&key);
+        state.memory.refused.remove(&key);
+    }
+    tracked.sort_by(|a, b| a.key.cmp(&b.key));
+    state.tracked = tracked;
+    // Blockers matter only while their refusal is remembered.
+    let refused = &state.memory.refused;
+    state
+        .blockers
+        .retain(|key, _| refused.get(key).is_some_and(|r| r.reason == NAME_TAKEN));
+}
+
+/// How a refused assignment is tracked for the reports.
+pub(super) fn refused(
+    key: &str,
+    version: u64,
+    assignment: &Assignment,
+    reason: &str,
+    message: &str,
+    admitted_size: Option<i32>,
+) -> Tracked {
+    Tracked {
+        key: key.to_string(),
+        observed_version: version,
+        job: None,
+        size: assignment.burst_size,
+        outcome: Outcome::Refused {
+            reason: reason.to_string(),
+            message: message.to_string(),
+        },
+        admitted_size,
+    }
+}
+
+/// Brokers each of the spoke's own Jobs runs (its parallelism; 0 when suspended: a burst
+/// scaled to 0), by assignment key.
+pub(super) fn running_sizes(jobs: &[Job], me: &SpokeIdentity) -> BTreeMap<String, i32> {
+    jobs.iter()
+        .filter_map(|j| match ownership(&j.metadata, me) {
+            Ownership::Ours { key, .. } => {
+                let spec = j.spec.as_ref();
+                let size = if spec.and_then(|s| s.suspend) == Some(true) {
+                    0
+                } else {
+                    spec.and_then(|s| s.parallelism).unwrap_or(1)
+                };
+                Some((key.to_string(), size))
+            }
+            _ => None,
+        })
+        .collect()
+}
