@@ -10,10 +10,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use flux_hub::federation::registry::Registry;
-use flux_hub::federation::revocations::Revocations;
-use flux_hub::federation::service::{self, Services};
-use flux_hub::federation::watched_data::{Known, WatchedData};
 use flux_hub::ops::metrics::Metrics;
+use flux_hub::server::revocations::Revocations;
+use flux_hub::server::service::{self, Services};
+use flux_hub::server::watched_data::{Known, WatchedData};
 use flux_shared::federation::pins;
 use flux_shared::federation::pki::{Ca, IssuedCert};
 use flux_shared::federation::proto::admin_client::AdminClient;

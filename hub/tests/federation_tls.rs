@@ -1,4 +1,4 @@
-//! The hub's own TLS termination (`flux_hub::federation::tls_accept`) over real sockets,
+//! The hub's own TLS termination (`flux_hub::server::tls_accept`) over real sockets,
 //! with tonic clients: a client certificate that the admission rule refuses ends in the
 //! handshake, before any call; an admitted one reaches the handler with its certificate
 //! (what the services authorize with); a certificate from another CA, or none, is refused;
@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use flux_hub::federation::tls_accept::{Accepting, Admit, HubTls, incoming};
+use flux_hub::server::tls_accept::{Accepting, Admit, HubTls, incoming};
 use flux_shared::federation::pki::{Ca, IssuedCert};
 use flux_shared::federation::tls::TlsFiles;
 use flux_shared::federation::tls::{ClientSecurity, TlsPem, TransportSettings};

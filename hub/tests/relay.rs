@@ -8,9 +8,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use flux_hub::federation::registry::{BurstInfo, McInfo, Registry};
-use flux_hub::federation::relay::{MAX_FRAME, RELAY_KEY, Rates, SLACK, Timeouts};
-use flux_hub::federation::service::{self, Services};
 use flux_hub::ops::metrics::Metrics;
+use flux_hub::server::relay::{MAX_FRAME, RELAY_KEY, Rates, SLACK, Timeouts};
+use flux_hub::server::service::{self, Services};
 use flux_shared::federation::assignment::SpokeAssignment;
 use flux_shared::federation::pki::{Ca, IssuedCert};
 use flux_shared::federation::proto::spoke_client::SpokeClient;
@@ -582,7 +582,7 @@ async fn ends_with(rx: &mut tonic::Streaming<RelayFrame>, code: Code) {
 /// one pinned for it (replaced by a rotation, or unpinned), and when the hub stops.
 #[tokio::test]
 async fn a_relayed_connection_ends_when_its_certificate_is_unpinned_or_rotated_or_the_hub_stops() {
-    use flux_hub::federation::pin_store::PinStore;
+    use flux_hub::server::pin_store::PinStore;
     use flux_shared::federation::pins::fingerprint;
     let pki = Pki::new();
     let lead = echo_lead().await;

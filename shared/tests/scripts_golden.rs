@@ -1,5 +1,6 @@
 //! Golden tests of the entrypoint scripts (`flux_shared::scripts`), plus syntax
-//! (`bash -n`) and lint (`shellcheck`) checks of every generated script.
+//! (`bash -n`) and lint (`shellcheck`) checks of every generated script and of the shell
+//! sources kept as plain files (`src/scripts/drain.sh`).
 //!
 //! Goldens live in `tests/golden/scripts/`; run with `UPDATE_GOLDEN=1` to rewrite them
 //! (plain files, byte for byte, for the reason given in `render_golden.rs`).
@@ -376,6 +377,22 @@ fn all_scripts() -> Vec<(String, String)> {
     CASES.iter().flat_map(render).collect()
 }
 
+/// The shell scripts kept as plain files in `src/scripts/` (their placeholders are plain
+/// words to the shell), checked as they are besides every script rendered from them.
+const SHELL_SOURCES: &[&str] = &["drain.sh"];
+
+fn shell_sources() -> Vec<(String, String)> {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("src/scripts");
+    SHELL_SOURCES
+        .iter()
+        .map(|name| {
+            let text = fs::read_to_string(dir.join(name))
+                .unwrap_or_else(|e| panic!("src/scripts/{name}: {e}"));
+            (format!("src/scripts/{name}"), text)
+        })
+        .collect()
+}
+
 fn is_hostile(file: &str) -> bool {
     file.starts_with("hostile-input.")
 }
@@ -411,6 +428,7 @@ fn scripts_pass_bash_syntax_check() {
     for (file, script) in all_scripts()
         .into_iter()
         .filter(|(f, _)| !f.ends_with(".py"))
+        .chain(shell_sources())
     {
         let mut child = Command::new("bash")
             .arg("-n")
@@ -474,6 +492,7 @@ fn scripts_pass_shellcheck() {
     for (file, script) in all_scripts()
         .into_iter()
         .filter(|(f, _)| !f.ends_with(".py"))
+        .chain(shell_sources())
     {
         let mut cmd = Command::new("shellcheck");
         cmd.args(["--shell=bash", "--severity=style"]);

@@ -3,9 +3,16 @@
 //! keep them rare). What a report may say is bounded where it is kept
 //! ([`crate::federation::registry::report_bounds`]). See `docs/limits.md`.
 
-use std::collections::HashMap;
-use std::sync::{Mutex, PoisonError};
-use std::time::Instant;
+use std::num::NonZeroU32;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use governor::clock::Clock;
+use governor::middleware::NoOpMiddleware;
+use governor::nanos::Nanos;
+use governor::state::keyed::HashMapStateStore;
+use governor::{Quota, RateLimiter};
 
 /// Reports a spoke may send at once before it is throttled.
 pub const REPORT_BURST: f64 = 40.0;
@@ -38,29 +45,70 @@ pub fn check_spoke_version(version: &str) -> Result<(), String> {
 }
 
 /// A token bucket per spoke: each report takes a token; tokens come back at
-/// [`REPORTS_PER_SECOND`] up to [`REPORT_BURST`].
-#[derive(Debug, Default)]
+/// [`REPORTS_PER_SECOND`] up to [`REPORT_BURST`]. It is `governor`'s keyed GCRA limiter (the
+/// same bucket, kept as one time per spoke), on the times the callers give (see
+/// [`CallerClock`]).
+#[derive(Debug)]
 pub struct ReportLimiter {
-    buckets: Mutex<HashMap<String, (f64, Instant)>>,
+    limiter: RateLimiter<String, HashMapStateStore<String>, CallerClock, NoOpMiddleware<Nanos>>,
+    clock: CallerClock,
+}
+
+impl Default for ReportLimiter {
+    fn default() -> Self {
+        let burst = NonZeroU32::new(REPORT_BURST as u32).expect("REPORT_BURST is at least 1");
+        let quota = Quota::with_period(Duration::from_secs_f64(1.0 / REPORTS_PER_SECOND))
+            .expect("REPORTS_PER_SECOND is finite")
+            .allow_burst(burst);
+        let clock = CallerClock::default();
+        ReportLimiter {
+            limiter: RateLimiter::hashmap_with_clock(quota, clock.clone()),
+            clock,
+        }
+    }
 }
 
 impl ReportLimiter {
     /// Whether `spoke` may report at `now` (taking a token if so).
     pub fn allow(&self, spoke: &str, now: Instant) -> bool {
-        // Only counters are updated under the lock: a panic cannot leave them inconsistent.
-        let mut buckets = self.buckets.lock().unwrap_or_else(PoisonError::into_inner);
-        let (tokens, last) = buckets
-            .entry(spoke.to_string())
-            .or_insert((REPORT_BURST, now));
-        let elapsed = now.saturating_duration_since(*last).as_secs_f64();
-        *tokens = (*tokens + elapsed * REPORTS_PER_SECOND).min(REPORT_BURST);
-        *last = now.max(*last);
-        if *tokens >= 1.0 {
-            *tokens -= 1.0;
-            true
-        } else {
-            false
+        self.clock.observe(now);
+        self.limiter.check_key(&spoke.to_string()).is_ok()
+    }
+}
+
+/// The limiter's clock: the latest `Instant` a caller passed to [`ReportLimiter::allow`],
+/// as nanoseconds since the limiter was made. Deciding on the callers' times keeps
+/// `allow`'s contract (and tests that give their own times); a time older than the latest
+/// counts as the latest, as a bucket that never goes back in time. (Were `allow` to read
+/// the time itself, governor's `DefaultClock` would do, `FakeRelativeClock` in tests.)
+#[derive(Clone, Debug)]
+struct CallerClock {
+    origin: Instant,
+    latest: Arc<AtomicU64>,
+}
+
+impl Default for CallerClock {
+    fn default() -> Self {
+        CallerClock {
+            origin: Instant::now(),
+            latest: Arc::default(),
         }
+    }
+}
+
+impl CallerClock {
+    fn observe(&self, now: Instant) {
+        let since = now.saturating_duration_since(self.origin).as_nanos();
+        self.latest
+            .fetch_max(u64::try_from(since).unwrap_or(u64::MAX), Ordering::Relaxed);
+    }
+}
+
+impl Clock for CallerClock {
+    type Instant = Nanos;
+
+    fn now(&self) -> Nanos {
+        Nanos::new(self.latest.load(Ordering::Relaxed))
     }
 }
 
@@ -105,6 +153,22 @@ mod tests {
             assert!(limiter.allow("flappy", much_later));
         }
         assert!(!limiter.allow("flappy", much_later));
+    }
+
+    #[test]
+    fn a_token_comes_back_no_sooner_and_an_older_time_counts_as_the_latest() {
+        let limiter = ReportLimiter::default();
+        let t = Instant::now();
+        for _ in 0..REPORT_BURST as usize {
+            assert!(limiter.allow("a", t));
+        }
+        let period = Duration::from_secs_f64(1.0 / REPORTS_PER_SECOND);
+        assert!(!limiter.allow("a", t + period - Duration::from_millis(1)));
+        assert!(limiter.allow("a", t + period));
+        // A caller's older time is the latest one: no token is made or lost by it.
+        assert!(!limiter.allow("a", t));
+        assert!(limiter.allow("a", t + period * 2));
+        assert!(!limiter.allow("a", t + period));
     }
 
     #[test]

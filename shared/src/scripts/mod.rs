@@ -48,10 +48,10 @@
 //! `FLUX_OPERATOR_CURVE_DIR` (default [`crate::layout::CURVE_MOUNT`]).
 //!
 //! Where each part lives: `init_container.rs` (the view init container), `broker.rs` (the
-//! flux-running container and its `-S` attributes), `drain.rs`, `reporter.rs` (with
-//! `reporter.py`) and `sidecar.rs` are the scripts; `steps.rs` holds what they share,
-//! `program.rs` what rank 0 runs, and `shell.rs` the emitting and quoting layer that the
-//! safety argument above rests on.
+//! flux-running container and its `-S` attributes), `drain.rs` (with the plain shell file
+//! `drain.sh`), `reporter.rs` (with `reporter.py`) and `sidecar.rs` are the scripts;
+//! `steps.rs` holds what they share, `program.rs` what rank 0 runs, and `shell.rs` the
+//! emitting and quoting layer that the safety argument above rests on.
 
 mod broker;
 mod drain;

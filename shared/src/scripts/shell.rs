@@ -2,7 +2,7 @@
 //! indentation) and the quoting helpers. The safety argument of the scripts rests here:
 //! every user value that is data goes through [`sq`] or [`word`] (one single-quoted or
 //! plainly safe shell word), or [`dq_text`] inside double quotes; comments go through
-//! [`one_line`].
+//! [`one_line`]. Scripts kept as plain files (`drain.sh`) get such values through [`fill`].
 //!
 //! Kept by hand rather than taken from `shlex`: [`split_words`] must split exactly as bash
 //! splits an unquoted expansion on its default `IFS` (the documented meaning of a
@@ -60,6 +60,30 @@ pub(super) fn one_line(s: &str) -> String {
     s.chars()
         .map(|c| if c.is_control() { ' ' } else { c })
         .collect()
+}
+
+/// `template` with each placeholder (`__NAME__`-style) replaced by its value, in one pass:
+/// the values are never searched, so a value that holds a placeholder's text stays as it
+/// is. The values must already be quoted for where they stand ([`word`], [`sq`],
+/// [`one_line`]).
+pub(super) fn fill(template: &str, values: &[(&str, &str)]) -> String {
+    let mut out = String::with_capacity(template.len() + 256);
+    let mut rest = template;
+    while let Some(at) = rest.find("__") {
+        match values.iter().find(|(key, _)| rest[at..].starts_with(key)) {
+            Some((key, value)) => {
+                out.push_str(&rest[..at]);
+                out.push_str(value);
+                rest = &rest[at + key.len()..];
+            }
+            None => {
+                out.push_str(&rest[..at + 1]);
+                rest = &rest[at + 1..];
+            }
+        }
+    }
+    out.push_str(rest);
+    out
 }
 
 /// The directory part of an absolute path (`/` for a top-level file).
@@ -135,11 +159,6 @@ impl Sh {
     pub(super) fn close(&mut self, text: &str) {
         self.depth = self.depth.saturating_sub(1);
         self.line(text);
-    }
-
-    /// End a block that has no closing line (a `case` arm after its `;;`).
-    pub(super) fn dedent(&mut self) {
-        self.depth = self.depth.saturating_sub(1);
     }
 
     pub(super) fn finish(self) -> String {

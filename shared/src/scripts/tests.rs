@@ -5,7 +5,7 @@ use crate::api::MiniCluster;
 use crate::plan::{Endpoint, Plan, Role};
 
 use super::program::{script_invocation, write_script_file};
-use super::shell::{Sh, dq_text, is_identifier, one_line, parent, split_words, sq, word};
+use super::shell::{Sh, dq_text, fill, is_identifier, one_line, parent, split_words, sq, word};
 use super::steps::Ctx;
 use super::*;
 
@@ -247,4 +247,28 @@ fn bad_sidecar_index_gives_a_failing_script() {
     let root = p.target(&Role::Root).expect("root");
     let script = sidecar_script(&p, &root, 7);
     assert!(script.contains("exit 1"));
+}
+
+#[test]
+fn fill_is_one_pass() {
+    let values = [("__A__", "__B__"), ("__B__", "b")];
+    assert_eq!(fill("x __A__ __B__ __C__ _", &values), "x __B__ b __C__ _");
+    assert_eq!(fill("___A__", &values), "___B__");
+    assert_eq!(fill("", &values), "");
+}
+
+#[test]
+fn drain_script_fills_every_placeholder() {
+    let p = with(&format!(
+        "  size: 2\n  flux: {{drainTimeoutSeconds: 42}}\n{ONE}"
+    ));
+    let target = p.target(&Role::Root).expect("root target");
+    let script = drain_script(&p, &target).expect("a drain script");
+    assert!(!script.contains("__"), "{script}");
+    assert!(script.contains("\ndrain_timeout=42\n"));
+    assert!(script.contains("MiniCluster ns/mc (Job mc)."));
+
+    let off = with(&format!("  flux: {{drainTimeoutSeconds: 0}}\n{ONE}"));
+    let target = off.target(&Role::Root).expect("root target");
+    assert_eq!(drain_script(&off, &target), None);
 }
