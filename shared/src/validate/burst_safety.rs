@@ -14,9 +14,9 @@
 //!
 //! Size: about 400 of its lines are the tests.
 
+use super::Violation;
 use super::burst_exceptions::Exceptions;
 use super::pod_security::{container_security_context, pod_security_context, security_annotations};
-use super::Violation;
 use crate::api::MiniClusterSpec;
 
 /// The namespace the spoke is deployed to unless told otherwise (`deploy/spoke`).
