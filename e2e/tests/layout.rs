@@ -745,7 +745,8 @@ fn super_in_a_file_that_is_not_mod_rs_is_its_folders_module() {
         ("a/b.rs", "use super::c::C;\npub struct B(C);"),
         (
             "a/c.rs",
-            "pub struct C;\npub fn b() -> super::b::B { todo!() }",
+            // A test-only item mid-file is left out, the code after it is read.
+            "pub struct C;\n#[cfg(test)]\nfn t() {}\npub fn b() -> super::b::B { todo!() }",
         ),
     ];
     assert_eq!(
@@ -825,6 +826,7 @@ fn one_way_imports_pass() {
         (
             "a/c.rs",
             "//! Used by [`super::b`].\npub struct C; /* super::b::B */\nconst S: &str = \"super::b\";\n\
+             const Q: char = '\"';\nconst R: &str = r#\"a \"quoted\" super::b\"#;\n\
              #[cfg(test)]\nmod tests {\n    use super::super::b::B;\n}\n",
         ),
         ("other/place.rs", "use crate::a::B;"),
