@@ -2,6 +2,10 @@
 //! import cycle between files, nor between the top-level folders of a crate); a production
 //! file over 600 lines says why at its top; a file name used in two places means the same
 //! thing in both (the list below says what). `docs/design.md` describes the layout.
+//!
+//! Size: the cycle check reads Rust itself (a small lexer, the module tree from `mod`
+//! declarations, path resolution: about 550 lines) and is tested here on in-memory crates
+//! (about 130); one file, as it is one test's machinery and nothing else uses it.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
