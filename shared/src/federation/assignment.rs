@@ -7,11 +7,11 @@
 //! the hub's (mismatched rank maps would make brokers refuse each other at run time).
 //!
 //! Objects a spoke creates carry `app.kubernetes.io/managed-by: flux-spoke`, the spoke's
-//! name and its federation's identity ([`super::ownership`]) and the assignment key in the
-//! [`ASSIGNMENT_ANNOTATION`] annotation: the spoke rebuilds what it owns from those after
-//! a restart ([`super::ownership::ownership`]).
+//! name and its federation's identity and the assignment key in the
+//! [`ASSIGNMENT_ANNOTATION`] annotation (all defined in [`super::ownership`]): the spoke
+//! rebuilds what it owns from those after a restart ([`super::ownership::ownership`]).
 //!
-//! Size: about 290 of its lines are the tests.
+//! Size: about 260 of its lines are the tests.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -20,28 +20,18 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use prost::bytes::Bytes;
 
 use super::assignment_key;
-use super::ownership::{FEDERATION_LABEL, SPOKE_LABEL, SpokeIdentity};
+use super::ownership::{
+    ASSIGNMENT_ANNOTATION, FEDERATION_LABEL, SPOKE_LABEL, SPOKE_MANAGER, SpokeIdentity,
+};
 use super::proto;
 use crate::api::{MiniCluster, MiniClusterSpec};
 use crate::broker_toml;
 use crate::plan::{Endpoint, Plan, Role};
 use crate::render::{self, Object, labels};
 
-/// Value of `app.kubernetes.io/managed-by` on every object a spoke creates.
-pub const SPOKE_MANAGER: &str = "flux-spoke";
-
-/// Annotation holding the assignment key (`<namespace>/<name>/<burst>`) on every object a
-/// spoke creates.
-pub const ASSIGNMENT_ANNOTATION: &str = "flux-framework.org/assignment";
-
 /// Annotation holding the uid of the MiniCluster (in the hub's cluster) an object of a
 /// spoke belongs to.
 pub const MINICLUSTER_UID_ANNOTATION: &str = "flux-framework.org/minicluster-uid";
-
-/// Label selector of every object a spoke owns.
-pub fn spoke_selector() -> String {
-    format!("{}={}", labels::MANAGED_BY, SPOKE_MANAGER)
-}
 
 /// One assignment and the spoke it is for.
 #[derive(Clone, Debug, PartialEq)]
@@ -417,23 +407,10 @@ fn claim(object: &mut Object, key: &str, uid: &str, me: &SpokeIdentity) {
     }
 }
 
-/// The assignment key of an object made by some spoke (`managed-by: flux-spoke` and the
-/// assignment annotation), `None` for anything else. Which spoke made it is
-/// [`super::ownership::ownership`]'s question.
-pub fn owned_key(meta: &ObjectMeta) -> Option<&str> {
-    let managed = meta.labels.as_ref()?.get(labels::MANAGED_BY)?;
-    if managed != SPOKE_MANAGER {
-        return None;
-    }
-    meta.annotations
-        .as_ref()?
-        .get(ASSIGNMENT_ANNOTATION)
-        .map(String::as_str)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::federation::ownership::owned_key;
 
     fn bursting() -> Plan {
         let yaml = r#"
@@ -692,27 +669,5 @@ spec:
             let err = realize(&a, &me()).unwrap_err().to_string();
             assert!(err.contains(needle), "{err} lacks {needle}");
         }
-    }
-
-    #[test]
-    fn only_spoke_objects_have_an_owner_key() {
-        let mut meta = ObjectMeta {
-            labels: Some(BTreeMap::from([(
-                labels::MANAGED_BY.to_string(),
-                labels::MANAGER.to_string(),
-            )])),
-            annotations: Some(BTreeMap::from([(
-                ASSIGNMENT_ANNOTATION.to_string(),
-                "a/b/c".to_string(),
-            )])),
-            ..Default::default()
-        };
-        assert_eq!(owned_key(&meta), None);
-        meta.labels
-            .as_mut()
-            .unwrap()
-            .insert(labels::MANAGED_BY.into(), SPOKE_MANAGER.into());
-        assert_eq!(owned_key(&meta), Some("a/b/c"));
-        assert_eq!(spoke_selector(), "app.kubernetes.io/managed-by=flux-spoke");
     }
 }

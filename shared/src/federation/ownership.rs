@@ -3,9 +3,8 @@
 //! A spoke changes or deletes only what it made: objects labelled
 //! `app.kubernetes.io/managed-by: flux-spoke` with its name ([`SPOKE_LABEL`]) and its
 //! federation's identity ([`FEDERATION_LABEL`]), annotated with the assignment key
-//! ([`super::assignment::ASSIGNMENT_ANNOTATION`]). The managed-by label alone proves
-//! nothing: anyone can write it, and two spokes (or one spoke name in two federations)
-//! may share a cluster. Objects an older spoke made carry neither label and are still
+//! ([`ASSIGNMENT_ANNOTATION`]). The managed-by label alone proves nothing: anyone can
+//! write it, and two spokes (or one spoke name in two federations) may share a cluster. Objects an older spoke made carry neither label and are still
 //! recognised ([`Ownership::Ours`] with `legacy`), so an upgrade adopts exactly what the
 //! old version managed; they get the labels on the next apply.
 //!
@@ -17,10 +16,24 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use rustls_pki_types::CertificateDer;
 use rustls_pki_types::pem::PemObject;
 
-use super::assignment::{ASSIGNMENT_ANNOTATION, SPOKE_MANAGER};
 use super::tls::ClientSecurity;
 use super::{Identity, identity_from_pem};
 use crate::render::labels;
+
+// The marks of a spoke's objects are defined here, with what reads them; assignment.rs
+// stamps them on what it makes.
+
+/// Value of `app.kubernetes.io/managed-by` on every object a spoke creates.
+pub const SPOKE_MANAGER: &str = "flux-spoke";
+
+/// Annotation holding the assignment key (`<namespace>/<name>/<burst>`) on every object a
+/// spoke creates.
+pub const ASSIGNMENT_ANNOTATION: &str = "flux-framework.org/assignment";
+
+/// Label selector of every object a spoke owns.
+pub fn spoke_selector() -> String {
+    format!("{}={}", labels::MANAGED_BY, SPOKE_MANAGER)
+}
 
 /// Label holding the name of the spoke that made an object.
 pub const SPOKE_LABEL: &str = "flux-framework.org/spoke";
@@ -162,10 +175,24 @@ pub fn same_owner(existing: &ObjectMeta, desired: &ObjectMeta) -> bool {
     let Some(me) = SpokeIdentity::of_object(desired) else {
         return false;
     };
-    match super::assignment::owned_key(desired) {
+    match owned_key(desired) {
         Some(key) => is_ours(existing, &me, key),
         None => false,
     }
+}
+
+/// The assignment key of an object made by some spoke (`managed-by: flux-spoke` and the
+/// assignment annotation), `None` for anything else. Which spoke made it is
+/// [`ownership`]'s question.
+pub fn owned_key(meta: &ObjectMeta) -> Option<&str> {
+    let managed = meta.labels.as_ref()?.get(labels::MANAGED_BY)?;
+    if managed != SPOKE_MANAGER {
+        return None;
+    }
+    meta.annotations
+        .as_ref()?
+        .get(ASSIGNMENT_ANNOTATION)
+        .map(String::as_str)
 }
 
 /// Who seems to own the object described by `meta`, for messages: its managed-by label,
@@ -402,5 +429,27 @@ mod tests {
             SpokeIdentity::of_client(&admin),
             Err(SpokeIdentityError::NotASpoke(_))
         ));
+    }
+
+    #[test]
+    fn only_spoke_objects_have_an_owner_key() {
+        let mut meta = ObjectMeta {
+            labels: Some(BTreeMap::from([(
+                labels::MANAGED_BY.to_string(),
+                labels::MANAGER.to_string(),
+            )])),
+            annotations: Some(BTreeMap::from([(
+                ASSIGNMENT_ANNOTATION.to_string(),
+                "a/b/c".to_string(),
+            )])),
+            ..Default::default()
+        };
+        assert_eq!(owned_key(&meta), None);
+        meta.labels
+            .as_mut()
+            .unwrap()
+            .insert(labels::MANAGED_BY.into(), SPOKE_MANAGER.into());
+        assert_eq!(owned_key(&meta), Some("a/b/c"));
+        assert_eq!(spoke_selector(), "app.kubernetes.io/managed-by=flux-spoke");
     }
 }

@@ -22,7 +22,7 @@
 use serde_json::{Value, json};
 
 use super::FieldError;
-use super::burst_safety::Violation;
+use super::Violation;
 use super::pod_security::{AnnotationRule, Sc, ScRule};
 use crate::api::{ContainerVolume, MiniClusterContainer, MiniClusterSpec};
 

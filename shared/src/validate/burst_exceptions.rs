@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::burst_safety::Violation;
+use super::Violation;
 
 /// What a burst cluster's owner lets bursts in a namespace have beyond the baseline (the
 /// `allow` of a spoke policy's namespace rule, announced to the hub). Each item lifts one

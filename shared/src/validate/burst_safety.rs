@@ -14,13 +14,10 @@
 //!
 //! Size: about 400 of its lines are the tests.
 
-use super::FieldError;
+use super::Violation;
 use super::burst_exceptions::Exceptions;
 use super::pod_security::{container_security_context, pod_security_context, security_annotations};
 use crate::api::MiniClusterSpec;
-
-/// One thing a burst may not do: the field and the rule.
-pub type Violation = FieldError;
 
 /// The namespace the spoke is deployed to unless told otherwise (`deploy/spoke`).
 pub const DEFAULT_SPOKE_NAMESPACE: &str = "flux-spoke-system";

@@ -8,8 +8,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, PoisonError};
 use std::time::SystemTime;
 
-use flux_shared::federation::assignment::spoke_selector;
 use flux_shared::federation::diagnostics::error_chain;
+use flux_shared::federation::ownership::spoke_selector;
 use flux_shared::federation::ownership::{SpokeIdentity, same_owner};
 use flux_shared::federation::policy::{Level, NamespaceState, POD_SECURITY_ENFORCE, POLICY_KEY};
 use flux_shared::managed_fields::as_applied;

@@ -5,8 +5,8 @@
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::SystemTime;
 
-use flux_shared::federation::assignment::spoke_selector;
 use flux_shared::federation::diagnostics::error_chain;
+use flux_shared::federation::ownership::spoke_selector;
 use futures::StreamExt;
 use k8s_openapi::api::batch::v1::Job;
 use kube::api::Api;

@@ -4,7 +4,7 @@
 //! `kube::Client` ([`KubeCluster`]).
 //!
 //! Every object the spoke creates carries `app.kubernetes.io/managed-by: flux-spoke`
-//! ([`spoke_selector`](flux_shared::federation::assignment::spoke_selector)), the spoke's name and federation identity, and the assignment key
+//! ([`spoke_selector`](flux_shared::federation::ownership::spoke_selector)), the spoke's name and federation identity, and the assignment key
 //! in an annotation: that is all the spoke needs to find what it owns after a restart,
 //! with no local state ([`ownership`]). The spoke touches nothing else: it lists only its
 //! own objects ([`Cluster::owned`]), creates with a POST so that a name taken by someone
@@ -466,7 +466,7 @@ pub trait Cluster: Clone + Send + Sync + 'static {
     fn delete(&self, object: &OwnedObject)
     -> impl Future<Output = Result<(), ClusterError>> + Send;
 
-    /// The spoke's Jobs (label [`spoke_selector`](flux_shared::federation::assignment::spoke_selector)), as currently known.
+    /// The spoke's Jobs (label [`spoke_selector`](flux_shared::federation::ownership::spoke_selector)), as currently known.
     fn jobs(&self) -> impl Future<Output = Result<Vec<Job>, ClusterError>> + Send;
 
     /// Yields whenever one of the spoke's Jobs changes (created, status updated, deleted),

@@ -13,7 +13,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::SystemTime;
 
-use flux_shared::federation::assignment::SPOKE_MANAGER;
+use flux_shared::federation::ownership::SPOKE_MANAGER;
 use flux_shared::federation::ownership::{SpokeIdentity, same_owner};
 use flux_shared::federation::policy::{Level, NamespaceState};
 use flux_shared::render::{Object, labels};

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::core::v1::PodSpec;
 
 use super::pod_checks::{Restricted, pod_violations};
-use super::{Level, POLICY_CONFIGMAP, POLICY_KEY, PolicyError, SpokePolicy, reason};
+use super::{Level, POLICY_CONFIGMAP, POLICY_KEY, PolicyError, SpokePolicy, list_or_none, reason};
 
 /// The policy as the spoke found it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -261,13 +261,4 @@ pub(super) fn refuse_all(
             )
         })
         .collect()
-}
-
-pub(super) fn list_or_none<'a>(items: impl Iterator<Item = &'a str>) -> String {
-    let v: Vec<&str> = items.collect();
-    if v.is_empty() {
-        "none".into()
-    } else {
-        v.join(", ")
-    }
 }

@@ -127,3 +127,14 @@ impl fmt::Display for Level {
         f.write_str(self.as_str())
     }
 }
+
+/// A refusal message's list: `items` joined, or `none`. Here, not in a child, because
+/// both the admission and the pod checks word refusals with it.
+fn list_or_none<'a>(items: impl Iterator<Item = &'a str>) -> String {
+    let v: Vec<&str> = items.collect();
+    if v.is_empty() {
+        "none".into()
+    } else {
+        v.join(", ")
+    }
+}

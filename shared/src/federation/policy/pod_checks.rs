@@ -3,8 +3,7 @@
 
 use k8s_openapi::api::core::v1::{Container, PodSpec};
 
-use super::admission::list_or_none;
-use super::{SpokePolicy, VolumeKind, reason};
+use super::{SpokePolicy, VolumeKind, list_or_none, reason};
 use crate::quantity::thousandths;
 use crate::validate::Exceptions;
 use crate::validate::pod_security::{self, containers};
