@@ -18,7 +18,7 @@ const CRATES: [&str; 4] = ["hub/src", "spoke/src", "shared/src", "e2e/src"];
 const MAX_LINES: usize = 600;
 
 /// File names used more than once, and the one thing each means wherever it is.
-const SHARED_NAMES: [(&str, &str); 14] = [
+const SHARED_NAMES: [(&str, &str); 15] = [
     ("mod.rs", "a folder's module"),
     ("tests.rs", "a module's unit tests, beside it"),
     ("lib.rs", "a crate's library"),
@@ -48,6 +48,10 @@ const SHARED_NAMES: [(&str, &str); 14] = [
         "which objects are ours: the hub's (apply/) or a spoke's (federation/)",
     ),
     ("metrics.rs", "a binary's Prometheus metrics"),
+    (
+        "error.rs",
+        "a module's error types, beside the code that returns them (spoke apply/, curve/, validate/)",
+    ),
     (
         "broker_pods.rs",
         "the broker pods of a Job the controller made: the hub's cache of them (watch/), the addresses of a relayed burst's (spoke's cluster/)",

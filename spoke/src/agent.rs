@@ -33,8 +33,6 @@
 //! state machine (connect, snapshot, Job changes, reports), which the guarantees above are
 //! about, and the state it lends them.
 
-use crate::cluster::NodesRoom;
-use std::collections::BTreeMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -47,9 +45,7 @@ use flux_shared::federation::ownership::SpokeIdentity;
 use flux_shared::federation::parts::Assembler;
 use flux_shared::federation::policy::PolicyState;
 use flux_shared::federation::proto::spoke_client::SpokeClient;
-use flux_shared::federation::proto::{
-    AssignmentStatus, ClusterAccess, ClusterRoom, Snapshot, WatchRequest,
-};
+use flux_shared::federation::proto::{Snapshot, WatchRequest};
 use flux_shared::federation::tls::{ClientSecurity, TlsError, TlsPem};
 use futures::{Stream, StreamExt};
 use tokio::sync::watch;
@@ -57,26 +53,14 @@ use tokio::time::{Instant, MissedTickBehavior};
 use tonic::{Code, Status};
 use tracing::{Instrument, debug, error, info, info_span, warn};
 
-use crate::admit::Memory;
 use crate::agent_config::AgentConfig;
 use crate::apply::Applier;
-use crate::burst_status::Tracked;
-use crate::cluster::{Cluster, Taken};
-use crate::lead_reach::{LeadReach, Probes};
+use crate::cluster::Cluster;
 use crate::metrics::{ErrorKind, Metrics};
-use crate::relay_listeners::{HubConnections, Relays};
+use crate::relay_listeners::HubConnections;
 use crate::report::Reporter;
+use crate::state::{AppliedSnapshot, State};
 
-/// A snapshot the agent fully applied.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct AppliedSnapshot {
-    /// Its `hub_epoch`.
-    pub hub_epoch: String,
-    /// Its `version`.
-    pub version: u64,
-}
-
-pub(crate) use crate::relay_listeners::HubClient as Client;
 type Changes = Pin<Box<dyn Stream<Item = ()> + Send>>;
 
 /// The agent. Build it with [`Agent::new`], keep what you need of [`Agent::applied`] and
@@ -100,48 +84,6 @@ impl<C: Cluster> std::fmt::Debug for Agent<C> {
             .field("hub_uri", &self.config.hub_uri)
             .finish_non_exhaustive()
     }
-}
-
-/// What the agent knows between snapshots (and connections).
-#[derive(Debug, Default)]
-pub(crate) struct State {
-    pub(crate) memory: Memory,
-    /// Epoch of the last snapshot processed: the epoch reports are about.
-    pub(crate) epoch: String,
-    /// Last version of `epoch` fully applied (0: none).
-    pub(crate) acked: u64,
-    /// Last snapshot fully applied, in any epoch (sent with Watch).
-    pub(crate) applied: Option<AppliedSnapshot>,
-    /// Epoch and version of the last snapshot processed.
-    pub(crate) last: Option<(String, u64)>,
-    /// Whether it was fully applied.
-    pub(crate) complete: bool,
-    /// It, while it is not fully applied (retried).
-    pub(crate) pending: Option<Snapshot>,
-    /// One entry per assignment of that snapshot, plus the keys it removed.
-    pub(crate) tracked: Vec<Tracked>,
-    /// Statuses, cluster access and room (without its time) of the last report the hub
-    /// accepted.
-    pub(crate) last_sent: Option<(
-        Vec<AssignmentStatus>,
-        Option<ClusterAccess>,
-        Option<ClusterRoom>,
-    )>,
-    /// The cluster's nodes' room as last measured, and when.
-    pub(crate) room_nodes: Option<(std::time::SystemTime, NodesRoom)>,
-    /// The last snapshot processed (re-processed when a blocking object changes).
-    pub(crate) current: Option<Snapshot>,
-    /// The objects blocking each assignment refused as `NameTaken`, as seen then.
-    pub(crate) blockers: BTreeMap<String, Vec<Taken>>,
-    /// The policy document the last snapshot was decided with (`None`: no policy); the
-    /// snapshot is decided again when it changes.
-    pub(crate) policy: Option<Option<String>>,
-    /// The relay listeners of the relayed bursts that run.
-    pub(crate) relays: Relays,
-    /// Whether each running burst's lead broker answers, as last seen.
-    pub(crate) lead_reach: LeadReach,
-    /// The probes of the direct bursts' lead endpoints.
-    pub(crate) probes: Probes,
 }
 
 /// Why a connection ended.

@@ -62,10 +62,12 @@ mod lead_reach;
 pub mod metrics;
 mod relay_listeners;
 mod report;
+mod state;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
 
-pub use agent::{Agent, AppliedSnapshot};
+pub use agent::Agent;
 pub use agent_config::AgentConfig;
 pub use cluster::{Cluster, ClusterError, KubeCluster, OwnedObject};
 pub use metrics::Metrics;
+pub use state::AppliedSnapshot;

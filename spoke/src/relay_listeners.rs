@@ -64,7 +64,6 @@ pub const UNKNOWN_WAITING: usize = 8;
 
 /// The spoke's client of the hub's `Spoke` service (mTLS, the spoke's identity).
 pub(crate) type HubClient = SpokeClient<InterceptedService<Channel, IdentityInterceptor>>;
-type Client = HubClient;
 
 /// How long the lead may still answer after the broker closed its connection (the hub
 /// ends the call when the lead closes, at once for a ZeroMQ lead); then the call ends and
@@ -87,19 +86,22 @@ pub const CONNECTIONS: usize = 13;
 /// session's own, then more to the same address as those fill up. One that carries
 /// nothing more (but the session's) is closed when the next relayed connection comes.
 pub(crate) struct HubConnections {
-    open: Box<dyn Fn() -> Client + Send + Sync>,
+    open: Box<dyn Fn() -> HubClient + Send + Sync>,
     slots: Mutex<Vec<Slot>>,
 }
 
 struct Slot {
-    client: Client,
+    client: HubClient,
     room: Arc<Semaphore>,
 }
 
 impl HubConnections {
     /// Relayed connections on `session` first, then on connections `open` makes (lazily
     /// connected, to the same address with the same certificate).
-    pub(crate) fn new(session: Client, open: impl Fn() -> Client + Send + Sync + 'static) -> Self {
+    pub(crate) fn new(
+        session: HubClient,
+        open: impl Fn() -> HubClient + Send + Sync + 'static,
+    ) -> Self {
         HubConnections {
             open: Box::new(open),
             slots: Mutex::new(vec![Slot::new(session)]),
@@ -108,7 +110,7 @@ impl HubConnections {
 
     /// A connection with room for one more relayed connection, and the place it holds
     /// there until dropped; `None` when all [`CONNECTIONS`] are full.
-    fn take(&self) -> Option<(Client, OwnedSemaphorePermit)> {
+    fn take(&self) -> Option<(HubClient, OwnedSemaphorePermit)> {
         let mut slots = self.slots.lock().unwrap_or_else(PoisonError::into_inner);
         let mut first = true;
         slots.retain(|slot| {
@@ -137,7 +139,7 @@ impl HubConnections {
 }
 
 impl Slot {
-    fn new(client: Client) -> Self {
+    fn new(client: HubClient) -> Self {
         Slot {
             client,
             room: Arc::new(Semaphore::new(STREAMS_PER_CONNECTION)),
@@ -455,7 +457,7 @@ async fn accept<C: Cluster>(
 }
 
 /// Carries one broker connection to the hub and back until either side ends it.
-async fn carry(tcp: TcpStream, key: &str, mut hub: Client, reach: &LeadReach) {
+async fn carry(tcp: TcpStream, key: &str, mut hub: HubClient, reach: &LeadReach) {
     let _ = tcp.set_nodelay(true);
     let (from_broker, mut to_broker) = tcp.into_split();
     let (frames, upstream) = mpsc::channel(UPSTREAM_FRAMES);

@@ -27,11 +27,12 @@ use flux_shared::federation::tls::TransportSettings;
 use k8s_openapi::api::batch::v1::Job;
 use tracing::{debug, warn};
 
-use crate::agent::{Client, State};
 use crate::agent_config::AgentConfig;
 use crate::burst_status::{Outcome, Tracked, find_job, status};
 use crate::cluster::{Cluster, ClusterError};
 use crate::metrics::{ErrorKind, Metrics};
+use crate::relay_listeners::HubClient;
+use crate::state::State;
 
 /// A step of a report that did not go through; its name is the `kind` label it is
 /// counted under ([`ReportError::kind`]).
@@ -106,7 +107,7 @@ impl<C: Cluster> Reporter<C> {
 
     /// Sends every tracked status with the acknowledgement: always when `force`, else only
     /// when a status changed since the last accepted report.
-    pub(crate) async fn report(&self, client: &mut Client, state: &mut State, force: bool) {
+    pub(crate) async fn report(&self, client: &mut HubClient, state: &mut State, force: bool) {
         if state.epoch.is_empty() {
             return;
         }

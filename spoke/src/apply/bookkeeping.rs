@@ -11,8 +11,8 @@ use k8s_openapi::api::batch::v1::Job;
 use tracing::info;
 
 use crate::admit::NAME_TAKEN;
-use crate::agent::State;
 use crate::burst_status::{Outcome, Tracked};
+use crate::state::State;
 
 /// The keys `snapshot` lists: its assignments and the keys it retains.
 pub(super) fn listed(snapshot: &Snapshot) -> BTreeSet<String> {

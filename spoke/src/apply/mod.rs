@@ -47,11 +47,11 @@ use tracing::{debug, info, warn};
 use crate::admit::{
     Applied, AssignmentRefusal, Context, Decision, NAME_TAKEN, Planned, plan_snapshot,
 };
-use crate::agent::{AppliedSnapshot, State};
 use crate::agent_config::AgentConfig;
 use crate::burst_status::{Outcome, Tracked};
 use crate::cluster::{Cluster, Kind, ObjectRef, OwnedObject, Taken, metadata};
 use crate::metrics::Metrics;
+use crate::state::{AppliedSnapshot, State};
 use bookkeeping::{begin, listed, probe_leads, refused, running_sizes, settle};
 pub(crate) use error::ApplyError;
 use error::{NameCheck, Read, name_taken_message};

@@ -26,10 +26,8 @@ use tracing::warn;
 use crate::controller::apply::ownership::{Holder, holder};
 use crate::controller::apply::pod_labels::COMPLETION_INDEX;
 use crate::controller::context::{ApiError, Context, kube_err, mc_key};
-use crate::controller::status;
-use crate::controller::status::bursts::{
-    self, ASSIGNMENT_TOO_LARGE, BurstEvent, OVER_BUDGET, UNSAFE_BURST,
-};
+use crate::controller::status::bursts::{self, ASSIGNMENT_TOO_LARGE, OVER_BUDGET, UNSAFE_BURST};
+use crate::controller::status::{self, BurstEvent};
 use crate::controller::watch::stores::{Stores, get};
 use crate::federation::placement::Placed;
 use crate::federation::{self, BurstInfo, McInfo, lead};

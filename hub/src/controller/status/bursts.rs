@@ -12,34 +12,8 @@ use flux_shared::federation::{LEAD_REACHABLE, LEAD_UNREACHABLE};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 
+use super::{BurstEvent, burst_phase};
 use crate::federation::registry::{BurstInfo, BurstView};
-
-/// Phases of `status.bursts[].phase`.
-pub mod burst_phase {
-    /// Waiting for the lead broker's endpoint (nothing sent yet).
-    pub const PENDING: &str = "Pending";
-    /// Sent to a connected spoke; not applied yet, or brokers starting.
-    pub const DISPATCHED: &str = "Dispatched";
-    /// Every broker of the burst is ready.
-    pub const RUNNING: &str = "Running";
-    /// The burst's Job completed.
-    pub const SUCCEEDED: &str = "Succeeded";
-    /// The burst's Job failed.
-    pub const FAILED: &str = "Failed";
-    /// The spoke does not run the burst: its owner's policy does not admit it, or the
-    /// spoke's own checks refuse it; `reason` and the message say why.
-    pub const REFUSED: &str = "Refused";
-    /// The spoke does not hold a connection to the hub.
-    pub const UNREACHABLE: &str = "Unreachable";
-    /// The MiniCluster is being deleted; waiting for the spoke to confirm.
-    pub const DELETING: &str = "Deleting";
-    /// The spoke is connected but cannot reach its own cluster's API server: what the
-    /// burst is doing is not known.
-    pub const UNKNOWN: &str = "Unknown";
-    /// The hub does not assign the burst: it asks for what a burst may not have in
-    /// another cluster (`flux_shared::validate::unsafe_burst`); the message says what.
-    pub const INVALID: &str = "Invalid";
-}
 
 /// Reason of the Event and of the `BurstsReady` condition when the hub refuses to assign a
 /// MiniCluster's bursts because they are unsafe.
@@ -404,9 +378,6 @@ pub fn ready_condition(bursts: &[BurstStatus]) -> Option<(bool, &'static str, St
         ),
     ))
 }
-
-/// An Event to publish: warning?, reason, note.
-pub type BurstEvent = (bool, &'static str, String);
 
 /// When the status must be computed again although nothing will notify the controller:
 /// when the first grace runs out, of a disconnected spoke ([`UNREACHABLE_GRACE`]) or of a

@@ -12,6 +12,36 @@ use flux_shared::render::labels;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
+/// Phases of `status.bursts[].phase`.
+pub mod burst_phase {
+    /// Waiting for the lead broker's endpoint (nothing sent yet).
+    pub const PENDING: &str = "Pending";
+    /// Sent to a connected spoke; not applied yet, or brokers starting.
+    pub const DISPATCHED: &str = "Dispatched";
+    /// Every broker of the burst is ready.
+    pub const RUNNING: &str = "Running";
+    /// The burst's Job completed.
+    pub const SUCCEEDED: &str = "Succeeded";
+    /// The burst's Job failed.
+    pub const FAILED: &str = "Failed";
+    /// The spoke does not run the burst: its owner's policy does not admit it, or the
+    /// spoke's own checks refuse it; `reason` and the message say why.
+    pub const REFUSED: &str = "Refused";
+    /// The spoke does not hold a connection to the hub.
+    pub const UNREACHABLE: &str = "Unreachable";
+    /// The MiniCluster is being deleted; waiting for the spoke to confirm.
+    pub const DELETING: &str = "Deleting";
+    /// The spoke is connected but cannot reach its own cluster's API server: what the
+    /// burst is doing is not known.
+    pub const UNKNOWN: &str = "Unknown";
+    /// The hub does not assign the burst: it asks for what a burst may not have in
+    /// another cluster (`flux_shared::validate::unsafe_burst`); the message says what.
+    pub const INVALID: &str = "Invalid";
+}
+
+/// An Event to publish: warning?, reason, note.
+pub type BurstEvent = (bool, &'static str, String);
+
 /// A problem that stops the controller from applying the spec as written.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Problem {
@@ -266,7 +296,7 @@ pub fn with_bursts(
     }
     let running = bursts
         .iter()
-        .filter(|b| b.phase == crate::controller::status::bursts::burst_phase::RUNNING)
+        .filter(|b| b.phase == burst_phase::RUNNING)
         .count();
     status.bursts_running = (!bursts.is_empty()).then(|| format!("{running}/{}", bursts.len()));
     status.lead_broker = lead;

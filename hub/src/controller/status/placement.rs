@@ -7,7 +7,7 @@ use flux_shared::api::{BurstPlacement, BurstStatus, SkippedCandidate};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 
-use crate::controller::status::bursts::{BurstEvent, burst_phase};
+use super::{BurstEvent, burst_phase};
 use crate::federation::placement::Placed;
 
 fn time(t: SystemTime) -> Option<Time> {

@@ -11,9 +11,8 @@ use kube::{Api, ResourceExt};
 use tracing::warn;
 
 use crate::controller::context::{ApiError, Context, MANAGER, kube_err, mc_key};
-use crate::controller::status::bursts::BurstEvent;
 use crate::controller::status::events::publish;
-use crate::controller::status::{INSTANCE_ENDED, Problem, minicluster_phase};
+use crate::controller::status::{BurstEvent, INSTANCE_ENDED, Problem, minicluster_phase};
 use crate::controller::watch::partial_decode::Partial;
 
 /// Write `status` (with its Events) unless it is the current one or was just written.
