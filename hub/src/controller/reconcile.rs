@@ -5,20 +5,24 @@
 //! 3. [`apply`](crate::controller::apply): write what differs from the caches;
 //! 4. [`pod_labels`](crate::controller::apply::pod_labels): `job-index` on every broker pod;
 //! 5. [`orphans`](crate::controller::apply::orphans): delete what the plan no longer has;
-//! 6. [`federate`](crate::controller::federate): finalizer, lead broker endpoint and the bursts'
-//!    assignments, published to the registry spokes read;
-//! 7. [`status_write`](crate::controller::status::write): the status, and its Events, when it changed;
+//! 6. [`federate`](crate::controller::federate): finalizer, lead broker endpoint and what to
+//!    do with the bursts, one [`Disposition`] (assign, wait, refuse, hold);
+//! 7. [`status`](crate::controller::status): the status with the bursts' part (built in
+//!    [`bursts`](crate::controller::status::bursts) from the decision, once
+//!    [`publish`](crate::controller::federate::publish)ed to the registry), written once,
+//!    with its Events, when it changed (or, when a stage before failed, the failure);
 //!
-//! then `spec.cleanup`. A deleted MiniCluster goes to [`finalize`](crate::controller::federate::finalize)
-//! instead. Decisions live in pure functions (`elasticity`, `status`, `diff`, `orphans`,
+//! then what this pass verified is remembered, `spec.cleanup`, and the next look. A
+//! deleted MiniCluster goes to [`finalize`](crate::controller::federate::finalize) instead. Decisions live in pure functions (`elasticity`, `status`, `diff`, `orphans`,
 //! `federation::lead`, the shared planner and renderer); the stages read caches and talk
 //! to the API server.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
-use flux_shared::api::MiniCluster;
+use flux_shared::api::{MiniCluster, MiniClusterStatus};
 use flux_shared::elasticity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::DeleteParams;
 use kube::runtime::controller::Action;
 use kube::{Api, Resource, ResourceExt};
@@ -28,12 +32,12 @@ use crate::controller::apply::{self, orphans, ownership, pod_labels};
 use crate::controller::context::{Context, Error, kube_err, mc_key};
 use crate::controller::desired::{certificate, desired, validate};
 use crate::controller::federate::finalize::finalize;
-use crate::controller::federate::{federate, publish_assignments, retain_from_status};
-use crate::controller::status::bursts;
+use crate::controller::federate::{Federated, federate, publish, retain_from_status};
 use crate::controller::status::write as status_write;
-use crate::controller::status::{self, minicluster_phase};
+use crate::controller::status::{self, BurstEvent, bursts, minicluster_phase};
 use crate::controller::watch::stores::{get, managed_objects};
 use crate::controller::watch::verified::{self, Verified};
+use crate::federation::Disposition;
 
 /// Reconcile one MiniCluster.
 #[tracing::instrument(skip_all, fields(namespace = mc.namespace().unwrap_or_default(), name = mc.name_any(), generation = mc.metadata.generation))]
@@ -54,21 +58,18 @@ pub async fn reconcile(mc: Arc<MiniCluster>, ctx: Arc<Context>) -> Result<Action
     ctx.stores.wait_until_ready().await;
     let _turn = ctx.spec_budget.turn(&mc.spec).await;
     let result = reconcile_inner(&mc, &ctx, &ns, &name).await;
-    match &result {
-        Ok(_) => {
-            if let Ok(mut failures) = ctx.failures.lock() {
-                failures.remove(&(ns, name));
-            }
-        }
-        Err(error) if error.shows_in_status() => show_failure(&mc, &ctx, error).await,
-        Err(_) => {}
+    if result.is_ok()
+        && let Ok(mut failures) = ctx.failures.lock()
+    {
+        failures.remove(&(ns, name));
     }
     result
 }
 
-/// A stage the API server keeps refusing shows on the MiniCluster (Degraded, with the
-/// stage's reason, and one Event), until a pass succeeds and the status is computed
-/// afresh. Best effort: the error is retried and counted either way.
+/// A stage before the status write that the API server keeps refusing shows on the
+/// MiniCluster (Degraded, with the stage's reason, and one Event), until a pass succeeds
+/// and the status is computed afresh: the pass's one status write. Best effort: the error
+/// is retried and counted either way.
 async fn show_failure(mc: &MiniCluster, ctx: &Context, error: &Error) {
     let problem = status::Problem {
         reason: error.reason().to_string(),
@@ -88,6 +89,24 @@ async fn show_failure(mc: &MiniCluster, ctx: &Context, error: &Error) {
     }
 }
 
+/// What the stages before "status" leave for it: the status as the root Job and the
+/// problem make it, and, when the plan was applied, what the federation decided.
+struct Pass {
+    /// The status without the bursts' part.
+    status: MiniClusterStatus,
+    /// Why the spec is not applied as written, if it is not.
+    problem: Option<status::Problem>,
+    /// The bursts' decision, when the plan was applied (`None`: the bursts keep running
+    /// as the status says, and nothing wakes this MiniCluster but a change).
+    federated: Option<Federated>,
+    /// Recorded once the status is written: the objects this pass applied in full.
+    verified: Option<Verified>,
+    /// `spec.cleanup`: delete the MiniCluster once its Job finished.
+    cleanup: bool,
+}
+
+/// The stages in order: validate → desired → apply → federate (decisions, no status
+/// write), then status (computed and written once), then what follows the write.
 async fn reconcile_inner(
     mc: &MiniCluster,
     ctx: &Context,
@@ -95,29 +114,50 @@ async fn reconcile_inner(
     name: &str,
 ) -> Result<Action, Error> {
     let now = (ctx.now)();
+    let pass = match stages(mc, ctx, ns, name, &now).await {
+        Ok(pass) => pass,
+        Err(error) => {
+            // This pass's one status write says which stage failed, when it can.
+            if error.shows_in_status() {
+                show_failure(mc, ctx, &error).await;
+            }
+            return Err(error);
+        }
+    };
+    let (status, events) = status_of(ctx, mc, &pass, &now);
+    let status = status_write::write_if_changed(ctx, mc, status, pass.problem.as_ref(), events)
+        .await
+        .map_err(Error::StatusWrite)?;
+    after_write(ctx, mc, ns, name, pass, &status, &now).await
+}
+
+/// Stages validate, desired, apply (with pod labels and orphans) and federate.
+async fn stages(
+    mc: &MiniCluster,
+    ctx: &Context,
+    ns: &str,
+    name: &str,
+    now: &Time,
+) -> Result<Pass, Error> {
     let uid = mc.metadata.uid.as_deref().unwrap_or_default();
     // Someone else's Job of this name says nothing about this MiniCluster.
     let live_job = get(&ctx.stores.jobs, ns, name)
         .filter(|j| ownership::holder(j.meta(), uid) == ownership::Holder::Ours);
+    let not_applied = |declared_max: Option<i32>, problem: status::Problem| {
+        // The bursts keep running as they are.
+        retain_from_status(ctx, mc);
+        Pass {
+            status: status::compute(mc, declared_max, live_job.as_deref(), Some(&problem), now),
+            problem: Some(problem),
+            federated: None,
+            verified: None,
+            cleanup: false,
+        }
+    };
 
     let plan = match validate(mc) {
         Ok(plan) => plan,
-        Err(not_applied) => {
-            // The bursts keep running as they are.
-            retain_from_status(ctx, mc);
-            let problem = Some(&not_applied.problem);
-            let status = status::compute(
-                mc,
-                not_applied.declared_max,
-                live_job.as_deref(),
-                problem,
-                &now,
-            );
-            status_write::write_if_changed(ctx, mc, status, problem, Vec::new())
-                .await
-                .map_err(Error::StatusWrite)?;
-            return Ok(Action::await_change());
-        }
+        Err(refused) => return Ok(not_applied(refused.declared_max, refused.problem)),
     };
     let cert = certificate(ctx, ns, name, uid);
     let key = (ns.to_string(), name.to_string());
@@ -141,15 +181,9 @@ async fn reconcile_inner(
     if !applied.taken.is_empty() {
         // Refused, not retried: the blockers' watches wake this MiniCluster when one of
         // those objects changes or goes, and a spec change wakes it anyway.
-        let problem = apply::name_taken(ns, &applied.taken);
         ctx.blockers.watch(&mc_key(mc), &applied.taken, ns);
-        retain_from_status(ctx, mc);
-        let max = Some(plan.spec.max_size());
-        let status = status::compute(mc, max, live_job.as_deref(), Some(&problem), &now);
-        status_write::write_if_changed(ctx, mc, status, Some(&problem), Vec::new())
-            .await
-            .map_err(Error::StatusWrite)?;
-        return Ok(Action::await_change());
+        let problem = apply::name_taken(ns, &applied.taken);
+        return Ok(not_applied(Some(plan.spec.max_size()), problem));
     }
     ctx.blockers.clear(&mc_key(mc));
     pod_labels::label_pods_with_their_index(ctx, ns, name)
@@ -169,36 +203,99 @@ async fn reconcile_inner(
     let mut fed = federate(ctx, mc, &plan, &cert, ns, name)
         .await
         .map_err(Error::Federate)?;
-    let problem = applied.problem.as_ref();
-    if let Some(p) = problem.filter(|p| p.invalid)
+    if let Some(p) = applied.problem.as_ref().filter(|p| p.invalid)
         && !fed.bursts.is_empty()
-        && fed.refused.is_none()
+        && !matches!(fed.disposition, Disposition::Refuse(_))
     {
         // The root cluster refuses the spec: no burst of an instance whose lead cannot run
         // (what spokes run of an earlier version stays).
-        fed.refused = Some(format!(
+        fed.disposition = Disposition::Refuse(format!(
             "{}: not assigned, the root cluster refuses this spec ({})",
-            crate::controller::status::bursts::ROOT_REFUSED,
+            bursts::ROOT_REFUSED,
             p.reason
         ));
-        fed.assignments.clear();
     }
     let job = applied.job.as_ref().or(live_job.as_deref());
-    let mut status = status::compute(mc, Some(plan.spec.max_size()), job, problem, &now);
+    let mut status = status::compute(
+        mc,
+        Some(plan.spec.max_size()),
+        job,
+        applied.problem.as_ref(),
+        now,
+    );
     status.burst_layout = elasticity::burst_layout(&plan);
-    let placement_recheck = fed.placed.recheck;
-    let (status, burst_events) = publish_assignments(ctx, mc, status, fed, &now);
-    let status = status_write::write_if_changed(ctx, mc, status, problem, burst_events)
-        .await
-        .map_err(Error::StatusWrite)?;
-    if let Some(objects) = &objects
-        && applied.problem.is_none()
-        && applied.versions.len() == objects.len()
+    let verified = objects
+        .filter(|objects| applied.problem.is_none() && applied.versions.len() == objects.len())
+        .map(|_| Verified::new(inputs, applied.versions));
+    Ok(Pass {
+        status,
+        problem: applied.problem,
+        federated: Some(fed),
+        verified,
+        cleanup: plan.spec.cleanup.unwrap_or(false),
+    })
+}
+
+/// Stage "status": the pass's status with the bursts' part, after their decision was
+/// published to the registry (whose view the bursts' entries are built from).
+fn status_of(
+    ctx: &Context,
+    mc: &MiniCluster,
+    pass: &Pass,
+    now: &Time,
+) -> (MiniClusterStatus, Vec<BurstEvent>) {
+    let Some(fed) = &pass.federated else {
+        return (pass.status.clone(), Vec::new());
+    };
+    let previous = mc.status.clone().unwrap_or_default();
+    let shown = publish(
+        ctx,
+        mc,
+        &pass.status,
+        fed.lead.as_ref(),
+        fed.bursts.clone(),
+        fed.disposition.clone(),
+    );
+    let views = ctx.registry.bursts(&mc_key(mc));
+    let (entries, events) = bursts::of_federation(
+        &shown,
+        &fed.bursts,
+        &views,
+        &fed.placed,
+        &previous.bursts,
+        SystemTime::from(now.0),
+    );
+    let status = status::with_bursts(
+        pass.status.clone(),
+        &previous,
+        fed.lead.clone(),
+        entries,
+        mc.metadata.generation,
+        now,
+    );
+    (status, events)
+}
+
+/// After the status is written: what this pass verified is remembered, `spec.cleanup`
+/// deletes a finished MiniCluster, and the next look is scheduled.
+async fn after_write(
+    ctx: &Context,
+    mc: &MiniCluster,
+    ns: &str,
+    name: &str,
+    pass: Pass,
+    status: &MiniClusterStatus,
+    now: &Time,
+) -> Result<Action, Error> {
+    let Some(fed) = pass.federated else {
+        return Ok(Action::await_change());
+    };
+    if let Some(verified) = pass.verified
         && let Ok(mut v) = ctx.verified.lock()
     {
-        v.insert(key, Verified::new(inputs, applied.versions));
+        v.insert((ns.to_string(), name.to_string()), verified);
     }
-    if plan.spec.cleanup.unwrap_or(false)
+    if pass.cleanup
         && matches!(
             status.phase.as_deref(),
             Some(minicluster_phase::SUCCEEDED | minicluster_phase::FAILED)
@@ -212,13 +309,12 @@ async fn reconcile_inner(
             .map_err(Error::Cleanup)?;
         ctx.metrics.api_write("MiniCluster", "delete");
     }
-    // A spoke that just went away shows Unreachable only after a grace period; nothing
-    // else would wake this MiniCluster then.
-    // So does a burst's placement deadline.
+    // A spoke that just went away shows Unreachable only after a grace period, and a
+    // burst's placement has a deadline: nothing else would wake this MiniCluster then.
     let views = ctx.registry.bursts(&mc_key(mc));
-    let recheck = bursts::recheck_after(&views, std::time::SystemTime::from(now.0));
+    let recheck = bursts::recheck_after(&views, SystemTime::from(now.0));
     Ok(
-        match [recheck, placement_recheck].into_iter().flatten().min() {
+        match [recheck, fed.placed.recheck].into_iter().flatten().min() {
             Some(after) => Action::requeue(after),
             None => Action::await_change(),
         },

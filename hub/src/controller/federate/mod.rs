@@ -18,7 +18,6 @@ use flux_shared::plan::{Plan, Role};
 use flux_shared::render;
 use flux_shared::validate::{Exceptions, describe_violations, liftable, unsafe_burst_except};
 use k8s_openapi::api::core::v1::Node;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Patch, PatchParams};
 use kube::{Api, ResourceExt};
 use tracing::warn;
@@ -26,26 +25,19 @@ use tracing::warn;
 use crate::controller::apply::ownership::{Holder, holder};
 use crate::controller::apply::pod_labels::COMPLETION_INDEX;
 use crate::controller::context::{ApiError, Context, kube_err, mc_key};
-use crate::controller::status::bursts::{self, ASSIGNMENT_TOO_LARGE, OVER_BUDGET, UNSAFE_BURST};
-use crate::controller::status::{self, BurstEvent};
+use crate::controller::status::bursts::{ASSIGNMENT_TOO_LARGE, OVER_BUDGET, UNSAFE_BURST};
 use crate::controller::watch::stores::{Stores, get};
 use crate::federation::placement::Placed;
-use crate::federation::{self, BurstInfo, McInfo, lead};
+use crate::federation::{self, BurstInfo, Disposition, McInfo, lead};
 
 /// What the federation decided in one reconcile of a planned MiniCluster.
 pub struct Federated {
     /// The lead broker's endpoint, when known.
     pub(in crate::controller) lead: Option<LeadBrokerStatus>,
-    /// Why the endpoint is not known.
-    pub(in crate::controller) waiting: Option<String>,
     /// The declared bursts.
     pub(in crate::controller) bursts: Vec<BurstInfo>,
-    /// Assignments to send (none until the endpoint is known).
-    pub(in crate::controller) assignments: Vec<SpokeAssignment>,
-    /// Why the bursts are not assigned at all: they are unsafe ([`unsafe_refusal`]).
-    pub(in crate::controller) refused: Option<String>,
-    /// Why the bursts are held as they are: a spoke's exceptions are not known yet.
-    pub(in crate::controller) held: Option<String>,
+    /// What to do with them: the one thing the registry is told.
+    pub(in crate::controller) disposition: Disposition,
     /// Where the bursts that name candidates were placed.
     pub(in crate::controller) placed: Placed,
 }
@@ -152,11 +144,8 @@ pub(in crate::controller) async fn federate(
         }
         return Ok(Federated {
             lead: None,
-            waiting: None,
             bursts,
-            assignments: Vec::new(),
-            refused: None,
-            held: None,
+            disposition: Disposition::Assign(Vec::new()),
             placed,
         });
     }
@@ -228,11 +217,8 @@ pub(in crate::controller) async fn federate(
                     warn!(error = %e, "cannot build assignments");
                     return Ok(Federated {
                         lead,
-                        waiting: Some(e.to_string()),
                         bursts,
-                        assignments: Vec::new(),
-                        refused: None,
-                        held: None,
+                        disposition: Disposition::Wait(e.to_string()),
                         placed,
                     });
                 }
@@ -244,26 +230,29 @@ pub(in crate::controller) async fn federate(
     let refused = refused
         .or_else(|| too_large_refusal(&assignments))
         .or_else(|| over_budget_refusal(&assignments));
-    let mut assignments = if refused.is_some() {
-        Vec::new()
-    } else {
-        assignments
+    let disposition = match (refused, held, waiting) {
+        (Some(why), _, _) => Disposition::Refuse(why),
+        (None, Some(why), _) => Disposition::Hold(why),
+        // Nothing could be built (the lead's endpoint is not known): not a reason to stop
+        // what runs.
+        (None, None, Some(why)) if assignments.is_empty() => Disposition::Wait(why),
+        (None, None, _) => {
+            let mut assignments = assignments;
+            // A burst moving to another spoke is sent there once the one it leaves
+            // confirms it gone: no two clusters start brokers of the same ranks.
+            assignments.retain(|a| {
+                placed
+                    .bursts
+                    .get(&a.assignment.burst_name)
+                    .is_none_or(|p| p.held_by.is_empty())
+            });
+            Disposition::Assign(assignments)
+        }
     };
-    // A burst moving to another spoke is sent there once the one it leaves confirms it
-    // gone: no two clusters start brokers of the same ranks.
-    assignments.retain(|a| {
-        placed
-            .bursts
-            .get(&a.assignment.burst_name)
-            .is_none_or(|p| p.held_by.is_empty())
-    });
     Ok(Federated {
         lead,
-        waiting,
         bursts,
-        assignments,
-        refused,
-        held,
+        disposition,
         placed,
     })
 }
@@ -298,63 +287,23 @@ pub(in crate::controller) fn too_large_refusal(assignments: &[SpokeAssignment]) 
     ))
 }
 
-/// Publish the assignments to the registry (each spoke gets its own in its next snapshot)
-/// and add the bursts' part, as the registry now shows them, to `status`. Returns that
-/// status and the Events for bursts whose state changed.
-pub(in crate::controller) fn publish_assignments(
+/// Stage "publish": `fed`'s decision to the registry, in one call (each spoke gets its own
+/// assignments in its next snapshot), with what admin clients see of `mc` taken from
+/// `status` (as computed in this pass). Returns the decision as the status shows it.
+pub(in crate::controller) fn publish(
     ctx: &Context,
     mc: &MiniCluster,
-    status: MiniClusterStatus,
-    mut fed: Federated,
-    now: &Time,
-) -> (MiniClusterStatus, Vec<BurstEvent>) {
-    let previous = mc.status.clone().unwrap_or_default();
-    let key = mc_key(mc);
-    let placed = std::mem::take(&mut fed.placed);
-    let info = mc_info(mc, &status, fed.lead.as_ref(), relay_to(&ctx.stores, mc));
-    let statuses = match (&fed.refused, &fed.held) {
-        (Some(message), _) => {
-            // Refused, never half-applied: what spokes already run of an earlier, safe
-            // version stays as it is (as for any spec that cannot be applied).
-            ctx.registry.retain(&key, &fed.bursts);
-            bursts::refused(&fed.bursts, message, &previous.bursts)
-        }
-        (None, Some(message)) => {
-            // Kept as they run (after a hub restart, say) until the spoke says whether its
-            // policy allows them; nothing flaps, no Event.
-            ctx.registry.retain(&key, &fed.bursts);
-            bursts::held_unknown(&fed.bursts, message, &previous.bursts)
-        }
-        (None, None) => {
-            if fed.assignments.is_empty() && fed.waiting.is_some() {
-                // Not known now (the lead's endpoint, say) is not a reason to stop what
-                // runs: kept as assigned, or retained.
-                ctx.registry.keep(&key, info, fed.bursts);
-            } else {
-                ctx.registry.set(&key, info, fed.bursts, fed.assignments);
-            }
-            let views = ctx.registry.bursts(&key);
-            bursts::statuses(
-                &views,
-                fed.waiting.as_deref(),
-                &previous.bursts,
-                SystemTime::from(now.0),
-            )
-        }
-    };
-    let statuses = crate::controller::status::placement::with_placement(statuses, &placed);
-    let events = bursts::events(&previous.bursts, &statuses);
-    let status = status::with_bursts(
-        status,
-        &previous,
-        fed.lead,
-        statuses,
-        mc.metadata.generation,
-        now,
-    );
+    status: &MiniClusterStatus,
+    lead: Option<&LeadBrokerStatus>,
+    bursts: Vec<BurstInfo>,
+    disposition: Disposition,
+) -> Disposition {
+    let summary = disposition.summary();
+    let info = mc_info(mc, status, lead, relay_to(&ctx.stores, mc));
+    ctx.registry.record(&mc_key(mc), info, bursts, disposition);
     let (connected, assignments) = ctx.registry.counts();
     ctx.metrics.set_federation(connected, assignments);
-    (status, events)
+    summary
 }
 
 /// A MiniCluster whose spec cannot be applied keeps its bursts running as they are: its

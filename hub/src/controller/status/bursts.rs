@@ -13,6 +13,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 
 use super::{BurstEvent, burst_phase};
+use crate::federation::Disposition;
+use crate::federation::placement::Placed;
 use crate::federation::registry::{BurstInfo, BurstView};
 
 /// Reason of the Event and of the `BurstsReady` condition when the hub refuses to assign a
@@ -66,7 +68,7 @@ pub fn refused(bursts: &[BurstInfo], message: &str, previous: &[BurstStatus]) ->
 }
 
 /// The status entries of bursts held as they are while their spoke has not said what its
-/// policy allows ([`crate::controller`]'s `Safety::Unknown`): an entry the status already
+/// policy allows ([`Disposition::Hold`]): an entry the status already
 /// has is kept unchanged (a running burst stays Running, no Event); a new one is Pending
 /// with `message`.
 pub fn held_unknown(
@@ -90,6 +92,33 @@ pub fn held_unknown(
             },
         })
         .collect()
+}
+
+/// The bursts' part of a MiniCluster's status for one reconcile, built here alone: each
+/// declared burst's entry as `disposition` (the decision published, as
+/// [`Disposition::summary`] shows it) and the registry after it (`views`) make it, with
+/// where placement put it (`placed`); and the Events of what changed since `previous`.
+pub fn of_federation(
+    disposition: &Disposition,
+    bursts: &[BurstInfo],
+    views: &[BurstView],
+    placed: &Placed,
+    previous: &[BurstStatus],
+    now: SystemTime,
+) -> (Vec<BurstStatus>, Vec<BurstEvent>) {
+    let entries = match disposition {
+        // Refused, never half-applied: what spokes already run of an earlier, safe
+        // version stays as it is (as for any spec that cannot be applied).
+        Disposition::Refuse(why) => refused(bursts, why, previous),
+        // Kept as they run (after a hub restart, say) until the spoke says whether its
+        // policy allows them; nothing flaps, no Event.
+        Disposition::Hold(why) => held_unknown(bursts, why, previous),
+        Disposition::Wait(why) => statuses(views, Some(why), previous, now),
+        Disposition::Assign(_) => statuses(views, None, previous, now),
+    };
+    let entries = super::placement::with_placement(entries, placed);
+    let events = events(previous, &entries);
+    (entries, events)
 }
 
 /// How long a spoke may fail to reach its own cluster's API server before its bursts show

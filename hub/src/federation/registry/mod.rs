@@ -32,6 +32,8 @@ use flux_shared::plan::Endpoint;
 use flux_shared::validate::Exceptions;
 use tokio::sync::{mpsc, watch};
 
+use super::Disposition;
+
 pub mod report_bounds;
 mod wire;
 
@@ -402,6 +404,23 @@ impl Registry {
     fn bump_admin(&self, inner: &mut Inner) {
         inner.admin_version += 1;
         self.admin.send_replace(inner.admin_version);
+    }
+
+    /// Take one reconcile's decision for MiniCluster `mc`: its declared `bursts`, and
+    /// what to do with them ([`Disposition`]): sent ([`Registry::set`]), kept as sent
+    /// ([`Registry::keep`]) or retained as they run ([`Registry::retain`]).
+    pub fn record(
+        &self,
+        mc: &McKey,
+        info: McInfo,
+        bursts: Vec<BurstInfo>,
+        disposition: Disposition,
+    ) {
+        match disposition {
+            Disposition::Assign(assignments) => self.set(mc, info, bursts, assignments),
+            Disposition::Wait(_) => self.keep(mc, info, bursts),
+            Disposition::Refuse(_) | Disposition::Hold(_) => self.retain(mc, &bursts),
+        }
     }
 
     /// Record a MiniCluster's declared bursts and the assignments to send (empty while
