@@ -11,8 +11,8 @@ use kube::runtime::events::Recorder;
 use kube::{Client, ResourceExt};
 
 use crate::controller::blockers::Blockers;
+use crate::controller::memory::Memories;
 use crate::controller::watch::stores::Stores;
-use crate::controller::watch::verified::Verified;
 use crate::federation::{McKey, Registry};
 use crate::ops::metrics::Metrics;
 
@@ -29,24 +29,11 @@ pub struct Context {
     pub recorder: Recorder,
     /// Metrics.
     pub metrics: Arc<Metrics>,
-    /// Consecutive failures per MiniCluster, for capped exponential backoff.
-    pub failures: Mutex<HashMap<(String, String), u32>>,
-    /// Certificates this process generated, until the Secret cache shows them: a
-    /// reconcile triggered by the new Job can run before the Secret's watch event arrives,
-    /// and must not generate (and force-apply) a second certificate.
-    pub generated_certs: Mutex<HashMap<(String, String), String>>,
+    /// What this process remembers of each MiniCluster between its reconciles.
+    pub(in crate::controller) memory: Memories,
     /// Broker pods this process labelled with their `job-index` recently, by UID: until
     /// the pod cache shows the label, a reconcile must not send the same patch again.
     pub labelled: Mutex<HashMap<String, std::time::Instant>>,
-    /// The status this process last wrote for each MiniCluster (a hash of it and the
-    /// MiniCluster's UID) and when: a reconcile that runs before the cache shows that write
-    /// would otherwise write it, and publish its Events, a second time.
-    pub written_status: Mutex<HashMap<(String, String), (u64, std::time::Instant)>>,
-    /// The MiniCluster UID and generation whose orphans were last deleted: only a spec
-    /// change can make new ones, so later passes at that generation skip the scan.
-    pub pruned: Mutex<HashMap<(String, String), (String, i64)>>,
-    /// What the last pass of each MiniCluster left as rendered (see `verified`).
-    pub(in crate::controller) verified: Mutex<HashMap<(String, String), Verified>>,
     /// The current time (a parameter so tests are deterministic).
     pub now: fn() -> Time,
     /// Assignments for spokes and what they reported.
@@ -74,12 +61,8 @@ impl Context {
             stores,
             recorder,
             metrics,
-            failures: Mutex::new(HashMap::new()),
-            generated_certs: Mutex::new(HashMap::new()),
+            memory: Memories::default(),
             labelled: Mutex::new(HashMap::new()),
-            written_status: Mutex::new(HashMap::new()),
-            pruned: Mutex::new(HashMap::new()),
-            verified: Mutex::new(HashMap::new()),
             now: || Time(k8s_openapi::jiff::Timestamp::now()),
             registry: Registry::new(),
             lead_address: None,
@@ -89,22 +72,8 @@ impl Context {
     }
 
     /// Drop what this process remembers of a MiniCluster that is gone.
-    pub fn forget(&self, key: &(String, String)) {
-        if let Ok(mut m) = self.failures.lock() {
-            m.remove(key);
-        }
-        if let Ok(mut m) = self.generated_certs.lock() {
-            m.remove(key);
-        }
-        if let Ok(mut m) = self.written_status.lock() {
-            m.remove(key);
-        }
-        if let Ok(mut m) = self.verified.lock() {
-            m.remove(key);
-        }
-        if let Ok(mut m) = self.pruned.lock() {
-            m.remove(key);
-        }
+    pub fn forget(&self, key: &McKey) {
+        self.memory.forget(key);
         self.blockers.clear(key);
         self.registry.forget(key);
     }

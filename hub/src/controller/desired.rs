@@ -70,17 +70,14 @@ pub(in crate::controller) fn stored_certificate(
 pub(in crate::controller) fn certificate(ctx: &Context, ns: &str, name: &str, uid: &str) -> String {
     let key = (ns.to_string(), name.to_string());
     let stored = stored_certificate(ctx, ns, name, uid);
-    let Ok(mut generated) = ctx.generated_certs.lock() else {
-        return stored.unwrap_or_else(|| CurveCert::generate(name).to_zcert());
-    };
-    match stored {
+    ctx.memory.with(&key, |m| match stored {
         Some(cert) => {
-            generated.remove(&key);
+            m.generated_cert = None;
             cert
         }
-        None => generated
-            .entry(key)
-            .or_insert_with(|| CurveCert::generate(name).to_zcert())
+        None => m
+            .generated_cert
+            .get_or_insert_with(|| CurveCert::generate(name).to_zcert())
             .clone(),
-    }
+    })
 }

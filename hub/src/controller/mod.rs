@@ -188,6 +188,7 @@ pub mod coexist;
 pub mod context;
 pub mod desired;
 pub mod federate;
+mod memory;
 pub mod reconcile;
 pub mod run;
 pub mod spec_budget;

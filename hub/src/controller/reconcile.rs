@@ -58,10 +58,8 @@ pub async fn reconcile(mc: Arc<MiniCluster>, ctx: Arc<Context>) -> Result<Action
     ctx.stores.wait_until_ready().await;
     let _turn = ctx.spec_budget.turn(&mc.spec).await;
     let result = reconcile_inner(&mc, &ctx, &ns, &name).await;
-    if result.is_ok()
-        && let Ok(mut failures) = ctx.failures.lock()
-    {
-        failures.remove(&(ns, name));
+    if result.is_ok() {
+        ctx.memory.with(&mc_key(&mc), |m| m.failures = 0);
     }
     result
 }
@@ -160,12 +158,16 @@ async fn stages(
         Err(refused) => return Ok(not_applied(refused.declared_max, refused.problem)),
     };
     let cert = certificate(ctx, ns, name, uid);
-    let key = (ns.to_string(), name.to_string());
+    let key = mc_key(mc);
     let inputs = verified::inputs(&plan, &cert);
-    let holds = ctx.verified.lock().is_ok_and(|v| {
-        v.get(&key)
-            .is_some_and(|v| v.still_holds(inputs, &ctx.stores, ns))
-    });
+    let holds = ctx
+        .memory
+        .read(&key, |m| {
+            m.verified
+                .as_ref()
+                .is_some_and(|v| v.still_holds(inputs, &ctx.stores, ns))
+        })
+        .unwrap_or(false);
     // As the last pass left them: that pass rendered, applied and pruned this same plan.
     let (applied, objects) = if holds {
         (apply::Outcome::unchanged(), None)
@@ -290,10 +292,9 @@ async fn after_write(
     let Some(fed) = pass.federated else {
         return Ok(Action::await_change());
     };
-    if let Some(verified) = pass.verified
-        && let Ok(mut v) = ctx.verified.lock()
-    {
-        v.insert((ns.to_string(), name.to_string()), verified);
+    if let Some(verified) = pass.verified {
+        ctx.memory
+            .with(&mc_key(mc), |m| m.verified = Some(verified));
     }
     if pass.cleanup
         && matches!(
@@ -329,16 +330,10 @@ async fn after_write(
 /// does not express.
 pub fn error_policy(mc: Arc<MiniCluster>, error: &Error, ctx: Arc<Context>) -> Action {
     ctx.metrics.reconcile_failed(error.stage(), error.kind());
-    let key = (mc.namespace().unwrap_or_default(), mc.name_any());
-    let attempt = ctx
-        .failures
-        .lock()
-        .map(|mut failures| {
-            let n = failures.entry(key).or_insert(0);
-            *n = n.saturating_add(1);
-            *n
-        })
-        .unwrap_or(1);
+    let attempt = ctx.memory.with(&mc_key(&mc), |m| {
+        m.failures = m.failures.saturating_add(1);
+        m.failures
+    });
     let delay = if error.kind() == "transport" {
         // The API server did not answer at all: retrying costs it nothing, and a pass
         // must follow within 5 s of its return (spread so that not every MiniCluster comes

@@ -91,9 +91,9 @@ pub(in crate::controller) async fn delete_orphans(
     );
     if !may_have_orphans(mc)
         || ctx
-            .pruned
-            .lock()
-            .is_ok_and(|pruned| pruned.get(&key) == Some(&done))
+            .memory
+            .read(&key, |m| m.pruned.as_ref() == Some(&done))
+            .unwrap_or(false)
     {
         return Ok(());
     }
@@ -116,9 +116,7 @@ pub(in crate::controller) async fn delete_orphans(
         )
         .await;
     }
-    if let Ok(mut pruned) = ctx.pruned.lock() {
-        pruned.insert(key, done);
-    }
+    ctx.memory.with(&key, |m| m.pruned = Some(done));
     Ok(())
 }
 

@@ -100,21 +100,19 @@ impl Context {
     /// Whether this process wrote exactly `status` for `mc` within [`STATUS_ECHO_WAIT`].
     fn status_just_written(&self, mc: &MiniCluster, status: &MiniClusterStatus) -> bool {
         let hash = Self::status_hash(mc, status);
-        self.written_status.lock().is_ok_and(|written| {
-            written
-                .get(&mc_key(mc))
-                .is_some_and(|(h, at)| *h == hash && at.elapsed() < STATUS_ECHO_WAIT)
-        })
+        self.memory
+            .read(&mc_key(mc), |m| {
+                m.written_status
+                    .is_some_and(|(h, at)| h == hash && at.elapsed() < STATUS_ECHO_WAIT)
+            })
+            .unwrap_or(false)
     }
 
     fn status_written(&self, mc: &MiniCluster, status: &MiniClusterStatus) {
         let hash = Self::status_hash(mc, status);
-        if let Ok(mut written) = self.written_status.lock() {
-            if written.len() >= 64 {
-                written.retain(|_, (_, at)| at.elapsed() < STATUS_ECHO_WAIT);
-            }
-            written.insert(mc_key(mc), (hash, std::time::Instant::now()));
-        }
+        self.memory.with(&mc_key(mc), |m| {
+            m.written_status = Some((hash, std::time::Instant::now()));
+        });
     }
 }
 
