@@ -3,7 +3,46 @@
 //! of a move to another spoke. The hub runs with a 20 s placement timeout, so every restart
 //! below happens long past it.
 
-use super::*;
+use std::time::Duration;
+
+use anyhow::{Context as _, Result, bail, ensure};
+use flux_shared::api::MiniCluster;
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service};
+use kube::api::{Patch, PatchParams};
+use serde_json::{Value, json};
+
+use crate::support;
+use crate::support::{Federation, Probe, TestEnv, secs, yaml};
+
+use super::burst_fixture::*;
+use super::burst_steps::*;
+use super::spoke_objects::*;
+
+/// A burst that names candidates, running past the placement timeout, through a hub
+/// restart and through one while its spoke is away and reconnects late: same objects, no
+/// move, no `BurstMoved` or `BurstNotPlaced` Event.
+#[tokio::test]
+#[ignore = "needs two clusters: KUBECONFIG and SPOKE_KUBECONFIG (scripts/e2e.sh)"]
+async fn a_hub_restart_never_moves_a_placed_burst() {
+    support::run_federated("burst-placed-restart", "e2e-spoke", restarts).await;
+}
+
+/// A hub restarted in the middle of a move to another spoke sends the burst there only
+/// once the spoke it leaves has deleted it (its status says which spoke still holds it).
+#[tokio::test]
+#[ignore = "needs three clusters: KUBECONFIG, SPOKE_KUBECONFIG, SPOKE2_KUBECONFIG (scripts/e2e.sh)"]
+async fn a_hub_restarted_mid_move_waits_for_the_spoke_the_burst_leaves() {
+    support::run_federated_spokes(
+        "burst-mid-move",
+        &[
+            ("e2e-spoke", "SPOKE_KUBECONFIG"),
+            ("e2e-spoke2", "SPOKE2_KUBECONFIG"),
+        ],
+        mid_move,
+    )
+    .await;
+}
 
 /// The placement timeout these tests give the hub.
 const PLACEMENT_TIMEOUT: u64 = 20;
