@@ -53,9 +53,10 @@ impl Object {
     }
 }
 
-/// Name of the Service exposing the lead broker outside the root cluster.
-pub fn lead_service_name(plan: &Plan) -> String {
-    format!("{}-lead", plan.name)
+/// Name of the Service exposing MiniCluster `minicluster`'s lead broker outside the root
+/// cluster (its NodePort) and to relayed connections inside it (its cluster address).
+pub fn lead_service_name(minicluster: &str) -> String {
+    format!("{minicluster}-lead")
 }
 
 /// Name of the Secret holding a target's CURVE certificate.

@@ -56,7 +56,7 @@ impl Renderer<'_> {
             .and_then(|b| b.lead_node_port)
             .filter(|_| direct);
         Service {
-            metadata: self.meta(lead_service_name(self.plan)),
+            metadata: self.meta(lead_service_name(&self.plan.name)),
             spec: Some(ServiceSpec {
                 type_: Some(if direct { "NodePort" } else { "ClusterIP" }.into()),
                 selector: Some(selector),

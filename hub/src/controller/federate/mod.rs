@@ -155,7 +155,7 @@ pub(in crate::controller) async fn federate(
         set_finalizers(ctx, mc, all).await?;
     }
     let previous = mc.status.as_ref().and_then(|s| s.lead_broker.as_ref());
-    let node_port = own_lead_service(&ctx.stores, mc, ns, &render::lead_service_name(plan))
+    let node_port = own_lead_service(&ctx.stores, mc, ns, &render::lead_service_name(&plan.name))
         .and_then(|s| s.spec.as_ref()?.ports.as_ref()?.first()?.node_port);
     let lead_node = lead_pod_node(&ctx.stores, ns, name);
     let spec_address = plan
@@ -487,7 +487,7 @@ pub(in crate::controller) fn relay_to(
     mc: &MiniCluster,
 ) -> Option<flux_shared::plan::Endpoint> {
     let (ns, name) = mc_key(mc);
-    let service = own_lead_service(stores, mc, &ns, &format!("{name}-lead"))?;
+    let service = own_lead_service(stores, mc, &ns, &render::lead_service_name(&name))?;
     let spec = service.spec.as_ref()?;
     let address = spec
         .cluster_ip
