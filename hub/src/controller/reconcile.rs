@@ -10,7 +10,8 @@
 //! 7. [`status`](crate::controller::status): the status with the bursts' part (built in
 //!    [`bursts`](crate::controller::status::bursts) from the decision, once
 //!    [`publish`](crate::controller::federate::publish)ed to the registry), written once,
-//!    with its Events, when it changed (or, when a stage before failed, the failure);
+//!    with its Events, when it changed (or, when a stage before failed, which one): the
+//!    pass's one status write;
 //!
 //! then what this pass verified is remembered, `spec.cleanup`, and the next look. A
 //! deleted MiniCluster goes to [`finalize`](crate::controller::federate::finalize) instead. Decisions live in pure functions (`elasticity`, `status`, `diff`, `orphans`,
@@ -64,11 +65,14 @@ pub async fn reconcile(mc: Arc<MiniCluster>, ctx: Arc<Context>) -> Result<Action
     result
 }
 
-/// A stage before the status write that the API server keeps refusing shows on the
-/// MiniCluster (Degraded, with the stage's reason, and one Event), until a pass succeeds
-/// and the status is computed afresh: the pass's one status write. Best effort: the error
-/// is retried and counted either way.
-async fn show_failure(mc: &MiniCluster, ctx: &Context, error: &Error) {
+/// The status of a pass whose stage `error` failed before the status: a stage the API
+/// server keeps refusing shows on the MiniCluster (Degraded, with the stage's reason, and
+/// one Event) until a pass succeeds and the status is computed afresh.
+fn failure_status(
+    mc: &MiniCluster,
+    ctx: &Context,
+    error: &Error,
+) -> (MiniClusterStatus, status::Problem) {
     let problem = status::Problem {
         reason: error.reason().to_string(),
         message: error.to_string(),
@@ -80,11 +84,7 @@ async fn show_failure(mc: &MiniCluster, ctx: &Context, error: &Error) {
     let uid = mc.metadata.uid.as_deref().unwrap_or_default();
     let job = live_job.filter(|j| ownership::holder(j.meta(), uid) == ownership::Holder::Ours);
     let status = status::compute(mc, None, job.as_deref(), Some(&problem), &(ctx.now)());
-    if let Err(e) =
-        status_write::write_if_changed(ctx, mc, status, Some(&problem), Vec::new()).await
-    {
-        tracing::debug!(error = %e, "could not show the failure in status");
-    }
+    (status, problem)
 }
 
 /// What the stages before "status" leave for it: the status as the root Job and the
@@ -112,21 +112,34 @@ async fn reconcile_inner(
     name: &str,
 ) -> Result<Action, Error> {
     let now = (ctx.now)();
-    let pass = match stages(mc, ctx, ns, name, &now).await {
-        Ok(pass) => pass,
-        Err(error) => {
-            // This pass's one status write says which stage failed, when it can.
-            if error.shows_in_status() {
-                show_failure(mc, ctx, &error).await;
-            }
-            return Err(error);
+    // The pass's status: its stages' with the bursts' part, or which stage failed.
+    let (pass, status, problem, events) = match stages(mc, ctx, ns, name, &now).await {
+        Ok(pass) => {
+            let (status, events) = status_of(ctx, mc, &pass, &now);
+            let problem = pass.problem.clone();
+            (Ok(pass), status, problem, events)
         }
+        Err(error) if error.shows_in_status() => {
+            let (status, problem) = failure_status(mc, ctx, &error);
+            (Err(error), status, Some(problem), Vec::new())
+        }
+        Err(error) => return Err(error),
     };
-    let (status, events) = status_of(ctx, mc, &pass, &now);
-    let status = status_write::write_if_changed(ctx, mc, status, pass.problem.as_ref(), events)
-        .await
-        .map_err(Error::StatusWrite)?;
-    after_write(ctx, mc, ns, name, pass, &status, &now).await
+    // The one status write of the pass.
+    let written = status_write::write_if_changed(ctx, mc, status, problem.as_ref(), events).await;
+    match pass {
+        Ok(pass) => {
+            let status = written.map_err(Error::StatusWrite)?;
+            after_write(ctx, mc, ns, name, pass, &status, &now).await
+        }
+        Err(error) => {
+            // Best effort: the stage's error is retried and counted either way.
+            if let Err(e) = written {
+                tracing::debug!(error = %e, "could not show the failure in status");
+            }
+            Err(error)
+        }
+    }
 }
 
 /// Stages validate, desired, apply (with pod labels and orphans) and federate.
