@@ -28,7 +28,7 @@ impl Spoke for Services {
         let (spoke, leaf) = self.pinned_spoke(&request)?;
         let key = request
             .metadata()
-            .get(relay::RELAY_KEY)
+            .get(flux_shared::federation::RELAY_KEY)
             .and_then(|v| v.to_str().ok())
             .unwrap_or_default()
             .to_string();
