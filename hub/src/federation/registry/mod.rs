@@ -1300,7 +1300,7 @@ mod tests {
         );
         let status = |key: &str, ready| AssignmentStatus {
             key: key.into(),
-            phase: BurstPhase::Pending as i32,
+            phase: BurstPhase::Applied as i32,
             brokers_ready: ready,
             size: 2,
             ..Default::default()
