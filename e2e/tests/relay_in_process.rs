@@ -11,6 +11,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
+use flux_shared::federation::McKey;
 use flux_shared::plan::Endpoint;
 use in_process::{
     Hub, Pki, RELAY_LEAVE_GRACE, assign_with, echo_lead, eventually, minicluster, relayed,
@@ -188,7 +189,7 @@ async fn a_relayed_burst_reaches_its_lead_through_the_spokes_connection_alone() 
     .await;
 
     // Scaled to 0: the hub ends every relayed connection of the burst.
-    let key = ("hpc".to_string(), "lammps".to_string());
+    let key = McKey::new("hpc", "lammps");
     let mut zero = relayed(minicluster(
         NS,
         "lammps",

@@ -14,6 +14,7 @@ use flux_hub::controller::watch::stores::Stores;
 use flux_hub::federation::served::Served;
 use flux_hub::ops::metrics::Metrics;
 use flux_shared::api::MiniCluster;
+use flux_shared::federation::McKey;
 use http::{Request, Response, StatusCode};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret, Service};
@@ -2448,7 +2449,7 @@ async fn a_burst_keeps_its_assignment_while_the_lead_endpoint_is_unknown() {
     );
     assert!(
         !ctx.registry
-            .has_unconfirmed_withdrawals(&("hpc".into(), "flux-sample".into())),
+            .has_unconfirmed_withdrawals(&McKey::new("hpc", "flux-sample")),
         "nothing is withdrawn"
     );
 }
@@ -2832,7 +2833,7 @@ async fn a_restarted_hub_never_moves_a_candidate_burst_before_its_spoke_reports(
             ["b"],
             "assigned to b only"
         );
-        assert!(!registry.has_unconfirmed_withdrawals(&("hpc".into(), "flux-sample".into())));
+        assert!(!registry.has_unconfirmed_withdrawals(&McKey::new("hpc", "flux-sample")));
         mc.status = serde_json::from_value(status).ok();
     }
 }

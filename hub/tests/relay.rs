@@ -16,7 +16,7 @@ use flux_shared::federation::pki::{Ca, IssuedCert};
 use flux_shared::federation::proto::spoke_client::SpokeClient;
 use flux_shared::federation::proto::{Assignment, RelayFrame};
 use flux_shared::federation::tls::{ClientSecurity, ServerSecurity, TlsPem, TransportSettings};
-use flux_shared::federation::{RELAY_KEY, RELAY_MAX_FRAME, RELAY_SLACK};
+use flux_shared::federation::{McKey, RELAY_KEY, RELAY_MAX_FRAME, RELAY_SLACK};
 use flux_shared::plan::Endpoint;
 use futures::StreamExt;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -140,7 +140,7 @@ async fn relay_within(
 /// MiniCluster hpc/mc with burst `b` on spoke `a` (2 brokers), relayed when `relayed`.
 fn publish(registry: &Registry, lead: SocketAddr, relayed: bool, size: i32) {
     registry.set(
-        &("hpc".into(), "mc".into()),
+        &McKey::new("hpc", "mc"),
         McInfo {
             relay_to: Some(Endpoint {
                 address: lead.ip().to_string(),
@@ -646,7 +646,7 @@ async fn a_relayed_connection_ends_when_its_certificate_is_unpinned_or_rotated_o
         .send(serde_json::json!({"b": fingerprint(&b_leaf.cert_der)}))
         .unwrap();
     registry.set(
-        &("hpc".into(), "other".into()),
+        &McKey::new("hpc", "other"),
         McInfo {
             relay_to: Some(Endpoint {
                 address: lead.ip().to_string(),

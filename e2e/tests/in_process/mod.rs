@@ -19,7 +19,7 @@ use flux_shared::api::MiniCluster;
 use flux_shared::federation::assignment::{self, SpokeAssignment};
 use flux_shared::federation::pki::{Ca, IssuedCert};
 use flux_shared::federation::tls::{ClientSecurity, ServerSecurity, TlsPem, TransportSettings};
-use flux_shared::federation::{Identity, assignment_key};
+use flux_shared::federation::{Identity, McKey, assignment_key};
 use flux_shared::plan::{Endpoint, Plan};
 use flux_spoke::testing::FakeCluster;
 use flux_spoke::{Agent, AgentConfig, AppliedSnapshot, Metrics};
@@ -532,7 +532,7 @@ pub fn assign_with(
         })
         .collect();
     registry.set(
-        &(plan.namespace.clone(), plan.name.clone()),
+        &McKey::new(&plan.namespace, &plan.name),
         McInfo {
             uid: plan.uid.clone().unwrap_or_default(),
             generation: 1,

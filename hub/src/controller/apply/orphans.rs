@@ -84,7 +84,8 @@ pub(in crate::controller) async fn delete_orphans(
     let Some(owner) = mc.metadata.uid.as_deref() else {
         return Ok(());
     };
-    let key = mc_key(mc);
+    // The Context's maps are keyed by (namespace, name) pairs.
+    let key: (String, String) = mc_key(mc).into();
     let done = (
         owner.to_string(),
         mc.metadata.generation.unwrap_or_default(),

@@ -751,7 +751,11 @@ mod tests {
                 invalid.message.as_deref(),
                 invalid.reason.as_deref()
             ),
-            (BurstStatusPhase::Refused.as_str(), Some("boom"), Some("Refused"))
+            (
+                BurstStatusPhase::Refused.as_str(),
+                Some("boom"),
+                Some("Refused")
+            )
         );
         let mut policy = reported(BurstPhase::Invalid, 4, 0, t);
         if let Some((r, _)) = policy.as_mut() {

@@ -102,7 +102,7 @@ impl Context {
         let hash = Self::status_hash(mc, status);
         self.written_status.lock().is_ok_and(|written| {
             written
-                .get(&mc_key(mc))
+                .get(&mc_key(mc).into())
                 .is_some_and(|(h, at)| *h == hash && at.elapsed() < STATUS_ECHO_WAIT)
         })
     }
@@ -113,7 +113,7 @@ impl Context {
             if written.len() >= 64 {
                 written.retain(|_, (_, at)| at.elapsed() < STATUS_ECHO_WAIT);
             }
-            written.insert(mc_key(mc), (hash, std::time::Instant::now()));
+            written.insert(mc_key(mc).into(), (hash, std::time::Instant::now()));
         }
     }
 }

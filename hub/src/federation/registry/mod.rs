@@ -24,6 +24,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use flux_shared::api::SkippedCandidate;
+use flux_shared::federation::McKey;
 use flux_shared::federation::assignment::SpokeAssignment;
 use flux_shared::federation::policy::Announced;
 use flux_shared::federation::proto::{self, AssignmentStatus, BurstPhase};
@@ -36,9 +37,6 @@ use super::Disposition;
 
 pub mod report_bounds;
 mod wire;
-
-/// A MiniCluster, by namespace and name.
-pub type McKey = (String, String);
 
 /// Whose word a spoke's labels are, which bursts' `candidates` select spokes by.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -446,7 +444,7 @@ impl Registry {
                 .or_default()
                 .insert(sa.assignment.key.clone(), sa.assignment);
         }
-        let prefix = format!("{}/{}/", mc.0, mc.1);
+        let prefix = format!("{mc}/");
         let spokes: BTreeSet<String> = previous_keys
             .iter()
             .map(|(spoke, _)| spoke.clone())
@@ -466,7 +464,7 @@ impl Registry {
                 .entry(spoke.clone())
                 .or_insert_with(|| SpokeState::new(&self.epoch));
             let next = state.version + 1;
-            let prefix = format!("{}/{}/", mc.0, mc.1);
+            let prefix = format!("{mc}/");
             let before = state.retained.len();
             state.retained.retain(|k| !k.starts_with(&prefix));
             let mut changed = before != state.retained.len();
@@ -579,7 +577,7 @@ impl Registry {
 
     /// Every (spoke, key) currently assigned for `mc`.
     fn keys_of(&self, inner: &Inner, mc: &McKey) -> Vec<(String, String)> {
-        let prefix = format!("{}/{}/", mc.0, mc.1);
+        let prefix = format!("{mc}/");
         inner
             .spokes
             .iter()
@@ -692,7 +690,7 @@ impl Registry {
     /// Whether any burst withdrawn from `mc` (deleted from its spec, or the MiniCluster
     /// deleted) still waits for its spoke's confirmation.
     pub fn has_unconfirmed_withdrawals(&self, mc: &McKey) -> bool {
-        let prefix = format!("{}/{}/", mc.0, mc.1);
+        let prefix = format!("{mc}/");
         let inner = self.lock();
         inner.spokes.values().any(|s| {
             s.withdrawn
@@ -704,7 +702,7 @@ impl Registry {
     /// Drop everything about a MiniCluster whose deletion is complete (finalizer
     /// released): it disappears from admin listings.
     pub fn forget(&self, mc: &McKey) {
-        let prefix = format!("{}/{}/", mc.0, mc.1);
+        let prefix = format!("{mc}/");
         let mut inner = self.lock();
         let mut changed = inner.miniclusters.remove(mc).is_some();
         inner.waiting.remove(mc);
@@ -906,7 +904,7 @@ impl Registry {
 /// The MiniCluster of an assignment key `<ns>/<name>/<burst>`.
 fn mc_of(key: &str) -> Option<McKey> {
     let mut parts = key.splitn(3, '/');
-    Some((parts.next()?.to_string(), parts.next()?.to_string()))
+    Some(McKey::new(parts.next()?, parts.next()?))
 }
 
 #[cfg(test)]
@@ -1016,7 +1014,7 @@ mod tests {
     }
 
     fn mc() -> McKey {
-        ("ns".into(), "m".into())
+        McKey::new("ns", "m")
     }
 
     fn primed() -> Arc<Registry> {

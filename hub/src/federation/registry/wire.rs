@@ -222,11 +222,11 @@ impl Served for Registry {
         let miniclusters = inner
             .miniclusters
             .iter()
-            .filter(|((ns, _), _)| namespace.is_empty() || ns == namespace)
-            .map(|((ns, name), entry)| proto::MiniClusterStatus {
+            .filter(|(mc, _)| namespace.is_empty() || mc.namespace == namespace)
+            .map(|(mc, entry)| proto::MiniClusterStatus {
                 minicluster: Some(proto::MiniClusterRef {
-                    namespace: ns.clone(),
-                    name: name.clone(),
+                    namespace: mc.namespace.clone(),
+                    name: mc.name.clone(),
                     uid: entry.info.uid.clone(),
                     generation: entry.info.generation,
                 }),
