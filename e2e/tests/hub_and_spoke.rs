@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use flux_hub::federation::registry::{McInfo, Registry};
 use flux_hub::federation::served::Served;
+use flux_shared::federation::McKey;
 use flux_shared::federation::proto::admin_client::AdminClient;
 use flux_shared::federation::proto::spoke_client::SpokeClient;
 use flux_shared::federation::proto::{
@@ -92,7 +93,7 @@ async fn first_snapshot_update_status_and_removal() {
         Some(cert("lammps"))
     );
     assert!(spoke.cluster.namespaces().contains(&NS.to_string()));
-    let key = ("hpc".to_string(), "lammps".to_string());
+    let key = McKey::new("hpc", "lammps");
     // The hub hears the acknowledgement and the burst's status.
     eventually("the first report", || {
         let view = registry.bursts(&key).pop()?;
@@ -199,7 +200,7 @@ async fn an_elastic_burst_is_resized_in_place_and_scaled_to_zero_over_the_wire()
         companions,
         "a burst at 0 keeps its objects"
     );
-    let key = ("hpc".to_string(), "lammps".to_string());
+    let key = McKey::new("hpc", "lammps");
     eventually("a report of the suspended burst", || {
         let view = registry.bursts(&key).pop()?;
         let (status, _) = view.report?;
@@ -308,12 +309,7 @@ async fn a_restarted_spoke_prunes_what_was_withdrawn_while_it_was_down() {
     assert!(cluster.get(Kind::Job, NS, "g").is_some());
 
     // While the spoke is down, "gone" loses its burst.
-    registry.set(
-        &(NS.to_string(), "gone".to_string()),
-        McInfo::default(),
-        vec![],
-        vec![],
-    );
+    registry.set(&McKey::new(NS, "gone"), McInfo::default(), vec![], vec![]);
     cluster.clear_ops();
     let mut spoke = SpokeAgent::start(&pki, "a", &hub.uri(), cluster);
     spoke
@@ -548,7 +544,7 @@ async fn the_admin_client_shows_bursts_and_spokes() {
             ..Default::default()
         },
     );
-    let key = (NS.to_string(), "lammps".to_string());
+    let key = McKey::new(NS, "lammps");
     eventually("burst-a running", || {
         let (s, _) = registry.bursts(&key).first()?.report.clone()?;
         (s.phase == BurstPhase::Running as i32).then_some(())
@@ -853,7 +849,7 @@ async fn a_deleted_minicluster_is_confirmed_gone_by_its_spokes() {
     assert!(a.cluster.get(Kind::Job, NS, "da").is_some());
 
     // What the controller does for a MiniCluster with a deletionTimestamp.
-    let key = (NS.to_string(), "doomed".to_string());
+    let key = McKey::new(NS, "doomed");
     let bursts: Vec<BurstInfo> = registry.bursts(&key).into_iter().map(|v| v.burst).collect();
     registry.withdraw(&key, McInfo::default(), bursts);
     a.applied_version(registry.epoch(), version_of(&registry, "a"))

@@ -11,10 +11,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
+use flux_shared::federation::McKey;
 use flux_shared::plan::Endpoint;
 use in_process::{
-    Hub, Pki, RELAY_LEAVE_GRACE, assign_with, echo_lead as lead_broker, eventually, minicluster,
-    relayed, relaying_spoke, version_of,
+    Hub, Pki, RELAY_LEAVE_GRACE, assign_with, echo_lead, eventually, minicluster, relayed,
+    relaying_spoke, version_of,
 };
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpSocket, TcpStream};
@@ -137,7 +138,7 @@ async fn a_relayed_burst_reaches_its_lead_through_the_spokes_connection_alone() 
     let registry = flux_hub::federation::registry::Registry::new();
     registry.set_primed();
     let hub = Hub::start(&pki, registry.clone(), "127.0.0.1:0".parse().expect("addr")).await;
-    let lead = lead_broker().await;
+    let lead = echo_lead().await;
     let lead_endpoint = Endpoint {
         address: lead.ip().to_string(),
         port: i32::from(lead.port()),
@@ -188,7 +189,7 @@ async fn a_relayed_burst_reaches_its_lead_through_the_spokes_connection_alone() 
     .await;
 
     // Scaled to 0: the hub ends every relayed connection of the burst.
-    let key = ("hpc".to_string(), "lammps".to_string());
+    let key = McKey::new("hpc", "lammps");
     let mut zero = relayed(minicluster(
         NS,
         "lammps",
@@ -297,7 +298,7 @@ async fn more_relayed_connections_than_one_hub_connection_carries_all_reach_the_
     let registry = flux_hub::federation::registry::Registry::new();
     registry.set_primed();
     let hub = Hub::start(&pki, registry.clone(), "127.0.0.1:0".parse().expect("addr")).await;
-    let lead = lead_broker().await;
+    let lead = echo_lead().await;
     let mc = relayed(minicluster(
         NS,
         "big",

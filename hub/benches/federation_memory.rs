@@ -16,8 +16,8 @@ use flux_hub::federation::registry::{McInfo, Registry};
 use flux_hub::federation::served::Served;
 use flux_shared::api::MiniCluster;
 use flux_shared::curve::CurveCert;
-use flux_shared::federation::assignment;
 use flux_shared::federation::proto::{AssignmentStatus, BurstPhase, ReportRequest};
+use flux_shared::federation::{McKey, assignment};
 use flux_shared::plan::{Endpoint, Plan, Role};
 use flux_shared::render::{self, Object};
 use k8s_openapi::api::batch::v1::Job;
@@ -174,7 +174,7 @@ fn main() {
         cache_heap += live() - before_cache;
         let bursts = burst_infos(&plan);
         let assignments = assignment::build(&plan, &cert, Some(&lead)).expect("assignments");
-        let key = (plan.namespace.clone(), plan.name.clone());
+        let key = McKey::new(&plan.namespace, &plan.name);
         registry.set(
             &key,
             McInfo {

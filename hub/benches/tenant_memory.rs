@@ -14,6 +14,7 @@ use flux_hub::controller::federate::burst_infos;
 use flux_hub::federation::registry::{McInfo, Registry};
 use flux_hub::federation::served::Served;
 use flux_shared::api::MiniCluster;
+use flux_shared::federation::McKey;
 use flux_shared::federation::assignment::{self, SpokeAssignment};
 use flux_shared::federation::parts::{self, Assembler};
 use flux_shared::federation::proto::Snapshot;
@@ -90,7 +91,7 @@ fn hub(plans: &[Plan], shared: bool) -> (std::sync::Arc<Registry>, usize) {
         let built = assignment::build(plan, "cert", Some(&lead)).expect("assignments");
         let built = if shared { built } else { copied(built) };
         let bursts = burst_infos(plan);
-        let key = (plan.namespace.clone(), plan.name.clone());
+        let key = McKey::new(&plan.namespace, &plan.name);
         registry.set(&key, McInfo::default(), bursts, built);
     }
     let held = live() - before;

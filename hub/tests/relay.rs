@@ -9,13 +9,14 @@ use std::time::Duration;
 
 use flux_hub::federation::registry::{BurstInfo, McInfo, Registry};
 use flux_hub::ops::metrics::Metrics;
-use flux_hub::server::relay::{MAX_FRAME, RELAY_KEY, Rates, SLACK, Timeouts};
+use flux_hub::server::relay::{Rates, Timeouts};
 use flux_hub::server::service::{self, Services};
 use flux_shared::federation::assignment::SpokeAssignment;
 use flux_shared::federation::pki::{Ca, IssuedCert};
 use flux_shared::federation::proto::spoke_client::SpokeClient;
 use flux_shared::federation::proto::{Assignment, RelayFrame};
 use flux_shared::federation::tls::{ClientSecurity, ServerSecurity, TlsPem, TransportSettings};
+use flux_shared::federation::{McKey, RELAY_KEY, RELAY_MAX_FRAME, RELAY_SLACK};
 use flux_shared::plan::Endpoint;
 use futures::StreamExt;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -139,7 +140,7 @@ async fn relay_within(
 /// MiniCluster hpc/mc with burst `b` on spoke `a` (2 brokers), relayed when `relayed`.
 fn publish(registry: &Registry, lead: SocketAddr, relayed: bool, size: i32) {
     registry.set(
-        &("hpc".into(), "mc".into()),
+        &McKey::new("hpc", "mc"),
         McInfo {
             relay_to: Some(Endpoint {
                 address: lead.ip().to_string(),
@@ -269,7 +270,7 @@ async fn round_trip(
     rx: &mut tonic::Streaming<RelayFrame>,
     bytes: &[u8],
 ) -> Vec<u8> {
-    for chunk in bytes.chunks(MAX_FRAME) {
+    for chunk in bytes.chunks(RELAY_MAX_FRAME) {
         tx.send(RelayFrame {
             data: chunk.to_vec(),
         })
@@ -324,7 +325,7 @@ async fn a_relayed_connection_carries_bytes_only_for_the_callers_relayed_burst()
 
     // At most its brokers plus the slack at once.
     let mut held = Vec::new();
-    for _ in 1..2 + SLACK {
+    for _ in 1..2 + RELAY_SLACK {
         held.push(relay(&mut a, KEY).await.expect("within the bound"));
     }
     assert_eq!(
@@ -388,7 +389,7 @@ async fn a_relayed_connection_the_lead_closes_ends_and_gives_its_place_back() {
     let mut a = spoke_client(&pki, addr, "a").await;
     publish(&registry, lead, true, 2);
     let mut open_sides = Vec::new();
-    for _ in 0..2 * (2 + SLACK) {
+    for _ in 0..2 * (2 + RELAY_SLACK) {
         let (tx, mut rx) = relay_within(&mut a, KEY, LIMIT).await;
         assert!(
             ends(&mut rx, LIMIT).await,
@@ -419,7 +420,7 @@ async fn a_relayed_connection_the_spoke_ends_gives_its_place_back_though_the_lea
 
     // The spoke ends its stream: the call ends after the linger, not before.
     let mut calls = Vec::new();
-    for _ in 0..2 + SLACK {
+    for _ in 0..2 + RELAY_SLACK {
         calls.push(relay_within(&mut a, KEY, LIMIT).await);
     }
     let closed = tokio::time::Instant::now();
@@ -440,12 +441,12 @@ async fn a_relayed_connection_the_spoke_ends_gives_its_place_back_though_the_lea
 
     // The places are back; the spoke cancels those calls: their places come back too.
     let mut cancelled = Vec::new();
-    for _ in 0..2 + SLACK {
+    for _ in 0..2 + RELAY_SLACK {
         cancelled.push(relay_within(&mut a, KEY, LIMIT).await);
     }
     drop(cancelled);
     let again = tokio::time::Instant::now();
-    for _ in 0..2 + SLACK {
+    for _ in 0..2 + RELAY_SLACK {
         calls.push(relay_within(&mut a, KEY, LIMIT).await);
     }
     assert!(
@@ -645,7 +646,7 @@ async fn a_relayed_connection_ends_when_its_certificate_is_unpinned_or_rotated_o
         .send(serde_json::json!({"b": fingerprint(&b_leaf.cert_der)}))
         .unwrap();
     registry.set(
-        &("hpc".into(), "other".into()),
+        &McKey::new("hpc", "other"),
         McInfo {
             relay_to: Some(Endpoint {
                 address: lead.ip().to_string(),

@@ -168,7 +168,7 @@ fn snapshot(version: u64) -> MiniClusterSnapshot {
                         size: 4,
                         max_size: 6,
                         brokers_ready: 3,
-                        phase: BurstPhase::Pending.into(),
+                        phase: BurstPhase::Applied.into(),
                         assigned_version: version,
                         observed_version: version - 1,
                         conditions: vec![],

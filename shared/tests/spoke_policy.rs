@@ -2,6 +2,7 @@
 
 use std::collections::BTreeMap;
 
+use flux_shared::federation::BurstKey;
 use flux_shared::federation::policy::{
     Candidate, Level, NamespaceState, PolicyState, SpokePolicy, Verdict, admit, reason,
 };
@@ -43,7 +44,7 @@ fn candidate<'a>(
     running: i32,
     pod: &'a PodSpec,
 ) -> Candidate<'a> {
-    let mc = key.rsplit_once('/').map_or(key, |(mc, _)| mc);
+    let mc = key.parse::<BurstKey>().expect("a burst key").minicluster();
     Candidate {
         key,
         minicluster: mc.to_string(),

@@ -13,6 +13,7 @@ use flux_shared::federation::assignment::{PlanCache, Prepared, RealizeError, Rea
 use flux_shared::federation::ownership::SpokeIdentity;
 use flux_shared::federation::policy::{self, Candidate, Level, NamespaceState, PolicyState};
 use flux_shared::federation::proto::{Assignment, Snapshot};
+use flux_shared::federation::{BurstKey, McKey};
 
 use flux_shared::validate::{Exceptions, describe_violations, unsafe_burst_except};
 use k8s_openapi::api::core::v1::PodSpec;
@@ -221,7 +222,7 @@ pub fn plan_snapshot(
             minicluster: a
                 .minicluster
                 .as_ref()
-                .map(|m| format!("{}/{}", m.namespace, m.name))
+                .map(|m| McKey::new(&m.namespace, &m.name).to_string())
                 .unwrap_or_default(),
             namespace: &prepared.namespace,
             size: prepared.size,
@@ -246,8 +247,8 @@ pub fn plan_snapshot(
         })
         .map(|(key, brokers)| policy::Running {
             minicluster: key
-                .rsplit_once('/')
-                .map_or_else(String::new, |(mc, _)| mc.to_string()),
+                .parse::<BurstKey>()
+                .map_or_else(|_| String::new(), |k| k.minicluster().to_string()),
             brokers: *brokers,
         })
         .collect();

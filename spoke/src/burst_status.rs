@@ -64,13 +64,13 @@ pub struct Tracked {
     pub admitted_size: Option<i32>,
 }
 
-/// Phase of a burst from its Job: absent → `PENDING` (just applied, not seen yet);
+/// Phase of a burst from its Job: absent → `APPLIED` (just applied, not seen yet);
 /// condition `Complete` true → `SUCCEEDED`; condition `Failed` true → `FAILED`; every
 /// broker ready (`status.ready` reaches `spec.parallelism`, at least 1) → `RUNNING`;
-/// anything else → `PENDING`.
+/// anything else → `APPLIED`.
 pub fn burst_phase(job: Option<&Job>) -> BurstPhase {
     let Some(job) = job else {
-        return BurstPhase::Pending;
+        return BurstPhase::Applied;
     };
     if condition_true(job, "Complete") {
         return BurstPhase::Succeeded;
@@ -82,7 +82,7 @@ pub fn burst_phase(job: Option<&Job>) -> BurstPhase {
     if parallelism > 0 && ready(job) >= parallelism {
         BurstPhase::Running
     } else {
-        BurstPhase::Pending
+        BurstPhase::Applied
     }
 }
 
@@ -142,7 +142,7 @@ pub fn status(tracked: &Tracked, job: Option<&Job>) -> AssignmentStatus {
     let mut status = AssignmentStatus {
         key: tracked.key.clone(),
         observed_version: tracked.observed_version,
-        phase: BurstPhase::Pending.into(),
+        phase: BurstPhase::Applied.into(),
         brokers_ready: 0,
         size: tracked.size,
         conditions: Vec::new(),
@@ -257,12 +257,12 @@ mod tests {
     fn phase_from_the_job() {
         use BurstPhase::*;
         let cases = [
-            (None, Pending),
-            (Some(job(Some(3), None, &[])), Pending),
-            (Some(job(Some(3), Some(2), &[])), Pending),
+            (None, Applied),
+            (Some(job(Some(3), None, &[])), Applied),
+            (Some(job(Some(3), Some(2), &[])), Applied),
             (Some(job(Some(3), Some(3), &[])), Running),
             (Some(job(None, Some(1), &[])), Running),
-            (Some(job(Some(0), Some(0), &[])), Pending),
+            (Some(job(Some(0), Some(0), &[])), Applied),
             (
                 Some(job(Some(3), Some(0), &[("Complete", "True")])),
                 Succeeded,
@@ -271,7 +271,7 @@ mod tests {
             (Some(job(Some(3), Some(3), &[("Failed", "False")])), Running),
             (
                 Some(job(Some(3), Some(1), &[("Suspended", "True")])),
-                Pending,
+                Applied,
             ),
         ];
         for (job, expected) in cases {
@@ -296,7 +296,7 @@ mod tests {
         let s = status(&tracked(Outcome::Applied), Some(&j));
         assert_eq!(s.key, "hpc/m/x");
         assert_eq!(s.observed_version, 7);
-        assert_eq!(s.phase, BurstPhase::Pending as i32);
+        assert_eq!(s.phase, BurstPhase::Applied as i32);
         assert_eq!((s.brokers_ready, s.size), (2, 3));
         assert_eq!(s.conditions.len(), 2);
         assert_eq!(s.conditions[0].r#type, "Suspended");
@@ -321,7 +321,7 @@ mod tests {
 
         // Job not there yet: pending, with the size the spoke applied.
         let s = status(&tracked(Outcome::Applied), None);
-        assert_eq!(s.phase, BurstPhase::Pending as i32);
+        assert_eq!(s.phase, BurstPhase::Applied as i32);
         assert_eq!((s.brokers_ready, s.size), (0, 3));
     }
 

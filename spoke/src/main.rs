@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use clap::{Args, Parser, Subcommand};
-use flux_shared::federation::diagnostics::{HubUrlError, error_chain, hub_host as url_host};
+use flux_shared::federation::diagnostics::{HubUrlError, error_chain, hub_host};
 use flux_shared::federation::tls::{ClientSecurity, TransportSettings};
 use flux_shared::federation::tls_flags::TlsFlags;
 use flux_shared::federation::{Identity, identity_from_pem};
@@ -182,14 +182,14 @@ fn client_security(args: &RunArgs) -> Result<ClientSecurity> {
     }
     let domain = match &args.hub_domain {
         Some(domain) => domain.clone(),
-        None => hub_host(&args.hub)?,
+        None => host_of_hub(&args.hub)?,
     };
     Ok(ClientSecurity::Mtls { tls, domain })
 }
 
-/// The host of the hub URL (without IPv6 brackets).
-fn hub_host(hub: &str) -> Result<String> {
-    match url_host(hub) {
+/// The host of the hub URL (without IPv6 brackets), or why `--hub` names none.
+fn host_of_hub(hub: &str) -> Result<String> {
+    match hub_host(hub) {
         Ok(host) => Ok(host),
         Err(e @ HubUrlError::Invalid(_)) => Err(e).context(format!("--hub {hub:?} is not a URL")),
         Err(HubUrlError::NoHost) => bail!(

@@ -284,7 +284,7 @@ mod tests {
         };
         let statuses = [
             status("a", BurstPhase::Running, 4),
-            status("b", BurstPhase::Pending, 2),
+            status("b", BurstPhase::Applied, 2),
             // Refused or leaving: holds nothing of the ceiling.
             status("c", BurstPhase::Invalid, 8),
             status("d", BurstPhase::Deleting, 8),

@@ -477,7 +477,7 @@ async fn first_snapshot_is_applied_and_acknowledged_and_heartbeats_are_noops() {
 
     for (key, size) in [("hpc/m1/x", 2), ("hpc/m2/y", 1)] {
         let s = status(&report, key).unwrap();
-        assert_eq!(phase_of(&report, key), Some(BurstPhase::Pending), "{s:?}");
+        assert_eq!(phase_of(&report, key), Some(BurstPhase::Applied), "{s:?}");
         assert_eq!((s.observed_version, s.size, s.brokers_ready), (1, size, 0));
         assert!(
             s.conditions
@@ -568,7 +568,7 @@ async fn a_removed_assignment_is_deleted_and_reported_deleted() {
     hub.publish(snapshot("e1", 2, vec![x.clone()]));
     let report = hub.ack("e1", 2).await;
     assert_eq!(phase_of(&report, "hpc/m2/y"), Some(BurstPhase::Deleted));
-    assert_eq!(phase_of(&report, "hpc/m1/x"), Some(BurstPhase::Pending));
+    assert_eq!(phase_of(&report, "hpc/m1/x"), Some(BurstPhase::Applied));
     let deleted = cluster.deleted();
     assert_eq!(
         deleted.iter().cloned().collect::<BTreeSet<_>>(),
@@ -757,7 +757,7 @@ async fn an_invalid_assignment_is_reported_and_not_applied_until_it_changes() {
     // Fixed: applied.
     hub.publish(snapshot("e1", 3, vec![x.clone(), y.clone()]));
     let report = hub.ack("e1", 3).await;
-    assert_eq!(phase_of(&report, &x.key), Some(BurstPhase::Pending));
+    assert_eq!(phase_of(&report, &x.key), Some(BurstPhase::Applied));
     assert!(cluster.get(Kind::Job, "hpc", "x").is_some());
 
     agent.stop().await;
@@ -860,7 +860,7 @@ async fn job_status_changes_are_reported_without_waiting_for_the_timer() {
     // The timer would report only after an hour.
     let agent = RunningAgent::start(&pki, &pki.spoke, server.addr, &cluster, LONG);
     let report = hub.ack("e1", 1).await;
-    assert_eq!(phase_of(&report, &x.key), Some(BurstPhase::Pending));
+    assert_eq!(phase_of(&report, &x.key), Some(BurstPhase::Applied));
 
     let seen = hub.report_count();
     assert!(cluster.set_job_status(
@@ -1300,7 +1300,7 @@ async fn a_name_taken_by_someone_else_refuses_the_whole_burst_until_it_is_freed(
     cluster.remove(secret.kind, &secret.namespace, &secret.name);
     let seen = hub.report_count();
     hub.report_where(seen, "the burst applied", |r| {
-        phase_of(r, &x.key) == Some(BurstPhase::Pending)
+        phase_of(r, &x.key) == Some(BurstPhase::Applied)
     })
     .await;
     let applied: BTreeSet<_> = cluster.applied().into_iter().collect();
@@ -1362,7 +1362,7 @@ async fn only_this_spokes_objects_are_pruned_and_legacy_ones_are_adopted() {
     let agent = RunningAgent::start(&pki, &pki.spoke, server.addr, &cluster, LONG);
     let report = hub.ack("e1", 1).await;
 
-    assert_eq!(phase_of(&report, &x.key), Some(BurstPhase::Pending));
+    assert_eq!(phase_of(&report, &x.key), Some(BurstPhase::Applied));
     let deleted: BTreeSet<_> = cluster.deleted().into_iter().collect();
     assert_eq!(deleted, refs_of(&gone), "only the legacy leftovers");
     let applied: BTreeSet<_> = cluster.applied().into_iter().collect();
@@ -1423,7 +1423,7 @@ async fn no_policy_refuses_every_burst_until_one_admits_it_without_a_new_snapsho
     cluster.set_policy(Some("namespaces: [{name: hpc, podSecurity: baseline}]\n"));
     let report = hub
         .report_where(seen, "the burst admitted", |r| {
-            phase_of(r, &x.key) == Some(BurstPhase::Pending)
+            phase_of(r, &x.key) == Some(BurstPhase::Applied)
         })
         .await;
     let s = status(&report, &x.key).unwrap();

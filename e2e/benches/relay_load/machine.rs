@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use flux_hub::ops::metrics::Metrics as HubMetrics;
+use flux_hub::ops::metrics::Metrics;
 use tokio::runtime::Handle;
 use tokio::sync::oneshot;
 
@@ -107,7 +107,7 @@ pub fn cpu_of(cpu: &BTreeMap<String, Duration>, names: &[&str]) -> Duration {
 }
 
 /// The sum of the hub's metric lines that start with `prefix`.
-pub fn metric_sum(metrics: &HubMetrics, prefix: &str) -> f64 {
+pub fn metric_sum(metrics: &Metrics, prefix: &str) -> f64 {
     metrics
         .encode()
         .lines()

@@ -45,7 +45,7 @@ use std::time::{Duration, Instant};
 
 use clap::{Parser, ValueEnum};
 use flux_hub::federation::registry::Registry;
-use flux_hub::ops::metrics::Metrics as HubMetrics;
+use flux_hub::ops::metrics::Metrics;
 use flux_hub::server::relay::{Rates, Timeouts};
 use flux_hub::server::service::{self, Services};
 use flux_shared::federation::assignment_key;
@@ -224,7 +224,7 @@ async fn measure(args: Args, hub_cpu: Option<usize>, others_cpu: Option<usize>) 
                 .await
                 .expect("bind");
             let addr = listener.local_addr().expect("addr");
-            let metrics = Arc::new(HubMetrics::new());
+            let metrics = Arc::new(Metrics::new());
             let services = Services::new(
                 served,
                 security.authenticator(),

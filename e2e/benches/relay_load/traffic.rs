@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use flux_hub::server::relay::RELAY_KEY;
+use flux_shared::federation::RELAY_KEY;
 use flux_shared::federation::proto::RelayFrame;
 use flux_shared::federation::proto::spoke_client::SpokeClient;
 use flux_shared::federation::tls::{ClientSecurity, TransportSettings};

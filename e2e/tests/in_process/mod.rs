@@ -13,14 +13,13 @@ use std::time::Duration;
 
 use flux_hub::federation::registry::{BurstInfo, McInfo, Registry};
 use flux_hub::federation::served::Served;
-use flux_hub::ops::metrics::Metrics as HubMetrics;
 use flux_hub::server::relay::Timeouts;
 use flux_hub::server::service::{self, Services};
 use flux_shared::api::MiniCluster;
 use flux_shared::federation::assignment::{self, SpokeAssignment};
 use flux_shared::federation::pki::{Ca, IssuedCert};
 use flux_shared::federation::tls::{ClientSecurity, ServerSecurity, TlsPem, TransportSettings};
-use flux_shared::federation::{Identity, assignment_key};
+use flux_shared::federation::{Identity, McKey, assignment_key};
 use flux_shared::plan::{Endpoint, Plan};
 use flux_spoke::testing::FakeCluster;
 use flux_spoke::{Agent, AgentConfig, AppliedSnapshot, Metrics};
@@ -147,7 +146,7 @@ pub struct Hub {
     /// Where it listens.
     pub addr: SocketAddr,
     /// Its metrics.
-    pub metrics: Arc<HubMetrics>,
+    pub metrics: Arc<flux_hub::ops::metrics::Metrics>,
     stop: watch::Sender<bool>,
     task: JoinHandle<()>,
 }
@@ -182,7 +181,7 @@ impl Hub {
         };
         let addr = listener.local_addr().expect("addr");
         let (stop, _) = watch::channel(false);
-        let metrics = Arc::new(HubMetrics::new());
+        let metrics = Arc::new(flux_hub::ops::metrics::Metrics::new());
         let services = Services::new(
             registry.clone(),
             pki.server().authenticator(),
@@ -533,7 +532,7 @@ pub fn assign_with(
         })
         .collect();
     registry.set(
-        &(plan.namespace.clone(), plan.name.clone()),
+        &McKey::new(&plan.namespace, &plan.name),
         McInfo {
             uid: plan.uid.clone().unwrap_or_default(),
             generation: 1,

@@ -19,8 +19,8 @@ use crate::controller::context::{Context, mc_key};
 use crate::controller::desired::stored_certificate;
 use crate::controller::federate::placement;
 use crate::controller::status::events;
-use crate::federation::McKey;
 use crate::resize::{self, SetSizeError};
+use flux_shared::federation::McKey;
 
 /// How long one read of a reporter may take.
 const FETCH_TIMEOUT: Duration = Duration::from_secs(3);
@@ -80,7 +80,7 @@ pub async fn run(ctx: Arc<Context>, miniclusters: Store<MiniCluster>, allow_anno
         let polls = due.into_iter().map(|(key, mc, mut state)| {
             let ctx = ctx.clone();
             async move {
-                let span = info_span!("autoscale", namespace = %key.0, name = %key.1);
+                let span = info_span!("autoscale", namespace = %key.namespace, name = %key.name);
                 let annotation = mc
                     .metadata
                     .annotations
@@ -186,7 +186,10 @@ pub async fn poll(
     state: &mut Tracked,
     reporter: &dyn Fn(&flux_shared::plan::Plan) -> String,
 ) {
-    let (ns, name) = mc_key(mc);
+    let McKey {
+        namespace: ns,
+        name,
+    } = mc_key(mc);
     let Some(settings) = mc.spec.autoscale() else {
         return;
     };

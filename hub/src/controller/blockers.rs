@@ -23,7 +23,7 @@ use tokio::sync::mpsc;
 use tokio_util::task::AbortOnDropHandle;
 use tracing::{debug, info};
 
-use crate::federation::McKey;
+use flux_shared::federation::McKey;
 
 /// Whether a blocking object last found at `blocked` (its resourceVersion) has changed
 /// or gone, given what a watch now shows of it (`None`: not there).

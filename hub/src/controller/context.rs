@@ -6,6 +6,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use flux_shared::api::MiniCluster;
+use flux_shared::federation::McKey;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::runtime::events::Recorder;
 use kube::{Client, ResourceExt};
@@ -13,7 +14,7 @@ use kube::{Client, ResourceExt};
 use crate::controller::blockers::Blockers;
 use crate::controller::memory::Memories;
 use crate::controller::watch::stores::Stores;
-use crate::federation::{McKey, Registry};
+use crate::federation::Registry;
 use crate::ops::metrics::Metrics;
 
 /// Field manager of every write the hub makes.
@@ -218,7 +219,7 @@ pub(in crate::controller) fn kube_err(
 
 /// The registry key of `mc`: its namespace and name.
 pub(in crate::controller) fn mc_key(mc: &MiniCluster) -> McKey {
-    (mc.namespace().unwrap_or_default(), mc.name_any())
+    McKey::new(mc.namespace().unwrap_or_default(), mc.name_any())
 }
 
 #[cfg(test)]

@@ -68,7 +68,7 @@ pub(in crate::controller) fn stored_certificate(
 /// cache is synced before the first reconcile, so after a hub restart the stored
 /// certificate is always found.
 pub(in crate::controller) fn certificate(ctx: &Context, ns: &str, name: &str, uid: &str) -> String {
-    let key = (ns.to_string(), name.to_string());
+    let key = flux_shared::federation::McKey::new(ns, name);
     let stored = stored_certificate(ctx, ns, name, uid);
     ctx.memory.with(&key, |m| match stored {
         Some(cert) => {

@@ -8,8 +8,9 @@ use std::collections::HashMap;
 use std::sync::{Mutex, PoisonError};
 use std::time::Instant;
 
+use flux_shared::federation::McKey;
+
 use crate::controller::watch::verified::Verified;
-use crate::federation::McKey;
 
 /// What is remembered of one MiniCluster.
 #[derive(Debug, Default)]
@@ -65,7 +66,7 @@ mod tests {
     #[test]
     fn a_memory_is_made_on_first_use_and_dropped_whole() {
         let memories = Memories::default();
-        let key: McKey = ("ns".into(), "mc".into());
+        let key = McKey::new("ns", "mc");
         assert_eq!(memories.read(&key, |m| m.failures), None);
         memories.with(&key, |m| {
             m.failures += 1;

@@ -21,7 +21,7 @@
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use flux_shared::api::{MiniCluster, MiniClusterStatus};
+use flux_shared::api::{MiniCluster, MiniClusterPhase, MiniClusterStatus};
 use flux_shared::elasticity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::DeleteParams;
@@ -35,7 +35,7 @@ use crate::controller::desired::{certificate, desired, validate};
 use crate::controller::federate::finalize::finalize;
 use crate::controller::federate::{Federated, federate, publish, retain_from_status};
 use crate::controller::status::write as status_write;
-use crate::controller::status::{self, BurstEvent, bursts, minicluster_phase};
+use crate::controller::status::{self, BurstEvent, bursts};
 use crate::controller::watch::stores::{get, managed_objects};
 use crate::controller::watch::verified::{self, Verified};
 use crate::federation::Disposition;
@@ -311,8 +311,8 @@ async fn after_write(
     }
     if pass.cleanup
         && matches!(
-            status.phase.as_deref(),
-            Some(minicluster_phase::SUCCEEDED | minicluster_phase::FAILED)
+            status.phase.as_deref().map(str::parse),
+            Some(Ok(MiniClusterPhase::Succeeded | MiniClusterPhase::Failed))
         )
     {
         info!("cleanup: the Job finished; deleting the MiniCluster");

@@ -504,7 +504,10 @@ async fn run_controller(
     .reflect(mc_writer)
     .inspect(move |event| {
         if let Ok(watcher::Event::Delete(mc)) = event {
-            forget.forget(&(mc.namespace().unwrap_or_default(), mc.name_any()));
+            forget.forget(&flux_shared::federation::McKey::new(
+                mc.namespace().unwrap_or_default(),
+                mc.name_any(),
+            ));
         }
     })
     .applied_objects()
@@ -513,14 +516,14 @@ async fn run_controller(
         .take_changes()
         .map(tokio_stream::wrappers::UnboundedReceiverStream::new)
         .context("the federation registry's change stream was taken twice")?
-        .map(|(ns, name)| reflector::ObjectRef::<MiniCluster>::new(&name).within(&ns));
+        .map(|mc| reflector::ObjectRef::<MiniCluster>::new(&mc.name).within(&mc.namespace));
     // MiniClusters refused for a taken name, whose blocking object changed or went.
     let unblocked = ctx
         .blockers
         .take_woken()
         .map(tokio_stream::wrappers::UnboundedReceiverStream::new)
         .context("the blockers' wake stream was taken twice")?
-        .map(|(ns, name)| reflector::ObjectRef::<MiniCluster>::new(&name).within(&ns));
+        .map(|mc| reflector::ObjectRef::<MiniCluster>::new(&mc.name).within(&mc.namespace));
     let changes = futures::stream::select(changes, unblocked);
     let mc_synced = mc_store.clone();
     let autoscaler = crate::controller::autoscaler::run(

@@ -10,7 +10,7 @@ pub mod registry;
 pub mod scale;
 pub mod served;
 
-pub use registry::{BurstInfo, BurstView, McInfo, McKey, Registry};
+pub use registry::{BurstInfo, BurstView, McInfo, Registry};
 
 use flux_shared::federation::assignment::SpokeAssignment;
 

@@ -5,7 +5,7 @@
 //!
 //! What crosses the trust line is bounded before anything is dialled: the burst must be
 //! assigned to the calling spoke and relayed, and each burst holds at most its brokers
-//! plus [`SLACK`] connections. A connection ends when either side ends it (the lead
+//! plus [`RELAY_SLACK`] connections. A connection ends when either side ends it (the lead
 //! closing its TCP side ends the call at once; the spoke ending its stream closes the
 //! lead's side, which has [`LINGER`] to answer and close; the spoke cancelling the call
 //! closes the lead's connection at once), when none of its own bytes moved for [`IDLE`],
@@ -21,6 +21,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use flux_shared::federation::proto::RelayFrame;
+use flux_shared::federation::{RELAY_MAX_FRAME, RELAY_SLACK};
 use flux_shared::ops::relay_read::read_chunk;
 use flux_shared::plan::Endpoint;
 use futures::{Stream, StreamExt};
@@ -31,8 +32,6 @@ use tokio::sync::{mpsc, watch};
 use tonic::Status;
 
 use crate::federation::served::RelayRefusal;
-
-pub use flux_shared::federation::{RELAY_KEY, RELAY_MAX_FRAME as MAX_FRAME, RELAY_SLACK as SLACK};
 
 mod limits;
 pub use limits::{
@@ -116,11 +115,11 @@ impl Drop for Held {
 }
 
 impl OpenRelays {
-    /// A place for one more connection of burst `key`, within `brokers` + [`SLACK`].
+    /// A place for one more connection of burst `key`, within `brokers` + [`RELAY_SLACK`].
     pub fn take(self: &Arc<Self>, key: &str, brokers: usize) -> Result<Held, RelayRefusal> {
         let mut held = self.held.lock().unwrap_or_else(PoisonError::into_inner);
         let n = held.entry(key.to_string()).or_insert(0);
-        if *n >= brokers + SLACK {
+        if *n >= brokers + RELAY_SLACK {
             return Err(RelayRefusal::TooMany {
                 key: key.to_string(),
                 held: *n,
@@ -255,7 +254,7 @@ where
     loop {
         tokio::select! {
             frame = inbound.next(), if spoke_open => match frame {
-                Some(Ok(frame)) if frame.data.len() <= MAX_FRAME => {
+                Some(Ok(frame)) if frame.data.len() <= RELAY_MAX_FRAME => {
                     idle_at = tokio::time::Instant::now() + timeouts.idle;
                     carried.to_lead += frame.data.len() as u64;
                     meter.0.inc_by(frame.data.len() as u64);
@@ -267,7 +266,7 @@ where
                 Some(Ok(frame)) => {
                     let _ = outbound
                         .send(Err(Status::invalid_argument(format!(
-                            "a frame of {} bytes: at most {MAX_FRAME}",
+                            "a frame of {} bytes: at most {RELAY_MAX_FRAME}",
                             frame.data.len()
                         ))))
                         .await;
@@ -345,7 +344,7 @@ mod tests {
     #[test]
     fn a_burst_holds_its_brokers_plus_the_slack_and_gets_places_back() {
         let open = Arc::new(OpenRelays::default());
-        let held: Vec<Held> = (0..2 + SLACK)
+        let held: Vec<Held> = (0..2 + RELAY_SLACK)
             .map(|_| open.take("ns/mc/b", 2).expect("a place"))
             .collect();
         assert!(matches!(

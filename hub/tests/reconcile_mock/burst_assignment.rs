@@ -2,6 +2,7 @@
 //! assigned once the endpoint is known, kept while it is unknown, retained after a restart,
 //! none when the root refuses the MiniCluster.
 
+use flux_shared::federation::McKey;
 use std::sync::Arc;
 
 use flux_hub::federation::served::Served;
@@ -150,7 +151,7 @@ async fn a_burst_keeps_its_assignment_while_the_lead_endpoint_is_unknown() {
     );
     assert!(
         !ctx.registry
-            .has_unconfirmed_withdrawals(&("hpc".into(), "flux-sample".into())),
+            .has_unconfirmed_withdrawals(&McKey::new("hpc", "flux-sample")),
         "nothing is withdrawn"
     );
 }

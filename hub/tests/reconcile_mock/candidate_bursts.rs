@@ -1,6 +1,7 @@
 //! Bursts that name candidates: placed where there is room, moved only once the first spoke
 //! lets go, and never moved (nor sent elsewhere) by a restarted hub before its spoke reports.
 
+use flux_shared::federation::McKey;
 use std::sync::Arc;
 
 use flux_hub::federation::served::Served;
@@ -258,7 +259,7 @@ async fn a_restarted_hub_never_moves_a_candidate_burst_before_its_spoke_reports(
             ["b"],
             "assigned to b only"
         );
-        assert!(!registry.has_unconfirmed_withdrawals(&("hpc".into(), "flux-sample".into())));
+        assert!(!registry.has_unconfirmed_withdrawals(&McKey::new("hpc", "flux-sample")));
         mc.status = serde_json::from_value(status).ok();
     }
 }

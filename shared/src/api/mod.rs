@@ -1,10 +1,12 @@
 //! The MiniCluster API: custom resource types, documented defaults and status.
 
 pub mod defaults;
+mod phase;
 mod resolve;
 mod spec;
 mod status;
 
+pub use phase::{BurstStatusPhase, MiniClusterPhase, UnknownPhase};
 pub use resolve::{PlacementCandidate, ResolvedBurst};
 pub use spec::*;
 pub use status::{

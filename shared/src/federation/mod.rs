@@ -14,6 +14,7 @@
 //!   identity) and whether a spoke may touch it.
 //! * [`spoke_labels`] and [`room`]: what a spoke says of its cluster for the hub's placement of
 //!   bursts that name candidates: its labels, and the room its nodes and policy have.
+//! * [`McKey`] and [`BurstKey`]: what a MiniCluster and a burst are named by.
 //! * [`auth`]: who is calling — the verified client certificate mapped to an
 //!   [`Identity`] — and the per-call checks `require_spoke` / `require_admin`.
 //!
@@ -27,6 +28,7 @@
 pub mod assignment;
 pub mod auth;
 pub mod diagnostics;
+mod keys;
 pub mod ownership;
 pub mod parts;
 pub mod pins;
@@ -41,6 +43,7 @@ pub mod tls;
 pub mod tls_flags;
 
 pub use auth::{Authenticator, require_admin, require_spoke};
+pub use keys::{BurstKey, BurstKeyError, McKey};
 pub use pki::{Identity, IdentityError, identity_from_der, identity_from_pem};
 
 /// Code generated from `proto/flux/federation/v1/federation.proto` (package
@@ -73,10 +76,10 @@ pub const LEAD_REACHABLE: &str = "LeadReachable";
 /// The reason of a [`LEAD_REACHABLE`] condition that is false, and of a burst's status then.
 pub const LEAD_UNREACHABLE: &str = "LeadUnreachable";
 
-/// The stable key of one burst of one MiniCluster: `<namespace>/<name>/<burst>`
-/// (`Assignment.key`).
+/// The stable key of one burst of one MiniCluster as sent on the wire
+/// (`Assignment.key`): [`BurstKey`]'s `<namespace>/<name>/<burst>`.
 pub fn assignment_key(namespace: &str, name: &str, burst: &str) -> String {
-    format!("{namespace}/{name}/{burst}")
+    BurstKey::new(namespace, name, burst).to_string()
 }
 
 impl From<&crate::plan::Endpoint> for proto::Endpoint {

@@ -22,7 +22,6 @@
 use serde_json::{Value, json};
 
 use super::FieldError;
-use super::Violation;
 use super::pod_security::{AnnotationRule, Sc, ScRule};
 use crate::api::{ContainerVolume, MiniClusterContainer, MiniClusterSpec};
 
@@ -529,7 +528,7 @@ pub const BURST_ONLY: &[(&str, &str)] = &[
 ];
 
 /// Whether a burst check's `violation` is one of [`BURST_ONLY`].
-pub fn burst_only(violation: &Violation) -> bool {
+pub fn burst_only(violation: &FieldError) -> bool {
     let f = violation.field.as_str();
     BURST_ONLY
         .iter()

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::Violation;
+use super::FieldError;
 
 /// What a burst cluster's owner lets bursts in a namespace have beyond the baseline (the
 /// `allow` of a spoke policy's namespace rule, announced to the hub). Each item lifts one
@@ -60,7 +60,7 @@ pub struct Exceptions {
 /// namespaces, a host path, a named service account, a Secret or ConfigMap of the burst
 /// cluster, tolerations, a runtime class or scheduler, resources beyond cpu and memory);
 /// the other rules hold regardless.
-pub fn liftable(violation: &Violation) -> bool {
+pub fn liftable(violation: &FieldError) -> bool {
     let f = violation.field.as_str();
     f.ends_with(".privileged")
         || f.ends_with(".capabilities.add")

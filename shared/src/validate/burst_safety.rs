@@ -14,7 +14,7 @@
 //!
 //! Size: about 400 of its lines are the tests.
 
-use super::Violation;
+use super::FieldError;
 use super::burst_exceptions::Exceptions;
 use super::pod_security::{container_security_context, pod_security_context, security_annotations};
 use crate::api::MiniClusterSpec;
@@ -31,7 +31,7 @@ pub fn unsafe_burst(
     spec: &MiniClusterSpec,
     namespace: &str,
     spoke_namespace: Option<&str>,
-) -> Vec<Violation> {
+) -> Vec<FieldError> {
     unsafe_burst_except(spec, namespace, spoke_namespace, &Exceptions::default())
 }
 
@@ -41,9 +41,9 @@ pub fn unsafe_burst_except(
     namespace: &str,
     spoke_namespace: Option<&str>,
     exceptions: &Exceptions,
-) -> Vec<Violation> {
+) -> Vec<FieldError> {
     let mut out = Vec::new();
-    let mut deny = |field: String, rule: String| out.push(Violation { field, rule });
+    let mut deny = |field: String, rule: String| out.push(FieldError { field, rule });
     let spoke_namespace = spoke_namespace.unwrap_or(DEFAULT_SPOKE_NAMESPACE);
     if namespace == spoke_namespace {
         deny(
@@ -288,7 +288,7 @@ fn resources(
 }
 
 /// The violations as one message: `field: rule; field: rule`.
-pub fn describe(violations: &[Violation]) -> String {
+pub fn describe_violations(violations: &[FieldError]) -> String {
     super::ValidationErrors(violations.to_vec()).to_string()
 }
 
@@ -681,7 +681,7 @@ mod tests {
             "flux-spoke-system",
             None,
         );
-        let message = describe(&v);
+        let message = describe_violations(&v);
         for part in [
             "metadata.namespace: \"flux-spoke-system\" is the spoke's own namespace",
             "spec.pod.serviceAccountName: \"flux-spoke\"",

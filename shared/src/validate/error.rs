@@ -17,10 +17,6 @@ impl fmt::Display for FieldError {
     }
 }
 
-/// One thing a burst may not do: the field and the rule. Beside [`FieldError`], not in
-/// `burst_safety.rs`, as the rules that lift one (`burst_exceptions.rs`) name it too.
-pub type Violation = FieldError;
-
 /// Every problem found in a MiniCluster.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub struct ValidationErrors(pub Vec<FieldError>);

@@ -32,9 +32,9 @@ mod volumes;
 pub use author_rules::author_violations;
 pub use burst_exceptions::{Exceptions, MAX_EXCEPTION_ENTRIES, liftable};
 pub use burst_safety::{
-    DEFAULT_SPOKE_NAMESPACE, describe as describe_violations, unsafe_burst, unsafe_burst_except,
+    DEFAULT_SPOKE_NAMESPACE, describe_violations, unsafe_burst, unsafe_burst_except,
 };
-pub use error::{FieldError, ValidationErrors, Violation};
+pub use error::{FieldError, ValidationErrors};
 pub use formats::{
     configmap_location, is_dns_label, is_dns_subdomain, is_fsd, is_host_address, is_label_key,
     is_label_value,

@@ -183,7 +183,8 @@ fn millis(value: i64) -> Option<i64> {
 pub fn burst_phase_name(phase: i32) -> String {
     match BurstPhase::try_from(phase) {
         Ok(BurstPhase::Unspecified) => "Unreported".into(),
-        Ok(BurstPhase::Pending) => "Pending".into(),
+        // Objects applied, brokers starting: shown as Pending, as `flux-hub status` always has.
+        Ok(BurstPhase::Applied) => "Pending".into(),
         Ok(BurstPhase::Running) => "Running".into(),
         Ok(BurstPhase::Succeeded) => "Succeeded".into(),
         Ok(BurstPhase::Failed) => "Failed".into(),

@@ -84,6 +84,7 @@ pub(in crate::controller) async fn delete_orphans(
     let Some(owner) = mc.metadata.uid.as_deref() else {
         return Ok(());
     };
+    // The Context's maps are keyed by (namespace, name) pairs.
     let key = mc_key(mc);
     let done = (
         owner.to_string(),

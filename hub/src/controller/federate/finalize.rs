@@ -6,6 +6,7 @@
 use std::time::Duration;
 
 use flux_shared::api::MiniCluster;
+use flux_shared::federation::McKey;
 use flux_shared::plan::Plan;
 use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
@@ -31,7 +32,7 @@ pub(in crate::controller) async fn finalize(
     if !has_finalizer(mc) {
         return Ok(Action::await_change());
     }
-    let key = (ns.to_string(), name.to_string());
+    let key = McKey::new(ns, name);
     // An invalid spec has no bursts the registry could know of; one that names candidates
     // is withdrawn from where its status placed it.
     let bursts = Plan::new(mc)

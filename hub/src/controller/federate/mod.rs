@@ -13,7 +13,7 @@ use std::time::SystemTime;
 
 use flux_shared::api::{LeadBrokerStatus, MiniCluster, MiniClusterStatus};
 use flux_shared::federation::assignment::{self, SpokeAssignment};
-use flux_shared::federation::{assignment_key, parts};
+use flux_shared::federation::{McKey, assignment_key, parts};
 use flux_shared::plan::{Plan, Role};
 use flux_shared::render;
 use flux_shared::validate::{Exceptions, describe_violations, liftable, unsafe_burst_except};
@@ -310,13 +310,13 @@ pub(in crate::controller) fn publish(
 /// spokes are told to retain what they run for bursts the registry has no assignment for
 /// (after a hub restart), taken from the status.
 pub(in crate::controller) fn retain_from_status(ctx: &Context, mc: &MiniCluster) {
-    let (ns, name) = mc_key(mc);
+    let key = mc_key(mc);
     let bursts: Vec<BurstInfo> = mc
         .status
         .iter()
         .flat_map(|s| s.bursts.iter())
         .map(|b| BurstInfo {
-            key: assignment_key(&ns, &name, &b.name),
+            key: assignment_key(&key.namespace, &key.name, &b.name),
             name: b.name.clone(),
             spoke: b.cluster.clone(),
             size: b.size,
@@ -326,7 +326,7 @@ pub(in crate::controller) fn retain_from_status(ctx: &Context, mc: &MiniCluster)
         })
         .collect();
     if !bursts.is_empty() {
-        ctx.registry.retain(&(ns, name), &bursts);
+        ctx.registry.retain(&key, &bursts);
     }
 }
 
@@ -486,7 +486,10 @@ pub(in crate::controller) fn relay_to(
     stores: &Stores,
     mc: &MiniCluster,
 ) -> Option<flux_shared::plan::Endpoint> {
-    let (ns, name) = mc_key(mc);
+    let McKey {
+        namespace: ns,
+        name,
+    } = mc_key(mc);
     let service = own_lead_service(stores, mc, &ns, &render::lead_service_name(&name))?;
     let spec = service.spec.as_ref()?;
     let address = spec

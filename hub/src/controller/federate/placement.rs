@@ -6,9 +6,9 @@ use std::collections::BTreeMap;
 use std::time::SystemTime;
 
 use flux_shared::api::{BurstStatus, MiniCluster};
-use flux_shared::federation::assignment_key;
 use flux_shared::federation::proto::BurstPhase;
 use flux_shared::federation::room::Shape;
+use flux_shared::federation::{McKey, assignment_key};
 use flux_shared::plan::{Endpoint, Plan, Role};
 use flux_shared::render;
 use flux_shared::validate::{Exceptions, describe_violations, unsafe_burst_except};
@@ -131,7 +131,7 @@ pub fn place(
         .bursts
         .values()
         .any(|b| b.since.is_none() || !b.held_by.is_empty());
-    registry.set_waiting(&(plan.namespace.clone(), plan.name.clone()), waiting);
+    registry.set_waiting(&McKey::new(&plan.namespace, &plan.name), waiting);
     let plan = plan.clone().place(|index| chosen.get(&index).cloned());
     Some((plan, placed))
 }

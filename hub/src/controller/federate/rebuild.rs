@@ -13,7 +13,8 @@ use crate::controller::desired::stored_certificate;
 use crate::controller::federate::{
     burst_infos, has_finalizer, mc_info, placed_as_in_status, retain_from_status,
 };
-use crate::federation::{McInfo, McKey};
+use crate::federation::McInfo;
+use flux_shared::federation::McKey;
 
 /// Rebuild the registry from the MiniClusters that exist (hub start-up, caches synced),
 /// then let spokes in: every spoke's first snapshot lists exactly what it ran before the
@@ -42,8 +43,8 @@ pub fn prime(ctx: &Context, miniclusters: &[MiniCluster]) {
         let lead = previous.lead_broker.clone();
         let cert = stored_certificate(
             ctx,
-            &key.0,
-            &key.1,
+            &key.namespace,
+            &key.name,
             mc.metadata.uid.as_deref().unwrap_or_default(),
         )
         .or_else(|| plan.spec.flux().curve_cert().map(str::to_string));
@@ -107,7 +108,7 @@ fn holds_of_moves(mc: &MiniCluster, key: &McKey) -> Vec<(String, Vec<String>)> {
                     held.push(spoke.clone());
                 }
             }
-            (!held.is_empty()).then(|| (assignment_key(&key.0, &key.1, &b.name), held))
+            (!held.is_empty()).then(|| (assignment_key(&key.namespace, &key.name, &b.name), held))
         })
         .collect()
 }

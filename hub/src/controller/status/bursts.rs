@@ -6,13 +6,13 @@
 
 use std::time::{Duration, SystemTime};
 
-use flux_shared::api::BurstStatus;
+use flux_shared::api::{BurstStatus, BurstStatusPhase};
 use flux_shared::federation::proto::BurstPhase;
 use flux_shared::federation::{LEAD_REACHABLE, LEAD_UNREACHABLE};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 
-use super::{BurstEvent, burst_phase};
+use super::BurstEvent;
 use crate::federation::Disposition;
 use crate::federation::placement::Placed;
 use crate::federation::registry::{BurstInfo, BurstView};
@@ -45,7 +45,7 @@ fn refusal_reason(message: Option<&str>) -> &'static str {
 }
 
 /// The status entries of bursts the hub refuses to assign (`message` says why, starting
-/// with [`UNSAFE_BURST`]): phase [`burst_phase::INVALID`], nothing ready, and whatever
+/// with [`UNSAFE_BURST`]): phase [`BurstStatusPhase::Invalid`], nothing ready, and whatever
 /// `lastSeen` the previous entry had.
 pub fn refused(bursts: &[BurstInfo], message: &str, previous: &[BurstStatus]) -> Vec<BurstStatus> {
     bursts
@@ -56,7 +56,7 @@ pub fn refused(bursts: &[BurstInfo], message: &str, previous: &[BurstStatus]) ->
                 name: b.name.clone(),
                 cluster: b.spoke.clone(),
                 path: Some(b.path().to_string()),
-                phase: burst_phase::INVALID.to_string(),
+                phase: BurstStatusPhase::Invalid.to_string(),
                 size: b.size,
                 max_size: b.max_size,
                 last_seen: old.and_then(|o| o.last_seen.clone()),
@@ -84,7 +84,7 @@ pub fn held_unknown(
                 name: b.name.clone(),
                 cluster: b.spoke.clone(),
                 path: Some(b.path().to_string()),
-                phase: burst_phase::PENDING.to_string(),
+                phase: BurstStatusPhase::Pending.to_string(),
                 size: b.size,
                 max_size: b.max_size,
                 message: Some(message.to_string()),
@@ -159,12 +159,12 @@ pub fn statuses(
             let reported = report.map(|(r, _)| r);
             let (phase, message) = if v.deleting {
                 (
-                    burst_phase::DELETING,
+                    BurstStatusPhase::Deleting,
                     format!("waiting for spoke {} to delete the burst", b.spoke),
                 )
             } else if !v.assigned {
                 (
-                    burst_phase::PENDING,
+                    BurstStatusPhase::Pending,
                     waiting.unwrap_or("waiting to be assigned").to_string(),
                 )
             } else if !v.connected {
@@ -177,12 +177,12 @@ pub fn statuses(
                     // Briefly gone: keep showing what it last reported.
                     Some(old)
                         if within_grace
-                            && old.phase != burst_phase::PENDING
-                            && old.phase != burst_phase::UNREACHABLE =>
+                            && old.phase != BurstStatusPhase::Pending
+                            && old.phase != BurstStatusPhase::Unreachable =>
                     {
                         return old.clone();
                     }
-                    _ => (burst_phase::UNREACHABLE, not_connected(v)),
+                    _ => (BurstStatusPhase::Unreachable, not_connected(v)),
                 }
             } else if let Some((since, error)) = v
                 .cluster_unreachable
@@ -197,7 +197,7 @@ pub fn statuses(
                     )
                 });
                 (
-                    burst_phase::UNKNOWN,
+                    BurstStatusPhase::Unknown,
                     format!(
                         "spoke {} cannot reach its cluster's API server since {since}: {error}{last}",
                         b.spoke
@@ -208,7 +208,7 @@ pub fn statuses(
                     Some(r) if r.observed_version >= v.assigned_version => {
                         match BurstPhase::try_from(r.phase).unwrap_or_default() {
                             BurstPhase::Running => (
-                                burst_phase::RUNNING,
+                                BurstStatusPhase::Running,
                                 format!(
                                     "{}/{} brokers ready{}{}",
                                     r.brokers_ready,
@@ -218,17 +218,17 @@ pub fn statuses(
                                 ),
                             ),
                             BurstPhase::Succeeded => {
-                                (burst_phase::SUCCEEDED, "the burst Job completed".to_string())
+                                (BurstStatusPhase::Succeeded, "the burst Job completed".to_string())
                             }
                             BurstPhase::Failed => {
-                                (burst_phase::FAILED, non_empty(&r.message, "the burst Job failed"))
+                                (BurstStatusPhase::Failed, non_empty(&r.message, "the burst Job failed"))
                             }
                             BurstPhase::Invalid => (
-                                burst_phase::REFUSED,
+                                BurstStatusPhase::Refused,
                                 non_empty(&r.message, "the spoke refused the assignment"),
                             ),
                             _ => (
-                                burst_phase::DISPATCHED,
+                                BurstStatusPhase::Dispatched,
                                 format!(
                                     "brokers starting: {}/{} ready{}{}",
                                     r.brokers_ready,
@@ -240,14 +240,14 @@ pub fn statuses(
                         }
                     }
                     _ => (
-                        burst_phase::DISPATCHED,
+                        BurstStatusPhase::Dispatched,
                         format!("sent to spoke {}; waiting for it to apply", b.spoke),
                     ),
                 }
             };
             let old = previous.iter().find(|p| p.name == b.name);
             // Brokers that cannot reach their lead wait for ever: said while the burst runs.
-            let unreached = matches!(phase, burst_phase::RUNNING | burst_phase::DISPATCHED)
+            let unreached = matches!(phase, BurstStatusPhase::Running | BurstStatusPhase::Dispatched)
                 .then(|| reported.and_then(|r| lead_unreached(r, b)))
                 .flatten();
             let seen = report.map(|(_, at)| *at).or(v.spoke_last_seen);
@@ -286,8 +286,8 @@ pub fn statuses(
                     Some(note) => format!("{message}; {note}"),
                     None => message,
                 }),
-                reason: (phase == burst_phase::REFUSED
-                    || matches!(phase, burst_phase::RUNNING | burst_phase::DISPATCHED))
+                reason: (phase == BurstStatusPhase::Refused
+                    || matches!(phase, BurstStatusPhase::Running | BurstStatusPhase::Dispatched))
                 .then(|| reported.and_then(spoke_reason))
                 .flatten()
                 .or_else(|| unreached.is_some().then(|| LEAD_UNREACHABLE.to_string())),
@@ -360,7 +360,7 @@ pub fn ready_condition(bursts: &[BurstStatus]) -> Option<(bool, &'static str, St
     }
     let running = bursts
         .iter()
-        .filter(|b| b.phase == burst_phase::RUNNING)
+        .filter(|b| b.phase == BurstStatusPhase::Running)
         .count();
     if running == bursts.len() {
         return Some((
@@ -369,29 +369,29 @@ pub fn ready_condition(bursts: &[BurstStatus]) -> Option<(bool, &'static str, St
             format!("{running}/{running} bursts running"),
         ));
     }
-    let first = |p: &str| bursts.iter().find(|b| b.phase == p);
-    let (reason, culprit) = if let Some(b) = first(burst_phase::INVALID) {
+    let first = |p: BurstStatusPhase| bursts.iter().find(|b| b.phase == p);
+    let (reason, culprit) = if let Some(b) = first(BurstStatusPhase::Invalid) {
         (refusal_reason(b.message.as_deref()), b)
-    } else if let Some(b) = first(burst_phase::REFUSED) {
+    } else if let Some(b) = first(BurstStatusPhase::Refused) {
         ("BurstRefused", b)
-    } else if let Some(b) = first(burst_phase::FAILED) {
+    } else if let Some(b) = first(BurstStatusPhase::Failed) {
         ("BurstFailed", b)
-    } else if let Some(b) = first(burst_phase::UNREACHABLE) {
+    } else if let Some(b) = first(BurstStatusPhase::Unreachable) {
         ("SpokeUnreachable", b)
-    } else if let Some(b) = first(burst_phase::UNKNOWN) {
+    } else if let Some(b) = first(BurstStatusPhase::Unknown) {
         ("SpokeClusterUnreachable", b)
-    } else if let Some(b) = first(burst_phase::DELETING) {
+    } else if let Some(b) = first(BurstStatusPhase::Deleting) {
         ("Deleting", b)
-    } else if let Some(b) = first(burst_phase::PENDING) {
+    } else if let Some(b) = first(BurstStatusPhase::Pending) {
         ("WaitingForLeadBroker", b)
-    } else if let Some(b) = first(burst_phase::SUCCEEDED) {
+    } else if let Some(b) = first(BurstStatusPhase::Succeeded) {
         ("BurstFinished", b)
     } else {
         (
             "BurstsStarting",
             bursts
                 .iter()
-                .find(|b| b.phase != burst_phase::RUNNING)
+                .find(|b| b.phase != BurstStatusPhase::Running)
                 .unwrap_or(&bursts[0]),
         )
     };
@@ -445,11 +445,11 @@ pub fn events(previous: &[BurstStatus], current: &[BurstStatus]) -> Vec<BurstEve
     let newly_refused: Vec<&BurstStatus> = current
         .iter()
         .filter(|b| {
-            b.phase == burst_phase::INVALID
+            b.phase == BurstStatusPhase::Invalid
                 && previous
                     .iter()
                     .find(|p| p.name == b.name)
-                    .is_none_or(|p| p.phase != burst_phase::INVALID)
+                    .is_none_or(|p| p.phase != BurstStatusPhase::Invalid)
         })
         .collect();
     let refusal = newly_refused.first().map(|first| {
@@ -489,21 +489,30 @@ pub fn events(previous: &[BurstStatus], current: &[BurstStatus]) -> Vec<BurstEve
                     _ => None,
                 };
             }
-            match b.phase.as_str() {
-                burst_phase::DISPATCHED if just_placed(&b.name) => None,
-                burst_phase::DISPATCHED if before.is_none_or(|p| p == burst_phase::PENDING) => {
+            let Ok(phase) = b.phase.parse() else {
+                return None;
+            };
+            match phase {
+                BurstStatusPhase::Dispatched if just_placed(&b.name) => None,
+                BurstStatusPhase::Dispatched
+                    if before.is_none_or(|p| p == BurstStatusPhase::Pending) =>
+                {
                     Some((
                         false,
                         "BurstDispatched",
                         format!("{what}: sent to the spoke"),
                     ))
                 }
-                burst_phase::RUNNING => Some((false, "BurstRunning", format!("{what}: {message}"))),
-                burst_phase::SUCCEEDED => {
+                BurstStatusPhase::Running => {
+                    Some((false, "BurstRunning", format!("{what}: {message}")))
+                }
+                BurstStatusPhase::Succeeded => {
                     Some((false, "BurstCompleted", format!("{what}: {message}")))
                 }
-                burst_phase::FAILED => Some((true, "BurstFailed", format!("{what}: {message}"))),
-                burst_phase::REFUSED => Some((
+                BurstStatusPhase::Failed => {
+                    Some((true, "BurstFailed", format!("{what}: {message}")))
+                }
+                BurstStatusPhase::Refused => Some((
                     true,
                     "BurstRefused",
                     format!(
@@ -511,10 +520,10 @@ pub fn events(previous: &[BurstStatus], current: &[BurstStatus]) -> Vec<BurstEve
                         b.reason.as_deref().unwrap_or("Refused")
                     ),
                 )),
-                burst_phase::UNREACHABLE => {
+                BurstStatusPhase::Unreachable => {
                     Some((true, "SpokeUnreachable", format!("{what}: {message}")))
                 }
-                burst_phase::UNKNOWN => Some((
+                BurstStatusPhase::Unknown => Some((
                     true,
                     "SpokeClusterUnreachable",
                     format!("{what}: {message}"),
@@ -642,7 +651,7 @@ mod tests {
             one(v)
         };
         let direct = unreached(false, "False");
-        assert_eq!(direct.phase, burst_phase::RUNNING);
+        assert_eq!(direct.phase, BurstStatusPhase::Running);
         assert_eq!(direct.reason.as_deref(), Some(LEAD_UNREACHABLE));
         let message = direct.message.clone().unwrap_or_default();
         assert!(message.contains("10.0.0.1:31000"), "{message}");
@@ -676,7 +685,7 @@ mod tests {
                 ..view()
             })
             .phase,
-            burst_phase::PENDING
+            BurstStatusPhase::Pending
         );
         assert_eq!(
             one(BurstView {
@@ -693,15 +702,15 @@ mod tests {
                 ..view()
             })
             .phase,
-            burst_phase::UNREACHABLE
+            BurstStatusPhase::Unreachable
         );
-        assert_eq!(one(view()).phase, burst_phase::DISPATCHED);
+        assert_eq!(one(view()).phase, BurstStatusPhase::Dispatched);
         // A report for an older version does not count yet.
         let old = BurstView {
             report: reported(BurstPhase::Running, 3, 3, t),
             ..view()
         };
-        assert_eq!(one(old).phase, burst_phase::DISPATCHED);
+        assert_eq!(one(old).phase, BurstStatusPhase::Dispatched);
         let running = one(BurstView {
             report: reported(BurstPhase::Running, 4, 3, t),
             ..view()
@@ -712,7 +721,7 @@ mod tests {
                 running.brokers_ready,
                 running.acknowledged_version
             ),
-            (burst_phase::RUNNING, 3, 4)
+            (BurstStatusPhase::Running.as_str(), 3, 4)
         );
         assert_eq!(running.last_seen, time(t));
         // A shrink: the leaving brokers drain their Flux jobs first, and the status says so.
@@ -742,7 +751,11 @@ mod tests {
                 invalid.message.as_deref(),
                 invalid.reason.as_deref()
             ),
-            (burst_phase::REFUSED, Some("boom"), Some("Refused"))
+            (
+                BurstStatusPhase::Refused.as_str(),
+                Some("boom"),
+                Some("Refused")
+            )
         );
         let mut policy = reported(BurstPhase::Invalid, 4, 0, t);
         if let Some((r, _)) = policy.as_mut() {
@@ -768,7 +781,7 @@ mod tests {
             report: held,
             ..view()
         });
-        assert_eq!(held.phase, burst_phase::RUNNING);
+        assert_eq!(held.phase, BurstStatusPhase::Running);
         assert_eq!(held.reason.as_deref(), Some("TooManyBrokers"));
         assert!(
             held.message.as_deref().is_some_and(
@@ -783,7 +796,7 @@ mod tests {
                 ..view()
             })
             .phase,
-            burst_phase::DELETING
+            BurstStatusPhase::Deleting
         );
     }
 
@@ -799,7 +812,7 @@ mod tests {
         assert_eq!(
             (never.phase.as_str(), never.message.as_deref()),
             (
-                burst_phase::UNREACHABLE,
+                BurstStatusPhase::Unreachable.as_str(),
                 Some(
                     "no spoke named gke has connected to this hub (connected spokes: gke-east, kind); check the burst's cluster and that spoke gke runs"
                 )
@@ -996,7 +1009,7 @@ mod tests {
             &running,
             t + Duration::from_secs(3),
         );
-        assert_eq!(early[0].phase, burst_phase::RUNNING);
+        assert_eq!(early[0].phase, BurstStatusPhase::Running);
         assert_eq!(
             recheck_after(std::slice::from_ref(&blind), t + Duration::from_secs(3)),
             Some(CLUSTER_GRACE - Duration::from_secs(3) + Duration::from_millis(100))
@@ -1007,7 +1020,7 @@ mod tests {
             &running,
             t + CLUSTER_GRACE,
         );
-        assert_eq!(unknown[0].phase, burst_phase::UNKNOWN);
+        assert_eq!(unknown[0].phase, BurstStatusPhase::Unknown);
         assert_eq!(
             unknown[0].message.as_deref(),
             Some(
@@ -1031,7 +1044,7 @@ mod tests {
             &unknown,
             t + CLUSTER_GRACE * 2,
         );
-        assert_eq!(back[0].phase, burst_phase::RUNNING);
+        assert_eq!(back[0].phase, BurstStatusPhase::Running);
         assert_eq!(events(&unknown, &back)[0].1, "BurstRunning");
     }
 
@@ -1051,7 +1064,7 @@ mod tests {
         let previous = vec![BurstStatus {
             name: "a".into(),
             cluster: "gke".into(),
-            phase: burst_phase::RUNNING.into(),
+            phase: BurstStatusPhase::Running.into(),
             brokers_ready: 2,
             last_seen: Some(t.clone()),
             ..Default::default()
@@ -1059,7 +1072,7 @@ mod tests {
         let now = refused(&[info("a"), info("b")], message, &previous);
         assert_eq!(now.len(), 2);
         for b in &now {
-            assert_eq!(b.phase, burst_phase::INVALID);
+            assert_eq!(b.phase, BurstStatusPhase::Invalid);
             assert_eq!(b.message.as_deref(), Some(message));
             assert_eq!(b.brokers_ready, 0);
         }

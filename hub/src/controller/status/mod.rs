@@ -7,37 +7,13 @@ mod instance_ended;
 pub(in crate::controller) mod placement;
 pub(in crate::controller) mod write;
 
-use flux_shared::api::{BurstStatus, LeadBrokerStatus, MiniCluster, MiniClusterStatus};
+use flux_shared::api::{
+    BurstStatus, BurstStatusPhase, LeadBrokerStatus, MiniCluster, MiniClusterPhase,
+    MiniClusterStatus,
+};
 use flux_shared::render::labels;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
-
-/// Phases of `status.bursts[].phase`.
-pub mod burst_phase {
-    /// Waiting for the lead broker's endpoint (nothing sent yet).
-    pub const PENDING: &str = "Pending";
-    /// Sent to a connected spoke; not applied yet, or brokers starting.
-    pub const DISPATCHED: &str = "Dispatched";
-    /// Every broker of the burst is ready.
-    pub const RUNNING: &str = "Running";
-    /// The burst's Job completed.
-    pub const SUCCEEDED: &str = "Succeeded";
-    /// The burst's Job failed.
-    pub const FAILED: &str = "Failed";
-    /// The spoke does not run the burst: its owner's policy does not admit it, or the
-    /// spoke's own checks refuse it; `reason` and the message say why.
-    pub const REFUSED: &str = "Refused";
-    /// The spoke does not hold a connection to the hub.
-    pub const UNREACHABLE: &str = "Unreachable";
-    /// The MiniCluster is being deleted; waiting for the spoke to confirm.
-    pub const DELETING: &str = "Deleting";
-    /// The spoke is connected but cannot reach its own cluster's API server: what the
-    /// burst is doing is not known.
-    pub const UNKNOWN: &str = "Unknown";
-    /// The hub does not assign the burst: it asks for what a burst may not have in
-    /// another cluster (`flux_shared::validate::unsafe_burst`); the message says what.
-    pub const INVALID: &str = "Invalid";
-}
 
 /// An Event to publish: warning?, reason, note.
 pub type BurstEvent = (bool, &'static str, String);
@@ -51,23 +27,6 @@ pub struct Problem {
     pub message: String,
     /// The spec could not be planned at all (nothing was applied).
     pub invalid: bool,
-}
-
-/// Phases shown in `kubectl get miniclusters`.
-pub mod minicluster_phase {
-    /// Brokers are being created or are starting.
-    pub const PENDING: &str = "Pending";
-    /// Every broker pod of the Job is ready.
-    pub const RUNNING: &str = "Running";
-    /// The Job completed: the main command finished.
-    pub const SUCCEEDED: &str = "Succeeded";
-    /// The Job failed.
-    pub const FAILED: &str = "Failed";
-    /// The spec cannot be applied; see the Degraded condition.
-    pub const INVALID: &str = "Invalid";
-    /// The Job is suspended (`spec.suspend`, or a queue manager such as Kueue that has
-    /// not admitted it or preempted it): no broker runs until it is resumed.
-    pub const SUSPENDED: &str = "Suspended";
 }
 
 /// The Ready and Progressing reason of a MiniCluster whose workers' instance ended under
@@ -126,14 +85,14 @@ pub fn compute(
     let failed = job.and_then(|j| job_condition(j, "Failed"));
 
     let phase = match (problem, job, finished) {
-        (Some(p), _, _) if p.invalid => minicluster_phase::INVALID,
-        (_, _, Some(true)) => minicluster_phase::SUCCEEDED,
-        (_, _, Some(false)) => minicluster_phase::FAILED,
+        (Some(p), _, _) if p.invalid => MiniClusterPhase::Invalid,
+        (_, _, Some(true)) => MiniClusterPhase::Succeeded,
+        (_, _, Some(false)) => MiniClusterPhase::Failed,
         (_, Some(j), None) if j.spec.as_ref().and_then(|s| s.suspend) == Some(true) => {
-            minicluster_phase::SUSPENDED
+            MiniClusterPhase::Suspended
         }
-        (_, Some(_), None) if size > 0 && ready >= size => minicluster_phase::RUNNING,
-        _ => minicluster_phase::PENDING,
+        (_, Some(_), None) if size > 0 && ready >= size => MiniClusterPhase::Running,
+        _ => MiniClusterPhase::Pending,
     };
 
     let cond = |type_: &str, ok: bool, reason: &str, message: String| Condition {
@@ -152,7 +111,7 @@ pub fn compute(
     // Brokers whose instance ended under them (see `instance_ended`): only while the Job
     // runs, since a finished or suspended Job says more.
     let ended = match phase {
-        minicluster_phase::PENDING | minicluster_phase::RUNNING => {
+        MiniClusterPhase::Pending | MiniClusterPhase::Running => {
             job.and_then(instance_ended::ended_brokers)
         }
         _ => None,
@@ -164,23 +123,23 @@ pub fn compute(
     });
 
     let ready_cond = match phase {
-        minicluster_phase::RUNNING => cond(
+        MiniClusterPhase::Running => cond(
             "Ready",
             true,
             "BrokersReady",
             format!("{ready}/{size} brokers ready{leaving}"),
         ),
-        minicluster_phase::SUCCEEDED => {
+        MiniClusterPhase::Succeeded => {
             cond("Ready", false, "Completed", "the Job completed".into())
         }
-        minicluster_phase::FAILED => cond("Ready", false, "JobFailed", "the Job failed".into()),
-        minicluster_phase::INVALID => cond(
+        MiniClusterPhase::Failed => cond("Ready", false, "JobFailed", "the Job failed".into()),
+        MiniClusterPhase::Invalid => cond(
             "Ready",
             false,
             "InvalidSpec",
             "the spec cannot be applied".into(),
         ),
-        minicluster_phase::SUSPENDED => cond("Ready", false, "Suspended", SUSPENDED.into()),
+        MiniClusterPhase::Suspended => cond("Ready", false, "Suspended", SUSPENDED.into()),
         _ => cond(
             "Ready",
             false,
@@ -189,7 +148,7 @@ pub fn compute(
         ),
     };
     let progressing = match phase {
-        minicluster_phase::PENDING => cond(
+        MiniClusterPhase::Pending => cond(
             "Progressing",
             true,
             if job.is_some() {
@@ -199,10 +158,10 @@ pub fn compute(
             },
             format!("{ready}/{size} brokers ready"),
         ),
-        minicluster_phase::SUCCEEDED | minicluster_phase::FAILED => {
+        MiniClusterPhase::Succeeded | MiniClusterPhase::Failed => {
             cond("Progressing", false, "Finished", "the Job finished".into())
         }
-        minicluster_phase::SUSPENDED => cond("Progressing", false, "Suspended", SUSPENDED.into()),
+        MiniClusterPhase::Suspended => cond("Progressing", false, "Suspended", SUSPENDED.into()),
         _ => cond("Progressing", false, "Stable", "nothing to do".into()),
     };
     let (ready_cond, progressing) = match ended {
@@ -296,7 +255,7 @@ pub fn with_bursts(
     }
     let running = bursts
         .iter()
-        .filter(|b| b.phase == burst_phase::RUNNING)
+        .filter(|b| b.phase == BurstStatusPhase::Running)
         .count();
     status.bursts_running = (!bursts.is_empty()).then(|| format!("{running}/{}", bursts.len()));
     status.lead_broker = lead;
@@ -395,17 +354,17 @@ mod tests {
     fn phases_follow_the_job() {
         let m = mc();
         let s = compute(&m, Some(4), None, None, &now(1));
-        assert_eq!(s.phase.as_deref(), Some(minicluster_phase::PENDING));
+        assert_eq!(s.phase.as_deref(), Some(MiniClusterPhase::Pending.as_str()));
         assert_eq!(condition(&s, "Progressing").reason, "Creating");
         assert_eq!(s.maximum_size, 4);
         assert_eq!(s.selector, "flux-framework.org/job=m");
         let s = compute(&m, Some(4), Some(&job(2, 1, None)), None, &now(1));
         assert_eq!(
             (s.phase.as_deref(), s.brokers.as_deref(), s.size),
-            (Some(minicluster_phase::PENDING), Some("1/2"), 2)
+            (Some(MiniClusterPhase::Pending.as_str()), Some("1/2"), 2)
         );
         let s = compute(&m, Some(4), Some(&job(2, 2, None)), None, &now(1));
-        assert_eq!(s.phase.as_deref(), Some(minicluster_phase::RUNNING));
+        assert_eq!(s.phase.as_deref(), Some(MiniClusterPhase::Running.as_str()));
         assert_eq!(condition(&s, "Ready").status, "True");
         // Suspended by a queue manager (or spec.suspend): said as such, not as starting.
         let mut suspended = job(2, 0, None);
@@ -413,7 +372,10 @@ mod tests {
             spec.suspend = Some(true);
         }
         let s = compute(&m, Some(4), Some(&suspended), None, &now(1));
-        assert_eq!(s.phase.as_deref(), Some(minicluster_phase::SUSPENDED));
+        assert_eq!(
+            s.phase.as_deref(),
+            Some(MiniClusterPhase::Suspended.as_str())
+        );
         assert_eq!(
             (
                 condition(&s, "Ready").reason.as_str(),
@@ -439,7 +401,10 @@ mod tests {
             None,
             &now(1),
         );
-        assert_eq!(s.phase.as_deref(), Some(minicluster_phase::SUCCEEDED));
+        assert_eq!(
+            s.phase.as_deref(),
+            Some(MiniClusterPhase::Succeeded.as_str())
+        );
         let s = compute(
             &m,
             Some(4),
@@ -447,7 +412,7 @@ mod tests {
             None,
             &now(1),
         );
-        assert_eq!(s.phase.as_deref(), Some(minicluster_phase::FAILED));
+        assert_eq!(s.phase.as_deref(), Some(MiniClusterPhase::Failed.as_str()));
         assert_eq!(condition(&s, "Failed").reason, "DeadlineExceeded");
         assert!(
             s.conditions
@@ -465,7 +430,7 @@ mod tests {
             invalid: false,
         };
         let s = compute(&m, Some(2), Some(&job(2, 2, None)), Some(&refusal), &now(1));
-        assert_eq!(s.phase.as_deref(), Some(minicluster_phase::RUNNING));
+        assert_eq!(s.phase.as_deref(), Some(MiniClusterPhase::Running.as_str()));
         assert_eq!(condition(&s, "Degraded").status, "True");
         assert_eq!(condition(&s, "Degraded").message, "spec.size: too big");
         let invalid = Problem {
@@ -474,7 +439,7 @@ mod tests {
             invalid: true,
         };
         let s = compute(&m, None, None, Some(&invalid), &now(1));
-        assert_eq!(s.phase.as_deref(), Some(minicluster_phase::INVALID));
+        assert_eq!(s.phase.as_deref(), Some(MiniClusterPhase::Invalid.as_str()));
     }
 
     #[test]

@@ -3,11 +3,11 @@
 
 use std::time::SystemTime;
 
-use flux_shared::api::{BurstPlacement, BurstStatus, SkippedCandidate};
+use flux_shared::api::{BurstPlacement, BurstStatus, BurstStatusPhase, SkippedCandidate};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 
-use super::{BurstEvent, burst_phase};
+use super::BurstEvent;
 use crate::federation::placement::Placed;
 
 fn time(t: SystemTime) -> Option<Time> {
@@ -27,7 +27,7 @@ pub fn with_placement(mut statuses: Vec<BurstStatus>, placed: &Placed) -> Vec<Bu
             skipped: p.skipped.clone(),
             held_by: p.held_by.clone(),
         });
-        if s.phase == burst_phase::INVALID || s.phase == burst_phase::DELETING {
+        if s.phase == BurstStatusPhase::Invalid || s.phase == BurstStatusPhase::Deleting {
             continue;
         }
         let pending = if s.cluster.is_empty() {
@@ -45,7 +45,7 @@ pub fn with_placement(mut statuses: Vec<BurstStatus>, placed: &Placed) -> Vec<Bu
             None
         };
         if let Some(message) = pending {
-            s.phase = burst_phase::PENDING.to_string();
+            s.phase = BurstStatusPhase::Pending.to_string();
             s.message = Some(message);
             s.reason = None;
             s.brokers_ready = 0;

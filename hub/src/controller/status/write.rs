@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use flux_shared::api::{MiniCluster, MiniClusterStatus};
+use flux_shared::api::{MiniCluster, MiniClusterPhase, MiniClusterStatus};
 use kube::api::{Patch, PatchParams};
 use kube::runtime::events::EventType;
 use kube::{Api, ResourceExt};
@@ -12,7 +12,7 @@ use tracing::warn;
 
 use crate::controller::context::{ApiError, Context, MANAGER, kube_err, mc_key};
 use crate::controller::status::events::publish;
-use crate::controller::status::{BurstEvent, INSTANCE_ENDED, Problem, minicluster_phase};
+use crate::controller::status::{BurstEvent, INSTANCE_ENDED, Problem};
 use crate::controller::watch::partial_decode::Partial;
 
 /// Write `status` (with its Events) unless it is the current one or was just written.
@@ -46,8 +46,8 @@ pub(in crate::controller) async fn write_if_changed(
         }
     }
     if status.phase != previous.phase {
-        match status.phase.as_deref() {
-            Some(minicluster_phase::FAILED) => {
+        match status.phase.as_deref().map(str::parse) {
+            Some(Ok(MiniClusterPhase::Failed)) => {
                 publish(
                     ctx,
                     mc,
@@ -57,7 +57,7 @@ pub(in crate::controller) async fn write_if_changed(
                 )
                 .await
             }
-            Some(minicluster_phase::SUCCEEDED) => {
+            Some(Ok(MiniClusterPhase::Succeeded)) => {
                 publish(
                     ctx,
                     mc,

@@ -286,10 +286,10 @@ fn a_burst_whose_brokers_run_is_never_moved() {
     let candidates = [candidate("a", Some(&roomy)), candidate("b", Some(&roomy))];
     for report in [
         reported(BurstPhase::Running, 4, 4),
-        reported(BurstPhase::Pending, 4, 1),
+        reported(BurstPhase::Applied, 4, 1),
         Reported {
             brokers_draining: 2,
-            ..reported(BurstPhase::Pending, 2, 0)
+            ..reported(BurstPhase::Applied, 2, 0)
         },
         // Refused as sent, kept as it runs (a lowered ceiling): still where it is.
         Reported {
@@ -374,7 +374,7 @@ fn a_refusal_moves_the_burst_on_and_it_keeps_away_until_scaled_to_0() {
     // Scaled to 0, it forgets; scaled up again, a is first again.
     let idle_on_b = Current {
         was_empty: true,
-        ..placed_on("b", 5, Some(reported(BurstPhase::Pending, 0, 0)))
+        ..placed_on("b", 5, Some(reported(BurstPhase::Applied, 0, 0)))
     };
     let p4 = place(
         &candidates,
@@ -404,7 +404,7 @@ fn a_burst_with_no_broker_ready_in_time_moves_on_and_not_before() {
     let shape = LazyShape::new(Shape::default);
     let candidates = [candidate("a", Some(&roomy)), candidate("b", Some(&roomy))];
     let timeouts = Timeouts::default();
-    let cur = placed_on("a", 0, Some(reported(BurstPhase::Pending, 4, 0)));
+    let cur = placed_on("a", 0, Some(reported(BurstPhase::Applied, 4, 0)));
     let at_place = |secs| {
         place(
             &candidates,
@@ -436,7 +436,7 @@ fn the_placement_deadline_counts_from_when_the_burst_was_sent() {
     let roomy = room(64, 32, 0);
     let shape = LazyShape::new(Shape::default);
     let candidates = [candidate("a", Some(&roomy)), candidate("b", Some(&roomy))];
-    let mut cur = placed_on("a", 0, Some(reported(BurstPhase::Pending, 4, 0)));
+    let mut cur = placed_on("a", 0, Some(reported(BurstPhase::Applied, 4, 0)));
     cur.sent_at = Some(at(250));
     let go = |secs| {
         place(
@@ -581,7 +581,7 @@ fn a_burst_is_never_moved_before_its_spoke_reported_to_this_hub() {
     let running = placed_on("a", 0, Some(reported(BurstPhase::Running, 4, 4)));
     assert_eq!(go(&running).spoke.as_deref(), Some("a"));
     // Its report says none is ready, long past the deadline: that is known now, it moves.
-    let pending = placed_on("a", 0, Some(reported(BurstPhase::Pending, 4, 0)));
+    let pending = placed_on("a", 0, Some(reported(BurstPhase::Applied, 4, 0)));
     let p = go(&pending);
     assert_eq!(p.spoke.as_deref(), Some("b"));
     assert_eq!(reasons(&p), [pair("a", reason::NOT_PLACED_IN_TIME)]);

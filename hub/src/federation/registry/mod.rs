@@ -28,6 +28,7 @@ use flux_shared::federation::assignment::SpokeAssignment;
 use flux_shared::federation::policy::Announced;
 use flux_shared::federation::proto::{self, AssignmentStatus, BurstPhase};
 use flux_shared::federation::room::Room;
+use flux_shared::federation::{BurstKey, McKey};
 use flux_shared::plan::Endpoint;
 use flux_shared::validate::Exceptions;
 use tokio::sync::{mpsc, watch};
@@ -36,9 +37,6 @@ use super::Disposition;
 
 pub mod report_bounds;
 mod wire;
-
-/// A MiniCluster, by namespace and name.
-pub type McKey = (String, String);
 
 /// Whose word a spoke's labels are, which bursts' `candidates` select spokes by.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -446,7 +444,6 @@ impl Registry {
                 .or_default()
                 .insert(sa.assignment.key.clone(), sa.assignment);
         }
-        let prefix = format!("{}/{}/", mc.0, mc.1);
         let spokes: BTreeSet<String> = previous_keys
             .iter()
             .map(|(spoke, _)| spoke.clone())
@@ -455,7 +452,7 @@ impl Registry {
                 inner
                     .spokes
                     .iter()
-                    .filter(|(_, s)| s.retained.iter().any(|k| k.starts_with(&prefix)))
+                    .filter(|(_, s)| s.retained.iter().any(|k| mc.owns(k)))
                     .map(|(name, _)| name.clone()),
             )
             .collect();
@@ -466,9 +463,8 @@ impl Registry {
                 .entry(spoke.clone())
                 .or_insert_with(|| SpokeState::new(&self.epoch));
             let next = state.version + 1;
-            let prefix = format!("{}/{}/", mc.0, mc.1);
             let before = state.retained.len();
-            state.retained.retain(|k| !k.starts_with(&prefix));
+            state.retained.retain(|k| !mc.owns(k));
             let mut changed = before != state.retained.len();
             let stale: Vec<String> = previous_keys
                 .iter()
@@ -579,7 +575,6 @@ impl Registry {
 
     /// Every (spoke, key) currently assigned for `mc`.
     fn keys_of(&self, inner: &Inner, mc: &McKey) -> Vec<(String, String)> {
-        let prefix = format!("{}/{}/", mc.0, mc.1);
         inner
             .spokes
             .iter()
@@ -587,7 +582,7 @@ impl Registry {
                 state
                     .assignments
                     .keys()
-                    .filter(|k| k.starts_with(&prefix))
+                    .filter(|k| mc.owns(k))
                     .map(move |k| (spoke.clone(), k.clone()))
             })
             .collect()
@@ -692,26 +687,24 @@ impl Registry {
     /// Whether any burst withdrawn from `mc` (deleted from its spec, or the MiniCluster
     /// deleted) still waits for its spoke's confirmation.
     pub fn has_unconfirmed_withdrawals(&self, mc: &McKey) -> bool {
-        let prefix = format!("{}/{}/", mc.0, mc.1);
         let inner = self.lock();
         inner.spokes.values().any(|s| {
             s.withdrawn
                 .keys()
-                .any(|k| k.starts_with(&prefix) && !s.confirmed_gone(k))
+                .any(|k| mc.owns(k) && !s.confirmed_gone(k))
         })
     }
 
     /// Drop everything about a MiniCluster whose deletion is complete (finalizer
     /// released): it disappears from admin listings.
     pub fn forget(&self, mc: &McKey) {
-        let prefix = format!("{}/{}/", mc.0, mc.1);
         let mut inner = self.lock();
         let mut changed = inner.miniclusters.remove(mc).is_some();
         inner.waiting.remove(mc);
         for state in inner.spokes.values_mut() {
             let before = state.withdrawn.len() + state.reports.len();
-            state.withdrawn.retain(|k, _| !k.starts_with(&prefix));
-            state.reports.retain(|k, _| !k.starts_with(&prefix));
+            state.withdrawn.retain(|k, _| !mc.owns(k));
+            state.reports.retain(|k, _| !mc.owns(k));
             changed |= before != state.withdrawn.len() + state.reports.len();
         }
         if changed {
@@ -903,10 +896,10 @@ impl Registry {
     }
 }
 
-/// The MiniCluster of an assignment key `<ns>/<name>/<burst>`.
+/// The MiniCluster of an assignment key `<ns>/<name>/<burst>`; `None` for a string that
+/// is no burst key (from the network: assigned to nothing).
 fn mc_of(key: &str) -> Option<McKey> {
-    let mut parts = key.splitn(3, '/');
-    Some((parts.next()?.to_string(), parts.next()?.to_string()))
+    key.parse::<BurstKey>().ok().map(|k| k.minicluster())
 }
 
 #[cfg(test)]
@@ -1000,7 +993,7 @@ mod tests {
         BurstInfo {
             skipped: Vec::new(),
             key: key.into(),
-            name: key.rsplit('/').next().unwrap().into(),
+            name: key.parse::<BurstKey>().unwrap().burst,
             spoke: spoke.into(),
             size: 2,
             max_size: 2,
@@ -1016,7 +1009,7 @@ mod tests {
     }
 
     fn mc() -> McKey {
-        ("ns".into(), "m".into())
+        McKey::new("ns", "m")
     }
 
     fn primed() -> Arc<Registry> {
@@ -1300,7 +1293,7 @@ mod tests {
         );
         let status = |key: &str, ready| AssignmentStatus {
             key: key.into(),
-            phase: BurstPhase::Pending as i32,
+            phase: BurstPhase::Applied as i32,
             brokers_ready: ready,
             size: 2,
             ..Default::default()

@@ -6,6 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use flux_shared::federation::BurstKey;
 use flux_shared::federation::policy::Announced;
 use flux_shared::federation::proto::{self, Snapshot};
 use flux_shared::federation::room::Room;
@@ -222,11 +223,11 @@ impl Served for Registry {
         let miniclusters = inner
             .miniclusters
             .iter()
-            .filter(|((ns, _), _)| namespace.is_empty() || ns == namespace)
-            .map(|((ns, name), entry)| proto::MiniClusterStatus {
+            .filter(|(mc, _)| namespace.is_empty() || mc.namespace == namespace)
+            .map(|(mc, entry)| proto::MiniClusterStatus {
                 minicluster: Some(proto::MiniClusterRef {
-                    namespace: ns.clone(),
-                    name: name.clone(),
+                    namespace: mc.namespace.clone(),
+                    name: mc.name.clone(),
                     uid: entry.info.uid.clone(),
                     generation: entry.info.generation,
                 }),
@@ -302,7 +303,7 @@ impl Served for Registry {
                     assignments: u32::try_from(
                         s.assignments
                             .keys()
-                            .filter(|key| key.split('/').next().is_some_and(sees))
+                            .filter(|key| key.parse::<BurstKey>().is_ok_and(|k| sees(&k.namespace)))
                             .count(),
                     )
                     .unwrap_or(u32::MAX),

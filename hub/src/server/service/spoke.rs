@@ -1,10 +1,10 @@
 //! The `Spoke` service: a spoke's Watch (its snapshots, in parts) and its Reports.
 
-use flux_shared::federation::parts;
 use flux_shared::federation::proto::spoke_server::Spoke;
 use flux_shared::federation::proto::{
     RelayFrame, ReportRequest, ReportResponse, Snapshot, WatchRequest,
 };
+use flux_shared::federation::{BurstKey, parts};
 use futures::StreamExt;
 use tokio_stream::wrappers::WatchStream;
 use tonic::{Request, Response, Status, Streaming};
@@ -28,7 +28,7 @@ impl Spoke for Services {
         let (spoke, leaf) = self.pinned_spoke(&request)?;
         let key = request
             .metadata()
-            .get(relay::RELAY_KEY)
+            .get(flux_shared::federation::RELAY_KEY)
             .and_then(|v| v.to_str().ok())
             .unwrap_or_default()
             .to_string();
@@ -60,7 +60,10 @@ impl Spoke for Services {
         let target = self.registry.relay_target(&spoke, &key).map_err(refused)?;
         let held = self.relays.take(&key, target.brokers).map_err(refused)?;
         let tcp = relay::dial(&target.lead).await.map_err(refused)?;
-        let minicluster = key.rsplit_once('/').map_or("", |(mc, _)| mc).to_string();
+        // A key the registry found assigned: always a burst key.
+        let minicluster = key
+            .parse::<BurstKey>()
+            .map_or_else(|_| String::new(), |k| k.minicluster().to_string());
         let meter = self.metrics.relay_opened(&spoke, &minicluster);
         span.in_scope(|| debug!(lead = %target.lead.uri(), "relayed connection open"));
         let (tx, rx) = tokio::sync::mpsc::channel(4);
