@@ -198,7 +198,7 @@ fn main() {
                     hub_epoch: registry.epoch().to_string(),
                     applied_version: 0,
                     statuses: vec![AssignmentStatus {
-                        key: b.key.clone(),
+                        key: b.key.to_string(),
                         observed_version: 1,
                         phase: BurstPhase::Running as i32,
                         brokers_ready: b.size,

@@ -16,7 +16,7 @@ use flux_shared::federation::pki::{Ca, IssuedCert};
 use flux_shared::federation::proto::spoke_client::SpokeClient;
 use flux_shared::federation::proto::{Assignment, RelayFrame};
 use flux_shared::federation::tls::{ClientSecurity, ServerSecurity, TlsPem, TransportSettings};
-use flux_shared::federation::{McKey, RELAY_KEY, RELAY_MAX_FRAME, RELAY_SLACK};
+use flux_shared::federation::{BurstKey, McKey, RELAY_KEY, RELAY_MAX_FRAME, RELAY_SLACK};
 use flux_shared::plan::Endpoint;
 use futures::StreamExt;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -150,7 +150,7 @@ fn publish(registry: &Registry, lead: SocketAddr, relayed: bool, size: i32) {
         },
         vec![BurstInfo {
             skipped: Vec::new(),
-            key: KEY.into(),
+            key: KEY.parse().expect("a burst key"),
             name: "b".into(),
             spoke: "a".into(),
             size,
@@ -656,7 +656,7 @@ async fn a_relayed_connection_ends_when_its_certificate_is_unpinned_or_rotated_o
         },
         vec![BurstInfo {
             skipped: Vec::new(),
-            key: "hpc/other/b".into(),
+            key: BurstKey::new("hpc", "other", "b"),
             name: "b".into(),
             spoke: "b".into(),
             size: 1,

@@ -19,7 +19,7 @@ use flux_shared::api::MiniCluster;
 use flux_shared::federation::assignment::{self, SpokeAssignment};
 use flux_shared::federation::pki::{Ca, IssuedCert};
 use flux_shared::federation::tls::{ClientSecurity, ServerSecurity, TlsPem, TransportSettings};
-use flux_shared::federation::{Identity, McKey, assignment_key};
+use flux_shared::federation::{BurstKey, Identity, McKey};
 use flux_shared::plan::{Endpoint, Plan};
 use flux_spoke::testing::FakeCluster;
 use flux_spoke::{Agent, AgentConfig, AppliedSnapshot, Metrics};
@@ -523,7 +523,7 @@ pub fn assign_with(
         .iter()
         .map(|b| BurstInfo {
             skipped: Vec::new(),
-            key: assignment_key(&plan.namespace, &plan.name, &b.name),
+            key: BurstKey::new(&plan.namespace, &plan.name, &b.name),
             name: b.name.clone(),
             spoke: b.cluster.clone(),
             size: b.size,

@@ -6,6 +6,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use flux_shared::federation::BurstKey;
 use flux_shared::federation::policy::Announced;
 use flux_shared::federation::proto::{
     ListSpokesResponse, MiniClusterSnapshot, ReportRequest, Snapshot,
@@ -49,7 +50,7 @@ pub trait Served: Send + Sync + 'static {
     fn spokes(&self, sees: &dyn Fn(&str) -> bool) -> ListSpokesResponse;
 
     /// Where a relayed connection of burst `key` from `spoke` goes, or why it may not.
-    fn relay_target(&self, spoke: &str, key: &str) -> Result<RelayTarget, RelayRefusal>;
+    fn relay_target(&self, spoke: &str, key: &BurstKey) -> Result<RelayTarget, RelayRefusal>;
 
     /// Forget spoke `name` (it was uninstalled): refused while it is connected or has
     /// assignments, which would bring it back. `Ok(false)` when it was not known.

@@ -1,7 +1,7 @@
 //! Bursts that name candidates: placed where there is room, moved only once the first spoke
 //! lets go, and never moved (nor sent elsewhere) by a restarted hub before its spoke reports.
 
-use flux_shared::federation::McKey;
+use flux_shared::federation::{BurstKey, McKey};
 use std::sync::Arc;
 
 use flux_hub::federation::served::Served;
@@ -121,7 +121,7 @@ async fn a_burst_with_candidates_goes_where_there_is_room_and_moves_only_once_th
         !events.iter().any(|e| e["reason"] == "BurstDispatched"),
         "one Event says it was placed and sent: {events:?}"
     );
-    let key = "hpc/flux-sample/burst";
+    let key = &BurstKey::new("hpc", "flux-sample", "burst");
     assert_eq!(
         registry.held_elsewhere(key, ""),
         ["b"],
@@ -135,7 +135,7 @@ async fn a_burst_with_candidates_goes_where_there_is_room_and_moves_only_once_th
         "b",
         8,
         vec![AssignmentStatus {
-            key: key.into(),
+            key: key.to_string(),
             phase: BurstPhase::Invalid as i32,
             reason: "ImageNotAllowed".into(),
             message: "image rockylinux:9 is not allowed".into(),
@@ -237,8 +237,11 @@ async fn a_restarted_hub_never_moves_a_candidate_burst_before_its_spoke_reports(
         .expect("primed");
     // a, first in order, has room; b has said nothing yet.
     room_report(&registry, "a", 8, vec![]);
-    let key = "hpc/flux-sample/burst";
-    for report in [None, Some(on_burst(key, BurstPhase::Running, 3))] {
+    let key = &BurstKey::new("hpc", "flux-sample", "burst");
+    for report in [
+        None,
+        Some(on_burst(&key.to_string(), BurstPhase::Running, 3)),
+    ] {
         if let Some(report) = report {
             room_report(&registry, "b", 8, vec![report]);
         }
@@ -277,7 +280,7 @@ async fn a_restarted_hub_finishes_a_move_only_once_the_spoke_left_confirms() {
     mc.status = placed_earlier("a", "Pending", &["b"]);
     flux_hub::controller::federate::rebuild::prime(&ctx, std::slice::from_ref(&mc));
     let registry = ctx.registry.clone();
-    let key = "hpc/flux-sample/burst";
+    let key = &BurstKey::new("hpc", "flux-sample", "burst");
     let on_b = registry.snapshot("b");
     assert!(
         on_b.assignments.is_empty() && on_b.retained_keys.is_empty(),

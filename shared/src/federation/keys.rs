@@ -23,17 +23,6 @@ impl McKey {
             name: name.into(),
         }
     }
-
-    /// Whether wire key `key` names a burst of this MiniCluster (`<namespace>/<name>/`
-    /// and a burst name): as [`BurstKey`] parses it, without building one, for the maps
-    /// that are keyed by the wire form.
-    pub fn owns(&self, key: &str) -> bool {
-        key.strip_prefix(self.namespace.as_str())
-            .and_then(|rest| rest.strip_prefix('/'))
-            .and_then(|rest| rest.strip_prefix(self.name.as_str()))
-            .and_then(|rest| rest.strip_prefix('/'))
-            .is_some_and(|burst| !burst.is_empty() && !burst.contains('/'))
-    }
 }
 
 /// `<namespace>/<name>`.
@@ -163,18 +152,6 @@ mod tests {
     fn a_minicluster_shows_as_namespace_slash_name_and_sorts_by_namespace_first() {
         assert_eq!(McKey::new("hpc", "m").to_string(), "hpc/m");
         assert!(McKey::new("a", "z") < McKey::new("b", "a"));
-        let mc = McKey::new("hpc", "m");
-        assert!(mc.owns("hpc/m/x"));
-        for other in [
-            "hpc/m",
-            "hpc/m/",
-            "hpc/m/x/y",
-            "hpc/mm/x",
-            "hpc/m-2/x",
-            "hp/c/m/x",
-        ] {
-            assert!(!mc.owns(other), "{other}");
-        }
     }
 
     #[test]

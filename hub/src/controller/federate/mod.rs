@@ -13,7 +13,7 @@ use std::time::SystemTime;
 
 use flux_shared::api::{LeadBrokerStatus, MiniCluster, MiniClusterStatus};
 use flux_shared::federation::assignment::{self, SpokeAssignment};
-use flux_shared::federation::{McKey, assignment_key, parts};
+use flux_shared::federation::{BurstKey, McKey, parts};
 use flux_shared::plan::{Plan, Role};
 use flux_shared::render;
 use flux_shared::validate::{Exceptions, describe_violations, liftable, unsafe_burst_except};
@@ -316,7 +316,7 @@ pub(in crate::controller) fn retain_from_status(ctx: &Context, mc: &MiniCluster)
         .iter()
         .flat_map(|s| s.bursts.iter())
         .map(|b| BurstInfo {
-            key: assignment_key(&key.namespace, &key.name, &b.name),
+            key: BurstKey::new(&key.namespace, &key.name, &b.name),
             name: b.name.clone(),
             spoke: b.cluster.clone(),
             size: b.size,
@@ -358,7 +358,7 @@ pub fn burst_infos(plan: &Plan) -> Vec<BurstInfo> {
         .enumerate()
         .filter(|(_, b)| !b.retired)
         .map(|(index, b)| BurstInfo {
-            key: assignment_key(&plan.namespace, &plan.name, &b.name),
+            key: BurstKey::new(&plan.namespace, &plan.name, &b.name),
             name: b.name.clone(),
             spoke: b.cluster.clone(),
             size: plan

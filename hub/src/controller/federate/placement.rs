@@ -8,7 +8,7 @@ use std::time::SystemTime;
 use flux_shared::api::{BurstStatus, MiniCluster};
 use flux_shared::federation::proto::BurstPhase;
 use flux_shared::federation::room::Shape;
-use flux_shared::federation::{McKey, assignment_key};
+use flux_shared::federation::{BurstKey, McKey};
 use flux_shared::plan::{Endpoint, Plan, Role};
 use flux_shared::render;
 use flux_shared::validate::{Exceptions, describe_violations, unsafe_burst_except};
@@ -51,8 +51,11 @@ pub fn place(
         if burst.candidates.is_empty() || burst.retired {
             continue;
         }
-        let key = assignment_key(&plan.namespace, &plan.name, &burst.name);
-        let names = placement::expand(&burst.candidates, &key, |l| registry.spokes_matching(l));
+        let key = BurstKey::new(&plan.namespace, &plan.name, &burst.name);
+        // The candidates' order is drawn from the wire form, as the autoscaler's is.
+        let names = placement::expand(&burst.candidates, &key.to_string(), |l| {
+            registry.spokes_matching(l)
+        });
         let facts = registry.placement_facts(&names, &plan.namespace);
         let size = effective_size(plan, index);
         let candidates: Vec<Candidate<'_>> = names
@@ -140,7 +143,7 @@ pub fn place(
 fn current_of(
     registry: &Registry,
     spoke: &str,
-    key: &str,
+    key: &BurstKey,
     since: SystemTime,
     away_since: Option<SystemTime>,
 ) -> Current {

@@ -3,7 +3,7 @@
 
 use flux_shared::api::MiniCluster;
 use flux_shared::elasticity;
-use flux_shared::federation::{assignment, assignment_key};
+use flux_shared::federation::assignment;
 use flux_shared::plan::Plan;
 use flux_shared::validate::is_dns_label;
 use tracing::info;
@@ -14,7 +14,7 @@ use crate::controller::federate::{
     burst_infos, has_finalizer, mc_info, placed_as_in_status, retain_from_status,
 };
 use crate::federation::McInfo;
-use flux_shared::federation::McKey;
+use flux_shared::federation::{BurstKey, McKey};
 
 /// Rebuild the registry from the MiniClusters that exist (hub start-up, caches synced),
 /// then let spokes in: every spoke's first snapshot lists exactly what it ran before the
@@ -64,7 +64,12 @@ pub fn prime(ctx: &Context, miniclusters: &[MiniCluster]) {
             }
             _ => Vec::new(),
         };
-        assignments.retain(|a| !moving.iter().any(|(k, _)| *k == a.assignment.key));
+        // The assignment carries its key in the wire form.
+        assignments.retain(|a| {
+            !moving
+                .iter()
+                .any(|(k, _)| a.assignment.key == k.to_string())
+        });
         let info = mc_info(
             mc,
             &previous,
@@ -94,7 +99,7 @@ const MAX_HELD_BY: usize = 64;
 /// The bursts of `mc` that its status says were moving, by assignment key, with the spokes
 /// that may still hold each (its new spoke left out). What the status says is read as
 /// spoke names only (DNS labels), each once, at most [`MAX_HELD_BY`].
-fn holds_of_moves(mc: &MiniCluster, key: &McKey) -> Vec<(String, Vec<String>)> {
+fn holds_of_moves(mc: &MiniCluster, key: &McKey) -> Vec<(BurstKey, Vec<String>)> {
     let bursts = mc.status.as_ref().map_or(&[][..], |s| s.bursts.as_slice());
     bursts
         .iter()
@@ -108,7 +113,7 @@ fn holds_of_moves(mc: &MiniCluster, key: &McKey) -> Vec<(String, Vec<String>)> {
                     held.push(spoke.clone());
                 }
             }
-            (!held.is_empty()).then(|| (assignment_key(&key.namespace, &key.name, &b.name), held))
+            (!held.is_empty()).then(|| (BurstKey::new(&key.namespace, &key.name, &b.name), held))
         })
         .collect()
 }

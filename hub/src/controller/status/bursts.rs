@@ -581,7 +581,7 @@ mod tests {
         BurstView {
             burst: BurstInfo {
                 skipped: Vec::new(),
-                key: "ns/m/b".into(),
+                key: flux_shared::federation::BurstKey::new("ns", "m", "b"),
                 name: "b".into(),
                 spoke: "gke".into(),
                 size: 3,
@@ -1052,7 +1052,7 @@ mod tests {
     fn refused_bursts_show_invalid_with_one_event_and_the_condition_says_why() {
         let info = |name: &str| BurstInfo {
             skipped: Vec::new(),
-            key: format!("ns/m/{name}"),
+            key: flux_shared::federation::BurstKey::new("ns", "m", name),
             name: name.into(),
             spoke: "gke".into(),
             size: 2,
@@ -1096,7 +1096,7 @@ mod tests {
     fn an_assignment_too_large_is_its_own_reason() {
         let info = BurstInfo {
             skipped: Vec::new(),
-            key: "ns/m/a".into(),
+            key: flux_shared::federation::BurstKey::new("ns", "m", "a"),
             name: "a".into(),
             spoke: "gke".into(),
             size: 2,

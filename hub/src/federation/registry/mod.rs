@@ -32,6 +32,7 @@ use flux_shared::federation::{BurstKey, McKey};
 use flux_shared::plan::Endpoint;
 use flux_shared::validate::Exceptions;
 use tokio::sync::{mpsc, watch};
+use tracing::warn;
 
 use super::Disposition;
 
@@ -76,8 +77,8 @@ pub struct McInfo {
 /// One burst of a MiniCluster as declared in its spec.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct BurstInfo {
-    /// Assignment key.
-    pub key: String,
+    /// Assignment key (its wire form is `Assignment.key`).
+    pub key: BurstKey,
     /// Burst name.
     pub name: String,
     /// Spoke that runs it.
@@ -158,11 +159,11 @@ struct Slot {
 #[derive(Debug)]
 struct SpokeState {
     version: u64,
-    assignments: BTreeMap<String, Slot>,
+    assignments: BTreeMap<BurstKey, Slot>,
     /// Keys removed from the snapshot, with the version that removed them.
-    withdrawn: BTreeMap<String, u64>,
+    withdrawn: BTreeMap<BurstKey, u64>,
     /// Keys the spoke must leave alone (see `Snapshot.retained_keys`).
-    retained: BTreeSet<String>,
+    retained: BTreeSet<BurstKey>,
     tx: watch::Sender<u64>,
     connections: usize,
     /// Watch streams refused because it held one already.
@@ -176,7 +177,7 @@ struct SpokeState {
     connected_at: Option<SystemTime>,
     acknowledged: u64,
     spoke_version: String,
-    reports: HashMap<String, (AssignmentStatus, SystemTime)>,
+    reports: HashMap<BurstKey, (AssignmentStatus, SystemTime)>,
     /// Its last report's `cluster_access`, while it says it cannot reach its cluster.
     cluster_unreachable: Option<(SystemTime, String)>,
     /// What its policy lets bursts have beyond the baseline, as it last announced; `None`
@@ -218,7 +219,7 @@ impl SpokeState {
         }
     }
 
-    fn confirmed_gone(&self, key: &str) -> bool {
+    fn confirmed_gone(&self, key: &BurstKey) -> bool {
         match self.withdrawn.get(key) {
             None => !self.assignments.contains_key(key),
             Some(version) => {
@@ -437,12 +438,21 @@ impl Registry {
             None => true,
         };
         let previous_keys = self.keys_of(&inner, mc);
-        let mut wanted: BTreeMap<String, BTreeMap<String, proto::Assignment>> = BTreeMap::new();
+        let mut wanted: BTreeMap<String, BTreeMap<BurstKey, proto::Assignment>> = BTreeMap::new();
         for sa in assignments {
+            // Keyed as the spoke will name it in its reports: by the wire key it is sent
+            // with. The hub builds it from names Kubernetes checked, so it always parses.
+            let key = match sa.assignment.key.parse::<BurstKey>() {
+                Ok(key) => key,
+                Err(e) => {
+                    warn!(minicluster = %mc, error = %e, "not assigning a burst whose key is no burst key");
+                    continue;
+                }
+            };
             wanted
                 .entry(sa.spoke)
                 .or_default()
-                .insert(sa.assignment.key.clone(), sa.assignment);
+                .insert(key, sa.assignment);
         }
         let spokes: BTreeSet<String> = previous_keys
             .iter()
@@ -452,7 +462,7 @@ impl Registry {
                 inner
                     .spokes
                     .iter()
-                    .filter(|(_, s)| s.retained.iter().any(|k| mc.owns(k)))
+                    .filter(|(_, s)| s.retained.iter().any(|k| k.is_of(mc)))
                     .map(|(name, _)| name.clone()),
             )
             .collect();
@@ -464,9 +474,9 @@ impl Registry {
                 .or_insert_with(|| SpokeState::new(&self.epoch));
             let next = state.version + 1;
             let before = state.retained.len();
-            state.retained.retain(|k| !mc.owns(k));
+            state.retained.retain(|k| !k.is_of(mc));
             let mut changed = before != state.retained.len();
-            let stale: Vec<String> = previous_keys
+            let stale: Vec<BurstKey> = previous_keys
                 .iter()
                 .filter(|(s, k)| *s == spoke && !want.contains_key(k))
                 .map(|(_, k)| k.clone())
@@ -574,7 +584,7 @@ impl Registry {
     }
 
     /// Every (spoke, key) currently assigned for `mc`.
-    fn keys_of(&self, inner: &Inner, mc: &McKey) -> Vec<(String, String)> {
+    fn keys_of(&self, inner: &Inner, mc: &McKey) -> Vec<(String, BurstKey)> {
         inner
             .spokes
             .iter()
@@ -582,7 +592,7 @@ impl Registry {
                 state
                     .assignments
                     .keys()
-                    .filter(|k| mc.owns(k))
+                    .filter(|k| k.is_of(mc))
                     .map(move |k| (spoke.clone(), k.clone()))
             })
             .collect()
@@ -601,7 +611,7 @@ impl Registry {
         if inner.miniclusters.get(mc).is_some_and(|e| e.deleting) {
             return;
         }
-        let mut by_spoke: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        let mut by_spoke: BTreeMap<String, Vec<BurstKey>> = BTreeMap::new();
         for b in bursts.iter().filter(|b| !b.spoke.is_empty()) {
             by_spoke
                 .entry(b.spoke.clone())
@@ -639,7 +649,7 @@ impl Registry {
     /// spoke of `spokes` (those its status says may still hold it) is withdrawn from, so
     /// that its next snapshot leaves the burst out and the burst reaches its new spoke only
     /// once they confirm it gone ([`Registry::held_elsewhere`]), as before the restart.
-    pub fn hold_for_move(&self, key: &str, spokes: &[String]) {
+    pub fn hold_for_move(&self, key: &BurstKey, spokes: &[String]) {
         if spokes.is_empty() {
             return;
         }
@@ -654,7 +664,7 @@ impl Registry {
             }
             state.retained.remove(key);
             let next = state.version + 1;
-            state.withdrawn.insert(key.to_string(), next);
+            state.withdrawn.insert(key.clone(), next);
             self.publish(state, next);
         }
         self.bump_admin(&mut inner);
@@ -691,7 +701,7 @@ impl Registry {
         inner.spokes.values().any(|s| {
             s.withdrawn
                 .keys()
-                .any(|k| mc.owns(k) && !s.confirmed_gone(k))
+                .any(|k| k.is_of(mc) && !s.confirmed_gone(k))
         })
     }
 
@@ -703,8 +713,8 @@ impl Registry {
         inner.waiting.remove(mc);
         for state in inner.spokes.values_mut() {
             let before = state.withdrawn.len() + state.reports.len();
-            state.withdrawn.retain(|k, _| !mc.owns(k));
-            state.reports.retain(|k, _| !mc.owns(k));
+            state.withdrawn.retain(|k, _| !k.is_of(mc));
+            state.reports.retain(|k, _| !k.is_of(mc));
             changed |= before != state.withdrawn.len() + state.reports.len();
         }
         if changed {
@@ -838,7 +848,7 @@ impl Registry {
     /// The spokes other than `except` that hold burst `key`: it is assigned to them, or
     /// withdrawn and not confirmed gone. A burst moves to another spoke only once none
     /// does, so that no two clusters run brokers of the same ranks.
-    pub fn held_elsewhere(&self, key: &str, except: &str) -> Vec<String> {
+    pub fn held_elsewhere(&self, key: &BurstKey, except: &str) -> Vec<String> {
         self.lock()
             .spokes
             .iter()
@@ -853,7 +863,7 @@ impl Registry {
 
     /// Whether a snapshot with burst `key` was built for `spoke`'s stream (it may have
     /// received it).
-    pub fn delivered(&self, spoke: &str, key: &str) -> bool {
+    pub fn delivered(&self, spoke: &str, key: &BurstKey) -> bool {
         self.lock().spokes.get(spoke).is_some_and(|s| {
             s.assignments
                 .get(key)
@@ -863,12 +873,12 @@ impl Registry {
 
     /// When a snapshot with burst `key` was first built for `spoke`'s stream, while it is
     /// assigned there.
-    pub fn sent_at(&self, spoke: &str, key: &str) -> Option<SystemTime> {
+    pub fn sent_at(&self, spoke: &str, key: &BurstKey) -> Option<SystemTime> {
         self.lock().spokes.get(spoke)?.assignments.get(key)?.sent_at
     }
 
     /// What `spoke` last reported of burst `key`, while it is assigned there.
-    pub fn report_of(&self, spoke: &str, key: &str) -> Option<AssignmentStatus> {
+    pub fn report_of(&self, spoke: &str, key: &BurstKey) -> Option<AssignmentStatus> {
         let inner = self.lock();
         let s = inner.spokes.get(spoke)?;
         s.assignments.get(key)?;
@@ -894,12 +904,6 @@ impl Registry {
             inner.spokes.values().map(|s| s.assignments.len()).sum(),
         )
     }
-}
-
-/// The MiniCluster of an assignment key `<ns>/<name>/<burst>`; `None` for a string that
-/// is no burst key (from the network: assigned to nothing).
-fn mc_of(key: &str) -> Option<McKey> {
-    key.parse::<BurstKey>().ok().map(|k| k.minicluster())
 }
 
 #[cfg(test)]
@@ -992,7 +996,7 @@ mod tests {
     fn burst(key: &str, spoke: &str) -> BurstInfo {
         BurstInfo {
             skipped: Vec::new(),
-            key: key.into(),
+            key: key.parse().unwrap(),
             name: key.parse::<BurstKey>().unwrap().burst,
             spoke: spoke.into(),
             size: 2,

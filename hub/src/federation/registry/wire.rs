@@ -13,7 +13,7 @@ use flux_shared::federation::room::Room;
 use tokio::sync::watch;
 use tracing::warn;
 
-use super::{ConnectionGuard, McKey, Registry, SpokeState, affected_by_spoke, mc_of, unix_millis};
+use super::{ConnectionGuard, McKey, Registry, SpokeState, affected_by_spoke, unix_millis};
 use crate::federation::served::{RelayRefusal, RelayTarget};
 use crate::federation::served::{Served, SubscribeError, Subscription};
 
@@ -104,7 +104,7 @@ impl Served for Registry {
                         .values()
                         .map(|slot| proto::Assignment::clone(&slot.assignment))
                         .collect(),
-                    retained_keys: state.retained.iter().cloned().collect(),
+                    retained_keys: state.retained.iter().map(BurstKey::to_string).collect(),
                     ..Snapshot::default()
                 }
             }
@@ -160,20 +160,23 @@ impl Served for Registry {
             state.acknowledged = request.applied_version.min(state.version);
             for ((key, _), before) in state.withdrawn.iter().zip(confirmed_before) {
                 if !before && state.confirmed_gone(key) {
-                    notify.extend(mc_of(key));
+                    notify.insert(key.minicluster());
                 }
             }
         }
         for mut status in request.statuses {
-            let known = state.assignments.contains_key(&status.key)
-                || state.withdrawn.contains_key(&status.key);
+            // Parsed once: a key that is no burst key is assigned nothing, so ignored too.
+            let Ok(key) = status.key.parse::<BurstKey>() else {
+                continue;
+            };
+            let known = state.assignments.contains_key(&key) || state.withdrawn.contains_key(&key);
             if !known {
                 continue;
             }
             if !current_epoch {
                 status.observed_version = 0;
             }
-            let significant = state.reports.get(&status.key).is_none_or(|(old, _)| {
+            let significant = state.reports.get(&key).is_none_or(|(old, _)| {
                 old.phase != status.phase
                     || old.brokers_ready != status.brokers_ready
                     || old.brokers_draining != status.brokers_draining
@@ -186,13 +189,13 @@ impl Served for Registry {
                     || old.admitted_size != status.admitted_size
             });
             if significant {
-                notify.extend(mc_of(&status.key));
+                notify.insert(key.minicluster());
             }
-            state.reports.insert(status.key.clone(), (status, now));
+            state.reports.insert(key, (status, now));
         }
         // A confirmed withdrawal is over (the spoke no longer has the burst): forgotten,
         // with its report, so that bursts renamed over and over do not grow the registry.
-        let confirmed: Vec<String> = state
+        let confirmed: Vec<BurstKey> = state
             .withdrawn
             .keys()
             .filter(|key| state.confirmed_gone(key))
@@ -248,7 +251,7 @@ impl Served for Registry {
                         let slot = state.and_then(|s| s.assignments.get(&b.key));
                         let report = state.and_then(|s| s.reports.get(&b.key));
                         proto::BurstStatus {
-                            key: b.key.clone(),
+                            key: b.key.to_string(),
                             burst_name: b.name.clone(),
                             spoke: b.spoke.clone(),
                             spoke_connected: state.is_some_and(|s| s.connections > 0),
@@ -303,7 +306,7 @@ impl Served for Registry {
                     assignments: u32::try_from(
                         s.assignments
                             .keys()
-                            .filter(|key| key.parse::<BurstKey>().is_ok_and(|k| sees(&k.namespace)))
+                            .filter(|key| sees(&key.namespace))
                             .count(),
                     )
                     .unwrap_or(u32::MAX),
@@ -350,7 +353,7 @@ impl Served for Registry {
             return Err(format!("spoke {name} is still connected; stop it first"));
         }
         if !state.assignments.is_empty() {
-            let keys: Vec<&str> = state.assignments.keys().map(String::as_str).collect();
+            let keys: Vec<String> = state.assignments.keys().map(BurstKey::to_string).collect();
             return Err(format!(
                 "spoke {name} still has bursts assigned: {}",
                 keys.join(", ")
@@ -361,19 +364,21 @@ impl Served for Registry {
         Ok(true)
     }
 
-    fn relay_target(&self, spoke: &str, key: &str) -> Result<RelayTarget, RelayRefusal> {
+    fn relay_target(&self, spoke: &str, key: &BurstKey) -> Result<RelayTarget, RelayRefusal> {
         let inner = self.lock();
         let not_assigned = || RelayRefusal::NotAssigned(key.to_string());
         let assigned = inner
             .spokes
             .get(spoke)
             .is_some_and(|s| s.assignments.contains_key(key));
-        let mc = mc_of(key).ok_or_else(not_assigned)?;
-        let entry = inner.miniclusters.get(&mc).ok_or_else(not_assigned)?;
+        let entry = inner
+            .miniclusters
+            .get(&key.minicluster())
+            .ok_or_else(not_assigned)?;
         let burst = entry
             .bursts
             .iter()
-            .find(|b| b.key == key && b.spoke == spoke)
+            .find(|b| b.key == *key && b.spoke == spoke)
             .filter(|_| assigned && !entry.deleting)
             .ok_or_else(not_assigned)?;
         if !burst.relayed {

@@ -57,13 +57,18 @@ impl Spoke for Services {
                 per_second: rates.calls_per_second as u64,
             }));
         }
-        let target = self.registry.relay_target(&spoke, &key).map_err(refused)?;
+        // Parsed once, here: a key that is no burst key is assigned nothing, and refused
+        // as any key that is not assigned.
+        let burst = key
+            .parse::<BurstKey>()
+            .map_err(|_| refused(RelayRefusal::NotAssigned(key.clone())))?;
+        let target = self
+            .registry
+            .relay_target(&spoke, &burst)
+            .map_err(refused)?;
         let held = self.relays.take(&key, target.brokers).map_err(refused)?;
         let tcp = relay::dial(&target.lead).await.map_err(refused)?;
-        // A key the registry found assigned: always a burst key.
-        let minicluster = key
-            .parse::<BurstKey>()
-            .map_or_else(|_| String::new(), |k| k.minicluster().to_string());
+        let minicluster = burst.minicluster().to_string();
         let meter = self.metrics.relay_opened(&spoke, &minicluster);
         span.in_scope(|| debug!(lead = %target.lead.uri(), "relayed connection open"));
         let (tx, rx) = tokio::sync::mpsc::channel(4);
@@ -87,7 +92,7 @@ impl Spoke for Services {
         tokio::spawn(
             async move {
                 let _held = held;
-                let standing = || match registry.relay_target(&spoke, &key) {
+                let standing = || match registry.relay_target(&spoke, &burst) {
                     Ok(t) if t.lead == target.lead => relay::Standing::Relayed,
                     Err(RelayRefusal::NoBrokers(_)) => relay::Standing::Leaving,
                     _ => relay::Standing::Ended,
