@@ -489,8 +489,10 @@ async fn an_idle_relayed_connection_closes_while_the_registry_keeps_changing() {
     let (busy_tx, mut busy) = relay(&mut a, KEY).await.expect("relayed");
     let opened = tokio::time::Instant::now();
     // The busy one moves bytes every 300 ms for three idle times: it stays open.
+    let mut last_moved = opened;
     for _ in 0..10 {
         assert_eq!(round_trip(&busy_tx, &mut busy, b"beat").await, b"beat");
+        last_moved = tokio::time::Instant::now();
         tokio::time::sleep(Duration::from_millis(300)).await;
     }
     // The quiet one was closed an idle time after it opened.
@@ -502,10 +504,11 @@ async fn an_idle_relayed_connection_closes_while_the_registry_keeps_changing() {
         "{ended:?}"
     );
     assert!(opened.elapsed() >= idle);
-    // Once quiet too, the busy one ends an idle time later.
-    let quiet_since = tokio::time::Instant::now();
+    // Once quiet too, the busy one ends an idle time after its last bytes moved (counted
+    // from when the echo came back, which the hub saw a moment before: the margin), however
+    // late this task woke from its sleeps on a busy machine.
     assert!(ends(&mut busy, LIMIT).await);
-    assert!(quiet_since.elapsed() >= idle - Duration::from_millis(300));
+    assert!(last_moved.elapsed() >= idle - Duration::from_millis(50));
     churn.abort();
     drop((quiet_tx, busy_tx));
 }
