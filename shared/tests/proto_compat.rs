@@ -38,7 +38,7 @@ fn an_old_spokes_report_reads_as_no_reason_and_no_admitted_size() {
     let old = OldAssignmentStatus {
         key: "ns/mc/b".into(),
         observed_version: 3,
-        phase: BurstPhase::Invalid.into(),
+        phase: BurstPhase::Refused.into(),
         brokers_ready: 0,
         size: 2,
         message: "refused".into(),

@@ -37,7 +37,7 @@ pub struct Applied {
     pub realized: Realized,
 }
 
-/// An assignment this process refused (`BURST_PHASE_INVALID`).
+/// An assignment this process refused (`BURST_PHASE_REFUSED`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct AssignmentRefusal {
     /// The assignment as received; the same content is not examined again.
@@ -83,7 +83,7 @@ pub enum Decision {
     Apply(Box<Realized>),
     /// Identical to what this process applied, and every object is still there.
     Unchanged,
-    /// Refuse it (it does not realize): report `BURST_PHASE_INVALID`.
+    /// Refuse it (it does not realize): report `BURST_PHASE_REFUSED`.
     Refuse(Box<AssignmentRefusal>),
     /// Identical to content refused before: refused again without re-examining it.
     StillRefused,

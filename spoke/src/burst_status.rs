@@ -29,7 +29,7 @@ pub enum Outcome {
         /// Why.
         message: String,
     },
-    /// Refused: `BURST_PHASE_INVALID`.
+    /// Refused: `BURST_PHASE_REFUSED`.
     Refused {
         /// Machine-readable reason (see [`AssignmentRefusal::reason`](crate::admit::AssignmentRefusal::reason)).
         reason: String,
@@ -191,7 +191,7 @@ pub fn status(tracked: &Tracked, job: Option<&Job>) -> AssignmentStatus {
             status.message = format!("{message}; its running brokers are kept as they are");
         }
         Outcome::Refused { reason, message } => {
-            status.phase = BurstPhase::Invalid.into();
+            status.phase = BurstPhase::Refused.into();
             status.reason = reason.clone();
             let identical = if reason == "ConfigMismatch" {
                 "False"
@@ -334,7 +334,7 @@ mod tests {
             }),
             None,
         );
-        assert_eq!(s.phase, BurstPhase::Invalid as i32);
+        assert_eq!(s.phase, BurstPhase::Refused as i32);
         assert_eq!(s.message, "different broker.toml");
         assert_eq!(s.conditions[0].r#type, CONFIG_IDENTICAL);
         assert_eq!(s.conditions[0].status, "False");

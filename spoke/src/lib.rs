@@ -7,7 +7,7 @@
 //!
 //! 1. re-plans and renders each assignment's burst role with the shared renderer
 //!    (`flux_shared::federation::assignment::realize`), refusing it as
-//!    `BURST_PHASE_INVALID` when it does not render or renders a broker.toml or R other
+//!    `BURST_PHASE_REFUSED` when it does not render or renders a broker.toml or R other
 //!    than the hub's (the same content is not examined again until it changes);
 //! 2. creates the target namespace when missing and server-side applies the objects
 //!    (field manager `flux-spoke`, forced), skipping content it already applied while

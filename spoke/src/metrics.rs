@@ -35,7 +35,7 @@ pub enum ErrorKind {
     /// Apply, `observe`: reading the spoke's objects, policy, a burst's namespace or the
     /// Jobs failed (nothing applied or deleted).
     Observe,
-    /// Apply, `plan`: an assignment was refused (`BURST_PHASE_INVALID`): it does not
+    /// Apply, `plan`: an assignment was refused (`BURST_PHASE_REFUSED`): it does not
     /// render as the hub's, or the policy does not admit it.
     Plan,
     /// Apply, `namespace`: creating a namespace failed.

@@ -176,7 +176,7 @@ fn cluster_room(
         .filter(|s| {
             !matches!(
                 BurstPhase::try_from(s.phase).unwrap_or_default(),
-                BurstPhase::Invalid | BurstPhase::Deleting | BurstPhase::Deleted
+                BurstPhase::Refused | BurstPhase::Deleting | BurstPhase::Deleted
             )
         })
         .map(|s| s.size.max(0))
@@ -286,7 +286,7 @@ mod tests {
             status("a", BurstPhase::Running, 4),
             status("b", BurstPhase::Applied, 2),
             // Refused or leaving: holds nothing of the ceiling.
-            status("c", BurstPhase::Invalid, 8),
+            status("c", BurstPhase::Refused, 8),
             status("d", BurstPhase::Deleting, 8),
         ];
         let nodes = Ok((

@@ -729,7 +729,7 @@ async fn an_invalid_assignment_is_reported_and_not_applied_until_it_changes() {
 
     let report = hub.ack("e1", 1).await;
     let s = status(&report, &x.key).unwrap();
-    assert_eq!(phase_of(&report, &x.key), Some(BurstPhase::Invalid));
+    assert_eq!(phase_of(&report, &x.key), Some(BurstPhase::Refused));
     assert!(s.message.contains("broker.toml"), "{}", s.message);
     assert!(
         s.conditions
@@ -746,7 +746,7 @@ async fn an_invalid_assignment_is_reported_and_not_applied_until_it_changes() {
     let y = assignment("m2", "y", 1);
     hub.publish(snapshot("e1", 2, vec![tampered.clone(), y.clone()]));
     let report = hub.ack("e1", 2).await;
-    assert_eq!(phase_of(&report, &x.key), Some(BurstPhase::Invalid));
+    assert_eq!(phase_of(&report, &x.key), Some(BurstPhase::Refused));
     assert_eq!(status(&report, &x.key).unwrap().observed_version, 2);
     assert_eq!(
         cluster.applied().into_iter().collect::<BTreeSet<_>>(),
@@ -783,7 +783,7 @@ async fn an_unsafe_burst_is_refused_before_anything_is_written() {
     let agent = RunningAgent::start(&pki, &pki.spoke, server.addr, &cluster, LONG);
 
     let report = hub.ack("e1", 1).await;
-    assert_eq!(phase_of(&report, &a.key), Some(BurstPhase::Invalid));
+    assert_eq!(phase_of(&report, &a.key), Some(BurstPhase::Refused));
     let s = status(&report, &a.key).unwrap();
     for field in [
         "metadata.namespace",
@@ -1249,7 +1249,7 @@ async fn a_name_taken_by_someone_else_refuses_the_whole_burst_until_it_is_freed(
     let s = status(&report, &x.key).unwrap();
     assert_eq!(
         phase_of(&report, &x.key),
-        Some(BurstPhase::Invalid),
+        Some(BurstPhase::Refused),
         "{s:?}"
     );
     assert!(s.message.starts_with("NameTaken: "), "{}", s.message);
@@ -1293,7 +1293,7 @@ async fn a_name_taken_by_someone_else_refuses_the_whole_burst_until_it_is_freed(
                 .is_some_and(|s| !s.message.contains("ConfigMap") && s.message.contains("Secret"))
         })
         .await;
-    assert_eq!(phase_of(&report, &x.key), Some(BurstPhase::Invalid));
+    assert_eq!(phase_of(&report, &x.key), Some(BurstPhase::Refused));
     assert!(cluster.applied().is_empty(), "{:?}", cluster.ops());
 
     // The other goes too: the burst is applied.
@@ -1404,7 +1404,7 @@ async fn no_policy_refuses_every_burst_until_one_admits_it_without_a_new_snapsho
     let agent = RunningAgent::start(&pki, &pki.spoke, server.addr, &cluster, LONG);
 
     let report = hub.ack("e1", 1).await;
-    assert_eq!(phase_of(&report, &x.key), Some(BurstPhase::Invalid));
+    assert_eq!(phase_of(&report, &x.key), Some(BurstPhase::Refused));
     let s = status(&report, &x.key).unwrap();
     assert_eq!(s.reason, "NoPolicy");
     assert_eq!(s.admitted_size, Some(0));
@@ -1553,7 +1553,7 @@ async fn the_broker_ceiling_is_shared_and_the_admitted_size_reported() {
     let sa = status(&report, &a.key).unwrap();
     assert_eq!((sa.reason.as_str(), sa.admitted_size), ("", Some(3)));
     let sb = status(&report, &b.key).unwrap();
-    assert_eq!(phase_of(&report, &b.key), Some(BurstPhase::Invalid));
+    assert_eq!(phase_of(&report, &b.key), Some(BurstPhase::Refused));
     assert_eq!(
         (sb.reason.as_str(), sb.admitted_size),
         ("TooManyBrokers", Some(1))

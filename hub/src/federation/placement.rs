@@ -336,7 +336,7 @@ fn failure(
     if let Some(r) = cur
         .report
         .as_ref()
-        .filter(|r| r.phase == BurstPhase::Invalid)
+        .filter(|r| r.phase == BurstPhase::Refused)
     {
         let why = if r.reason.is_empty() {
             "Refused"

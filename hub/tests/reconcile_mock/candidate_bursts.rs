@@ -136,7 +136,7 @@ async fn a_burst_with_candidates_goes_where_there_is_room_and_moves_only_once_th
         8,
         vec![AssignmentStatus {
             key: key.to_string(),
-            phase: BurstPhase::Invalid as i32,
+            phase: BurstPhase::Refused as i32,
             reason: "ImageNotAllowed".into(),
             message: "image rockylinux:9 is not allowed".into(),
             observed_version: 1,

@@ -115,7 +115,7 @@ pub fn build(
     Ok(out)
 }
 
-/// Why a spoke refuses an assignment (reported as `BURST_PHASE_INVALID`).
+/// Why a spoke refuses an assignment (reported as `BURST_PHASE_REFUSED`).
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum RealizeError {
     /// A required field is missing or malformed.

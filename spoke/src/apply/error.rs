@@ -22,7 +22,7 @@ pub(crate) enum ApplyError {
         source: ClusterError,
     },
     /// `plan`: the plan refuses an assignment (it does not render as the hub's, or the
-    /// policy does not admit it): reported `BURST_PHASE_INVALID`.
+    /// policy does not admit it): reported `BURST_PHASE_REFUSED`.
     #[error("assignment {key} refused ({reason}): {message}")]
     Plan {
         key: String,

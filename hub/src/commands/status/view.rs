@@ -189,7 +189,7 @@ pub fn burst_phase_name(phase: i32) -> String {
         Ok(BurstPhase::Succeeded) => "Succeeded".into(),
         Ok(BurstPhase::Failed) => "Failed".into(),
         // The spoke refused it (its owner's policy, or its own checks).
-        Ok(BurstPhase::Invalid) => "Refused".into(),
+        Ok(BurstPhase::Refused) => "Refused".into(),
         Ok(BurstPhase::Deleting) => "Deleting".into(),
         Ok(BurstPhase::Deleted) => "Deleted".into(),
         Err(_) => format!("Unknown({phase})"),
@@ -294,7 +294,7 @@ mod tests {
     #[test]
     fn phases_have_names() {
         assert_eq!(burst_phase_name(0), "Unreported");
-        assert_eq!(burst_phase_name(BurstPhase::Invalid.into()), "Refused");
+        assert_eq!(burst_phase_name(BurstPhase::Refused.into()), "Refused");
         assert_eq!(burst_phase_name(BurstPhase::Deleted.into()), "Deleted");
         assert_eq!(burst_phase_name(42), "Unknown(42)");
     }

@@ -223,7 +223,7 @@ pub fn statuses(
                             BurstPhase::Failed => {
                                 (BurstStatusPhase::Failed, non_empty(&r.message, "the burst Job failed"))
                             }
-                            BurstPhase::Invalid => (
+                            BurstPhase::Refused => (
                                 BurstStatusPhase::Refused,
                                 non_empty(&r.message, "the spoke refused the assignment"),
                             ),
@@ -330,7 +330,7 @@ fn spoke_reason(r: &flux_shared::federation::proto::AssignmentStatus) -> Option<
     if !r.reason.is_empty() {
         return Some(r.reason.clone());
     }
-    (BurstPhase::try_from(r.phase) == Ok(BurstPhase::Invalid)).then(|| {
+    (BurstPhase::try_from(r.phase) == Ok(BurstPhase::Refused)).then(|| {
         r.conditions
             .iter()
             .find(|c| c.r#type == "ConfigIdentical" && !c.reason.is_empty())
@@ -741,7 +741,7 @@ mod tests {
             )
         );
         let invalid = one(BurstView {
-            report: reported(BurstPhase::Invalid, 4, 0, t),
+            report: reported(BurstPhase::Refused, 4, 0, t),
             ..view()
         });
         // Refused by a spoke that predates the reason field: the generic reason.
@@ -757,7 +757,7 @@ mod tests {
                 Some("Refused")
             )
         );
-        let mut policy = reported(BurstPhase::Invalid, 4, 0, t);
+        let mut policy = reported(BurstPhase::Refused, 4, 0, t);
         if let Some((r, _)) = policy.as_mut() {
             r.reason = "NoPolicy".into();
             r.admitted_size = Some(0);
@@ -951,7 +951,7 @@ mod tests {
             )
         };
         let dispatched = statuses(&[view()], None, &[], t);
-        let refused = with(BurstPhase::Invalid, "NamespaceNotAllowed");
+        let refused = with(BurstPhase::Refused, "NamespaceNotAllowed");
         let e = events(&dispatched, &refused);
         assert_eq!(e.len(), 1, "{e:?}");
         assert!(e[0].0, "a Warning");

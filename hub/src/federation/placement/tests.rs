@@ -321,7 +321,7 @@ fn a_refusal_moves_the_burst_on_and_it_keeps_away_until_scaled_to_0() {
     let refused = Reported {
         reason: "ImageNotAllowed".into(),
         message: "image x is not allowed".into(),
-        ..reported(BurstPhase::Invalid, 0, 0)
+        ..reported(BurstPhase::Refused, 0, 0)
     };
     let cur = placed_on("a", 0, Some(refused));
     let p = place(
@@ -356,7 +356,7 @@ fn a_refusal_moves_the_burst_on_and_it_keeps_away_until_scaled_to_0() {
         (Some("b"), reasons(&p))
     );
     // Should b fail too, a is not tried again: placed nowhere.
-    let b_refuses = placed_on("b", 5, Some(reported(BurstPhase::Invalid, 0, 0)));
+    let b_refuses = placed_on("b", 5, Some(reported(BurstPhase::Refused, 0, 0)));
     let p3 = place(
         &candidates,
         &ask(&shape, 4),
