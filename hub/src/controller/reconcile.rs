@@ -280,7 +280,7 @@ fn status_of(
         &previous.bursts,
         SystemTime::from(now.0),
     );
-    let status = status::with_bursts(
+    let status = bursts::with_bursts(
         pass.status.clone(),
         &previous,
         fed.lead.clone(),

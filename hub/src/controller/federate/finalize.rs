@@ -16,7 +16,6 @@ use crate::controller::context::{Context, Error};
 use crate::controller::federate::{
     burst_infos, finalizers_but_ours, has_finalizer, mc_info, placed_as_in_status, set_finalizers,
 };
-use crate::controller::status;
 use crate::controller::status::bursts;
 use crate::controller::status::events::publish;
 use crate::controller::status::write::write_status;
@@ -115,7 +114,7 @@ pub(in crate::controller) async fn finalize(
             std::time::SystemTime::from(now.0),
         );
         if statuses != previous.bursts {
-            let status = status::with_bursts(
+            let status = bursts::with_bursts(
                 previous.clone(),
                 &previous,
                 previous.lead_broker.clone(),

@@ -6,13 +6,13 @@
 
 use std::time::{Duration, SystemTime};
 
-use flux_shared::api::{BurstStatus, BurstStatusPhase};
+use flux_shared::api::{BurstStatus, BurstStatusPhase, LeadBrokerStatus, MiniClusterStatus};
 use flux_shared::federation::proto::BurstPhase;
 use flux_shared::federation::{LEAD_REACHABLE, LEAD_UNREACHABLE};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::jiff::Timestamp;
 
-use super::BurstEvent;
+use super::{BURSTS_READY, BurstEvent};
 use crate::federation::Disposition;
 use crate::federation::placement::Placed;
 use crate::federation::registry::{BurstInfo, BurstView};
@@ -119,6 +119,43 @@ pub fn of_federation(
     let entries = super::placement::with_placement(entries, placed);
     let events = events(previous, &entries);
     (entries, events)
+}
+
+/// Fill in the federation's part of a status: the lead broker endpoint, the bursts, and
+/// the `BurstsReady` condition (transition time kept while its status does not change;
+/// dropped when the MiniCluster has no bursts).
+pub fn with_bursts(
+    mut status: MiniClusterStatus,
+    previous: &MiniClusterStatus,
+    lead: Option<LeadBrokerStatus>,
+    bursts: Vec<BurstStatus>,
+    generation: Option<i64>,
+    now: &Time,
+) -> MiniClusterStatus {
+    status.conditions.retain(|c| c.type_ != BURSTS_READY);
+    if let Some((ok, reason, message)) = ready_condition(&bursts) {
+        let value = if ok { "True" } else { "False" };
+        status.conditions.push(Condition {
+            type_: BURSTS_READY.to_string(),
+            status: value.to_string(),
+            reason: reason.to_string(),
+            message,
+            observed_generation: generation,
+            last_transition_time: previous
+                .conditions
+                .iter()
+                .find(|c| c.type_ == BURSTS_READY && c.status == value)
+                .map_or_else(|| now.clone(), |c| c.last_transition_time.clone()),
+        });
+    }
+    let running = bursts
+        .iter()
+        .filter(|b| b.phase == BurstStatusPhase::Running)
+        .count();
+    status.bursts_running = (!bursts.is_empty()).then(|| format!("{running}/{}", bursts.len()));
+    status.lead_broker = lead;
+    status.bursts = bursts;
+    status
 }
 
 /// How long a spoke may fail to reach its own cluster's API server before its bursts show

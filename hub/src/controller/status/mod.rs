@@ -7,10 +7,7 @@ mod instance_ended;
 pub(in crate::controller) mod placement;
 pub(in crate::controller) mod write;
 
-use flux_shared::api::{
-    BurstStatus, BurstStatusPhase, LeadBrokerStatus, MiniCluster, MiniClusterPhase,
-    MiniClusterStatus,
-};
+use flux_shared::api::{MiniCluster, MiniClusterPhase, MiniClusterStatus};
 use flux_shared::render::labels;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
@@ -225,47 +222,11 @@ pub fn compute(
 /// Condition type summarising the bursts of a MiniCluster with burst clusters.
 pub const BURSTS_READY: &str = "BurstsReady";
 
-/// Fill in the federation's part of a status: the lead broker endpoint, the bursts, and
-/// the `BurstsReady` condition (transition time kept while its status does not change;
-/// dropped when the MiniCluster has no bursts).
-pub fn with_bursts(
-    mut status: MiniClusterStatus,
-    previous: &MiniClusterStatus,
-    lead: Option<LeadBrokerStatus>,
-    bursts: Vec<BurstStatus>,
-    generation: Option<i64>,
-    now: &Time,
-) -> MiniClusterStatus {
-    status.conditions.retain(|c| c.type_ != BURSTS_READY);
-    if let Some((ok, reason, message)) = crate::controller::status::bursts::ready_condition(&bursts)
-    {
-        let value = if ok { "True" } else { "False" };
-        status.conditions.push(Condition {
-            type_: BURSTS_READY.to_string(),
-            status: value.to_string(),
-            reason: reason.to_string(),
-            message,
-            observed_generation: generation,
-            last_transition_time: previous
-                .conditions
-                .iter()
-                .find(|c| c.type_ == BURSTS_READY && c.status == value)
-                .map_or_else(|| now.clone(), |c| c.last_transition_time.clone()),
-        });
-    }
-    let running = bursts
-        .iter()
-        .filter(|b| b.phase == BurstStatusPhase::Running)
-        .count();
-    status.bursts_running = (!bursts.is_empty()).then(|| format!("{running}/{}", bursts.len()));
-    status.lead_broker = lead;
-    status.bursts = bursts;
-    status
-}
-
 #[cfg(test)]
 mod tests {
+    use super::bursts::with_bursts;
     use super::*;
+    use flux_shared::api::BurstStatus;
     use k8s_openapi::api::batch::v1::{JobCondition, JobSpec, JobStatus};
     use k8s_openapi::jiff::Timestamp;
 
