@@ -114,8 +114,8 @@ async fn reconcile_inner(
     let now = (ctx.now)();
     // The pass's status: its stages' with the bursts' part, or which stage failed.
     let (pass, status, problem, events) = match stages(mc, ctx, ns, name, &now).await {
-        Ok(pass) => {
-            let (status, events) = status_of(ctx, mc, &pass, &now);
+        Ok(mut pass) => {
+            let (status, events) = status_of(ctx, mc, &mut pass, &now);
             let problem = pass.problem.clone();
             (Ok(pass), status, problem, events)
         }
@@ -256,20 +256,23 @@ async fn stages(
 fn status_of(
     ctx: &Context,
     mc: &MiniCluster,
-    pass: &Pass,
+    pass: &mut Pass,
     now: &Time,
 ) -> (MiniClusterStatus, Vec<BurstEvent>) {
-    let Some(fed) = &pass.federated else {
+    let Some(fed) = pass.federated.as_mut() else {
         return (pass.status.clone(), Vec::new());
     };
     let previous = mc.status.clone().unwrap_or_default();
+    // The assignments go to the registry, not copied: what stays is the decision as the
+    // status shows it.
+    let disposition = std::mem::replace(&mut fed.disposition, Disposition::Assign(Vec::new()));
     let shown = publish(
         ctx,
         mc,
         &pass.status,
         fed.lead.as_ref(),
         fed.bursts.clone(),
-        fed.disposition.clone(),
+        disposition,
     );
     let views = ctx.registry.bursts(&mc_key(mc));
     let (entries, events) = bursts::of_federation(
