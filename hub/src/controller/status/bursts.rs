@@ -9,7 +9,7 @@ use std::time::{Duration, SystemTime};
 use flux_shared::api::{BurstStatus, BurstStatusPhase, LeadBrokerStatus, MiniClusterStatus};
 use flux_shared::federation::proto::BurstPhase;
 use flux_shared::federation::{LEAD_REACHABLE, LEAD_UNREACHABLE};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 
 use super::{BURSTS_READY, BurstEvent};
@@ -134,19 +134,15 @@ pub fn with_bursts(
 ) -> MiniClusterStatus {
     status.conditions.retain(|c| c.type_ != BURSTS_READY);
     if let Some((ok, reason, message)) = ready_condition(&bursts) {
-        let value = if ok { "True" } else { "False" };
-        status.conditions.push(Condition {
-            type_: BURSTS_READY.to_string(),
-            status: value.to_string(),
-            reason: reason.to_string(),
+        status.conditions.push(super::condition(
+            previous,
+            generation,
+            now,
+            BURSTS_READY,
+            ok,
+            reason,
             message,
-            observed_generation: generation,
-            last_transition_time: previous
-                .conditions
-                .iter()
-                .find(|c| c.type_ == BURSTS_READY && c.status == value)
-                .map_or_else(|| now.clone(), |c| c.last_transition_time.clone()),
-        });
+        ));
     }
     let running = bursts
         .iter()

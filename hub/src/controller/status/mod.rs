@@ -45,6 +45,32 @@ fn job_condition<'a>(
         .find(|c| c.type_ == type_ && c.status == "True")
 }
 
+/// Condition `type_` as `ok` says, its transition time kept from `previous` while its
+/// status does not change.
+pub(super) fn condition(
+    previous: &MiniClusterStatus,
+    generation: Option<i64>,
+    now: &Time,
+    type_: &str,
+    ok: bool,
+    reason: &str,
+    message: String,
+) -> Condition {
+    let status = if ok { "True" } else { "False" };
+    Condition {
+        type_: type_.to_string(),
+        status: status.to_string(),
+        reason: reason.to_string(),
+        message,
+        observed_generation: generation,
+        last_transition_time: previous
+            .conditions
+            .iter()
+            .find(|c| c.type_ == type_ && c.status == status)
+            .map_or_else(|| now.clone(), |c| c.last_transition_time.clone()),
+    }
+}
+
 /// Whether a Job has finished, and how: `Some(true)` complete, `Some(false)` failed.
 pub fn job_finished(job: &Job) -> Option<bool> {
     if job_condition(job, "Complete").is_some() {
@@ -92,17 +118,8 @@ pub fn compute(
         _ => MiniClusterPhase::Pending,
     };
 
-    let cond = |type_: &str, ok: bool, reason: &str, message: String| Condition {
-        type_: type_.to_string(),
-        status: if ok { "True" } else { "False" }.to_string(),
-        reason: reason.to_string(),
-        message,
-        observed_generation: generation,
-        last_transition_time: previous
-            .conditions
-            .iter()
-            .find(|c| c.type_ == type_ && c.status == if ok { "True" } else { "False" })
-            .map_or_else(|| now.clone(), |c| c.last_transition_time.clone()),
+    let cond = |type_: &str, ok: bool, reason: &str, message: String| {
+        condition(&previous, generation, now, type_, ok, reason, message)
     };
 
     // Brokers whose instance ended under them (see `instance_ended`): only while the Job
