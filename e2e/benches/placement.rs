@@ -264,6 +264,7 @@ async fn spoke(
         statuses: Vec::new(),
         cluster_access: None,
         room: Some(room.clone()),
+        root_reach: None,
     };
     client
         .report(settings.unary_request(report(first.hub_epoch.clone(), first.version)))

@@ -195,6 +195,7 @@ fn main() {
                 &b.spoke,
                 ReportRequest {
                     room: None,
+                    root_reach: None,
                     hub_epoch: registry.epoch().to_string(),
                     applied_version: 0,
                     statuses: vec![AssignmentStatus {

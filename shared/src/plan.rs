@@ -152,6 +152,34 @@ impl Plan {
         self
     }
 
+    /// Record the path the hub chose for each burst whose spec leaves `relay` unset:
+    /// `relayed(index)` is `Some(true)` for the relay, `Some(false)` to connect directly,
+    /// `None` while not chosen (it stays direct). The choice is written into the plan's spec
+    /// too (`relay` of that burst), so the spec an assignment carries names the path and
+    /// the spoke renders exactly it. A burst whose spec sets `relay` keeps it.
+    pub fn route(mut self, relayed: impl Fn(usize) -> Option<bool>) -> Plan {
+        let declared = self
+            .spec
+            .flux
+            .as_mut()
+            .and_then(|f| f.bursting.as_mut())
+            .map(|b| &mut b.clusters);
+        let mut declared = declared;
+        for (index, burst) in self.bursts.iter_mut().enumerate() {
+            if !burst.path_chosen_by_hub() {
+                continue;
+            }
+            let Some(relay) = relayed(index) else {
+                continue;
+            };
+            burst.relay = relay;
+            if let Some(c) = declared.as_deref_mut().and_then(|c| c.get_mut(index)) {
+                c.relay = Some(relay);
+            }
+        }
+        self
+    }
+
     /// Whether any burst runs (is not retired): a root instance then exposes its lead
     /// broker to other clusters.
     pub fn has_running_bursts(&self) -> bool {
@@ -218,7 +246,8 @@ impl Plan {
     }
 
     /// Whether a burst that runs reaches the lead broker directly, so the lead broker
-    /// needs an external endpoint (a NodePort at a node's address).
+    /// needs an external endpoint (a NodePort at a node's address). Before the hub routes
+    /// the plan ([`Plan::route`]), a burst whose path it chooses counts as direct: it may be.
     pub fn has_direct_bursts(&self) -> bool {
         self.bursts.iter().any(|b| !b.retired && !b.relay)
     }

@@ -583,6 +583,7 @@ async fn spokes_can_report() {
         .unwrap();
     let report = ReportRequest {
         room: None,
+        root_reach: None,
         hub_epoch: "test-epoch".into(),
         applied_version: 1,
         statuses: vec![AssignmentStatus {

@@ -137,6 +137,7 @@ impl<C: Cluster> Reporter<C> {
         }
         let (statuses, access, _) = sending;
         let request = ReportRequest {
+            root_reach: None,
             hub_epoch: state.epoch.clone(),
             applied_version: state.acked,
             statuses: statuses.clone(),

@@ -48,6 +48,7 @@ async fn deletion_waits_for_the_spoke_then_releases_the_finalizer() {
             applied_version: version,
             statuses: vec![],
             cluster_access: None,
+            root_reach: None,
         },
     );
     let before = server.calls().len();

@@ -56,6 +56,7 @@ fn room_report(
             applied_version: version,
             statuses,
             cluster_access: None,
+            root_reach: None,
             room: Some(proto::ClusterRoom {
                 nodes: vec![proto::NodeRoom {
                     count: 1,

@@ -11,7 +11,7 @@ pub use resolve::{PlacementCandidate, ResolvedBurst};
 pub use spec::*;
 pub use status::{
     BurstLayout, BurstPlacement, BurstStatus, LeadBrokerStatus, MiniClusterStatus,
-    SkippedCandidate, burst_path,
+    SkippedCandidate, burst_path, burst_path_reason,
 };
 
 /// The most brokers (hosts) one MiniCluster may declare in total (root `maxSize` plus

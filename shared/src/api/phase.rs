@@ -100,7 +100,10 @@ phases! {
         Pending = "Pending",
         /// Sent to a connected spoke; not applied yet, or brokers starting.
         Dispatched = "Dispatched",
-        /// Every broker of the burst is ready.
+        /// Its brokers are ready in their cluster, but the lead broker sees none of them
+        /// online yet (or the hub cannot read what it sees; the message says which).
+        Joining = "Joining",
+        /// Its brokers have joined the instance: the lead broker sees them online.
         Running = "Running",
         /// The burst's Job completed.
         Succeeded = "Succeeded",
@@ -161,7 +164,7 @@ mod tests {
         let e = "Suspended".parse::<BurstStatusPhase>().unwrap_err();
         assert_eq!(
             e.to_string(),
-            "status.bursts[].phase: \"Suspended\" is not one of Pending, Dispatched, \
+            "status.bursts[].phase: \"Suspended\" is not one of Pending, Dispatched, Joining, \
              Running, Succeeded, Failed, Refused, Unreachable, Deleting, Unknown, Invalid"
         );
         assert!("Dispatched".parse::<MiniClusterPhase>().is_err());

@@ -29,8 +29,12 @@ pub struct ResolvedBurst {
     pub candidates: Vec<PlacementCandidate>,
     /// With autoscale, the fewest brokers the hub shrinks it to (`minSize`, default 0).
     pub min_size: i32,
-    /// Its brokers reach the lead broker through their spoke and the hub (`relay`).
+    /// Its brokers reach the lead broker through their spoke and the hub: the path in use.
+    /// For a burst whose spec leaves `relay` unset, `false` until the hub chooses
+    /// ([`crate::plan::Plan::route`]).
     pub relay: bool,
+    /// `relay` as the spec sets it: `None` lets the hub choose the path for each placement.
+    pub relay_spec: Option<bool>,
     /// Removed from a running MiniCluster's spec: its hosts keep their ranks (the running
     /// brokers know them), but it runs nowhere. Only the hub sets it
     /// ([`crate::plan::Plan::retire`]); a spec never does.
@@ -71,6 +75,18 @@ impl std::fmt::Display for PlacementCandidate {
 }
 
 impl ResolvedBurst {
+    /// Whether the hub chooses this burst's path: its spec leaves `relay` unset.
+    pub fn path_chosen_by_hub(&self) -> bool {
+        self.relay_spec.is_none()
+    }
+
+    /// Whether this burst may be relayed: its relay Service's name ([`Self::relay_service`])
+    /// is a DNS label. A burst whose name leaves no room for it connects directly.
+    pub fn can_relay(&self) -> bool {
+        let service = self.relay_service();
+        service.len() <= 63 && self.name.starts_with(|c: char| c.is_ascii_lowercase())
+    }
+
     /// The Service in a relayed burst's cluster at which its brokers reach the lead broker
     /// (the spoke serves it): `<burst>-relay`.
     pub fn relay_service(&self) -> String {
@@ -191,6 +207,7 @@ impl MiniClusterSpec {
                     candidates,
                     min_size: c.min_size.unwrap_or(0),
                     relay: c.relay.unwrap_or(false),
+                    relay_spec: c.relay,
                     name,
                     retired: false,
                 }
@@ -201,14 +218,22 @@ impl MiniClusterSpec {
     /// Bursting on demand, for a root instance that declares bursts (a MiniCluster that
     /// joins a lead broker or names its hosts verbatim has none to scale).
     pub fn autoscale(&self) -> Option<&Autoscale> {
-        let bursting = self.flux.as_ref()?.bursting.as_ref()?;
-        if bursting.clusters.is_empty()
-            || self.lead_broker().is_some()
-            || self.custom_hostlist().is_some()
-        {
+        if !self.is_bursting_root() {
             return None;
         }
-        bursting.autoscale.as_ref()
+        self.flux.as_ref()?.bursting.as_ref()?.autoscale.as_ref()
+    }
+
+    /// Whether this is a root instance that declares bursts (not one that joins a lead
+    /// broker or names its hosts verbatim): its lead broker serves the hub its view of the
+    /// instance ([`crate::scripts::reporter_script`]).
+    pub fn is_bursting_root(&self) -> bool {
+        self.flux
+            .as_ref()
+            .and_then(|f| f.bursting.as_ref())
+            .is_some_and(|b| !b.clusters.is_empty())
+            && self.lead_broker().is_none()
+            && self.custom_hostlist().is_none()
     }
 
     /// Index of the container that runs Flux: the only container; else the one with

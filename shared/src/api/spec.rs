@@ -453,8 +453,12 @@ pub struct BurstCluster {
     /// `true`: the burst's brokers reach the lead broker through their spoke, which
     /// carries each connection to the hub over its own connection to the hub, and the hub
     /// to the lead broker inside this cluster. Nothing but the spoke's connection crosses
-    /// the clusters: no NodePort, no firewall rule, no `leadAddress`. Default `false`: the
-    /// brokers connect to the lead broker's NodePort at `leadAddress`.
+    /// the clusters: no NodePort, no firewall rule, no `leadAddress`. `false`: the brokers
+    /// connect to the lead broker's NodePort at `leadAddress`. Unset (the default): the hub
+    /// chooses for each placement, from what the burst's spoke says of how its brokers
+    /// reach the root's nodes, and switches a direct burst whose spoke cannot reach the
+    /// lead broker to the relay before any of its brokers joined;
+    /// `status.bursts[].pathReason` says why.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub relay: Option<bool>,
 }

@@ -105,6 +105,24 @@ pub mod burst_path {
     pub const RELAY: &str = "Relay";
 }
 
+/// Why a burst takes its path (`status.bursts[].pathReason`).
+pub mod burst_path_reason {
+    /// Its spec sets `relay`.
+    pub const SPEC: &str = "Spec";
+    /// Its spoke's owner declared how the spoke's brokers reach the root's nodes.
+    pub const SPOKE_DECLARED: &str = "SpokeDeclared";
+    /// Its spoke measured it: a TCP connect from its pod to a lead endpoint of this root.
+    pub const SPOKE_MEASURED: &str = "SpokeMeasured";
+    /// Nothing was declared or measured: it connects directly, and is switched to the
+    /// relay if its spoke cannot reach the lead broker before any of its brokers joined.
+    pub const NOT_MEASURED: &str = "NotMeasured";
+    /// Switched to the relay: its spoke could not reach the lead broker, and none of its
+    /// brokers had joined.
+    pub const LEAD_UNREACHABLE: &str = "LeadUnreachable";
+    /// Its name leaves no room for a relay Service: it connects directly.
+    pub const CANNOT_RELAY: &str = "CannotRelay";
+}
+
 /// How one burst is doing in its spoke cluster.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
@@ -119,6 +137,19 @@ pub struct BurstStatus {
     /// external address) or `Relay` (through their spoke and the hub).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub path: Option<String>,
+
+    /// Why it takes that path, one CamelCase word ([`burst_path_reason`]): `Spec` (its
+    /// `relay` field), `SpokeDeclared` (its spoke's owner said how its brokers reach the
+    /// root), `SpokeMeasured` (its spoke measured it), `NotMeasured` (nothing said: direct
+    /// first), `LeadUnreachable` (switched to the relay: its spoke could not reach the lead
+    /// broker before any of its brokers joined), `CannotRelay` (its name leaves no room for
+    /// a relay Service). `pathMessage` says more.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path_reason: Option<String>,
+
+    /// What the path was chosen from, in words.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path_message: Option<String>,
 
     /// Pending (waiting for the lead broker's endpoint or for the spoke), Dispatched (sent,
     /// brokers starting), Running, Succeeded, Failed, Refused (the spoke does not run it:
@@ -152,6 +183,11 @@ pub struct BurstStatus {
     /// Brokers the spoke last reported ready.
     #[serde(default)]
     pub brokers_ready: i32,
+
+    /// Brokers of this burst the lead broker sees online, as the hub last read it (unset
+    /// until it could): phase Running needs one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub brokers_joined: Option<i32>,
 
     /// Brokers leaving (a shrink): they drain their nodes in Flux and wait for the jobs
     /// there (`flux.drainTimeoutSeconds`) before their pods stop.

@@ -229,9 +229,9 @@ impl Ctx<'_> {
             sh.close("fi");
         }
 
-        if self.spec.autoscale().is_some() {
+        if self.spec.is_bursting_root() {
             sh.linef(format_args!(
-                "# Bursting on demand: the queue reporter the hub reads (port {}).",
+                "# Bursting: the instance's view (hosts online, the queue) the hub reads (port {}).",
                 crate::api::defaults::REPORTER_PORT
             ));
             sh.linef(format_args!(

@@ -1,4 +1,4 @@
-//! The queue reporter of an autoscaled root instance (its Python source is
+//! The queue reporter of a root instance that declares bursts (its Python source is
 //! `reporter.py`, beside this file).
 
 use crate::layout;
@@ -17,7 +17,9 @@ pub const REPORTER_TOKEN_CONTEXT: &[u8] = b"flux-operator reporter\0";
 const REPORTER_PY: &str = include_str!("reporter.py");
 
 /// The queue reporter (ConfigMap key [`layout::REPORTER_SCRIPT_KEY`]) of a root instance
-/// with `flux.bursting.autoscale`; `None` otherwise.
+/// that declares bursts ([`crate::api::MiniClusterSpec::is_bursting_root`]); `None`
+/// otherwise. The hub reads it to size bursts on demand (`autoscale`), to tell when a
+/// burst's brokers joined the instance, and whether a silent cluster's ranks are down.
 ///
 /// The lead broker's entrypoint runs it with `flux python` next to the broker. It serves
 /// one read-only document, `GET /v1/queue` on port [`crate::api::defaults::REPORTER_PORT`]
@@ -25,7 +27,7 @@ const REPORTER_PY: &str = include_str!("reporter.py");
 /// whether its broker is online, drained and allocated, and every pending job with the
 /// nodes it asks for and when it was submitted. It changes nothing in the instance.
 pub fn reporter_script(plan: &Plan, target: &Target) -> Option<String> {
-    if !target.is_root() || plan.spec.autoscale().is_none() {
+    if !target.is_root() || !plan.spec.is_bursting_root() {
         return None;
     }
     let context = String::from_utf8_lossy(REPORTER_TOKEN_CONTEXT).replace('\0', "\\0");

@@ -298,6 +298,8 @@ pub fn statuses(
                 name: b.name.clone(),
                 cluster: b.spoke.clone(),
                 path: Some(b.path().to_string()),
+                path_reason: None,
+                path_message: None,
                 phase: phase.to_string(),
                 size: b.size,
                 max_size: b.max_size,
@@ -306,6 +308,7 @@ pub fn statuses(
                 } else {
                     reported.map_or(0, |r| r.brokers_ready)
                 },
+                brokers_joined: None,
                 brokers_draining: if v.deleting {
                     0
                 } else {

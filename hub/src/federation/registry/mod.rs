@@ -1094,6 +1094,7 @@ mod tests {
         r.report(
             "a",
             proto::ReportRequest {
+                root_reach: None,
                 room: None,
                 hub_epoch: "e1".into(),
                 applied_version: version,
@@ -1105,6 +1106,7 @@ mod tests {
         r.report(
             "b",
             proto::ReportRequest {
+                root_reach: None,
                 room: None,
                 hub_epoch: "old".into(),
                 applied_version: 99,
@@ -1120,6 +1122,7 @@ mod tests {
         r.report(
             "b",
             proto::ReportRequest {
+                root_reach: None,
                 room: None,
                 hub_epoch: "e1".into(),
                 applied_version: 0,
@@ -1149,6 +1152,7 @@ mod tests {
         r.report(
             "a",
             proto::ReportRequest {
+                root_reach: None,
                 room: None,
                 hub_epoch: "e1".into(),
                 applied_version: 1,
@@ -1160,6 +1164,7 @@ mod tests {
         r.report(
             "a",
             proto::ReportRequest {
+                root_reach: None,
                 room: None,
                 hub_epoch: "e1".into(),
                 applied_version: 2,
@@ -1209,6 +1214,7 @@ mod tests {
             r.report(
                 "a",
                 proto::ReportRequest {
+                    root_reach: None,
                     room: None,
                     hub_epoch: "e1".into(),
                     applied_version: version,
@@ -1252,6 +1258,7 @@ mod tests {
         r.report(
             "a",
             proto::ReportRequest {
+                root_reach: None,
                 room: None,
                 hub_epoch: "e1".into(),
                 applied_version: 2,
@@ -1305,6 +1312,7 @@ mod tests {
         r.report(
             "b",
             proto::ReportRequest {
+                root_reach: None,
                 room: None,
                 hub_epoch: "e1".into(),
                 applied_version: 1,
@@ -1317,6 +1325,7 @@ mod tests {
         r.report(
             "a",
             proto::ReportRequest {
+                root_reach: None,
                 room: None,
                 hub_epoch: "e1".into(),
                 applied_version: 2,
@@ -1329,6 +1338,7 @@ mod tests {
         r.report(
             "a",
             proto::ReportRequest {
+                root_reach: None,
                 room: None,
                 hub_epoch: "e1".into(),
                 applied_version: 2,
@@ -1342,6 +1352,7 @@ mod tests {
         r.report(
             "a",
             proto::ReportRequest {
+                root_reach: None,
                 room: None,
                 hub_epoch: "e1".into(),
                 applied_version: 2,
@@ -1361,6 +1372,7 @@ mod tests {
         // The spoke loses its API server: every MiniCluster with a burst there is
         // reconciled, its bursts carry since when and why, admins see it on the spoke.
         let access = |millis, error: &str| proto::ReportRequest {
+            root_reach: None,
             room: None,
             hub_epoch: "e1".into(),
             applied_version: 2,

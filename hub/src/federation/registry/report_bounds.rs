@@ -94,6 +94,7 @@ mod tests {
             last_transition_unix_millis: 7,
         };
         let request = ReportRequest {
+            root_reach: None,
             room: None,
             hub_epoch: "e".into(),
             applied_version: 3,

@@ -97,7 +97,7 @@ run_broker() {
 host=$(hostname 2>/dev/null || uname -n)
 if [ "$host" = on-demand-0 ]; then
   echo 'flux-operator: this is the lead broker (rank 0)'
-  # Bursting on demand: the queue reporter the hub reads (port 8051).
+  # Bursting: the instance's view (hosts online, the queue) the hub reads (port 8051).
   FLUX_URI=local:///mnt/flux/config/run/flux/local flux python "${FLUX_OPERATOR_CONFIG_DIR:-/flux_operator}/flux-reporter.py" &
   echo 'flux-operator: starting Flux; the instance stays up until flux shutdown'
   run_broker flux start "${broker_args[@]}" || flux_status=$?
