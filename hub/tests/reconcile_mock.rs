@@ -12,6 +12,8 @@ mod autoscaling;
 mod burst_assignment;
 #[path = "reconcile_mock/burst_deletion.rs"]
 mod burst_deletion;
+#[path = "reconcile_mock/burst_paths.rs"]
+mod burst_paths;
 #[path = "reconcile_mock/candidate_bursts.rs"]
 mod candidate_bursts;
 #[path = "reconcile_mock/first_apply.rs"]

@@ -150,6 +150,7 @@ fn publish(registry: &Registry, lead: SocketAddr, relayed: bool, size: i32) {
         },
         vec![BurstInfo {
             skipped: Vec::new(),
+            route: None,
             key: KEY.parse().expect("a burst key"),
             name: "b".into(),
             spoke: "a".into(),
@@ -659,6 +660,7 @@ async fn a_relayed_connection_ends_when_its_certificate_is_unpinned_or_rotated_o
         },
         vec![BurstInfo {
             skipped: Vec::new(),
+            route: None,
             key: BurstKey::new("hpc", "other", "b"),
             name: "b".into(),
             spoke: "b".into(),

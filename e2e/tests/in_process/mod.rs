@@ -523,6 +523,7 @@ pub fn assign_with(
         .iter()
         .map(|b| BurstInfo {
             skipped: Vec::new(),
+            route: None,
             key: BurstKey::new(&plan.namespace, &plan.name, &b.name),
             name: b.name.clone(),
             spoke: b.cluster.clone(),

@@ -1,6 +1,11 @@
-//! The autoscaler: every MiniCluster with `flux.bursting.autoscale` has its lead broker's
-//! queue read every `intervalSeconds` ([`crate::autoscale::queue`]); the pure policy
-//! ([`crate::autoscale::decide`]) decides its bursts' sizes, and the changes are patched
+//! The lead brokers' reporters read, and the autoscaler. Every MiniCluster that declares
+//! bursts has its lead broker's reporter read ([`crate::autoscale::queue`]): what it sees
+//! of each burst's brokers goes to [`Context::lead_views`] (a change wakes the reconcile,
+//! whose status shows a burst Running once it joined), every [`VIEW_FAST`] while a burst
+//! waits to join and every [`VIEW_SLOW`] otherwise.
+//!
+//! With `flux.bursting.autoscale` it is also read every `intervalSeconds`, and the pure
+//! policy ([`crate::autoscale::decide`]) decides its bursts' sizes; the changes are patched
 //! into the MiniCluster's spec like `flux-hub burst scale` does, so the API object stays
 //! the source of truth and the reconcile and the spokes do the rest. One Event per change.
 
@@ -39,6 +44,23 @@ pub struct Tracked {
     annotation_ignored: bool,
 }
 
+/// How often the lead of a MiniCluster with a burst waiting to join is read.
+pub const VIEW_FAST: Duration = Duration::from_secs(2);
+/// How often the lead of any other bursting MiniCluster is read.
+pub const VIEW_SLOW: Duration = Duration::from_secs(15);
+
+/// How often `mc`'s lead is read for its view: [`VIEW_FAST`] while one of its bursts has
+/// brokers ready that the status does not show joined, else [`VIEW_SLOW`].
+fn view_interval(mc: &MiniCluster) -> Duration {
+    let waiting = mc.status.as_ref().is_some_and(|s| {
+        s.bursts.iter().any(|b| {
+            b.phase == flux_shared::api::BurstStatusPhase::Joining
+                || (b.brokers_ready > 0 && b.brokers_joined.unwrap_or(0) == 0)
+        })
+    });
+    if waiting { VIEW_FAST } else { VIEW_SLOW }
+}
+
 /// Polls of lead brokers' queues in flight at once: each may read and parse up to 4 MiB
 /// from a tenant's pod, so their number, not the MiniClusters', bounds the memory.
 const CONCURRENT_POLLS: usize = 8;
@@ -61,10 +83,7 @@ pub async fn run(ctx: Arc<Context>, miniclusters: Store<MiniCluster>, allow_anno
         let mut seen = std::collections::HashSet::new();
         let mut due = Vec::new();
         for mc in miniclusters.state() {
-            let Some(settings) = mc.spec.autoscale() else {
-                continue;
-            };
-            if mc.metadata.deletion_timestamp.is_some() {
+            if !mc.spec.is_bursting_root() || mc.metadata.deletion_timestamp.is_some() {
                 continue;
             }
             let key = mc_key(&mc);
@@ -74,13 +93,17 @@ pub async fn run(ctx: Arc<Context>, miniclusters: Store<MiniCluster>, allow_anno
                 tracked.insert(key, state);
                 continue;
             }
-            state.next = Some(now + settings.interval());
+            let every = match mc.spec.autoscale() {
+                Some(settings) => settings.interval().min(view_interval(&mc)),
+                None => view_interval(&mc),
+            };
+            state.next = Some(now + every);
             due.push((key, mc, state));
         }
         let polls = due.into_iter().map(|(key, mc, mut state)| {
             let ctx = ctx.clone();
             async move {
-                let span = info_span!("autoscale", namespace = %key.namespace, name = %key.name);
+                let span = info_span!("lead_view", namespace = %key.namespace, name = %key.name);
                 let annotation = mc
                     .metadata
                     .annotations
@@ -108,6 +131,7 @@ pub async fn run(ctx: Arc<Context>, miniclusters: Store<MiniCluster>, allow_anno
         .await;
         tracked.extend(done);
         tracked.retain(|k, _| seen.contains(k));
+        ctx.lead_views.retain(|k| seen.contains(k));
     }
 }
 
@@ -178,13 +202,68 @@ fn room_for(
     best
 }
 
-/// One poll of one MiniCluster: read its queue (at the address `reporter` gives for its
-/// plan: [`queue::address`] in the cluster), decide, apply.
+/// One poll of one MiniCluster: read its lead's reporter (at the address `reporter` gives
+/// for its plan: [`queue::address`] in the cluster), keep what it sees of the bursts, and
+/// for an autoscaled one decide and apply.
 pub async fn poll(
     ctx: &Context,
     mc: &MiniCluster,
     state: &mut Tracked,
     reporter: &dyn Fn(&flux_shared::plan::Plan) -> String,
+) {
+    let key = mc_key(mc);
+    let autoscaled = mc.spec.autoscale().is_some();
+    // The spec the reconcile applies: a refused change is not scaled on top of.
+    let plan = match elasticity::effective(mc).map(|e| e.plan()) {
+        Ok(Ok(plan)) => plan,
+        Ok(Err(_)) | Err(_) => {
+            if autoscaled {
+                ctx.metrics.autoscale_decision("refused");
+            }
+            return;
+        }
+    };
+    let Some(cert) = stored_certificate(
+        ctx,
+        &key.namespace,
+        &key.name,
+        mc.metadata.uid.as_deref().unwrap_or_default(),
+    ) else {
+        // No Secret yet: the instance is not there either.
+        return;
+    };
+    let address = reporter(&plan);
+    let read = queue::fetch(&address, &queue::token(&cert), FETCH_TIMEOUT).await;
+    let at = std::time::SystemTime::now();
+    let queue = match read {
+        Ok(q) => q,
+        Err(error) => {
+            if autoscaled {
+                ctx.metrics.autoscale_decision("unreachable");
+            }
+            if ctx.lead_views.failed(&key, error.to_string(), at) {
+                info!(%error, "the lead broker's reporter cannot be read");
+                ctx.registry.wake(key);
+            }
+            return;
+        }
+    };
+    let hosts = queue.hosts.iter().map(|h| (h.host.as_str(), h.online));
+    if ctx.lead_views.record(&key, &plan, hosts, at) {
+        ctx.registry.wake(key.clone());
+    }
+    if autoscaled {
+        autoscale(ctx, mc, state, &plan, &queue).await;
+    }
+}
+
+/// The autoscaler's part of a poll: decide from `queue` and apply.
+async fn autoscale(
+    ctx: &Context,
+    mc: &MiniCluster,
+    state: &mut Tracked,
+    plan: &flux_shared::plan::Plan,
+    queue: &decide::Queue,
 ) {
     let McKey {
         namespace: ns,
@@ -193,33 +272,8 @@ pub async fn poll(
     let Some(settings) = mc.spec.autoscale() else {
         return;
     };
-    // The spec the reconcile applies: a refused change is not scaled on top of.
-    let plan = match elasticity::effective(mc).map(|e| e.plan()) {
-        Ok(Ok(plan)) => plan,
-        Ok(Err(_)) | Err(_) => {
-            ctx.metrics.autoscale_decision("refused");
-            return;
-        }
-    };
-    let Some(cert) = stored_certificate(
-        ctx,
-        &ns,
-        &name,
-        mc.metadata.uid.as_deref().unwrap_or_default(),
-    ) else {
-        // No Secret yet: the instance is not there either.
-        return;
-    };
-    let address = reporter(&plan);
-    let queue = match queue::fetch(&address, &queue::token(&cert), FETCH_TIMEOUT).await {
-        Ok(q) => q,
-        Err(error) => {
-            ctx.metrics.autoscale_decision("unreachable");
-            info!(%error, "queue not read");
-            return;
-        }
-    };
-    state.idle_since = decide::remember_idle(&state.idle_since, &queue);
+
+    state.idle_since = decide::remember_idle(&state.idle_since, queue);
     state.growing.retain(|(hosts, submitted)| {
         let online = hosts
             .iter()
@@ -241,7 +295,7 @@ pub async fn poll(
             size: b.size,
             min: b.min_size,
             max: admitted_max(mc, &b.name, b.size, b.max_size),
-            room: room_for(ctx, mc, &plan, index),
+            room: room_for(ctx, mc, plan, index),
         })
         .collect();
     let decision = decide::decide(
@@ -249,7 +303,7 @@ pub async fn poll(
         &plan.name,
         plan.spec.size,
         &bursts,
-        &queue,
+        queue,
         &state.idle_since,
     );
     if decision.note != state.last_note {

@@ -39,6 +39,9 @@ pub struct Context {
     pub now: fn() -> Time,
     /// Assignments for spokes and what they reported.
     pub registry: Arc<Registry>,
+    /// What each bursting MiniCluster's lead broker sees of its bursts (read by the
+    /// poller in [`crate::controller::autoscaler`]).
+    pub lead_views: Arc<crate::federation::lead_view::LeadViews>,
     /// `--lead-broker-address`: the address burst brokers reach the lead broker at, unless
     /// the spec sets one.
     pub lead_address: Option<String>,
@@ -66,6 +69,7 @@ impl Context {
             labelled: Mutex::new(HashMap::new()),
             now: || Time(k8s_openapi::jiff::Timestamp::now()),
             registry: Registry::new(),
+            lead_views: Arc::default(),
             lead_address: None,
             deletion_timeout: DEFAULT_DELETION_TIMEOUT,
             placement: Default::default(),
@@ -77,6 +81,7 @@ impl Context {
         self.memory.forget(key);
         self.blockers.clear(key);
         self.registry.forget(key);
+        self.lead_views.forget(key);
     }
 
     /// Use `registry` for assignments, `lead_address` (`--lead-broker-address`) and

@@ -275,11 +275,13 @@ fn status_of(
         disposition,
     );
     let views = ctx.registry.bursts(&mc_key(mc));
+    let (joined, error) = ctx.lead_views.seen(&mc_key(mc));
     let (entries, events) = bursts::of_federation(
         &shown,
         &fed.bursts,
         &views,
         &fed.placed,
+        &bursts::LeadSeen { joined, error },
         &previous.bursts,
         SystemTime::from(now.0),
     );

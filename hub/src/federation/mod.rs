@@ -1,10 +1,13 @@
 //! The hub's side of the federation, without I/O: the assignment registry spokes and
 //! admins are served from, what it serves ([`served::Served`], the gRPC server's only way
-//! in), and the pure decisions behind it: where a burst is placed, where its brokers reach
-//! the lead broker, and which sizes an admin's scale may set. The gRPC server is
+//! in), and the pure decisions behind it: where a burst is placed, which path its brokers
+//! take to the lead broker and where they reach it, and which sizes an admin's scale may
+//! set; also what each lead broker sees of its bursts (`lead_view`). The gRPC server is
 //! [`crate::server`]; the reconcile that feeds the registry is [`crate::controller`].
 
 pub mod lead;
+pub mod lead_view;
+pub mod path;
 pub mod placement;
 pub mod registry;
 pub mod scale;

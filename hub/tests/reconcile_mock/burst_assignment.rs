@@ -56,8 +56,10 @@ async fn a_bursting_minicluster_gets_a_finalizer_and_waits_for_its_lead_endpoint
             .all(|s| s.assignments == 0)
     );
 
-    // The API server allocated the NodePort and the lead pod runs on n1.
+    // The API server allocated the NodePort and the lead pod runs on n1; spoke gke says
+    // how its brokers reach this cluster (nothing: they connect directly).
     lead_known(&calls, &mut writers);
+    spoke_reports_reach(&ctx, "gke", None);
     let mut next = mc.clone();
     next.metadata.finalizers = Some(vec!["flux-framework.org/bursts".into()]);
     next.metadata.creation_timestamp = Some(Time("2026-11-01T08:00:00Z".parse().expect("time")));
@@ -123,6 +125,7 @@ async fn a_burst_keeps_its_assignment_while_the_lead_endpoint_is_unknown() {
     let calls = server.calls();
     let status = observe(&calls, &mut writers).expect("status");
     lead_known(&calls, &mut writers);
+    spoke_reports_reach(&ctx, "gke", None);
     let mut next = mc.clone();
     next.metadata.finalizers = Some(vec!["flux-framework.org/bursts".into()]);
     next.status = Some(serde_json::from_value(status).expect("status"));

@@ -394,3 +394,22 @@ pub(crate) fn writers_service(calls: &[Call]) -> Service {
         .expect("lead service");
     serde_json::from_value(echo(call).1).expect("service")
 }
+
+/// Spoke `spoke` reports once to `ctx`'s hub, saying `reach` of how its brokers reach the
+/// root (`None`: as a spoke before path choice, nothing): the hub may then choose the path
+/// of its bursts whose spec leaves `relay` unset.
+pub(crate) fn spoke_reports_reach(
+    ctx: &Context,
+    spoke: &str,
+    reach: Option<flux_shared::federation::proto::RootReach>,
+) {
+    use flux_hub::federation::served::Served;
+    ctx.registry.report(
+        spoke,
+        flux_shared::federation::proto::ReportRequest {
+            hub_epoch: ctx.registry.epoch().to_string(),
+            root_reach: reach,
+            ..Default::default()
+        },
+    );
+}

@@ -143,6 +143,7 @@ async fn a_burst_the_spokes_announced_exceptions_admit_is_assigned() {
             Default::default(),
         )
         .expect("primed");
+    spoke_reports_reach(&ctx, "gke", None);
     let calls = server.calls();
     lead_known(&calls, &mut writers);
     let mut next = mc;

@@ -110,6 +110,7 @@ pub(in crate::controller) async fn finalize(
         let statuses = bursts::statuses(
             &views,
             None,
+            &bursts::LeadSeen::default(),
             &previous.bursts,
             std::time::SystemTime::from(now.0),
         );

@@ -6,6 +6,7 @@
 //! start-up (`rebuild`).
 
 pub(in crate::controller) mod finalize;
+pub(in crate::controller) mod path;
 pub(in crate::controller) mod placement;
 pub mod rebuild;
 
@@ -127,16 +128,29 @@ pub(in crate::controller) async fn federate(
 ) -> Result<Federated, ApiError> {
     let now = SystemTime::from((ctx.now)().0);
     let placing = placement::place(ctx, mc, plan, now);
-    let (plan, placed) = match &placing {
-        Some((plan, placed)) => (plan, placed.clone()),
-        None => (plan, Placed::default()),
+    let (plan, placed) = match placing {
+        Some((plan, placed)) => (plan, placed),
+        None => (plan.clone(), Placed::default()),
     };
+    let (routed, routes) = path::route(ctx, mc, plan);
+    let plan = &routed;
     let mut bursts = burst_infos(plan);
     for b in &mut bursts {
         if let Some(p) = placed.bursts.get(&b.name) {
             b.skipped.clone_from(&p.skipped);
         }
+        b.route = routes.get(&b.name).cloned();
     }
+    let placing_waits = placed
+        .bursts
+        .values()
+        .any(|b| b.since.is_none() || !b.held_by.is_empty());
+    let undecided = routes
+        .values()
+        .any(|c| matches!(c, crate::federation::path::Choice::Undecided(_)));
+    // Woken when a spoke connects, or reports its room or its reach.
+    ctx.registry
+        .set_waiting(&mc_key(mc), placing_waits || undecided);
     if bursts.is_empty() {
         // Bursts removed from the spec: release the finalizer once spokes confirmed.
         if has_finalizer(mc) && !ctx.registry.has_unconfirmed_withdrawals(&mc_key(mc)) {
@@ -246,6 +260,8 @@ pub(in crate::controller) async fn federate(
                     .get(&a.assignment.burst_name)
                     .is_none_or(|p| p.held_by.is_empty())
             });
+            // A burst whose path is not chosen yet is sent once it is.
+            assignments.retain(|a| path::undecided(&routes, &a.assignment.burst_name).is_none());
             Disposition::Assign(assignments)
         }
     };
@@ -323,6 +339,7 @@ pub(in crate::controller) fn retain_from_status(ctx: &Context, mc: &MiniCluster)
             max_size: b.declared_hosts(),
             relayed: b.path.as_deref() == Some(flux_shared::api::burst_path::RELAY),
             skipped: Vec::new(),
+            route: None,
         })
         .collect();
     if !bursts.is_empty() {
@@ -330,9 +347,11 @@ pub(in crate::controller) fn retain_from_status(ctx: &Context, mc: &MiniCluster)
     }
 }
 
-/// `plan` with each burst that names candidates placed where `mc`'s status says it runs
-/// (after a restart, before any placement is decided again).
+/// `plan` with each burst that names candidates placed where `mc`'s status says it runs,
+/// and each burst whose path the hub chooses on the path it runs with there (after a
+/// restart, before any placement or path is decided again).
 pub(in crate::controller) fn placed_as_in_status(mc: &MiniCluster, plan: Plan) -> Plan {
+    let plan = path::as_in_status(mc, plan);
     if plan.bursts.iter().all(|b| b.candidates.is_empty()) {
         return plan;
     }
@@ -373,6 +392,7 @@ pub fn burst_infos(plan: &Plan) -> Vec<BurstInfo> {
             max_size: b.max_size,
             relayed: b.relay,
             skipped: Vec::new(),
+            route: None,
         })
         .collect()
 }

@@ -6,9 +6,9 @@ use std::collections::BTreeMap;
 use std::time::SystemTime;
 
 use flux_shared::api::{BurstStatus, MiniCluster};
+use flux_shared::federation::BurstKey;
 use flux_shared::federation::proto::BurstPhase;
 use flux_shared::federation::room::Shape;
-use flux_shared::federation::{BurstKey, McKey};
 use flux_shared::plan::{Endpoint, Plan, Role};
 use flux_shared::render;
 use flux_shared::validate::{Exceptions, describe_violations, unsafe_burst_except};
@@ -130,11 +130,6 @@ pub fn place(
             },
         );
     }
-    let waiting = placed
-        .bursts
-        .values()
-        .any(|b| b.since.is_none() || !b.held_by.is_empty());
-    registry.set_waiting(&McKey::new(&plan.namespace, &plan.name), waiting);
     let plan = plan.clone().place(|index| chosen.get(&index).cloned());
     Some((plan, placed))
 }

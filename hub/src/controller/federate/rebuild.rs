@@ -70,6 +70,9 @@ pub fn prime(ctx: &Context, miniclusters: &[MiniCluster]) {
                 .iter()
                 .any(|(k, _)| a.assignment.key == k.to_string())
         });
+        // A burst whose path the hub chooses, with none in the status, was never sent.
+        let unrouted = super::path::unrouted_in_status(mc, &plan);
+        assignments.retain(|a| !unrouted.contains(&a.assignment.burst_name));
         let info = mc_info(
             mc,
             &previous,

@@ -4,6 +4,7 @@
 //! Size: about 540 of its lines are the tests (each status and Event case, as a pure
 //! function's input and output).
 
+use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime};
 
 use flux_shared::api::{BurstStatus, BurstStatusPhase, LeadBrokerStatus, MiniClusterStatus};
@@ -55,7 +56,9 @@ pub fn refused(bursts: &[BurstInfo], message: &str, previous: &[BurstStatus]) ->
             BurstStatus {
                 name: b.name.clone(),
                 cluster: b.spoke.clone(),
-                path: Some(b.path().to_string()),
+                path: b.path().map(str::to_string),
+                path_reason: b.path_note().0,
+                path_message: b.path_note().1,
                 phase: BurstStatusPhase::Invalid.to_string(),
                 size: b.size,
                 max_size: b.max_size,
@@ -83,7 +86,9 @@ pub fn held_unknown(
             None => BurstStatus {
                 name: b.name.clone(),
                 cluster: b.spoke.clone(),
-                path: Some(b.path().to_string()),
+                path: b.path().map(str::to_string),
+                path_reason: b.path_note().0,
+                path_message: b.path_note().1,
                 phase: BurstStatusPhase::Pending.to_string(),
                 size: b.size,
                 max_size: b.max_size,
@@ -103,6 +108,7 @@ pub fn of_federation(
     bursts: &[BurstInfo],
     views: &[BurstView],
     placed: &Placed,
+    seen: &LeadSeen,
     previous: &[BurstStatus],
     now: SystemTime,
 ) -> (Vec<BurstStatus>, Vec<BurstEvent>) {
@@ -113,8 +119,8 @@ pub fn of_federation(
         // Kept as they run (after a hub restart, say) until the spoke says whether its
         // policy allows them; nothing flaps, no Event.
         Disposition::Hold(why) => held_unknown(bursts, why, previous),
-        Disposition::Wait(why) => statuses(views, Some(why), previous, now),
-        Disposition::Assign(_) => statuses(views, None, previous, now),
+        Disposition::Wait(why) => statuses(views, Some(why), seen, previous, now),
+        Disposition::Assign(_) => statuses(views, None, seen, previous, now),
     };
     let entries = super::placement::with_placement(entries, placed);
     let events = events(previous, &entries);
@@ -175,12 +181,25 @@ fn to_system(t: &Time) -> SystemTime {
     SystemTime::from(t.0)
 }
 
+/// What the lead broker sees of a MiniCluster's bursts, as this hub last read it.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct LeadSeen {
+    /// Brokers of each burst (by name) it saw online, at its last read that worked.
+    pub joined: BTreeMap<String, i32>,
+    /// Why its last read failed.
+    pub error: Option<String>,
+}
+
 /// One status entry per burst view. `waiting` says why nothing was sent yet (lead
-/// endpoint unknown); `previous` supplies `lastSeen` values that need no refresh, and the
-/// entries of bursts whose spoke has been gone less than [`UNREACHABLE_GRACE`].
+/// endpoint unknown); `seen` is what the lead broker sees of each burst's brokers (a burst
+/// is Running once it sees one online); `previous` supplies `lastSeen` values that need no
+/// refresh, the entries of bursts whose spoke has been gone less than
+/// [`UNREACHABLE_GRACE`], and the joined count of a running burst until this hub first
+/// reads the lead (a restart shows no burst going back).
 pub fn statuses(
     views: &[BurstView],
     waiting: Option<&str>,
+    seen: &LeadSeen,
     previous: &[BurstStatus],
     now: SystemTime,
 ) -> Vec<BurstStatus> {
@@ -190,6 +209,17 @@ pub fn statuses(
             let b = &v.burst;
             let report = v.report.as_ref();
             let reported = report.map(|(r, _)| r);
+            let old = previous.iter().find(|p| p.name == b.name);
+            let joined = seen.joined.get(&b.name).copied().or_else(|| {
+                old.filter(|o| o.cluster == b.spoke && o.phase == BurstStatusPhase::Running)
+                    .and_then(|o| o.brokers_joined)
+            });
+            let (path_reason, path_message) = match b.path_note() {
+                (None, None) => old
+                    .filter(|o| o.cluster == b.spoke && o.path.as_deref() == b.path())
+                    .map_or((None, None), |o| (o.path_reason.clone(), o.path_message.clone())),
+                note => note,
+            };
             let (phase, message) = if v.deleting {
                 (
                     BurstStatusPhase::Deleting,
@@ -198,10 +228,12 @@ pub fn statuses(
             } else if !v.assigned {
                 (
                     BurstStatusPhase::Pending,
-                    waiting.unwrap_or("waiting to be assigned").to_string(),
+                    waiting
+                        .or(b.path_undecided())
+                        .unwrap_or("waiting to be assigned")
+                        .to_string(),
                 )
             } else if !v.connected {
-                let old = previous.iter().find(|p| p.name == b.name);
                 let within_grace = v
                     .disconnected_since
                     .and_then(|since| now.duration_since(since).ok())
@@ -240,16 +272,29 @@ pub fn statuses(
                 match reported {
                     Some(r) if r.observed_version >= v.assigned_version => {
                         match BurstPhase::try_from(r.phase).unwrap_or_default() {
-                            BurstPhase::Running => (
-                                BurstStatusPhase::Running,
-                                format!(
-                                    "{}/{} brokers ready{}{}",
-                                    r.brokers_ready,
-                                    r.size,
-                                    leaving(r.brokers_draining),
-                                    held(r)
+                            BurstPhase::Running => match joined {
+                                Some(n) if n > 0 => (
+                                    BurstStatusPhase::Running,
+                                    format!(
+                                        "{}/{} brokers ready, {n} joined{}{}",
+                                        r.brokers_ready,
+                                        r.size,
+                                        leaving(r.brokers_draining),
+                                        held(r)
+                                    ),
                                 ),
-                            ),
+                                _ => (
+                                    BurstStatusPhase::Joining,
+                                    format!(
+                                        "{}/{} brokers ready; {}{}{}",
+                                        r.brokers_ready,
+                                        r.size,
+                                        not_joined(joined, seen.error.as_deref()),
+                                        leaving(r.brokers_draining),
+                                        held(r)
+                                    ),
+                                ),
+                            },
                             BurstPhase::Succeeded => {
                                 (BurstStatusPhase::Succeeded, "the burst Job completed".to_string())
                             }
@@ -278,9 +323,11 @@ pub fn statuses(
                     ),
                 }
             };
-            let old = previous.iter().find(|p| p.name == b.name);
             // Brokers that cannot reach their lead wait for ever: said while the burst runs.
-            let unreached = matches!(phase, BurstStatusPhase::Running | BurstStatusPhase::Dispatched)
+            let unreached = matches!(
+                phase,
+                BurstStatusPhase::Running | BurstStatusPhase::Joining | BurstStatusPhase::Dispatched
+            )
                 .then(|| reported.and_then(|r| lead_unreached(r, b)))
                 .flatten();
             let seen = report.map(|(_, at)| *at).or(v.spoke_last_seen);
@@ -297,9 +344,9 @@ pub fn statuses(
             BurstStatus {
                 name: b.name.clone(),
                 cluster: b.spoke.clone(),
-                path: Some(b.path().to_string()),
-                path_reason: None,
-                path_message: None,
+                path: b.path().map(str::to_string),
+                path_reason,
+                path_message,
                 phase: phase.to_string(),
                 size: b.size,
                 max_size: b.max_size,
@@ -308,7 +355,7 @@ pub fn statuses(
                 } else {
                     reported.map_or(0, |r| r.brokers_ready)
                 },
-                brokers_joined: None,
+                brokers_joined: joined,
                 brokers_draining: if v.deleting {
                     0
                 } else {
@@ -323,7 +370,12 @@ pub fn statuses(
                     None => message,
                 }),
                 reason: (phase == BurstStatusPhase::Refused
-                    || matches!(phase, BurstStatusPhase::Running | BurstStatusPhase::Dispatched))
+                    || matches!(
+                        phase,
+                        BurstStatusPhase::Running
+                            | BurstStatusPhase::Joining
+                            | BurstStatusPhase::Dispatched
+                    ))
                 .then(|| reported.and_then(spoke_reason))
                 .flatten()
                 .or_else(|| unreached.is_some().then(|| LEAD_UNREACHABLE.to_string())),
@@ -336,6 +388,24 @@ pub fn statuses(
             }
         })
         .collect()
+}
+
+/// Why a burst whose brokers are ready is not Running: the lead broker sees none of them
+/// online (`joined` 0), or this hub could not read what it sees.
+fn not_joined(joined: Option<i32>, error: Option<&str>) -> String {
+    match (joined, error) {
+        (Some(_), None) => "the lead broker sees none of them online yet".to_string(),
+        (Some(_), Some(e)) => format!(
+            "the lead broker saw none of them online when last read, and cannot be read now: {e}"
+        ),
+        (None, Some(e)) => {
+            format!("not known whether they joined: the lead broker's view cannot be read: {e}")
+        }
+        (None, None) => {
+            "not known yet whether they joined: the hub has not read the lead broker's view yet"
+                .to_string()
+        }
+    }
 }
 
 /// What a spoke found when its burst's brokers' path to the lead broker failed
@@ -623,6 +693,7 @@ mod tests {
                 size: 3,
                 max_size: 4,
                 relayed: false,
+                route: None,
             },
             connected: true,
             assigned: true,
@@ -656,14 +727,119 @@ mod tests {
         ))
     }
 
+    /// The lead sees burst `b`'s brokers online.
+    fn seen() -> LeadSeen {
+        LeadSeen {
+            joined: [("b".to_string(), 3)].into(),
+            error: None,
+        }
+    }
+
     fn one(v: BurstView) -> BurstStatus {
         statuses(
             &[v],
             Some("waiting for the lead broker Service's NodePort"),
+            &seen(),
             &[],
             SystemTime::UNIX_EPOCH + Duration::from_secs(2_000_000),
         )
         .remove(0)
+    }
+
+    #[test]
+    fn a_burst_is_running_only_once_the_lead_sees_its_brokers() {
+        let t = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000);
+        let ready = BurstView {
+            report: reported(BurstPhase::Running, 4, 3, t),
+            ..view()
+        };
+        let with = |joined: Option<i32>, error: Option<&str>, previous: &[BurstStatus]| {
+            let seen = LeadSeen {
+                joined: joined.map(|n| ("b".to_string(), n)).into_iter().collect(),
+                error: error.map(str::to_string),
+            };
+            statuses(std::slice::from_ref(&ready), None, &seen, previous, t).remove(0)
+        };
+        let none = with(Some(0), None, &[]);
+        assert_eq!(
+            (
+                none.phase.as_str(),
+                none.brokers_joined,
+                none.message.as_deref()
+            ),
+            (
+                "Joining",
+                Some(0),
+                Some("3/3 brokers ready; the lead broker sees none of them online yet")
+            )
+        );
+        let unknown = with(None, Some("connection refused"), &[]);
+        assert_eq!(unknown.phase, BurstStatusPhase::Joining);
+        assert!(
+            unknown
+                .message
+                .as_deref()
+                .is_some_and(|m| m.contains("cannot be read: connection refused")),
+            "{unknown:?}"
+        );
+        let joined = with(Some(2), None, &[]);
+        assert_eq!(
+            (joined.phase.as_str(), joined.brokers_joined),
+            ("Running", Some(2))
+        );
+        // A restarted hub has not read the lead yet: a burst shown running stays so, with
+        // what it last showed joined, rather than going back.
+        let restarted = with(None, None, std::slice::from_ref(&joined));
+        assert_eq!(
+            (restarted.phase.as_str(), restarted.brokers_joined),
+            ("Running", Some(2))
+        );
+        // But a burst that was not running does not become so.
+        let restarted = with(None, None, std::slice::from_ref(&none));
+        assert_eq!(
+            (restarted.phase.as_str(), restarted.brokers_joined),
+            ("Joining", None)
+        );
+        assert_eq!(ready_condition(&[none]).map(|c| c.0), Some(false));
+    }
+
+    #[test]
+    fn the_path_chosen_and_why_are_in_the_status_and_an_undecided_one_waits() {
+        use crate::federation::path::{Choice, Path};
+        let t = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000);
+        let mut chosen = view();
+        chosen.burst.relayed = true;
+        chosen.burst.route = Some(Choice::Chosen(Path {
+            relay: true,
+            reason: "SpokeDeclared".into(),
+            message: "declared".into(),
+        }));
+        let entry = statuses(&[chosen.clone()], None, &seen(), &[], t).remove(0);
+        assert_eq!(
+            (
+                entry.path.as_deref(),
+                entry.path_reason.as_deref(),
+                entry.path_message.as_deref()
+            ),
+            (Some("Relay"), Some("SpokeDeclared"), Some("declared"))
+        );
+        // A pass that chose nothing (a burst built from a status) keeps what was said.
+        let mut kept = chosen;
+        kept.burst.route = None;
+        let again = statuses(&[kept], None, &seen(), std::slice::from_ref(&entry), t).remove(0);
+        assert_eq!(again.path_reason.as_deref(), Some("SpokeDeclared"));
+        let mut waiting = view();
+        waiting.assigned = false;
+        waiting.burst.route = Some(Choice::Undecided("waiting for spoke gke".into()));
+        let entry = statuses(&[waiting], None, &seen(), &[], t).remove(0);
+        assert_eq!(
+            (
+                entry.phase.as_str(),
+                entry.path.as_deref(),
+                entry.message.as_deref()
+            ),
+            ("Pending", None, Some("waiting for spoke gke"))
+        );
     }
 
     #[test]
@@ -773,7 +949,9 @@ mod tests {
             (shrinking.brokers_draining, shrinking.message.as_deref()),
             (
                 2,
-                Some("1/1 brokers ready; 2 brokers leaving, draining their Flux jobs first")
+                Some(
+                    "1/1 brokers ready, 3 joined; 2 brokers leaving, draining their Flux jobs first"
+                )
             )
         );
         let invalid = one(BurstView {
@@ -886,6 +1064,7 @@ mod tests {
                 ..view()
             }],
             None,
+            &seen(),
             &[],
             t0,
         );
@@ -895,6 +1074,7 @@ mod tests {
                 ..view()
             }],
             None,
+            &seen(),
             &first,
             t0,
         );
@@ -908,6 +1088,7 @@ mod tests {
                 ..view()
             }],
             None,
+            &seen(),
             &first,
             t0,
         );
@@ -923,6 +1104,7 @@ mod tests {
                 ..view()
             }],
             None,
+            &seen(),
             &[],
             t,
         );
@@ -937,6 +1119,7 @@ mod tests {
         let brief = statuses(
             std::slice::from_ref(&gone),
             None,
+            &seen(),
             &running,
             t + Duration::from_secs(5),
         );
@@ -948,6 +1131,7 @@ mod tests {
         let unreachable = statuses(
             std::slice::from_ref(&gone),
             None,
+            &seen(),
             &running,
             t + UNREACHABLE_GRACE,
         );
@@ -960,7 +1144,7 @@ mod tests {
         assert!(message.contains("b (gke)"), "{message}");
         assert_eq!(events(&running, &unreachable)[0].1, "SpokeUnreachable");
         assert!(events(&running, &running).is_empty());
-        let dispatched = statuses(&[view()], None, &[], t);
+        let dispatched = statuses(&[view()], None, &seen(), &[], t);
         assert_eq!(events(&[], &dispatched)[0].1, "BurstDispatched");
         assert_eq!(events(&dispatched, &running)[0].1, "BurstRunning");
         assert!(ready_condition(&[]).is_none());
@@ -982,11 +1166,12 @@ mod tests {
                     ..view()
                 }],
                 None,
+                &seen(),
                 &[],
                 t,
             )
         };
-        let dispatched = statuses(&[view()], None, &[], t);
+        let dispatched = statuses(&[view()], None, &seen(), &[], t);
         let refused = with(BurstPhase::Refused, "NamespaceNotAllowed");
         let e = events(&dispatched, &refused);
         assert_eq!(e.len(), 1, "{e:?}");
@@ -1031,6 +1216,7 @@ mod tests {
                 ..view()
             }],
             None,
+            &seen(),
             &[],
             t,
         );
@@ -1042,6 +1228,7 @@ mod tests {
         let early = statuses(
             std::slice::from_ref(&blind),
             None,
+            &seen(),
             &running,
             t + Duration::from_secs(3),
         );
@@ -1053,6 +1240,7 @@ mod tests {
         let unknown = statuses(
             std::slice::from_ref(&blind),
             None,
+            &seen(),
             &running,
             t + CLUSTER_GRACE,
         );
@@ -1077,6 +1265,7 @@ mod tests {
                 ..view()
             }],
             None,
+            &seen(),
             &unknown,
             t + CLUSTER_GRACE * 2,
         );
@@ -1094,6 +1283,7 @@ mod tests {
             size: 2,
             max_size: 2,
             relayed: false,
+            route: None,
         };
         let message = "UnsafeBurst: the hub does not assign this MiniCluster's bursts: spec.pod.hostPID: must not be true in a burst";
         let t = Time(Timestamp::from_second(1_000_000).unwrap());
@@ -1138,6 +1328,7 @@ mod tests {
             size: 2,
             max_size: 2,
             relayed: false,
+            route: None,
         };
         let message = "AssignmentTooLarge: not assigned, the assignment of burst a is 3500 KiB";
         let now = refused(&[info], message, &[]);

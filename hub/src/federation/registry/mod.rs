@@ -92,15 +92,42 @@ pub struct BurstInfo {
     /// For a burst that names candidates: those it was not placed on, and why (`spoke` is
     /// empty while it is placed nowhere).
     pub skipped: Vec<SkippedCandidate>,
+    /// Its path as this pass chose it, and why (`None` where no path was chosen: placed
+    /// nowhere, or built from a status).
+    pub route: Option<crate::federation::path::Choice>,
 }
 
 impl BurstInfo {
-    /// Its `status.bursts[].path`.
-    pub fn path(&self) -> &'static str {
-        if self.relayed {
+    /// Its `status.bursts[].path`; `None` while its path is not chosen.
+    pub fn path(&self) -> Option<&'static str> {
+        if matches!(
+            self.route,
+            Some(crate::federation::path::Choice::Undecided(_))
+        ) {
+            return None;
+        }
+        Some(if self.relayed {
             flux_shared::api::burst_path::RELAY
         } else {
             flux_shared::api::burst_path::DIRECT
+        })
+    }
+
+    /// Its `status.bursts[].pathReason` and `pathMessage`, when this pass chose its path.
+    pub fn path_note(&self) -> (Option<String>, Option<String>) {
+        match &self.route {
+            Some(crate::federation::path::Choice::Chosen(p)) => {
+                (Some(p.reason.clone()), Some(p.message.clone()))
+            }
+            _ => (None, None),
+        }
+    }
+
+    /// Why nothing is sent for it yet because its path is not chosen.
+    pub fn path_undecided(&self) -> Option<&str> {
+        match &self.route {
+            Some(crate::federation::path::Choice::Undecided(why)) => Some(why),
+            _ => None,
         }
     }
 }
@@ -187,6 +214,9 @@ struct SpokeState {
     labels: BTreeMap<String, String>,
     /// Its last room report (checked).
     room: Option<Room>,
+    /// How its brokers reach the root's nodes, as its last report said; `None` before its
+    /// first report to this hub.
+    reach: Option<crate::federation::path::Reach>,
     /// The newest snapshot version built for its stream: assignments of this version or
     /// older may have reached it.
     sent: u64,
@@ -215,6 +245,7 @@ impl SpokeState {
             exceptions: None,
             labels: BTreeMap::new(),
             room: None,
+            reach: None,
             sent: 0,
         }
     }
@@ -812,6 +843,17 @@ impl Registry {
             .collect()
     }
 
+    /// How spoke `name`'s brokers reach the root's nodes, as its last report to this hub
+    /// said; `None` before its first.
+    pub fn reach(&self, name: &str) -> Option<crate::federation::path::Reach> {
+        self.lock().spokes.get(name)?.reach.clone()
+    }
+
+    /// Wakes the reconcile of `mc` (something it reads outside the registry changed).
+    pub fn wake(&self, mc: McKey) {
+        let _ = self.changes.send(mc);
+    }
+
     /// The spokes that connected to this hub and have all of `labels` (as granted by the
     /// root's owner, [`LabelGrants`]), in name order.
     pub fn spokes_matching(&self, labels: &BTreeMap<String, String>) -> Vec<String> {
@@ -1002,6 +1044,7 @@ mod tests {
             size: 2,
             max_size: 2,
             relayed: false,
+            route: None,
         }
     }
 

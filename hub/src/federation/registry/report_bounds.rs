@@ -2,7 +2,13 @@
 //! ends up in MiniCluster status and Events (in the root cluster, read by its users), so a
 //! spoke, a peer, is not trusted to keep it small. See `docs/limits.md`.
 
-use flux_shared::federation::proto::{AssignmentStatus, Condition, ReportRequest};
+use std::time::{Duration, SystemTime};
+
+use flux_shared::federation::proto::{
+    AssignmentStatus, Condition, ReportRequest, RootPath, RootReach,
+};
+
+use crate::federation::path::{Measured, Reach};
 
 /// Most bytes of a message (a status's, a condition's, the cluster access error).
 pub const MAX_MESSAGE: usize = 1024;
@@ -47,6 +53,39 @@ fn bound_status(s: &mut AssignmentStatus) {
     s.conditions.iter_mut().for_each(bound_condition);
 }
 
+/// Most bytes of the `host:port` a spoke says it measured.
+pub const MAX_TARGET: usize = 256;
+
+/// What a spoke's `root_reach` says, checked: an unknown path value says nothing, and its
+/// texts are cut to the bounds above. Unset (an older spoke): nothing declared or measured.
+pub fn reach(said: Option<&RootReach>) -> Reach {
+    let Some(said) = said else {
+        return Reach::default();
+    };
+    let relay = |path: i32| match RootPath::try_from(path) {
+        Ok(RootPath::Direct) => Some(false),
+        Ok(RootPath::Relay) => Some(true),
+        Ok(RootPath::Unspecified) | Err(_) => None,
+    };
+    let measured = relay(said.measured).map(|relay| {
+        let mut target = said.measured_target.clone();
+        truncate(&mut target, MAX_TARGET);
+        let mut error = said.measured_error.clone();
+        truncate(&mut error, MAX_MESSAGE);
+        let millis = u64::try_from(said.measured_unix_millis).unwrap_or(0);
+        Measured {
+            relay,
+            target,
+            error,
+            at: SystemTime::UNIX_EPOCH + Duration::from_millis(millis),
+        }
+    });
+    Reach {
+        declared: relay(said.declared),
+        measured,
+    }
+}
+
 /// `request` with every text and list cut to the bounds above, as the hub stores it.
 pub fn bound_report(mut request: ReportRequest) -> ReportRequest {
     request.statuses.iter_mut().for_each(bound_status);
@@ -81,6 +120,29 @@ mod tests {
         let mut s = "b".repeat(MAX_WORD);
         truncate(&mut s, MAX_WORD);
         assert_eq!(s, "b".repeat(MAX_WORD));
+    }
+
+    #[test]
+    fn a_spokes_reach_is_checked_and_bounded() {
+        assert_eq!(reach(None), Reach::default(), "an older spoke says nothing");
+        let said = RootReach {
+            declared: 7,
+            measured: RootPath::Relay as i32,
+            measured_target: "t".repeat(10_000),
+            measured_error: "e".repeat(10_000),
+            measured_unix_millis: -5,
+        };
+        let got = reach(Some(&said));
+        assert_eq!(got.declared, None, "an unknown value declares nothing");
+        let m = got.measured.expect("measured");
+        assert!(m.relay);
+        assert_eq!((m.target.len(), m.error.len()), (MAX_TARGET, MAX_MESSAGE));
+        assert_eq!(m.at, SystemTime::UNIX_EPOCH);
+        let direct = reach(Some(&RootReach {
+            declared: RootPath::Direct as i32,
+            ..RootReach::default()
+        }));
+        assert_eq!((direct.declared, direct.measured), (Some(false), None));
     }
 
     #[test]

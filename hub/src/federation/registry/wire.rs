@@ -151,6 +151,9 @@ impl Served for Registry {
             }
             None => false,
         };
+        let reach = super::report_bounds::reach(request.root_reach.as_ref());
+        let reach_changed = state.reach.as_ref() != Some(&reach);
+        state.reach = Some(reach);
         if current_epoch && request.applied_version > state.acknowledged {
             let confirmed_before: Vec<bool> = state
                 .withdrawn
@@ -210,8 +213,9 @@ impl Served for Registry {
         if access_changed {
             notify.extend(affected_by_spoke(&inner, spoke));
         }
-        if room_changed {
-            // Bursts placed nowhere may fit now.
+        if room_changed || reach_changed {
+            // Bursts placed nowhere may fit now, and bursts waiting for their spoke's
+            // reach may have their path.
             notify.extend(inner.waiting.iter().cloned());
         }
         self.bump_admin(&mut inner);
