@@ -18,7 +18,7 @@ const CRATES: [&str; 4] = ["hub/src", "spoke/src", "shared/src", "e2e/src"];
 const MAX_LINES: usize = 600;
 
 /// File names used more than once, and the one thing each means wherever it is.
-const SHARED_NAMES: [(&str, &str); 15] = [
+const SHARED_NAMES: [(&str, &str); 16] = [
     ("mod.rs", "a folder's module"),
     ("tests.rs", "a module's unit tests, beside it"),
     ("lib.rs", "a crate's library"),
@@ -55,6 +55,10 @@ const SHARED_NAMES: [(&str, &str); 15] = [
     (
         "broker_pods.rs",
         "the broker pods of a Job the controller made: the hub's cache of them (watch/), the addresses of a relayed burst's (spoke's cluster/)",
+    ),
+    (
+        "path.rs",
+        "which path a burst's brokers take to the lead broker: decided (federation/), read for the decision and applied to the plan (controller/federate/)",
     ),
     (
         "placement.rs",

@@ -32,14 +32,8 @@ async fn the_autoscaler_grows_a_burst_for_a_waiting_job_and_it_runs() {
 async fn autoscale(env: &TestEnv, fed: &Federation) -> Result<()> {
     dataplane::testbed()?;
     // The hub runs outside the (emulated) pod network: it reads the reporter through the
-    // annotation, which it honours only when told to.
-    env.stop_hub();
-    env.set_hub_args({
-        let mut args = env.hub_args();
-        args.push("--allow-queue-reporter-annotation".into());
-        args
-    });
-    env.start_hub().await?;
+    // annotation (federated tests' hubs honour it), pointed at the real lead below; no
+    // stand-in meanwhile.
     let burst = burst_name(&env.ns);
     let mut doc = minicluster(&burst, fed.spoke(), lead_address_override().as_deref());
     doc["spec"]["flux"]["bursting"]["clusters"] =
@@ -47,6 +41,7 @@ async fn autoscale(env: &TestEnv, fed: &Federation) -> Result<()> {
     doc["spec"]["flux"]["bursting"]["autoscale"] = json!({
         "scaleUpAfterSeconds": 2, "scaleDownAfterSeconds": 3600, "intervalSeconds": 1,
     });
+    doc["metadata"]["annotations"] = json!({"flux-framework.org/queue-reporter": ""});
     env.apply_minicluster(&doc).await?;
     let mcs = env.api::<MiniCluster>();
     let lead = lead_endpoint(env).await?;

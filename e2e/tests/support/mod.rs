@@ -30,6 +30,7 @@ pub mod dataplane;
 mod cluster_queries;
 mod clusters;
 mod failure_reports;
+mod fake_lead;
 mod federated;
 mod processes;
 mod spoke_sides;

@@ -44,6 +44,9 @@ pub struct TestEnv {
     /// The burst clusters and their spoke processes, in two-cluster tests (one per spoke,
     /// in the order they were attached).
     pub(super) spokes: Mutex<Vec<SpokeSide>>,
+    /// Stand-ins for the lead reporters of the bursting MiniClusters applied, by name
+    /// ([`super::fake_lead`]).
+    pub(super) fake_leads: Mutex<std::collections::BTreeMap<String, super::fake_lead::FakeLead>>,
     pub(super) cleaned: bool,
 }
 
@@ -131,6 +134,7 @@ impl TestEnv {
             hub_logs: Mutex::new(Vec::new()),
             hub_args: Mutex::new(Vec::new()),
             spokes: Mutex::new(Vec::new()),
+            fake_leads: Mutex::default(),
             cleaned: false,
         };
         if hub && let Err(e) = env.start_hub().await {
@@ -168,6 +172,33 @@ impl TestEnv {
             .as_str()
             .unwrap_or_default()
             .to_string();
+        // A bursting MiniCluster in a federated test whose nodes run no Flux: its lead's
+        // view comes from a stand-in (unless the document names a reporter itself).
+        let federated = self
+            .hub_args()
+            .iter()
+            .any(|a| a == "--allow-queue-reporter-annotation");
+        if federated && let Some(hosts) = super::fake_lead::bursting_hosts(&doc) {
+            let known = {
+                let leads = lock(&self.fake_leads);
+                leads.get(&name).map(|lead| {
+                    lead.set_hosts(hosts.clone());
+                    lead.address.clone()
+                })
+            };
+            let address = match known {
+                Some(address) => address,
+                None => {
+                    let lead = super::fake_lead::FakeLead::start(hosts)
+                        .await
+                        .map_err(|e| kube::Error::Service(e.into()))?;
+                    let address = lead.address.clone();
+                    lock(&self.fake_leads).insert(name.clone(), lead);
+                    address
+                }
+            };
+            doc["metadata"]["annotations"][super::fake_lead::REPORTER_ANNOTATION] = json!(address);
+        }
         let api: Api<MiniCluster> = self.api();
         let params = PatchParams::apply(FIELD_MANAGER).force();
         let deadline = Instant::now() + secs(15);
