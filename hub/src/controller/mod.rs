@@ -69,8 +69,9 @@ pub struct RunOptions {
     /// connections"). More waits; nothing is refused.
     #[arg(long, default_value_t = crate::server::relay::MIB_PER_SECOND, value_name = "MIB", value_parser = clap::value_parser!(u32).range(1..=i64::from(crate::server::relay::MAX_MIB_PER_SECOND)))]
     pub relay_mib_per_second: u32,
-    /// Honour the `flux-framework.org/queue-reporter` annotation: read an autoscaled
-    /// MiniCluster's queue at the `host:port` it names (e.g. a `kubectl port-forward`, for a
+    /// Honour the `flux-framework.org/queue-reporter` annotation: read a bursting
+    /// MiniCluster's lead reporter (its queue, and which brokers joined) at the `host:port`
+    /// it names (e.g. a `kubectl port-forward`, for a
     /// hub outside the cluster) instead of at its lead broker pod. Off by default: the hub
     /// sends the reporter's bearer token there, wherever the MiniCluster's author points it.
     #[arg(long)]
