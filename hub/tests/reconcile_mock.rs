@@ -26,6 +26,8 @@ mod foreign_objects;
 mod hub_pod_label;
 #[path = "reconcile_mock/installer.rs"]
 mod installer;
+#[path = "reconcile_mock/lost_clusters.rs"]
+mod lost_clusters;
 #[path = "reconcile_mock/mock_api.rs"]
 mod mock_api;
 #[path = "reconcile_mock/owned_objects.rs"]

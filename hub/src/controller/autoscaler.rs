@@ -50,11 +50,15 @@ pub const VIEW_FAST: Duration = Duration::from_secs(2);
 pub const VIEW_SLOW: Duration = Duration::from_secs(15);
 
 /// How often `mc`'s lead is read for its view: [`VIEW_FAST`] while one of its bursts has
-/// brokers ready that the status does not show joined, else [`VIEW_SLOW`].
+/// brokers ready that the status does not show joined, or its spoke is away; else
+/// [`VIEW_SLOW`].
 fn view_interval(mc: &MiniCluster) -> Duration {
+    // Also while a spoke is away: whether its bursts' brokers still serve the lead decides
+    // whether its cluster is lost.
     let waiting = mc.status.as_ref().is_some_and(|s| {
         s.bursts.iter().any(|b| {
             b.phase == flux_shared::api::BurstStatusPhase::Joining
+                || b.phase == flux_shared::api::BurstStatusPhase::Unreachable
                 || (b.brokers_ready > 0 && b.brokers_joined.unwrap_or(0) == 0)
         })
     });

@@ -104,6 +104,13 @@ impl Context {
         self.placement.place = timeout;
         self
     }
+
+    /// Place a burst again once its cluster has been lost for `grace`
+    /// (`--lost-cluster-grace-seconds`).
+    pub fn with_lost_cluster_grace(mut self, grace: Duration) -> Self {
+        self.placement.lost = grace;
+        self
+    }
 }
 
 /// Default of `--burst-deletion-timeout-seconds`.

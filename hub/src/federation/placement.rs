@@ -44,11 +44,14 @@ pub mod reason {
     pub const NOT_PLACED_IN_TIME: &str = "NotPlacedInTime";
     /// It went away before it received the burst.
     pub const WENT_AWAY: &str = "WentAway";
+    /// Its cluster is lost: not connected for the grace, and the lead broker sees none of
+    /// the burst's brokers online. The burst is placed again, its brokers running or not.
+    pub const LOST: &str = "Lost";
 
     /// Whether a burst that left a candidate for this reason keeps away from it until it
     /// is scaled to 0 (the other reasons are looked at again at each placement).
     pub fn is_remembered(reason: &str) -> bool {
-        matches!(reason, REFUSED | NOT_PLACED_IN_TIME | WENT_AWAY)
+        matches!(reason, REFUSED | NOT_PLACED_IN_TIME | WENT_AWAY | LOST)
     }
 }
 
@@ -67,6 +70,9 @@ pub struct Timeouts {
     /// A candidate that connected this recently and has not reported its room yet is
     /// waited for (a spoke reports its room as it connects, then every 10 s).
     pub first_room: Duration,
+    /// A spoke not connected for this long, while the lead broker sees none of a burst's
+    /// brokers there online, has lost that burst: it is placed again (default 5 minutes).
+    pub lost: Duration,
 }
 
 impl Default for Timeouts {
@@ -76,6 +82,7 @@ impl Default for Timeouts {
             away: Duration::from_secs(30),
             settle: Duration::from_secs(30),
             first_room: Duration::from_secs(15),
+            lost: Duration::from_secs(300),
         }
     }
 }
@@ -176,6 +183,9 @@ pub struct Current {
     pub away_since: Option<SystemTime>,
     /// Whether the burst was to run no broker as of the last decision (scaled to 0).
     pub was_empty: bool,
+    /// When this hub last read the lead broker and it saw none of the burst's brokers
+    /// online; `None` when it saw one, or has not been read by this hub.
+    pub lead_sees_none_at: Option<SystemTime>,
 }
 
 /// The decision.
@@ -189,6 +199,10 @@ pub struct Placement {
     pub skipped: Vec<SkippedCandidate>,
     /// When the decision must be made again although nothing else changes (a deadline).
     pub recheck: Option<Duration>,
+    /// The spoke it left because that cluster is lost: the burst goes to its new spoke
+    /// without waiting for the lost one to confirm it gone (it cannot); the lost spoke
+    /// deletes it when it is back, as it is no longer in its snapshot.
+    pub lost_from: Option<String>,
 }
 
 /// Where each burst that names candidates was placed, by burst name.
@@ -284,6 +298,19 @@ pub fn place(
                 )
         });
         let idle = cur.was_empty && !runs;
+        if ask.size > 0 {
+            match lost(cur, now, timeouts) {
+                Ok(Some(recheck)) if runs => return stay(cur, said, Some(recheck)),
+                Ok(_) => {}
+                Err(gone) => {
+                    left.retain(|s| s.cluster != cur.spoke);
+                    left.push(gone);
+                    let mut placement = choose(candidates, ask, current, left, now, settling);
+                    placement.lost_from = Some(cur.spoke.clone());
+                    return placement;
+                }
+            }
+        }
         if ask.size == 0 {
             // Scaled to 0: it stays, and may go anywhere on its next scale-up.
             return Placement {
@@ -311,6 +338,39 @@ pub fn place(
     choose(candidates, ask, current, left, now, settling)
 }
 
+/// Whether the cluster the burst is placed on is lost: its spoke not connected for
+/// [`Timeouts::lost`] and the lead broker, read by this hub after that, seeing none of
+/// the burst's brokers online. `Ok(Some(wait))`: not yet, look again then.
+fn lost(
+    cur: &Current,
+    now: SystemTime,
+    timeouts: Timeouts,
+) -> Result<Option<Duration>, SkippedCandidate> {
+    let Some(away) = cur.away_since else {
+        return Ok(None);
+    };
+    let grace_end = away + timeouts.lost;
+    if let Ok(left) = grace_end.duration_since(now)
+        && !left.is_zero()
+    {
+        return Ok(Some(left));
+    }
+    match cur.lead_sees_none_at {
+        // Seen down after the grace: lost.
+        Some(at) if at >= grace_end => Err(SkippedCandidate {
+            cluster: cur.spoke.clone(),
+            reason: reason::LOST.to_string(),
+            message: format!(
+                "not connected for more than {} s, and the lead broker sees none of the burst's brokers online",
+                timeouts.lost.as_secs()
+            ),
+        }),
+        // Not read since, or its brokers still serve the lead: looked at again with the
+        // lead's next read (which wakes the decision when it changes).
+        _ => Ok(Some(Duration::from_secs(2))),
+    }
+}
+
 /// The placement that keeps the burst where it is.
 fn stay(cur: &Current, left: &[SkippedCandidate], recheck: Option<Duration>) -> Placement {
     Placement {
@@ -318,6 +378,7 @@ fn stay(cur: &Current, left: &[SkippedCandidate], recheck: Option<Duration>) -> 
         since: Some(cur.since),
         skipped: left.to_vec(),
         recheck,
+        lost_from: None,
     }
 }
 
@@ -523,6 +584,7 @@ fn placed(
         since: Some(since),
         skipped,
         recheck: None,
+        lost_from: None,
     }
 }
 
@@ -542,6 +604,7 @@ fn unplaced(
         since: None,
         skipped,
         recheck,
+        lost_from: None,
     }
 }
 

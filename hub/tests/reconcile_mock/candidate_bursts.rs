@@ -36,7 +36,7 @@ async fn a_restarted_hub_keeps_a_placed_burst_where_its_status_says_it_runs() {
 }
 
 /// A report of room `pods` free pod slots, the policy admitting namespace `hpc`.
-fn room_report(
+pub(crate) fn room_report(
     registry: &flux_hub::federation::registry::Registry,
     spoke: &str,
     pods: i64,
@@ -181,7 +181,7 @@ async fn a_burst_with_candidates_goes_where_there_is_room_and_moves_only_once_th
 
 /// The status of a burst of CANDIDATES placed on `cluster` by an earlier hub, in 2026
 /// (before this process started, far past the placement timeout), with `held_by`.
-fn placed_earlier(
+pub(crate) fn placed_earlier(
     cluster: &str,
     phase: &str,
     held_by: &[&str],

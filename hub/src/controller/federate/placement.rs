@@ -6,9 +6,9 @@ use std::collections::BTreeMap;
 use std::time::SystemTime;
 
 use flux_shared::api::{BurstStatus, MiniCluster};
-use flux_shared::federation::BurstKey;
 use flux_shared::federation::proto::BurstPhase;
 use flux_shared::federation::room::Shape;
+use flux_shared::federation::{BurstKey, McKey};
 use flux_shared::plan::{Endpoint, Plan, Role};
 use flux_shared::render;
 use flux_shared::validate::{Exceptions, describe_violations, unsafe_burst_except};
@@ -89,8 +89,14 @@ pub fn place(
                     .pop()
                     .and_then(|f| f.away_since),
             };
+            let lead_sees_none_at = ctx
+                .lead_views
+                .joined(&McKey::new(&plan.namespace, &plan.name), &burst.name)
+                .filter(|j| j.online == 0)
+                .map(|j| j.read_at);
             Current {
                 was_empty: o.size == 0,
+                lead_sees_none_at,
                 ..current_of(registry, &o.cluster, &key, since, away_since)
             }
         });
@@ -114,8 +120,20 @@ pub fn place(
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };
+        // A lost cluster cannot confirm the burst gone: the burst does not wait for it,
+        // now or in a later pass (the spoke it left for that reason is in `skipped`).
+        let lost: Vec<&str> = decision
+            .skipped
+            .iter()
+            .filter(|s| s.reason == placement::reason::LOST)
+            .map(|s| s.cluster.as_str())
+            .collect();
         let held_by = match &decision.spoke {
-            Some(spoke) => registry.held_elsewhere(&key, spoke),
+            Some(spoke) => {
+                let mut held = registry.held_elsewhere(&key, spoke);
+                held.retain(|h| !lost.contains(&h.as_str()));
+                held
+            }
             None => Vec::new(),
         };
         if let Some(spoke) = &decision.spoke {
@@ -159,6 +177,7 @@ fn current_of(
         report,
         away_since,
         was_empty: false,
+        lead_sees_none_at: None,
     }
 }
 

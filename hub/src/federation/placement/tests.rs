@@ -1,3 +1,5 @@
+//! The placement rules, one test each (over 600 lines: every rule is a table of cases).
+
 use super::*;
 use flux_shared::federation::proto;
 
@@ -78,6 +80,7 @@ fn placed_on(spoke: &str, since: u64, report: Option<Reported>) -> Current {
         report,
         away_since: None,
         was_empty: false,
+        lead_sees_none_at: None,
     }
 }
 
@@ -585,4 +588,74 @@ fn a_burst_is_never_moved_before_its_spoke_reported_to_this_hub() {
     let p = go(&pending);
     assert_eq!(p.spoke.as_deref(), Some("b"));
     assert_eq!(reasons(&p), [pair("a", reason::NOT_PLACED_IN_TIME)]);
+}
+
+#[test]
+fn a_burst_whose_cluster_is_lost_is_placed_again_and_only_then() {
+    let roomy = room(64, 32, 0);
+    let shape = LazyShape::new(Shape::default);
+    let candidates = [
+        Candidate {
+            connected: false,
+            ..candidate("a", Some(&roomy))
+        },
+        candidate("b", Some(&roomy)),
+    ];
+    let grace = Timeouts::default().lost;
+    let away = 1_000;
+    let after = |secs: u64| at(away) + grace + std::time::Duration::from_secs(secs);
+    let running = |seen_down: Option<SystemTime>| Current {
+        away_since: Some(at(away)),
+        lead_sees_none_at: seen_down,
+        ..placed_on("a", 0, Some(reported(BurstPhase::Running, 4, 4)))
+    };
+    let decide = |cur: &Current, now: SystemTime| {
+        place(
+            &candidates,
+            &ask(&shape, 4),
+            Some(cur),
+            &[],
+            now,
+            Timeouts::default(),
+            false,
+        )
+    };
+    // Within the grace, even seen down: it stays, and is looked at again at its end.
+    let p = decide(&running(Some(at(away + 10))), at(away + 10));
+    assert_eq!(p.spoke.as_deref(), Some("a"));
+    assert_eq!(p.recheck, Some(grace - std::time::Duration::from_secs(10)));
+    // Past the grace, but the lead was last seen before its end, or sees a broker: it stays.
+    for seen in [Some(at(away + 10)), None] {
+        let p = decide(&running(seen), after(5));
+        assert_eq!(
+            (p.spoke.as_deref(), p.lost_from.as_deref()),
+            (Some("a"), None)
+        );
+    }
+    // Past the grace and seen down since: placed on the next candidate, at once, and kept
+    // away from the lost one.
+    let p = decide(&running(Some(after(1))), after(2));
+    assert_eq!(
+        (p.spoke.as_deref(), p.lost_from.as_deref(), p.since),
+        (Some("b"), Some("a"), Some(after(2)))
+    );
+    assert_eq!(reasons(&p), vec![pair("a", reason::LOST)]);
+    assert!(reason::is_remembered(reason::LOST));
+    // A connected spoke is never lost, whatever the lead sees.
+    let connected = Current {
+        away_since: None,
+        ..running(Some(after(1)))
+    };
+    assert_eq!(decide(&connected, after(2)).spoke.as_deref(), Some("a"));
+    // Scaled to 0: nothing to place again.
+    let p = place(
+        &candidates,
+        &ask(&shape, 0),
+        Some(&running(Some(after(1)))),
+        &[],
+        after(2),
+        Timeouts::default(),
+        false,
+    );
+    assert_eq!((p.spoke.as_deref(), p.lost_from), (Some("a"), None));
 }
