@@ -29,7 +29,7 @@ use k8s_openapi::api::core::v1::{Node, Pod, Service};
 use kube::Api;
 use kube::api::{DeleteParams, ListParams};
 use serde_json::{Value, json};
-use support::{Probe, TestEnv, secs};
+use support::{Isolation, Probe, TestEnv, internal_ip, node_ip, secs};
 
 const README: &str = "examples/quickstart/README.md";
 const HUB_NAMESPACE: &str = "flux-operator-system";
@@ -86,28 +86,6 @@ fn substitute(text: &str, from: &str, to: &str) -> Result<String> {
         "the quickstart no longer has {from:?} (update the harness): {text}"
     );
     Ok(text.replace(from, to))
-}
-
-/// The address of the (single) real node of the cluster of `client`: what kind's
-/// `docker inspect` gives the quickstart as `ROOT_IP`.
-async fn node_ip(client: &kube::Client) -> Result<String> {
-    let nodes: Api<Node> = Api::all(client.clone());
-    nodes
-        .list(&ListParams::default().labels("testbed/real-node=true"))
-        .await?
-        .items
-        .iter()
-        .find_map(internal_ip)
-        .context("the root cluster has no real node with an InternalIP")
-}
-
-/// A node's InternalIP.
-fn internal_ip(node: &Node) -> Option<String> {
-    node.status
-        .iter()
-        .flat_map(|s| s.addresses.iter().flatten())
-        .find(|a| a.type_ == "InternalIP")
-        .map(|a| a.address.clone())
 }
 
 /// `export NAME=VALUE` of a quickstart command, evaluated by bash in `dir` as the shell
@@ -838,65 +816,6 @@ async fn fail_over(
     )
     .await?;
     Ok(first)
-}
-
-/// The second burst cluster's node cut off from the root's nodes and pods but for the
-/// hub's federation port (`scripts/real-node.sh isolate`) while this lives.
-struct Isolation {
-    args: Vec<String>,
-}
-
-impl Isolation {
-    /// Isolates the one real node of the cluster of `client` from the nodes of the cluster
-    /// of `root` except on TCP `port`. The nodes' addresses say which `real-node.sh` made
-    /// them: 10.251.OFFSET.(10+INDEX), named NAME-real-INDEX.
-    async fn of(client: &kube::Client, root: &kube::Client, port: u16) -> Result<Isolation> {
-        let nodes = Api::<Node>::all(client.clone())
-            .list(&ListParams::default().labels("testbed/real-node=true"))
-            .await?;
-        let node = nodes
-            .items
-            .first()
-            .context("a real node in the burst cluster")?;
-        let name = node.metadata.name.clone().unwrap_or_default();
-        let (cluster, index) = name
-            .rsplit_once("-real-")
-            .context("a real-node.sh node name")?;
-        let offset = |ip: &str| ip.split('.').nth(2).map(str::to_string);
-        let own = internal_ip(node)
-            .as_deref()
-            .and_then(offset)
-            .context("the burst node's address")?;
-        let peer = node_ip(root).await?;
-        let peer = offset(&peer).context("the root node's address")?;
-        let args: Vec<String> = [cluster, &own, index]
-            .iter()
-            .map(|s| s.to_string())
-            .collect();
-        let script = support::workspace_root().join("scripts/real-node.sh");
-        let out = tokio::process::Command::new(&script)
-            .arg("isolate")
-            .args(&args)
-            .args([peer, port.to_string()])
-            .output()
-            .await?;
-        ensure!(
-            out.status.success(),
-            "real-node.sh isolate: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        Ok(Isolation { args })
-    }
-}
-
-impl Drop for Isolation {
-    fn drop(&mut self) {
-        let script = support::workspace_root().join("scripts/real-node.sh");
-        let _ = std::process::Command::new(script)
-            .arg("unisolate")
-            .args(&self.args)
-            .status();
-    }
 }
 
 /// The root cluster's kube-apiserver stopped (SIGSTOP: connections hang, as behind a

@@ -33,6 +33,7 @@ mod failure_reports;
 mod fake_lead;
 mod federated;
 mod processes;
+mod real_nodes;
 mod spoke_sides;
 mod test_env;
 mod waiting;
@@ -48,6 +49,8 @@ pub use failure_reports::*;
 pub use federated::*;
 #[allow(unused_imports)]
 pub use processes::*;
+#[allow(unused_imports)]
+pub use real_nodes::*;
 #[allow(unused_imports)]
 pub use spoke_sides::*;
 #[allow(unused_imports)]
