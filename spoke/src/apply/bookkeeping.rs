@@ -26,7 +26,7 @@ pub(super) fn listed(snapshot: &Snapshot) -> BTreeSet<String> {
 
 /// Step `relay`, continued: the lead endpoint of every burst that runs here and connects
 /// directly is probed ([`crate::lead_reach`]); what is known of bursts the snapshot no
-/// longer lists is forgotten.
+/// longer lists, or of a burst on the path it no longer takes, is forgotten.
 pub(super) fn probe_leads(state: &mut State, listed: &BTreeSet<String>) {
     let targets: BTreeMap<String, String> = state
         .memory
@@ -42,6 +42,13 @@ pub(super) fn probe_leads(state: &mut State, listed: &BTreeSet<String>) {
         })
         .collect();
     state.lead_reach.retain(listed);
+    for (key, a) in &state.memory.applied {
+        if listed.contains(key) {
+            state
+                .lead_reach
+                .path(key, a.realized.relay_service.is_some());
+        }
+    }
     state.probes.set(targets, &state.lead_reach);
 }
 

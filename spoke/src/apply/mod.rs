@@ -442,17 +442,26 @@ impl<C: Cluster> Applier<C> {
         }
     }
 
-    /// Step `relay`: a relay listener for every relayed burst that runs, its Service pointed at
-    /// it (written again when the Service was, or the port changed); the listeners of
-    /// bursts the snapshot no longer lists are closed. A burst whose relay cannot be
-    /// served is reported failed with the reason, and the snapshot retried.
+    /// Step `relay`: a relay listener for every relayed burst that runs, its Service pointed
+    /// at it (written again when the Service was, or the port changed); the listeners of
+    /// bursts the snapshot no longer lists, or that now connect directly, are closed. A
+    /// burst whose relay cannot be served is reported failed with the reason, and the
+    /// snapshot retried.
     async fn serve_relays(
         &self,
         state: &mut State,
         listed: &BTreeSet<String>,
         realizing: &mut Realizing,
     ) {
-        state.relays.retain(listed);
+        // A burst that now connects directly needs its listener no more.
+        let keep: BTreeSet<String> = listed
+            .iter()
+            .filter(|k| {
+                (state.memory.applied.get(*k)).is_none_or(|a| a.realized.relay_service.is_some())
+            })
+            .cloned()
+            .collect();
+        state.relays.retain(&keep);
         let relayed: Vec<(String, ObjectMeta, i32, String)> = state
             .memory
             .applied
