@@ -10,7 +10,7 @@ use flux_shared::federation::proto::{
 
 use crate::admit::Memory;
 use crate::burst_status::Tracked;
-use crate::cluster::{NodesRoom, Taken};
+use crate::cluster::{NodesRoom, ObjectRef, Taken};
 use crate::lead_reach::{LeadReach, Probes};
 use crate::relay_listeners::Relays;
 
@@ -68,4 +68,7 @@ pub(crate) struct State {
     pub(crate) lead_reach: LeadReach,
     /// The probes of the direct bursts' lead endpoints.
     pub(crate) probes: Probes,
+    /// By key, the Jobs being deleted because their burst's path to the lead changed (the
+    /// Job, with its uid): once one is gone, the snapshot is applied again to create it.
+    pub(crate) replacing: BTreeMap<String, (ObjectRef, Option<String>)>,
 }

@@ -1138,6 +1138,69 @@ async fn every_report_says_how_the_spoke_reaches_the_root_declared_and_measured(
 }
 
 #[tokio::test]
+async fn a_burst_switched_to_the_relay_gets_a_new_job_as_soon_as_the_old_one_is_gone() {
+    let pki = Pki::new();
+    let routed = |relayed| {
+        flux_spoke::testing::sample_routed_assignments("hpc", "m1", &[("x", 2)], relayed).remove(0)
+    };
+    let hub = HubState::new(snapshot("e1", 1, vec![routed(false)]));
+    let server = RunningHub::start(&pki, &hub, any_port()).await;
+    let cluster = FakeCluster::new();
+    // Reports every hour: only the Job going can make the agent apply again.
+    let agent = RunningAgent::start_with(
+        &pki,
+        &pki.spoke,
+        server.addr,
+        &cluster,
+        LONG,
+        Some(std::net::Ipv4Addr::LOCALHOST.into()),
+    );
+    hub.ack("e1", 1).await;
+    let job = ObjectRef {
+        kind: Kind::Job,
+        namespace: "hpc".into(),
+        name: "x".into(),
+    };
+    let path = |cluster: &FakeCluster| match cluster.get(Kind::Job, "hpc", "x") {
+        Some(Object::Job(j)) => j
+            .metadata
+            .annotations
+            .and_then(|a| a.get(flux_shared::render::labels::LEAD_PATH).cloned()),
+        _ => None,
+    };
+    assert_eq!(path(&cluster).as_deref(), Some("direct"));
+
+    hub.publish(snapshot("e1", 2, vec![routed(true)]));
+    eventually("the direct Job deleted", || {
+        cluster
+            .ops()
+            .contains(&Op::DeleteForeground(job.clone()))
+            .then_some(())
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(
+        !hub.reports().iter().any(|r| r.applied_version == 2),
+        "not acknowledged while the old Job's pods run"
+    );
+    assert!(cluster.finish_deletion("hpc", "x"));
+    hub.ack("e1", 2).await;
+    assert_eq!(path(&cluster).as_deref(), Some("relay"));
+    assert_eq!(
+        cluster
+            .ops()
+            .iter()
+            .filter(|op| **op == Op::Apply(job.clone()))
+            .count(),
+        2,
+        "created for each path"
+    );
+    assert_eq!(agent.metric("flux_spoke_deletes_total{kind=\"Job\"}"), 1.0);
+    agent.stop().await;
+    server.stop().await;
+}
+
+#[tokio::test]
 async fn a_failed_apply_is_not_acknowledged_and_is_retried() {
     let pki = Pki::new();
     let x = assignment("m1", "x", 2);
