@@ -113,7 +113,92 @@ fn bursting_example_renders_root_and_each_burst_cluster() {
         .iter()
         .map(|c| c["cluster"].as_str().expect("cluster"))
         .collect();
-    assert_eq!(clusters, ["root", "gke-us-central1", "kind-spoke"]);
+    // Each burst leaves `relay` unset: printed for each path the hub may choose.
+    assert_eq!(
+        clusters,
+        [
+            "root",
+            "gke-us-central1",
+            "gke-us-central1",
+            "kind-spoke",
+            "kind-spoke"
+        ]
+    );
+    let paths: Vec<(&str, bool)> = v["clusters"]
+        .as_array()
+        .expect("clusters")
+        .iter()
+        .skip(1)
+        .map(|c| {
+            (
+                c["path"].as_str().expect("a burst's path"),
+                c["pathChosenByHub"] == true,
+            )
+        })
+        .collect();
+    assert_eq!(
+        paths,
+        [
+            ("Direct", true),
+            ("Relay", true),
+            ("Direct", true),
+            ("Relay", true)
+        ]
+    );
+    assert!(v["clusters"][0].get("path").is_none(), "the root has none");
+    let names = |i: usize| -> Vec<String> {
+        v["clusters"][i]["objects"]
+            .as_array()
+            .expect("objects")
+            .iter()
+            .map(|o| {
+                let kind = o["kind"].as_str().unwrap_or("");
+                let path = &o["metadata"]["annotations"]["flux-framework.org/lead-path"];
+                match path.as_str() {
+                    Some(path) => format!(
+                        "{kind}/{} ({path})",
+                        o["metadata"]["name"].as_str().unwrap_or("")
+                    ),
+                    None => format!("{kind}/{}", o["metadata"]["name"].as_str().unwrap_or("")),
+                }
+            })
+            .collect()
+    };
+    assert_eq!(
+        names(1),
+        [
+            "ConfigMap/burst-gke-flux-config",
+            "Secret/burst-gke-curve",
+            "Service/burst-gke",
+            "Job/burst-gke (direct)"
+        ]
+    );
+    assert_eq!(
+        names(2),
+        [
+            "ConfigMap/burst-gke-flux-config",
+            "Secret/burst-gke-curve",
+            "Service/burst-gke",
+            "Service/burst-gke-relay",
+            "Job/burst-gke (relay)"
+        ]
+    );
+    let broker_toml = |i: usize| {
+        v["clusters"][i]["objects"][0]["data"]["broker.toml"]
+            .as_str()
+            .unwrap_or("")
+            .to_string()
+    };
+    assert!(
+        broker_toml(1).contains("tcp://192.0.2.1:"),
+        "{}",
+        broker_toml(1)
+    );
+    assert!(
+        broker_toml(2).contains("tcp://burst-gke-relay:8050"),
+        "{}",
+        broker_toml(2)
+    );
     let root_kinds: Vec<String> = v["clusters"][0]["objects"]
         .as_array()
         .expect("objects")
@@ -154,8 +239,51 @@ fn bursting_example_renders_root_and_each_burst_cluster() {
         "json",
     ]);
     let v: serde_json::Value = serde_json::from_slice(&only.stdout).expect("json");
-    assert_eq!(v["clusters"].as_array().map(Vec::len), Some(1));
+    assert_eq!(v["clusters"].as_array().map(Vec::len), Some(2));
     assert_eq!(v["clusters"][0]["cluster"], "kind-spoke");
+    assert_eq!(v["clusters"][1]["cluster"], "kind-spoke");
+
+    // The YAML says which path each object is for; a burst whose spec sets `relay` is
+    // printed once.
+    let yaml = hub(&["render", "examples/bursting.yaml"]);
+    let text = String::from_utf8(yaml.stdout).expect("utf8");
+    let comments: std::collections::BTreeSet<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("# cluster: "))
+        .collect();
+    for path in ["Direct", "Relay"] {
+        assert!(
+            comments
+                .iter()
+                .any(|c| c.starts_with("# cluster: kind-spoke ")
+                    && c.ends_with(&format!("path {path} (the hub's choice at run time)"))),
+            "{comments:#?}"
+        );
+    }
+    let set = hub(&["render", "examples/bursting-candidates.yaml", "-o", "json"]);
+    let v: serde_json::Value = serde_json::from_slice(&set.stdout).expect("json");
+    let bursts: Vec<(&str, &str)> = v["clusters"]
+        .as_array()
+        .expect("clusters")
+        .iter()
+        .skip(1)
+        .map(|c| {
+            (
+                c["cluster"].as_str().unwrap_or(""),
+                c["path"].as_str().unwrap_or(""),
+            )
+        })
+        .collect();
+    assert_eq!(
+        bursts,
+        [
+            ("kind-desk", "Relay"),
+            ("labels tier=spot", "Relay"),
+            ("gke-us-central1", "Relay")
+        ],
+        "relay: true, once per candidate"
+    );
+    assert!(v["clusters"][1].get("pathChosenByHub").is_none());
 
     let none = hub(&["render", "examples/bursting.yaml", "--cluster", "nowhere"]);
     assert!(!none.status.success());

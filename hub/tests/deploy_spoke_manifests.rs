@@ -561,6 +561,7 @@ fn joined(rbac: &flux_hub::commands::install::SpokeRbac) -> Vec<serde_json::Valu
             hub_domain: "hub.example.org".into(),
             labels: [("region".to_string(), "west".to_string())].into(),
             room: true,
+            root_reach: Default::default(),
         },
         None,
         rbac,

@@ -88,6 +88,9 @@ pub struct Target {
     pub lead: Option<Endpoint>,
     /// A relayed burst's Service, which its spoke serves and `lead` names.
     pub relay_service: Option<String>,
+    /// A hand-applied burst MiniCluster's own burst (its spec names `leadBroker`): it keeps
+    /// its own size and Service name, and no spoke makes its objects.
+    pub hand_applied: bool,
 }
 
 impl Target {
@@ -264,6 +267,7 @@ impl Plan {
                 lead_host,
                 lead: None,
                 relay_service: None,
+                hand_applied: false,
             }),
             Role::Burst { index, lead } => {
                 let burst = self.bursts.get(*index)?;
@@ -281,6 +285,7 @@ impl Plan {
                     lead_host,
                     lead: Some(lead.clone()),
                     relay_service: (burst.relay && !manual).then(|| burst.relay_service()),
+                    hand_applied: manual,
                 })
             }
         }

@@ -203,3 +203,68 @@ fn the_validator_names_what_a_relayed_burst_cannot_have() {
         "{e:?}"
     );
 }
+
+fn lead_path(objects: &[Object]) -> Option<String> {
+    objects.iter().find_map(|o| match o {
+        Object::Job(j) => j
+            .metadata
+            .annotations
+            .as_ref()?
+            .get(flux_shared::render::labels::LEAD_PATH)
+            .cloned(),
+        _ => None,
+    })
+}
+
+#[test]
+fn a_spokes_burst_job_names_its_path_and_a_hand_applied_or_root_job_does_not() {
+    let plan = plan(MIXED);
+    let roles = plan.roles(&lead());
+    let path = |role: &Role| lead_path(&render(&plan, role, CERT).expect("rendered"));
+    assert_eq!(path(&roles[0]), None, "the root's Job");
+    assert_eq!(path(&roles[1]).as_deref(), Some("relay"));
+    assert_eq!(path(&roles[2]).as_deref(), Some("direct"));
+    // On the Job only: the pod template is the same on either path.
+    let job = |role: &Role| {
+        render(&plan, role, CERT)
+            .expect("rendered")
+            .into_iter()
+            .find_map(|o| match o {
+                Object::Job(j) => j.spec?.template.metadata,
+                _ => None,
+            })
+    };
+    assert!(
+        job(&roles[1])
+            .and_then(|m| m.annotations)
+            .is_none_or(|a| !a.contains_key(flux_shared::render::labels::LEAD_PATH))
+    );
+
+    // The hub's choice, written into the plan, is what the Job says.
+    let chosen = self::plan("        - {name: gke, size: 2}\n");
+    let burst = |plan: &Plan| Role::Burst {
+        index: 0,
+        lead: plan.burst_lead(0, Some(&lead())).expect("lead"),
+    };
+    assert_eq!(
+        lead_path(&render(&chosen, &burst(&chosen), CERT).expect("rendered")).as_deref(),
+        Some("direct"),
+        "not chosen yet: direct"
+    );
+    let relayed = chosen.clone().route(|_| Some(true));
+    assert_eq!(
+        lead_path(&render(&relayed, &burst(&relayed), CERT).expect("rendered")).as_deref(),
+        Some("relay")
+    );
+
+    // A burst MiniCluster applied by hand next to its lead's endpoint: rendered as before.
+    let manual: MiniCluster =
+        serde_yaml_ng::from_str(include_str!("../../examples/burst-manual.yaml")).expect("yaml");
+    let manual = Plan::new(&manual).expect("valid");
+    let role = manual.local_role();
+    assert!(matches!(role, Role::Burst { .. }));
+    assert_eq!(
+        lead_path(&render(&manual, &role, CERT).expect("rendered")),
+        None
+    );
+}

@@ -450,6 +450,15 @@ impl<C: Cluster> Agent<C> {
                             self.process(state, snapshot, true).await;
                         }
                         cluster_was_away |= !reachable;
+                        // A Job replaced for a new path is gone: created anew now, not at
+                        // the next report tick.
+                        if !state.complete
+                            && self.applier.replaced_gone(state).await
+                            && let Some(snapshot) = state.pending.clone()
+                        {
+                            info!(version = snapshot.version, "a Job replaced for a new path to the lead broker is gone; creating it anew");
+                            self.process(state, snapshot, true).await;
+                        }
                         // A policy changed, or read for the first time after a snapshot
                         // that could not be decided without it.
                         if let Ok(policy) = self.cluster.policy()

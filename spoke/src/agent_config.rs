@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use flux_shared::federation::ownership::{SpokeIdentity, SpokeIdentityError};
+use flux_shared::federation::proto::RootPath;
 use flux_shared::federation::tls::{ClientSecurity, TlsFiles, TransportSettings};
 
 /// How the agent reaches the hub and how often it reports.
@@ -55,6 +56,11 @@ pub struct AgentConfig {
     /// How often the spoke measures its cluster's room for the hub's placement (it reports
     /// it when it changes). Default [`AgentConfig::DEFAULT_ROOM_INTERVAL`].
     pub room_interval: Duration,
+    /// How the spoke's brokers reach the root cluster's nodes, as its owner declares it
+    /// (`flux-spoke run --root-reach`), reported with what the spoke measures: the hub
+    /// chooses the path of the bursts it places here from both. Default
+    /// [`RootPath::Unspecified`]: nothing declared.
+    pub root_reach: RootPath,
 }
 
 impl AgentConfig {
@@ -98,6 +104,7 @@ impl AgentConfig {
             lead_unreachable_after: Self::DEFAULT_LEAD_UNREACHABLE_AFTER,
             labels: std::collections::BTreeMap::new(),
             room_interval: Self::DEFAULT_ROOM_INTERVAL,
+            root_reach: RootPath::Unspecified,
         })
     }
 }

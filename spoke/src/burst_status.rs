@@ -15,7 +15,8 @@ pub const CONFIG_IDENTICAL: &str = "ConfigIdentical";
 pub enum Outcome {
     /// Its objects are applied; the phase comes from its Job.
     Applied,
-    /// Applying failed (it is retried); `message` says why. The phase comes from its Job
+    /// Not fully applied (it is retried): applying failed, or its Job is being replaced
+    /// for a new path to the lead broker; `message` says why. The phase comes from its Job
     /// if an earlier version of it exists.
     Failed {
         /// The error.

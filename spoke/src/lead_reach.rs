@@ -11,20 +11,26 @@
 //! A failure is reported only once every attempt failed for a while
 //! ([`AgentConfig::lead_unreachable_after`](crate::AgentConfig::lead_unreachable_after)):
 //! a lead that is still starting refuses at first.
+//!
+//! The probes also measure the spoke itself ([`Measured`], sent as the report's
+//! `root_reach`): the latest outcome across them, from which the hub chooses the path of
+//! the bursts it places here. It outlives the bursts (the root's network does not change
+//! with them); a restart forgets it.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use flux_shared::federation::proto::Condition;
+use flux_shared::federation::proto::{Condition, RootPath};
 use flux_shared::federation::{LEAD_REACHABLE, LEAD_UNREACHABLE};
 use tokio::net::TcpStream;
 use tokio::sync::watch;
 use tokio_util::task::AbortOnDropHandle;
 use tracing::{info, warn};
 
-/// How often a direct burst's lead endpoint is probed.
-pub const PROBE_INTERVAL: Duration = Duration::from_secs(30);
+/// How often a direct burst's lead endpoint is probed: a burst that cannot reach it is
+/// switched to the relay by the hub, the sooner the better.
+pub const PROBE_INTERVAL: Duration = Duration::from_secs(10);
 
 /// How long one probe may take.
 pub const PROBE_TIMEOUT: Duration = Duration::from_secs(3);
@@ -44,12 +50,44 @@ struct Entry {
     shown: Option<(Seen, i64)>,
     /// Since when every attempt failed (`None` after one that worked).
     failing_since: Option<std::time::Instant>,
+    /// Whether the burst was relayed when this was seen (`None`: not said).
+    relayed: Option<bool>,
+}
+
+/// What the spoke last measured of how its pod, which shares the pod network with the
+/// brokers, reaches a root's lead broker: the latest outcome across the direct bursts'
+/// probes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Measured {
+    /// [`RootPath::Direct`] when a probe connected, [`RootPath::Relay`] when a burst's
+    /// failure was reported (once it outlasted the grace).
+    pub(crate) path: RootPath,
+    /// The `host:port` probed.
+    pub(crate) target: String,
+    /// Why it failed; empty when it connected.
+    pub(crate) error: String,
+    /// When, Unix milliseconds.
+    pub(crate) unix_millis: i64,
+}
+
+impl Measured {
+    /// Whether `other` says something else (when it was measured does not count).
+    fn differs(&self, other: &Measured) -> bool {
+        (self.path, &self.target, &self.error) != (other.path, &other.target, &other.error)
+    }
+}
+
+/// What the probes and relayed connections saw.
+#[derive(Debug, Default)]
+struct Known {
+    bursts: BTreeMap<String, Entry>,
+    measured: Option<Measured>,
 }
 
 /// The bursts' paths to their leads, as last seen; clones share them.
 #[derive(Clone)]
 pub(crate) struct LeadReach {
-    seen: Arc<Mutex<BTreeMap<String, Entry>>>,
+    seen: Arc<Mutex<Known>>,
     /// How long every attempt must fail before it is reported: a lead that is still
     /// starting (its pod not scheduled, its NodePort without an endpoint yet) refuses for a
     /// while, which is no news.
@@ -83,7 +121,43 @@ impl LeadReach {
     /// Records what a connection of burst `key` to its lead found (`Err`: why it failed).
     pub(crate) fn record(&self, key: &str, result: Result<(), String>) {
         let mut seen = self.seen.lock().unwrap_or_else(PoisonError::into_inner);
-        let entry = seen.entry(key.to_string()).or_default();
+        if self.update(&mut seen, key, result).is_some() {
+            self.changed.send_modify(|n| *n = n.wrapping_add(1));
+        }
+    }
+
+    /// Records what a probe of direct burst `key`'s lead at `target` found, which also
+    /// measures the spoke ([`LeadReach::measured`]): it connected, or the burst's failure
+    /// is reported now.
+    pub(crate) fn record_probe(&self, key: &str, target: &str, result: Result<(), String>) {
+        let mut seen = self.seen.lock().unwrap_or_else(PoisonError::into_inner);
+        let shown = self.update(&mut seen, key, result.clone());
+        let (path, error) = match (result, &shown) {
+            (Ok(()), _) => (RootPath::Direct, String::new()),
+            (Err(why), Some(Seen::Unreached(_))) => (RootPath::Relay, why),
+            // Still within the grace, or failing as already reported.
+            (Err(_), _) => return,
+        };
+        let now = Measured {
+            path,
+            target: target.to_string(),
+            error,
+            unix_millis: now_millis(),
+        };
+        let news = seen.measured.as_ref().is_none_or(|m| m.differs(&now));
+        if news {
+            info!(path = ?now.path, target = %now.target, "how this spoke reaches the root's lead broker, as measured, changed");
+        }
+        seen.measured = Some(now);
+        if news || shown.is_some() {
+            self.changed.send_modify(|n| *n = n.wrapping_add(1));
+        }
+    }
+
+    /// Records `result` for burst `key` in `seen`; what is reported of it now, when that
+    /// changed.
+    fn update(&self, seen: &mut Known, key: &str, result: Result<(), String>) -> Option<Seen> {
+        let entry = seen.bursts.entry(key.to_string()).or_default();
         let now = match result {
             Ok(()) => {
                 entry.failing_since = None;
@@ -94,24 +168,46 @@ impl LeadReach {
                     .failing_since
                     .get_or_insert_with(std::time::Instant::now);
                 if since.elapsed() < self.grace {
-                    return;
+                    return None;
                 }
                 Seen::Unreached(why)
             }
         };
-        if entry.shown.as_ref().map(|(s, _)| s) != Some(&now) {
-            match &now {
-                Seen::Reached => info!(burst = %key, "the lead broker answers"),
-                Seen::Unreached(why) => {
-                    warn!(burst = %key, error = %why, "the lead broker does not answer")
-                }
-            }
-            let since = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
-            entry.shown = Some((now, since));
-            self.changed.send_modify(|n| *n = n.wrapping_add(1));
+        if entry.shown.as_ref().map(|(s, _)| s) == Some(&now) {
+            return None;
         }
+        match &now {
+            Seen::Reached => info!(burst = %key, "the lead broker answers"),
+            Seen::Unreached(why) => {
+                warn!(burst = %key, error = %why, "the lead broker does not answer")
+            }
+        }
+        entry.shown = Some((now.clone(), now_millis()));
+        Some(now)
+    }
+
+    /// Says whether burst `key` is relayed now: what was seen on its other path no longer
+    /// says anything of it, and is forgotten.
+    pub(crate) fn path(&self, key: &str, relayed: bool) {
+        let mut seen = self.seen.lock().unwrap_or_else(PoisonError::into_inner);
+        let entry = seen.bursts.entry(key.to_string()).or_default();
+        if entry.relayed.is_some_and(|r| r != relayed) {
+            let shown = entry.shown.is_some();
+            *entry = Entry::default();
+            if shown {
+                self.changed.send_modify(|n| *n = n.wrapping_add(1));
+            }
+        }
+        entry.relayed = Some(relayed);
+    }
+
+    /// What the spoke last measured, kept after the bursts go.
+    pub(crate) fn measured(&self) -> Option<Measured> {
+        self.seen
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .measured
+            .clone()
     }
 
     /// Forgets every burst not in `keep`.
@@ -119,13 +215,14 @@ impl LeadReach {
         self.seen
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
+            .bursts
             .retain(|k, _| keep.contains(k));
     }
 
     /// The [`LEAD_REACHABLE`] condition of burst `key`, once something was seen.
     pub(crate) fn condition(&self, key: &str) -> Option<Condition> {
         let seen = self.seen.lock().unwrap_or_else(PoisonError::into_inner);
-        let (now, since) = seen.get(key)?.shown.as_ref()?;
+        let (now, since) = seen.bursts.get(key)?.shown.as_ref()?;
         let (status, reason, message) = match now {
             Seen::Reached => ("True", "Connected", String::new()),
             Seen::Unreached(why) => ("False", LEAD_UNREACHABLE, why.clone()),
@@ -200,8 +297,15 @@ async fn probe(key: String, target: String, reach: LeadReach) {
                     "connecting to {target} from the spoke's pod: no answer in {PROBE_TIMEOUT:?}"
                 )),
             };
-        reach.record(&key, result);
+        reach.record_probe(&key, &target, result);
     }
+}
+
+/// Now, Unix milliseconds.
+fn now_millis() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
 
 #[cfg(test)]
@@ -227,5 +331,74 @@ mod tests {
         assert_eq!(state(&reach).as_deref(), Some("True"));
         reach.retain(&BTreeSet::new());
         assert_eq!(state(&reach), None);
+    }
+
+    #[test]
+    fn the_spoke_measures_direct_on_a_connect_and_relay_once_a_failure_is_told() {
+        let reach = LeadReach::new(Duration::from_millis(50));
+        let mut changes = reach.changes();
+        let measured = || reach.measured().map(|m| (m.path, m.target, m.error));
+        let news = |changes: &mut watch::Receiver<u64>| {
+            let news = changes.has_changed().unwrap_or(false);
+            changes.borrow_and_update();
+            news
+        };
+        assert_eq!(measured(), None, "nothing measured since the start");
+        reach.record_probe("a", "192.0.2.1:30050", Ok(()));
+        assert_eq!(
+            measured(),
+            Some((RootPath::Direct, "192.0.2.1:30050".into(), String::new()))
+        );
+        assert!(news(&mut changes));
+        let first = reach.measured().map(|m| m.unix_millis);
+        std::thread::sleep(Duration::from_millis(5));
+        reach.record_probe("a", "192.0.2.1:30050", Ok(()));
+        assert!(
+            !news(&mut changes),
+            "connecting again is no news (only its time is newer)"
+        );
+        assert!(reach.measured().map(|m| m.unix_millis) > first);
+
+        // Another burst's failure counts once it is told, not before.
+        reach.record_probe("b", "192.0.2.9:31000", Err("refused".into()));
+        assert_eq!(measured().map(|m| m.0), Some(RootPath::Direct));
+        assert!(!news(&mut changes));
+        std::thread::sleep(Duration::from_millis(60));
+        reach.record_probe("b", "192.0.2.9:31000", Err("refused".into()));
+        assert_eq!(
+            measured(),
+            Some((RootPath::Relay, "192.0.2.9:31000".into(), "refused".into()))
+        );
+        assert!(news(&mut changes));
+        reach.record_probe("b", "192.0.2.9:31000", Err("refused".into()));
+        assert!(!news(&mut changes), "failing as told already is no news");
+
+        // A relayed burst's connections say nothing of the pod network's reach.
+        reach.record("c", Ok(()));
+        assert_eq!(measured().map(|m| m.0), Some(RootPath::Relay));
+
+        // The bursts go; the root's network stays as measured.
+        reach.retain(&BTreeSet::new());
+        assert_eq!(state(&reach), None);
+        assert_eq!(measured().map(|m| m.0), Some(RootPath::Relay));
+        reach.record_probe("a", "192.0.2.1:30050", Ok(()));
+        assert_eq!(measured().map(|m| m.0), Some(RootPath::Direct));
+    }
+
+    #[test]
+    fn a_burst_whose_path_changed_forgets_what_its_old_path_saw() {
+        let reach = LeadReach::new(Duration::ZERO);
+        reach.path("k", false);
+        reach.record("k", Err("refused".into()));
+        assert_eq!(state(&reach).as_deref(), Some("False"));
+        reach.path("k", false);
+        assert_eq!(state(&reach).as_deref(), Some("False"), "the same path");
+        let mut changes = reach.changes();
+        changes.borrow_and_update();
+        reach.path("k", true);
+        assert_eq!(state(&reach), None, "switched to the relay: not known yet");
+        assert!(changes.has_changed().unwrap_or(false), "reported again");
+        reach.record("k", Ok(()));
+        assert_eq!(state(&reach).as_deref(), Some("True"));
     }
 }

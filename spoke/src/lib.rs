@@ -44,7 +44,8 @@
 //! its name), [`burst_status`] (each burst's phase and conditions, pure) and [`report`]
 //! (the `Reporter`: what the hub is told), `relay_listeners` (a relayed burst's listener,
 //! whose connections go to the hub over the spoke's own connection), `lead_reach`
-//! (whether each burst's lead broker answers from this cluster), [`cluster`] (the Kubernetes reads and
+//! (whether each burst's lead broker answers from this cluster, and how the spoke reaches
+//! the root as its probes measure it), [`cluster`] (the Kubernetes reads and
 //! writes behind a trait, and their real implementation) and [`metrics`]. Tests and benches also get `testing` (an in-memory
 //! cluster and sample assignments), which only exists with the cargo feature `testing`:
 //! the spoke's own tests enable it through a dev-dependency on this crate, so the binary

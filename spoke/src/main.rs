@@ -88,6 +88,15 @@ struct RunArgs {
           value_parser = flux_shared::federation::spoke_labels::parse_flag)]
     labels: Vec<(String, String)>,
 
+    /// How this cluster's pods reach the root cluster's nodes, as you know it: `direct`
+    /// (they reach its NodePorts) or `relay` (they do not: bursts are relayed through this
+    /// spoke and the hub). `flux-hub join --root-reach` sets it. The hub chooses the path
+    /// of each burst that leaves `relay` unset from it and from what this spoke measures;
+    /// without it, from the measurement alone.
+    #[arg(long, env = "FLUX_SPOKE_ROOT_REACH", value_name = "direct|relay",
+          value_parser = flux_shared::federation::root_reach::parse_flag)]
+    root_reach: Option<flux_shared::federation::proto::RootPath>,
+
     /// Do not measure this cluster's room for the hub's placement (no `list`/`watch` on
     /// nodes and pods; the hub then places bursts here without knowing the room).
     #[arg(long)]
@@ -279,6 +288,7 @@ async fn run(args: RunArgs) -> Result<()> {
         tls_files: args.tls.files().ok().filter(|_| !args.insecure),
         relay_address: args.relay_address,
         labels,
+        root_reach: args.root_reach.unwrap_or_default(),
         ..AgentConfig::new(args.hub.clone(), security).context("this spoke's identity")?
     };
     tracing::info!(spoke = %args.name, federation = %config.identity.federation, hub = %args.hub, version = %config.spoke_version, %namespace, policy = %args.policy, namespaces = ?cluster.scope(), "flux-spoke starting");

@@ -1,6 +1,7 @@
 //! The reporter: what the spoke tells the hub of every tracked assignment (its status,
-//! from the Job where there is one) and of its access to its own API server and its room,
-//! with the acknowledgement of the last snapshot fully applied.
+//! from the Job where there is one), of its access to its own API server, its room and how
+//! its brokers reach the root's nodes (declared and measured), with the acknowledgement of
+//! the last snapshot fully applied.
 //!
 //! [`Reporter::report`] runs two steps that can fail, each a [`ReportError`] variant of its
 //! name, logged and counted in one place ([`Reporter::record`]):
@@ -20,7 +21,8 @@ use flux_shared::federation::diagnostics::status_text;
 use flux_shared::federation::ownership::{Ownership, SpokeIdentity, ownership};
 use flux_shared::federation::policy::PolicyState;
 use flux_shared::federation::proto::{
-    AssignmentStatus, BurstPhase, ClusterAccess, ClusterRoom, PolicyRoom, ReportRequest,
+    AssignmentStatus, BurstPhase, ClusterAccess, ClusterRoom, PolicyRoom, ReportRequest, RootPath,
+    RootReach,
 };
 use flux_shared::federation::room::MAX_NAMESPACES;
 use flux_shared::federation::tls::TransportSettings;
@@ -30,9 +32,10 @@ use tracing::{debug, warn};
 use crate::agent_config::AgentConfig;
 use crate::burst_status::{Outcome, Tracked, find_job, status};
 use crate::cluster::{Cluster, ClusterError};
+use crate::lead_reach::Measured;
 use crate::metrics::{ErrorKind, Metrics};
 use crate::relay_listeners::HubClient;
-use crate::state::State;
+use crate::state::{Sent, State};
 
 /// A step of a report that did not go through; its name is the `kind` label it is
 /// counted under ([`ReportError::kind`]).
@@ -64,6 +67,8 @@ pub(crate) struct Reporter<C: Cluster> {
     identity: SpokeIdentity,
     /// The deadline of the Report call.
     settings: TransportSettings,
+    /// How the spoke's brokers reach the root's nodes, as its owner declared it.
+    declared: RootPath,
     metrics: Arc<Metrics>,
 }
 
@@ -74,6 +79,7 @@ impl<C: Cluster> Reporter<C> {
             cluster,
             identity: config.identity.clone(),
             settings: config.settings.clone(),
+            declared: config.root_reach,
             metrics,
         }
     }
@@ -106,7 +112,7 @@ impl<C: Cluster> Reporter<C> {
     }
 
     /// Sends every tracked status with the acknowledgement: always when `force`, else only
-    /// when a status changed since the last accepted report.
+    /// when what it says changed since the last accepted report.
     pub(crate) async fn report(&self, client: &mut HubClient, state: &mut State, force: bool) {
         if state.epoch.is_empty() {
             return;
@@ -131,32 +137,65 @@ impl<C: Cluster> Reporter<C> {
             .room_nodes
             .as_ref()
             .map(|(at, nodes)| cluster_room(*at, nodes, policy.as_deref(), &statuses));
-        let sending = (statuses, access, room.clone().map(without_time));
+        let reach = root_reach(self.declared, state.lead_reach.measured().as_ref());
+        let sending = Sent {
+            statuses,
+            access,
+            room: room.clone().map(without_time),
+            root_reach: Some(reach_without_time(reach.clone())),
+        };
         if !force && state.last_sent.as_ref() == Some(&sending) {
             return;
         }
-        let (statuses, access, _) = sending;
         let request = ReportRequest {
-            root_reach: None,
+            root_reach: Some(reach),
             hub_epoch: state.epoch.clone(),
             applied_version: state.acked,
-            statuses: statuses.clone(),
-            cluster_access: access.clone(),
-            room: room.clone(),
+            statuses: sending.statuses.clone(),
+            cluster_access: sending.access.clone(),
+            room,
         };
         let applied_version = request.applied_version;
         // Step `report`.
         match client.report(self.settings.unary_request(request)).await {
             Ok(_) => {
                 self.metrics.report_sent();
-                debug!(applied_version, statuses = statuses.len(), "reported");
-                state.last_sent = Some((statuses, access, room.map(without_time)));
+                debug!(
+                    applied_version,
+                    statuses = sending.statuses.len(),
+                    "reported"
+                );
+                state.last_sent = Some(sending);
             }
             Err(status) => {
                 self.record(&ReportError::Report(status));
                 state.last_sent = None;
             }
         }
+    }
+}
+
+/// How the spoke's brokers reach the root's nodes: what its owner `declared` and what it
+/// last `measured` (nothing since it started: unspecified).
+fn root_reach(declared: RootPath, measured: Option<&Measured>) -> RootReach {
+    let mut reach = RootReach {
+        declared: declared.into(),
+        ..RootReach::default()
+    };
+    if let Some(m) = measured {
+        reach.measured = m.path.into();
+        reach.measured_target = m.target.clone();
+        reach.measured_error = m.error.clone();
+        reach.measured_unix_millis = m.unix_millis;
+    }
+    reach
+}
+
+/// A reach as compared with the last one sent: when it was measured does not count.
+fn reach_without_time(reach: RootReach) -> RootReach {
+    RootReach {
+        measured_unix_millis: 0,
+        ..reach
     }
 }
 
@@ -327,5 +366,54 @@ mod tests {
         );
         assert_ne!(later, room);
         assert_eq!(without_time(later), without_time(room));
+    }
+
+    #[test]
+    fn the_root_reach_says_what_was_declared_and_measured_and_its_time_is_no_news() {
+        assert_eq!(
+            root_reach(RootPath::Unspecified, None),
+            RootReach::default(),
+            "nothing declared, nothing measured"
+        );
+        let declared = root_reach(RootPath::Relay, None);
+        assert_eq!(
+            (declared.declared(), declared.measured()),
+            (RootPath::Relay, RootPath::Unspecified)
+        );
+        let measured = Measured {
+            path: RootPath::Direct,
+            target: "192.0.2.1:30050".into(),
+            error: String::new(),
+            unix_millis: 1234,
+        };
+        let reach = root_reach(RootPath::Relay, Some(&measured));
+        assert_eq!(
+            reach,
+            RootReach {
+                declared: RootPath::Relay.into(),
+                measured: RootPath::Direct.into(),
+                measured_target: "192.0.2.1:30050".into(),
+                measured_error: String::new(),
+                measured_unix_millis: 1234,
+            }
+        );
+        let later = root_reach(
+            RootPath::Relay,
+            Some(&Measured {
+                unix_millis: 5678,
+                ..measured.clone()
+            }),
+        );
+        assert_ne!(later, reach);
+        assert_eq!(reach_without_time(later), reach_without_time(reach.clone()));
+        let failed = root_reach(
+            RootPath::Relay,
+            Some(&Measured {
+                path: RootPath::Relay,
+                error: "refused".into(),
+                ..measured
+            }),
+        );
+        assert_ne!(reach_without_time(failed), reach_without_time(reach));
     }
 }

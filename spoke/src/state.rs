@@ -4,11 +4,13 @@
 
 use std::collections::BTreeMap;
 
-use flux_shared::federation::proto::{AssignmentStatus, ClusterAccess, ClusterRoom, Snapshot};
+use flux_shared::federation::proto::{
+    AssignmentStatus, ClusterAccess, ClusterRoom, RootReach, Snapshot,
+};
 
 use crate::admit::Memory;
 use crate::burst_status::Tracked;
-use crate::cluster::{NodesRoom, Taken};
+use crate::cluster::{NodesRoom, ObjectRef, Taken};
 use crate::lead_reach::{LeadReach, Probes};
 use crate::relay_listeners::Relays;
 
@@ -19,6 +21,16 @@ pub struct AppliedSnapshot {
     pub hub_epoch: String,
     /// Its `version`.
     pub version: u64,
+}
+
+/// What a report says, as compared with the last one sent: when the room and the root's
+/// reach were measured does not count.
+#[derive(Debug, PartialEq)]
+pub(crate) struct Sent {
+    pub(crate) statuses: Vec<AssignmentStatus>,
+    pub(crate) access: Option<ClusterAccess>,
+    pub(crate) room: Option<ClusterRoom>,
+    pub(crate) root_reach: Option<RootReach>,
 }
 
 /// What the agent knows between snapshots (and connections).
@@ -39,13 +51,8 @@ pub(crate) struct State {
     pub(crate) pending: Option<Snapshot>,
     /// One entry per assignment of that snapshot, plus the keys it removed.
     pub(crate) tracked: Vec<Tracked>,
-    /// Statuses, cluster access and room (without its time) of the last report the hub
-    /// accepted.
-    pub(crate) last_sent: Option<(
-        Vec<AssignmentStatus>,
-        Option<ClusterAccess>,
-        Option<ClusterRoom>,
-    )>,
+    /// What the last report the hub accepted said.
+    pub(crate) last_sent: Option<Sent>,
     /// The cluster's nodes' room as last measured, and when.
     pub(crate) room_nodes: Option<(std::time::SystemTime, NodesRoom)>,
     /// The last snapshot processed (re-processed when a blocking object changes).
@@ -61,4 +68,7 @@ pub(crate) struct State {
     pub(crate) lead_reach: LeadReach,
     /// The probes of the direct bursts' lead endpoints.
     pub(crate) probes: Probes,
+    /// By key, the Jobs being deleted because their burst's path to the lead changed (the
+    /// Job, with its uid): once one is gone, the snapshot is applied again to create it.
+    pub(crate) replacing: BTreeMap<String, (ObjectRef, Option<String>)>,
 }

@@ -342,21 +342,36 @@ impl RunningAgent {
         report_interval: Duration,
         relay_address: Option<std::net::IpAddr>,
     ) -> RunningAgent {
+        Self::start_configured(pki, leaf, addr, cluster, |config| {
+            config.report_interval = report_interval;
+            config.relay_address = relay_address;
+        })
+    }
+
+    /// An agent with the spoke certificate, dialling with `leaf`, reporting every hour,
+    /// its configuration then changed by `configure`.
+    fn start_configured(
+        pki: &Pki,
+        leaf: &IssuedCert,
+        addr: SocketAddr,
+        cluster: &FakeCluster,
+        configure: impl FnOnce(&mut AgentConfig),
+    ) -> RunningAgent {
         let security = |leaf| ClientSecurity::Mtls {
             tls: pki.pem(leaf),
             domain: HUB_DNS.to_string(),
         };
         // The spoke's identity (on its objects) is the spoke certificate's; it dials with
         // `leaf`, which may be a certificate the hub refuses.
-        let config = AgentConfig {
-            report_interval,
+        let mut config = AgentConfig {
+            report_interval: LONG,
             spoke_version: "test-version".into(),
             security: security(leaf),
-            relay_address,
             // Failures are reported at once (a real spoke waits out a starting lead).
             lead_unreachable_after: Duration::ZERO,
             ..AgentConfig::new(format!("https://{addr}"), security(&pki.spoke)).unwrap()
         };
+        configure(&mut config);
         let agent = Agent::new(config, cluster.clone(), Arc::new(Metrics::new()));
         let applied = agent.applied();
         let metrics = agent.metrics();
@@ -1070,6 +1085,117 @@ async fn a_direct_bursts_lead_endpoint_is_probed_and_whether_it_answers_reported
     let report = hub.ack("e1", 2).await;
     assert!(lead_reachable(&report, &bad.key).is_none());
     drop(open);
+    agent.stop().await;
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn every_report_says_how_the_spoke_reaches_the_root_declared_and_measured() {
+    use flux_shared::federation::proto::RootPath;
+    let pki = Pki::new();
+    let lead = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let up = flux_shared::plan::Endpoint {
+        address: "127.0.0.1".into(),
+        port: i32::from(lead.local_addr().unwrap().port()),
+    };
+    let x = flux_spoke::testing::sample_assignments_led_by("hpc", "m1", &[("x", 2)], &up).remove(0);
+    let hub = HubState::new(snapshot("e1", 1, vec![x.clone()]));
+    let server = RunningHub::start(&pki, &hub, any_port()).await;
+    let cluster = FakeCluster::new();
+    // Reports every hour: a measurement is told because it changed.
+    let agent = RunningAgent::start_configured(&pki, &pki.spoke, server.addr, &cluster, |c| {
+        c.root_reach = RootPath::Relay;
+    });
+    let measured = |r: &ReportRequest| r.root_reach.as_ref().map(|r| r.measured());
+    let report = hub
+        .report_where(0, "the lead's probe measured", |r| {
+            measured(r) == Some(RootPath::Direct)
+        })
+        .await;
+    let reach = report.root_reach.expect("root reach");
+    assert_eq!(
+        reach.declared(),
+        RootPath::Relay,
+        "as its owner declared it"
+    );
+    assert_eq!(reach.measured_target, format!("127.0.0.1:{}", up.port));
+    assert_eq!(reach.measured_error, "");
+    assert!(reach.measured_unix_millis > 0);
+    assert!(
+        hub.reports()
+            .iter()
+            .all(|r| r.root_reach.as_ref().map(|r| r.declared()) == Some(RootPath::Relay)),
+        "every report says it"
+    );
+
+    // The burst goes; what was measured of the root's network stays.
+    hub.publish(snapshot("e1", 2, vec![]));
+    let report = hub.ack("e1", 2).await;
+    assert_eq!(measured(&report), Some(RootPath::Direct));
+    drop(lead);
+    agent.stop().await;
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn a_burst_switched_to_the_relay_gets_a_new_job_as_soon_as_the_old_one_is_gone() {
+    let pki = Pki::new();
+    let routed = |relayed| {
+        flux_spoke::testing::sample_routed_assignments("hpc", "m1", &[("x", 2)], relayed).remove(0)
+    };
+    let hub = HubState::new(snapshot("e1", 1, vec![routed(false)]));
+    let server = RunningHub::start(&pki, &hub, any_port()).await;
+    let cluster = FakeCluster::new();
+    // Reports every hour: only the Job going can make the agent apply again.
+    let agent = RunningAgent::start_with(
+        &pki,
+        &pki.spoke,
+        server.addr,
+        &cluster,
+        LONG,
+        Some(std::net::Ipv4Addr::LOCALHOST.into()),
+    );
+    hub.ack("e1", 1).await;
+    let job = ObjectRef {
+        kind: Kind::Job,
+        namespace: "hpc".into(),
+        name: "x".into(),
+    };
+    let path = |cluster: &FakeCluster| match cluster.get(Kind::Job, "hpc", "x") {
+        Some(Object::Job(j)) => j
+            .metadata
+            .annotations
+            .and_then(|a| a.get(flux_shared::render::labels::LEAD_PATH).cloned()),
+        _ => None,
+    };
+    assert_eq!(path(&cluster).as_deref(), Some("direct"));
+
+    hub.publish(snapshot("e1", 2, vec![routed(true)]));
+    eventually("the direct Job deleted", || {
+        cluster
+            .ops()
+            .contains(&Op::DeleteForeground(job.clone()))
+            .then_some(())
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(
+        !hub.reports().iter().any(|r| r.applied_version == 2),
+        "not acknowledged while the old Job's pods run"
+    );
+    assert!(cluster.finish_deletion("hpc", "x"));
+    hub.ack("e1", 2).await;
+    assert_eq!(path(&cluster).as_deref(), Some("relay"));
+    assert_eq!(
+        cluster
+            .ops()
+            .iter()
+            .filter(|op| **op == Op::Apply(job.clone()))
+            .count(),
+        2,
+        "created for each path"
+    );
+    assert_eq!(agent.metric("flux_spoke_deletes_total{kind=\"Job\"}"), 1.0);
     agent.stop().await;
     server.stop().await;
 }

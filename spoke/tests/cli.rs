@@ -169,3 +169,51 @@ fn a_matching_certificate_passes_validation() {
     assert!(message.contains("Kubernetes API"), "{message}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn the_root_reach_is_direct_or_relay_from_the_flag_or_the_environment() {
+    let run = |extra: &[&str], env: Option<&str>| {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_flux-spoke"));
+        command
+            .args([
+                "run",
+                "--hub",
+                "http://127.0.0.1:1",
+                "--name",
+                "gke",
+                "--insecure",
+            ])
+            .args(extra)
+            .env("KUBECONFIG", "/nonexistent/kubeconfig")
+            .env_remove("KUBERNETES_SERVICE_HOST")
+            .env_remove("KUBERNETES_SERVICE_PORT")
+            .env_remove("FLUX_SPOKE_ROOT_REACH");
+        if let Some(value) = env {
+            command.env("FLUX_SPOKE_ROOT_REACH", value);
+        }
+        command.output().unwrap()
+    };
+    for (extra, env) in [
+        (&["--root-reach", "nodeport"][..], None),
+        (&[][..], Some("sideways")),
+    ] {
+        let out = run(extra, env);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{extra:?} {env:?}: {stderr}");
+        assert!(stderr.contains("expected direct or relay"), "{stderr}");
+    }
+    for (extra, env) in [
+        (&["--root-reach", "direct"][..], None),
+        (&[][..], Some("relay")),
+        (&[][..], None),
+        // A setting left blank declares nothing.
+        (&[][..], Some("")),
+    ] {
+        // Taken: the run goes on to the Kubernetes API.
+        let message = failure(&run(extra, env));
+        assert!(
+            message.contains("Kubernetes API"),
+            "{extra:?} {env:?}: {message}"
+        );
+    }
+}

@@ -818,6 +818,27 @@ async fn jobs_are_deleted_in_the_background_and_missing_objects_are_fine() {
 }
 
 #[tokio::test]
+async fn a_job_replaced_for_a_new_path_is_deleted_in_the_foreground_by_its_uid() {
+    let (cluster, seen) = setup();
+    let job = OwnedObject {
+        object: ObjectRef {
+            kind: Kind::Job,
+            namespace: "hpc".into(),
+            name: "x".into(),
+        },
+        key: "hpc/m/x".into(),
+        uid: Some("uid-x".into()),
+    };
+    cluster.delete_job_foreground(&job).await.unwrap();
+    let deletes = requests(&seen, Method::DELETE);
+    assert_eq!(deletes.len(), 1);
+    assert_eq!(object_name(&deletes[0].path), "x");
+    assert_eq!(deletes[0].body["propagationPolicy"], "Foreground");
+    assert_eq!(deletes[0].body["preconditions"]["uid"], "uid-x");
+    assert_permitted(&seen);
+}
+
+#[tokio::test]
 async fn jobs_come_from_the_watch_cache_and_changes_wake_the_reporter() {
     let (cluster, seen) = setup();
     let mut changes = cluster.changes();

@@ -5,7 +5,7 @@
 //! commands apply them.
 //!
 //! Size: the hub's and the spoke's objects, side by side, since `init` and `join` install
-//! them the same way; about 180 of its lines are the tests.
+//! them the same way; about 260 of its lines are the tests.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -170,6 +170,9 @@ pub struct SpokeSettings {
     /// Whether the spoke measures its cluster's room (and is granted what that reads:
     /// [`flux_shared::federation::spoke_rbac::ROOM_PERMISSIONS`]).
     pub room: bool,
+    /// How the spoke's brokers reach the root's nodes, as its owner declares it
+    /// (`flux-hub join --root-reach`); unspecified: nothing declared.
+    pub root_reach: flux_shared::federation::proto::RootPath,
 }
 
 /// Name of the ClusterRole and ClusterRoleBinding of the spoke's room
@@ -296,7 +299,7 @@ pub fn spoke_objects(
         objects.retain(|o| o["metadata"]["name"] != SPOKE_ROOM_RBAC_NAME);
     }
     for o in &mut objects {
-        if o["kind"] == "ConfigMap" && o["metadata"]["name"] == "flux-spoke-config" {
+        if o["kind"] == "ConfigMap" && o["metadata"]["name"] == SPOKE_CONFIG {
             o["data"] = json!({
                 "hub-url": settings.hub_url,
                 "hub-domain": settings.hub_domain,
@@ -309,6 +312,11 @@ pub fn spoke_objects(
                     .map(|(k, v)| format!("{k}={v}"))
                     .collect();
                 o["data"]["labels"] = json!(labels.join(","));
+            }
+            if let Some(reach) =
+                flux_shared::federation::root_reach::flag_value(settings.root_reach)
+            {
+                o["data"][ROOT_REACH_KEY] = json!(reach);
             }
         }
         if !settings.room
@@ -329,6 +337,7 @@ pub fn spoke_objects(
         image.unwrap_or(flux_shared::IMAGE),
     );
     stamp_certificate(&mut objects, "flux-spoke", cert_pem);
+    stamp_config(&mut objects);
     let secret = tls_secret(
         SPOKE_TLS_SECRET,
         SPOKE_NAMESPACE,
@@ -440,13 +449,44 @@ fn insert_before_workloads(objects: &mut Vec<Value>, object: Value) {
     objects.insert(at, object);
 }
 
-/// Stamps Deployment `name`'s pod template with the digest of `cert_pem`.
-fn stamp_certificate(objects: &mut [Value], name: &str, cert_pem: &str) {
-    let digest: String = ring::digest::digest(&ring::digest::SHA256, cert_pem.as_bytes())
+/// The key of the spoke's settings ConfigMap holding `flux-spoke run --root-reach`
+/// (`flux-hub join --root-reach`); absent: nothing declared.
+pub const ROOT_REACH_KEY: &str = "root-reach";
+
+/// Pod template annotation holding the SHA-256 of the spoke's settings: its pods read them
+/// from the environment when they start, so a changed setting (`join` with another
+/// `--root-reach`, `--label` or hub) rolls the Deployment, the same ones change nothing.
+pub const CONFIG_ANNOTATION: &str = "flux-framework.org/config-sha256";
+
+/// Stamps the spoke's Deployment's pod template with the digest of its settings
+/// ConfigMap's data.
+fn stamp_config(objects: &mut [Value]) {
+    let Some(data) = objects
+        .iter()
+        .find(|o| o["kind"] == "ConfigMap" && o["metadata"]["name"] == SPOKE_CONFIG)
+        .map(|o| o["data"].to_string())
+    else {
+        return;
+    };
+    let digest = sha256_hex(&data);
+    for o in objects.iter_mut() {
+        if o["kind"] == "Deployment" && o["metadata"]["name"] == "flux-spoke" {
+            o["spec"]["template"]["metadata"]["annotations"][CONFIG_ANNOTATION] = json!(digest);
+        }
+    }
+}
+
+fn sha256_hex(text: &str) -> String {
+    ring::digest::digest(&ring::digest::SHA256, text.as_bytes())
         .as_ref()
         .iter()
         .map(|b| format!("{b:02x}"))
-        .collect();
+        .collect()
+}
+
+/// Stamps Deployment `name`'s pod template with the digest of `cert_pem`.
+fn stamp_certificate(objects: &mut [Value], name: &str, cert_pem: &str) {
+    let digest = sha256_hex(cert_pem);
     for o in objects.iter_mut() {
         if o["kind"] == "Deployment" && o["metadata"]["name"] == name {
             o["spec"]["template"]["metadata"]["annotations"][CERTIFICATE_ANNOTATION] =
@@ -552,6 +592,7 @@ mod tests {
             hub_domain: "hub.example.org".into(),
             labels: Default::default(),
             room: true,
+            root_reach: Default::default(),
         }
     }
 
@@ -644,6 +685,7 @@ mod tests {
             hub_domain: "hub.example.org".into(),
             labels: Default::default(),
             room: true,
+            root_reach: Default::default(),
         };
         let rbac = SpokeRbac::Namespaces(["team".to_string()].into());
         let spoke =
@@ -720,5 +762,85 @@ mod tests {
                 "the certificate Secret before the Deployment: {order:?}"
             );
         }
+    }
+
+    #[test]
+    fn the_declared_root_reach_is_a_setting_and_a_new_one_rolls_the_spoke() {
+        use flux_shared::federation::proto::RootPath;
+        let objects = |root_reach| {
+            let settings = SpokeSettings {
+                root_reach,
+                ..settings("gke", "https://hub.example.org:8443")
+            };
+            spoke_objects(
+                &settings,
+                None,
+                &SpokeRbac::ClusterWide,
+                "CA",
+                "CERT",
+                "KEY",
+            )
+            .expect("spoke")
+        };
+        let config = |objects: &[Value]| {
+            objects
+                .iter()
+                .find(|o| o["kind"] == "ConfigMap" && o["metadata"]["name"] == SPOKE_CONFIG)
+                .map(|o| o["data"][ROOT_REACH_KEY].clone())
+                .expect("the settings")
+        };
+        let stamp = |objects: &[Value]| {
+            objects
+                .iter()
+                .find(|o| o["kind"] == "Deployment")
+                .and_then(|d| {
+                    d["spec"]["template"]["metadata"]["annotations"][CONFIG_ANNOTATION]
+                        .as_str()
+                        .map(str::to_string)
+                })
+                .expect("a digest of the settings")
+        };
+        let (none, relay, direct) = (
+            objects(RootPath::Unspecified),
+            objects(RootPath::Relay),
+            objects(RootPath::Direct),
+        );
+        assert_eq!(config(&none), Value::Null, "nothing declared: no key");
+        assert_eq!(config(&relay), "relay");
+        assert_eq!(config(&direct), "direct");
+        assert_eq!(
+            stamp(&relay),
+            stamp(&objects(RootPath::Relay)),
+            "the same: kept"
+        );
+        assert_ne!(
+            stamp(&relay),
+            stamp(&direct),
+            "another: the spoke restarts with it"
+        );
+        assert_ne!(stamp(&none), stamp(&relay));
+        // The Deployment reads it from the settings, when there.
+        let deployment: k8s_openapi::api::apps::v1::Deployment = serde_json::from_value(
+            relay
+                .iter()
+                .find(|o| o["kind"] == "Deployment")
+                .cloned()
+                .expect("deployment"),
+        )
+        .expect("typed");
+        let env = deployment
+            .spec
+            .and_then(|s| s.template.spec)
+            .map(|p| p.containers[0].env.clone().unwrap_or_default())
+            .unwrap_or_default();
+        let from = env
+            .iter()
+            .find(|e| e.name == "FLUX_SPOKE_ROOT_REACH")
+            .and_then(|e| e.value_from.clone()?.config_map_key_ref)
+            .expect("FLUX_SPOKE_ROOT_REACH from the settings");
+        assert_eq!(
+            (from.name.as_str(), from.key.as_str(), from.optional),
+            (SPOKE_CONFIG, ROOT_REACH_KEY, Some(true))
+        );
     }
 }

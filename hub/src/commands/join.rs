@@ -61,6 +61,12 @@ pub struct JoinOptions {
     /// `matchLabels` select spokes by them (region, cost tier, ...).
     #[arg(long = "label", value_name = "KEY=VALUE", value_parser = flux_shared::federation::spoke_labels::parse_flag)]
     pub labels: Vec<(String, String)>,
+    /// How the burst cluster's pods reach the root cluster's nodes, as you know it: `direct`
+    /// (they reach its NodePorts) or `relay` (they do not). The hub chooses the path of
+    /// each burst that leaves `relay` unset from it and from what the spoke measures.
+    /// Written to the spoke's settings (join without it removes it).
+    #[arg(long, value_name = "direct|relay", value_parser = flux_shared::federation::root_reach::parse_flag)]
+    pub root_reach: Option<flux_shared::federation::proto::RootPath>,
     /// Do not let the spoke read the cluster's nodes and pods to measure its room for the
     /// hub's placement (no `flux-spoke-room` ClusterRole): the hub then places bursts here
     /// without knowing the room.
@@ -409,6 +415,7 @@ pub async fn run(opts: &JoinOptions, out: &mut dyn Write) -> anyhow::Result<()> 
         hub_domain: hub_domain.clone(),
         labels: opts.labels.iter().cloned().collect(),
         room: !opts.no_room,
+        root_reach: opts.root_reach.unwrap_or_default(),
     };
     flux_shared::federation::spoke_labels::check(&settings.labels)
         .map_err(|e| anyhow::anyhow!("--label: {e}"))?;

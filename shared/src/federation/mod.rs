@@ -14,6 +14,8 @@
 //!   identity) and whether a spoke may touch it.
 //! * [`spoke_labels`] and [`room`]: what a spoke says of its cluster for the hub's placement of
 //!   bursts that name candidates: its labels, and the room its nodes and policy have.
+//! * [`root_reach`]: how a spoke's brokers reach the root's nodes, as its owner declares it
+//!   (the hub chooses each burst's path from it and from what the spoke measures).
 //! * [`McKey`] and [`BurstKey`]: what a MiniCluster and a burst are named by.
 //! * [`auth`]: who is calling — the verified client certificate mapped to an
 //!   [`Identity`] — and the per-call checks `require_spoke` / `require_admin`.
@@ -35,6 +37,7 @@ pub mod pins;
 pub mod pki;
 pub mod policy;
 pub mod room;
+pub mod root_reach;
 pub mod scope;
 pub mod spoke_labels;
 pub mod spoke_rbac;

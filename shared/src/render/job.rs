@@ -52,6 +52,19 @@ impl Renderer<'_> {
             }
             spec.suspend
         } else {
+            if !self.target.hand_applied {
+                // On the Job, not the pod template: a new path replaces the Job (its pods
+                // would keep dialling the old one), the same path changes nothing.
+                let path = if self.target.relay_service.is_some() {
+                    labels::LEAD_PATH_RELAY
+                } else {
+                    labels::LEAD_PATH_DIRECT
+                };
+                meta.annotations = Some(BTreeMap::from([(
+                    labels::LEAD_PATH.to_string(),
+                    path.to_string(),
+                )]));
+            }
             Some(size == 0)
         };
         Job {

@@ -24,3 +24,13 @@ pub const COMPLETION_INDEX: &str = "batch.kubernetes.io/job-completion-index";
 /// Annotation on a root Job: the `spec.suspend` the hub last wrote to it (`true` or
 /// `false`), so that it writes the Job's `suspend` again only when the MiniCluster's changes.
 pub const SUSPEND: &str = "flux-framework.org/suspend";
+/// Annotation on the Job of a burst a spoke makes: the path its brokers take to the lead
+/// broker, [`LEAD_PATH_RELAY`] or [`LEAD_PATH_DIRECT`]. A change of path changes only the
+/// burst's ConfigMap and relay Service, never the pod template, so running pods would keep
+/// dialling the old path: the spoke replaces a Job whose annotation differs from the one
+/// it renders. Not on a hand-applied burst MiniCluster's Job.
+pub const LEAD_PATH: &str = "flux-framework.org/lead-path";
+/// [`LEAD_PATH`] of a relayed burst: its brokers dial its relay Service.
+pub const LEAD_PATH_RELAY: &str = "relay";
+/// [`LEAD_PATH`] of a burst whose brokers dial the lead broker's endpoint directly.
+pub const LEAD_PATH_DIRECT: &str = "direct";

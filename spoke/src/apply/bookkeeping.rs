@@ -1,7 +1,7 @@
 //! The synchronous steps of applying a snapshot, without I/O: [`begin`] and [`settle`]
 //! keep what the spoke remembers (`State`) in step with the snapshot, [`probe_leads`] says
-//! which lead endpoints to probe, and the helpers say what a refusal is tracked as and how
-//! large each running burst is.
+//! which lead endpoints to probe, and the helpers say what a refusal or an assignment not
+//! fully written is tracked as and how large each running burst is.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -26,7 +26,7 @@ pub(super) fn listed(snapshot: &Snapshot) -> BTreeSet<String> {
 
 /// Step `relay`, continued: the lead endpoint of every burst that runs here and connects
 /// directly is probed ([`crate::lead_reach`]); what is known of bursts the snapshot no
-/// longer lists is forgotten.
+/// longer lists, or of a burst on the path it no longer takes, is forgotten.
 pub(super) fn probe_leads(state: &mut State, listed: &BTreeSet<String>) {
     let targets: BTreeMap<String, String> = state
         .memory
@@ -42,6 +42,13 @@ pub(super) fn probe_leads(state: &mut State, listed: &BTreeSet<String>) {
         })
         .collect();
     state.lead_reach.retain(listed);
+    for (key, a) in &state.memory.applied {
+        if listed.contains(key) {
+            state
+                .lead_reach
+                .path(key, a.realized.relay_service.is_some());
+        }
+    }
     state.probes.set(targets, &state.lead_reach);
 }
 
@@ -114,6 +121,31 @@ pub(super) fn settle(
     state
         .blockers
         .retain(|key, _| refused.get(key).is_some_and(|r| r.reason == NAME_TAKEN));
+}
+
+/// How an assignment whose objects were not all written is tracked for the reports:
+/// `message` says why, and the version it last applied stays (`previous`: what was tracked
+/// before this snapshot), so the hub sees the new one is not applied yet.
+pub(super) fn unapplied(
+    previous: &BTreeMap<String, Tracked>,
+    key: String,
+    job: Option<(String, String)>,
+    size: i32,
+    message: String,
+    admitted_size: Option<i32>,
+) -> Tracked {
+    let observed_version = previous
+        .get(&key)
+        .filter(|t| matches!(t.outcome, Outcome::Applied | Outcome::Failed { .. }))
+        .map_or(0, |t| t.observed_version);
+    Tracked {
+        key,
+        observed_version,
+        job,
+        size,
+        outcome: Outcome::Failed { message },
+        admitted_size,
+    }
 }
 
 /// How a refused assignment is tracked for the reports.

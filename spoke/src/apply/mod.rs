@@ -13,11 +13,14 @@
 //! 4. `namespace`: create those the admitted bursts lack;
 //! 5. realize each assignment: apply, refuse, hold or keep, tracked for the reports;
 //!    applying is `names` (every name it needs is free or already its own, else it is
-//!    refused as `NameTaken`) then `write` (its objects, server-side applied);
+//!    refused as `NameTaken`) then `write` (its objects, server-side applied; a Job made
+//!    for another path to the lead broker is deleted instead, and created anew by a later
+//!    pass once it is gone: `writes`, `lead_path`);
 //! 6. `relay`: a listener for each relayed burst, its Service pointed at it;
 //! 7. `delete` the objects no assignment renders any more;
 //! 8. `settle` the tracked outcomes and what the spoke remembers;
-//! 9. `finish`: acknowledge the snapshot when everything in it is done, else retry.
+//! 9. `finish`: acknowledge the snapshot when everything in it is done, else retry (at the
+//!    next report tick, or as soon as a replaced Job is gone).
 //!
 //! Every step that can fail says so with an [`ApplyError`] variant of its name; the step
 //! handling it decides what becomes of the snapshot, and [`Applier::record`] alone logs
@@ -26,18 +29,20 @@
 //!
 //! Size: over 600 lines because the applier's steps are here in the order they run, one
 //! method each, so that what happens to a snapshot reads top to bottom in one place
-//! (what has no I/O is in `bookkeeping`, the errors and their logs in `error`).
+//! (what has no I/O is in `bookkeeping`, the errors and their logs in `error`, the writes
+//! of one assignment in `writes`).
 
 mod bookkeeping;
 mod error;
+mod lead_path;
+mod writes;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use flux_shared::federation::assignment::Realized;
-use flux_shared::federation::ownership::{SpokeIdentity, same_owner};
+use flux_shared::federation::ownership::SpokeIdentity;
 use flux_shared::federation::policy::{Level, NamespaceState, PolicyState};
 use flux_shared::federation::proto::Snapshot;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -49,12 +54,13 @@ use crate::admit::{
 };
 use crate::agent_config::AgentConfig;
 use crate::burst_status::{Outcome, Tracked};
-use crate::cluster::{Cluster, Kind, ObjectRef, OwnedObject, Taken, metadata};
+use crate::cluster::{Cluster, Kind, ObjectRef, OwnedObject, Taken};
 use crate::metrics::Metrics;
 use crate::state::{AppliedSnapshot, State};
-use bookkeeping::{begin, listed, probe_leads, refused, running_sizes, settle};
+use bookkeeping::{begin, listed, probe_leads, refused, running_sizes, settle, unapplied};
 pub(crate) use error::ApplyError;
 use error::{NameCheck, Read, name_taken_message};
+use writes::Written;
 
 /// Applies snapshots to the spoke's cluster (the steps at the top of this file).
 pub(crate) struct Applier<C: Cluster> {
@@ -78,6 +84,13 @@ enum NotWritten {
     Taken(Vec<Taken>),
     /// Anything else (the text the hub is told): retried.
     Failed(String),
+    /// Everything but its Job, made for another path and being deleted (`job`, with its
+    /// `uid`): created anew once it is gone.
+    Replacing {
+        job: ObjectRef,
+        uid: Option<String>,
+        message: String,
+    },
 }
 
 /// What the cluster shows before a snapshot is decided.
@@ -100,6 +113,8 @@ struct Realizing {
     failed: bool,
     /// Keys whose objects were written now (not unchanged).
     applied_now: BTreeSet<String>,
+    /// Keys whose Job, made for another path, is being deleted: the Job, with its uid.
+    replacing: BTreeMap<String, (ObjectRef, Option<String>)>,
 }
 
 impl<C: Cluster> Applier<C> {
@@ -182,7 +197,9 @@ impl<C: Cluster> Applier<C> {
             plan.forget,
             snapshot.version,
         );
-        self.finish(state, &snapshot, realizing.failed);
+        let replacing = !realizing.replacing.is_empty();
+        state.replacing = realizing.replacing;
+        self.finish(state, &snapshot, realizing.failed, replacing);
     }
 
     /// Step `observe`: the cluster as it is now, or the first read that failed.
@@ -279,16 +296,29 @@ impl<C: Cluster> Applier<C> {
                             .filter(|o| o.key == key)
                             .map(|o| &o.object)
                             .collect();
-                        self.apply_objects(&realized, &listed).await.map_err(|e| {
-                            self.record(&e);
-                            match e {
-                                ApplyError::Names {
-                                    check: NameCheck::Taken(taken),
-                                    ..
-                                } => NotWritten::Taken(taken),
-                                other => NotWritten::Failed(other.reported()),
+                        // What tells an older spoke's Job's path
+                        // (`ResolvedBurst::relay_service`'s name).
+                        let had_relay = listed.contains(&ObjectRef {
+                            kind: Kind::Service,
+                            namespace: realized.namespace.clone(),
+                            name: format!("{}-relay", realized.job),
+                        });
+                        match self.apply_objects(&realized, &listed, had_relay).await {
+                            Ok(Written::All) => Ok(()),
+                            Ok(Written::JobReplacing { job, uid, message }) => {
+                                Err(NotWritten::Replacing { job, uid, message })
                             }
-                        })
+                            Err(e) => {
+                                self.record(&e);
+                                Err(match e {
+                                    ApplyError::Names {
+                                        check: NameCheck::Taken(taken),
+                                        ..
+                                    } => NotWritten::Taken(taken),
+                                    other => NotWritten::Failed(other.reported()),
+                                })
+                            }
+                        }
                     }
                 };
                 let job = Some((realized.namespace.clone(), realized.job.clone()));
@@ -342,20 +372,31 @@ impl<C: Cluster> Applier<C> {
                     Err(NotWritten::Failed(message)) => {
                         realizing.failed = true;
                         state.memory.applied.remove(&key);
-                        let observed_version = previous
-                            .get(&key)
-                            .filter(|t| {
-                                matches!(t.outcome, Outcome::Applied | Outcome::Failed { .. })
-                            })
-                            .map_or(0, |t| t.observed_version);
-                        realizing.tracked.push(Tracked {
+                        realizing.tracked.push(unapplied(
+                            previous,
                             key,
-                            observed_version,
                             job,
                             size,
-                            outcome: Outcome::Failed { message },
+                            message,
                             admitted_size,
-                        });
+                        ));
+                    }
+                    Err(NotWritten::Replacing {
+                        job: old,
+                        uid,
+                        message,
+                    }) => {
+                        // Not remembered as applied: the next pass looks at its Job again.
+                        state.memory.applied.remove(&key);
+                        realizing.replacing.insert(key.clone(), (old, uid));
+                        realizing.tracked.push(unapplied(
+                            previous,
+                            key,
+                            job,
+                            size,
+                            message,
+                            admitted_size,
+                        ));
                     }
                 }
             }
@@ -442,17 +483,26 @@ impl<C: Cluster> Applier<C> {
         }
     }
 
-    /// Step `relay`: a relay listener for every relayed burst that runs, its Service pointed at
-    /// it (written again when the Service was, or the port changed); the listeners of
-    /// bursts the snapshot no longer lists are closed. A burst whose relay cannot be
-    /// served is reported failed with the reason, and the snapshot retried.
+    /// Step `relay`: a relay listener for every relayed burst that runs, its Service pointed
+    /// at it (written again when the Service was, or the port changed); the listeners of
+    /// bursts the snapshot no longer lists, or that now connect directly, are closed. A
+    /// burst whose relay cannot be served is reported failed with the reason, and the
+    /// snapshot retried.
     async fn serve_relays(
         &self,
         state: &mut State,
         listed: &BTreeSet<String>,
         realizing: &mut Realizing,
     ) {
-        state.relays.retain(listed);
+        // A burst that now connects directly needs its listener no more.
+        let keep: BTreeSet<String> = listed
+            .iter()
+            .filter(|k| {
+                (state.memory.applied.get(*k)).is_none_or(|a| a.realized.relay_service.is_some())
+            })
+            .cloned()
+            .collect();
+        state.relays.retain(&keep);
         let relayed: Vec<(String, ObjectMeta, i32, String)> = state
             .memory
             .applied
@@ -565,10 +615,17 @@ impl<C: Cluster> Applier<C> {
         errors
     }
 
-    /// Step `finish`: acknowledges the snapshot when nothing `failed`; else it is retried.
-    fn finish(&self, state: &mut State, snapshot: &Snapshot, failed: bool) {
+    /// Step `finish`: acknowledges the snapshot when nothing `failed` and no Job is being
+    /// `replacing`; else it is retried.
+    fn finish(&self, state: &mut State, snapshot: &Snapshot, failed: bool, replacing: bool) {
         if failed {
             warn!(retry_in = ?self.retry_in, "snapshot partly applied; retrying");
+            return;
+        }
+        if replacing {
+            info!(
+                "a burst's Job is being replaced; the snapshot is applied once it is created anew"
+            );
             return;
         }
         state.complete = true;
@@ -582,65 +639,6 @@ impl<C: Cluster> Applier<C> {
         self.applied.send_replace(Some(applied));
         self.metrics.snapshot_applied(snapshot.version);
         info!("snapshot applied");
-    }
-
-    /// Steps `names` then `write` of one assignment: applies its objects in order,
-    /// stopping at the first error. `listed`: those of its objects the spoke listed as its
-    /// own. Every other name is read first, and if any holds an object the spoke did not
-    /// make for this assignment, nothing is written (no half-applied burst).
-    async fn apply_objects(
-        &self,
-        realized: &Realized,
-        listed: &BTreeSet<&ObjectRef>,
-    ) -> Result<(), ApplyError> {
-        let mut ours = Vec::with_capacity(realized.objects.len());
-        let mut taken = Vec::new();
-        for object in &realized.objects {
-            let r = ObjectRef::of(object);
-            if listed.contains(&r) {
-                ours.push(true);
-                continue;
-            }
-            match self.cluster.inspect(&r).await {
-                Ok(None) => ours.push(false),
-                // Ours, though not listed (made meanwhile): applied as ours.
-                Ok(Some(meta)) if same_owner(&meta, metadata(object)) => ours.push(true),
-                Ok(Some(meta)) => taken.push(Taken::new(&r, &meta)),
-                Err(source) => {
-                    return Err(ApplyError::Names {
-                        key: realized.key.clone(),
-                        check: NameCheck::Unreadable { object: r, source },
-                    });
-                }
-            }
-        }
-        if !taken.is_empty() {
-            return Err(ApplyError::Names {
-                key: realized.key.clone(),
-                check: NameCheck::Taken(taken),
-            });
-        }
-        for (object, owned) in realized.objects.iter().zip(ours) {
-            let kind = Kind::of(object);
-            match self.cluster.apply(object, owned).await {
-                Ok(()) => self.metrics.applied(kind.as_str()),
-                // Taken between the check and the create.
-                Err(e) if e.taken.is_some() => {
-                    return Err(ApplyError::Names {
-                        key: realized.key.clone(),
-                        check: NameCheck::Taken(e.taken.into_iter().map(|t| *t).collect()),
-                    });
-                }
-                Err(source) => {
-                    return Err(ApplyError::Write {
-                        key: realized.key.clone(),
-                        object: object.describe(),
-                        source,
-                    });
-                }
-            }
-        }
-        Ok(())
     }
 
     /// Reads every object blocking a `NameTaken` refusal; forgets the refusals whose
@@ -670,3 +668,6 @@ impl<C: Cluster> Applier<C> {
         !changed.is_empty()
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -476,6 +476,19 @@ impl Cluster for KubeCluster {
         Ok(out)
     }
 
+    async fn delete_job_foreground(&self, object: &OwnedObject) -> Result<(), ClusterError> {
+        let r = &object.object;
+        self.check_scope(|| format!("delete {r}"), &r.namespace)?;
+        let params = DeleteParams {
+            preconditions: object.uid.as_ref().map(|uid| Preconditions {
+                uid: Some(uid.clone()),
+                resource_version: None,
+            }),
+            ..DeleteParams::foreground()
+        };
+        self.delete_typed::<Job>(r, &params).await
+    }
+
     async fn delete(&self, object: &OwnedObject) -> Result<(), ClusterError> {
         let r = &object.object;
         self.check_scope(|| format!("delete {r}"), &r.namespace)?;

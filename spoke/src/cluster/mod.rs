@@ -466,6 +466,16 @@ pub trait Cluster: Clone + Send + Sync + 'static {
     fn delete(&self, object: &OwnedObject)
     -> impl Future<Output = Result<(), ClusterError>> + Send;
 
+    /// Deletes Job `object` with propagation policy `Foreground`, only if its uid is still
+    /// [`OwnedObject::uid`]: the Job stays, with a deletionTimestamp, until its pods are
+    /// gone, so that a Job created again under its name never runs beside them. A Job
+    /// already gone, or replaced by another of the same name, is not an error (and is left
+    /// alone).
+    fn delete_job_foreground(
+        &self,
+        object: &OwnedObject,
+    ) -> impl Future<Output = Result<(), ClusterError>> + Send;
+
     /// The spoke's Jobs (label [`spoke_selector`](flux_shared::federation::ownership::spoke_selector)), as currently known.
     fn jobs(&self) -> impl Future<Output = Result<Vec<Job>, ClusterError>> + Send;
 

@@ -1,4 +1,4 @@
-//! Test support: [`FakeCluster`], an in-memory [`Cluster`] that records what the agent
+//! Test support: [`FakeCluster`], an in-memory [`Cluster`](crate::cluster::Cluster) that records what the agent
 //! does, lets a test set Job statuses, and can be made to fail; and (`samples`)
 //! [`sample_assignments`], valid assignments built the way the hub builds them.
 //!
@@ -13,25 +13,18 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::SystemTime;
 
-use flux_shared::federation::ownership::SPOKE_MANAGER;
-use flux_shared::federation::ownership::{SpokeIdentity, same_owner};
-use flux_shared::federation::policy::{Level, NamespaceState};
-use flux_shared::render::{Object, labels};
-use futures::{Stream, StreamExt};
-use k8s_openapi::api::batch::v1::{Job, JobStatus};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use flux_shared::render::Object;
+use k8s_openapi::api::batch::v1::JobStatus;
 use tokio::sync::watch;
-use tokio_stream::wrappers::WatchStream;
 
+mod fake_api;
 mod samples;
 pub use samples::{
     sample_assignments, sample_assignments_led_by, sample_curve_cert, sample_identity, sample_lead,
-    sample_relayed_assignments,
+    sample_relayed_assignments, sample_routed_assignments,
 };
 
-use crate::cluster::{
-    Cluster, ClusterError, Kind, ObjectRef, OwnedObject, Taken, metadata, metadata_mut,
-};
+use crate::cluster::{ClusterError, Kind, ObjectRef, metadata, metadata_mut};
 
 /// One recorded call of the agent.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -42,12 +35,15 @@ pub enum Op {
     Apply(ObjectRef),
     /// `delete(object)` that succeeded.
     Delete(ObjectRef),
+    /// `delete_job_foreground(object)` that succeeded: the Job stays, being deleted, until
+    /// [`FakeCluster::finish_deletion`].
+    DeleteForeground(ObjectRef),
     /// `serve_relay(service, address, port)` that succeeded: `namespace/name`, and where
     /// it points.
     ServeRelay(String, std::net::SocketAddr),
 }
 
-/// The operations of [`Cluster`], to select which ones fail.
+/// The operations of [`Cluster`](crate::cluster::Cluster), to select which ones fail.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FakeOp {
     /// `ensure_namespace`.
@@ -238,7 +234,7 @@ impl FakeCluster {
         self.lock().namespaces.insert(namespace.to_string());
     }
 
-    /// Sets the status of Job `namespace/name` and wakes [`Cluster::changes`]. False if
+    /// Sets the status of Job `namespace/name` and wakes [`Cluster::changes`](crate::cluster::Cluster::changes). False if
     /// there is no such Job.
     pub fn set_job_status(&self, namespace: &str, name: &str, status: JobStatus) -> bool {
         let r = ObjectRef {
@@ -259,6 +255,29 @@ impl FakeCluster {
         found
     }
 
+    /// Ends the deletion of Job `namespace/name` begun with
+    /// [`Cluster::delete_job_foreground`](crate::cluster::Cluster::delete_job_foreground) (its pods are gone): it goes, as a change of the
+    /// Job. False if there is no such Job being deleted.
+    pub fn finish_deletion(&self, namespace: &str, name: &str) -> bool {
+        let r = ObjectRef {
+            kind: Kind::Job,
+            namespace: namespace.to_string(),
+            name: name.to_string(),
+        };
+        let gone = {
+            let mut state = self.lock();
+            let deleting = state
+                .objects
+                .get(&r)
+                .is_some_and(|o| metadata(o).deletion_timestamp.is_some());
+            deleting && state.objects.remove(&r).is_some()
+        };
+        if gone {
+            self.notify();
+        }
+        gone
+    }
+
     /// Makes every call of `op` fail with `message` until [`FakeCluster::heal`].
     pub fn fail(&self, op: FakeOp, message: &str) {
         self.fail_kind(op, None, message);
@@ -274,14 +293,14 @@ impl FakeCluster {
         });
     }
 
-    /// What [`Cluster::unreachable`] answers from now on (`None`: the API server answers),
-    /// waking [`Cluster::changes`].
+    /// What [`Cluster::unreachable`](crate::cluster::Cluster::unreachable) answers from now on (`None`: the API server answers),
+    /// waking [`Cluster::changes`](crate::cluster::Cluster::changes).
     pub fn set_unreachable(&self, unreachable: Option<(SystemTime, String)>) {
         self.lock().unreachable = unreachable;
         self.notify();
     }
 
-    /// What [`Cluster::room`] answers from now on.
+    /// What [`Cluster::room`](crate::cluster::Cluster::room) answers from now on.
     pub fn set_room(&self, room: NodesRoom) {
         self.lock().room = room;
     }
@@ -354,219 +373,9 @@ impl FakeCluster {
     }
 
     /// Sets the policy document (`None`: no policy ConfigMap), as an edit of the
-    /// ConfigMap would, and notifies [`Cluster::changes`].
+    /// ConfigMap would, and notifies [`Cluster::changes`](crate::cluster::Cluster::changes).
     pub fn set_policy(&self, policy: Option<&str>) {
         self.lock().policy = policy.map(str::to_string);
         self.notify();
-    }
-}
-
-impl Cluster for FakeCluster {
-    async fn namespace(&self, namespace: &str) -> Result<NamespaceState, ClusterError> {
-        self.check(
-            FakeOp::ReadNamespace,
-            None,
-            &format!("get namespace {namespace}"),
-        )?;
-        let state = self.lock();
-        Ok(if state.namespaces.contains(namespace) {
-            NamespaceState::Exists {
-                enforce: state.levels.get(namespace).cloned(),
-            }
-        } else {
-            NamespaceState::Missing
-        })
-    }
-
-    async fn ensure_namespace(&self, namespace: &str, level: Level) -> Result<(), ClusterError> {
-        self.check(
-            FakeOp::EnsureNamespace,
-            None,
-            &format!("create namespace {namespace}"),
-        )?;
-        let mut state = self.lock();
-        if state.namespaces.insert(namespace.to_string()) {
-            state
-                .levels
-                .insert(namespace.to_string(), level.as_str().to_string());
-            state.ops.push(Op::EnsureNamespace(namespace.to_string()));
-        }
-        Ok(())
-    }
-
-    async fn apply(&self, object: &Object, owned: bool) -> Result<(), ClusterError> {
-        let r = ObjectRef::of(object);
-        let action = format!("apply {r}");
-        self.check(FakeOp::Apply, Some(r.kind), &action)?;
-        let is_job = r.kind == Kind::Job;
-        {
-            let mut state = self.lock();
-            if !state.namespaces.contains(&r.namespace) {
-                return Err(ClusterError {
-                    action,
-                    code: Some(404),
-                    message: format!("namespaces \"{}\" not found", r.namespace),
-                    taken: None,
-                });
-            }
-            let old = state.objects.get(&r).cloned();
-            if let Some(old) = &old
-                && !owned
-                && !same_owner(metadata(old), metadata(object))
-            {
-                return Err(ClusterError::name_taken(
-                    format!("create {r}"),
-                    Taken::new(&r, metadata(old)),
-                ));
-            }
-            let mut object = object.clone();
-            if let (Object::Job(new), Some(Object::Job(old))) = (&mut object, &old) {
-                new.status = old.status.clone();
-            }
-            state.stamp(&mut object, old.as_ref());
-            state.objects.insert(r.clone(), object);
-            state.ops.push(Op::Apply(r));
-        }
-        if is_job {
-            self.notify();
-        }
-        Ok(())
-    }
-
-    async fn serve_relay(
-        &self,
-        service: &ObjectMeta,
-        address: std::net::IpAddr,
-        port: u16,
-    ) -> Result<(), ClusterError> {
-        let r = ObjectRef {
-            kind: Kind::Service,
-            namespace: service.namespace.clone().unwrap_or_default(),
-            name: service.name.clone().unwrap_or_default(),
-        };
-        let action = format!("point {r} at {address}:{port}");
-        self.check(FakeOp::ServeRelay, Some(Kind::Service), &action)?;
-        let mut state = self.lock();
-        match state.objects.get(&r) {
-            Some(live) if same_owner(metadata(live), service) => {}
-            _ => {
-                return Err(ClusterError::new(
-                    action,
-                    "the Service is not this spoke's for the burst",
-                ));
-            }
-        }
-        state.ops.push(Op::ServeRelay(
-            format!("{}/{}", r.namespace, r.name),
-            std::net::SocketAddr::new(address, port),
-        ));
-        Ok(())
-    }
-
-    async fn broker_addresses(
-        &self,
-        namespace: &str,
-        job: &str,
-    ) -> Result<BTreeSet<std::net::IpAddr>, ClusterError> {
-        let state = self.lock();
-        let r = ObjectRef {
-            kind: Kind::Job,
-            namespace: namespace.to_string(),
-            name: job.to_string(),
-        };
-        if !state.objects.contains_key(&r) {
-            return Err(ClusterError::new(
-                format!("list the pods of {r}"),
-                "the Job is not known yet",
-            ));
-        }
-        Ok(state
-            .brokers
-            .get(&(r.namespace, r.name))
-            .cloned()
-            .unwrap_or_else(|| {
-                BTreeSet::from([
-                    std::net::Ipv4Addr::LOCALHOST.into(),
-                    std::net::Ipv6Addr::LOCALHOST.into(),
-                ])
-            }))
-    }
-
-    async fn inspect(&self, r: &ObjectRef) -> Result<Option<ObjectMeta>, ClusterError> {
-        self.check(FakeOp::Inspect, Some(r.kind), &format!("get {r}"))?;
-        Ok(self.lock().objects.get(r).map(|o| metadata(o).clone()))
-    }
-
-    async fn owned(&self, me: &SpokeIdentity) -> Result<Vec<OwnedObject>, ClusterError> {
-        self.check(FakeOp::Owned, None, "list owned objects")?;
-        Ok(self
-            .lock()
-            .objects
-            .iter()
-            .filter_map(|(r, o)| OwnedObject::from_meta(r.kind, metadata(o), me))
-            .collect())
-    }
-
-    async fn delete(&self, object: &OwnedObject) -> Result<(), ClusterError> {
-        let r = &object.object;
-        self.check(FakeOp::Delete, Some(r.kind), &format!("delete {r}"))?;
-        {
-            let mut state = self.lock();
-            let replaced = object.uid.is_some()
-                && state
-                    .objects
-                    .get(r)
-                    .is_some_and(|o| metadata(o).uid != object.uid);
-            if replaced {
-                // The uid precondition fails: the object is left alone, like the API
-                // server does (409, which the real implementation treats as done).
-                return Ok(());
-            }
-            state.objects.remove(r);
-            state.ops.push(Op::Delete(r.clone()));
-        }
-        if r.kind == Kind::Job {
-            self.notify();
-        }
-        Ok(())
-    }
-
-    async fn jobs(&self) -> Result<Vec<Job>, ClusterError> {
-        self.check(FakeOp::Jobs, Some(Kind::Job), "watch Jobs")?;
-        Ok(self
-            .lock()
-            .objects
-            .values()
-            .filter_map(|o| match o {
-                Object::Job(job)
-                    if job
-                        .metadata
-                        .labels
-                        .as_ref()
-                        .and_then(|l| l.get(labels::MANAGED_BY))
-                        .is_some_and(|m| m == SPOKE_MANAGER) =>
-                {
-                    Some(job.clone())
-                }
-                _ => None,
-            })
-            .collect())
-    }
-
-    fn policy(&self) -> Result<Option<String>, ClusterError> {
-        self.check(FakeOp::Policy, None, "read the spoke policy")?;
-        Ok(self.lock().policy.clone())
-    }
-
-    fn changes(&self) -> impl Stream<Item = ()> + Send + 'static {
-        WatchStream::from_changes(self.changes.subscribe()).map(|_| ())
-    }
-
-    fn unreachable(&self) -> Option<(SystemTime, String)> {
-        self.lock().unreachable.clone()
-    }
-
-    fn room(&self) -> NodesRoom {
-        self.lock().room.clone()
     }
 }

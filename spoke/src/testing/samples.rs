@@ -69,6 +69,24 @@ pub fn sample_relayed_assignments(
     sample(namespace, name, bursts, true, &sample_lead())
 }
 
+/// [`sample_assignments`] whose bursts leave `relay` unset, with the path the hub chose
+/// (`relayed`) written into the spec they carry, as the hub's `Plan::route` writes it.
+///
+/// # Panics
+///
+/// As [`sample_assignments`].
+pub fn sample_routed_assignments(
+    namespace: &str,
+    name: &str,
+    bursts: &[(&str, i32)],
+    relayed: bool,
+) -> Vec<Assignment> {
+    built(
+        plan(namespace, name, bursts, false).route(|_| Some(relayed)),
+        &sample_lead(),
+    )
+}
+
 fn sample(
     namespace: &str,
     name: &str,
@@ -76,6 +94,10 @@ fn sample(
     relay: bool,
     lead: &Endpoint,
 ) -> Vec<Assignment> {
+    built(plan(namespace, name, bursts, relay), lead)
+}
+
+fn plan(namespace: &str, name: &str, bursts: &[(&str, i32)], relay: bool) -> Plan {
     let clusters: Vec<serde_json::Value> = bursts
         .iter()
         .map(|(burst, size)| {
@@ -97,7 +119,10 @@ fn sample(
         },
     }))
     .expect("sample MiniCluster");
-    let plan = Plan::new(&mc).expect("sample MiniCluster validates");
+    Plan::new(&mc).expect("sample MiniCluster validates")
+}
+
+fn built(plan: Plan, lead: &Endpoint) -> Vec<Assignment> {
     build(&plan, &sample_curve_cert(), Some(lead))
         .expect("sample assignments")
         .into_iter()

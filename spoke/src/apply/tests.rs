@@ -1,0 +1,222 @@
+//! The applier's writes when a burst's path to the lead broker changes, against the
+//! in-memory cluster: exactly what is written and deleted, pass by pass.
+
+use std::sync::Arc;
+
+use flux_shared::federation::Identity;
+use flux_shared::federation::assignment::realize;
+use flux_shared::federation::proto::{Assignment, Snapshot};
+use flux_shared::federation::tls::ClientSecurity;
+use flux_shared::render::Object;
+use flux_shared::render::labels::LEAD_PATH;
+
+use super::Applier;
+use crate::agent_config::AgentConfig;
+use crate::burst_status::Outcome;
+use crate::cluster::{Kind, ObjectRef};
+use crate::metrics::Metrics;
+use crate::state::State;
+use crate::testing::{FakeCluster, Op, sample_identity, sample_routed_assignments};
+
+const SPOKE: &str = "gke";
+
+fn applier(cluster: &FakeCluster) -> Applier<FakeCluster> {
+    let security = ClientSecurity::InsecureDevelopment(Identity::spoke(SPOKE).expect("a name"));
+    let config = AgentConfig {
+        relay_address: Some(std::net::Ipv4Addr::LOCALHOST.into()),
+        ..AgentConfig::new("http://127.0.0.1:1", security).expect("a spoke identity")
+    };
+    Applier::new(&config, cluster.clone(), Arc::new(Metrics::new()))
+}
+
+/// Burst `x` of `hpc/m`, of `size` brokers, on the path the hub chose.
+fn burst(size: i32, relayed: bool) -> Assignment {
+    sample_routed_assignments("hpc", "m", &[("x", size)], relayed).remove(0)
+}
+
+fn snapshot(version: u64, assignment: &Assignment) -> Snapshot {
+    Snapshot {
+        hub_epoch: "e1".into(),
+        version,
+        assignments: vec![assignment.clone()],
+        ..Snapshot::default()
+    }
+}
+
+fn r(kind: Kind, name: &str) -> ObjectRef {
+    ObjectRef {
+        kind,
+        namespace: "hpc".into(),
+        name: name.into(),
+    }
+}
+
+/// The lead-path annotation of Job `x`, and whether it is being deleted.
+fn job(cluster: &FakeCluster) -> Option<(Option<String>, bool)> {
+    match cluster.get(Kind::Job, "hpc", "x")? {
+        Object::Job(j) => Some((
+            j.metadata
+                .annotations
+                .and_then(|a| a.get(LEAD_PATH).cloned()),
+            j.metadata.deletion_timestamp.is_some(),
+        )),
+        _ => None,
+    }
+}
+
+fn deletes(cluster: &FakeCluster) -> Vec<Op> {
+    cluster
+        .ops()
+        .into_iter()
+        .filter(|op| matches!(op, Op::Delete(_) | Op::DeleteForeground(_)))
+        .collect()
+}
+
+/// What an older spoke left: `assignment`'s objects, its Job without the annotation.
+fn leftovers(cluster: &FakeCluster, assignment: &Assignment) {
+    let realized = realize(assignment, &sample_identity(SPOKE)).expect("realizes");
+    for mut object in realized.objects {
+        if let Object::Job(j) = &mut object
+            && let Some(a) = j.metadata.annotations.as_mut()
+        {
+            a.remove(LEAD_PATH);
+        }
+        cluster.insert(object);
+    }
+}
+
+#[tokio::test]
+async fn the_same_path_writes_the_job_and_deletes_nothing() {
+    let cluster = FakeCluster::new();
+    let applier = applier(&cluster);
+    let mut state = State::default();
+    applier
+        .apply(&mut state, snapshot(1, &burst(2, false)))
+        .await;
+    assert!(state.complete);
+    assert_eq!(job(&cluster), Some((Some("direct".into()), false)));
+    cluster.clear_ops();
+
+    // Grown, still direct: written over, nothing deleted.
+    applier
+        .apply(&mut state, snapshot(2, &burst(3, false)))
+        .await;
+    assert!(state.complete);
+    assert!(deletes(&cluster).is_empty(), "{:?}", cluster.ops());
+    assert!(cluster.applied().contains(&r(Kind::Job, "x")));
+    assert_eq!(job(&cluster), Some((Some("direct".into()), false)));
+}
+
+#[tokio::test]
+async fn a_new_path_deletes_the_job_then_creates_it_once_it_is_gone() {
+    let cluster = FakeCluster::new();
+    let applier = applier(&cluster);
+    let mut state = State::default();
+    applier
+        .apply(&mut state, snapshot(1, &burst(2, false)))
+        .await;
+    cluster.clear_ops();
+
+    // Switched to the relay: its configuration and relay Service are written, its Job
+    // deleted (in the foreground: its pods go first) and not written.
+    let relayed = burst(2, true);
+    applier.apply(&mut state, snapshot(2, &relayed)).await;
+    assert_eq!(
+        cluster.ops(),
+        [
+            Op::Apply(r(Kind::ConfigMap, "x-flux-config")),
+            Op::Apply(r(Kind::Secret, "x-curve")),
+            Op::Apply(r(Kind::Service, "x")),
+            Op::Apply(r(Kind::Service, "x-relay")),
+            Op::DeleteForeground(r(Kind::Job, "x")),
+        ]
+    );
+    assert_eq!(job(&cluster), Some((Some("direct".into()), true)));
+    assert!(
+        !state.complete,
+        "not acknowledged while its Job is replaced"
+    );
+    assert_eq!(state.acked, 1);
+    let tracked = state.tracked.iter().find(|t| t.key == relayed.key);
+    assert!(
+        matches!(
+            tracked.map(|t| (&t.outcome, t.observed_version)),
+            Some((Outcome::Failed { message }, 1)) if message.contains("from direct to relay")
+        ),
+        "{tracked:?}"
+    );
+    assert!(!applier.replaced_gone(&state).await);
+
+    // Retried while its pods stop: neither deleted again nor created.
+    cluster.clear_ops();
+    applier.apply(&mut state, snapshot(2, &relayed)).await;
+    assert!(deletes(&cluster).is_empty(), "{:?}", cluster.ops());
+    assert!(!cluster.applied().contains(&r(Kind::Job, "x")));
+    assert!(!state.complete);
+
+    // Gone: created anew, for the relay, and its listener served.
+    assert!(cluster.finish_deletion("hpc", "x"));
+    assert!(applier.replaced_gone(&state).await);
+    cluster.clear_ops();
+    applier.apply(&mut state, snapshot(2, &relayed)).await;
+    assert!(cluster.applied().contains(&r(Kind::Job, "x")));
+    assert!(deletes(&cluster).is_empty(), "{:?}", cluster.ops());
+    assert!(
+        cluster
+            .ops()
+            .iter()
+            .any(|op| matches!(op, Op::ServeRelay(s, _) if s == "hpc/x-relay"))
+    );
+    assert_eq!(job(&cluster), Some((Some("relay".into()), false)));
+    assert!(state.complete);
+    assert_eq!(state.acked, 2);
+    assert!(state.replacing.is_empty());
+
+    // And back to direct: the relay Service goes with the Job.
+    cluster.clear_ops();
+    applier
+        .apply(&mut state, snapshot(3, &burst(2, false)))
+        .await;
+    assert_eq!(
+        deletes(&cluster),
+        [
+            Op::DeleteForeground(r(Kind::Job, "x")),
+            Op::Delete(r(Kind::Service, "x-relay")),
+        ]
+    );
+}
+
+#[tokio::test]
+async fn an_older_spokes_job_keeps_its_path_by_its_relay_service() {
+    // Direct, and still direct: applied over, never deleted.
+    let cluster = FakeCluster::new();
+    leftovers(&cluster, &burst(2, false));
+    assert_eq!(job(&cluster), Some((None, false)));
+    let mut state = State::default();
+    applier(&cluster)
+        .apply(&mut state, snapshot(1, &burst(2, false)))
+        .await;
+    assert!(deletes(&cluster).is_empty(), "{:?}", cluster.ops());
+    assert_eq!(job(&cluster), Some((Some("direct".into()), false)));
+    assert!(state.complete);
+
+    // Relayed (it has its relay Service), and still relayed: the same.
+    let cluster = FakeCluster::new();
+    leftovers(&cluster, &burst(2, true));
+    let mut state = State::default();
+    applier(&cluster)
+        .apply(&mut state, snapshot(1, &burst(2, true)))
+        .await;
+    assert!(deletes(&cluster).is_empty(), "{:?}", cluster.ops());
+    assert_eq!(job(&cluster), Some((Some("relay".into()), false)));
+
+    // Direct, now relayed: replaced.
+    let cluster = FakeCluster::new();
+    leftovers(&cluster, &burst(2, false));
+    let mut state = State::default();
+    applier(&cluster)
+        .apply(&mut state, snapshot(1, &burst(2, true)))
+        .await;
+    assert_eq!(deletes(&cluster), [Op::DeleteForeground(r(Kind::Job, "x"))]);
+    assert!(!state.complete);
+}
