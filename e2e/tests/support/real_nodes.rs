@@ -153,7 +153,12 @@ impl RealCluster {
             "flux-view-bookworm",
             "flux-hub-e2e",
         ] {
-            args.push(images.join(format!("{image}.oci.tar")).display().to_string());
+            args.push(
+                images
+                    .join(format!("{image}.oci.tar"))
+                    .display()
+                    .to_string(),
+            );
         }
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         run(super::workspace_root().join("scripts/real-node.sh"), &args).await
