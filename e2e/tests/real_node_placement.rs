@@ -34,37 +34,14 @@ use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod};
 use kube::Api;
 use kube::api::{ListParams, Patch, PatchParams};
 use serde_json::{Value, json};
-use support::{Probe, SpokeCluster, TestEnv, secs};
+use support::{
+    Probe, SpokeCluster, TestEnv, flux_hub, lead_pod, now_millis, path_str, secs, spokes,
+};
 
 /// The extended resource every node advertises and every broker asks one of.
 const SLOT: &str = "example.com/slot";
 const UP_NODES: &str = "flux resource list -s up -no '{nnodes}'";
 const SPOKE_NAMESPACE: &str = "flux-spoke-system";
-
-/// Runs `flux-hub ARGS` with this test's admin context file, and no KUBECONFIG (every
-/// command names its cluster); its stdout, or an error with both streams.
-async fn flux_hub(hub: &Path, config: &Path, args: &[&str]) -> Result<String> {
-    let out = tokio::time::timeout(
-        secs(300),
-        tokio::process::Command::new(hub)
-            .args(args)
-            .env("FLUX_HUB_CONFIG", config)
-            .env_remove("KUBECONFIG")
-            .stdin(std::process::Stdio::null())
-            .kill_on_drop(true)
-            .output(),
-    )
-    .await
-    .with_context(|| format!("timed out: flux-hub {args:?}"))??;
-    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
-    ensure!(
-        out.status.success(),
-        "flux-hub {args:?} failed ({}):\n{stdout}{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    Ok(stdout)
-}
 
 /// Every node of `client`'s cluster advertises `slots` slots (0: none), once the node's
 /// allocatable resources show it.
@@ -152,27 +129,6 @@ async fn placed(env: &TestEnv, name: &str) -> Result<(String, Vec<(String, Strin
     .await
 }
 
-/// The lead broker pod of `name`.
-async fn lead_pod(env: &TestEnv, name: &str) -> Result<String> {
-    env.eventually(
-        &format!("{name}'s lead broker pod"),
-        secs(120),
-        async || {
-            let pods = env
-                .api::<Pod>()
-                .list(&ListParams::default().labels(&format!(
-                    "job-name={name},batch.kubernetes.io/job-completion-index=0"
-                )))
-                .await?;
-            Ok(match pods.items.into_iter().find_map(|p| p.metadata.name) {
-                Some(p) => Probe::Done(p),
-                None => Probe::Waiting("no pod yet".into()),
-            })
-        },
-    )
-    .await
-}
-
 /// Both of `name`'s brokers up, and a job on both: the burst's broker runs wherever it was
 /// placed.
 async fn job_on_both(env: &TestEnv, name: &str) -> Result<()> {
@@ -197,13 +153,6 @@ async fn job_on_both(env: &TestEnv, name: &str) -> Result<()> {
         "the job ran on the root's broker and the burst's: {hosts:?}"
     );
     Ok(())
-}
-
-/// The hub's view of the spokes (`flux-hub status -o json`).
-async fn spokes(hub: &Path, config: &Path) -> Result<Vec<Value>> {
-    let out = flux_hub(hub, config, &["status", "-o", "json"]).await?;
-    let status: Value = serde_json::from_str(&out).context("status JSON")?;
-    Ok(status["spokes"].as_array().cloned().unwrap_or_default())
 }
 
 /// Waits until the hub has room from `spoke` measured after `after` (Unix milliseconds),
@@ -236,19 +185,6 @@ async fn room_known(
         },
     )
     .await
-}
-
-fn now_millis() -> i64 {
-    i64::try_from(
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_millis()),
-    )
-    .unwrap_or(i64::MAX)
-}
-
-fn path_str(p: &Path) -> Result<&str> {
-    p.to_str().context("a UTF-8 path")
 }
 
 #[tokio::test]

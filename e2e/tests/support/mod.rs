@@ -32,6 +32,7 @@ mod clusters;
 mod failure_reports;
 mod fake_lead;
 mod federated;
+mod installed;
 mod processes;
 mod real_nodes;
 mod spoke_sides;
@@ -47,6 +48,8 @@ pub use clusters::*;
 pub use failure_reports::*;
 #[allow(unused_imports)]
 pub use federated::*;
+#[allow(unused_imports)]
+pub use installed::*;
 #[allow(unused_imports)]
 pub use processes::*;
 #[allow(unused_imports)]
