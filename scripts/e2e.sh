@@ -212,4 +212,6 @@ suite --test real_node_install -- --include-ignored "$@" || status=$?
 suite --test real_node_bursting -- --include-ignored "$@" || status=$?
 # After it: its own hub install and both spokes joined again with its certificates.
 suite --test real_node_placement -- --include-ignored "$@" || status=$?
+# Last: it stops the first burst cluster (control plane and node) and starts it again.
+suite --test real_node_recovery -- --include-ignored "$@" || status=$?
 exit "$status"
