@@ -1,7 +1,7 @@
 //! `MiniCluster.status.bursts[]`, the `BurstsReady` condition and burst Events, as pure
 //! functions of what the registry knows.
 //!
-//! Size: about 540 of its lines are the tests (each status and Event case, as a pure
+//! Size: about 700 of its lines are the tests (each status and Event case, as a pure
 //! function's input and output).
 
 use std::collections::BTreeMap;
@@ -122,7 +122,21 @@ pub fn of_federation(
         Disposition::Wait(why) => statuses(views, Some(why), seen, previous, now),
         Disposition::Assign(_) => statuses(views, None, seen, previous, now),
     };
-    let entries = super::placement::with_placement(entries, placed);
+    let mut entries = super::placement::with_placement(entries, placed);
+    for e in &mut entries {
+        let fixed = !placed.bursts.contains_key(&e.name);
+        if e.phase == BurstStatusPhase::Unreachable && seen.joined.get(&e.name) == Some(&0) {
+            let note = if fixed {
+                "; the lead broker sees none of its brokers online, and it names one cluster: it stays there until that cluster is back or it is scaled to 0 (candidates let the hub place it elsewhere)"
+            } else {
+                "; the lead broker sees none of its brokers online"
+            };
+            e.message = Some(format!(
+                "{}{note}",
+                e.message.as_deref().unwrap_or_default()
+            ));
+        }
+    }
     let events = events(previous, &entries);
     (entries, events)
 }
@@ -801,6 +815,48 @@ mod tests {
             ("Joining", None)
         );
         assert_eq!(ready_condition(&[none]).map(|c| c.0), Some(false));
+    }
+
+    #[test]
+    fn a_lost_burst_with_one_cluster_says_it_stays() {
+        let t = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000);
+        let gone = BurstView {
+            connected: false,
+            disconnected_since: Some(t - Duration::from_secs(600)),
+            spoke_last_seen: Some(t - Duration::from_secs(600)),
+            ..view()
+        };
+        let none = LeadSeen {
+            joined: [("b".to_string(), 0)].into(),
+            error: None,
+        };
+        let (entries, _) = of_federation(
+            &Disposition::Assign(Vec::new()),
+            &[],
+            std::slice::from_ref(&gone),
+            &Placed::default(),
+            &none,
+            &[],
+            t,
+        );
+        let message = entries[0].message.clone().unwrap_or_default();
+        assert_eq!(entries[0].phase, BurstStatusPhase::Unreachable);
+        assert!(
+            message.contains("names one cluster: it stays there"),
+            "{message}"
+        );
+        // Its brokers still serve the lead: nothing more to say.
+        let (entries, _) = of_federation(
+            &Disposition::Assign(Vec::new()),
+            &[],
+            &[gone],
+            &Placed::default(),
+            &seen(),
+            &[],
+            t,
+        );
+        let message = entries[0].message.clone().unwrap_or_default();
+        assert!(!message.contains("stays there"), "{message}");
     }
 
     #[test]
