@@ -22,6 +22,9 @@
 //!   (reason `NameTaken`) before any of its objects is written; the refusal is remembered
 //!   and examined again only when the assignment's content changes or, checked at every
 //!   report interval with one read per blocking object, that object changes or goes.
+//! * Nothing is reported, and no snapshot applied again, in a connection before its first
+//!   snapshot is applied: the hub may have placed bursts elsewhere meanwhile, and that
+//!   snapshot deletes them before the hub hears anything of them.
 //! * Reconnects forever: exponential backoff with jitter (`backon`), from
 //!   [`AgentConfig::min_reconnect_delay`] to [`AgentConfig::max_reconnect_delay`] (jitter
 //!   adds up to 100 %), reset after a connection that delivered a snapshot. A refused
@@ -405,6 +408,8 @@ impl<C: Cluster> Agent<C> {
         room_ticks.set_missed_tick_behavior(MissedTickBehavior::Delay);
         let mut report_at: Option<Instant> = None;
         let mut lead_changes = state.lead_reach.changes();
+        // Nothing is reported or applied again before the first snapshot of this
+        // connection is applied: it may delete bursts placed elsewhere meanwhile.
         let mut got_snapshot = false;
         let mut changes_open = true;
         // A snapshot may come in parts; nothing is acted on before the last one.
@@ -441,7 +446,8 @@ impl<C: Cluster> Agent<C> {
                         // The cluster's API server is back: what it could not take is
                         // tried again now, not at the next report tick.
                         let reachable = self.cluster.unreachable().is_none();
-                        if reachable
+                        if got_snapshot
+                            && reachable
                             && std::mem::take(&mut cluster_was_away)
                             && !state.complete
                             && let Some(snapshot) = state.pending.clone()
@@ -452,7 +458,8 @@ impl<C: Cluster> Agent<C> {
                         cluster_was_away |= !reachable;
                         // A Job replaced for a new path is gone: created anew now, not at
                         // the next report tick.
-                        if !state.complete
+                        if got_snapshot
+                            && !state.complete
                             && self.applier.replaced_gone(state).await
                             && let Some(snapshot) = state.pending.clone()
                         {
@@ -461,7 +468,8 @@ impl<C: Cluster> Agent<C> {
                         }
                         // A policy changed, or read for the first time after a snapshot
                         // that could not be decided without it.
-                        if let Ok(policy) = self.cluster.policy()
+                        if got_snapshot
+                            && let Ok(policy) = self.cluster.policy()
                             && state.policy.as_ref() != Some(&policy)
                             && let Some(snapshot) = state.current.clone()
                         {
@@ -488,7 +496,10 @@ impl<C: Cluster> Agent<C> {
                 }
                 () = sleep_until(report_at), if report_at.is_some() => {
                     report_at = None;
-                    self.reporter.report(&mut client, state, false).await;
+                    // Before the first snapshot: its own report follows it.
+                    if got_snapshot {
+                        self.reporter.report(&mut client, state, false).await;
+                    }
                 }
                 // The room is measured this often and reported when it changed.
                 _ = room_ticks.tick() => {
@@ -501,7 +512,7 @@ impl<C: Cluster> Agent<C> {
                         return SessionEnd { got_snapshot, error: SessionError::Reload };
                     }
                 }
-                _ = ticks.tick() => {
+                _ = ticks.tick(), if got_snapshot => {
                     if !state.complete && let Some(snapshot) = state.pending.clone() {
                         info!(version = snapshot.version, "retrying the snapshot not fully applied");
                         self.process(state, snapshot, true).await;
