@@ -424,3 +424,15 @@ fn completion_scripts_cover_every_command_and_flag() {
     let out = hub(&["completion", "tcsh"]);
     assert!(!out.status.success(), "an unknown shell is refused");
 }
+
+#[test]
+fn join_takes_a_fence_delay_the_spoke_accepts() {
+    for bad in ["9", "3601", "two"] {
+        let out = hub(&["join", "gke", "--fence-after-seconds", bad]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{bad}: {stderr}");
+        assert!(stderr.contains("--fence-after-seconds"), "{stderr}");
+    }
+    let help = String::from_utf8_lossy(&hub(&["join", "--help"]).stdout).to_string();
+    assert!(help.contains("--fence-after-seconds"), "{help}");
+}

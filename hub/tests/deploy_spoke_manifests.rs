@@ -562,6 +562,7 @@ fn joined(rbac: &flux_hub::commands::install::SpokeRbac) -> Vec<serde_json::Valu
             labels: [("region".to_string(), "west".to_string())].into(),
             room: true,
             root_reach: Default::default(),
+            fence_after_seconds: None,
         },
         None,
         rbac,

@@ -22,6 +22,12 @@
 //!   (reason `NameTaken`) before any of its objects is written; the refusal is remembered
 //!   and examined again only when the assignment's content changes or, checked at every
 //!   report interval with one read per blocking object, that object changes or goes.
+//! * Nothing is reported, and no snapshot applied again, in a connection before its first
+//!   snapshot is applied: the hub may have placed bursts elsewhere meanwhile, and that
+//!   snapshot deletes them before the hub hears anything of them.
+//! * A direct burst is fenced (its Job deleted, module `fence`) once neither the hub nor
+//!   its lead broker was heard for [`AgentConfig::fence_after`], connected or not; the
+//!   agent then reconnects, and only a snapshot that still lists the burst creates it anew.
 //! * Reconnects forever: exponential backoff with jitter (`backon`), from
 //!   [`AgentConfig::min_reconnect_delay`] to [`AgentConfig::max_reconnect_delay`] (jitter
 //!   adds up to 100 %), reset after a connection that delivered a snapshot. A refused
@@ -36,6 +42,7 @@
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::time::Duration;
 
 use backon::{BackoffBuilder, ExponentialBuilder};
 use flux_shared::federation::diagnostics::{
@@ -50,12 +57,14 @@ use flux_shared::federation::tls::{ClientSecurity, TlsError, TlsPem};
 use futures::{Stream, StreamExt};
 use tokio::sync::watch;
 use tokio::time::{Instant, MissedTickBehavior};
+use tokio_util::task::AbortOnDropHandle;
 use tonic::{Code, Status};
 use tracing::{Instrument, debug, error, info, info_span, warn};
 
 use crate::agent_config::AgentConfig;
 use crate::apply::Applier;
 use crate::cluster::Cluster;
+use crate::fence::Fencing;
 use crate::metrics::{ErrorKind, Metrics};
 use crate::relay_listeners::HubConnections;
 use crate::report::Reporter;
@@ -105,6 +114,9 @@ enum SessionError {
     Reload,
     /// The policy's exceptions changed: reconnect to announce them.
     Exceptions,
+    /// A burst was fenced: reconnect, so that only the first snapshot of a new connection
+    /// creates it anew.
+    Fenced,
 }
 
 struct SessionEnd {
@@ -152,8 +164,16 @@ impl<C: Cluster> Agent<C> {
         let mut changes: Changes = Box::pin(self.cluster.changes());
         let mut state = State {
             lead_reach: crate::lead_reach::LeadReach::new(self.config.lead_unreachable_after),
+            fencing: Fencing::new(self.config.fence_after, std::time::Instant::now()),
             ..State::default()
         };
+        // Fences are carried out beside the connection: they matter most without one.
+        let _fences = AbortOnDropHandle::new(tokio::spawn(crate::fence::carry_out(
+            state.fencing.clone(),
+            self.cluster.clone(),
+            self.config.identity.clone(),
+            Arc::clone(&self.metrics),
+        )));
         let builder = ExponentialBuilder::default()
             .with_jitter()
             .with_min_delay(self.config.min_reconnect_delay)
@@ -269,6 +289,10 @@ impl<C: Cluster> Agent<C> {
                 info!(%hub, "the policy's exceptions changed; reconnecting to tell the hub");
                 (None, Retry::Backoff)
             }
+            SessionError::Fenced => {
+                info!(%hub, "a burst was fenced while the hub was silent; reconnecting");
+                (None, Retry::Backoff)
+            }
         }
     }
 
@@ -374,7 +398,10 @@ impl<C: Cluster> Agent<C> {
         // No grpc-timeout on a stream (it would end it); bound only the time to open it.
         let mut stream =
             match tokio::time::timeout(settings.unary_deadline, client.watch(request)).await {
-                Ok(Ok(response)) => response.into_inner(),
+                Ok(Ok(response)) => {
+                    state.fencing.heard_hub(std::time::Instant::now());
+                    response.into_inner()
+                }
                 Ok(Err(status)) => return fail(SessionError::Open(status)),
                 Err(_) => return fail(SessionError::OpenTimeout),
             };
@@ -403,8 +430,16 @@ impl<C: Cluster> Agent<C> {
         let room_every = self.config.room_interval;
         let mut room_ticks = tokio::time::interval_at(Instant::now() + room_every, room_every);
         room_ticks.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        // While connected the hub is heard at least this often (its answers to reports),
+        // so that a hub that answers never looks silent to fencing.
+        let contact_every = (self.config.fence_after / 3).max(Duration::from_millis(10));
+        let mut contact = tokio::time::interval_at(Instant::now() + contact_every, contact_every);
+        contact.set_missed_tick_behavior(MissedTickBehavior::Delay);
         let mut report_at: Option<Instant> = None;
         let mut lead_changes = state.lead_reach.changes();
+        let mut fences = state.fencing.carried();
+        // Nothing is reported or applied again before the first snapshot of this
+        // connection is applied: it may delete bursts placed elsewhere meanwhile.
         let mut got_snapshot = false;
         let mut changes_open = true;
         // A snapshot may come in parts; nothing is acted on before the last one.
@@ -415,6 +450,7 @@ impl<C: Cluster> Agent<C> {
             tokio::select! {
                 message = stream.message() => match message {
                     Ok(Some(part)) => {
+                        state.fencing.heard_hub(std::time::Instant::now());
                         let snapshot = match parts.push(part) {
                             Ok(Some(whole)) => whole,
                             Ok(None) => continue,
@@ -441,7 +477,8 @@ impl<C: Cluster> Agent<C> {
                         // The cluster's API server is back: what it could not take is
                         // tried again now, not at the next report tick.
                         let reachable = self.cluster.unreachable().is_none();
-                        if reachable
+                        if got_snapshot
+                            && reachable
                             && std::mem::take(&mut cluster_was_away)
                             && !state.complete
                             && let Some(snapshot) = state.pending.clone()
@@ -452,7 +489,8 @@ impl<C: Cluster> Agent<C> {
                         cluster_was_away |= !reachable;
                         // A Job replaced for a new path is gone: created anew now, not at
                         // the next report tick.
-                        if !state.complete
+                        if got_snapshot
+                            && !state.complete
                             && self.applier.replaced_gone(state).await
                             && let Some(snapshot) = state.pending.clone()
                         {
@@ -461,7 +499,8 @@ impl<C: Cluster> Agent<C> {
                         }
                         // A policy changed, or read for the first time after a snapshot
                         // that could not be decided without it.
-                        if let Ok(policy) = self.cluster.policy()
+                        if got_snapshot
+                            && let Ok(policy) = self.cluster.policy()
                             && state.policy.as_ref() != Some(&policy)
                             && let Some(snapshot) = state.current.clone()
                         {
@@ -488,7 +527,19 @@ impl<C: Cluster> Agent<C> {
                 }
                 () = sleep_until(report_at), if report_at.is_some() => {
                     report_at = None;
-                    self.reporter.report(&mut client, state, false).await;
+                    // Before the first snapshot: its own report follows it.
+                    if got_snapshot {
+                        self.reporter.report(&mut client, state, false).await;
+                    }
+                }
+                Ok(()) = fences.changed() => {
+                    return SessionEnd { got_snapshot, error: SessionError::Fenced };
+                }
+                _ = contact.tick() => {
+                    let now = std::time::Instant::now();
+                    if got_snapshot && state.fencing.hub_silent(now) >= contact_every {
+                        self.reporter.report(&mut client, state, true).await;
+                    }
                 }
                 // The room is measured this often and reported when it changed.
                 _ = room_ticks.tick() => {
@@ -501,7 +552,7 @@ impl<C: Cluster> Agent<C> {
                         return SessionEnd { got_snapshot, error: SessionError::Reload };
                     }
                 }
-                _ = ticks.tick() => {
+                _ = ticks.tick(), if got_snapshot => {
                     if !state.complete && let Some(snapshot) = state.pending.clone() {
                         info!(version = snapshot.version, "retrying the snapshot not fully applied");
                         self.process(state, snapshot, true).await;

@@ -50,6 +50,12 @@ pub struct AgentConfig {
     /// for this long (a lead still starting refuses at first). Default
     /// [`AgentConfig::DEFAULT_LEAD_UNREACHABLE_AFTER`].
     pub lead_unreachable_after: Duration,
+    /// A direct burst's Job is deleted by the spoke once nothing was heard from the hub
+    /// and nothing of the burst's lead broker reached for this long (`flux-spoke run
+    /// --fence-after-seconds`): it must stay below the hub's `--lost-cluster-grace-seconds`,
+    /// after which the burst's ranks may run elsewhere. While connected, the spoke reports
+    /// at least every third of it. Default [`AgentConfig::DEFAULT_FENCE_AFTER`].
+    pub fence_after: Duration,
     /// The spoke's labels, announced to the hub (`flux-spoke run --label`): bursts'
     /// `candidates` select spokes by those of them the root granted. Default: none.
     pub labels: std::collections::BTreeMap<String, String>,
@@ -73,6 +79,9 @@ impl AgentConfig {
     /// Default [`AgentConfig::lead_unreachable_after`]: as long as a worker broker waits
     /// for its lead before it starts anyway.
     pub const DEFAULT_LEAD_UNREACHABLE_AFTER: Duration = Duration::from_secs(60);
+    /// Default [`AgentConfig::fence_after`]: well below the hub's default grace (300 s)
+    /// before it places a lost cluster's bursts elsewhere.
+    pub const DEFAULT_FENCE_AFTER: Duration = Duration::from_secs(120);
     /// Default [`AgentConfig::room_interval`].
     pub const DEFAULT_ROOM_INTERVAL: Duration = Duration::from_secs(10);
     /// Default [`AgentConfig::report_debounce`].
@@ -102,6 +111,7 @@ impl AgentConfig {
             tls_check_interval: TLS_FILES_CHECK,
             relay_address: None,
             lead_unreachable_after: Self::DEFAULT_LEAD_UNREACHABLE_AFTER,
+            fence_after: Self::DEFAULT_FENCE_AFTER,
             labels: std::collections::BTreeMap::new(),
             room_interval: Self::DEFAULT_ROOM_INTERVAL,
             root_reach: RootPath::Unspecified,

@@ -10,6 +10,12 @@ use k8s_openapi::api::batch::v1::Job;
 /// could not tell because the assignment was refused for another reason (`Unknown`).
 pub const CONFIG_IDENTICAL: &str = "ConfigIdentical";
 
+/// Type of the spoke's condition on a direct burst whose Job it deleted itself, having
+/// heard nothing from the hub and reached nothing of the burst's lead broker for too long
+/// (`flux-spoke run --fence-after-seconds`): `True` while its Job is not created anew,
+/// `False` once a snapshot of the hub created it again.
+pub const FENCED: &str = "Fenced";
+
 /// How an assignment of the current snapshot (or a removed one) ended up.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Outcome {

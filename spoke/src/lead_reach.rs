@@ -28,6 +28,8 @@ use tokio::sync::watch;
 use tokio_util::task::AbortOnDropHandle;
 use tracing::{info, warn};
 
+use crate::fence::Fencing;
+
 /// How often a direct burst's lead endpoint is probed: a burst that cannot reach it is
 /// switched to the relay by the hub, the sooner the better.
 pub const PROBE_INTERVAL: Duration = Duration::from_secs(10);
@@ -258,15 +260,25 @@ impl std::fmt::Debug for Probes {
 
 impl Probes {
     /// Probes each burst of `targets` (key -> `host:port`), and no other: a burst whose
-    /// target changed is probed anew.
-    pub(crate) fn set(&mut self, targets: BTreeMap<String, String>, reach: &LeadReach) {
+    /// target changed is probed anew. Each probe is told to `fencing` too.
+    pub(crate) fn set(
+        &mut self,
+        targets: BTreeMap<String, String>,
+        reach: &LeadReach,
+        fencing: &Fencing,
+    ) {
         self.running
             .retain(|key, (target, _)| targets.get(key) == Some(target));
         for (key, target) in targets {
             if self.running.contains_key(&key) {
                 continue;
             }
-            let task = tokio::spawn(probe(key.clone(), target.clone(), reach.clone()));
+            let task = tokio::spawn(probe(
+                key.clone(),
+                target.clone(),
+                reach.clone(),
+                fencing.clone(),
+            ));
             self.running
                 .insert(key, (target, AbortOnDropHandle::new(task)));
         }
@@ -284,7 +296,7 @@ pub(crate) fn target(address: &str, port: i32) -> String {
 }
 
 /// Probes `target` for burst `key` until stopped.
-async fn probe(key: String, target: String, reach: LeadReach) {
+async fn probe(key: String, target: String, reach: LeadReach, fencing: Fencing) {
     let mut every = tokio::time::interval(PROBE_INTERVAL);
     every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -297,6 +309,7 @@ async fn probe(key: String, target: String, reach: LeadReach) {
                     "connecting to {target} from the spoke's pod: no answer in {PROBE_TIMEOUT:?}"
                 )),
             };
+        fencing.probed(&key, result.is_ok(), std::time::Instant::now());
         reach.record_probe(&key, &target, result);
     }
 }

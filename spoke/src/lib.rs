@@ -45,7 +45,8 @@
 //! (the `Reporter`: what the hub is told), `relay_listeners` (a relayed burst's listener,
 //! whose connections go to the hub over the spoke's own connection), `lead_reach`
 //! (whether each burst's lead broker answers from this cluster, and how the spoke reaches
-//! the root as its probes measure it), [`cluster`] (the Kubernetes reads and
+//! the root as its probes measure it), `fence` (a direct burst's Job deleted by the spoke
+//! when neither the hub nor its lead broker was heard for too long), [`cluster`] (the Kubernetes reads and
 //! writes behind a trait, and their real implementation) and [`metrics`]. Tests and benches also get `testing` (an in-memory
 //! cluster and sample assignments), which only exists with the cargo feature `testing`:
 //! the spoke's own tests enable it through a dev-dependency on this crate, so the binary
@@ -59,6 +60,7 @@ pub mod agent_config;
 mod apply;
 pub mod burst_status;
 pub mod cluster;
+mod fence;
 mod lead_reach;
 pub mod metrics;
 mod relay_listeners;

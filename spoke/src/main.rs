@@ -102,6 +102,22 @@ struct RunArgs {
     #[arg(long)]
     no_room: bool,
 
+    /// Delete a direct burst's Job once nothing was heard from the hub and its lead
+    /// broker's endpoint was not reached for this long, in seconds, so that its brokers
+    /// never come back beside the brokers the hub placed elsewhere with the same ranks. Keep
+    /// it well below the hub's `--lost-cluster-grace-seconds` (default 300): the hub may
+    /// place the burst elsewhere once its grace is over. `flux-hub join
+    /// --fence-after-seconds` sets it.
+    #[arg(long, env = "FLUX_SPOKE_FENCE_AFTER_SECONDS", default_value_t = AgentConfig::DEFAULT_FENCE_AFTER.as_secs(), value_name = "SECONDS",
+          value_parser = clap::value_parser!(u64).range(10..=3600))]
+    fence_after_seconds: u64,
+
+    /// Report a burst's lead broker unreachable once every attempt to reach it failed for
+    /// this long, in seconds (a lead still starting refuses at first).
+    #[arg(long, env = "FLUX_SPOKE_LEAD_UNREACHABLE_AFTER_SECONDS", default_value_t = AgentConfig::DEFAULT_LEAD_UNREACHABLE_AFTER.as_secs(), value_name = "SECONDS",
+          value_parser = clap::value_parser!(u64).range(1..=3600))]
+    lead_unreachable_after_seconds: u64,
+
     /// Report every assignment's status at least this often, in seconds.
     #[arg(long, default_value_t = 30, value_name = "SECONDS",
           value_parser = clap::value_parser!(u64).range(1..))]
@@ -289,6 +305,8 @@ async fn run(args: RunArgs) -> Result<()> {
         relay_address: args.relay_address,
         labels,
         root_reach: args.root_reach.unwrap_or_default(),
+        fence_after: Duration::from_secs(args.fence_after_seconds),
+        lead_unreachable_after: Duration::from_secs(args.lead_unreachable_after_seconds),
         ..AgentConfig::new(args.hub.clone(), security).context("this spoke's identity")?
     };
     tracing::info!(spoke = %args.name, federation = %config.identity.federation, hub = %args.hub, version = %config.spoke_version, %namespace, policy = %args.policy, namespaces = ?cluster.scope(), "flux-spoke starting");

@@ -9,6 +9,7 @@
 //! | `flux_spoke_applies_total` | counter: server-side applies | `kind` |
 //! | `flux_spoke_deletes_total` | counter: deleted objects | `kind` |
 //! | `flux_spoke_reports_sent_total` | counter: Report calls the hub accepted | |
+//! | `flux_spoke_fenced_total` | counter: direct bursts whose Job the spoke deleted itself, the hub and their lead broker unreachable (`crate::fence`) | |
 //! | `flux_spoke_errors_total` | counter | `kind` (see [`ErrorKind`]) |
 //! | `flux_spoke_certificate_expiry_timestamp_seconds` | gauge: when its client certificate expires (Unix seconds; 0 without one) | |
 
@@ -49,6 +50,8 @@ pub enum ErrorKind {
     Relay,
     /// Apply, `delete`: a delete failed.
     Delete,
+    /// Fence: deleting the Job of a burst to fence failed (retried).
+    Fence,
     /// Report, `jobs`: reading the spoke's Jobs failed.
     Jobs,
     /// Report, `report`: a Report call failed.
@@ -57,7 +60,7 @@ pub enum ErrorKind {
 
 impl ErrorKind {
     /// Every kind, in the order of the steps.
-    pub const ALL: [ErrorKind; 13] = [
+    pub const ALL: [ErrorKind; 14] = [
         ErrorKind::Connect,
         ErrorKind::Auth,
         ErrorKind::NotReady,
@@ -69,6 +72,7 @@ impl ErrorKind {
         ErrorKind::Write,
         ErrorKind::Relay,
         ErrorKind::Delete,
+        ErrorKind::Fence,
         ErrorKind::Jobs,
         ErrorKind::Report,
     ];
@@ -87,6 +91,7 @@ impl ErrorKind {
             ErrorKind::Write => "write",
             ErrorKind::Relay => "relay",
             ErrorKind::Delete => "delete",
+            ErrorKind::Fence => "fence",
             ErrorKind::Jobs => "jobs",
             ErrorKind::Report => "report",
         }
@@ -113,6 +118,7 @@ pub struct Metrics {
     applies: Family<KindLabels, Counter>,
     deletes: Family<KindLabels, Counter>,
     reports: Counter,
+    fenced: Counter,
     errors: Family<KindLabels, Counter>,
 }
 
@@ -135,6 +141,7 @@ impl Metrics {
             applies: Family::default(),
             deletes: Family::default(),
             reports: Counter::default(),
+            fenced: Counter::default(),
             errors: Family::default(),
         };
         let mut registry = Registry::default();
@@ -172,6 +179,11 @@ impl Metrics {
             "flux_spoke_reports_sent",
             "Status reports the hub accepted",
             m.reports.clone(),
+        );
+        registry.register(
+            "flux_spoke_fenced",
+            "Direct bursts whose Job the spoke deleted itself, the hub and their lead broker unreachable",
+            m.fenced.clone(),
         );
         registry.register("flux_spoke_errors", "Errors, by kind", m.errors.clone());
         registry.register(
@@ -228,6 +240,11 @@ impl Metrics {
         self.reports.inc();
     }
 
+    /// Records a burst fenced (its Job deleted by the spoke, or already gone).
+    pub fn fenced(&self) {
+        self.fenced.inc();
+    }
+
     /// Records an error.
     pub fn error(&self, kind: ErrorKind) {
         self.errors
@@ -260,6 +277,7 @@ mod tests {
         m.applied("Job");
         m.deleted("ConfigMap");
         m.report_sent();
+        m.fenced();
         m.error(ErrorKind::Auth);
         let text = m.encode();
         for line in [
@@ -270,6 +288,7 @@ mod tests {
             "flux_spoke_applies_total{kind=\"Job\"} 2",
             "flux_spoke_deletes_total{kind=\"ConfigMap\"} 1",
             "flux_spoke_reports_sent_total 1",
+            "flux_spoke_fenced_total 1",
             "flux_spoke_errors_total{kind=\"auth\"} 1",
             "# EOF",
         ] {
@@ -297,6 +316,7 @@ mod tests {
                 | ErrorKind::Write
                 | ErrorKind::Relay
                 | ErrorKind::Delete
+                | ErrorKind::Fence
                 | ErrorKind::Jobs
                 | ErrorKind::Report => {}
             }

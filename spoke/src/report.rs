@@ -127,6 +127,7 @@ impl<C: Cluster> Reporter<C> {
         let mut statuses = statuses(&state.tracked, jobs.as_deref());
         for s in &mut statuses {
             s.conditions.extend(state.lead_reach.condition(&s.key));
+            s.conditions.extend(state.fencing.condition(&s.key));
         }
         let access = self.cluster.unreachable().map(cluster_access);
         if state.room_nodes.is_none() {
@@ -159,6 +160,8 @@ impl<C: Cluster> Reporter<C> {
         // Step `report`.
         match client.report(self.settings.unary_request(request)).await {
             Ok(_) => {
+                // The hub answered: it is not silent (what fencing counts).
+                state.fencing.heard_hub(std::time::Instant::now());
                 self.metrics.report_sent();
                 debug!(
                     applied_version,

@@ -11,6 +11,7 @@ use flux_shared::federation::proto::{
 use crate::admit::Memory;
 use crate::burst_status::Tracked;
 use crate::cluster::{NodesRoom, ObjectRef, Taken};
+use crate::fence::Fencing;
 use crate::lead_reach::{LeadReach, Probes};
 use crate::relay_listeners::Relays;
 
@@ -68,6 +69,8 @@ pub(crate) struct State {
     pub(crate) lead_reach: LeadReach,
     /// The probes of the direct bursts' lead endpoints.
     pub(crate) probes: Probes,
+    /// How long the hub and each direct burst's lead were not heard, and the bursts fenced.
+    pub(crate) fencing: Fencing,
     /// By key, the Jobs being deleted because their burst's path to the lead changed (the
     /// Job, with its uid): once one is gone, the snapshot is applied again to create it.
     pub(crate) replacing: BTreeMap<String, (ObjectRef, Option<String>)>,

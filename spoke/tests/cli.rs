@@ -217,3 +217,63 @@ fn the_root_reach_is_direct_or_relay_from_the_flag_or_the_environment() {
         );
     }
 }
+
+#[test]
+fn the_fence_and_lead_unreachable_delays_are_bounded_from_the_flag_or_the_environment() {
+    let run = |extra: &[&str], env: &[(&str, &str)]| {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_flux-spoke"));
+        command
+            .args([
+                "run",
+                "--hub",
+                "http://127.0.0.1:1",
+                "--name",
+                "gke",
+                "--insecure",
+            ])
+            .args(extra)
+            .env("KUBECONFIG", "/nonexistent/kubeconfig")
+            .env_remove("KUBERNETES_SERVICE_HOST")
+            .env_remove("KUBERNETES_SERVICE_PORT")
+            .env_remove("FLUX_SPOKE_FENCE_AFTER_SECONDS")
+            .env_remove("FLUX_SPOKE_LEAD_UNREACHABLE_AFTER_SECONDS")
+            .envs(env.iter().copied());
+        command.output().unwrap()
+    };
+    let fence = "FLUX_SPOKE_FENCE_AFTER_SECONDS";
+    let lead = "FLUX_SPOKE_LEAD_UNREACHABLE_AFTER_SECONDS";
+    for (extra, env) in [
+        (&["--fence-after-seconds", "9"][..], &[][..]),
+        (&["--fence-after-seconds", "3601"][..], &[][..]),
+        (&[][..], &[(fence, "0")][..]),
+        (&["--lead-unreachable-after-seconds", "0"][..], &[][..]),
+        (&[][..], &[(lead, "3601")][..]),
+    ] {
+        let out = run(extra, env);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{extra:?} {env:?}: {stderr}");
+        assert!(stderr.contains("not in"), "{stderr}");
+    }
+    for (extra, env) in [
+        (&[][..], &[][..]),
+        (&["--fence-after-seconds", "10"][..], &[][..]),
+        (&[][..], &[(fence, "3600"), (lead, "1")][..]),
+        (&["--lead-unreachable-after-seconds", "3600"][..], &[][..]),
+    ] {
+        // Taken: the run goes on to the Kubernetes API.
+        let message = failure(&run(extra, env));
+        assert!(
+            message.contains("Kubernetes API"),
+            "{extra:?} {env:?}: {message}"
+        );
+    }
+    let help = Command::new(env!("CARGO_BIN_EXE_flux-spoke"))
+        .args(["run", "--help"])
+        .output()
+        .unwrap();
+    let help = String::from_utf8_lossy(&help.stdout);
+    assert!(
+        help.contains("--lost-cluster-grace-seconds"),
+        "the fence's help says what it must stay below: {help}"
+    );
+}

@@ -5,7 +5,7 @@
 //! commands apply them.
 //!
 //! Size: the hub's and the spoke's objects, side by side, since `init` and `join` install
-//! them the same way; about 260 of its lines are the tests.
+//! them the same way; about 300 of its lines are the tests.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -173,6 +173,10 @@ pub struct SpokeSettings {
     /// How the spoke's brokers reach the root's nodes, as its owner declares it
     /// (`flux-hub join --root-reach`); unspecified: nothing declared.
     pub root_reach: flux_shared::federation::proto::RootPath,
+    /// How long the spoke waits, without the hub and a direct burst's lead broker, before
+    /// it deletes the burst's Job (`flux-hub join --fence-after-seconds`); `None`: the
+    /// spoke's default.
+    pub fence_after_seconds: Option<u64>,
 }
 
 /// Name of the ClusterRole and ClusterRoleBinding of the spoke's room
@@ -318,6 +322,9 @@ pub fn spoke_objects(
             {
                 o["data"][ROOT_REACH_KEY] = json!(reach);
             }
+            if let Some(seconds) = settings.fence_after_seconds {
+                o["data"][FENCE_AFTER_KEY] = json!(seconds.to_string());
+            }
         }
         if !settings.room
             && o["kind"] == "Deployment"
@@ -453,9 +460,15 @@ fn insert_before_workloads(objects: &mut Vec<Value>, object: Value) {
 /// (`flux-hub join --root-reach`); absent: nothing declared.
 pub const ROOT_REACH_KEY: &str = "root-reach";
 
+/// The key of the spoke's settings ConfigMap holding `flux-spoke run
+/// --fence-after-seconds` (`flux-hub join --fence-after-seconds`); absent: the spoke's
+/// default.
+pub const FENCE_AFTER_KEY: &str = "fence-after-seconds";
+
 /// Pod template annotation holding the SHA-256 of the spoke's settings: its pods read them
 /// from the environment when they start, so a changed setting (`join` with another
-/// `--root-reach`, `--label` or hub) rolls the Deployment, the same ones change nothing.
+/// `--root-reach`, `--fence-after-seconds`, `--label` or hub) rolls the Deployment, the
+/// same ones change nothing.
 pub const CONFIG_ANNOTATION: &str = "flux-framework.org/config-sha256";
 
 /// Stamps the spoke's Deployment's pod template with the digest of its settings
@@ -593,6 +606,7 @@ mod tests {
             labels: Default::default(),
             room: true,
             root_reach: Default::default(),
+            fence_after_seconds: None,
         }
     }
 
@@ -686,6 +700,7 @@ mod tests {
             labels: Default::default(),
             room: true,
             root_reach: Default::default(),
+            fence_after_seconds: None,
         };
         let rbac = SpokeRbac::Namespaces(["team".to_string()].into());
         let spoke =
@@ -764,64 +779,37 @@ mod tests {
         }
     }
 
-    #[test]
-    fn the_declared_root_reach_is_a_setting_and_a_new_one_rolls_the_spoke() {
-        use flux_shared::federation::proto::RootPath;
-        let objects = |root_reach| {
-            let settings = SpokeSettings {
-                root_reach,
-                ..settings("gke", "https://hub.example.org:8443")
-            };
-            spoke_objects(
-                &settings,
-                None,
-                &SpokeRbac::ClusterWide,
-                "CA",
-                "CERT",
-                "KEY",
-            )
-            .expect("spoke")
-        };
-        let config = |objects: &[Value]| {
-            objects
-                .iter()
-                .find(|o| o["kind"] == "ConfigMap" && o["metadata"]["name"] == SPOKE_CONFIG)
-                .map(|o| o["data"][ROOT_REACH_KEY].clone())
-                .expect("the settings")
-        };
-        let stamp = |objects: &[Value]| {
-            objects
-                .iter()
-                .find(|o| o["kind"] == "Deployment")
-                .and_then(|d| {
-                    d["spec"]["template"]["metadata"]["annotations"][CONFIG_ANNOTATION]
-                        .as_str()
-                        .map(str::to_string)
-                })
-                .expect("a digest of the settings")
-        };
-        let (none, relay, direct) = (
-            objects(RootPath::Unspecified),
-            objects(RootPath::Relay),
-            objects(RootPath::Direct),
-        );
-        assert_eq!(config(&none), Value::Null, "nothing declared: no key");
-        assert_eq!(config(&relay), "relay");
-        assert_eq!(config(&direct), "direct");
-        assert_eq!(
-            stamp(&relay),
-            stamp(&objects(RootPath::Relay)),
-            "the same: kept"
-        );
-        assert_ne!(
-            stamp(&relay),
-            stamp(&direct),
-            "another: the spoke restarts with it"
-        );
-        assert_ne!(stamp(&none), stamp(&relay));
-        // The Deployment reads it from the settings, when there.
+    /// The spoke's objects with `settings`, cluster-wide.
+    fn spoke_with(settings: &SpokeSettings) -> Vec<Value> {
+        spoke_objects(settings, None, &SpokeRbac::ClusterWide, "CA", "CERT", "KEY").expect("spoke")
+    }
+
+    /// Key `key` of the spoke's settings ConfigMap among `objects`.
+    fn setting(objects: &[Value], key: &str) -> Value {
+        objects
+            .iter()
+            .find(|o| o["kind"] == "ConfigMap" && o["metadata"]["name"] == SPOKE_CONFIG)
+            .map(|o| o["data"][key].clone())
+            .expect("the settings")
+    }
+
+    /// The digest of the settings the spoke's pods were made with.
+    fn settings_stamp(objects: &[Value]) -> String {
+        objects
+            .iter()
+            .find(|o| o["kind"] == "Deployment")
+            .and_then(|d| {
+                d["spec"]["template"]["metadata"]["annotations"][CONFIG_ANNOTATION]
+                    .as_str()
+                    .map(str::to_string)
+            })
+            .expect("a digest of the settings")
+    }
+
+    /// Where the spoke's environment variable `name` comes from: (ConfigMap, key, optional).
+    fn env_source(objects: &[Value], name: &str) -> (String, String, Option<bool>) {
         let deployment: k8s_openapi::api::apps::v1::Deployment = serde_json::from_value(
-            relay
+            objects
                 .iter()
                 .find(|o| o["kind"] == "Deployment")
                 .cloned()
@@ -835,12 +823,77 @@ mod tests {
             .unwrap_or_default();
         let from = env
             .iter()
-            .find(|e| e.name == "FLUX_SPOKE_ROOT_REACH")
+            .find(|e| e.name == name)
             .and_then(|e| e.value_from.clone()?.config_map_key_ref)
-            .expect("FLUX_SPOKE_ROOT_REACH from the settings");
+            .unwrap_or_else(|| panic!("{name} from the settings"));
+        (from.name, from.key, from.optional)
+    }
+
+    #[test]
+    fn the_declared_root_reach_is_a_setting_and_a_new_one_rolls_the_spoke() {
+        use flux_shared::federation::proto::RootPath;
+        let objects = |root_reach| {
+            spoke_with(&SpokeSettings {
+                root_reach,
+                ..settings("gke", "https://hub.example.org:8443")
+            })
+        };
+        let (none, relay, direct) = (
+            objects(RootPath::Unspecified),
+            objects(RootPath::Relay),
+            objects(RootPath::Direct),
+        );
+        let reach = |o: &[Value]| setting(o, ROOT_REACH_KEY);
+        assert_eq!(reach(&none), Value::Null, "nothing declared: no key");
+        assert_eq!(reach(&relay), "relay");
+        assert_eq!(reach(&direct), "direct");
         assert_eq!(
-            (from.name.as_str(), from.key.as_str(), from.optional),
-            (SPOKE_CONFIG, ROOT_REACH_KEY, Some(true))
+            settings_stamp(&relay),
+            settings_stamp(&objects(RootPath::Relay)),
+            "the same: kept"
+        );
+        assert_ne!(
+            settings_stamp(&relay),
+            settings_stamp(&direct),
+            "another: the spoke restarts with it"
+        );
+        assert_ne!(settings_stamp(&none), settings_stamp(&relay));
+        // The Deployment reads it from the settings, when there.
+        assert_eq!(
+            env_source(&relay, "FLUX_SPOKE_ROOT_REACH"),
+            (
+                SPOKE_CONFIG.to_string(),
+                ROOT_REACH_KEY.to_string(),
+                Some(true)
+            )
+        );
+    }
+
+    #[test]
+    fn the_fence_delay_is_a_setting_and_a_new_one_rolls_the_spoke() {
+        let objects = |fence_after_seconds| {
+            spoke_with(&SpokeSettings {
+                fence_after_seconds,
+                ..settings("gke", "https://hub.example.org:8443")
+            })
+        };
+        let (default, short, long) = (objects(None), objects(Some(60)), objects(Some(90)));
+        assert_eq!(
+            setting(&default, FENCE_AFTER_KEY),
+            Value::Null,
+            "the spoke's default"
+        );
+        assert_eq!(setting(&short, FENCE_AFTER_KEY), "60");
+        assert_eq!(settings_stamp(&short), settings_stamp(&objects(Some(60))));
+        assert_ne!(settings_stamp(&short), settings_stamp(&long));
+        assert_ne!(settings_stamp(&default), settings_stamp(&short));
+        assert_eq!(
+            env_source(&short, "FLUX_SPOKE_FENCE_AFTER_SECONDS"),
+            (
+                SPOKE_CONFIG.to_string(),
+                FENCE_AFTER_KEY.to_string(),
+                Some(true)
+            )
         );
     }
 }

@@ -67,6 +67,11 @@ pub struct JoinOptions {
     /// Written to the spoke's settings (join without it removes it).
     #[arg(long, value_name = "direct|relay", value_parser = flux_shared::federation::root_reach::parse_flag)]
     pub root_reach: Option<flux_shared::federation::proto::RootPath>,
+    /// The spoke's `flux-spoke run --fence-after-seconds` (10 to 3600; default: the
+    /// spoke's, 120): it deletes a direct burst's Job once neither the hub nor the burst's
+    /// lead broker answered this long. Keep it below the hub's --lost-cluster-grace-seconds.
+    #[arg(long, value_name = "SECONDS", value_parser = clap::value_parser!(u64).range(10..=3600))]
+    pub fence_after_seconds: Option<u64>,
     /// Do not let the spoke read the cluster's nodes and pods to measure its room for the
     /// hub's placement (no `flux-spoke-room` ClusterRole): the hub then places bursts here
     /// without knowing the room.
@@ -416,6 +421,7 @@ pub async fn run(opts: &JoinOptions, out: &mut dyn Write) -> anyhow::Result<()> 
         labels: opts.labels.iter().cloned().collect(),
         room: !opts.no_room,
         root_reach: opts.root_reach.unwrap_or_default(),
+        fence_after_seconds: opts.fence_after_seconds,
     };
     flux_shared::federation::spoke_labels::check(&settings.labels)
         .map_err(|e| anyhow::anyhow!("--label: {e}"))?;

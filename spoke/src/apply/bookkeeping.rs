@@ -25,21 +25,25 @@ pub(super) fn listed(snapshot: &Snapshot) -> BTreeSet<String> {
 }
 
 /// Step `relay`, continued: the lead endpoint of every burst that runs here and connects
-/// directly is probed ([`crate::lead_reach`]); what is known of bursts the snapshot no
-/// longer lists, or of a burst on the path it no longer takes, is forgotten.
+/// directly is probed ([`crate::lead_reach`]) and watched for fencing ([`crate::fence`]);
+/// what is known of bursts the snapshot no longer lists, or of a burst on the path it no
+/// longer takes, is forgotten.
 pub(super) fn probe_leads(state: &mut State, listed: &BTreeSet<String>) {
-    let targets: BTreeMap<String, String> = state
+    let watched: BTreeMap<String, (String, (String, String))> = state
         .memory
         .applied
         .iter()
         .filter(|(key, a)| listed.contains(*key) && a.realized.relay_service.is_none())
         .filter_map(|(key, a)| {
             let lead = a.assignment.lead_endpoint.as_ref()?;
-            Some((
-                key.clone(),
-                crate::lead_reach::target(&lead.address, lead.port),
-            ))
+            let target = crate::lead_reach::target(&lead.address, lead.port);
+            let job = (a.realized.namespace.clone(), a.realized.job.clone());
+            Some((key.clone(), (target, job)))
         })
+        .collect();
+    let targets = watched
+        .iter()
+        .map(|(key, (target, _))| (key.clone(), target.clone()))
         .collect();
     state.lead_reach.retain(listed);
     for (key, a) in &state.memory.applied {
@@ -49,7 +53,10 @@ pub(super) fn probe_leads(state: &mut State, listed: &BTreeSet<String>) {
                 .path(key, a.realized.relay_service.is_some());
         }
     }
-    state.probes.set(targets, &state.lead_reach);
+    state
+        .fencing
+        .watch(listed, watched, std::time::Instant::now());
+    state.probes.set(targets, &state.lead_reach, &state.fencing);
 }
 
 /// Step `begin`: a snapshot of another hub epoch resets what was acknowledged; the snapshot is

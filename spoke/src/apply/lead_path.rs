@@ -5,6 +5,9 @@
 //! propagation, and created anew once it is gone, so that no two pods of one rank run at
 //! once.
 //!
+//! A Job being deleted for any other reason (the spoke fenced the burst, or someone deleted
+//! it) is waited for the same way: written onto, it would still go.
+//!
 //! A Job without the annotation was made by an older spoke, when a burst was relayed only
 //! with `relay: true`, which also made its `<burst>-relay` Service: such a Job was made
 //! for the relay when the spoke owned that Service for the burst before this snapshot, and
@@ -25,6 +28,10 @@ pub(super) enum JobStep {
     /// The live Job, made for path `from`, not `to`, is being deleted: create the new one
     /// once it is gone.
     Wait { from: String, to: String },
+    /// The live Job, made for the same path, is being deleted (the spoke fenced the burst,
+    /// or someone deleted it): writing onto it would not keep it, so the new one is
+    /// created once it is gone.
+    Deleting,
 }
 
 impl JobStep {
@@ -36,6 +43,10 @@ impl JobStep {
                 "its path to the lead broker changed from {from} to {to}: its Job is replaced, \
                  and created anew once the old one's pods are gone"
             )),
+            JobStep::Deleting => Some(
+                "its Job is being deleted: it is created anew once the old one's pods are gone"
+                    .to_string(),
+            ),
         }
     }
 }
@@ -68,11 +79,16 @@ pub(super) fn job_step(rendered: &str, live: Option<&ObjectMeta>, had_relay: boo
         None if had_relay => LEAD_PATH_RELAY,
         None => LEAD_PATH_DIRECT,
     };
+    let deleting = live.deletion_timestamp.is_some();
     if from == rendered {
-        return JobStep::Write;
+        return if deleting {
+            JobStep::Deleting
+        } else {
+            JobStep::Write
+        };
     }
     let (from, to) = (from.to_string(), rendered.to_string());
-    if live.deletion_timestamp.is_some() {
+    if deleting {
         JobStep::Wait { from, to }
     } else {
         JobStep::Replace { from, to }
@@ -105,9 +121,14 @@ mod tests {
             job_step(relay, Some(&live(Some(relay), false)), false),
             JobStep::Write
         );
+        // The same path, being deleted: waited for, then created anew.
         assert_eq!(
             job_step(direct, Some(&live(Some(direct), true)), true),
-            JobStep::Write
+            JobStep::Deleting
+        );
+        assert_eq!(
+            job_step(direct, Some(&live(None, true)), false),
+            JobStep::Deleting
         );
         // Another path: replaced, then waited for while it goes.
         assert_eq!(

@@ -146,6 +146,11 @@ impl<C: Cluster> Applier<C> {
     /// Makes the cluster match `snapshot` (the steps at the top of this file).
     pub(crate) async fn apply(&self, state: &mut State, snapshot: Snapshot) {
         begin(state, &snapshot);
+        // A fenced burst's Job was deleted behind what the spoke remembers: a snapshot
+        // that still lists it writes it in full.
+        for key in state.fencing.awaiting_creation() {
+            state.memory.applied.remove(&key);
+        }
         let observed = match self.observe(&snapshot).await {
             Ok(observed) => observed,
             Err(e) => return self.record(&e),
@@ -326,6 +331,7 @@ impl<C: Cluster> Applier<C> {
                 match result {
                     Ok(()) => {
                         info!(%key, objects = realized.objects.len(), "assignment applied");
+                        state.fencing.created_anew(&key, unix_millis_now());
                         realizing.applied_now.insert(key.clone());
                         state.memory.refused.remove(&key);
                         if let Some(assignment) = assignment(&key) {
@@ -667,6 +673,13 @@ impl<C: Cluster> Applier<C> {
         }
         !changed.is_empty()
     }
+}
+
+/// Now, Unix milliseconds.
+fn unix_millis_now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
 
 #[cfg(test)]

@@ -16,7 +16,7 @@ use crate::burst_status::Outcome;
 use crate::cluster::{Kind, ObjectRef};
 use crate::metrics::Metrics;
 use crate::state::State;
-use crate::testing::{FakeCluster, Op, sample_identity, sample_routed_assignments};
+use crate::testing::{FakeCluster, FakeOp, Op, sample_identity, sample_routed_assignments};
 
 const SPOKE: &str = "gke";
 
@@ -219,4 +219,95 @@ async fn an_older_spokes_job_keeps_its_path_by_its_relay_service() {
         .await;
     assert_eq!(deletes(&cluster), [Op::DeleteForeground(r(Kind::Job, "x"))]);
     assert!(!state.complete);
+}
+
+/// The value of one metric line (`name{labels}`) of `metrics`, 0 when absent.
+fn metric(metrics: &Metrics, series: &str) -> f64 {
+    metrics
+        .encode()
+        .lines()
+        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
+        .unwrap_or(0.0)
+}
+
+#[tokio::test]
+async fn a_fenced_burst_is_created_anew_by_a_snapshot_once_its_job_is_gone() {
+    use crate::fence::{Fencing, carry_out_due};
+    use std::time::{Duration, Instant};
+    const AFTER: Duration = Duration::from_secs(120);
+    let cluster = FakeCluster::new();
+    let applier = applier(&cluster);
+    let mut state = State {
+        fencing: Fencing::new(AFTER, Instant::now()),
+        ..State::default()
+    };
+    let direct = burst(2, false);
+    let relayed = sample_routed_assignments("hpc", "r", &[("y", 1)], true).remove(0);
+    let both = Snapshot {
+        assignments: vec![direct.clone(), relayed.clone()],
+        ..snapshot(1, &direct)
+    };
+    applier.apply(&mut state, both.clone()).await;
+    assert!(state.complete);
+    assert_eq!(
+        state.fencing.watched(),
+        std::slice::from_ref(&direct.key),
+        "a relayed burst is never watched"
+    );
+
+    // Neither the hub nor the lead heard for longer than AFTER: the direct burst's Job
+    // is deleted in the foreground, once.
+    let metrics = Metrics::new();
+    let me = sample_identity(SPOKE);
+    let later = Instant::now() + AFTER + Duration::from_secs(1);
+    cluster.fail_kind(FakeOp::Delete, Some(Kind::Job), "forbidden");
+    assert!(carry_out_due(&state.fencing, &cluster, &me, &metrics, later).await);
+    assert_eq!(
+        metric(&metrics, "flux_spoke_errors_total{kind=\"fence\"}"),
+        1.0
+    );
+    assert_eq!(job(&cluster), Some((Some("direct".into()), false)));
+    cluster.heal();
+    cluster.clear_ops();
+    assert!(!carry_out_due(&state.fencing, &cluster, &me, &metrics, later).await);
+    assert_eq!(deletes(&cluster), [Op::DeleteForeground(r(Kind::Job, "x"))]);
+    assert_eq!(metric(&metrics, "flux_spoke_fenced_total"), 1.0);
+    assert_eq!(
+        metric(&metrics, "flux_spoke_deletes_total{kind=\"Job\"}"),
+        1.0
+    );
+    assert!(!carry_out_due(&state.fencing, &cluster, &me, &metrics, later).await);
+    assert_eq!(
+        metric(&metrics, "flux_spoke_fenced_total"),
+        1.0,
+        "fenced once"
+    );
+    let fenced = |state: &State| state.fencing.condition(&direct.key).map(|c| c.status);
+    assert_eq!(fenced(&state).as_deref(), Some("True"));
+
+    // A snapshot that still lists it, while its pods stop: its Job is not written onto.
+    cluster.clear_ops();
+    applier.apply(&mut state, both.clone()).await;
+    assert!(!cluster.applied().contains(&r(Kind::Job, "x")));
+    assert!(!state.complete);
+    let tracked = state.tracked.iter().find(|t| t.key == direct.key);
+    assert!(
+        matches!(
+            tracked.map(|t| &t.outcome),
+            Some(Outcome::Failed { message }) if message.contains("being deleted")
+        ),
+        "{tracked:?}"
+    );
+    assert!(!applier.replaced_gone(&state).await);
+    assert_eq!(fenced(&state).as_deref(), Some("True"));
+
+    // Gone: created anew, and watched again.
+    assert!(cluster.finish_deletion("hpc", "x"));
+    assert!(applier.replaced_gone(&state).await);
+    applier.apply(&mut state, both).await;
+    assert!(cluster.applied().contains(&r(Kind::Job, "x")));
+    assert_eq!(job(&cluster), Some((Some("direct".into()), false)));
+    assert!(state.complete);
+    assert_eq!(fenced(&state).as_deref(), Some("False"));
+    assert_eq!(state.fencing.watched(), std::slice::from_ref(&direct.key));
 }

@@ -1,6 +1,7 @@
 //! Steps `names` and `write` of one assignment: every name it needs is free or already its
 //! own, then its objects are written in order; a Job made for another path to the lead
-//! broker is replaced rather than written ([`super::lead_path`]).
+//! broker is replaced rather than written, and one being deleted waited for
+//! ([`super::lead_path`]).
 
 use std::collections::BTreeSet;
 
@@ -112,7 +113,7 @@ impl<C: Cluster> Applier<C> {
             self.metrics.deleted(Kind::Job.as_str());
             info!(key = %realized.key, %job, %from, %to, "the burst's path to the lead broker changed: its Job is deleted, and created anew once its pods are gone");
         } else {
-            debug!(key = %realized.key, %job, "waiting for the Job of the burst's old path to go");
+            debug!(key = %realized.key, %job, "waiting for the burst's old Job, being deleted, to go");
         }
         Ok(Written::JobReplacing {
             job,
