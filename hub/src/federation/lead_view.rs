@@ -21,13 +21,23 @@ pub struct Joined {
     pub online: i32,
     /// When the view was read.
     pub read_at: SystemTime,
+    /// Since when every read of this hub saw none of them online (`None` when the last
+    /// read saw one).
+    pub none_since: Option<SystemTime>,
+}
+
+/// One burst in a lead's view.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct Seen {
+    online: i32,
+    none_since: Option<SystemTime>,
 }
 
 /// The lead's view of one MiniCluster, as last read.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 struct View {
-    /// Online hosts per burst name, from the last read that worked.
-    online: BTreeMap<String, i32>,
+    /// Per burst name, from the last read that worked.
+    online: BTreeMap<String, Seen>,
     /// When that read was made.
     read_at: Option<SystemTime>,
     /// Why the last read failed, and when; cleared by one that works.
@@ -74,7 +84,26 @@ impl LeadViews {
         }
         let mut views = self.views.lock().unwrap_or_else(PoisonError::into_inner);
         let view = views.entry(key.clone()).or_default();
-        let changed = view.online != online || view.read_at.is_none() || view.error.is_some();
+        let changed = view.online.len() != online.len()
+            || online
+                .iter()
+                .any(|(b, n)| view.online.get(b).map(|s| s.online) != Some(*n))
+            || view.read_at.is_none()
+            || view.error.is_some();
+        let online = online
+            .into_iter()
+            .map(|(burst, n)| {
+                let before = view.online.get(&burst).and_then(|s| s.none_since);
+                let none_since = (n == 0).then(|| before.unwrap_or(at));
+                (
+                    burst,
+                    Seen {
+                        online: n,
+                        none_since,
+                    },
+                )
+            })
+            .collect();
         view.online = online;
         view.read_at = Some(at);
         view.error = None;
@@ -96,9 +125,11 @@ impl LeadViews {
     pub fn joined(&self, key: &McKey, burst: &str) -> Option<Joined> {
         let views = self.views.lock().unwrap_or_else(PoisonError::into_inner);
         let view = views.get(key)?;
+        let seen = view.online.get(burst)?;
         Some(Joined {
-            online: *view.online.get(burst)?,
+            online: seen.online,
             read_at: view.read_at?,
+            none_since: seen.none_since,
         })
     }
 
@@ -108,7 +139,10 @@ impl LeadViews {
         let views = self.views.lock().unwrap_or_else(PoisonError::into_inner);
         views.get(key).map_or_else(Default::default, |v| {
             let online = if v.read_at.is_some() {
-                v.online.clone()
+                v.online
+                    .iter()
+                    .map(|(b, s)| (b.clone(), s.online))
+                    .collect()
             } else {
                 BTreeMap::new()
             };
@@ -211,6 +245,22 @@ mod tests {
             "a read after a failure is news"
         );
         assert_eq!(views.error(&key), None);
+        // Since when none of a burst's brokers is seen: the first read that saw none, kept
+        // by the reads after it, dropped by one that sees a broker.
+        let none = [("gke-0", false)];
+        let later = |s: u64| at + Duration::from_secs(s);
+        views.record(&key, &plan(), none, later(10));
+        views.record(&key, &plan(), none, later(20));
+        assert_eq!(
+            views.joined(&key, "gke").unwrap().none_since,
+            Some(later(10))
+        );
+        assert_eq!(
+            views.joined(&key, "gke-b").unwrap().none_since,
+            Some(later(10))
+        );
+        views.record(&key, &plan(), [("gke-1", true)], later(30));
+        assert_eq!(views.joined(&key, "gke").unwrap().none_since, None);
         views.forget(&key);
         assert_eq!(views.joined(&key, "gke"), None);
     }

@@ -183,10 +183,24 @@ pub struct Current {
     pub away_since: Option<SystemTime>,
     /// Whether the burst was to run no broker as of the last decision (scaled to 0).
     pub was_empty: bool,
-    /// When this hub last read the lead broker and it saw none of the burst's brokers
-    /// online; `None` when it saw one, or has not been read by this hub.
-    pub lead_sees_none_at: Option<SystemTime>,
+    /// What the lead broker sees of the burst's brokers, as this hub last read it: since
+    /// when every read saw none of them online, and when it was last read; `None` when the
+    /// last read saw one, or this hub has not read it.
+    pub lead_sees_none: Option<LeadSeesNone>,
 }
+
+/// The lead broker seeing none of a burst's brokers online, as this hub read it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LeadSeesNone {
+    /// Since when every read saw none.
+    pub since: SystemTime,
+    /// The last read.
+    pub read_at: SystemTime,
+}
+
+/// How recent the lead's last read must be for a cluster to be lost on it: the hub reads
+/// it every 2 s while a spoke is away; an older read may be stale.
+const FRESH_READ: Duration = Duration::from_secs(10);
 
 /// The decision.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -339,8 +353,11 @@ pub fn place(
 }
 
 /// Whether the cluster the burst is placed on is lost: its spoke not connected for
-/// [`Timeouts::lost`] and the lead broker, read by this hub after that, seeing none of
-/// the burst's brokers online. `Ok(Some(wait))`: not yet, look again then.
+/// [`Timeouts::lost`], and the lead broker, read by this hub, seeing none of the burst's
+/// brokers online for as long (and still at a fresh read). Both silences count: a spoke
+/// whose brokers lose the lead only after its grace began has them fenced
+/// (`flux-spoke run --fence-after-seconds`, shorter than the grace) before the burst is
+/// placed elsewhere. `Ok(Some(wait))`: not yet, look again then.
 fn lost(
     cur: &Current,
     now: SystemTime,
@@ -349,26 +366,32 @@ fn lost(
     let Some(away) = cur.away_since else {
         return Ok(None);
     };
-    let grace_end = away + timeouts.lost;
-    if let Ok(left) = grace_end.duration_since(now)
-        && !left.is_zero()
-    {
-        return Ok(Some(left));
+    let left = |since: SystemTime| {
+        (since + timeouts.lost)
+            .duration_since(now)
+            .unwrap_or_default()
+    };
+    let away_left = left(away);
+    let Some(none) = cur.lead_sees_none else {
+        // Its brokers still serve the lead, or it was not read: looked at again when the
+        // lead's next read changes what it sees (which wakes the decision).
+        return Ok(Some(away_left.max(Duration::from_secs(2))));
+    };
+    let wait = away_left.max(left(none.since));
+    if !wait.is_zero() {
+        return Ok(Some(wait));
     }
-    match cur.lead_sees_none_at {
-        // Seen down after the grace: lost.
-        Some(at) if at >= grace_end => Err(SkippedCandidate {
-            cluster: cur.spoke.clone(),
-            reason: reason::LOST.to_string(),
-            message: format!(
-                "not connected for more than {} s, and the lead broker sees none of the burst's brokers online",
-                timeouts.lost.as_secs()
-            ),
-        }),
-        // Not read since, or its brokers still serve the lead: looked at again with the
-        // lead's next read (which wakes the decision when it changes).
-        _ => Ok(Some(Duration::from_secs(2))),
+    if now.duration_since(none.read_at).unwrap_or_default() > FRESH_READ {
+        return Ok(Some(Duration::from_secs(2)));
     }
+    Err(SkippedCandidate {
+        cluster: cur.spoke.clone(),
+        reason: reason::LOST.to_string(),
+        message: format!(
+            "not connected for more than {} s, and the lead broker has seen none of the burst's brokers online for as long",
+            timeouts.lost.as_secs()
+        ),
+    })
 }
 
 /// The placement that keeps the burst where it is.

@@ -89,14 +89,18 @@ pub fn place(
                     .pop()
                     .and_then(|f| f.away_since),
             };
-            let lead_sees_none_at = ctx
+            let lead_sees_none = ctx
                 .lead_views
                 .joined(&McKey::new(&plan.namespace, &plan.name), &burst.name)
-                .filter(|j| j.online == 0)
-                .map(|j| j.read_at);
+                .and_then(|j| {
+                    Some(placement::LeadSeesNone {
+                        since: j.none_since?,
+                        read_at: j.read_at,
+                    })
+                });
             Current {
                 was_empty: o.size == 0,
-                lead_sees_none_at,
+                lead_sees_none,
                 ..current_of(registry, &o.cluster, &key, since, away_since)
             }
         });
@@ -177,7 +181,7 @@ fn current_of(
         report,
         away_since,
         was_empty: false,
-        lead_sees_none_at: None,
+        lead_sees_none: None,
     }
 }
 

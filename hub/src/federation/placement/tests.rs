@@ -80,7 +80,7 @@ fn placed_on(spoke: &str, since: u64, report: Option<Reported>) -> Current {
         report,
         away_since: None,
         was_empty: false,
-        lead_sees_none_at: None,
+        lead_sees_none: None,
     }
 }
 
@@ -592,6 +592,7 @@ fn a_burst_is_never_moved_before_its_spoke_reported_to_this_hub() {
 
 #[test]
 fn a_burst_whose_cluster_is_lost_is_placed_again_and_only_then() {
+    use std::time::Duration as D;
     let roomy = room(64, 32, 0);
     let shape = LazyShape::new(Shape::default);
     let candidates = [
@@ -603,10 +604,12 @@ fn a_burst_whose_cluster_is_lost_is_placed_again_and_only_then() {
     ];
     let grace = Timeouts::default().lost;
     let away = 1_000;
-    let after = |secs: u64| at(away) + grace + std::time::Duration::from_secs(secs);
-    let running = |seen_down: Option<SystemTime>| Current {
+    let after = |secs: u64| at(away) + grace + D::from_secs(secs);
+    // Away since `away`; the lead has seen none of its brokers since `none_since`, last
+    // read at `read_at`.
+    let running = |none: Option<(SystemTime, SystemTime)>| Current {
         away_since: Some(at(away)),
-        lead_sees_none_at: seen_down,
+        lead_sees_none: none.map(|(since, read_at)| LeadSeesNone { since, read_at }),
         ..placed_on("a", 0, Some(reported(BurstPhase::Running, 4, 4)))
     };
     let decide = |cur: &Current, now: SystemTime| {
@@ -620,21 +623,27 @@ fn a_burst_whose_cluster_is_lost_is_placed_again_and_only_then() {
             false,
         )
     };
-    // Within the grace, even seen down: it stays, and is looked at again at its end.
-    let p = decide(&running(Some(at(away + 10))), at(away + 10));
+    // Within the grace, even seen down all along: it stays, looked at again at its end.
+    let p = decide(&running(Some((at(away), at(away + 10)))), at(away + 10));
     assert_eq!(p.spoke.as_deref(), Some("a"));
-    assert_eq!(p.recheck, Some(grace - std::time::Duration::from_secs(10)));
-    // Past the grace, but the lead was last seen before its end, or sees a broker: it stays.
-    for seen in [Some(at(away + 10)), None] {
-        let p = decide(&running(seen), after(5));
-        assert_eq!(
-            (p.spoke.as_deref(), p.lost_from.as_deref()),
-            (Some("a"), None)
-        );
-    }
-    // Past the grace and seen down since: placed on the next candidate, at once, and kept
-    // away from the lost one.
-    let p = decide(&running(Some(after(1))), after(2));
+    assert_eq!(p.recheck, Some(grace - D::from_secs(10)));
+    // Past the grace, but its brokers still serve the lead (or it was not read): it stays.
+    let p = decide(&running(None), after(5));
+    assert_eq!(
+        (p.spoke.as_deref(), p.lost_from.as_deref()),
+        (Some("a"), None)
+    );
+    // Past the spoke's grace, but the lead has seen none only for a while: it stays until
+    // that is as long (a spoke fences its brokers before then).
+    let p = decide(&running(Some((after(0), after(5)))), after(5));
+    assert_eq!(p.spoke.as_deref(), Some("a"));
+    assert_eq!(p.recheck, Some(grace - D::from_secs(5)));
+    // Both long enough, but the last read is stale: it stays.
+    let p = decide(&running(Some((at(away), after(0)))), after(60));
+    assert_eq!(p.spoke.as_deref(), Some("a"));
+    // Both long enough, read fresh: placed on the next candidate at once, kept away from
+    // the lost one.
+    let p = decide(&running(Some((at(away), after(1)))), after(2));
     assert_eq!(
         (p.spoke.as_deref(), p.lost_from.as_deref(), p.since),
         (Some("b"), Some("a"), Some(after(2)))
@@ -644,14 +653,14 @@ fn a_burst_whose_cluster_is_lost_is_placed_again_and_only_then() {
     // A connected spoke is never lost, whatever the lead sees.
     let connected = Current {
         away_since: None,
-        ..running(Some(after(1)))
+        ..running(Some((at(away), after(1))))
     };
     assert_eq!(decide(&connected, after(2)).spoke.as_deref(), Some("a"));
     // Scaled to 0: nothing to place again.
     let p = place(
         &candidates,
         &ask(&shape, 0),
-        Some(&running(Some(after(1)))),
+        Some(&running(Some((at(away), after(1))))),
         &[],
         after(2),
         Timeouts::default(),
