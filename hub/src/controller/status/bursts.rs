@@ -239,7 +239,9 @@ pub fn statuses(
                     BurstStatusPhase::Deleting,
                     format!("waiting for spoke {} to delete the burst", b.spoke),
                 )
-            } else if !v.assigned {
+            } else if !v.assigned && (v.connected || b.path_undecided().is_none()) {
+                // (A burst waiting for the word of a spoke that is not connected says
+                // that the spoke is not: a `cluster` typo shows at once.)
                 (
                     BurstStatusPhase::Pending,
                     waiting
@@ -887,6 +889,20 @@ mod tests {
         let mut waiting = view();
         waiting.assigned = false;
         waiting.burst.route = Some(Choice::Undecided("waiting for spoke gke".into()));
+        // Its spoke not connected (never, say: a typo in `cluster`): that is what it says.
+        let gone = BurstView {
+            connected: false,
+            ..waiting.clone()
+        };
+        let entry = statuses(&[gone], None, &seen(), &[], t).remove(0);
+        assert_eq!(entry.phase, BurstStatusPhase::Unreachable);
+        assert!(
+            entry
+                .message
+                .as_deref()
+                .is_some_and(|m| m.contains("no spoke named gke has connected")),
+            "{entry:?}"
+        );
         let entry = statuses(&[waiting], None, &seen(), &[], t).remove(0);
         assert_eq!(
             (
