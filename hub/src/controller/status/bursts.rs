@@ -239,7 +239,9 @@ pub fn statuses(
                     BurstStatusPhase::Deleting,
                     format!("waiting for spoke {} to delete the burst", b.spoke),
                 )
-            } else if !v.assigned && (v.connected || b.path_undecided().is_none()) {
+            } else if !v.assigned
+                && (v.connected || b.path_undecided().is_none() || waiting.is_some())
+            {
                 // (A burst waiting for the word of a spoke that is not connected says
                 // that the spoke is not: a `cluster` typo shows at once.)
                 (
