@@ -42,8 +42,8 @@ use support::{
 
 /// The hub's `--lost-cluster-grace-seconds` in this test.
 const GRACE: u64 = 40;
-/// The spokes' `--fence-after-seconds` here (below the grace).
-const FENCE: u64 = 20;
+/// The spokes' `--fence-after-seconds` here (below half the grace).
+const FENCE: u64 = 15;
 const HUB_NAMESPACE: &str = "flux-operator-system";
 const SPOKE_NAMESPACE: &str = "flux-spoke-system";
 const UP_NODES: &str = "flux resource list -s up -no '{nnodes}'";

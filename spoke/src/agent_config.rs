@@ -52,8 +52,8 @@ pub struct AgentConfig {
     pub lead_unreachable_after: Duration,
     /// A direct burst's Job is deleted by the spoke once nothing was heard from the hub
     /// and nothing of the burst's lead broker reached for this long (`flux-spoke run
-    /// --fence-after-seconds`): it must stay below the hub's `--lost-cluster-grace-seconds`,
-    /// after which the burst's ranks may run elsewhere. While connected, the spoke reports
+    /// --fence-after-seconds`): it must stay below half the hub's
+    /// `--lost-cluster-grace-seconds`, after which the burst's ranks may run elsewhere. While connected, the spoke reports
     /// at least every third of it. Default [`AgentConfig::DEFAULT_FENCE_AFTER`].
     pub fence_after: Duration,
     /// The spoke's labels, announced to the hub (`flux-spoke run --label`): bursts'

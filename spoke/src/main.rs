@@ -105,8 +105,9 @@ struct RunArgs {
     /// Delete a direct burst's Job once nothing was heard from the hub and its lead
     /// broker's endpoint was not reached for this long, in seconds, so that its brokers
     /// never come back beside the brokers the hub placed elsewhere with the same ranks. Keep
-    /// it well below the hub's `--lost-cluster-grace-seconds` (default 300): the hub may
-    /// place the burst elsewhere once its grace is over. `flux-hub join
+    /// it below half the hub's `--lost-cluster-grace-seconds` (default 300): the hub may
+    /// place the burst elsewhere once its spoke was gone that long and its lead saw none of
+    /// its brokers for half as long. `flux-hub join
     /// --fence-after-seconds` sets it.
     #[arg(long, env = "FLUX_SPOKE_FENCE_AFTER_SECONDS", default_value_t = AgentConfig::DEFAULT_FENCE_AFTER.as_secs(), value_name = "SECONDS",
           value_parser = clap::value_parser!(u64).range(10..=3600))]

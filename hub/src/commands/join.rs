@@ -69,7 +69,7 @@ pub struct JoinOptions {
     pub root_reach: Option<flux_shared::federation::proto::RootPath>,
     /// The spoke's `flux-spoke run --fence-after-seconds` (10 to 3600; default: the
     /// spoke's, 120): it deletes a direct burst's Job once neither the hub nor the burst's
-    /// lead broker answered this long. Keep it below the hub's --lost-cluster-grace-seconds.
+    /// lead broker answered this long. Keep it below half the hub's --lost-cluster-grace-seconds.
     #[arg(long, value_name = "SECONDS", value_parser = clap::value_parser!(u64).range(10..=3600))]
     pub fence_after_seconds: Option<u64>,
     /// Do not let the spoke read the cluster's nodes and pods to measure its room for the

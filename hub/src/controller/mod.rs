@@ -64,8 +64,9 @@ pub struct RunOptions {
     #[arg(long, default_value_t = 300, value_parser = clap::value_parser!(u64).range(1..=86_400))]
     pub placement_timeout_seconds: u64,
     /// A burst that names candidates is placed again, with the same ranks, when its spoke
-    /// has not been connected for this long and the lead broker sees none of its brokers
-    /// online (its cluster is lost); a spoke away while its brokers serve is not.
+    /// has not been connected for this long and the lead broker has seen none of its
+    /// brokers online for half as long (its cluster is lost); a spoke away while its
+    /// brokers serve is not.
     #[arg(long, default_value_t = 300, value_parser = clap::value_parser!(u64).range(10..=86_400))]
     pub lost_cluster_grace_seconds: u64,
     /// Relayed bytes each spoke may move a second, both ways and all its bursts together,

@@ -354,10 +354,11 @@ pub fn place(
 
 /// Whether the cluster the burst is placed on is lost: its spoke not connected for
 /// [`Timeouts::lost`], and the lead broker, read by this hub, seeing none of the burst's
-/// brokers online for as long (and still at a fresh read). Both silences count: a spoke
-/// whose brokers lose the lead only after its grace began has them fenced
-/// (`flux-spoke run --fence-after-seconds`, shorter than the grace) before the burst is
-/// placed elsewhere. `Ok(Some(wait))`: not yet, look again then.
+/// brokers online for half as long (and still at a fresh read). Both silences count: a
+/// spoke whose brokers lose the lead only after its grace began has them fenced
+/// (`flux-spoke run --fence-after-seconds`, below half the grace) before the burst is placed
+/// elsewhere; a whole cluster lost is placed again one grace after its spoke went, as long
+/// as the lead noticed within half of it. `Ok(Some(wait))`: not yet, look again then.
 fn lost(
     cur: &Current,
     now: SystemTime,
@@ -377,7 +378,10 @@ fn lost(
         // lead's next read changes what it sees (which wakes the decision).
         return Ok(Some(away_left.max(Duration::from_secs(2))));
     };
-    let wait = away_left.max(left(none.since));
+    let none_left = (none.since + timeouts.lost / 2)
+        .duration_since(now)
+        .unwrap_or_default();
+    let wait = away_left.max(none_left);
     if !wait.is_zero() {
         return Ok(Some(wait));
     }
@@ -388,8 +392,9 @@ fn lost(
         cluster: cur.spoke.clone(),
         reason: reason::LOST.to_string(),
         message: format!(
-            "not connected for more than {} s, and the lead broker has seen none of the burst's brokers online for as long",
-            timeouts.lost.as_secs()
+            "not connected for more than {} s, and the lead broker has seen none of the burst's brokers online for {} s",
+            timeouts.lost.as_secs(),
+            (timeouts.lost / 2).as_secs()
         ),
     })
 }

@@ -61,7 +61,7 @@ async fn a_running_burst_whose_cluster_is_lost_runs_again_on_the_next_candidate(
     run(&ctx, mc.clone()).await.expect("reconcile");
     assert!(registry.snapshot("b").assignments.is_empty());
 
-    // None of them since a grace ago, and still at the last read: lost. Placed on b at
+    // None of them since half a grace ago or more, and still at the last read: lost. Placed on b at
     // once (a cannot confirm anything), same ranks.
     let grace = flux_hub::federation::placement::Timeouts::default().lost;
     ctx.lead_views

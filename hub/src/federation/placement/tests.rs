@@ -634,10 +634,19 @@ fn a_burst_whose_cluster_is_lost_is_placed_again_and_only_then() {
         (Some("a"), None)
     );
     // Past the spoke's grace, but the lead has seen none only for a while: it stays until
-    // that is as long (a spoke fences its brokers before then).
+    // that is half the grace (a spoke fences its brokers before then).
     let p = decide(&running(Some((after(0), after(5)))), after(5));
     assert_eq!(p.spoke.as_deref(), Some("a"));
-    assert_eq!(p.recheck, Some(grace - D::from_secs(5)));
+    assert_eq!(p.recheck, Some(grace / 2 - D::from_secs(5)));
+    let p = decide(
+        &running(Some((after(0), after(0) + grace / 2))),
+        after(0) + grace / 2,
+    );
+    assert_eq!(
+        p.lost_from.as_deref(),
+        Some("a"),
+        "half the grace is enough"
+    );
     // Both long enough, but the last read is stale: it stays.
     let p = decide(&running(Some((at(away), after(0)))), after(60));
     assert_eq!(p.spoke.as_deref(), Some("a"));
