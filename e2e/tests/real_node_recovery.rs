@@ -291,7 +291,11 @@ async fn bursts_take_the_path_that_works_and_outlive_a_lost_cluster() {
 
         // 1. Placed where the brokers reach the root's nodes: direct, and it runs.
         env.apply_minicluster(&minicluster("reach", both.clone())).await?;
-        let b = burst_when(env, "reach", "running", 240, |b| b.phase == "Running" && b.brokers_joined == Some(2)).await?;
+        let b = match burst_when(env, "reach", "running", 240, |b| b.phase == "Running" && b.brokers_joined == Some(2)).await {
+            Ok(b) => b,
+            // The hub reads the lead's reporter by its cluster DNS name: say what DNS has.
+            Err(e) => return Err(e.context(support::dns_records(&env.client, &env.ns).await)),
+        };
         ensure!(
             b.cluster == "burst" && b.path.as_deref() == Some("Direct"),
             "the first candidate, direct: {b:?}"

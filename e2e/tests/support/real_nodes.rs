@@ -165,6 +165,25 @@ impl RealCluster {
     }
 }
 
+/// The cluster DNS records (`scripts/real-node-dns.sh`) of the real-node cluster of
+/// `client` that name namespace `ns`: for a test's diagnostics.
+pub async fn dns_records(client: &kube::Client, ns: &str) -> String {
+    let Ok(cluster) = RealCluster::of(client).await else {
+        return "(not a real-node cluster)".to_string();
+    };
+    let file = format!("/opt/testbed/real-nodes/{}/hosts", cluster.name);
+    match std::fs::read_to_string(&file) {
+        Ok(text) => {
+            let lines: Vec<&str> = text.lines().filter(|l| l.contains(ns)).collect();
+            format!(
+                "{file}: {} lines, for {ns}: {lines:?}",
+                text.lines().count()
+            )
+        }
+        Err(e) => format!("{file}: {e}"),
+    }
+}
+
 /// The testbed (`FLUX_E2E_TESTBED`, which `scripts/e2e.sh` sets).
 fn testbed() -> Result<PathBuf> {
     std::env::var_os("FLUX_E2E_TESTBED")
