@@ -1,4 +1,6 @@
-//! The placement rules, one test each (over 600 lines: every rule is a table of cases).
+//! The placement rules, one test each.
+//!
+//! Size: over 600 lines because every rule is a table of cases, kept beside the others.
 
 use super::*;
 use flux_shared::federation::proto;
