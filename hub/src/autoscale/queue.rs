@@ -74,6 +74,16 @@ pub fn address(plan: &Plan) -> String {
     )
 }
 
+/// Where the reporter listens on a lead pod at `ip` (`host:port`; an IPv6 address in
+/// brackets).
+pub fn address_at(ip: &str) -> String {
+    if ip.contains(':') {
+        format!("[{ip}]:{REPORTER_PORT}")
+    } else {
+        format!("{ip}:{REPORTER_PORT}")
+    }
+}
+
 /// `GET /v1/queue` at `address` with `token`, within `timeout`.
 pub async fn fetch(address: &str, token: &str, timeout: Duration) -> Result<Queue, QueueError> {
     let unreachable = |reason: String| QueueError::Unreachable {
@@ -142,6 +152,12 @@ pub fn parse(address: &str, answer: &[u8]) -> Result<Queue, QueueError> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_pod_address_takes_the_reporter_port() {
+        assert_eq!(super::address_at("10.1.2.3"), "10.1.2.3:8051");
+        assert_eq!(super::address_at("fd00::3"), "[fd00::3]:8051");
+    }
+
     use super::*;
 
     #[test]

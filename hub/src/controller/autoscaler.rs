@@ -119,9 +119,19 @@ pub async fn run(ctx: Arc<Context>, miniclusters: Store<MiniCluster>, allow_anno
                     state.annotation_ignored = true;
                     warn!(parent: &span, annotation = queue::REPORTER_ANNOTATION, "ignoring the annotation: the hub reads the queue at the lead broker's pod unless started with --allow-queue-reporter-annotation");
                 }
+                // The annotation, else the lead pod's address as cached, else its cluster
+                // DNS name (a pod not cached yet).
                 let reporter = |plan: &flux_shared::plan::Plan| match &annotated {
                     Some(address) => address.clone(),
-                    None => queue::address(plan),
+                    None => crate::controller::federate::lead_pod_ip(
+                        &ctx.stores,
+                        &plan.namespace,
+                        &plan.name,
+                    )
+                    .map_or_else(
+                        || queue::address(plan),
+                        |ip| queue::address_at(&ip),
+                    ),
                 };
                 poll(&ctx, &mc, &mut state, &reporter)
                     .instrument(span)

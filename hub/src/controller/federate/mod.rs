@@ -445,10 +445,24 @@ pub(in crate::controller) async fn set_finalizers(
 
 /// The node running the lead broker (completion index 0) pod of Job `job`.
 pub(in crate::controller) fn lead_pod_node(stores: &Stores, ns: &str, job: &str) -> Option<String> {
+    lead_pods(stores, ns, job).find_map(|p| p.spec.as_ref()?.node_name.clone())
+}
+
+/// The address of the lead broker pod of Job `job` in `ns`, from the cache.
+pub(in crate::controller) fn lead_pod_ip(stores: &Stores, ns: &str, job: &str) -> Option<String> {
+    lead_pods(stores, ns, job).find_map(|p| p.status.as_ref()?.pod_ip.clone())
+}
+
+/// The (not deleted) index-0 pods of Job `job` in `ns`.
+fn lead_pods(
+    stores: &Stores,
+    ns: &str,
+    job: &str,
+) -> impl Iterator<Item = std::sync::Arc<k8s_openapi::api::core::v1::Pod>> {
     stores
         .broker_pods
         .of_job(ns, job)
-        .iter()
+        .into_iter()
         .filter(|p| p.metadata.deletion_timestamp.is_none())
         .filter(|p| {
             p.labels()
@@ -457,7 +471,6 @@ pub(in crate::controller) fn lead_pod_node(stores: &Stores, ns: &str, job: &str)
                 == Some("0")
                 || p.annotations().get(COMPLETION_INDEX).map(String::as_str) == Some("0")
         })
-        .find_map(|p| p.spec.as_ref()?.node_name.clone())
 }
 
 /// The lead broker's Service `name` of `mc` from the cache, only when `mc` controls it

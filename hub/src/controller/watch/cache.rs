@@ -99,6 +99,8 @@ impl Selection for BrokerPod {
             ]),
         ),
         ("spec", Fields::Only(&[("nodeName", Fields::All)])),
+        // The lead's address: the hub reads its reporter there (no cluster DNS needed).
+        ("status", Fields::Only(&[("podIP", Fields::All)])),
     ]);
 }
 
