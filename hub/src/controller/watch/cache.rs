@@ -195,14 +195,19 @@ impl Compact for Pod {
             .iter()
             .any(|o| o.kind == "Job" && o.api_version == "batch/v1");
         // The services pod is the hub's own object and is compared whole; broker pods
-        // belong to their Job and only their labels, annotations and node are read.
+        // belong to their Job and only their labels, annotations, node and address are
+        // read (the address: where the lead's reporter is read).
         if broker {
             let node_name = self.spec.as_ref().and_then(|s| s.node_name.clone());
             self.spec = Some(PodSpec {
                 node_name,
                 ..PodSpec::default()
             });
-            self.status = None;
+            let pod_ip = self.status.take().and_then(|s| s.pod_ip);
+            self.status = pod_ip.map(|ip| k8s_openapi::api::core::v1::PodStatus {
+                pod_ip: Some(ip),
+                ..Default::default()
+            });
             let meta = &mut self.metadata;
             meta.owner_references = None;
             meta.finalizers = None;
@@ -398,7 +403,7 @@ mod tests {
     }
 
     #[test]
-    fn broker_pods_keep_labels_annotations_and_node_only() {
+    fn broker_pods_keep_labels_annotations_node_and_address_only() {
         let mut pod: Pod = serde_json::from_value(json!({
             "metadata": {"name": "mc-0-x", "namespace": "ns", "generateName": "mc-0-",
                          "finalizers": ["batch.kubernetes.io/job-tracking"],
@@ -407,7 +412,7 @@ mod tests {
                                     "controller-uid": "u"},
                          "annotations": {"batch.kubernetes.io/job-completion-index": "0"}},
             "spec": {"nodeName": "node-a", "containers": [{"name": "c", "image": "a:1"}]},
-            "status": {"phase": "Running"}
+            "status": {"phase": "Running", "podIP": "10.0.0.7", "hostIP": "192.0.2.1"}
         }))
         .expect("pod");
         pod.metadata.managed_fields = Some(vec![ManagedFieldsEntry::default()]);
@@ -425,7 +430,14 @@ mod tests {
             Some("node-a")
         );
         assert!(pod.spec.as_ref().expect("spec").containers.is_empty());
-        assert!(pod.status.is_none());
+        assert_eq!(
+            pod.status,
+            Some(k8s_openapi::api::core::v1::PodStatus {
+                pod_ip: Some("10.0.0.7".into()),
+                ..Default::default()
+            }),
+            "of the status, the address only"
+        );
         assert_eq!(pod.labels()["flux-framework.org/job"], "mc");
         assert_eq!(
             pod.labels()["batch.kubernetes.io/job-completion-index"],
