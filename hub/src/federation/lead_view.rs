@@ -111,11 +111,12 @@ impl LeadViews {
     }
 
     /// Records that `key`'s lead could not be read at `at`, and why. Returns whether that
-    /// is news (the first failure after a read that worked, or the first read at all).
+    /// is news (the first failure after a read that worked, or another reason than the
+    /// last failure's).
     pub fn failed(&self, key: &McKey, why: String, at: SystemTime) -> bool {
         let mut views = self.views.lock().unwrap_or_else(PoisonError::into_inner);
         let view = views.entry(key.clone()).or_default();
-        let news = view.error.is_none();
+        let news = view.error.as_ref().is_none_or(|(_, before)| *before != why);
         view.error = Some((at, why));
         news
     }
@@ -238,6 +239,11 @@ mod tests {
         // A failed read keeps the last view and says why, once.
         assert!(views.failed(&key, "refused".into(), at));
         assert!(!views.failed(&key, "refused".into(), at));
+        assert!(
+            views.failed(&key, "timed out".into(), at),
+            "another reason is news"
+        );
+        assert!(views.failed(&key, "refused".into(), at));
         assert_eq!(views.error(&key).as_deref(), Some("refused"));
         assert_eq!(views.joined(&key, "gke").unwrap().online, 2);
         assert!(
