@@ -40,8 +40,16 @@ async fn pass(
         .map_or_else(|| status.clone(), |c| c.body["status"].clone())
 }
 
-#[tokio::test]
-async fn a_burst_waits_for_its_spokes_word_then_takes_the_path_it_declared() {
+/// BURSTING reconciled once, its lead broker's endpoint known, spoke gke connected (and
+/// not reported yet): the context, the API server, the MiniCluster, its status and the
+/// spoke's subscription.
+async fn started() -> (
+    std::sync::Arc<flux_hub::controller::context::Context>,
+    ApiServer,
+    flux_shared::api::MiniCluster,
+    Value,
+    flux_hub::federation::served::Subscription,
+) {
     let (client, server) = ApiServer::start(std::sync::Arc::new(with_node));
     let (ctx, mut writers) = context(client);
     let mc = minicluster(BURSTING);
@@ -50,11 +58,17 @@ async fn a_burst_waits_for_its_spokes_word_then_takes_the_path_it_declared() {
     let status = observe(&calls, &mut writers).expect("status");
     lead_known(&calls, &mut writers);
     ctx.registry.set_primed();
-    let _spoke = ctx
+    let spoke = ctx
         .registry
         .clone()
         .subscribe("gke", "test", Default::default(), Default::default())
         .expect("primed");
+    (ctx, server, mc, status, spoke)
+}
+
+#[tokio::test]
+async fn a_burst_waits_for_its_spokes_word_then_takes_the_path_it_declared() {
+    let (ctx, server, mc, status, _spoke) = started().await;
     let status = pass(&ctx, &server, &mc, &status).await;
     assert_eq!(
         assigned_relay(&ctx),
@@ -107,19 +121,7 @@ async fn a_burst_waits_for_its_spokes_word_then_takes_the_path_it_declared() {
 
 #[tokio::test]
 async fn a_direct_burst_its_spoke_cannot_reach_the_lead_from_goes_to_the_relay_when_none_joined() {
-    let (client, server) = ApiServer::start(std::sync::Arc::new(with_node));
-    let (ctx, mut writers) = context(client);
-    let mc = minicluster(BURSTING);
-    run(&ctx, mc.clone()).await.expect("reconcile");
-    let calls = server.calls();
-    let status = observe(&calls, &mut writers).expect("status");
-    lead_known(&calls, &mut writers);
-    ctx.registry.set_primed();
-    let _spoke = ctx
-        .registry
-        .clone()
-        .subscribe("gke", "test", Default::default(), Default::default())
-        .expect("primed");
+    let (ctx, server, mc, status, _spoke) = started().await;
     // A spoke that measured nothing: direct first.
     spoke_reports_reach(&ctx, "gke", Some(RootReach::default()));
     let status = pass(&ctx, &server, &mc, &status).await;
