@@ -195,7 +195,7 @@ impl Renderer<'_> {
         if self.drain_timeout() > 0 {
             items.push(key_to_path(layout::DRAIN_SCRIPT_KEY, Some(0o755)));
         }
-        if self.target.is_root() && self.plan.spec.autoscale().is_some() {
+        if crate::scripts::serves_reporter(self.plan, self.target) {
             items.push(key_to_path(layout::REPORTER_SCRIPT_KEY, Some(0o755)));
         }
         for (i, c) in self.plan.spec.containers.iter().enumerate() {

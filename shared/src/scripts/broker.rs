@@ -104,7 +104,7 @@ pub fn broker_script(plan: &Plan, target: &Target) -> String {
             "if [ \"$host\" = {} ]; then",
             word(&target.lead_host)
         ));
-        ctx.lead(&mut sh, hooks, &program);
+        ctx.lead(&mut sh, hooks, &program, target);
         sh.mid("else");
         ctx.worker(&mut sh, hooks, target);
         sh.close("fi");
@@ -174,7 +174,7 @@ pub fn broker_attributes(plan: &Plan, _target: &Target) -> Vec<String> {
 impl Ctx<'_> {
     /// Rank 0: batch file, `commands.brokerPre`, archive restore, `flux start` with the
     /// initial program.
-    pub(super) fn lead(&self, sh: &mut Sh, hooks: &Commands, program: &Program) {
+    pub(super) fn lead(&self, sh: &mut Sh, hooks: &Commands, program: &Program, target: &Target) {
         self.say(sh, "this is the lead broker (rank 0)");
         let logging = self.spec.logging();
         let flags = self.flags(logging.debug());
@@ -229,7 +229,7 @@ impl Ctx<'_> {
             sh.close("fi");
         }
 
-        if self.spec.is_bursting_root() {
+        if super::serves_reporter(self.plan, target) {
             sh.linef(format_args!(
                 "# Bursting: the instance's view (hosts online, the queue) the hub reads (port {}).",
                 crate::api::defaults::REPORTER_PORT

@@ -67,7 +67,7 @@ mod tests;
 pub use broker::{broker_attributes, broker_script};
 pub use drain::drain_script;
 pub use init_container::init_script;
-pub use reporter::{REPORTER_TOKEN_CONTEXT, reporter_script};
+pub use reporter::{REPORTER_TOKEN_CONTEXT, reporter_script, serves_reporter};
 pub use sidecar::sidecar_script;
 
 /// Where the flux view image keeps its spack view (one hash-named directory).

@@ -16,6 +16,13 @@ pub const REPORTER_TOKEN_CONTEXT: &[u8] = b"flux-operator reporter\0";
 /// The queue reporter's source, with `__NAME__`-style placeholders.
 const REPORTER_PY: &str = include_str!("reporter.py");
 
+/// Whether `target`'s lead broker runs the queue reporter: the root of an instance that
+/// declares bursts. The ConfigMap's key, the pod's volume item and the entrypoint's line
+/// all ask this one question, so none can be left out without the others.
+pub fn serves_reporter(plan: &Plan, target: &Target) -> bool {
+    target.is_root() && plan.spec.is_bursting_root()
+}
+
 /// The queue reporter (ConfigMap key [`layout::REPORTER_SCRIPT_KEY`]) of a root instance
 /// that declares bursts ([`crate::api::MiniClusterSpec::is_bursting_root`]); `None`
 /// otherwise. The hub reads it to size bursts on demand (`autoscale`), to tell when a
@@ -27,7 +34,7 @@ const REPORTER_PY: &str = include_str!("reporter.py");
 /// whether its broker is online, drained and allocated, and every pending job with the
 /// nodes it asks for and when it was submitted. It changes nothing in the instance.
 pub fn reporter_script(plan: &Plan, target: &Target) -> Option<String> {
-    if !target.is_root() || !plan.spec.is_bursting_root() {
+    if !serves_reporter(plan, target) {
         return None;
     }
     let context = String::from_utf8_lossy(REPORTER_TOKEN_CONTEXT).replace('\0', "\\0");
