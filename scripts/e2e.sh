@@ -172,6 +172,9 @@ export FLUX_HUB_CONFIG=$state/e2e-flux-hub-config.yaml
 # down and up again, keeping its data, for the API-outage test.
 export FLUX_E2E_BURST_STOP="'$testbed/k8s/stop.sh' $burst_name"
 export FLUX_E2E_BURST_START="NODE_EXTERNAL_IP_PREFIX=10.250.$burst_offset '$testbed/k8s/start.sh' $burst_name $burst_offset 2"
+# Each test's duration (tests/support/test_env.rs), the slowest listed at the end.
+export FLUX_E2E_TIMES=$PWD/target/e2e-times.txt
+rm -f "$FLUX_E2E_TIMES"
 status=0
 suite --test hub --test bursting --test flux --test images -- --include-ignored "$@" || status=$?
 
@@ -213,5 +216,8 @@ suite --test real_node_bursting -- --include-ignored "$@" || status=$?
 # After it: its own hub install and both spokes joined again with its certificates.
 suite --test real_node_placement -- --include-ignored "$@" || status=$?
 # Last: it stops the first burst cluster (control plane and node) and starts it again.
-suite --test real_node_recovery -- --include-ignored "$@" || status=$?
+# --nocapture: its BENCH line (the time from a cluster lost to its ranks up elsewhere).
+suite --test real_node_recovery -- --include-ignored --nocapture "$@" || status=$?
+echo "e2e: the slowest tests (seconds):"
+sort -rn "$FLUX_E2E_TIMES" 2>/dev/null | head -n 12 || true
 exit "$status"

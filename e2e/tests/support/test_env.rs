@@ -23,9 +23,29 @@ use super::*;
 /// Runs one test: a fresh namespace (and a hub when `hub`), the body, diagnostics when it
 /// fails, then cleanup. Fails without a reachable `KUBECONFIG` cluster.
 pub async fn run(test: &'static str, hub: bool, body: impl AsyncFnOnce(&TestEnv) -> Result<()>) {
+    let started = Instant::now();
     let env = TestEnv::start(test, hub).await;
     let result = AssertUnwindSafe(body(&env)).catch_unwind().await;
     env.finish(result).await;
+    record_time(test, started.elapsed());
+}
+
+/// Appends `<seconds> <test>` to the file `FLUX_E2E_TIMES` names, when set: libtest prints
+/// no test's duration, and `scripts/e2e.sh` lists the slowest to keep CI within its time.
+fn record_time(test: &str, took: Duration) {
+    use std::io::Write as _;
+    let Some(path) = std::env::var_os("FLUX_E2E_TIMES") else {
+        return;
+    };
+    let line = format!("{:.0} {test}\n", took.as_secs_f64());
+    // A diagnostic only: a file that cannot be written does not fail the test.
+    if let Ok(mut file) = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+    {
+        let _ = file.write_all(line.as_bytes());
+    }
 }
 
 /// One test's namespace and hub process. Cleaned up by [`TestEnv::finish`]; if that
