@@ -176,6 +176,10 @@ fn snapshot(version: u64) -> MiniClusterSnapshot {
                         last_report_unix_millis: now_millis() - 90 * 60_000,
                         reason: String::new(),
                         admitted_size: Some(6),
+                        path: "Relay".into(),
+                        path_reason: "SpokeMeasured".into(),
+                        brokers_joined: Some(0),
+                        hub_phase: "Joining".into(),
                     },
                     BurstStatus {
                         key: "hpc/bursty/burst-kind".into(),
@@ -568,11 +572,11 @@ async fn table_output_is_aligned() {
     let out = status(&a).await;
     assert_success(&out);
     let expected = "\
-NAMESPACE  MINICLUSTER  BURST       SPOKE  CONNECTED  PHASE       READY  SIZE  MAX  LEAD             VERSION  LAST SEEN  AGE  MESSAGE
-default    hello        -           -      -          Running     4      4     -    -                -        -          3d
-hpc        bursty       -           -      -          Running     1      2     -    192.0.2.7:30093  -        -          2h
-hpc        bursty       burst-gke   gke    yes        Pending     3      4     6    192.0.2.7:30093  3/4      1h         2h   3 of 4 brokers ready
-hpc        bursty       burst-kind  kind   no         Unreported  0      2     2    192.0.2.7:30093  0/0      never      2h
+NAMESPACE  MINICLUSTER  BURST       SPOKE  CONNECTED  PHASE       READY  JOINED  SIZE  MAX  PATH   LEAD             VERSION  LAST SEEN  AGE  MESSAGE
+default    hello        -           -      -          Running     4      -       4     -    -      -                -        -          3d
+hpc        bursty       -           -      -          Running     1      -       2     -    -      192.0.2.7:30093  -        -          2h
+hpc        bursty       burst-gke   gke    yes        Joining     3      0       4     6    Relay  192.0.2.7:30093  3/4      1h         2h   3 of 4 brokers ready
+hpc        bursty       burst-kind  kind   no         Unreported  0      -       2     2    -      192.0.2.7:30093  0/0      never      2h
 
 NAME  CONNECTED  LAST SEEN  VERSION  ASSIGNMENTS  SPOKE VERSION  CERT EXPIRES  CLUSTER
 gke   yes        1h         3/4      1            0.1.0          -             ok

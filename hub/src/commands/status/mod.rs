@@ -18,15 +18,20 @@
 //! brokers), followed by one row per burst:
 //!
 //! ```text
-//! NAMESPACE  MINICLUSTER  BURST      SPOKE  CONNECTED  PHASE    READY  SIZE  MAX  LEAD             VERSION  LAST SEEN  AGE  MESSAGE
-//! hpc        bursty       -          -      -          Running  2      2     -    192.0.2.1:30093  -        -          3h
-//! hpc        bursty       burst-gke  gke    yes        Running  4      4     8    192.0.2.1:30093  3/3      12s        3h
+//! NAMESPACE  MINICLUSTER  BURST      SPOKE  CONNECTED  PHASE    READY  JOINED  SIZE  MAX  PATH    LEAD             VERSION  LAST SEEN  AGE  MESSAGE
+//! hpc        bursty       -          -      -          Running  2      -       2     -    -       192.0.2.1:30093  -        -          3h
+//! hpc        bursty       burst-gke  gke    yes        Running  4      4       4     8    Direct  192.0.2.1:30093  3/3      12s        3h
 //! ```
 //!
-//! READY counts the brokers ready, SIZE those the instance or burst should run, MAX the
-//! most a burst can grow to (its `maxSize`), LEAD where burst brokers reach the lead broker (`-` until
-//! known), VERSION the spoke's observed / the hub's assigned snapshot version, LAST SEEN
-//! the time since the spoke last reported on the burst (`never` before its first report),
+//! PHASE is a burst's phase in the MiniCluster's status (`Joining` until the lead broker
+//! sees one of its brokers online; the spoke's report before the hub wrote one), READY
+//! counts the brokers ready, JOINED a burst's brokers the lead broker sees online (`-`
+//! before the hub read the lead's view), SIZE those the instance or burst should run, MAX
+//! the most a burst can grow to (its `maxSize`), PATH how its brokers reach the lead
+//! (`Direct`, `Relay`; `-` before the hub chose), LEAD where burst brokers reach the lead
+//! broker (`-` until known), VERSION the spoke's observed / the hub's assigned snapshot
+//! version, LAST SEEN the time since the spoke last reported on the burst (`never` before
+//! its first report),
 //! AGE the time since the MiniCluster was created.
 //! A second table lists the spokes: NAME, CONNECTED, LAST SEEN, VERSION
 //! (acknowledged/current), ASSIGNMENTS, SPOKE VERSION, CLUSTER (`ok`, or since when and why

@@ -128,8 +128,10 @@ pub fn table(
                 "CONNECTED",
                 "PHASE",
                 "READY",
+                "JOINED",
                 "SIZE",
                 "MAX",
+                "PATH",
                 "LEAD",
                 "VERSION",
                 "LAST SEEN",
@@ -155,7 +157,9 @@ pub fn table(
                 "-".into(),
                 cell(&mc.phase),
                 mc.brokers_ready.to_string(),
+                "-".into(),
                 mc.size.to_string(),
+                "-".into(),
                 "-".into(),
                 lead.clone(),
                 "-".into(),
@@ -170,10 +174,22 @@ pub fn table(
                     cell(&b.burst_name),
                     cell(&b.spoke),
                     yes_no(b.spoke_connected),
-                    burst_phase_name(b.phase),
+                    // The hub's phase says whether the brokers joined (Joining, Running);
+                    // the spoke's only whether its pods are ready.
+                    if b.hub_phase.is_empty() {
+                        burst_phase_name(b.phase)
+                    } else {
+                        cell(&b.hub_phase)
+                    },
                     b.brokers_ready.to_string(),
+                    b.brokers_joined.map_or("-".into(), |n| n.to_string()),
                     b.size.to_string(),
                     b.max_size.to_string(),
+                    if b.path.is_empty() {
+                        "-".into()
+                    } else {
+                        cell(&b.path)
+                    },
                     lead.clone(),
                     format!("{}/{}", b.observed_version, b.assigned_version),
                     age(b.last_report_unix_millis, now_millis),
@@ -332,11 +348,11 @@ mod tests {
     fn table_has_a_root_row_per_minicluster_and_a_row_per_burst() {
         let (snapshot, spokes) = sample();
         let expected = "\
-NAMESPACE  MINICLUSTER  BURST       SPOKE       CONNECTED  PHASE       READY  SIZE  MAX  LEAD             VERSION  LAST SEEN  AGE  MESSAGE
-hpc        bursty       -           -           -          Running     2      2     -    192.0.2.1:30093  -        -          3h
-hpc        bursty       burst-gke   gke         yes        Running     4      4     8    192.0.2.1:30093  3/3      12s        3h
-hpc        bursty       burst-kind  kind-spoke  no         Unreported  0      2     2    192.0.2.1:30093  0/1      never      3h   spoke never connected
-default    hello-world  -           -           -          Pending     1      4     -    -                -        -          -
+NAMESPACE  MINICLUSTER  BURST       SPOKE       CONNECTED  PHASE       READY  JOINED  SIZE  MAX  PATH    LEAD             VERSION  LAST SEEN  AGE  MESSAGE
+hpc        bursty       -           -           -          Running     2      -       2     -    -       192.0.2.1:30093  -        -          3h
+hpc        bursty       burst-gke   gke         yes        Running     4      4       4     8    Direct  192.0.2.1:30093  3/3      12s        3h
+hpc        bursty       burst-kind  kind-spoke  no         Unreported  0      -       2     2    -       192.0.2.1:30093  0/1      never      3h   spoke never connected
+default    hello-world  -           -           -          Pending     1      -       4     -    -       -                -        -          -
 
 NAME        CONNECTED  LAST SEEN  VERSION  ASSIGNMENTS  SPOKE VERSION  CERT EXPIRES    CLUSTER
 gke         yes        3s         3/3      1            0.1.0          in 364d         ok
@@ -398,6 +414,59 @@ onprem      yes        1s         2/2      0            0.1.0          EXPIRED 1
         let (snapshot, spokes) = sample();
         let value: serde_json::Value =
             serde_json::from_str(&json(&snapshot, &spokes, false)).unwrap();
+        // Apart from the rest: one json! this deep passes the macro recursion limit.
+        let bursts = serde_json::json!([
+            {
+                "key": "hpc/bursty/burst-gke",
+                "name": "burst-gke",
+                "spoke": "gke",
+                "spokeConnected": true,
+                "phase": "Running",
+                "size": 4,
+                "maxSize": 8,
+                "brokersReady": 4,
+                "assignedVersion": 3,
+                "observedVersion": 3,
+                "lastReportUnixMillis": NOW - 12_000,
+                "message": "",
+                "reason": "",
+                "admittedSize": 8,
+                "skipped": [],
+                "hubPhase": "Running",
+                "path": "Direct",
+                "pathReason": "SpokeDeclared",
+                "brokersJoined": 4,
+                "conditions": [{
+                    "type": "Complete",
+                    "status": "False",
+                    "reason": "",
+                    "message": "",
+                    "lastTransitionUnixMillis": null
+                }]
+            },
+            {
+                "key": "hpc/bursty/burst-kind",
+                "name": "burst-kind",
+                "spoke": "kind-spoke",
+                "spokeConnected": false,
+                "phase": "Unreported",
+                "size": 2,
+                "maxSize": 2,
+                "brokersReady": 0,
+                "assignedVersion": 1,
+                "observedVersion": 0,
+                "lastReportUnixMillis": null,
+                "message": "spoke never\nconnected",
+                "reason": "",
+                "admittedSize": null,
+                "skipped": [],
+                "hubPhase": null,
+                "path": null,
+                "pathReason": null,
+                "brokersJoined": null,
+                "conditions": []
+            }
+        ]);
         let expected = serde_json::json!({
             "schemaVersion": 1,
             "hubEpoch": "e1",
@@ -413,50 +482,7 @@ onprem      yes        1s         2/2      0            0.1.0          EXPIRED 1
                     "brokersReady": 2,
                     "leadEndpoint": {"address": "192.0.2.1", "port": 30093},
                     "createdUnixMillis": NOW - 3 * 3_600_000,
-                    "bursts": [
-                        {
-                            "key": "hpc/bursty/burst-gke",
-                            "name": "burst-gke",
-                            "spoke": "gke",
-                            "spokeConnected": true,
-                            "phase": "Running",
-                            "size": 4,
-                            "maxSize": 8,
-                            "brokersReady": 4,
-                            "assignedVersion": 3,
-                            "observedVersion": 3,
-                            "lastReportUnixMillis": NOW - 12_000,
-                            "message": "",
-                            "reason": "",
-                            "admittedSize": 8,
-                            "skipped": [],
-                            "conditions": [{
-                                "type": "Complete",
-                                "status": "False",
-                                "reason": "",
-                                "message": "",
-                                "lastTransitionUnixMillis": null
-                            }]
-                        },
-                        {
-                            "key": "hpc/bursty/burst-kind",
-                            "name": "burst-kind",
-                            "spoke": "kind-spoke",
-                            "spokeConnected": false,
-                            "phase": "Unreported",
-                            "size": 2,
-                            "maxSize": 2,
-                            "brokersReady": 0,
-                            "assignedVersion": 1,
-                            "observedVersion": 0,
-                            "lastReportUnixMillis": null,
-                            "message": "spoke never\nconnected",
-                            "reason": "",
-                            "admittedSize": null,
-                            "skipped": [],
-                            "conditions": []
-                        }
-                    ]
+                    "bursts": bursts,
                 },
                 {
                     "namespace": "default",

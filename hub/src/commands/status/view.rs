@@ -102,6 +102,17 @@ pub struct BurstRow {
     pub conditions: Vec<ConditionView>,
     /// For a burst that names candidates: those it was not placed on, and why.
     pub skipped: Vec<SkippedView>,
+    /// Its phase in the MiniCluster's status (Pending, Dispatched, Joining, Running, ...),
+    /// where `phase` is the spoke's report; `null` before the hub wrote one.
+    pub hub_phase: Option<String>,
+    /// The path its brokers take to the lead broker (Direct, Relay); `null` while the hub
+    /// has not chosen it.
+    pub path: Option<String>,
+    /// Why that path (`Spec`, `SpokeDeclared`, `SpokeMeasured`, `LeadUnreachable`, ...).
+    pub path_reason: Option<String>,
+    /// Its brokers the lead broker sees online; `null` while the hub has not read the
+    /// lead's view.
+    pub brokers_joined: Option<i32>,
 }
 
 /// A candidate spoke a burst was not placed on.
@@ -257,6 +268,10 @@ fn minicluster_view(mc: &proto::MiniClusterStatus) -> MiniClusterView {
                         message: s.message.clone(),
                     })
                     .collect(),
+                hub_phase: non_empty(&b.hub_phase),
+                path: non_empty(&b.path),
+                path_reason: non_empty(&b.path_reason),
+                brokers_joined: b.brokers_joined,
                 key: b.key.clone(),
                 name: b.burst_name.clone(),
                 spoke: b.spoke.clone(),
@@ -285,6 +300,11 @@ fn minicluster_view(mc: &proto::MiniClusterStatus) -> MiniClusterView {
             })
             .collect(),
     }
+}
+
+/// `None` for the empty string proto3 sends for "unset".
+fn non_empty(s: &str) -> Option<String> {
+    (!s.is_empty()).then(|| s.to_string())
 }
 
 #[cfg(test)]

@@ -510,6 +510,19 @@ pub(in crate::controller) fn mc_info(
             port: l.port,
         }),
         relay_to,
+        shown: status
+            .bursts
+            .iter()
+            .map(|b| {
+                let shown = crate::federation::registry::BurstShown {
+                    phase: b.phase.clone(),
+                    path: b.path.clone(),
+                    path_reason: b.path_reason.clone(),
+                    brokers_joined: b.brokers_joined,
+                };
+                (b.name.clone(), shown)
+            })
+            .collect(),
     }
 }
 

@@ -72,6 +72,21 @@ pub struct McInfo {
     /// Where relayed burst connections reach the lead broker inside the root cluster (its
     /// Service's cluster address), once known.
     pub relay_to: Option<Endpoint>,
+    /// Each burst as the MiniCluster's status shows it, by burst name.
+    pub shown: BTreeMap<String, BurstShown>,
+}
+
+/// What the hub wrote of one burst in its MiniCluster's status (for admin clients).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct BurstShown {
+    /// `status.bursts[].phase`.
+    pub phase: String,
+    /// `status.bursts[].path`.
+    pub path: Option<String>,
+    /// `status.bursts[].pathReason`.
+    pub path_reason: Option<String>,
+    /// `status.bursts[].brokersJoined`.
+    pub brokers_joined: Option<i32>,
 }
 
 /// One burst of a MiniCluster as declared in its spec.
@@ -1181,6 +1196,39 @@ mod tests {
         assert!(!r.has_unconfirmed_withdrawals(&mc()));
         r.forget(&mc());
         assert!(r.admin_snapshot("").miniclusters.is_empty());
+    }
+
+    #[test]
+    fn admin_clients_see_each_burst_as_the_status_shows_it() {
+        let r = Registry::new();
+        let shown = BurstShown {
+            phase: "Joining".into(),
+            path: Some("Relay".into()),
+            path_reason: Some("LeadUnreachable".into()),
+            brokers_joined: Some(0),
+        };
+        let info = McInfo {
+            shown: BTreeMap::from([("x".to_string(), shown)]),
+            ..McInfo::default()
+        };
+        r.set(
+            &mc(),
+            info,
+            vec![burst("ns/m/x", "a"), burst("ns/m/y", "b")],
+            vec![sa("a", "ns/m/x", "{}"), sa("b", "ns/m/y", "{}")],
+        );
+        let snapshot = r.admin_snapshot("");
+        let bursts = &snapshot.miniclusters[0].bursts;
+        let x = bursts.iter().find(|b| b.burst_name == "x").expect("x");
+        assert_eq!(
+            (x.hub_phase.as_str(), x.path.as_str(), x.path_reason.as_str()),
+            ("Joining", "Relay", "LeadUnreachable")
+        );
+        assert_eq!(x.brokers_joined, Some(0));
+        // Not in the status yet: nothing made up.
+        let y = bursts.iter().find(|b| b.burst_name == "y").expect("y");
+        assert_eq!((y.hub_phase.as_str(), y.path.as_str()), ("", ""));
+        assert_eq!(y.brokers_joined, None);
     }
 
     #[test]

@@ -254,6 +254,7 @@ impl Served for Registry {
                         let state = inner.spokes.get(&b.spoke);
                         let slot = state.and_then(|s| s.assignments.get(&b.key));
                         let report = state.and_then(|s| s.reports.get(&b.key));
+                        let shown = entry.info.shown.get(&b.name).cloned().unwrap_or_default();
                         proto::BurstStatus {
                             key: b.key.to_string(),
                             burst_name: b.name.clone(),
@@ -281,6 +282,10 @@ impl Served for Registry {
                                     message: s.message.clone(),
                                 })
                                 .collect(),
+                            path: shown.path.unwrap_or_default(),
+                            path_reason: shown.path_reason.unwrap_or_default(),
+                            brokers_joined: shown.brokers_joined,
+                            hub_phase: shown.phase,
                         }
                     })
                     .collect(),
