@@ -1221,7 +1221,11 @@ mod tests {
         let bursts = &snapshot.miniclusters[0].bursts;
         let x = bursts.iter().find(|b| b.burst_name == "x").expect("x");
         assert_eq!(
-            (x.hub_phase.as_str(), x.path.as_str(), x.path_reason.as_str()),
+            (
+                x.hub_phase.as_str(),
+                x.path.as_str(),
+                x.path_reason.as_str()
+            ),
             ("Joining", "Relay", "LeadUnreachable")
         );
         assert_eq!(x.brokers_joined, Some(0));
