@@ -8,12 +8,13 @@
 #                       tests (real Flux) also run when the testbed is present and we are root.
 #   else, ../shared/testbed present (or FLUX_E2E_TESTBED)
 #                       installs it, starts a root and two burst clusters at once (2 hollow
-#                       nodes each, node ExternalIPs outside 127/8), runs the whole e2e suite
-#                       (and builds the controller image offline and runs it in containerd),
-#                       then (the hollow-node clusters stopped) three control planes with
-#                       real nodes (scripts/real-node.sh: kubelet, containerd, kube-proxy,
-#                       the images built offline; two in the root) for the real-node suites
-#                       (tests/real_node*.rs), and always stops what it started.
+#                       nodes each, node ExternalIPs outside 127/8) and runs the hollow-node
+#                       suites there (building the controller image offline and running it
+#                       in containerd); side by side, three control planes with real nodes
+#                       (scripts/real-node.sh: kubelet, containerd, kube-proxy, the images
+#                       built offline; two in the root) and the real-node suites
+#                       (tests/real_node*.rs); then, alone, tests/real_node_recovery.rs (its
+#                       benchmark); and always stops what it started.
 #   else                says how to run it on kind and exits 0, having run nothing.
 #
 # Extra arguments go to the test binaries (e.g. a test name filter).
@@ -105,6 +106,7 @@ fresh() { # drop a cluster's state, so every run starts from an empty etcd
   rm -rf "$state/data/$1" "$state/data/etcd-$1" "$(kubeconfig "$1")"
 }
 starting=() # pids of start.sh runs still going
+running=()  # pids of the suite families still going
 # shellcheck disable=SC2329 # invoked by the trap below
 cleanup() {
   status=$?
@@ -112,6 +114,8 @@ cleanup() {
   # stop.sh below sees every process they launched.
   for pid in "${starting[@]}"; do kill "$pid" 2>/dev/null || true; done
   for pid in "${starting[@]}"; do wait "$pid" 2>/dev/null || true; done
+  # Interrupted while the suite families ran: their test binaries first.
+  for pid in "${running[@]}"; do pkill -TERM -P "$pid" 2>/dev/null || true; kill "$pid" 2>/dev/null || true; done
   # Data-plane runs of a test binary killed half-way.
   if [ -x "$testbed/flux/run-rendered.sh" ]; then
     for run in $("$testbed/flux/run-rendered.sh" --list 2>/dev/null | awk '{print $1}'); do
@@ -162,61 +166,94 @@ if [ "$failed" != 0 ]; then
 fi
 echo "e2e: clusters $root_name, $burst_name, $burst2_name ready in $((SECONDS - started)) s"
 
-KUBECONFIG=$(kubeconfig "$root_name")
-SPOKE_KUBECONFIG=$(kubeconfig "$burst_name")
-SPOKE2_KUBECONFIG=$(kubeconfig "$burst2_name")
-export KUBECONFIG SPOKE_KUBECONFIG SPOKE2_KUBECONFIG FLUX_E2E_TESTBED=$testbed
-# The admin contexts `flux-hub init` writes go here, not to the user's configuration.
-export FLUX_HUB_CONFIG=$state/e2e-flux-hub-config.yaml
-# The burst cluster's whole control plane (etcd, API server, controllers, hollow nodes)
-# down and up again, keeping its data, for the API-outage test.
-export FLUX_E2E_BURST_STOP="'$testbed/k8s/stop.sh' $burst_name"
-export FLUX_E2E_BURST_START="NODE_EXTERNAL_IP_PREFIX=10.250.$burst_offset '$testbed/k8s/start.sh' $burst_name $burst_offset 2"
-# Each test's duration (tests/support/test_env.rs), the slowest listed at the end.
-export FLUX_E2E_TIMES=$PWD/target/e2e-times.txt
-rm -f "$FLUX_E2E_TIMES"
-status=0
-suite --test hub --test bursting --test flux --test images -- --include-ignored "$@" || status=$?
-
-# Real nodes: the hollow-node clusters make way for three control planes with a real node
-# each, the images built offline loaded into every node.
-fresh "$root_name"
-fresh "$burst_name"
-fresh "$burst2_name"
-images=target/images
-# flux-images, and the binaries the other suites ran for the controller image (debug: no
-# release build here). `--test hub` (built by the first suite) only makes the build resolve
-# features as suite() does; `cargo run` cannot.
+# Every test binary at once (one build, both cores), then the images for the real nodes:
+# flux-images, and the binaries the suites run for the controller image (debug: no release
+# build here). `--test hub` only makes the build resolve features as suite() does; `cargo
+# run` cannot.
+all_suites=(--test hub --test bursting --test flux --test images --test real_node
+  --test real_node_install --test real_node_bursting --test real_node_placement
+  --test real_node_recovery)
+cargo test --workspace --no-run "${all_suites[@]}"
 cargo build -q --workspace --bin flux-images --bin flux-hub --bin flux-spoke --test hub
+images=target/images
 flux_images=${CARGO_TARGET_DIR:-target}/debug/flux-images
 for image in pause app view; do
   "$flux_images" "$image" --out "$images" >/dev/null
 done
 "$flux_images" controller --profile debug --tag e2e --out "$images" >/dev/null
-started=$SECONDS
-for cluster in "${real_clusters[@]}"; do
-  read -r name offset nodes <<<"$cluster"
-  fresh "$name"
-  "$testbed/k8s/start.sh" "$name" "$offset" 0 >/dev/null
-  for ((node = 0; node < nodes; node++)); do
-    "$(dirname "$0")/real-node.sh" up "$name" "$offset" "$node" \
-      "$images/pause-testbed.oci.tar" "$images/flux-app-bookworm.oci.tar" "$images/flux-view-bookworm.oci.tar" \
-      "$images/flux-hub-e2e.oci.tar"
+
+export FLUX_E2E_TESTBED=$testbed
+# Each test's duration (tests/support/test_env.rs), the slowest listed at the end.
+export FLUX_E2E_TIMES=$PWD/target/e2e-times.txt
+rm -f "$FLUX_E2E_TIMES"
+
+# The hollow-node suites: the root and burst clusters started above.
+hollow_suites() {
+  KUBECONFIG=$(kubeconfig "$root_name")
+  SPOKE_KUBECONFIG=$(kubeconfig "$burst_name")
+  SPOKE2_KUBECONFIG=$(kubeconfig "$burst2_name")
+  export KUBECONFIG SPOKE_KUBECONFIG SPOKE2_KUBECONFIG
+  # The admin contexts `flux-hub init` writes go here, not to the user's configuration.
+  export FLUX_HUB_CONFIG=$state/e2e-flux-hub-config.yaml
+  # The burst cluster's whole control plane (etcd, API server, controllers, hollow nodes)
+  # down and up again, keeping its data, for the API-outage test.
+  export FLUX_E2E_BURST_STOP="'$testbed/k8s/stop.sh' $burst_name"
+  export FLUX_E2E_BURST_START="NODE_EXTERNAL_IP_PREFIX=10.250.$burst_offset '$testbed/k8s/start.sh' $burst_name $burst_offset 2"
+  suite --test hub --test bursting --test flux --test images -- --include-ignored "$@"
+}
+
+# Real nodes: three control planes of their own, with real nodes (kubelet, containerd,
+# kube-proxy), the images built offline loaded into every node.
+real_clusters_up() {
+  local started=$SECONDS name offset nodes node
+  for cluster in "${real_clusters[@]}"; do
+    read -r name offset nodes <<<"$cluster"
+    fresh "$name"
+    "$testbed/k8s/start.sh" "$name" "$offset" 0 >/dev/null
+    for ((node = 0; node < nodes; node++)); do
+      "$(dirname "$0")/real-node.sh" up "$name" "$offset" "$node" \
+        "$images/pause-testbed.oci.tar" "$images/flux-app-bookworm.oci.tar" "$images/flux-view-bookworm.oci.tar" \
+        "$images/flux-hub-e2e.oci.tar"
+    done
   done
-done
-echo "e2e: real-node clusters $real_name, $real_b_name, $real_c_name ready in $((SECONDS - started)) s"
-KUBECONFIG=$(kubeconfig "$real_name")
-SPOKE_KUBECONFIG=$(kubeconfig "$real_b_name")
-SPOKE2_KUBECONFIG=$(kubeconfig "$real_c_name")
-suite --test real_node -- --include-ignored "$@" || status=$?
-# After real_node.rs, one at a time: `flux-hub init` installs a hub that watches every
-# namespace.
-suite --test real_node_install -- --include-ignored "$@" || status=$?
-suite --test real_node_bursting -- --include-ignored "$@" || status=$?
-# After it: its own hub install and both spokes joined again with its certificates.
-suite --test real_node_placement -- --include-ignored "$@" || status=$?
-# Last: it stops the first burst cluster (control plane and node) and starts it again.
-# --nocapture: its BENCH line (the time from a cluster lost to its ranks up elsewhere).
+  echo "e2e: real-node clusters $real_name, $real_b_name, $real_c_name ready in $((SECONDS - started)) s"
+}
+real_env() {
+  KUBECONFIG=$(kubeconfig "$real_name")
+  SPOKE_KUBECONFIG=$(kubeconfig "$real_b_name")
+  SPOKE2_KUBECONFIG=$(kubeconfig "$real_c_name")
+  export KUBECONFIG SPOKE_KUBECONFIG SPOKE2_KUBECONFIG
+  export FLUX_HUB_CONFIG=$state/e2e-real-flux-hub-config.yaml
+}
+real_suites() {
+  local status=0
+  real_clusters_up
+  real_env
+  suite --test real_node -- --include-ignored "$@" || status=$?
+  # After real_node.rs, one at a time: `flux-hub init` installs a hub that watches every
+  # namespace.
+  suite --test real_node_install -- --include-ignored "$@" || status=$?
+  suite --test real_node_bursting -- --include-ignored "$@" || status=$?
+  # After it: its own hub install and both spokes joined again with its certificates.
+  suite --test real_node_placement -- --include-ignored "$@" || status=$?
+  return "$status"
+}
+
+# The two families share no cluster, and each waits on its clusters far more than it
+# computes (the hollow suite runs its federated tests one at a time): they run side by
+# side, each line of output marked with its family.
+status=0
+hollow_suites "$@" > >(sed -u 's/^/[hollow] /') 2>&1 &
+running+=($!)
+real_suites "$@" > >(sed -u 's/^/[real] /') 2>&1 &
+running+=($!)
+for pid in "${running[@]}"; do wait "$pid" || status=1; done
+running=()
+
+# Last and alone, for its benchmark: it stops the first real burst cluster (control plane
+# and node) and starts it again. --nocapture: its BENCH line (the time from a cluster lost
+# to its ranks up elsewhere).
+real_env
 suite --test real_node_recovery -- --include-ignored --nocapture "$@" || status=$?
 echo "e2e: the slowest tests (seconds):"
 sort -rn "$FLUX_E2E_TIMES" 2>/dev/null | head -n 12 || true

@@ -120,7 +120,9 @@ fn the_controller_image_runs_in_containerd() -> Result<()> {
     let images_dir = target.join("images");
     let (archive, digest) =
         images::controller_archive(&images_dir.join("cache"), &target.join("debug"), "e2e")?;
-    let path = images_dir.join("flux-hub-e2e.oci.tar");
+    // Not the archive scripts/e2e.sh loads into the real nodes, which may be read while
+    // this test runs.
+    let path = images_dir.join("flux-hub-e2e-images-test.oci.tar");
     std::fs::write(&path, &archive)?;
     eprintln!(
         "controller image {} ({} MB), {digest}",
