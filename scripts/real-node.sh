@@ -10,6 +10,10 @@
 #   scripts/real-node.sh up NAME OFFSET INDEX IMAGE.oci.tar...   start node NAME-real-INDEX
 #   scripts/real-node.sh down NAME OFFSET INDEX                  stop it (and, for the last
 #                                                                node of NAME, the DNS)
+#   scripts/real-node.sh lose NAME OFFSET INDEX                  kill every process of the
+#                                                                node at once (a crash: its
+#                                                                kubelet, containerd, pods);
+#                                                                `down` cleans up after
 #   scripts/real-node.sh isolate NAME OFFSET INDEX PEER PORT     the node and its pods reach
 #                                                                cluster PEER's nodes and pods
 #                                                                only on TCP port PORT
@@ -27,7 +31,7 @@ testbed=${FLUX_E2E_TESTBED:-$(cd "$(dirname "$0")/../.." && pwd)/shared/testbed}
 k8s=/opt/testbed/k8s
 state_root=/opt/testbed/real-nodes
 
-usage() { sed -n '2,23p' "$0" >&2; exit 2; }
+usage() { sed -n '2,27p' "$0" >&2; exit 2; }
 [ $# -ge 4 ] || usage
 cmd=$1 name=$2 offset=$3 index=$4
 shift 4
@@ -48,6 +52,24 @@ stop_pid() { # pidfile
   for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
   kill -9 "$pid" 2>/dev/null || true
   rm -f "$1"
+}
+
+# One SIGKILL for every process of the node, as a crash would: its daemons, containerd's
+# shims and every process in the node's cgroups (its pods). Their sockets close with them;
+# nothing gets to stop in order, which is what a lost cluster looks like to the hub.
+lose() {
+  local pids=() file hierarchy
+  for file in kube-proxy kubelet containerd; do
+    [ -f "$state/$file.pid" ] && pids+=("$(cat "$state/$file.pid")")
+  done
+  mapfile -t -O "${#pids[@]}" pids < <(pgrep -f "containerd-shim-runc-v2 .*-address $state/containerd.sock" || true)
+  for hierarchy in /sys/fs/cgroup/*/; do
+    [ -d "$hierarchy$netns" ] || continue
+    mapfile -t -O "${#pids[@]}" pids < <(find "$hierarchy$netns" -name tasks -exec cat {} + 2>/dev/null || true)
+  done
+  [ "${#pids[@]}" -gt 0 ] || return 0
+  mapfile -t pids < <(printf '%s\n' "${pids[@]}" | sort -un)
+  kill -9 "${pids[@]}" 2>/dev/null || true
 }
 
 down() {
@@ -296,6 +318,7 @@ isolate() { # PEER PORT
 case $cmd in
   up) up "$@" ;;
   down) down ;;
+  lose) lose ;;
   isolate) isolate "$@" ;;
   unisolate) unisolate ;;
   *) usage ;;

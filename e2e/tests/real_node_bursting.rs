@@ -460,7 +460,9 @@ async fn the_quickstart_then_eight_brokers_over_three_real_clusters_survive_a_hu
             .and_then(|p| p.parse::<u16>().ok())
             .context("the federation port")?;
         let _isolated = Isolation::of(&burst2.client, &env.client, federation_port).await?;
-        // A burst there that dials the lead directly cannot: its spoke says so.
+        // A burst there held to the direct path (`relay: false`; left unset, the hub would
+        // switch it to the relay, as real_node_recovery.rs tests) cannot dial the lead: its
+        // spoke says so.
         const DIRECT: &str = "direct";
         env.apply_minicluster(&json!({
             "apiVersion": "flux-framework.org/v1alpha2",
@@ -471,7 +473,7 @@ async fn the_quickstart_then_eight_brokers_over_three_real_clusters_survive_a_hu
                 "interactive": true,
                 "flux": {
                     "container": {"image": format!("{}:bookworm", images::VIEW_IMAGE)},
-                    "bursting": {"clusters": [{"name": "direct-c", "cluster": "burst2", "size": 1}]},
+                    "bursting": {"clusters": [{"name": "direct-c", "cluster": "burst2", "size": 1, "relay": false}]},
                 },
                 "containers": [{"image": format!("{}:bookworm", images::APP_IMAGE)}],
             },

@@ -348,9 +348,14 @@ async fn bursts_take_the_path_that_works_and_outlive_a_lost_cluster() {
         ensure!(b.cluster == "burst", "placed in the first: {b:?}");
         every_host(env, "spot").await?;
         let lost = RealCluster::of(&first.client).await?;
+        // The clock starts at the crash: every process of the node killed at once (the
+        // spoke's connection and the brokers go in that instant); the orderly stop of the
+        // rest follows.
         let stopped = Instant::now();
+        lost.lose().await?;
+        let crashed = stopped.elapsed();
         lost.stop().await?;
-        eprintln!("{}: cluster {} stopped in {:?}", env.ns, lost.name, stopped.elapsed());
+        eprintln!("{}: cluster {} crashed in {crashed:?}, stopped in {:?}", env.ns, lost.name, stopped.elapsed());
         let b = burst_when(env, "spot", "placed again", GRACE + 120, |b| b.cluster == "burst2").await?;
         let replaced = stopped.elapsed();
         let skipped: Vec<(String, String)> = b

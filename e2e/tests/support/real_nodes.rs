@@ -123,6 +123,17 @@ impl RealCluster {
         })
     }
 
+    /// Kills every process of its node at once (`real-node.sh lose`): kubelet,
+    /// containerd and every pod, the spoke's and the brokers' with them, as a crash would.
+    /// [`RealCluster::stop`] cleans up after.
+    pub async fn lose(&self) -> Result<()> {
+        run(
+            super::workspace_root().join("scripts/real-node.sh"),
+            &["lose", &self.name, &self.offset, &self.index],
+        )
+        .await
+    }
+
     /// Stops the whole cluster: its node (kubelet, containerd and every pod on it, the
     /// spoke's with them; the node's state goes) and its control plane (its data stays).
     pub async fn stop(&self) -> Result<()> {
