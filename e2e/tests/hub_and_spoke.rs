@@ -586,8 +586,9 @@ async fn the_admin_client_shows_bursts_and_spokes() {
             .collect::<Vec<_>>()
     };
     let burst_a = row("burst-a");
+    // JOINED and PATH are `-`: this in-process hub writes no MiniCluster status.
     assert_eq!(
-        &burst_a[..10],
+        &burst_a[..12],
         [
             "hpc",
             "lammps",
@@ -596,15 +597,21 @@ async fn the_admin_client_shows_bursts_and_spokes() {
             "yes",
             "Running",
             "2",
+            "-",
             "2",
             "2",
+            "-",
             "203.0.113.9:30093"
         ],
         "{table}"
     );
     let burst_b = row("burst-b");
     assert_eq!(&burst_b[3..5], ["b", "no"], "b never connected:\n{table}");
-    assert_eq!(&burst_b[6..9], ["0", "1", "1"], "READY SIZE MAX:\n{table}");
+    assert_eq!(
+        &burst_b[6..10],
+        ["0", "-", "1", "1"],
+        "READY JOINED SIZE MAX:\n{table}"
+    );
     let view = flux_hub::commands::status::view(&snapshot, &spokes);
     let json = serde_json::to_value(&view).expect("json");
     assert_eq!(json["spokes"][0]["name"], "a");

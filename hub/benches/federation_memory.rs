@@ -186,7 +186,6 @@ fn main() {
                 lead: Some(lead.clone()),
                 created_unix_millis: 1_700_000_000_000,
                 relay_to: None,
-                shown: Default::default(),
             },
             bursts.clone(),
             assignments,

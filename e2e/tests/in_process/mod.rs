@@ -543,7 +543,6 @@ pub fn assign_with(
             lead: Some(lead),
             created_unix_millis: CREATED_UNIX_MILLIS,
             relay_to,
-            shown: Default::default(),
         },
         bursts,
         assignments.clone(),

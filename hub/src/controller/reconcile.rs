@@ -293,6 +293,9 @@ fn status_of(
         mc.metadata.generation,
         now,
     );
+    // Admin clients see each burst as this status shows it (Joining, the path, joined).
+    ctx.registry
+        .show(&mc_key(mc), crate::controller::federate::shown(&status));
     (status, events)
 }
 

@@ -510,20 +510,26 @@ pub(in crate::controller) fn mc_info(
             port: l.port,
         }),
         relay_to,
-        shown: status
-            .bursts
-            .iter()
-            .map(|b| {
-                let shown = crate::federation::registry::BurstShown {
-                    phase: b.phase.clone(),
-                    path: b.path.clone(),
-                    path_reason: b.path_reason.clone(),
-                    brokers_joined: b.brokers_joined,
-                };
-                (b.name.clone(), shown)
-            })
-            .collect(),
     }
+}
+
+/// Each burst of `status` as admin clients see it, by burst name.
+pub(in crate::controller) fn shown(
+    status: &MiniClusterStatus,
+) -> std::collections::BTreeMap<String, crate::federation::registry::BurstShown> {
+    status
+        .bursts
+        .iter()
+        .map(|b| {
+            let shown = crate::federation::registry::BurstShown {
+                phase: b.phase.to_string(),
+                path: b.path.clone(),
+                path_reason: b.path_reason.clone(),
+                brokers_joined: b.brokers_joined,
+            };
+            (b.name.clone(), shown)
+        })
+        .collect()
 }
 
 /// Where relayed burst connections reach MiniCluster `name`'s lead broker in this cluster:

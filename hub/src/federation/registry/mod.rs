@@ -72,8 +72,6 @@ pub struct McInfo {
     /// Where relayed burst connections reach the lead broker inside the root cluster (its
     /// Service's cluster address), once known.
     pub relay_to: Option<Endpoint>,
-    /// Each burst as the MiniCluster's status shows it, by burst name.
-    pub shown: BTreeMap<String, BurstShown>,
 }
 
 /// What the hub wrote of one burst in its MiniCluster's status (for admin clients).
@@ -284,6 +282,9 @@ struct McEntry {
     info: McInfo,
     bursts: Vec<BurstInfo>,
     deleting: bool,
+    /// Each burst as the status the hub last wrote shows it, by burst name
+    /// ([`Registry::show`]).
+    shown: BTreeMap<String, BurstShown>,
 }
 
 #[derive(Debug, Default)]
@@ -561,11 +562,26 @@ impl Registry {
             info: McInfo::default(),
             bursts: Vec::new(),
             deleting: false,
+            shown: BTreeMap::new(),
         });
         entry.info = info;
         entry.bursts = bursts;
         entry.deleting = false;
         if admin_changed {
+            self.bump_admin(&mut inner);
+        }
+    }
+
+    /// Each burst of MiniCluster `mc` as the status just computed shows it (for admin
+    /// clients): called once the status is, which comes after the pass's decision was
+    /// recorded. Ignored for a MiniCluster the registry does not hold.
+    pub fn show(&self, mc: &McKey, shown: BTreeMap<String, BurstShown>) {
+        let mut inner = self.lock();
+        let Some(entry) = inner.miniclusters.get_mut(mc) else {
+            return;
+        };
+        if entry.shown != shown {
+            entry.shown = shown;
             self.bump_admin(&mut inner);
         }
     }
@@ -594,6 +610,7 @@ impl Registry {
                     info: McInfo::default(),
                     bursts: bursts.to_vec(),
                     deleting: false,
+                    shown: BTreeMap::new(),
                 },
             );
             changed = true;
@@ -686,6 +703,7 @@ impl Registry {
                 info,
                 bursts,
                 deleting: true,
+                shown: BTreeMap::new(),
             },
         );
         self.bump_admin(&mut inner);
@@ -1207,13 +1225,19 @@ mod tests {
             path_reason: Some("LeadUnreachable".into()),
             brokers_joined: Some(0),
         };
-        let info = McInfo {
-            shown: BTreeMap::from([("x".to_string(), shown)]),
-            ..McInfo::default()
-        };
         r.set(
             &mc(),
-            info,
+            McInfo::default(),
+            vec![burst("ns/m/x", "a"), burst("ns/m/y", "b")],
+            vec![sa("a", "ns/m/x", "{}"), sa("b", "ns/m/y", "{}")],
+        );
+        let before = r.admin_changes().borrow().to_owned();
+        r.show(&mc(), BTreeMap::from([("x".to_string(), shown.clone())]));
+        assert!(*r.admin_changes().borrow() > before, "admin watchers told");
+        // The next pass's decision keeps what the status showed.
+        r.set(
+            &mc(),
+            McInfo::default(),
             vec![burst("ns/m/x", "a"), burst("ns/m/y", "b")],
             vec![sa("a", "ns/m/x", "{}"), sa("b", "ns/m/y", "{}")],
         );

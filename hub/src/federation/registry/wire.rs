@@ -254,7 +254,7 @@ impl Served for Registry {
                         let state = inner.spokes.get(&b.spoke);
                         let slot = state.and_then(|s| s.assignments.get(&b.key));
                         let report = state.and_then(|s| s.reports.get(&b.key));
-                        let shown = entry.info.shown.get(&b.name).cloned().unwrap_or_default();
+                        let shown = entry.shown.get(&b.name).cloned().unwrap_or_default();
                         proto::BurstStatus {
                             key: b.key.to_string(),
                             burst_name: b.name.clone(),
