@@ -23,21 +23,21 @@ use super::*;
 /// Runs one test: a fresh namespace (and a hub when `hub`), the body, diagnostics when it
 /// fails, then cleanup. Fails without a reachable `KUBECONFIG` cluster.
 pub async fn run(test: &'static str, hub: bool, body: impl AsyncFnOnce(&TestEnv) -> Result<()>) {
-    let started = Instant::now();
     let env = TestEnv::start(test, hub).await;
     let result = AssertUnwindSafe(body(&env)).catch_unwind().await;
     env.finish(result).await;
-    record_time(test, started.elapsed());
 }
 
-/// Appends `<seconds> <test>` to the file `FLUX_E2E_TIMES` names, when set: libtest prints
-/// no test's duration, and `scripts/e2e.sh` lists the slowest to keep CI within its time.
-fn record_time(test: &str, took: Duration) {
+/// Appends `<seconds> <test>` (`FAILED` after it when it failed) to the file
+/// `FLUX_E2E_TIMES` names, when set: libtest prints no test's duration, and
+/// `scripts/e2e.sh` lists the slowest to keep CI within its time.
+fn record_time(test: &str, failed: bool, took: Duration) {
     use std::io::Write as _;
     let Some(path) = std::env::var_os("FLUX_E2E_TIMES") else {
         return;
     };
-    let line = format!("{:.0} {test}\n", took.as_secs_f64());
+    let outcome = if failed { " FAILED" } else { "" };
+    let line = format!("{:.0} {test}{outcome}\n", took.as_secs_f64());
     // A diagnostic only: a file that cannot be written does not fail the test.
     if let Ok(mut file) = std::fs::OpenOptions::new()
         .create(true)
@@ -68,6 +68,8 @@ pub struct TestEnv {
     /// ([`super::fake_lead`]).
     pub(super) fake_leads: Mutex<std::collections::BTreeMap<String, super::fake_lead::FakeLead>>,
     pub(super) cleaned: bool,
+    /// When the test started ([`record_time`] at its end).
+    pub(super) started: Instant,
 }
 
 impl Drop for TestEnv {
@@ -137,6 +139,7 @@ impl TestEnv {
     /// Installs the CRD, creates the namespace and, when `hub`, starts `flux-hub run`
     /// watching that namespace. Panics without a reachable `KUBECONFIG` cluster.
     pub async fn start(test: &'static str, hub: bool) -> TestEnv {
+        let started = Instant::now();
         let (client, config) = client().await;
         install_crd(&client)
             .await
@@ -156,6 +159,7 @@ impl TestEnv {
             spokes: Mutex::new(Vec::new()),
             fake_leads: Mutex::default(),
             cleaned: false,
+            started,
         };
         if hub && let Err(e) = env.start_hub().await {
             env.finish(Ok(Err(e.context("starting the hub")))).await;
@@ -319,6 +323,7 @@ impl TestEnv {
         }
         let keep = failed && std::env::var_os("FLUX_E2E_KEEP_NAMESPACE").is_some_and(|v| v == "1");
         self.teardown(keep).await;
+        record_time(self.test, failed, self.started.elapsed());
         match result {
             Ok(Ok(())) => {}
             Ok(Err(e)) => panic!("{} (namespace {}): {e:?}", self.test, self.ns),
