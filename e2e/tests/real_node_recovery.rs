@@ -41,7 +41,7 @@ use support::{
 };
 
 /// The hub's `--lost-cluster-grace-seconds` in this test.
-const GRACE: u64 = 40;
+const GRACE: u64 = 60;
 /// The spokes' `--fence-after-seconds` here (below half the grace).
 const FENCE: u64 = 15;
 const HUB_NAMESPACE: &str = "flux-operator-system";
