@@ -28,6 +28,18 @@ fn examples() -> Vec<PathBuf> {
     examples
 }
 
+/// `example`'s plan and every role it renders for: each cluster's, or its own.
+fn plan_and_roles(example: &Path, lead: &Endpoint) -> (Plan, Vec<Role>) {
+    let mc: MiniCluster = serde_yaml_ng::from_str(&std::fs::read_to_string(example).expect("read"))
+        .expect("example parses");
+    let plan = Plan::new(&mc).expect("example is valid");
+    let roles = match plan.local_role() {
+        Role::Root => plan.roles(lead),
+        local => vec![local],
+    };
+    (plan, roles)
+}
+
 fn lead() -> Endpoint {
     Endpoint {
         address: "192.0.2.1".into(),
@@ -43,14 +55,7 @@ fn examples_render_as_recorded() {
     let update = std::env::var_os("UPDATE_GOLDEN").is_some_and(|v| v == "1");
     let mut stale = Vec::new();
     for example in examples {
-        let mc: MiniCluster =
-            serde_yaml_ng::from_str(&std::fs::read_to_string(&example).expect("read"))
-                .expect("example parses");
-        let plan = Plan::new(&mc).expect("example is valid");
-        let roles = match plan.local_role() {
-            Role::Root => plan.roles(&lead),
-            local => vec![local],
-        };
+        let (plan, roles) = plan_and_roles(&example, &lead);
         let mut out = String::new();
         for role in roles {
             for object in render(&plan, &role, &cert).expect("role exists") {
@@ -100,14 +105,7 @@ fn every_script_a_pod_runs_is_mounted() {
     let cert = CurveCert::from_secret([3; 32], "golden").to_zcert();
     let lead = lead();
     for example in examples() {
-        let mc: MiniCluster =
-            serde_yaml_ng::from_str(&std::fs::read_to_string(&example).expect("read"))
-                .expect("example parses");
-        let plan = Plan::new(&mc).expect("example is valid");
-        let roles = match plan.local_role() {
-            Role::Root => plan.roles(&lead),
-            local => vec![local],
-        };
+        let (plan, roles) = plan_and_roles(&example, &lead);
         for role in roles {
             let objects: Vec<serde_json::Value> = render(&plan, &role, &cert)
                 .expect("role exists")
