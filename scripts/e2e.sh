@@ -105,7 +105,8 @@ fresh() { # drop a cluster's state, so every run starts from an empty etcd
   "$testbed/k8s/stop.sh" "$1" >/dev/null 2>&1 || true
   rm -rf "$state/data/$1" "$state/data/etcd-$1" "$(kubeconfig "$1")"
 }
-starting=() # pids of start.sh runs still going
+starting=()      # pids of start.sh runs still going
+clusters_failed= # 1: a cluster did not start (cleanup shows its API server's last lines)
 # shellcheck disable=SC2329 # invoked by the trap below
 cleanup() {
   status=$?
@@ -119,7 +120,7 @@ cleanup() {
       case $run in e2e-*) "$testbed/flux/run-rendered.sh" --down "$run" >/dev/null 2>&1 || true ;; esac
     done
   fi
-  if [ "$status" != 0 ]; then
+  if [ "$clusters_failed" = 1 ]; then
     for name in "$root_name" "$burst_name" "$burst2_name" "$real_name" "$real_b_name" "$real_c_name"; do
       log=$state/logs/$name-kube-apiserver.log
       if [ -f "$log" ]; then echo "--- last lines of $log"; tail -n 20 "$log"; fi
@@ -135,6 +136,11 @@ cleanup() {
   fresh "$root_name"
   fresh "$burst_name"
   fresh "$burst2_name"
+  # Last, so that the end of the output says what failed and why.
+  if [ -s "${FLUX_E2E_FAILURES:-}" ]; then
+    echo "e2e: failed tests:"
+    cat "$FLUX_E2E_FAILURES"
+  fi
   exit "$status"
 }
 trap cleanup EXIT
@@ -158,6 +164,7 @@ failed=0
 for pid in "${starting[@]}"; do wait "$pid" || failed=1; done
 starting=()
 if [ "$failed" != 0 ]; then
+  clusters_failed=1
   echo "e2e: a testbed cluster did not start" >&2
   exit 1
 fi
@@ -183,6 +190,9 @@ export FLUX_E2E_TESTBED=$testbed
 # Each test's duration (tests/support/test_env.rs), the slowest listed at the end.
 export FLUX_E2E_TIMES=$PWD/target/e2e-times.txt
 rm -f "$FLUX_E2E_TIMES"
+# Each failed test's reason on one line (tests/support/test_env.rs), printed last.
+export FLUX_E2E_FAILURES=$PWD/target/e2e-failures.txt
+rm -f "$FLUX_E2E_FAILURES"
 
 # The hollow-node suites: the root and burst clusters started above.
 hollow_suites() {
@@ -200,19 +210,33 @@ hollow_suites() {
 }
 
 # Real nodes: three control planes of their own, with real nodes (kubelet, containerd,
-# kube-proxy), the images built offline loaded into every node.
-real_clusters_up() {
-  local started=$SECONDS name offset nodes node
-  for cluster in "${real_clusters[@]}"; do
-    read -r name offset nodes <<<"$cluster"
-    fresh "$name"
-    "$testbed/k8s/start.sh" "$name" "$offset" 0 >/dev/null
-    for ((node = 0; node < nodes; node++)); do
-      "$(dirname "$0")/real-node.sh" up "$name" "$offset" "$node" \
-        "$images/pause-testbed.oci.tar" "$images/flux-app-bookworm.oci.tar" "$images/flux-view-bookworm.oci.tar" \
-        "$images/flux-hub-e2e.oci.tar"
-    done
+# kube-proxy), the images built offline loaded into every node. The clusters come up at
+# once (real-node.sh shares only /etc/hosts between them, and locks it), a cluster's nodes
+# one after the other.
+real_cluster_up() { # NAME OFFSET NODES
+  local name=$1 offset=$2 nodes=$3 node
+  fresh "$name"
+  "$testbed/k8s/start.sh" "$name" "$offset" 0 >/dev/null
+  for ((node = 0; node < nodes; node++)); do
+    "$(dirname "$0")/real-node.sh" up "$name" "$offset" "$node" \
+      "$images/pause-testbed.oci.tar" "$images/flux-app-bookworm.oci.tar" "$images/flux-view-bookworm.oci.tar" \
+      "$images/flux-hub-e2e.oci.tar"
   done
+}
+real_clusters_up() {
+  local started=$SECONDS failed=0 pid
+  for cluster in "${real_clusters[@]}"; do
+    # shellcheck disable=SC2086 # NAME OFFSET NODES, split on purpose
+    real_cluster_up $cluster &
+    starting+=($!)
+  done
+  for pid in "${starting[@]}"; do wait "$pid" || failed=1; done
+  starting=()
+  if [ "$failed" != 0 ]; then
+    clusters_failed=1
+    echo "e2e: a real-node cluster did not start" >&2
+    exit 1
+  fi
   echo "e2e: real-node clusters $real_name, $real_b_name, $real_c_name ready in $((SECONDS - started)) s"
 }
 real_env() {

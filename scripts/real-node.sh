@@ -96,7 +96,7 @@ down() {
     [ -z "$(ip netns pids "$pod_netns" 2>/dev/null)" ] && ip netns del "$pod_netns" 2>/dev/null || true
   done
   ip route del "$pod_subnet" 2>/dev/null || true
-  sed -i "/ $node # real-node\$/d" /etc/hosts
+  flock /run/real-node-hosts.lock sed -i "/ $node # real-node\$/d" /etc/hosts
   rm -rf "$state"
   if ! ls -d "$state_root/$name"-real-* >/dev/null 2>&1; then
     stop_pid "$cluster_state/scheduler.pid"
@@ -162,8 +162,10 @@ up() {
   ip netns exec "$netns" sysctl -qw net.ipv4.ip_forward=1
   ip route replace "$pod_subnet" via "$node_ip"
   # The API server reaches a kubelet (logs, exec) by the Node's host name first.
-  sed -i "/ $node # real-node\$/d" /etc/hosts
-  echo "$node_ip $node # real-node" >>/etc/hosts
+  # Nodes of other clusters may come up at the same time: one edit of /etc/hosts at a time.
+  # shellcheck disable=SC2016 # $1, $2: the inner shell's arguments
+  flock /run/real-node-hosts.lock sh -c 'sed -i "/ $1 # real-node\$/d" /etc/hosts && echo "$2 $1 # real-node" >>/etc/hosts' \
+    hosts "$node" "$node_ip"
   echo "nameserver $host_ip" >"$state/resolv.conf"
 
   cat >"$state/net.d/10-bridge.conflist" <<EOF

@@ -452,21 +452,37 @@ async fn non_root_brokers_are_admitted_at_restricted_and_say_what_stops_them() {
             "the broker says what stops it:\n{}",
             stopped.1
         );
-        // Admitted at restricted, and the view's copy ran as the non-root user.
-        let pods = env.api::<Pod>().list(&ListParams::default()).await?;
-        ensure!(pods.items.len() == 2, "both pods admitted at restricted");
-        for pod in &pods.items {
-            let view_done = pod
-                .status
-                .as_ref()
-                .and_then(|s| s.init_container_statuses.as_ref())
-                .and_then(|c| c.first())
-                .and_then(|c| c.state.as_ref()?.terminated.as_ref())
-                .is_some_and(|t| t.exit_code == 0);
-            ensure!(view_done, "the view was copied as the non-root user");
-        }
+        // Admitted at restricted, and the view's copy ran as the non-root user in both
+        // pods: the other pod's copy may still be running when the first broker stops.
+        env.eventually(
+            "both pods admitted, each with its view copied",
+            secs(60),
+            async || {
+                let pods = env.api::<Pod>().list(&ListParams::default()).await?;
+                let copied = pods.items.iter().filter(|p| view_copied(p)).count();
+                Ok(if pods.items.len() == 2 && copied == 2 {
+                    Probe::Done(())
+                } else {
+                    Probe::Waiting(format!(
+                        "{} pods, {copied} with the view copied",
+                        pods.items.len()
+                    ))
+                })
+            },
+        )
+        .await?;
         eprintln!("{}: {} stopped: {}", env.ns, stopped.0, stopped.1.trim());
         Ok(())
     })
     .await;
+}
+
+/// Whether the pod's first init container (the view's copy) ended with exit code 0.
+fn view_copied(pod: &Pod) -> bool {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.init_container_statuses.as_ref())
+        .and_then(|c| c.first())
+        .and_then(|c| c.state.as_ref()?.terminated.as_ref())
+        .is_some_and(|t| t.exit_code == 0)
 }

@@ -44,7 +44,7 @@ async fn a_hub_killed_at_any_step_of_its_start_never_deletes_a_running_burst() {
 #[tokio::test]
 #[ignore = "needs two clusters and FLUX_E2E_BURST_STOP/START (scripts/e2e.sh)"]
 async fn burst_cluster_outage_is_reported_and_survived() {
-    support::run_federated("burst-apiserver", "e2e-spoke", api_outage).await;
+    support::run_federated_alone("burst-apiserver", "e2e-spoke", api_outage).await;
 }
 
 /// Faults around the burst's life: the hub killed while the spoke is creating the burst

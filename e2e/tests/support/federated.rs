@@ -231,21 +231,41 @@ pub async fn run_federated(
     run_federated_spokes(test, &[(spoke, "SPOKE_KUBECONFIG")], body).await;
 }
 
+/// [`run_federated`] for a test that stops or starts the burst cluster: no other
+/// two-cluster test runs meanwhile.
+pub async fn run_federated_alone(
+    test: &'static str,
+    spoke: &str,
+    body: impl AsyncFnOnce(&TestEnv, &Federation) -> Result<()>,
+) {
+    let _alone = BURST_CLUSTERS.write().await;
+    federated(test, &[(spoke, "SPOKE_KUBECONFIG")], body).await;
+}
+
 /// [`run_federated`] with several spokes: `(name, variable)` pairs, each spoke a
 /// `flux-spoke run` with its own certificate against the burst cluster the variable names
 /// (e.g. `SPOKE2_KUBECONFIG`). Fails without any of those clusters, and when two spokes
 /// would share one.
-///
-/// These tests run one at a time: a spoke owns every object labelled
-/// `app.kubernetes.io/managed-by=flux-spoke` in its cluster and deletes those its hub does
-/// not list for it, so two spokes (of one hub or of two) must never share a burst cluster.
 pub async fn run_federated_spokes(
     test: &'static str,
     spokes: &[(&str, &'static str)],
     body: impl AsyncFnOnce(&TestEnv, &Federation) -> Result<()>,
 ) {
-    static ONE_SPOKE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-    let _serial = ONE_SPOKE_AT_A_TIME.lock().await;
+    let _shared = BURST_CLUSTERS.read().await;
+    federated(test, spokes, body).await;
+}
+
+/// Two-cluster tests share the burst clusters: each test issues its own CA, so its spokes
+/// stamp their objects with a federation identity of their own and never list, change or
+/// delete another test's. Only a test that stops a burst cluster needs it alone
+/// ([`run_federated_alone`]).
+static BURST_CLUSTERS: tokio::sync::RwLock<()> = tokio::sync::RwLock::const_new(());
+
+async fn federated(
+    test: &'static str,
+    spokes: &[(&str, &'static str)],
+    body: impl AsyncFnOnce(&TestEnv, &Federation) -> Result<()>,
+) {
     let mut clusters: Vec<(String, SpokeCluster)> = Vec::new();
     for (i, &(spoke, var)) in spokes.iter().enumerate() {
         let why = if i == 0 {
@@ -262,7 +282,7 @@ pub async fn run_federated_spokes(
             .find(|(_, c)| c.config.cluster_url == cluster.config.cluster_url)
         {
             panic!(
-                "{} and {} both name the API server {}: spokes {other} and {spoke} would delete each other's bursts (a spoke owns every flux-spoke object of its cluster); give each spoke its own cluster",
+                "{} and {} both name the API server {}: this test runs spokes {other} and {spoke} in two clusters; give each spoke its own",
                 same.var, cluster.var, cluster.config.cluster_url
             );
         }

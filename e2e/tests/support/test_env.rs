@@ -48,6 +48,31 @@ fn record_time(test: &str, failed: bool, took: Duration) {
     }
 }
 
+/// Appends `<test> (namespace <ns>): <why>` on one line to the file `FLUX_E2E_FAILURES`
+/// names, when set: `scripts/e2e.sh` prints it last, so that the end of a long run's
+/// output (all a CI log may keep) says what failed and why.
+fn record_failure(test: &str, ns: &str, why: &str) {
+    use std::io::Write as _;
+    let Some(path) = std::env::var_os("FLUX_E2E_FAILURES") else {
+        return;
+    };
+    // One line, short enough for a log that folds long ones.
+    let mut why = why.split_whitespace().collect::<Vec<_>>().join(" ");
+    if let Some((cut, _)) = why.char_indices().nth(800) {
+        why.truncate(cut);
+        why.push_str(" [...]");
+    }
+    let line = format!("{test} (namespace {ns}): {why}\n");
+    // A diagnostic only, as in record_time.
+    if let Ok(mut file) = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+    {
+        let _ = file.write_all(line.as_bytes());
+    }
+}
+
 /// One test's namespace and hub process. Cleaned up by [`TestEnv::finish`]; if that
 /// never runs (a panic during setup), `Drop` kills the hub and deletes the namespace.
 pub struct TestEnv {
@@ -316,9 +341,19 @@ impl TestEnv {
     pub async fn finish(mut self, result: std::thread::Result<Result<()>>) {
         let failed = !matches!(result, Ok(Ok(())));
         if failed {
-            if let Ok(Err(e)) = &result {
-                eprintln!("{}: FAILED: {e:?}", self.test);
-            }
+            let why = match &result {
+                Ok(Err(e)) => {
+                    eprintln!("{}: FAILED: {e:?}", self.test);
+                    format!("{e:#}")
+                }
+                Err(panic) => panic
+                    .downcast_ref::<String>()
+                    .cloned()
+                    .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+                    .map_or_else(|| "panicked".to_string(), |m| format!("panicked: {m}")),
+                Ok(Ok(())) => String::new(),
+            };
+            record_failure(self.test, &self.ns, &why);
             self.dump().await;
         }
         let keep = failed && std::env::var_os("FLUX_E2E_KEEP_NAMESPACE").is_some_and(|v| v == "1");
