@@ -23,8 +23,8 @@
 
 mod support;
 
-use std::path::PathBuf;
-use std::time::Instant;
+use std::path::{Path, PathBuf};
+use std::time::{Instant, SystemTime};
 
 use anyhow::{Context as _, Result, ensure};
 use flux_e2e::images;
@@ -32,7 +32,7 @@ use flux_shared::api::{BurstStatus, MiniCluster};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Pod, Service};
-use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{DeleteParams, ListParams, LogParams, Patch, PatchParams, PostParams};
 use kube::{Api, ResourceExt as _};
 use serde_json::{Value, json};
 use support::{
@@ -125,6 +125,113 @@ async fn every_host(env: &TestEnv, name: &str) -> Result<Vec<String>> {
         "both burst hosts ran the job: {out}"
     );
     Ok(burst_addresses)
+}
+
+/// Seconds from `since` until `name`'s lead broker counts every rank up (3), by the clock
+/// of its pod (the machine's: the nodes are real). One `kubectl exec` that waits in the pod:
+/// on the overlay (C, no polling) until every broker is connected, then on the ranks up
+/// (`UP_NODES`, Python) every 0.2 s while the new ranks run `rc1`; a probe that asked
+/// often from the start would slow the brokers it times, which share these 2 cores.
+async fn ranks_up_after(env: &TestEnv, lead: &str, name: &str, since: SystemTime) -> Result<f64> {
+    let script = support::dataplane::in_flux_env(&format!(
+        "case \"$(flux overlay status --summary)\" in *full*) echo 'the overlay is full before the ranks came back'; exit 3;; esac
+         flux overlay status --summary --wait=full --timeout=0 >/dev/null
+         until [ \"$({UP_NODES})\" = 3 ]; do sleep 0.2; done
+         date +%s.%N"
+    ));
+    let mut cmd = tokio::process::Command::new("kubectl");
+    cmd.args([
+        "--namespace",
+        &env.ns,
+        "exec",
+        lead,
+        "-c",
+        name,
+        "--",
+        "bash",
+        "-c",
+        &script,
+    ]);
+    let out = tokio::time::timeout(secs(240), cmd.output())
+        .await
+        .context("the lead's ranks up within 240 s")??;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    ensure!(
+        out.status.success(),
+        "waiting in the lead for every rank up ({}): {stdout}{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let at: f64 = stdout
+        .trim()
+        .parse()
+        .with_context(|| format!("the pod's clock: {stdout}"))?;
+    let since = since.duration_since(SystemTime::UNIX_EPOCH)?.as_secs_f64();
+    Ok(at - since)
+}
+
+/// Writes, with the runtime's timestamps, the logs of `name`'s burst pods in `cluster`, of
+/// its lead pod, of the spoke there and of the hub, into `dir` (`<name>-*.log`): the
+/// timeline behind the benchmark's figures.
+async fn save_logs(env: &TestEnv, cluster: &SpokeCluster, dir: &Path, name: &str) -> Result<()> {
+    let sets = [
+        (
+            "burst",
+            cluster.client.clone(),
+            env.ns.clone(),
+            format!("job-name={name}-b"),
+        ),
+        (
+            "lead",
+            env.client.clone(),
+            env.ns.clone(),
+            format!("job-name={name}"),
+        ),
+        (
+            "spoke",
+            cluster.client.clone(),
+            SPOKE_NAMESPACE.to_string(),
+            "app.kubernetes.io/name=flux-spoke".to_string(),
+        ),
+        (
+            "hub",
+            env.client.clone(),
+            HUB_NAMESPACE.to_string(),
+            "app.kubernetes.io/name=flux-hub".to_string(),
+        ),
+    ];
+    for (what, client, ns, selector) in sets {
+        let pods: Api<Pod> = Api::namespaced(client, &ns);
+        let mut text = String::new();
+        for pod in pods.list(&ListParams::default().labels(&selector)).await? {
+            let containers = pod.spec.iter().flat_map(|s| {
+                s.init_containers
+                    .iter()
+                    .flatten()
+                    .chain(s.containers.iter())
+                    .map(|c| c.name.clone())
+            });
+            for container in containers.collect::<Vec<_>>() {
+                let params = LogParams {
+                    container: Some(container.clone()),
+                    timestamps: true,
+                    ..LogParams::default()
+                };
+                let log = pods
+                    .logs(&pod.name_any(), &params)
+                    .await
+                    .unwrap_or_else(|e| format!("{e}\n"));
+                text.push_str(&format!("=== {}/{container}\n{log}", pod.name_any()));
+            }
+        }
+        std::fs::write(dir.join(format!("{name}-{what}.log")), text)?;
+    }
+    eprintln!(
+        "{}: the logs behind the benchmark in {}",
+        env.ns,
+        dir.display()
+    );
+    Ok(())
 }
 
 /// The addresses of burst `job`'s pods in `cluster`, sorted.
@@ -328,6 +435,7 @@ async fn bursts_take_the_path_that_works_and_outlive_a_lost_cluster() {
         );
         every_host(env, "switch").await?;
         eprintln!("{}: the cut-off burst switched to the relay and ran, {:?} after the apply", env.ns, started.elapsed());
+        save_logs(env, &second, &dir, "switch").await?;
         env.api::<MiniCluster>().delete("switch", &DeleteParams::default()).await?;
 
         // A later burst there is relayed from the start: its spoke measured the root.
@@ -351,6 +459,7 @@ async fn bursts_take_the_path_that_works_and_outlive_a_lost_cluster() {
         // The clock starts at the crash: every process of the node killed at once (the
         // spoke's connection and the brokers go in that instant); the orderly stop of the
         // rest follows.
+        let crash = SystemTime::now();
         let stopped = Instant::now();
         lost.lose().await?;
         let crashed = stopped.elapsed();
@@ -368,8 +477,8 @@ async fn bursts_take_the_path_that_works_and_outlive_a_lost_cluster() {
             "the lost cluster skipped, said why: {b:?}"
         );
         let lead = lead_pod(env, "spot").await?;
-        support::flux_in(env, &lead, "spot", UP_NODES, "every rank up again", |o| o.trim() == "3").await?;
-        let up = stopped.elapsed();
+        let up = ranks_up_after(env, &lead, "spot", crash).await?;
+        save_logs(env, &second, &dir, "spot").await?;
         let addresses = every_host(env, "spot").await?;
         let in_second = pod_addresses(&second, &env.ns, "spot-b").await?;
         ensure!(addresses == in_second, "the burst's ranks run in burst2: {addresses:?} against {in_second:?}");
@@ -382,7 +491,7 @@ async fn bursts_take_the_path_that_works_and_outlive_a_lost_cluster() {
         eprintln!(
             "BENCH lost_cluster grace_s={GRACE} placed_again_s={:.1} ranks_up_s={:.1} bare_start_s={bare:.1} target_s={:.1}",
             replaced.as_secs_f64(),
-            up.as_secs_f64(),
+            up,
             GRACE as f64 + bare + 5.0
         );
         // The hub restarted now: it keeps the burst where its status says, nothing twice.
