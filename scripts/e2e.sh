@@ -177,6 +177,7 @@ echo "e2e: clusters $root_name, $burst_name, $burst2_name ready in $((SECONDS - 
 all_suites=(--test hub --test bursting --test flux --test images --test real_node
   --test real_node_install --test real_node_bursting --test real_node_placement
   --test real_node_recovery)
+built=$SECONDS
 cargo test --workspace --no-run "${all_suites[@]}"
 cargo build -q --workspace --bin flux-images --bin flux-hub --bin flux-spoke --test hub
 images=target/images
@@ -185,6 +186,7 @@ for image in pause app view; do
   "$flux_images" "$image" --out "$images" >/dev/null
 done
 "$flux_images" controller --profile debug --tag e2e --out "$images" >/dev/null
+echo "e2e: tests and images built in $((SECONDS - built)) s"
 
 export FLUX_E2E_TESTBED=$testbed
 # Each test's duration (tests/support/test_env.rs), the slowest listed at the end.

@@ -29,7 +29,7 @@ use super::burst_fixture::*;
 #[tokio::test]
 #[ignore = "needs two clusters: KUBECONFIG and SPOKE_KUBECONFIG (scripts/e2e.sh)"]
 async fn flux_hub_join_installs_a_spoke_that_connects_and_unjoin_takes_it_out() {
-    support::run_federated("join", "e2e-spoke", join).await;
+    support::run_federated_alone("join", "e2e-spoke", join).await;
 }
 
 async fn join(env: &TestEnv, fed: &Federation) -> Result<()> {

@@ -231,8 +231,10 @@ pub async fn run_federated(
     run_federated_spokes(test, &[(spoke, "SPOKE_KUBECONFIG")], body).await;
 }
 
-/// [`run_federated`] for a test that stops or starts the burst cluster: no other
-/// two-cluster test runs meanwhile.
+/// [`run_federated`] for a test that stops or starts the burst cluster, or installs and
+/// removes a spoke there (`flux-hub join`/`unjoin`: the namespace `flux-spoke-system`,
+/// which also holds every other test's spoke policy): no other two-cluster test runs
+/// meanwhile.
 pub async fn run_federated_alone(
     test: &'static str,
     spoke: &str,
@@ -257,8 +259,9 @@ pub async fn run_federated_spokes(
 
 /// Two-cluster tests share the burst clusters: each test issues its own CA, so its spokes
 /// stamp their objects with a federation identity of their own and never list, change or
-/// delete another test's. Only a test that stops a burst cluster needs it alone
-/// ([`run_federated_alone`]).
+/// delete another test's, and each reads a policy of its own
+/// ([`TestEnv::spoke_policy_name`]). Only a test that stops a burst cluster or removes the
+/// spokes' namespace needs it alone ([`run_federated_alone`]).
 static BURST_CLUSTERS: tokio::sync::RwLock<()> = tokio::sync::RwLock::const_new(());
 
 async fn federated(

@@ -95,11 +95,11 @@ pub async fn spoke_cluster_from(var: &'static str, why: &str) -> SpokeCluster {
     }
 }
 
-/// Writes (or, with `None`, deletes) the spoke policy ConfigMap of a burst cluster, in
-/// the namespace a spoke process of these tests runs as (`flux-spoke-system`, created
+/// Writes (or, with `None`, deletes) the spoke policy ConfigMap `name` of a burst cluster,
+/// in the namespace a spoke process of these tests runs as (`flux-spoke-system`, created
 /// when missing).
-pub async fn write_spoke_policy(client: &Client, policy: Option<&str>) -> Result<()> {
-    use flux_shared::federation::policy::{POLICY_CONFIGMAP, POLICY_KEY};
+pub async fn write_spoke_policy(client: &Client, name: &str, policy: Option<&str>) -> Result<()> {
+    use flux_shared::federation::policy::POLICY_KEY;
     use flux_shared::validate::DEFAULT_SPOKE_NAMESPACE;
     use k8s_openapi::api::core::v1::ConfigMap;
     let namespaces: Api<Namespace> = Api::all(client.clone());
@@ -129,25 +129,20 @@ pub async fn write_spoke_policy(client: &Client, policy: Option<&str>) -> Result
     }
     let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), DEFAULT_SPOKE_NAMESPACE);
     match policy {
-        None => {
-            match config_maps
-                .delete(POLICY_CONFIGMAP, &DeleteParams::default())
-                .await
-            {
-                Ok(_) => {}
-                Err(kube::Error::Api(e)) if e.code == 404 => {}
-                Err(e) => return Err(e.into()),
-            }
-        }
+        None => match config_maps.delete(name, &DeleteParams::default()).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(e)) if e.code == 404 => {}
+            Err(e) => return Err(e.into()),
+        },
         Some(text) => {
             let cm = json!({
                 "apiVersion": "v1", "kind": "ConfigMap",
-                "metadata": {"name": POLICY_CONFIGMAP, "namespace": DEFAULT_SPOKE_NAMESPACE},
+                "metadata": {"name": name, "namespace": DEFAULT_SPOKE_NAMESPACE},
                 "data": {POLICY_KEY: text},
             });
             config_maps
                 .patch(
-                    POLICY_CONFIGMAP,
+                    name,
                     &PatchParams::apply("flux-e2e").force(),
                     &Patch::Apply(&cm),
                 )
@@ -203,7 +198,18 @@ impl TestEnv {
             s.policy = Some(policy.unwrap_or_default().to_string());
             s.client.clone()
         })?;
-        write_spoke_policy(&client, policy).await
+        write_spoke_policy(&client, &self.spoke_policy_name(), policy).await
+    }
+
+    /// The name of the policy ConfigMap of this test's spokes (`flux-spoke run --policy`):
+    /// tests that run at the same time share the burst clusters, each with a policy of its
+    /// own.
+    pub fn spoke_policy_name(&self) -> String {
+        format!(
+            "{}-{}",
+            flux_shared::federation::policy::POLICY_CONFIGMAP,
+            self.ns
+        )
     }
 
     /// Runs `f` on the spoke named `name`, or, with `None`, on the only one (an error when
@@ -288,16 +294,21 @@ impl TestEnv {
                 s.client.clone(),
             )
         })?;
-        // Federated tests run one at a time, so the one policy of the burst cluster is
-        // this test's. An empty text set by the test: no policy.
+        // An empty text set by the test: no policy.
         let policy = policy.unwrap_or_else(|| self.default_spoke_policy());
-        write_spoke_policy(&client, Some(policy.as_str()).filter(|p| !p.is_empty()))
-            .await
-            .with_context(|| format!("writing the policy of spoke {spoke}"))?;
+        let policy_name = self.spoke_policy_name();
+        write_spoke_policy(
+            &client,
+            &policy_name,
+            Some(policy.as_str()).filter(|p| !p.is_empty()),
+        )
+        .await
+        .with_context(|| format!("writing the policy of spoke {spoke}"))?;
         let log = log_dir()?.join(format!("{}-spoke-{spoke}-{n}.log", self.ns));
         let mut cmd = Command::new(&bin);
         cmd.arg("run")
             .args(&args)
+            .args(["--policy", &policy_name])
             .arg("--metrics-addr")
             .arg(addr.to_string())
             .args(extra_args("FLUX_SPOKE_ARGS"))

@@ -419,6 +419,13 @@ impl TestEnv {
                     self.test, self.ns
                 );
             }
+            // The policy of this test's spokes (gone already when an unjoin took the
+            // spoke's namespace).
+            let config_maps: Api<k8s_openapi::api::core::v1::ConfigMap> =
+                Api::namespaced(client, flux_shared::validate::DEFAULT_SPOKE_NAMESPACE);
+            let _ = config_maps
+                .delete(&self.spoke_policy_name(), &DeleteParams::default())
+                .await;
         }
         self.cleaned = true;
     }
