@@ -262,7 +262,7 @@ async fn elastic_brokers_added_by_a_scale_up_join_the_running_instance() {
             )
         })
         .await?;
-        let run = FluxRun::start(&name, &[&file], &timeout_args())?;
+        let run = FluxRun::start(&name, &[&file], &timeout_args()).await?;
         let first = indexed("elastic", 2);
         let all = indexed("elastic", 4);
         overlay_wait(&run, "elastic-0", "elastic", &first, None, overlay_up).await?;

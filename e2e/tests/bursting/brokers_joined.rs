@@ -50,7 +50,8 @@ pub(crate) async fn start_root(
             lead.address.clone(),
             "--serve-nodeport".into(),
         ],
-    )?;
+    )
+    .await?;
     root.wait_for_output("NodePort emulation", secs(60)).await?;
     let root_hosts = dataplane::indexed(NAME, ROOT_SIZE);
     overlay_wait(
@@ -83,6 +84,7 @@ pub(crate) async fn start_burst(
             lead.address.clone(),
         ],
     )
+    .await
 }
 
 /// Pod level: when the lead broker and every burst broker run, the burst reports its
@@ -231,7 +233,7 @@ pub(crate) async fn brokers_join_in_flux(env: &TestEnv, burst: &Burst) -> Result
         burst.lead_address.clone(),
         "--serve-nodeport".to_string(),
     ];
-    let mut root = FluxRun::start(&run_name(&env.ns, "root"), &[&root_file], &keep_running)?;
+    let mut root = FluxRun::start(&run_name(&env.ns, "root"), &[&root_file], &keep_running).await?;
     root.wait_for_output("NodePort emulation", secs(60)).await?;
     let served = format!("{}:{}", burst.lead_address, burst.lead_port);
     ensure!(
@@ -268,7 +270,7 @@ pub(crate) async fn brokers_join_in_flux(env: &TestEnv, burst: &Burst) -> Result
 
     // The burst starts after the root's job began waiting: its brokers join the running
     // instance through the NodePort, and the job runs on every root and burst host.
-    let burst_run = FluxRun::start(&run_name(&env.ns, "burst"), &[&burst_file], &attach)?;
+    let burst_run = FluxRun::start(&run_name(&env.ns, "burst"), &[&burst_file], &attach).await?;
     let joined = overlay_wait(&root, &lead, NAME, &hosts, Some(&burst_run), overlay_full).await?;
     eprintln!(
         "{}: every root and burst broker online {joined:?} after the burst started",

@@ -141,13 +141,15 @@ async fn two_bursts(env: &TestEnv, fed: &Federation) -> Result<()> {
             lead.address.clone(),
             "--serve-nodeport".into(),
         ],
-    )?;
+    )
+    .await?;
     root.wait_for_output("NodePort emulation", secs(60)).await?;
     let mut early = FluxRun::start(
         &run_name(&env.ns, "early"),
         &[&early_file],
         &burst_args(&first),
-    )?;
+    )
+    .await?;
     early
         .wait_for_output(&format!("{first}-0: started main container"), secs(60))
         .await?;
@@ -191,7 +193,8 @@ async fn two_bursts(env: &TestEnv, fed: &Federation) -> Result<()> {
         &run_name(&env.ns, "late"),
         &[&late_file],
         &burst_args(&second),
-    )?;
+    )
+    .await?;
     let mut all = up.clone();
     all.extend(hosts(&second));
     let joined = overlay_wait(&root, &lead_pod, NAME, &all, Some(&late), overlay_full).await?;
@@ -281,7 +284,8 @@ async fn mismatch(env: &TestEnv, fed: &Federation) -> Result<()> {
             lead.clone(),
             "--serve-nodeport".into(),
         ],
-    )?;
+    )
+    .await?;
     root.wait_for_output("NodePort emulation", secs(60)).await?;
     let attach = |timeout: &str| {
         vec![
@@ -299,8 +303,10 @@ async fn mismatch(env: &TestEnv, fed: &Federation) -> Result<()> {
 
     // Both broken bursts at once; the wrong port needs the entrypoint's full wait for the
     // lead (60 s) before it says so.
-    let cert_run = FluxRun::start(&run_name(&env.ns, "cert"), &[&wrong_cert], &attach("120"))?;
-    let port_run = FluxRun::start(&run_name(&env.ns, "port"), &[&wrong_port], &attach("120"))?;
+    let cert_run =
+        FluxRun::start(&run_name(&env.ns, "cert"), &[&wrong_cert], &attach("120")).await?;
+    let port_run =
+        FluxRun::start(&run_name(&env.ns, "port"), &[&wrong_port], &attach("120")).await?;
     let started = std::time::Instant::now();
     let said = format!(
         "tcp://{lead}:{} is not reachable yet; starting anyway",
@@ -342,7 +348,7 @@ async fn mismatch(env: &TestEnv, fed: &Federation) -> Result<()> {
     drop(port_run);
 
     // The control: the objects as the spoke wrote them join at once.
-    let good_run = FluxRun::start(&run_name(&env.ns, "good"), &[&good], &attach("120"))?;
+    let good_run = FluxRun::start(&run_name(&env.ns, "good"), &[&good], &attach("120")).await?;
     let mut all = vec![lead_pod.clone(), format!("{NAME}-1")];
     all.extend(burst_hosts.iter().cloned());
     let joined = overlay_wait(&root, &lead_pod, NAME, &all, Some(&good_run), overlay_full).await?;

@@ -10,6 +10,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::time::{Duration, Instant};
 
@@ -147,6 +148,22 @@ pub struct FluxRun {
     pub name: String,
     child: Option<Child>,
     output: PathBuf,
+    /// The address this run serves NodePorts on (`--nodeport-ip`), held while it runs.
+    _address: Option<tokio::sync::OwnedMutexGuard<()>>,
+}
+
+/// Waits until no other run of this test binary serves NodePorts on `address` (a root
+/// node's address, which the tests running at once share), and holds it.
+async fn own_address(address: &str) -> tokio::sync::OwnedMutexGuard<()> {
+    static OWNED: std::sync::Mutex<BTreeMap<String, Arc<tokio::sync::Mutex<()>>>> =
+        std::sync::Mutex::new(BTreeMap::new());
+    let lock = OWNED
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .entry(address.to_string())
+        .or_default()
+        .clone();
+    lock.lock_owned().await
 }
 
 /// How a [`FluxRun`] ended.
@@ -163,8 +180,20 @@ pub struct Outcome {
 }
 
 impl FluxRun {
-    /// Starts `run-rendered.sh --cluster NAME --subnet-id ... ARGS FILES`.
-    pub fn start(name: &str, files: &[&Path], args: &[String]) -> Result<FluxRun> {
+    /// Starts `run-rendered.sh --cluster NAME --subnet-id ... ARGS FILES`. With
+    /// `--nodeport-ip ADDRESS` it first waits for that address to be free (another test's
+    /// run may serve it).
+    pub async fn start(name: &str, files: &[&Path], args: &[String]) -> Result<FluxRun> {
+        let address = match args.iter().position(|a| a == "--nodeport-ip") {
+            Some(i) => Some(
+                own_address(
+                    args.get(i + 1)
+                        .context("--nodeport-ip without an address")?,
+                )
+                .await,
+            ),
+            None => None,
+        };
         let script = run_rendered()?;
         // A run of the same name left by a killed test run would refuse to start.
         down(&script, name);
@@ -193,6 +222,7 @@ impl FluxRun {
             name: name.to_string(),
             child: Some(child),
             output,
+            _address: address,
         })
     }
 
@@ -548,7 +578,7 @@ impl TestEnv {
             self.ns,
             file.display()
         );
-        FluxRun::start(run, &[&file], args)
+        FluxRun::start(run, &[&file], args).await
     }
 
     /// Waits for the four objects every MiniCluster gets.
