@@ -98,6 +98,13 @@ if [ "$(id -u)" != 0 ]; then
   echo "e2e: the testbed at $testbed needs root (Linux namespaces, mounts); run as root" >&2
   exit 1
 fi
+# One run at a time on this machine: a second run's clusters have the same names, and the
+# first one's cleanup (until this process exits) would delete them.
+exec 9>/run/flux-e2e.lock
+if ! flock -n 9; then
+  echo "e2e: another scripts/e2e.sh is running on this machine (or still cleaning up); wait for it" >&2
+  exit 1
+fi
 
 state=/opt/testbed/k8s
 kubeconfig() { echo "$state/kubeconfig-$1"; }
