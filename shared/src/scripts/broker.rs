@@ -375,7 +375,9 @@ impl Ctx<'_> {
         if target.lead.is_some() {
             sh.line("# shellcheck disable=SC2016 # expanded by the probe");
         }
-        sh.open(&format!("until {probe}; do"));
+        // A SIGTERM meanwhile (the pod deleted: a scale-down, a burst moved to the
+        // relay) ends the wait at once; the broker is then stopped as soon as it starts.
+        sh.open(&format!("until $terminating || {probe}; do"));
         sh.line("tries=$((tries + 1))");
         sh.open(&format!(
             "if [ \"$tries\" -ge {} ] || [ \"$SECONDS\" -ge \"$deadline\" ]; then",
@@ -435,7 +437,11 @@ impl Ctx<'_> {
             sh.linef(format_args!(
                 "echo \"flux-operator: broker exited with status $flux_status; restarting in {RESTART_PAUSE_SECONDS}s\" >&2"
             ));
-            sh.linef(format_args!("sleep {RESTART_PAUSE_SECONDS}"));
+            // In the background: a SIGTERM interrupts `wait` at once, not `sleep`.
+            sh.linef(format_args!(
+                "sleep {RESTART_PAUSE_SECONDS} & wait \"$!\" || true"
+            ));
+            sh.line("! $terminating || break");
             sh.close("done");
         }
     }

@@ -98,7 +98,7 @@ echo 'flux-operator: this is a worker broker'
 if command -v timeout >/dev/null 2>&1; then
   tries=0 deadline=$((SECONDS + 60))
   # shellcheck disable=SC2016 # expanded by the probe
-  until timeout 2 bash -c 'exec 3<>"/dev/tcp/$1/$2"' lead-probe 203.0.113.7 30050 2>/dev/null; do
+  until $terminating || timeout 2 bash -c 'exec 3<>"/dev/tcp/$1/$2"' lead-probe 203.0.113.7 30050 2>/dev/null; do
     tries=$((tries + 1))
     if [ "$tries" -ge 300 ] || [ "$SECONDS" -ge "$deadline" ]; then
       echo 'flux-operator: tcp://203.0.113.7:30050 is not reachable yet; starting anyway' >&2
@@ -120,7 +120,8 @@ while :; do
     break
   fi
   echo "flux-operator: broker exited with status $flux_status; restarting in 15s" >&2
-  sleep 15
+  sleep 15 & wait "$!" || true
+  ! $terminating || break
 done
 
 if $terminating; then

@@ -121,7 +121,7 @@ echo worker
   # Wait up to 60s for the lead broker (Flux keeps retrying after that).
   if command -v getent >/dev/null 2>&1; then
     tries=0 deadline=$((SECONDS + 60))
-    until getent hosts flux-sample-0.flux-sample.default.svc.cluster.local >/dev/null 2>&1; do
+    until $terminating || getent hosts flux-sample-0.flux-sample.default.svc.cluster.local >/dev/null 2>&1; do
       tries=$((tries + 1))
       if [ "$tries" -ge 300 ] || [ "$SECONDS" -ge "$deadline" ]; then
         echo 'flux-operator: flux-sample-0.flux-sample.default.svc.cluster.local does not resolve yet; starting anyway' >&2

@@ -101,7 +101,7 @@ else
   # Wait up to 60s for the lead broker (Flux keeps retrying after that).
   if command -v getent >/dev/null 2>&1; then
     tries=0 deadline=$((SECONDS + 60))
-    until getent hosts snakemake-0.snakemake.default.svc.cluster.local >/dev/null 2>&1; do
+    until $terminating || getent hosts snakemake-0.snakemake.default.svc.cluster.local >/dev/null 2>&1; do
       tries=$((tries + 1))
       if [ "$tries" -ge 300 ] || [ "$SECONDS" -ge "$deadline" ]; then
         echo 'flux-operator: snakemake-0.snakemake.default.svc.cluster.local does not resolve yet; starting anyway' >&2
@@ -123,7 +123,8 @@ else
       break
     fi
     echo "flux-operator: broker exited with status $flux_status; restarting in 15s" >&2
-    sleep 15
+    sleep 15 & wait "$!" || true
+    ! $terminating || break
   done
 fi
 
