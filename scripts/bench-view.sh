@@ -123,11 +123,12 @@ $init
       containers:
 EOF
   if [ "$1" = shared ]; then
+    # `$$$$`: Kubernetes reads `$$` in a command as an escaped `$`.
     cat <<EOF
       - name: view
         image: $view_image
         imagePullPolicy: IfNotPresent
-        command: [/bin/sh, -c, 'echo \$\$ >/mnt/flux/view.pid && exec sleep infinity']
+        command: [/bin/sh, -c, 'echo \$\$\$\$ >/mnt/flux/view.pid && exec sleep infinity']
         volumeMounts: [{name: flux, mountPath: /mnt/flux}]
 EOF
   fi
