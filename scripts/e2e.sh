@@ -158,6 +158,16 @@ if [ "${CI:-}" = true ]; then
   # Tells a broken machine from a broken test.
   "$testbed/selftest"
 fi
+started_all() { # WHAT: waits for every cluster start in `starting`; exits if one failed
+  local failed=0 pid
+  for pid in "${starting[@]}"; do wait "$pid" || failed=1; done
+  starting=()
+  if [ "$failed" != 0 ]; then
+    clusters_failed=1
+    echo "e2e: $1 did not start" >&2
+    exit 1
+  fi
+}
 # The three clusters start at once (own names, ports, node IPs and state: start.sh shares
 # nothing between clusters), which takes about as long as one.
 started=$SECONDS
@@ -167,14 +177,7 @@ for cluster in "$root_name $root_offset" "$burst_name $burst_offset" "$burst2_na
   NODE_EXTERNAL_IP_PREFIX=10.250.$offset "$testbed/k8s/start.sh" "$name" "$offset" 2 &
   starting+=($!)
 done
-failed=0
-for pid in "${starting[@]}"; do wait "$pid" || failed=1; done
-starting=()
-if [ "$failed" != 0 ]; then
-  clusters_failed=1
-  echo "e2e: a testbed cluster did not start" >&2
-  exit 1
-fi
+started_all "a testbed cluster"
 echo "e2e: clusters $root_name, $burst_name, $burst2_name ready in $((SECONDS - started)) s"
 
 # Every test binary at once (one build, both cores), then the images for the real nodes:
@@ -233,19 +236,13 @@ real_cluster_up() { # NAME OFFSET NODES
   done
 }
 real_clusters_up() {
-  local started=$SECONDS failed=0 pid
+  local started=$SECONDS
   for cluster in "${real_clusters[@]}"; do
     # shellcheck disable=SC2086 # NAME OFFSET NODES, split on purpose
     real_cluster_up $cluster &
     starting+=($!)
   done
-  for pid in "${starting[@]}"; do wait "$pid" || failed=1; done
-  starting=()
-  if [ "$failed" != 0 ]; then
-    clusters_failed=1
-    echo "e2e: a real-node cluster did not start" >&2
-    exit 1
-  fi
+  started_all "a real-node cluster"
   echo "e2e: real-node clusters $real_name, $real_b_name, $real_c_name ready in $((SECONDS - started)) s"
 }
 real_env() {
