@@ -264,6 +264,7 @@ pub async fn run_federated_spokes(
 /// spokes' namespace needs it alone ([`run_federated_alone`]).
 static BURST_CLUSTERS: tokio::sync::RwLock<()> = tokio::sync::RwLock::const_new(());
 
+/// What [`run_federated_spokes`] and [`run_federated_alone`] run once they may.
 async fn federated(
     test: &'static str,
     spokes: &[(&str, &'static str)],
