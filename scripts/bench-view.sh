@@ -12,6 +12,10 @@
 #           application container in a pod with shareProcessNamespace; the application
 #           container links /mnt/flux/view and each entry of /opt/software to the view
 #           container's files through /proc/PID/root of its process
+#   sidecar the same, the view container a native sidecar (an init container with
+#           `restartPolicy: Always`, Kubernetes 1.29 and later): started before the
+#           application container, and stopped by the kubelet once the pod's other
+#           containers have ended, so a pod that runs to completion completes
 #   none    the floor without any view: the application container alone, which prints at
 #           once
 #
@@ -48,7 +52,7 @@ name=bench-view offset=72
 images=$target_dir/images
 app_image=localhost/flux-app-debian:bookworm
 view_image=localhost/flux-view-debian:bookworm
-variants=(copy shared none)
+variants=(copy shared sidecar none)
 
 log() { printf '[bench-view %s] %s\n' "$(date +%T)" "$*" >&2; }
 die() { log "error: $*"; exit 1; }
@@ -93,8 +97,18 @@ job() { # VARIANT NAME SIZE
         volumeMounts: [{name: flux, mountPath: /mnt/flux}]"
       app="cp -a /mnt/flux/software/. /opt/software/ && $ready"
       ;;
-    shared)
+    shared | sidecar)
       share=true
+      if [ "$1" = sidecar ]; then
+        # `$$$$`: Kubernetes reads `$$` in a command as an escaped `$`.
+        init="      initContainers:
+      - name: view
+        image: $view_image
+        imagePullPolicy: IfNotPresent
+        restartPolicy: Always
+        command: [/bin/sh, -c, 'echo \$\$\$\$ >/mnt/flux/view.pid && exec sleep infinity']
+        volumeMounts: [{name: flux, mountPath: /mnt/flux}]"
+      fi
       # The view container's process is found by the PID it wrote; the application
       # container reaches its files through /proc/PID/root (same user, no capabilities
       # beyond its own: what the kernel asks of a reader of another process's root).
