@@ -6,6 +6,10 @@
 #              MiniCluster has, minus Flux: an init container of the view image copying the
 #              view to an emptyDir, an app-image container copying the software back and
 #              sleeping. Time from `kubectl create` to every pod Ready.
+#   bare floor a bare Indexed Job of the application image alone (its container sleeps):
+#              no view and no copy, the floor of a pod that gets the view without one.
+#              Time from `kubectl create` to every pod Ready; measured after each floor
+#              run, same size.
 #   hub        flux-hub (`flux-hub run` as a host process) and an interactive MiniCluster of
 #              that size. Time from `kubectl create` to every broker up, as the lead broker
 #              sees it: `flux resource list -s up -no {nnodes}` = size, run in the lead pod.
@@ -66,7 +70,7 @@
 # (flux-images app/view/pause) and .venv with pyzmq (FLUX_BENCH_PYTHON).
 # Output: markdown tables on stdout; raw numbers in DIR/runs.jsonl, DIR/results.json;
 # controller logs, pod watches and broker logs in DIR/logs. DIR defaults to
-# target/bench-real-node. Takes about 10 minutes on 2 cores with the defaults, plus an
+# target/bench-real-node. Takes about 12 minutes on 2 cores with the defaults, plus an
 # estimated 15 minutes for the burst phase (direct and relayed; 3 minutes with --sizes 2
 # --runs 1), after the builds (a release build of flux-hub takes much longer than that on 2 cores).
 set -euo pipefail
@@ -290,6 +294,27 @@ spec:
       - {name: spack-software, emptyDir: {}}
 EOF
 }
+bare_floor_job() { # NAME SIZE
+  cat <<EOF
+apiVersion: batch/v1
+kind: Job
+metadata: {name: $1}
+spec:
+  completionMode: Indexed
+  completions: $2
+  parallelism: $2
+  backoffLimit: 100
+  template:
+    spec:
+      restartPolicy: OnFailure
+      automountServiceAccountToken: false
+      containers:
+      - name: $1
+        image: $app_image
+        imagePullPolicy: IfNotPresent
+        command: [sleep, infinity]
+EOF
+}
 minicluster() { # NAME SIZE [CURVE_CERT_FILE]
   cat <<EOF
 apiVersion: flux-framework.org/v1alpha2
@@ -495,6 +520,7 @@ measure() { # KIND NS SIZE RUN
   manifest=$work/$job.yaml
   case $kind in
     floor | burst-floor) floor_job "$job" "$size" >"$manifest" ;;
+    bare-floor) bare_floor_job "$job" "$size" >"$manifest" ;;
     hub) minicluster "$job" "$size" >"$manifest" ;;
     reference) curve_cert "$job" >"$work/$job.cert"; minicluster "$job" "$size" "$work/$job.cert" >"$manifest" ;;
   esac
@@ -587,6 +613,7 @@ run_kind_with_floor() { # KIND NS FLOOR_OFFSET
     for run in $(seq "$runs"); do
       log "$1: size $size, run $run/$runs, after a floor run"
       measure floor bench-floor "$size" $((run + $3))
+      measure bare-floor bench-floor "$size" $((run + $3))
       measure "$1" "$2" "$size" "$run"
     done
   done
@@ -895,6 +922,7 @@ if [ "$only_burst" = false ]; then
   create_namespace bench-floor
   log "floor: warm-up (size 2)"
   measure floor bench-floor 2 0
+  measure bare-floor bench-floor 2 0
   install_crd hub
   start_controller hub
   run_kind_with_floor hub bench-hub 0
@@ -942,16 +970,17 @@ if any(r["kind"] in ("floor", "hub", "reference") for r in runs):
   print()
   print(f"Time to a working Flux instance on one real node, seconds, median [min-max] of {meta['runs']} run(s)")
   print()
-  print("| size | floor: Job pods Ready | flux-hub: pods Ready | flux-hub: brokers up | hub - floor (target <= +1 s) | reference: pods Ready | reference: brokers up | hub / reference (target <= 0.8x) |")
-  print("|---|---|---|---|---|---|---|---|")
+  print("| size | floor: Job pods Ready | bare floor (no view): Job pods Ready | flux-hub: pods Ready | flux-hub: brokers up | hub - floor (target <= +1 s) | reference: pods Ready | reference: brokers up | hub / reference (target <= 0.8x) |")
+  print("|---|---|---|---|---|---|---|---|---|")
   for size in meta["sizes"]:
     f, fs = stat("floor", size, "pods_ready_s")
+    _, bs = stat("bare-floor", size, "pods_ready_s")
     _, hr = stat("hub", size, "pods_ready_s")
     h, hs = stat("hub", size, "flux_up_s")
     _, rr = stat("reference", size, "pods_ready_s")
     r, rs = stat("reference", size, "flux_up_s")
     over = f"{h - f:+.2f} s" if h is not None and f is not None else "-"
-    print(f"| {size} | {fs} | {hr} | {hs} | {over} | {rr} | {rs} | {ratio(h, r)} |")
+    print(f"| {size} | {fs} | {bs} | {hr} | {hs} | {over} | {rr} | {rs} | {ratio(h, r)} |")
 b = meta["burst"]
 if b:
   print()

@@ -127,11 +127,14 @@ def main():
         gaps = [t["brokers up"] - t["pods Ready"] for t in per_run
                 if None not in (t["brokers up"], t["pods Ready"])]
         table[(kind, size, "gap")] = statistics.median(gaps) if gaps else None
-    floor = {}
-    for size in sizes:
-        v = [r["pods_ready_s"] for r in runs if r["kind"] == "floor" and r["size"] == size
-             and not r["warmup"] and r["pods_ready_s"] is not None]
-        floor[size] = statistics.median(v) if v else None
+    def floor_of(kind):
+        medians = {}
+        for size in sizes:
+            v = [r["pods_ready_s"] for r in runs if r["kind"] == kind and r["size"] == size
+                 and not r["warmup"] and r["pods_ready_s"] is not None]
+            medians[size] = statistics.median(v) if v else None
+        return medians
+    floor, bare = floor_of("floor"), floor_of("bare-floor")
     print("Timeline, seconds after `kubectl create`, median of the measured runs (scripts/bench_timeline.py)")
     print()
     print("| step | " + " | ".join(f"{k} {s}" for k, s in cols) + " | what |")
@@ -140,6 +143,7 @@ def main():
     for name, what in STEPS:
         print(f"| {name} | " + " | ".join(fmt(table[(k, s, name)]) for k, s in cols) + f" | {what} |")
     print(f"| floor: Job pods Ready | " + " | ".join(fmt(floor[s]) for _, s in cols) + " | a bare Job of the same pods |")
+    print(f"| bare floor: Job pods Ready | " + " | ".join(fmt(bare[s]) for _, s in cols) + " | a bare Job of the application image alone (no view) |")
     print()
     print("Medians: pods Ready -> brokers up of each run; brokers up against the floor's pods Ready.")
     print()
