@@ -366,11 +366,11 @@ async fn bursts_take_the_path_that_works_and_outlive_a_lost_cluster() {
             flux_hub(&hub, &config, &[
                 "join", name, "--kubeconfig", path_str(&cluster.kubeconfig)?, "--image", &image,
                 "--allow-namespace", &env.ns, "--fence-after-seconds", &FENCE.to_string(),
+                // The spoke reports a lead it cannot reach after 15 s (60 by default).
+                "--lead-unreachable-after-seconds", "15",
                 "--force", "--timeout-seconds", "180",
             ])
             .await?;
-            // The spoke reports a lead it cannot reach after 15 s (60 by default).
-            with_arg(&cluster.client, SPOKE_NAMESPACE, "flux-spoke", "--lead-unreachable-after-seconds=15").await?;
         }
         let federation_port = Api::<Service>::namespaced(env.client.clone(), HUB_NAMESPACE)
             .get("flux-hub-federation")

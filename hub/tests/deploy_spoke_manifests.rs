@@ -563,6 +563,7 @@ fn joined(rbac: &flux_hub::commands::install::SpokeRbac) -> Vec<serde_json::Valu
             room: true,
             root_reach: Default::default(),
             fence_after_seconds: None,
+            lead_unreachable_after_seconds: None,
         },
         None,
         rbac,

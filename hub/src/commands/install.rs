@@ -177,6 +177,10 @@ pub struct SpokeSettings {
     /// it deletes the burst's Job (`flux-hub join --fence-after-seconds`); `None`: the
     /// spoke's default.
     pub fence_after_seconds: Option<u64>,
+    /// How long every probe of a direct burst's lead broker must have failed before the
+    /// spoke reports it unreachable (`flux-hub join --lead-unreachable-after-seconds`);
+    /// `None`: the spoke's default.
+    pub lead_unreachable_after_seconds: Option<u64>,
 }
 
 /// Name of the ClusterRole and ClusterRoleBinding of the spoke's room
@@ -325,6 +329,9 @@ pub fn spoke_objects(
             if let Some(seconds) = settings.fence_after_seconds {
                 o["data"][FENCE_AFTER_KEY] = json!(seconds.to_string());
             }
+            if let Some(seconds) = settings.lead_unreachable_after_seconds {
+                o["data"][LEAD_UNREACHABLE_AFTER_KEY] = json!(seconds.to_string());
+            }
         }
         if !settings.room
             && o["kind"] == "Deployment"
@@ -465,9 +472,15 @@ pub const ROOT_REACH_KEY: &str = "root-reach";
 /// default.
 pub const FENCE_AFTER_KEY: &str = "fence-after-seconds";
 
+/// The key of the spoke's settings ConfigMap holding `flux-spoke run
+/// --lead-unreachable-after-seconds` (`flux-hub join --lead-unreachable-after-seconds`);
+/// absent: the spoke's default.
+pub const LEAD_UNREACHABLE_AFTER_KEY: &str = "lead-unreachable-after-seconds";
+
 /// Pod template annotation holding the SHA-256 of the spoke's settings: its pods read them
 /// from the environment when they start, so a changed setting (`join` with another
-/// `--root-reach`, `--fence-after-seconds`, `--label` or hub) rolls the Deployment, the
+/// `--root-reach`, `--fence-after-seconds`, `--lead-unreachable-after-seconds`, `--label`
+/// or hub) rolls the Deployment, the
 /// same ones change nothing.
 pub const CONFIG_ANNOTATION: &str = "flux-framework.org/config-sha256";
 
@@ -607,6 +620,7 @@ mod tests {
             room: true,
             root_reach: Default::default(),
             fence_after_seconds: None,
+            lead_unreachable_after_seconds: None,
         }
     }
 
@@ -701,6 +715,7 @@ mod tests {
             room: true,
             root_reach: Default::default(),
             fence_after_seconds: None,
+            lead_unreachable_after_seconds: None,
         };
         let rbac = SpokeRbac::Namespaces(["team".to_string()].into());
         let spoke =
@@ -864,6 +879,32 @@ mod tests {
             (
                 SPOKE_CONFIG.to_string(),
                 ROOT_REACH_KEY.to_string(),
+                Some(true)
+            )
+        );
+    }
+
+    #[test]
+    fn the_lead_unreachable_delay_is_a_setting_and_a_new_one_rolls_the_spoke() {
+        let objects = |lead_unreachable_after_seconds| {
+            spoke_with(&SpokeSettings {
+                lead_unreachable_after_seconds,
+                ..settings("gke", "https://hub.example.org:8443")
+            })
+        };
+        let (default, short) = (objects(None), objects(Some(15)));
+        assert_eq!(
+            setting(&default, LEAD_UNREACHABLE_AFTER_KEY),
+            Value::Null,
+            "the spoke's default"
+        );
+        assert_eq!(setting(&short, LEAD_UNREACHABLE_AFTER_KEY), "15");
+        assert_ne!(settings_stamp(&default), settings_stamp(&short));
+        assert_eq!(
+            env_source(&short, "FLUX_SPOKE_LEAD_UNREACHABLE_AFTER_SECONDS"),
+            (
+                SPOKE_CONFIG.to_string(),
+                LEAD_UNREACHABLE_AFTER_KEY.to_string(),
                 Some(true)
             )
         );

@@ -72,6 +72,12 @@ pub struct JoinOptions {
     /// lead broker answered this long. Keep it below half the hub's --lost-cluster-grace-seconds.
     #[arg(long, value_name = "SECONDS", value_parser = clap::value_parser!(u64).range(10..=3600))]
     pub fence_after_seconds: Option<u64>,
+    /// The spoke's `flux-spoke run --lead-unreachable-after-seconds` (1 to 3600; default:
+    /// the spoke's, 60): a direct burst whose lead broker refused every probe this long is
+    /// reported `LeadUnreachable`, and the hub switches it to the relay when none of its
+    /// brokers joined. Shorter switches sooner; a lead still starting refuses at first.
+    #[arg(long, value_name = "SECONDS", value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub lead_unreachable_after_seconds: Option<u64>,
     /// Do not let the spoke read the cluster's nodes and pods to measure its room for the
     /// hub's placement (no `flux-spoke-room` ClusterRole): the hub then places bursts here
     /// without knowing the room.
@@ -422,6 +428,7 @@ pub async fn run(opts: &JoinOptions, out: &mut dyn Write) -> anyhow::Result<()> 
         room: !opts.no_room,
         root_reach: opts.root_reach.unwrap_or_default(),
         fence_after_seconds: opts.fence_after_seconds,
+        lead_unreachable_after_seconds: opts.lead_unreachable_after_seconds,
     };
     flux_shared::federation::spoke_labels::check(&settings.labels)
         .map_err(|e| anyhow::anyhow!("--label: {e}"))?;
