@@ -257,7 +257,7 @@ if [ "$skip_reference" = false ]; then
 fi
 
 # --- manifests
-floor_job() { # NAME SIZE
+floor_job_head() { # NAME SIZE: what both floors' Jobs share, up to their containers
   cat <<EOF
 apiVersion: batch/v1
 kind: Job
@@ -271,6 +271,11 @@ spec:
     spec:
       restartPolicy: OnFailure
       automountServiceAccountToken: false
+EOF
+}
+floor_job() { # NAME SIZE
+  floor_job_head "$1" "$2"
+  cat <<EOF
       initContainers:
       - name: flux-view
         image: $view_image
@@ -295,19 +300,8 @@ spec:
 EOF
 }
 bare_floor_job() { # NAME SIZE
+  floor_job_head "$1" "$2"
   cat <<EOF
-apiVersion: batch/v1
-kind: Job
-metadata: {name: $1}
-spec:
-  completionMode: Indexed
-  completions: $2
-  parallelism: $2
-  backoffLimit: 100
-  template:
-    spec:
-      restartPolicy: OnFailure
-      automountServiceAccountToken: false
       containers:
       - name: $1
         image: $app_image
