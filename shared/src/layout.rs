@@ -19,6 +19,8 @@ pub const DRAIN_SCRIPT_KEY: &str = "flux-drain.sh";
 pub const REPORTER_SCRIPT_KEY: &str = "flux-reporter.py";
 /// Key of the init container's script in the ConfigMap.
 pub const INIT_SCRIPT_KEY: &str = "flux-init.sh";
+/// Key of the view container's script in the ConfigMap.
+pub const VIEW_SCRIPT_KEY: &str = "flux-view-container.sh";
 /// Fallback home directory (an emptyDir) for images whose HOME is `/`.
 pub const HOME_MOUNT: &str = "/home/flux-operator";
 /// Where the view's spack install tree must sit for its symlinks to resolve.
@@ -40,6 +42,7 @@ pub struct Layout {
     pub mount: String,
     view: String,
     software: String,
+    view_exchange: String,
     config_root: String,
     broker_config_dir: String,
     r_path: String,
@@ -58,6 +61,7 @@ impl Layout {
         Layout {
             view: format!("{mount}/view"),
             software: format!("{mount}/software"),
+            view_exchange: format!("{mount}/.view-container"),
             broker_config_dir: format!("{config}/etc/flux/config"),
             r_path: format!("{config}/etc/flux/system/R"),
             curve_cert: format!("{config}/curve/curve.cert"),
@@ -69,13 +73,20 @@ impl Layout {
             mount: mount.to_string(),
         }
     }
-    /// Copy of the flux view (bin, lib, ...).
+    /// The flux view (bin, lib, ...): a copy, or a link into the view container's root.
     pub fn view(&self) -> &str {
         &self.view
     }
-    /// Copy of the view's spack install tree.
+    /// Copy of the view's spack install tree (when the view is copied).
     pub fn software(&self) -> &str {
         &self.software
+    }
+    /// Where a view container and the pod's other containers meet: the files `view`
+    /// (`PID VIEW_DIR` of the view container once it serves, or `error MESSAGE`),
+    /// `broker` (the broker entrypoint's PID), `copied` (the outcome of a copy) and the
+    /// FIFO `requests` (`copy`, `exit STATUS`).
+    pub fn view_exchange(&self) -> &str {
+        &self.view_exchange
     }
     /// Root of Flux's configuration and state.
     pub fn config_root(&self) -> &str {

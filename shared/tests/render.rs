@@ -109,12 +109,21 @@ fn root_job_is_an_indexed_job_of_size_pods() {
             [0]["matchExpressions"][0]["values"],
         serde_json::json!(["a", "b"])
     );
-    assert_eq!(pod["initContainers"][0]["name"], "flux-view");
+    // The view is read in place: its container first, one process namespace, no init
+    // container (the kubelet starts every container in one pass).
+    assert!(pod.get("initContainers").is_none());
+    assert_eq!(pod["shareProcessNamespace"], true);
+    let view = &pod["containers"][0];
+    assert_eq!(view["name"], "flux-view");
     assert_eq!(
-        pod["initContainers"][0]["image"],
+        view["image"],
         "ghcr.io/converged-computing/flux-view-ubuntu:tag-noble"
     );
-    let c = &pod["containers"][0];
+    assert_eq!(
+        view["command"],
+        serde_json::json!(["/bin/bash", "/flux_operator/flux-view-container.sh"])
+    );
+    let c = &pod["containers"][1];
     assert_eq!(c["name"], "flux-sample");
     assert_eq!(
         c["command"],
@@ -185,7 +194,7 @@ fn without_draining_the_container_keeps_its_own_hooks_and_the_default_grace() {
     let job = find(&objects, "Job", "flux-sample");
     let pod = &job["spec"]["template"]["spec"];
     assert_eq!(
-        pod["containers"][0]["lifecycle"]["preStop"]["exec"]["command"],
+        pod["containers"][1]["lifecycle"]["preStop"]["exec"]["command"],
         serde_json::json!(["/bin/sh", "-c", "echo bye"])
     );
     assert!(pod.get("terminationGracePeriodSeconds").is_none());
@@ -235,7 +244,7 @@ fn config_map_carries_flux_config_and_scripts() {
             "broker-0.sh",
             "broker.toml",
             "flux-drain.sh",
-            "flux-init.sh"
+            "flux-view-container.sh"
         ]
     );
     assert!(
@@ -410,4 +419,108 @@ fn rendering_is_deterministic() {
         render(&plan, &Role::Root, CERT).expect("root").last(),
         Some(Object::Job(_))
     ));
+}
+
+/// The broker pod of `yaml`'s root.
+fn root_pod(yaml: &str) -> serde_json::Value {
+    let objects = objects(&plan(yaml), &Role::Root);
+    find(&objects, "Job", "flux-sample")["spec"]["template"]["spec"].clone()
+}
+
+fn container_names(list: &serde_json::Value) -> Vec<&str> {
+    list.as_array()
+        .into_iter()
+        .flatten()
+        .map(|c| c["name"].as_str().unwrap_or(""))
+        .collect()
+}
+
+fn mounted_keys(pod: &serde_json::Value) -> String {
+    pod["volumes"]
+        .as_array()
+        .and_then(|v| v.iter().find(|v| v["name"] == "flux-config"))
+        .map(|v| v["configMap"]["items"].to_string())
+        .unwrap_or_default()
+}
+
+#[test]
+fn the_view_container_runs_as_the_broker_unless_told_otherwise() {
+    let restricted = SPEC.replace(
+        "      lifeCycle: {preStopExec: \"echo bye\"}\n",
+        "      lifeCycle: {preStopExec: \"echo bye\"}\n      securityContext: {runAsUser: 1000, runAsNonRoot: true, capabilities: {drop: [ALL]}}\n",
+    );
+    let pod = root_pod(&restricted);
+    assert_eq!(
+        pod["containers"][0]["securityContext"],
+        pod["containers"][1]["securityContext"]
+    );
+    assert_eq!(pod["containers"][0]["securityContext"]["runAsUser"], 1000);
+    let own = restricted.replace(
+        "  deadlineSeconds: 600\n",
+        "  deadlineSeconds: 600\n  flux: {container: {securityContext: {runAsUser: 2000}}}\n",
+    );
+    let pod = root_pod(&own);
+    assert_eq!(pod["containers"][0]["securityContext"]["runAsUser"], 2000);
+}
+
+#[test]
+fn copy_keeps_the_init_container_pod_and_so_does_a_pod_that_may_not_share_processes() {
+    for extra in [
+        "  flux: {container: {copy: true}}\n",
+        "  shareProcessNamespace: false\n",
+    ] {
+        let pod = root_pod(&SPEC.replace(
+            "  deadlineSeconds: 600\n",
+            &format!("  deadlineSeconds: 600\n{extra}"),
+        ));
+        assert_eq!(
+            container_names(&pod["initContainers"]),
+            ["flux-view"],
+            "{extra}"
+        );
+        assert_eq!(
+            container_names(&pod["containers"]),
+            ["flux-sample"],
+            "{extra}"
+        );
+        assert_eq!(
+            pod["initContainers"][0]["command"],
+            serde_json::json!(["/bin/bash", "/flux_operator/flux-init.sh"])
+        );
+        let items = mounted_keys(&pod);
+        assert!(items.contains("flux-init.sh"), "{items}");
+        assert!(!items.contains("flux-view-container.sh"), "{items}");
+    }
+    let pod = root_pod(&SPEC.replace(
+        "  deadlineSeconds: 600\n",
+        "  deadlineSeconds: 600\n  flux: {container: {copy: true}}\n",
+    ));
+    assert!(pod.get("shareProcessNamespace").is_none());
+}
+
+#[test]
+fn flux_from_the_application_image_needs_no_view_container_at_all() {
+    let pod = root_pod(&SPEC.replace(
+        "  deadlineSeconds: 600\n",
+        "  deadlineSeconds: 600\n  flux: {container: {disable: true}}\n",
+    ));
+    assert!(pod.get("initContainers").is_none());
+    assert!(pod.get("shareProcessNamespace").is_none());
+    assert_eq!(container_names(&pod["containers"]), ["flux-sample"]);
+    let items = mounted_keys(&pod);
+    assert!(!items.contains("flux-init.sh") && !items.contains("flux-view-container.sh"));
+}
+
+#[test]
+fn a_host_pid_pod_reads_the_view_in_place_without_its_own_process_namespace() {
+    let pod = root_pod(&SPEC.replace(
+        "    nodeSelector: {pool: hpc}\n",
+        "    nodeSelector: {pool: hpc}\n    hostPID: true\n",
+    ));
+    assert_eq!(
+        container_names(&pod["containers"]),
+        ["flux-view", "flux-sample"]
+    );
+    assert!(pod.get("shareProcessNamespace").is_none());
+    assert_eq!(pod["hostPID"], true);
 }

@@ -82,17 +82,28 @@ fn examples_render_as_recorded() {
 /// (`${FLUX_OPERATOR_CONFIG_DIR:-...}/NAME`).
 fn config_files_named(script: &str) -> Vec<String> {
     let mut out = Vec::new();
+    let name = |rest: &str| -> String {
+        rest.chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+            .collect()
+    };
     let mut rest = script;
     while let Some(at) = rest.find("${FLUX_OPERATOR_CONFIG_DIR:-") {
         rest = &rest[at..];
-        let Some(close) = rest.find("}/") else { break };
-        rest = &rest[close + 2..];
-        let name: String = rest
-            .chars()
-            .take_while(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
-            .collect();
-        out.push(name);
+        let Some(close) = rest.find('}') else { break };
+        rest = &rest[close + 1..];
+        if let Some(file) = rest.strip_prefix('/') {
+            out.push(name(file));
+        }
     }
+    // `config_dir=${FLUX_OPERATOR_CONFIG_DIR:-...}`, then `"$config_dir/NAME"`.
+    out.extend(
+        script
+            .split("$config_dir/")
+            .skip(1)
+            .map(name)
+            .filter(|n| !n.is_empty()),
+    );
     out
 }
 

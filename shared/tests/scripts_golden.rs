@@ -11,7 +11,7 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
-use flux_shared::api::MiniCluster;
+use flux_shared::api::{MiniCluster, ViewMode};
 use flux_shared::plan::{Endpoint, Plan, Role};
 use flux_shared::scripts;
 
@@ -52,6 +52,19 @@ spec:
 metadata: {name: flux-sample, namespace: default}
 spec:
   size: 4
+  containers:
+    - image: rockylinux:9
+      command: echo hello world
+"#,
+        burst: false,
+    },
+    Case {
+        name: "copy",
+        yaml: r#"
+metadata: {name: flux-sample, namespace: default}
+spec:
+  size: 4
+  flux: {container: {copy: true}}
   containers:
     - image: rockylinux:9
       command: echo hello world
@@ -346,16 +359,22 @@ fn render(case: &Case) -> Vec<(String, String)> {
     let target = plan
         .target(&role)
         .unwrap_or_else(|| panic!("{}: no target", case.name));
-    let mut out = vec![
-        (
+    // The script of the pod's view container, or of its copying init container.
+    let mut out = match plan.spec.view_mode() {
+        ViewMode::InPlace => vec![(
+            format!("{}.view.sh", case.name),
+            scripts::view_container_script(&plan, &target),
+        )],
+        ViewMode::Copy => vec![(
             format!("{}.init.sh", case.name),
             scripts::init_script(&plan, &target),
-        ),
-        (
-            format!("{}.broker.sh", case.name),
-            scripts::broker_script(&plan, &target),
-        ),
-    ];
+        )],
+        ViewMode::Image => Vec::new(),
+    };
+    out.push((
+        format!("{}.broker.sh", case.name),
+        scripts::broker_script(&plan, &target),
+    ));
     if let Some(drain) = scripts::drain_script(&plan, &target) {
         out.push((format!("{}.drain.sh", case.name), drain));
     }
@@ -379,7 +398,7 @@ fn all_scripts() -> Vec<(String, String)> {
 
 /// The shell scripts kept as plain files in `src/scripts/` (their placeholders are plain
 /// words to the shell), checked as they are besides every script rendered from them.
-const SHELL_SOURCES: &[&str] = &["drain.sh"];
+const SHELL_SOURCES: &[&str] = &["drain.sh", "view_container.sh"];
 
 fn shell_sources() -> Vec<(String, String)> {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("src/scripts");

@@ -7,7 +7,7 @@ mod spec;
 mod status;
 
 pub use phase::{BurstStatusPhase, MiniClusterPhase, UnknownPhase};
-pub use resolve::{PlacementCandidate, ResolvedBurst};
+pub use resolve::{PlacementCandidate, ResolvedBurst, ViewMode};
 pub use spec::*;
 pub use status::{
     BurstLayout, BurstPlacement, BurstStatus, LeadBrokerStatus, MiniClusterStatus,

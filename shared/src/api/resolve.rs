@@ -266,8 +266,38 @@ impl MiniClusterSpec {
     }
 }
 
+/// How the broker pods of a MiniCluster get the Flux view.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ViewMode {
+    /// A container of the view image runs beside the brokers, in one process namespace;
+    /// they read its files in place, through its root (`/proc/PID/root`), and ask it for a
+    /// copy only where the kernel refuses them that (another user, more capabilities). No
+    /// init container: the kubelet starts every container in one pass. The default.
+    InPlace,
+    /// An init container copies the view into the pod before the brokers start (the
+    /// reference operator's pod): `flux.container.copy`, or `shareProcessNamespace: false`.
+    Copy,
+    /// Flux comes from the application image (`flux.container.disable`): no view container.
+    Image,
+}
+
+impl MiniClusterSpec {
+    /// How broker pods get the Flux view. `copy` (or a pod that may not share its process
+    /// namespace) keeps the copying init container, even with the view disabled.
+    pub fn view_mode(&self) -> ViewMode {
+        let view = self.flux().view();
+        if view.copy == Some(true) || self.share_process_namespace == Some(false) {
+            ViewMode::Copy
+        } else if view.disabled() {
+            ViewMode::Image
+        } else {
+            ViewMode::InPlace
+        }
+    }
+}
+
 impl FluxSpec {
-    /// The flux view init container settings.
+    /// The flux view container settings.
     pub fn view(&self) -> &FluxContainer {
         self.container.as_ref().unwrap_or(&NO_VIEW)
     }
@@ -343,7 +373,7 @@ impl FluxSpec {
 }
 
 impl FluxContainer {
-    /// Init container name.
+    /// View container name.
     pub fn name(&self) -> &str {
         self.name
             .as_deref()

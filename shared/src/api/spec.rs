@@ -126,7 +126,8 @@ pub struct MiniClusterSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub archive: Option<Archive>,
 
-    /// Share one process namespace between the containers of a pod.
+    /// Share one process namespace between the containers of a pod. Broker pods share one
+    /// unless this is `false` (which also makes the view a copy, `flux.container.copy`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub share_process_namespace: Option<bool>,
 
@@ -197,7 +198,7 @@ pub struct Network {
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, KubeSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct FluxSpec {
-    /// The flux view init container that provides Flux to the application container.
+    /// The flux view container that provides Flux to the application container.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub container: Option<FluxContainer>,
 
@@ -281,19 +282,27 @@ pub struct FluxSpec {
     pub environment: BTreeMap<String, String>,
 }
 
-/// The flux view init container.
+/// The flux view container: by default a container of the view image beside the brokers,
+/// whose files they read in place (one process namespace, no copy); with `copy`, an init
+/// container that copies the view into the pod first.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, KubeSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct FluxContainer {
-    /// Flux is already installed in the application image: copy no view.
+    /// Flux is already installed in the application image: no view.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub disable: Option<bool>,
 
-    /// Init container name (default `flux-view`).
+    /// Copy the view into the pod with an init container before the brokers start (the
+    /// reference operator's pod), instead of reading it in place from a view container.
+    /// Also the layout when `shareProcessNamespace` is `false`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub copy: Option<bool>,
+
+    /// View container name (default `flux-view`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
 
-    /// Init container working directory.
+    /// View container working directory.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub working_dir: Option<String>,
 
@@ -301,7 +310,7 @@ pub struct FluxContainer {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub python_path: Option<String>,
 
-    /// Init container resources.
+    /// View container resources.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resources: Option<ResourceRequirements>,
 
@@ -318,7 +327,8 @@ pub struct FluxContainer {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pull_always: Option<bool>,
 
-    /// Init container security context.
+    /// View container security context. When unset, the view container read in place
+    /// takes the flux-running container's, so that the brokers may read its files.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub security_context: Option<SecurityContext>,
 

@@ -471,7 +471,8 @@ spec:
         assert_eq!((a.size, b.size), (3, 1));
         let pod = b.pod().expect("the Job's pod");
         assert_eq!(
-            pod.containers[0].image.as_deref(),
+            // After the view container.
+            pod.containers.last().and_then(|c| c.image.as_deref()),
             Some("ghcr.io/converged-computing/metric-lammps:latest")
         );
         assert_eq!(
@@ -488,7 +489,11 @@ spec:
         let c = prepare(&changed, &mut cache).unwrap();
         assert!(!Arc::ptr_eq(&b.plan, &c.plan));
         assert_eq!(
-            c.pod().unwrap().containers[0].image.as_deref(),
+            c.pod()
+                .unwrap()
+                .containers
+                .last()
+                .and_then(|c| c.image.as_deref()),
             Some("ghcr.io/example/other:1")
         );
     }

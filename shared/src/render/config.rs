@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 
+use crate::api::ViewMode;
 use crate::{broker_toml, layout, scripts};
 
 use super::{Renderer, config_map_name, curve_secret_name};
@@ -17,11 +18,22 @@ impl Renderer<'_> {
                 broker_toml::render(self.plan, self.target),
             ),
             (layout::R_KEY.to_string(), self.plan.resources.clone()),
-            (
-                layout::INIT_SCRIPT_KEY.to_string(),
-                scripts::init_script(self.plan, self.target),
-            ),
         ]);
+        match self.plan.spec.view_mode() {
+            ViewMode::InPlace => {
+                data.insert(
+                    layout::VIEW_SCRIPT_KEY.to_string(),
+                    scripts::view_container_script(self.plan, self.target),
+                );
+            }
+            ViewMode::Copy => {
+                data.insert(
+                    layout::INIT_SCRIPT_KEY.to_string(),
+                    scripts::init_script(self.plan, self.target),
+                );
+            }
+            ViewMode::Image => {}
+        }
         if let Some(drain) = scripts::drain_script(self.plan, self.target) {
             data.insert(layout::DRAIN_SCRIPT_KEY.to_string(), drain);
         }

@@ -1,5 +1,5 @@
 //! The Indexed Job of brokers and its pod template: pod spec, affinity, the operator's
-//! volumes, the flux view init container and the containers.
+//! volumes, the flux view container (or init container) and the containers.
 
 use std::collections::BTreeMap;
 
@@ -13,7 +13,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
     LabelSelector, LabelSelectorRequirement, ObjectMeta,
 };
 
-use crate::api::{MiniClusterContainer, defaults};
+use crate::api::{MiniClusterContainer, ViewMode, defaults};
 use crate::layout;
 
 use super::containers::{drain_lifecycle, env, image_pull_secrets, lifecycle, ports};
@@ -100,14 +100,28 @@ impl Renderer<'_> {
                 .map(|c| &c.image_pull_secret)
                 .chain([&view.image_pull_secret]),
         );
-        let containers = spec
-            .containers
-            .iter()
-            .enumerate()
-            .map(|(i, c)| self.container(i, c))
+        let mode = spec.view_mode();
+        // Read in place, the view container comes first: the kubelet starts containers in
+        // order, so it is serving by the time the broker looks for it.
+        let containers = (mode == ViewMode::InPlace)
+            .then(|| self.view_container())
+            .into_iter()
+            .chain(
+                spec.containers
+                    .iter()
+                    .enumerate()
+                    .map(|(i, c)| self.container(i, c)),
+            )
             .collect();
+        // A pod with hostPID may not also share a process namespace of its own, and needs
+        // not: the view container's process is in the node's, which its containers see.
+        let share_process_namespace = if mode == ViewMode::InPlace && pod.host_pid != Some(true) {
+            Some(true)
+        } else {
+            spec.share_process_namespace
+        };
         PodSpec {
-            share_process_namespace: spec.share_process_namespace,
+            share_process_namespace,
             tolerations: (!pod.tolerations.is_empty()).then(|| pod.tolerations.clone()),
             scheduler_name: pod.scheduler_name.clone(),
             host_ipc: pod.host_ipc,
@@ -117,7 +131,7 @@ impl Renderer<'_> {
             image_pull_secrets: pull_secrets,
             affinity: (!spec.disable_affinity()).then(|| self.affinity()),
             volumes: Some(self.volumes()),
-            init_containers: Some(vec![self.view_container()]),
+            init_containers: (mode == ViewMode::Copy).then(|| vec![self.view_init_container()]),
             containers,
             // A leaving worker may wait the drain timeout for its jobs, then stop.
             termination_grace_period_seconds: (self.drain_timeout() > 0)
@@ -190,8 +204,10 @@ impl Renderer<'_> {
         let mut items = vec![
             key_to_path(layout::BROKER_TOML_KEY, None),
             key_to_path(layout::R_KEY, None),
-            key_to_path(layout::INIT_SCRIPT_KEY, Some(0o755)),
         ];
+        if let Some(key) = view_script_key(self.plan.spec.view_mode()) {
+            items.push(key_to_path(key, Some(0o755)));
+        }
         if self.drain_timeout() > 0 {
             items.push(key_to_path(layout::DRAIN_SCRIPT_KEY, Some(0o755)));
         }
@@ -244,7 +260,44 @@ impl Renderer<'_> {
         ]
     }
 
+    /// The view container read in place: it serves the view image's files for as long as
+    /// the broker needs them. Unless the spec gives it one, it runs with the flux-running
+    /// container's security context, which is what lets the brokers read its files (the
+    /// kernel asks a reader of another process's root for the same user and at least its
+    /// capabilities).
     fn view_container(&self) -> Container {
+        let spec = &self.plan.spec;
+        let view = spec.flux().view();
+        let security_context = view.security_context.clone().or_else(|| {
+            spec.containers
+                .get(self.plan.runner)
+                .and_then(|c| c.security_context.clone())
+        });
+        Container {
+            name: view.name().into(),
+            image: Some(spec.flux().view_image().into()),
+            image_pull_policy: Some(view.pull_policy().into()),
+            command: Some(vec![
+                "/bin/bash".into(),
+                format!("{}/{}", layout::CONFIG_MOUNT, layout::VIEW_SCRIPT_KEY),
+            ]),
+            working_dir: view.working_dir.clone().filter(|d| !d.is_empty()),
+            resources: view.resources.clone(),
+            security_context,
+            // The software emptyDir not at /opt/software, which would hide the image's
+            // own tree, but where a copy for a container refused the image's goes.
+            volume_mounts: Some(vec![
+                mount(view.name(), view.mount_path(), false),
+                mount("spack-software", self.plan.layout.software(), false),
+                mount("flux-config", layout::CONFIG_MOUNT, true),
+            ]),
+            ..Default::default()
+        }
+    }
+
+    /// The init container that copies the view (`flux.container.copy`, the reference
+    /// operator's pod).
+    fn view_init_container(&self) -> Container {
         let view = self.plan.spec.flux().view();
         Container {
             name: view.name().into(),
@@ -309,5 +362,14 @@ impl Renderer<'_> {
             volume_mounts: Some(mounts),
             ..Default::default()
         }
+    }
+}
+
+/// The ConfigMap key of the script of the pod's view container or init container, if any.
+fn view_script_key(mode: ViewMode) -> Option<&'static str> {
+    match mode {
+        ViewMode::InPlace => Some(layout::VIEW_SCRIPT_KEY),
+        ViewMode::Copy => Some(layout::INIT_SCRIPT_KEY),
+        ViewMode::Image => None,
     }
 }

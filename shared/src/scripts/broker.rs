@@ -50,6 +50,10 @@ pub fn broker_script(plan: &Plan, target: &Target) -> String {
     }
     ctx.init_hook(&mut sh, hooks);
 
+    if ctx.broker_prepares_config() {
+        sh.line("");
+        ctx.config_tree(&mut sh, true);
+    }
     sh.line("");
     ctx.view_environment(&mut sh, true);
     sh.line("");
@@ -121,6 +125,7 @@ pub fn broker_script(plan: &Plan, target: &Target) -> String {
     sh.line("flux_status=143");
     sh.close("fi");
     ctx.say_dq(&mut sh, "flux exited with status $flux_status");
+    ctx.view_end(&mut sh);
     sh.line("exit \"$flux_status\"");
     sh.finish()
 }

@@ -6,7 +6,7 @@ use crate::plan::{Plan, Target};
 
 use super::program::qualified_name;
 use super::shell::{Sh, word};
-use super::shell::{dq_text, one_line, parent};
+use super::shell::{dq_text, one_line};
 use super::steps::Ctx;
 use super::{CONFIG_DIR_ENV, VIEW_SOURCE};
 
@@ -32,33 +32,7 @@ pub fn init_script(plan: &Plan, target: &Target) -> String {
     ));
     sh.line("set -eEu -o pipefail");
     sh.line("");
-    sh.linef(format_args!(
-        "config_dir=${{{CONFIG_DIR_ENV}:-{}}}",
-        word(layout::CONFIG_MOUNT)
-    ));
-    ctx.say(&mut sh, &format!("preparing {}", l.mount));
-    sh.linef(format_args!(
-        "mkdir -p {} {} {} {} {}",
-        word(l.broker_config_dir()),
-        word(l.cron_dir()),
-        word(l.rundir()),
-        word(l.statedir()),
-        word(parent(l.curve_cert()))
-    ));
-    sh.linef(format_args!(
-        "cp \"$config_dir/{}\" {}",
-        layout::BROKER_TOML_KEY,
-        word(&format!(
-            "{}/{}",
-            l.broker_config_dir(),
-            layout::BROKER_TOML_KEY
-        ))
-    ));
-    sh.linef(format_args!(
-        "cp \"$config_dir/{}\" {}",
-        layout::R_KEY,
-        word(l.r_path())
-    ));
+    ctx.config_tree(&mut sh, false);
     if ctx.view_disabled {
         sh.line(
             "# flux.container.disable: Flux comes from the application image, no view to copy.",

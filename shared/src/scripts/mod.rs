@@ -1,5 +1,5 @@
-//! Entrypoint scripts of a broker pod: the flux view init container's script, the
-//! flux-running container's entrypoint, its drain hook, the queue reporter and the
+//! Entrypoint scripts of a broker pod: the flux view container's (or init container's)
+//! script, the flux-running container's entrypoint, its drain hook, the queue reporter and the
 //! sidecars' entrypoints.
 //!
 //! Every function here is pure: the same plan and target always give the same bytes.
@@ -47,11 +47,13 @@
 //! `FLUX_OPERATOR_CONFIG_DIR` (default [`crate::layout::CONFIG_MOUNT`]) and
 //! `FLUX_OPERATOR_CURVE_DIR` (default [`crate::layout::CURVE_MOUNT`]).
 //!
-//! Where each part lives: `init_container.rs` (the view init container), `broker.rs` (the
-//! flux-running container and its `-S` attributes), `drain.rs` (with the plain shell file
-//! `drain.sh`), `reporter.rs` (with `reporter.py`) and `sidecar.rs` are the scripts;
-//! `steps.rs` holds what they share, `program.rs` what rank 0 runs, and `shell.rs` the
-//! emitting and quoting layer that the safety argument above rests on.
+//! Where each part lives: `view_container.rs` (with the plain shell file
+//! `view_container.sh`: the view container read in place), `init_container.rs` (the
+//! copying init container), `broker.rs` (the flux-running container and its `-S`
+//! attributes), `drain.rs` (with `drain.sh`), `reporter.rs` (with `reporter.py`) and
+//! `sidecar.rs` are the scripts; `steps.rs` and `view.rs` hold what they share,
+//! `program.rs` what rank 0 runs, and `shell.rs` the emitting and quoting layer that the
+//! safety argument above rests on.
 
 mod broker;
 mod drain;
@@ -63,15 +65,22 @@ mod sidecar;
 mod steps;
 #[cfg(test)]
 mod tests;
+mod view;
+mod view_container;
 
 pub use broker::{broker_attributes, broker_script};
 pub use drain::drain_script;
 pub use init_container::init_script;
 pub use reporter::{REPORTER_TOKEN_CONTEXT, reporter_script, serves_reporter};
 pub use sidecar::sidecar_script;
+pub use view_container::view_container_script;
 
 /// Where the flux view image keeps its spack view (one hash-named directory).
 const VIEW_SOURCE: &str = "/opt/views/._view";
+
+/// Seconds a container waits for the view container (its image may still be pulled), or
+/// for the view it copies.
+const VIEW_WAIT_SECONDS: u32 = 600;
 
 /// Seconds a worker waits for the lead broker before starting anyway.
 const LEAD_WAIT_SECONDS: u32 = 60;

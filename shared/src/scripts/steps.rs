@@ -1,8 +1,8 @@
 //! The steps the scripts share ([`Ctx`]): progress messages, strict mode, the hooks, the
-//! view's environment, the helper files, the flux user, the CURVE certificate, and the
-//! broker's signal forwarding.
+//! helper files, the flux user, the CURVE certificate, and the broker's signal forwarding
+//! (the view's steps are in `view.rs`).
 
-use crate::api::{Commands, MiniClusterContainer, MiniClusterSpec};
+use crate::api::{Commands, MiniClusterContainer, MiniClusterSpec, ViewMode};
 use crate::layout::{self, Layout};
 use crate::plan::Plan;
 
@@ -48,6 +48,7 @@ pub(super) struct Ctx<'a> {
     pub(super) strict: bool,
     pub(super) timed: bool,
     pub(super) view_disabled: bool,
+    pub(super) view_mode: ViewMode,
 }
 
 impl<'a> Ctx<'a> {
@@ -63,6 +64,7 @@ impl<'a> Ctx<'a> {
             strict: logging.strict(),
             timed: logging.timed(),
             view_disabled: spec.flux().view().disabled(),
+            view_mode: spec.view_mode(),
         }
     }
 
@@ -123,77 +125,6 @@ impl<'a> Ctx<'a> {
             sh.linef(format_args!("# commands.{name}"));
             sh.raw(text);
         }
-    }
-
-    /// Flux from the view on the search paths, the software tree, the HOME fallback.
-    /// A failed software copy is fatal for the broker and a warning for sidecars.
-    pub(super) fn view_environment(&self, sh: &mut Sh, fatal: bool) {
-        let l = &self.layout;
-        if self.view_disabled {
-            sh.line("# flux.container.disable: Flux comes from the image itself.");
-        } else {
-            sh.line("# Flux from the view.");
-            sh.linef(format_args!("view={}", word(l.view())));
-            sh.line("export PATH=\"$PATH:$view/bin\"");
-            match self
-                .spec
-                .flux()
-                .view()
-                .python_path
-                .as_deref()
-                .filter(|p| !p.is_empty())
-            {
-                Some(path) => sh.linef(format_args!("python_path={}", word(path))),
-                None => {
-                    sh.line("python_path=");
-                    sh.open("for candidate in \"$view\"/lib/python3*/site-packages; do");
-                    sh.open("if [ -d \"$candidate\" ]; then");
-                    sh.line("python_path=$candidate");
-                    sh.line("break");
-                    sh.close("fi");
-                    sh.close("done");
-                }
-            }
-            sh.open("if [ -n \"$python_path\" ]; then");
-            sh.line("export PYTHONPATH=\"${PYTHONPATH:+$PYTHONPATH:}$python_path\"");
-            sh.close("fi");
-            sh.line("export LD_LIBRARY_PATH=\"${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}$view/lib\"");
-            sh.linef(format_args!(
-                "# The view's symlinks point into {}.",
-                layout::SOFTWARE_MOUNT
-            ));
-            let failure = if fatal {
-                format!(
-                    "die {}",
-                    sq(&format!(
-                        "cannot copy {} to {}",
-                        l.software(),
-                        layout::SOFTWARE_MOUNT
-                    ))
-                )
-            } else {
-                format!(
-                    "echo {} >&2",
-                    sq(&format!(
-                        "flux-operator: warning: cannot copy {} to {}",
-                        l.software(),
-                        layout::SOFTWARE_MOUNT
-                    ))
-                )
-            };
-            sh.linef(format_args!(
-                "{{ mkdir -p {sw} && cp -a {from} {to}; }} || {failure}",
-                sw = word(layout::SOFTWARE_MOUNT),
-                from = word(&format!("{}/.", l.software())),
-                to = word(&format!("{}/", layout::SOFTWARE_MOUNT)),
-            ));
-        }
-        sh.open(&format!(
-            "if [ \"${{HOME:-/}}\" = / ] && [ -d {home} ]; then",
-            home = word(layout::HOME_MOUNT)
-        ));
-        sh.linef(format_args!("export HOME={}", word(layout::HOME_MOUNT)));
-        sh.close("fi");
     }
 
     /// `flux-view.sh`, `flux-connect.sh` and `load-fluxion.sh` under the mount, for

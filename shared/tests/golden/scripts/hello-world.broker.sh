@@ -9,6 +9,12 @@ die() {
   exit 1
 }
 
+config_dir=${FLUX_OPERATOR_CONFIG_DIR:-/flux_operator}
+echo 'flux-operator: preparing /mnt/flux'
+mkdir -p /mnt/flux/config/etc/flux/config /mnt/flux/config/etc/flux/system/cron.d /mnt/flux/config/run/flux /mnt/flux/config/var/lib/flux /mnt/flux/config/curve || die 'cannot create the configuration tree under /mnt/flux/config'
+cp "$config_dir/broker.toml" /mnt/flux/config/etc/flux/config/broker.toml || die 'cannot copy broker.toml to /mnt/flux/config/etc/flux/config/broker.toml'
+cp "$config_dir/R" /mnt/flux/config/etc/flux/system/R || die 'cannot copy R to /mnt/flux/config/etc/flux/system/R'
+
 # Flux from the view.
 view=/mnt/flux/view
 export PATH="$PATH:$view/bin"
@@ -24,7 +30,36 @@ if [ -n "$python_path" ]; then
 fi
 export LD_LIBRARY_PATH="${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}$view/lib"
 # The view's symlinks point into /opt/software.
-{ mkdir -p /opt/software && cp -a /mnt/flux/software/. /opt/software/; } || die 'cannot copy /mnt/flux/software to /opt/software'
+# Read in place from the view container flux-view (no copy): its files through its root,
+# /proc/PID/root, in the pod's process namespace.
+exchange=/mnt/flux/.view-container
+{ mkdir -p "$exchange" && echo "$$" >"$exchange/broker"; } || die "cannot write $exchange/broker"
+deadline=$((SECONDS + 600))
+until [ -s "$exchange/view" ]; do
+  [ "$SECONDS" -lt "$deadline" ] || die 'the view container flux-view did not serve the view in 600s'
+  sleep 0.1 2>/dev/null || sleep 1
+done
+read -r view_pid view_source <"$exchange/view" || die "cannot read $exchange/view"
+[ "$view_pid" != error ] || die "the view container flux-view: $view_source"
+view_root=/proc/$view_pid/root
+if [ -d "$view_root$view_source/bin" ]; then
+  [ -e "$view" ] || ln -sfn "$view_root$view_source" "$view" || die "cannot link $view"
+  mkdir -p /opt/software || die 'cannot create /opt/software'
+  for entry in "$view_root"/opt/software/*; do
+    link=/opt/software/${entry##*/}
+    [ ! -e "$entry" ] || [ -e "$link" ] || ln -sfn "$entry" "$link" || die "cannot link $link"
+  done
+else
+  echo "flux-operator: the view container flux-view's files are not readable here (another user, or more capabilities): it copies the view"
+  { [ -p "$exchange/requests" ] && printf 'copy\n' 1<>"$exchange/requests"; } || die 'cannot ask the view container for a copy'
+  until [ -s "$exchange/copied" ]; do
+    [ "$SECONDS" -lt "$deadline" ] || die 'the view container flux-view did not copy the view in 600s'
+    sleep 0.2 2>/dev/null || sleep 1
+  done
+  read -r copied copied_message <"$exchange/copied" || die "cannot read $exchange/copied"
+  [ "$copied" = ok ] || die "the view container flux-view: $copied_message"
+fi
+touch "$exchange/ready"
 if [ "${HOME:-/}" = / ] && [ -d /home/flux-operator ]; then
   export HOME=/home/flux-operator
 fi
@@ -133,4 +168,6 @@ if $terminating; then
   flux_status=143
 fi
 echo "flux-operator: flux exited with status $flux_status"
+# The view container stays until the broker has ended for good.
+[ ! -p /mnt/flux/.view-container/requests ] || printf 'exit %s\n' "$flux_status" 1<>/mnt/flux/.view-container/requests || true
 exit "$flux_status"

@@ -19,7 +19,12 @@ if [ -n "$python_path" ]; then
 fi
 export LD_LIBRARY_PATH="${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}$view/lib"
 # The view's symlinks point into /opt/software.
-{ mkdir -p /opt/software && cp -a /mnt/flux/software/. /opt/software/; } || echo 'flux-operator: warning: cannot copy /mnt/flux/software to /opt/software' >&2
+# The broker sets the view up (read in place from the view container).
+deadline=$((SECONDS + 600))
+until [ -e /mnt/flux/.view-container/ready ] || [ "$SECONDS" -ge "$deadline" ]; do
+  sleep 0.2 2>/dev/null || sleep 1
+done
+[ -e /mnt/flux/.view-container/ready ] || echo 'flux-operator: warning: the broker did not set the flux view up in 600s' >&2
 if [ "${HOME:-/}" = / ] && [ -d /home/flux-operator ]; then
   export HOME=/home/flux-operator
 fi

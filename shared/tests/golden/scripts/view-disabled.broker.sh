@@ -9,6 +9,12 @@ die() {
   exit 1
 }
 
+config_dir=${FLUX_OPERATOR_CONFIG_DIR:-/flux_operator}
+echo 'flux-operator: preparing /mnt/flux'
+mkdir -p /mnt/flux/config/etc/flux/config /mnt/flux/config/etc/flux/system/cron.d /mnt/flux/config/run/flux /mnt/flux/config/var/lib/flux /mnt/flux/config/curve || die 'cannot create the configuration tree under /mnt/flux/config'
+cp "$config_dir/broker.toml" /mnt/flux/config/etc/flux/config/broker.toml || die 'cannot copy broker.toml to /mnt/flux/config/etc/flux/config/broker.toml'
+cp "$config_dir/R" /mnt/flux/config/etc/flux/system/R || die 'cannot copy R to /mnt/flux/config/etc/flux/system/R'
+
 # flux.container.disable: Flux comes from the image itself.
 if [ "${HOME:-/}" = / ] && [ -d /home/flux-operator ]; then
   export HOME=/home/flux-operator
