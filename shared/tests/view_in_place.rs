@@ -243,7 +243,12 @@ fn a_deleted_pod_keeps_the_view_until_its_broker_is_gone() {
             .spawn()
             .expect("a stopping broker"),
     );
-    fs::write(exchange(&sb).join("broker"), format!("{}\n", broker.0.id())).unwrap();
+    let namespace = fs::read_link("/proc/self/ns/pid").expect("this process namespace");
+    fs::write(
+        exchange(&sb).join("broker"),
+        format!("{} {}\n", broker.0.id(), namespace.display()),
+    )
+    .unwrap();
     sigterm(&view.0);
     assert!(
         ends_within(&mut view.0, Duration::from_millis(1500)).is_none(),
@@ -275,7 +280,7 @@ fn a_broker_refused_the_view_containers_root_has_it_copied() {
     // What the kernel answers a reader of another user (or with fewer capabilities).
     let broker = rewrite(
         &broker_script(&sb, &plan),
-        "if [ -d \"$view_root$view_source/bin\" ]; then",
+        "if [ \"$view_namespace\" = \"$namespace\" ] && [ \"$namespace\" != unknown ] && [ -d \"$view_root$view_source/bin\" ]; then",
         "if false; then",
     );
     let (code, out, err) = sb.run(&broker, LEAD);
@@ -318,4 +323,54 @@ fn a_view_image_without_exactly_one_view_stops_the_broker_with_the_reason() {
             && err.contains("found 2"),
         "{err}"
     );
+}
+
+#[test]
+fn a_broker_in_another_process_namespace_has_the_view_copied() {
+    // A pod that cannot share one namespace (a runtime without it): the PID the view
+    // container gives names nothing the broker can reach.
+    let sb = Sandbox::new();
+    image(&sb, &["abc123"]);
+    let plan = plan(&sb, "");
+    let view_script = rewrite(
+        &view_script(&sb, &plan),
+        "namespace=$(readlink \"/proc/$$/ns/pid\" 2>/dev/null) || namespace=unknown",
+        "namespace='pid:[1]'",
+    );
+    let mut view = Running(start_view(&sb, &view_script));
+    let (code, out, err) = sb.run(&broker_script(&sb, &plan), LEAD);
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(out.contains("another process namespace"), "{out}");
+    assert!(
+        fs::symlink_metadata(Path::new(&sb.mount()).join("view"))
+            .unwrap()
+            .is_dir()
+    );
+    assert!(
+        pod_software(&sb)
+            .join("flux-core-0.70/bin/broker")
+            .is_file()
+    );
+    let status = ends_within(&mut view.0, Duration::from_secs(5)).expect("the view ends");
+    assert!(status.success());
+}
+
+#[test]
+fn a_view_only_copied_goes_at_once_when_the_pod_is_deleted() {
+    let sb = Sandbox::new();
+    image(&sb, &["abc123"]);
+    let plan = plan(&sb, "");
+    let mut view = Running(start_view(&sb, &view_script(&sb, &plan)));
+    wait_for(&exchange(&sb).join("view"));
+    // A broker that runs, but in another namespace: it has a copy, not the view's root.
+    let mut broker = Running(Command::new("/bin/sleep").arg("30").spawn().unwrap());
+    fs::write(
+        exchange(&sb).join("broker"),
+        format!("{} pid:[1]\n", broker.0.id()),
+    )
+    .unwrap();
+    sigterm(&view.0);
+    let status = ends_within(&mut view.0, Duration::from_millis(1500)).expect("it goes");
+    assert!(status.success());
+    let _ = broker.0.kill();
 }

@@ -152,7 +152,8 @@ impl Ctx<'_> {
         ));
         sh.line("# /proc/PID/root, in the pod's process namespace.");
         sh.linef(format_args!("exchange={}", word(exchange)));
-        sh.line("{ mkdir -p \"$exchange\" && echo \"$$\" >\"$exchange/broker\"; } || die \"cannot write $exchange/broker\"");
+        sh.line("namespace=$(readlink \"/proc/$$/ns/pid\" 2>/dev/null) || namespace=unknown");
+        sh.line("{ mkdir -p \"$exchange\" && echo \"$$ $namespace\" >\"$exchange/broker\"; } || die \"cannot write $exchange/broker\"");
         sh.linef(format_args!("deadline=$((SECONDS + {VIEW_WAIT_SECONDS}))"));
         sh.open("until [ -s \"$exchange/view\" ]; do");
         sh.linef(format_args!(
@@ -163,13 +164,17 @@ impl Ctx<'_> {
         ));
         sh.line("sleep 0.1 2>/dev/null || sleep 1");
         sh.close("done");
-        sh.line("read -r view_pid view_source <\"$exchange/view\" || die \"cannot read $exchange/view\"");
+        sh.line("read -r view_pid view_namespace view_source <\"$exchange/view\" || die \"cannot read $exchange/view\"");
         sh.linef(format_args!(
-            "[ \"$view_pid\" != error ] || die \"the view container {}: $view_source\"",
+            "[ \"$view_pid\" != error ] || die \"the view container {}: $view_namespace $view_source\"",
             dq_text(name)
         ));
         sh.line("view_root=/proc/$view_pid/root");
-        sh.open("if [ -d \"$view_root$view_source/bin\" ]; then");
+        sh.line(
+            "# In place when both share a process namespace and the kernel lets this container",
+        );
+        sh.line("# read the other's root (the same user, no capability it lacks).");
+        sh.open("if [ \"$view_namespace\" = \"$namespace\" ] && [ \"$namespace\" != unknown ] && [ -d \"$view_root$view_source/bin\" ]; then");
         sh.line("[ -e \"$view\" ] || ln -sfn \"$view_root$view_source\" \"$view\" || die \"cannot link $view\"");
         sh.linef(format_args!(
             "mkdir -p {sw} || die {}",
@@ -190,7 +195,7 @@ impl Ctx<'_> {
         self.say_dq(
             sh,
             &format!(
-                "the view container {}'s files are not readable here (another user, or more capabilities): it copies the view",
+                "the view container {}'s files are not readable here (another process namespace, another user, or more capabilities): it copies the view",
                 dq_text(name)
             ),
         );

@@ -57,8 +57,21 @@ copy_view() {
   fi
 }
 
-publish "$exchange/view" "$$ $source_dir"
+# Who this process is, for the other containers: its PID and its process namespace. A
+# container in another namespace (a pod that cannot share one) cannot read in place.
+namespace=$(readlink "/proc/$$/ns/pid" 2>/dev/null) || namespace=unknown
+publish "$exchange/view" "$$ $namespace $source_dir"
 say "serving the flux view $source_dir (process $$)"
+
+# Whether the broker runs: 0 it does, 1 it has gone, 2 not known (not started yet, or
+# in another process namespace, which only ever has a copy of the view).
+broker_runs() {
+  local pid='' ns=''
+  read -r pid ns <"$exchange/broker" 2>/dev/null || return 2
+  [ -n "$pid" ] && [ "$ns" = "$namespace" ] || return 2
+  [ -d "/proc/$pid" ] || return 1
+}
+
 while :; do
   request=
   read -r -t 1 -u 3 request || true
@@ -67,13 +80,11 @@ while :; do
     'exit 0') exit 0 ;;
     exit\ *) $restarted || exit 0 ;;
   esac
-  broker=
-  read -r broker <"$exchange/broker" 2>/dev/null || true
-  if [ -z "$broker" ] || [ ! -d "/proc/$broker" ]; then
-    # No broker running: a deleted pod goes now; a broker that ran and is not started
-    # again (killed, restartPolicy Never) leaves nothing to serve.
-    if $stopping || { [ -n "$broker" ] && ! $restarted; }; then
-      exit 0
-    fi
+  runs=0
+  broker_runs || runs=$?
+  # A deleted pod goes once no broker reads the view in place; a broker that ran and
+  # is not started again (killed, restartPolicy Never) leaves nothing to serve.
+  if { $stopping && [ "$runs" -ne 0 ]; } || { ! $restarted && [ "$runs" -eq 1 ]; }; then
+    exit 0
   fi
 done
