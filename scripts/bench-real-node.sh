@@ -59,7 +59,7 @@
 # the host's clock); pods Ready come from a `kubectl get --watch`. In
 # the burst phase the probe is already running (one probe answered) when the clock starts.
 # Last, the timeline of each controller run from the brokers' logs (scripts/bench_timeline.py:
-# view copied, broker container, lead rc1, workers' rc1, all online; pods Ready -> brokers up).
+# view ready, broker container, lead rc1, workers' rc1, all online; pods Ready -> brokers up).
 # Also measured: the peak RSS (VmHWM) of the flux-hub process and of the reference manager
 # over their runs, and the controller image (`flux-images controller`, tag "bench") layer
 # sizes, uncompressed and gzip -6.

@@ -9,8 +9,8 @@ container's lines with the runtime's timestamps) and prints, per controller and 
 median over the measured runs (warm-ups left out) of each step's time after `kubectl create`:
 
     pod seen          the last pod of the Job on the watch
-    view copy         the lead pod's init container's first line
-    view copied       the lead pod's init container's last line
+    view              the lead pod's view container's (or copying init container's) first line
+    view ready        its last line: serving the view (or the copy done)
     broker container  the lead pod's broker container's first line
     lead broker       the lead broker started (builtins-success)
     lead rc1          the lead's rc1 done (its workers wait in join until then)
@@ -35,8 +35,8 @@ BROKER = re.compile(r"broker\.info\[(?P<rank>\d+)\]: (?P<event>[a-z0-9-]+):")
 
 STEPS = [
     ("pod seen", "last pod of the Job on the watch"),
-    ("view copy", "lead pod: init container's first line"),
-    ("view copied", "lead pod: init container's last line"),
+    ("view", "lead pod: view or init container's first line"),
+    ("view ready", "lead pod: view served, or copied"),
     ("broker container", "lead pod: broker container's first line"),
     ("lead broker", "lead broker started (builtins-success)"),
     ("lead rc1", "lead's rc1 done: workers leave join"),
@@ -98,8 +98,8 @@ def timeline(out, run):
         steps["broker container"] = lines[lead_main[0]][0][0]
         lead_init = [v for k, v in lines.items() if k[0] == 0 and k not in broker_containers]
         if lead_init:
-            steps["view copy"] = min(v[0][0] for v in lead_init)
-            steps["view copied"] = max(v[-1][0] for v in lead_init)
+            steps["view"] = min(v[0][0] for v in lead_init)
+            steps["view ready"] = max(v[-1][0] for v in lead_init)
     steps["lead broker"] = events.get((0, "builtins-success"))
     steps["lead rc1"] = events.get((0, "rc1-success"))
     workers = [events.get((i, "rc1-success")) for i in range(1, run["size"])]
