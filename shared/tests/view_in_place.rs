@@ -374,3 +374,42 @@ fn a_view_only_copied_goes_at_once_when_the_pod_is_deleted() {
     assert!(status.success());
     let _ = broker.0.kill();
 }
+
+#[test]
+fn a_sidecar_waits_for_the_view_its_broker_sets_up() {
+    let sb = Sandbox::new();
+    let yaml = format!(
+        "metadata: {{name: flux-sample, namespace: default}}\n\
+         spec:\n\
+         \x20 size: 2\n\
+         \x20 flux: {{noWaitSocket: true, container: {{mountPath: {mount}}}}}\n\
+         \x20 containers:\n\
+         \x20 - {{image: rockylinux:9, command: hostname}}\n\
+         \x20 - {{name: side, image: rockylinux:9, runFlux: false, command: 'echo side ran'}}\n",
+        mount = sb.mount(),
+    );
+    let mc: MiniCluster = serde_yaml_ng::from_str(&yaml).expect("test YAML parses");
+    let plan = Plan::new(&mc).expect("valid");
+    let script = scripts::sidecar_script(&plan, &plan.target(&Role::Root).unwrap(), 1);
+    let file = sb.path("sidecar.sh");
+    fs::write(&file, &script).unwrap();
+    let mut sidecar = Running(
+        sb.bash(&file)
+            .env("PATH", "/usr/bin:/bin")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    assert!(
+        ends_within(&mut sidecar.0, Duration::from_millis(700)).is_none(),
+        "it waits for the broker"
+    );
+    fs::create_dir_all(exchange(&sb)).unwrap();
+    fs::write(exchange(&sb).join("ready"), "").unwrap();
+    let status = ends_within(&mut sidecar.0, Duration::from_secs(3)).expect("then runs");
+    assert!(status.success());
+    let mut out = String::new();
+    std::io::Read::read_to_string(&mut sidecar.0.stdout.take().unwrap(), &mut out).unwrap();
+    assert!(out.contains("side ran"), "{out}");
+}
