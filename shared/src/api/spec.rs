@@ -310,7 +310,9 @@ pub struct FluxContainer {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub python_path: Option<String>,
 
-    /// View container resources.
+    /// View container resources. Read in place, the view container lives as long as the
+    /// pod and only sleeps (it copies the view where a broker may not read it in place):
+    /// a fraction of a CPU keeps a Guaranteed pod from pinning a whole one to it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resources: Option<ResourceRequirements>,
 
