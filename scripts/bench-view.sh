@@ -8,6 +8,8 @@
 #   copy    the pod both controllers render today: an init container of the view image
 #           copies the view and /opt/software into emptyDirs, then the application
 #           container copies the software back to /opt/software
+#   partial the copy of only what a broker runs: the init container copies the view's bin,
+#           lib and libexec (not include or share) and the software tree
 #   shared  no copy, one kubelet pass: the view image's container sleeps beside the
 #           application container in a pod with shareProcessNamespace; the application
 #           container links /mnt/flux/view and each entry of /opt/software to the view
@@ -52,7 +54,7 @@ name=bench-view offset=72
 images=$target_dir/images
 app_image=localhost/flux-app-debian:bookworm
 view_image=localhost/flux-view-debian:bookworm
-variants=(copy shared sidecar none)
+variants=(copy partial shared sidecar none)
 
 log() { printf '[bench-view %s] %s\n' "$(date +%T)" "$*" >&2; }
 die() { log "error: $*"; exit 1; }
@@ -88,12 +90,19 @@ ready='LD_LIBRARY_PATH=/mnt/flux/view/lib /mnt/flux/view/bin/flux --version >/de
 job() { # VARIANT NAME SIZE
   local init='' share=false app
   case $1 in
-    copy)
+    copy | partial)
+      # Text of the init container's command (expanded there, not here).
+      # shellcheck disable=SC2016
+      local what='cp -a "${views[0]}." /mnt/flux/view/'
+      if [ "$1" = partial ]; then
+        # shellcheck disable=SC2016
+        what='for d in bin lib libexec; do [ ! -e "${views[0]}$d" ] || cp -a "${views[0]}$d" /mnt/flux/view/; done'
+      fi
       init="      initContainers:
       - name: view
         image: $view_image
         imagePullPolicy: IfNotPresent
-        command: [/bin/bash, -c, 'set -e; views=(/opt/views/._view/*/); mkdir -p /mnt/flux/view /mnt/flux/software; cp -a \"\${views[0]}.\" /mnt/flux/view/; cp -a /opt/software/. /mnt/flux/software/']
+        command: [/bin/bash, -c, 'set -e; views=(/opt/views/._view/*/); mkdir -p /mnt/flux/view /mnt/flux/software; $what; cp -a /opt/software/. /mnt/flux/software/']
         volumeMounts: [{name: flux, mountPath: /mnt/flux}]"
       app="cp -a /mnt/flux/software/. /opt/software/ && $ready"
       ;;

@@ -40,7 +40,8 @@ fn any_port() -> SocketAddr {
 
 fn job_image(cluster: &FakeCluster, job: &str) -> Option<String> {
     match cluster.get(Kind::Job, NS, job)? {
-        Object::Job(j) => j.spec?.template.spec?.containers.first()?.image.clone(),
+        // The broker's image: it comes after the view container.
+        Object::Job(j) => j.spec?.template.spec?.containers.last()?.image.clone(),
         _ => None,
     }
 }

@@ -765,6 +765,12 @@ async fn bursts_seen(env: &TestEnv, name: &str, spokes: &[(&str, &kube::Client)]
                 .logs(
                     &pod_name,
                     &kube::api::LogParams {
+                        // The broker's: it comes after the view container.
+                        container: pod
+                            .spec
+                            .as_ref()
+                            .and_then(|s| s.containers.last())
+                            .map(|c| c.name.clone()),
                         tail_lines: Some(4),
                         ..Default::default()
                     },

@@ -441,9 +441,15 @@ pub async fn output_of(mut cmd: Command, what: &str) -> Result<String> {
 /// container `name` put first (as when a Job controller creates those pods later).
 pub fn start_late(o: &mut Value, name: &str, skip: &str, seconds: u32) -> Result<()> {
     if o["kind"] == "Job" {
-        let inits = o["spec"]["template"]["spec"]["initContainers"]
+        let pod = &mut o["spec"]["template"]["spec"];
+        ensure!(pod.is_object(), "the Job has no pod template");
+        // The view is read in place: the pod may have no init container yet.
+        if pod["initContainers"].is_null() {
+            pod["initContainers"] = serde_json::json!([]);
+        }
+        let inits = pod["initContainers"]
             .as_array_mut()
-            .context("the Job has no init containers")?;
+            .context("the Job's initContainers is not a list")?;
         inits.insert(
             0,
             serde_json::json!({
