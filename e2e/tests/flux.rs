@@ -338,9 +338,10 @@ async fn a_leaving_worker_drains_and_waits_for_its_jobs() {
             "terminationGracePeriodSeconds: the drain timeout and 30 s to stop, got {:?}",
             pod.termination_grace_period_seconds
         );
+        // The broker's container, after the view container.
         let pre_stop: Vec<String> = pod
             .containers
-            .first()
+            .last()
             .and_then(|c| c.lifecycle.as_ref())
             .and_then(|l| l.pre_stop.as_ref())
             .and_then(|h| h.exec.as_ref())
