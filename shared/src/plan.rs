@@ -1,7 +1,7 @@
 //! The planner: a validated MiniCluster plus its federated rank layout (the host list in
 //! [`rank_order`]), and what each cluster of the instance runs.
 
-use crate::api::{MiniCluster, MiniClusterSpec, ResolvedBurst, defaults};
+use crate::api::{MiniCluster, MiniClusterSpec, ResolvedBurst, ViewMode, defaults};
 use crate::hostlist;
 use crate::layout::Layout;
 use crate::validate::{self, ValidationErrors};
@@ -69,6 +69,9 @@ pub struct Plan {
     pub runner: usize,
     /// Paths inside the broker pods.
     pub layout: Layout,
+    /// How the broker pods get the Flux view: the spec's ([`MiniClusterSpec::view_mode`]),
+    /// unless the live Job was made with the view copied ([`Plan::keep_view_of`]).
+    pub view_mode: ViewMode,
 }
 
 /// What one cluster runs: its Job and how its brokers reach each other.
@@ -125,10 +128,29 @@ impl Plan {
             uid: mc.metadata.uid.clone(),
             generation: mc.metadata.generation,
             layout: Layout::of(&spec),
+            view_mode: spec.view_mode(),
             spec,
             hosts,
             runner,
         })
+    }
+
+    /// Renders pods as the live Job `job` (its metadata) was made, when it was made with
+    /// the view copied: by an earlier release, before the view was read in place, or with
+    /// `flux.container.copy`. A Job's pod template cannot change, and the ConfigMap its
+    /// pods mount must keep what they run (the init container's script). Such a Job has
+    /// no [`crate::render::labels::VIEW`] annotation. A new Job takes the spec's mode.
+    pub fn keep_view_of(
+        &mut self,
+        job: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+    ) {
+        let marked = job
+            .annotations
+            .as_ref()
+            .is_some_and(|a| a.contains_key(crate::render::labels::VIEW));
+        if !marked {
+            self.view_mode = ViewMode::Copy;
+        }
     }
 
     /// Mark the bursts named in `removed` as retired: kept in the rank order (at size 0) so

@@ -124,6 +124,11 @@ fn root_job_is_an_indexed_job_of_size_pods() {
         serde_json::json!(["/bin/bash", "/flux_operator/flux-view-container.sh"])
     );
     let c = &pod["containers"][1];
+    assert_eq!(
+        template["metadata"]["annotations"]["kubectl.kubernetes.io/default-container"],
+        "flux-sample",
+        "kubectl logs and exec default to the broker"
+    );
     assert_eq!(c["name"], "flux-sample");
     assert_eq!(
         c["command"],

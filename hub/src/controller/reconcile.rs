@@ -166,10 +166,14 @@ async fn stages(
         }
     };
 
-    let plan = match validate(mc) {
+    let mut plan = match validate(mc) {
         Ok(plan) => plan,
         Err(refused) => return Ok(not_applied(refused.declared_max, refused.problem)),
     };
+    // A running Job's pods get the view as they were made to (its template cannot change).
+    if let Some(job) = &live_job {
+        plan.keep_view_of(&job.metadata);
+    }
     let cert = certificate(ctx, ns, name, uid);
     let key = mc_key(mc);
     let inputs = verified::inputs(&plan, &cert);

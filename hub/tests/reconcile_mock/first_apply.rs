@@ -368,3 +368,65 @@ async fn an_invalid_spec_gets_a_status_and_an_event_but_no_objects() {
             .contains("spec.flux.connectTimeout")
     );
 }
+
+/// A Job made with the view copied (by a release before the view was read in place: the
+/// same objects as `flux.container.copy` renders, byte for byte) keeps its pods after an
+/// upgrade: a restarted hub whose caches list it writes nothing to it, and its ConfigMap
+/// keeps the init container's script its pods mount. A new Job reads the view in place.
+#[tokio::test]
+async fn a_job_made_with_the_view_copied_keeps_its_pods_after_an_upgrade() {
+    let (client, server) = ApiServer::start(ok_responder());
+    let (earlier, _) = context(client.clone());
+    let copying = SPEC.replace(
+        "  maxSize: 4\n",
+        "  maxSize: 4\n  flux: {container: {copy: true}}\n",
+    );
+    run(&earlier, minicluster(&copying))
+        .await
+        .expect("reconcile");
+    let first = server.calls();
+    let job = first
+        .iter()
+        .find(|c| writes_object(c, "jobs", "flux-sample"))
+        .expect("the Job was created");
+    assert!(
+        job.body["metadata"]["annotations"]
+            .get("flux-framework.org/view")
+            .is_none()
+    );
+    let pod = &job.body["spec"]["template"]["spec"];
+    assert_eq!(pod["initContainers"][0]["name"], "flux-view");
+
+    // The upgraded hub, with the spec as it was before `copy` existed.
+    let (upgraded, mut writers) = context(client);
+    let applied_status = observe(&first, &mut writers).expect("status");
+    let mut mc = minicluster(SPEC);
+    mc.status = Some(serde_json::from_value(applied_status).expect("status"));
+    let before = server.calls().len();
+    run(&upgraded, mc).await.expect("reconcile");
+    let writes: Vec<String> = server.calls()[before..].iter().map(Call::short).collect();
+    assert!(
+        writes
+            .iter()
+            .all(|w| !w.contains("/jobs") && !w.contains("/configmaps")),
+        "the Job and its ConfigMap were rewritten: {writes:?}"
+    );
+
+    // A new MiniCluster of the same spec reads the view in place.
+    let (client, server) = ApiServer::start(ok_responder());
+    let (fresh, _) = context(client);
+    run(&fresh, minicluster(SPEC)).await.expect("reconcile");
+    let job = server
+        .calls()
+        .into_iter()
+        .find(|c| writes_object(c, "jobs", "flux-sample"))
+        .expect("the Job was created");
+    assert_eq!(
+        job.body["metadata"]["annotations"]["flux-framework.org/view"],
+        "in-place"
+    );
+    assert_eq!(
+        job.body["spec"]["template"]["spec"]["containers"][0]["name"],
+        "flux-view"
+    );
+}

@@ -19,7 +19,7 @@ impl Renderer<'_> {
             ),
             (layout::R_KEY.to_string(), self.plan.resources.clone()),
         ]);
-        match self.plan.spec.view_mode() {
+        match self.plan.view_mode {
             ViewMode::InPlace => {
                 data.insert(
                     layout::VIEW_SCRIPT_KEY.to_string(),

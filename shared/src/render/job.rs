@@ -67,6 +67,17 @@ impl Renderer<'_> {
             }
             Some(size == 0)
         };
+        let view = match self.plan.view_mode {
+            ViewMode::InPlace => Some(labels::VIEW_IN_PLACE),
+            ViewMode::Image => Some(labels::VIEW_IMAGE),
+            // As a copying Job has always been rendered, annotations included.
+            ViewMode::Copy => None,
+        };
+        if let Some(view) = view {
+            meta.annotations
+                .get_or_insert_with(BTreeMap::new)
+                .insert(labels::VIEW.to_string(), view.to_string());
+        }
         Job {
             metadata: meta,
             spec: Some(JobSpec {
@@ -79,7 +90,7 @@ impl Renderer<'_> {
                 template: PodTemplateSpec {
                     metadata: Some(ObjectMeta {
                         labels: Some(pod_labels),
-                        annotations: non_empty(spec.pod().annotations.clone()),
+                        annotations: non_empty(self.pod_annotations()),
                         ..Default::default()
                     }),
                     spec: Some(self.broker_pod_spec()),
@@ -88,6 +99,18 @@ impl Renderer<'_> {
             }),
             ..Default::default()
         }
+    }
+
+    /// The spec's pod annotations; with the view container first, `kubectl logs` and
+    /// `kubectl exec` default to the broker's container, unless the spec names another.
+    fn pod_annotations(&self) -> BTreeMap<String, String> {
+        let mut annotations = self.plan.spec.pod().annotations.clone();
+        if self.plan.view_mode == ViewMode::InPlace {
+            annotations
+                .entry(labels::DEFAULT_CONTAINER.to_string())
+                .or_insert_with(|| self.plan.name.clone());
+        }
+        annotations
     }
 
     fn broker_pod_spec(&self) -> PodSpec {
@@ -100,7 +123,7 @@ impl Renderer<'_> {
                 .map(|c| &c.image_pull_secret)
                 .chain([&view.image_pull_secret]),
         );
-        let mode = spec.view_mode();
+        let mode = self.plan.view_mode;
         // Read in place, the view container comes first: the kubelet starts containers in
         // order, so it is serving by the time the broker looks for it.
         let containers = (mode == ViewMode::InPlace)
@@ -205,7 +228,7 @@ impl Renderer<'_> {
             key_to_path(layout::BROKER_TOML_KEY, None),
             key_to_path(layout::R_KEY, None),
         ];
-        if let Some(key) = view_script_key(self.plan.spec.view_mode()) {
+        if let Some(key) = view_script_key(self.plan.view_mode) {
             items.push(key_to_path(key, Some(0o755)));
         }
         if self.drain_timeout() > 0 {

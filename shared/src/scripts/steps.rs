@@ -64,7 +64,7 @@ impl<'a> Ctx<'a> {
             strict: logging.strict(),
             timed: logging.timed(),
             view_disabled: spec.flux().view().disabled(),
-            view_mode: spec.view_mode(),
+            view_mode: plan.view_mode,
         }
     }
 
