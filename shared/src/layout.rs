@@ -73,18 +73,20 @@ impl Layout {
             mount: mount.to_string(),
         }
     }
-    /// The flux view (bin, lib, ...): a copy, or a link into the view container's root.
+    /// Copy of the flux view (bin, lib, ...).
     pub fn view(&self) -> &str {
         &self.view
     }
-    /// Copy of the view's spack install tree (when the view is copied).
+    /// Copy of the view's spack install tree: the init container's (copied back to
+    /// `/opt/software` by the broker), or where the view container mounts the pod's
+    /// software volume.
     pub fn software(&self) -> &str {
         &self.software
     }
-    /// Where a view container and the pod's other containers meet: the files `view`
-    /// (`PID VIEW_DIR` of the view container once it serves, or `error MESSAGE`),
-    /// `broker` (the broker entrypoint's PID), `copied` (the outcome of a copy) and the
-    /// FIFO `requests` (`copy`, `exit STATUS`).
+    /// Where the view container and the pod's other containers meet: the files `copied`
+    /// (the copy's outcome: `ok`, or `error` and why) and `broker` (the broker
+    /// entrypoint's PID and process namespace), and the FIFO `requests` (the broker's
+    /// `exit STATUS`).
     pub fn view_exchange(&self) -> &str {
         &self.view_exchange
     }

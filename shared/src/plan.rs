@@ -70,7 +70,7 @@ pub struct Plan {
     /// Paths inside the broker pods.
     pub layout: Layout,
     /// How the broker pods get the Flux view: the spec's ([`MiniClusterSpec::view_mode`]),
-    /// unless the live Job was made with the view copied ([`Plan::keep_view_of`]).
+    /// unless the live Job was made with the view's init container ([`Plan::keep_view_of`]).
     pub view_mode: ViewMode,
 }
 
@@ -136,8 +136,8 @@ impl Plan {
     }
 
     /// Renders pods as the live Job `job` (its metadata) was made, when it was made with
-    /// the view copied: by an earlier release, before the view was read in place, or with
-    /// `flux.container.copy`. A Job's pod template cannot change, and the ConfigMap its
+    /// the view's init container: by an earlier release, before the view container, or
+    /// with `flux.container.initContainer`. A Job's pod template cannot change, and the ConfigMap its
     /// pods mount must keep what they run (the init container's script). Such a Job has
     /// no [`crate::render::labels::VIEW`] annotation. A new Job takes the spec's mode.
     pub fn keep_view_of(
@@ -149,7 +149,7 @@ impl Plan {
             .as_ref()
             .is_some_and(|a| a.contains_key(crate::render::labels::VIEW));
         if !marked {
-            self.view_mode = ViewMode::Copy;
+            self.view_mode = ViewMode::InitContainer;
         }
     }
 

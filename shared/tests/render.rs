@@ -109,8 +109,8 @@ fn root_job_is_an_indexed_job_of_size_pods() {
             [0]["matchExpressions"][0]["values"],
         serde_json::json!(["a", "b"])
     );
-    // The view is read in place: its container first, one process namespace, no init
-    // container (the kubelet starts every container in one pass).
+    // The view container first, one process namespace, no init container (the kubelet
+    // starts every container in one pass).
     assert!(pod.get("initContainers").is_none());
     assert_eq!(pod["shareProcessNamespace"], true);
     let view = &pod["containers"][0];
@@ -469,9 +469,9 @@ fn the_view_container_runs_as_the_broker_unless_told_otherwise() {
 }
 
 #[test]
-fn copy_keeps_the_init_container_pod_and_so_does_a_pod_that_may_not_share_processes() {
+fn init_container_keeps_the_reference_pod_and_so_does_a_pod_that_may_not_share_processes() {
     for extra in [
-        "  flux: {container: {copy: true}}\n",
+        "  flux: {container: {initContainer: true}}\n",
         "  shareProcessNamespace: false\n",
     ] {
         let pod = root_pod(&SPEC.replace(
@@ -498,7 +498,7 @@ fn copy_keeps_the_init_container_pod_and_so_does_a_pod_that_may_not_share_proces
     }
     let pod = root_pod(&SPEC.replace(
         "  deadlineSeconds: 600\n",
-        "  deadlineSeconds: 600\n  flux: {container: {copy: true}}\n",
+        "  deadlineSeconds: 600\n  flux: {container: {initContainer: true}}\n",
     ));
     assert!(pod.get("shareProcessNamespace").is_none());
 }
@@ -517,7 +517,7 @@ fn flux_from_the_application_image_needs_no_view_container_at_all() {
 }
 
 #[test]
-fn a_host_pid_pod_reads_the_view_in_place_without_its_own_process_namespace() {
+fn a_host_pid_pod_has_its_view_container_without_its_own_process_namespace() {
     let pod = root_pod(&SPEC.replace(
         "    nodeSelector: {pool: hpc}\n",
         "    nodeSelector: {pool: hpc}\n    hostPID: true\n",

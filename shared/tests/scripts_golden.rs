@@ -59,12 +59,12 @@ spec:
         burst: false,
     },
     Case {
-        name: "copy",
+        name: "init-container",
         yaml: r#"
 metadata: {name: flux-sample, namespace: default}
 spec:
   size: 4
-  flux: {container: {copy: true}}
+  flux: {container: {initContainer: true}}
   containers:
     - image: rockylinux:9
       command: echo hello world
@@ -361,11 +361,11 @@ fn render(case: &Case) -> Vec<(String, String)> {
         .unwrap_or_else(|| panic!("{}: no target", case.name));
     // The script of the pod's view container, or of its copying init container.
     let mut out = match plan.spec.view_mode() {
-        ViewMode::InPlace => vec![(
+        ViewMode::Alongside => vec![(
             format!("{}.view.sh", case.name),
             scripts::view_container_script(&plan, &target),
         )],
-        ViewMode::Copy => vec![(
+        ViewMode::InitContainer => vec![(
             format!("{}.init.sh", case.name),
             scripts::init_script(&plan, &target),
         )],

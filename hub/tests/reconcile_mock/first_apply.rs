@@ -369,17 +369,18 @@ async fn an_invalid_spec_gets_a_status_and_an_event_but_no_objects() {
     );
 }
 
-/// A Job made with the view copied (by a release before the view was read in place: the
-/// same objects as `flux.container.copy` renders, byte for byte) keeps its pods after an
-/// upgrade: a restarted hub whose caches list it writes nothing to it, and its ConfigMap
-/// keeps the init container's script its pods mount. A new Job reads the view in place.
+/// A Job made with the view's init container (by a release before the view container:
+/// the same objects as `flux.container.initContainer` renders, byte for byte) keeps its
+/// pods after an upgrade: a restarted hub whose caches list it writes nothing to it, and
+/// its ConfigMap keeps the init container's script its pods mount. A new Job has the view
+/// container.
 #[tokio::test]
-async fn a_job_made_with_the_view_copied_keeps_its_pods_after_an_upgrade() {
+async fn a_job_made_with_the_view_init_container_keeps_its_pods_after_an_upgrade() {
     let (client, server) = ApiServer::start(ok_responder());
     let (earlier, _) = context(client.clone());
     let copying = SPEC.replace(
         "  maxSize: 4\n",
-        "  maxSize: 4\n  flux: {container: {copy: true}}\n",
+        "  maxSize: 4\n  flux: {container: {initContainer: true}}\n",
     );
     run(&earlier, minicluster(&copying))
         .await
@@ -397,7 +398,7 @@ async fn a_job_made_with_the_view_copied_keeps_its_pods_after_an_upgrade() {
     let pod = &job.body["spec"]["template"]["spec"];
     assert_eq!(pod["initContainers"][0]["name"], "flux-view");
 
-    // The upgraded hub, with the spec as it was before `copy` existed.
+    // The upgraded hub, with the spec as it was before `initContainer` existed.
     let (upgraded, mut writers) = context(client);
     let applied_status = observe(&first, &mut writers).expect("status");
     let mut mc = minicluster(SPEC);
@@ -412,7 +413,7 @@ async fn a_job_made_with_the_view_copied_keeps_its_pods_after_an_upgrade() {
         "the Job and its ConfigMap were rewritten: {writes:?}"
     );
 
-    // A new MiniCluster of the same spec reads the view in place.
+    // A new MiniCluster of the same spec has the view container.
     let (client, server) = ApiServer::start(ok_responder());
     let (fresh, _) = context(client);
     run(&fresh, minicluster(SPEC)).await.expect("reconcile");
@@ -423,7 +424,7 @@ async fn a_job_made_with_the_view_copied_keeps_its_pods_after_an_upgrade() {
         .expect("the Job was created");
     assert_eq!(
         job.body["metadata"]["annotations"]["flux-framework.org/view"],
-        "in-place"
+        "alongside"
     );
     assert_eq!(
         job.body["spec"]["template"]["spec"]["containers"][0]["name"],

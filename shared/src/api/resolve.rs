@@ -269,29 +269,30 @@ impl MiniClusterSpec {
 /// How the broker pods of a MiniCluster get the Flux view.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ViewMode {
-    /// A container of the view image runs beside the brokers, in one process namespace;
-    /// they read its files in place, through its root (`/proc/PID/root`), and ask it for a
-    /// copy only where the kernel refuses them that (another user, more capabilities). No
-    /// init container: the kubelet starts every container in one pass. The default.
-    InPlace,
-    /// An init container copies the view into the pod before the brokers start (the
-    /// reference operator's pod): `flux.container.copy`, or `shareProcessNamespace: false`.
-    Copy,
+    /// A container of the view image, first in the pod, copies the view (and its software
+    /// tree, straight into the pod's software volume) while the brokers' containers start,
+    /// which wait for it; then it stays until the broker has ended for good. No init
+    /// container: the kubelet starts every container in one pass. The default.
+    Alongside,
+    /// An init container copies the view before the brokers start, and the broker copies
+    /// the software tree back (the reference operator's pod): `flux.container.initContainer`,
+    /// or `shareProcessNamespace: false`.
+    InitContainer,
     /// Flux comes from the application image (`flux.container.disable`): no view container.
     Image,
 }
 
 impl MiniClusterSpec {
-    /// How broker pods get the Flux view. `copy` (or a pod that may not share its process
-    /// namespace) keeps the copying init container, even with the view disabled.
+    /// How broker pods get the Flux view. `initContainer` (or a pod that may not share its
+    /// process namespace) keeps the init container, even with the view disabled.
     pub fn view_mode(&self) -> ViewMode {
         let view = self.flux().view();
-        if view.copy == Some(true) || self.share_process_namespace == Some(false) {
-            ViewMode::Copy
+        if view.init_container == Some(true) || self.share_process_namespace == Some(false) {
+            ViewMode::InitContainer
         } else if view.disabled() {
             ViewMode::Image
         } else {
-            ViewMode::InPlace
+            ViewMode::Alongside
         }
     }
 }

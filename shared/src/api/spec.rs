@@ -127,7 +127,8 @@ pub struct MiniClusterSpec {
     pub archive: Option<Archive>,
 
     /// Share one process namespace between the containers of a pod. Broker pods share one
-    /// unless this is `false` (which also makes the view a copy, `flux.container.copy`).
+    /// unless this is `false` (which also brings back the view's init container,
+    /// `flux.container.initContainer`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub share_process_namespace: Option<bool>,
 
@@ -282,9 +283,9 @@ pub struct FluxSpec {
     pub environment: BTreeMap<String, String>,
 }
 
-/// The flux view container: by default a container of the view image beside the brokers,
-/// whose files they read in place (one process namespace, no copy); with `copy`, an init
-/// container that copies the view into the pod first.
+/// The flux view container: by default a container of the view image beside the brokers
+/// that copies the view into the pod while they start; with `initContainer`, an init
+/// container that copies it before they start.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, KubeSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct FluxContainer {
@@ -292,11 +293,12 @@ pub struct FluxContainer {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub disable: Option<bool>,
 
-    /// Copy the view into the pod with an init container before the brokers start (the
-    /// reference operator's pod), instead of reading it in place from a view container.
-    /// Also the layout when `shareProcessNamespace` is `false`.
+    /// Copy the view with an init container before the brokers start, as the reference
+    /// operator's pod does (and the broker copies the software tree back), instead of a
+    /// view container copying it while they start. Also the layout when
+    /// `shareProcessNamespace` is `false`. Applies to Jobs created from then on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub copy: Option<bool>,
+    pub init_container: Option<bool>,
 
     /// View container name (default `flux-view`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -310,9 +312,9 @@ pub struct FluxContainer {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub python_path: Option<String>,
 
-    /// View container resources. Read in place, the view container lives as long as the
-    /// pod and only sleeps (it copies the view where a broker may not read it in place):
-    /// a fraction of a CPU keeps a Guaranteed pod from pinning a whole one to it.
+    /// View container resources. Beside the brokers, the view container lives as long as
+    /// the pod and sleeps once it copied the view: a fraction of a CPU keeps a Guaranteed
+    /// pod from pinning a whole one to it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resources: Option<ResourceRequirements>,
 
@@ -329,8 +331,8 @@ pub struct FluxContainer {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pull_always: Option<bool>,
 
-    /// View container security context. When unset, the view container read in place
-    /// takes the flux-running container's, so that the brokers may read its files.
+    /// View container security context. When unset, the view container beside the
+    /// brokers takes the flux-running container's: the copy belongs to their user.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub security_context: Option<SecurityContext>,
 

@@ -20,13 +20,13 @@ impl Renderer<'_> {
             (layout::R_KEY.to_string(), self.plan.resources.clone()),
         ]);
         match self.plan.view_mode {
-            ViewMode::InPlace => {
+            ViewMode::Alongside => {
                 data.insert(
                     layout::VIEW_SCRIPT_KEY.to_string(),
                     scripts::view_container_script(self.plan, self.target),
                 );
             }
-            ViewMode::Copy => {
+            ViewMode::InitContainer => {
                 data.insert(
                     layout::INIT_SCRIPT_KEY.to_string(),
                     scripts::init_script(self.plan, self.target),

@@ -68,10 +68,10 @@ impl Renderer<'_> {
             Some(size == 0)
         };
         let view = match self.plan.view_mode {
-            ViewMode::InPlace => Some(labels::VIEW_IN_PLACE),
+            ViewMode::Alongside => Some(labels::VIEW_ALONGSIDE),
             ViewMode::Image => Some(labels::VIEW_IMAGE),
             // As a copying Job has always been rendered, annotations included.
-            ViewMode::Copy => None,
+            ViewMode::InitContainer => None,
         };
         if let Some(view) = view {
             meta.annotations
@@ -105,7 +105,7 @@ impl Renderer<'_> {
     /// `kubectl exec` default to the broker's container, unless the spec names another.
     fn pod_annotations(&self) -> BTreeMap<String, String> {
         let mut annotations = self.plan.spec.pod().annotations.clone();
-        if self.plan.view_mode == ViewMode::InPlace {
+        if self.plan.view_mode == ViewMode::Alongside {
             annotations
                 .entry(labels::DEFAULT_CONTAINER.to_string())
                 .or_insert_with(|| self.plan.name.clone());
@@ -124,9 +124,9 @@ impl Renderer<'_> {
                 .chain([&view.image_pull_secret]),
         );
         let mode = self.plan.view_mode;
-        // Read in place, the view container comes first: the kubelet starts containers in
-        // order, so it is serving by the time the broker looks for it.
-        let containers = (mode == ViewMode::InPlace)
+        // The view container comes first: the kubelet starts containers in order, so its
+        // copy starts before the brokers' containers.
+        let containers = (mode == ViewMode::Alongside)
             .then(|| self.view_container())
             .into_iter()
             .chain(
@@ -136,9 +136,9 @@ impl Renderer<'_> {
                     .map(|(i, c)| self.container(i, c)),
             )
             .collect();
-        // A pod with hostPID may not also share a process namespace of its own, and needs
-        // not: the view container's process is in the node's, which its containers see.
-        let share_process_namespace = if mode == ViewMode::InPlace && pod.host_pid != Some(true) {
+        // One process namespace, so that the view container sees the broker's process go
+        // (a pod with hostPID may not also have its own, and is in the node's).
+        let share_process_namespace = if mode == ViewMode::Alongside && pod.host_pid != Some(true) {
             Some(true)
         } else {
             spec.share_process_namespace
@@ -154,7 +154,8 @@ impl Renderer<'_> {
             image_pull_secrets: pull_secrets,
             affinity: (!spec.disable_affinity()).then(|| self.affinity()),
             volumes: Some(self.volumes()),
-            init_containers: (mode == ViewMode::Copy).then(|| vec![self.view_init_container()]),
+            init_containers: (mode == ViewMode::InitContainer)
+                .then(|| vec![self.view_init_container()]),
             containers,
             // A leaving worker may wait the drain timeout for its jobs, then stop.
             termination_grace_period_seconds: (self.drain_timeout() > 0)
@@ -283,11 +284,10 @@ impl Renderer<'_> {
         ]
     }
 
-    /// The view container read in place: it serves the view image's files for as long as
-    /// the broker needs them. Unless the spec gives it one, it runs with the flux-running
-    /// container's security context, which is what lets the brokers read its files (the
-    /// kernel asks a reader of another process's root for the same user and at least its
-    /// capabilities).
+    /// The view container: it copies the view while the brokers' containers start, then
+    /// stays until the broker has ended. Unless the spec gives it one, it runs with the
+    /// flux-running container's security context: the copy is then the brokers' user's,
+    /// and a pod at Pod Security `restricted` stays so.
     fn view_container(&self) -> Container {
         let spec = &self.plan.spec;
         let view = spec.flux().view();
@@ -307,8 +307,8 @@ impl Renderer<'_> {
             working_dir: view.working_dir.clone().filter(|d| !d.is_empty()),
             resources: view.resources.clone(),
             security_context,
-            // The software emptyDir not at /opt/software, which would hide the image's
-            // own tree, but where a copy for a container refused the image's goes.
+            // The software emptyDir, not at /opt/software (that would hide the image's
+            // own tree), where the view container copies that tree.
             volume_mounts: Some(vec![
                 mount(view.name(), view.mount_path(), false),
                 mount("spack-software", self.plan.layout.software(), false),
@@ -318,8 +318,8 @@ impl Renderer<'_> {
         }
     }
 
-    /// The init container that copies the view (`flux.container.copy`, the reference
-    /// operator's pod).
+    /// The init container that copies the view (`flux.container.initContainer`, the
+    /// reference operator's pod).
     fn view_init_container(&self) -> Container {
         let view = self.plan.spec.flux().view();
         Container {
@@ -391,8 +391,8 @@ impl Renderer<'_> {
 /// The ConfigMap key of the script of the pod's view container or init container, if any.
 fn view_script_key(mode: ViewMode) -> Option<&'static str> {
     match mode {
-        ViewMode::InPlace => Some(layout::VIEW_SCRIPT_KEY),
-        ViewMode::Copy => Some(layout::INIT_SCRIPT_KEY),
+        ViewMode::Alongside => Some(layout::VIEW_SCRIPT_KEY),
+        ViewMode::InitContainer => Some(layout::INIT_SCRIPT_KEY),
         ViewMode::Image => None,
     }
 }

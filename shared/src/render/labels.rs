@@ -35,13 +35,13 @@ pub const LEAD_PATH_RELAY: &str = "relay";
 /// [`LEAD_PATH`] of a burst whose brokers dial the lead broker's endpoint directly.
 pub const LEAD_PATH_DIRECT: &str = "direct";
 /// Pod annotation naming the container `kubectl logs` and `kubectl exec` use when none is
-/// given: the broker's, since the view container read in place comes first.
+/// given: the broker's, since the view container comes first.
 pub const DEFAULT_CONTAINER: &str = "kubectl.kubernetes.io/default-container";
-/// Job annotation: how its pods get the Flux view, [`VIEW_IN_PLACE`] or [`VIEW_IMAGE`]. A
-/// Job without it copies the view (it was made so, or by a release before the view was
-/// read in place): [`crate::plan::Plan::keep_view_of`] keeps its pods as they are.
+/// Job annotation: how its pods get the Flux view, [`VIEW_ALONGSIDE`] or [`VIEW_IMAGE`]. A
+/// Job without it has the view's init container (it was made so, or by a release before
+/// the view container): [`crate::plan::Plan::keep_view_of`] keeps its pods as they are.
 pub const VIEW: &str = "flux-framework.org/view";
-/// [`VIEW`] of a Job whose pods read the view in place from a view container.
-pub const VIEW_IN_PLACE: &str = "in-place";
+/// [`VIEW`] of a Job whose pods have a view container beside the brokers.
+pub const VIEW_ALONGSIDE: &str = "alongside";
 /// [`VIEW`] of a Job whose pods take Flux from the application image.
 pub const VIEW_IMAGE: &str = "image";

@@ -48,7 +48,7 @@
 //! `FLUX_OPERATOR_CURVE_DIR` (default [`crate::layout::CURVE_MOUNT`]).
 //!
 //! Where each part lives: `view_container.rs` (with the plain shell file
-//! `view_container.sh`: the view container read in place), `init_container.rs` (the
+//! `view_container.sh`: the view container beside the brokers), `init_container.rs` (the
 //! copying init container), `broker.rs` (the flux-running container and its `-S`
 //! attributes), `drain.rs` (with `drain.sh`), `reporter.rs` (with `reporter.py`) and
 //! `sidecar.rs` are the scripts; `steps.rs` and `view.rs` hold what they share,

@@ -1,7 +1,7 @@
 //! The view's steps of the entrypoints: Flux's configuration tree, Flux from the view on
-//! the search paths, and how a container gets the view: a copy made by the init
-//! container, or the view container's files read in place (linked through its root, or
-//! copied by it where the kernel refuses the reader that).
+//! the search paths, and how a container gets the view: copied by the view container
+//! beside it while it starts (a wait), or by the init container before it (the software
+//! tree copied back).
 
 use crate::api::ViewMode;
 use crate::layout;
@@ -57,13 +57,12 @@ impl Ctx<'_> {
 
     /// Whether the broker prepares the configuration tree itself (no init container).
     pub(super) fn broker_prepares_config(&self) -> bool {
-        self.view_mode != ViewMode::Copy
+        self.view_mode != ViewMode::InitContainer
     }
 
     /// Flux from the view on the search paths, the view itself (see [`ViewMode`]), the
-    /// HOME fallback. `broker`: the flux-running container, which sets the view up (a
-    /// failure is fatal); a sidecar waits for it, or copies the software tree, with a
-    /// warning when that fails.
+    /// HOME fallback. `broker`: the flux-running container, for which a view that is not
+    /// there is fatal; a sidecar goes on with a warning.
     pub(super) fn view_environment(&self, sh: &mut Sh, broker: bool) {
         let l = self.layout;
         if self.view_disabled {
@@ -100,8 +99,8 @@ impl Ctx<'_> {
                 layout::SOFTWARE_MOUNT
             ));
             match (self.view_mode, broker) {
-                (ViewMode::InPlace, true) => self.view_in_place(sh),
-                (ViewMode::InPlace, false) => self.wait_for_view(sh),
+                (ViewMode::Alongside, true) => self.wait_for_copy(sh),
+                (ViewMode::Alongside, false) => self.wait_for_view(sh),
                 _ => self.copy_software(sh, broker),
             }
         }
@@ -113,8 +112,8 @@ impl Ctx<'_> {
         sh.close("fi");
     }
 
-    /// The software tree the init container (or the view container) copied, copied back
-    /// where the view's symlinks point.
+    /// The software tree the init container copied, copied back where the view's
+    /// symlinks point.
     fn copy_software(&self, sh: &mut Sh, fatal: bool) {
         let l = self.layout;
         let message = format!("cannot copy {} to {}", l.software(), layout::SOFTWARE_MOUNT);
@@ -134,114 +133,70 @@ impl Ctx<'_> {
         ));
     }
 
-    /// The broker's view, read in place: it records its PID (the view container stays
-    /// while it runs), finds the view container's process, and links the view and each
-    /// entry of the software tree to that process's root. Where the kernel refuses this
-    /// container that root (another user, or fewer capabilities than the view container),
-    /// the view container copies the view into the mount and the software tree straight
-    /// into the pod's software volume (which it mounts under the view mount), as its own
-    /// user: nothing is copied twice. Either way the broker then marks the view ready for
-    /// the sidecars.
-    fn view_in_place(&self, sh: &mut Sh) {
-        let l = self.layout;
+    /// The broker's view, copied by the view container while this container started:
+    /// it records its PID (for the view container, which ends with it), then waits
+    /// (bounded: the view image may still be pulled) for the copy's outcome.
+    fn wait_for_copy(&self, sh: &mut Sh) {
         let name = self.spec.flux().view().name();
-        let exchange = l.view_exchange();
         sh.linef(format_args!(
-            "# Read in place from the view container {} (no copy): its files through its root,",
+            "# The view container {} copies the view while this container starts.",
             super::shell::one_line(name)
         ));
-        sh.line("# /proc/PID/root, in the pod's process namespace.");
-        sh.linef(format_args!("exchange={}", word(exchange)));
+        sh.linef(format_args!(
+            "exchange={}",
+            word(self.layout.view_exchange())
+        ));
         sh.line("namespace=$(readlink \"/proc/$$/ns/pid\" 2>/dev/null) || namespace=unknown");
         sh.line("{ mkdir -p \"$exchange\" && echo \"$$ $namespace\" >\"$exchange/broker\"; } || die \"cannot write $exchange/broker\"");
-        sh.linef(format_args!("deadline=$((SECONDS + {VIEW_WAIT_SECONDS}))"));
-        sh.open("until [ -s \"$exchange/view\" ]; do");
-        sh.linef(format_args!(
-            "[ \"$SECONDS\" -lt \"$deadline\" ] || die {}",
-            sq(&format!(
-                "the view container {name} did not serve the view in {VIEW_WAIT_SECONDS}s"
-            ))
-        ));
-        sh.line("sleep 0.1 2>/dev/null || sleep 1");
-        sh.close("done");
-        sh.line("read -r view_pid view_namespace view_source <\"$exchange/view\" || die \"cannot read $exchange/view\"");
-        sh.linef(format_args!(
-            "[ \"$view_pid\" != error ] || die \"the view container {}: $view_namespace $view_source\"",
-            dq_text(name)
-        ));
-        sh.line("view_root=/proc/$view_pid/root");
-        sh.line(
-            "# In place when both share a process namespace and the kernel lets this container",
-        );
-        sh.line("# read the other's root (the same user, no capability it lacks).");
-        sh.open("if [ \"$view_namespace\" = \"$namespace\" ] && [ \"$namespace\" != unknown ] && [ -d \"$view_root$view_source/bin\" ]; then");
-        sh.line("[ -e \"$view\" ] || ln -sfn \"$view_root$view_source\" \"$view\" || die \"cannot link $view\"");
-        sh.linef(format_args!(
-            "mkdir -p {sw} || die {}",
-            sq(&format!("cannot create {}", layout::SOFTWARE_MOUNT)),
-            sw = word(layout::SOFTWARE_MOUNT)
-        ));
-        sh.open(&format!(
-            "for entry in \"$view_root\"{}/*; do",
-            word(layout::SOFTWARE_MOUNT)
-        ));
-        sh.linef(format_args!(
-            "link={}/${{entry##*/}}",
-            word(layout::SOFTWARE_MOUNT)
-        ));
-        sh.line("[ ! -e \"$entry\" ] || [ -e \"$link\" ] || ln -sfn \"$entry\" \"$link\" || die \"cannot link $link\"");
-        sh.close("done");
-        sh.mid("else");
-        self.say_dq(
-            sh,
-            &format!(
-                "the view container {}'s files are not readable here (another process namespace, another user, or more capabilities): it copies the view",
-                dq_text(name)
-            ),
-        );
-        sh.line("{ [ -p \"$exchange/requests\" ] && printf 'copy\\n' 1<>\"$exchange/requests\"; } || die 'cannot ask the view container for a copy'");
-        sh.open("until [ -s \"$exchange/copied\" ]; do");
-        sh.linef(format_args!(
-            "[ \"$SECONDS\" -lt \"$deadline\" ] || die {}",
-            sq(&format!(
-                "the view container {name} did not copy the view in {VIEW_WAIT_SECONDS}s"
-            ))
-        ));
-        sh.line("sleep 0.2 2>/dev/null || sleep 1");
-        sh.close("done");
-        sh.line("read -r copied copied_message <\"$exchange/copied\" || die \"cannot read $exchange/copied\"");
+        self.copy_wait(sh, |sh, what| {
+            sh.linef(format_args!("die {what}"));
+        });
         sh.linef(format_args!(
             "[ \"$copied\" = ok ] || die \"the view container {}: $copied_message\"",
             dq_text(name)
         ));
-        sh.close("fi");
-        sh.line("touch \"$exchange/ready\"");
     }
 
-    /// A sidecar's view, read in place: set up by the broker, waited for (bounded).
+    /// A sidecar's view, copied by the view container: waited for (bounded).
     fn wait_for_view(&self, sh: &mut Sh) {
-        let ready = format!("{}/ready", self.layout.view_exchange());
-        sh.line("# The broker sets the view up (read in place from the view container).");
-        sh.linef(format_args!("deadline=$((SECONDS + {VIEW_WAIT_SECONDS}))"));
-        sh.open(&format!(
-            "until [ -e {} ] || [ \"$SECONDS\" -ge \"$deadline\" ]; do",
-            word(&ready)
-        ));
-        sh.line("sleep 0.2 2>/dev/null || sleep 1");
-        sh.close("done");
+        sh.line("# The view container copies the view while this container starts.");
         sh.linef(format_args!(
-            "[ -e {} ] || echo {} >&2",
-            word(&ready),
-            sq(&format!(
-                "flux-operator: warning: the broker did not set the flux view up in {VIEW_WAIT_SECONDS}s"
-            ))
+            "exchange={}",
+            word(self.layout.view_exchange())
         ));
+        self.copy_wait(sh, |sh, what| {
+            sh.linef(format_args!("echo {what} >&2"));
+            sh.line("break");
+        });
+        sh.open("if [ \"$copied\" != ok ]; then");
+        sh.line("echo \"flux-operator: warning: no flux view: ${copied_message:-not copied}\" >&2");
+        sh.close("fi");
     }
 
-    /// The broker's last word to a view container read in place: its exit status, so
+    /// Waits for `$exchange/copied` (`copied` and `copied_message` hold it); `late`
+    /// writes what to do past the bound, given the message as a shell word.
+    fn copy_wait(&self, sh: &mut Sh, late: impl Fn(&mut Sh, &str)) {
+        let name = self.spec.flux().view().name();
+        sh.line("copied='' copied_message=''");
+        sh.linef(format_args!("deadline=$((SECONDS + {VIEW_WAIT_SECONDS}))"));
+        sh.open("until read -r copied copied_message 2>/dev/null <\"$exchange/copied\" && [ -n \"$copied\" ]; do");
+        sh.open("if [ \"$SECONDS\" -ge \"$deadline\" ]; then");
+        late(
+            sh,
+            &sq(&format!(
+                "the view container {name} did not copy the view in {VIEW_WAIT_SECONDS}s"
+            )),
+        );
+        sh.close("fi");
+        // Short naps: the copy takes about a second; a `sleep` without fractions naps one.
+        sh.line("sleep 0.05 2>/dev/null || sleep 1");
+        sh.close("done");
+    }
+
+    /// The broker's last word to the view container beside it: its exit status, so
     /// that the view container ends with it unless the kubelet starts the broker again.
     pub(super) fn view_end(&self, sh: &mut Sh) {
-        if self.view_mode != ViewMode::InPlace {
+        if self.view_mode != ViewMode::Alongside {
             return;
         }
         let requests = word(&format!("{}/requests", self.layout.view_exchange()));

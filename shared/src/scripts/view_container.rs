@@ -1,6 +1,7 @@
-//! The view container's script: the Flux view served in place to the pod's other
-//! containers. Its shell source is `view_container.sh`, beside this file, a plain script
-//! shellcheck reads as it is; only its `__NAME__`-style placeholders are filled in here.
+//! The view container's script: the Flux view copied into the pod while the brokers'
+//! containers start. Its shell source is `view_container.sh`, beside this file, a plain
+//! script shellcheck reads as it is; only its `__NAME__`-style placeholders are filled in
+//! here.
 
 use crate::api::defaults;
 use crate::plan::{Plan, Target};
@@ -12,26 +13,28 @@ use super::shell::{fill, one_line, word};
 const VIEW_CONTAINER_SH: &str = include_str!("view_container.sh");
 
 /// The script of the view container (ConfigMap key [`crate::layout::VIEW_SCRIPT_KEY`],
-/// run with `/bin/bash` in the view image) of a pod whose view is read in place
-/// ([`crate::api::ViewMode::InPlace`]).
+/// run with `/bin/bash` in the view image) of a pod whose view container runs beside the
+/// brokers ([`crate::api::ViewMode::Alongside`]).
 ///
-/// Once it found the view (exactly one directory under the image's view root), it writes
-/// its PID and the view's path to `<exchange>/view`: the brokers link the view and
-/// `/opt/software` to the files under `/proc/PID/root`. A container the kernel refuses
-/// that (another user, or fewer capabilities) writes `copy` to the FIFO
-/// `<exchange>/requests`, and this container copies the view into the pod's mount and the
-/// software tree into the pod's software volume (mounted here at the layout's software
-/// path, in the other containers at `/opt/software`), then writes the outcome to
-/// `<exchange>/copied`.
+/// It copies the view (exactly one directory under the image's view root) into the
+/// pod's mount, and the image's software tree straight into the pod's software volume
+/// (mounted here at the layout's software path, in the other containers at
+/// `/opt/software`), then writes the outcome to `<exchange>/copied` (`ok`, or `error`
+/// and why), which the brokers wait for. A view container started again copies only
+/// when no copy succeeded before.
 ///
-/// It stays until the broker has ended for good: the broker's `exit 0` (or any exit when
-/// the kubelet does not restart a failed container), or the broker's process gone (its
-/// PID in `<exchange>/broker`) after a SIGTERM, so a broker that stops still has its view,
-/// and a pod whose brokers complete completes.
+/// It stays until the broker has ended for good, so that the pod stays Ready while the
+/// broker runs and completes with it: the broker's `exit 0` on the FIFO
+/// `<exchange>/requests` (any exit when the kubelet does not restart a failed
+/// container), or, with restartPolicy `Never`, the broker's process gone (its PID in
+/// `<exchange>/broker`, in the pod's process namespace). On SIGTERM it goes at once.
 pub fn view_container_script(plan: &Plan, target: &Target) -> String {
     let l = &plan.layout;
     let policy = plan.spec.pod().restart_policy.as_deref();
-    let restarted = policy.unwrap_or(defaults::RESTART_POLICY) != "Never";
+    let restarted = policy
+        .filter(|p| !p.is_empty())
+        .unwrap_or(defaults::RESTART_POLICY)
+        != "Never";
     fill(
         VIEW_CONTAINER_SH,
         &[

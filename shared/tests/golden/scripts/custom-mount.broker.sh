@@ -24,39 +24,19 @@ if [ -n "$python_path" ]; then
 fi
 export LD_LIBRARY_PATH="${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}$view/lib"
 # The view's symlinks point into /opt/software.
-# Read in place from the view container flux-view (no copy): its files through its root,
-# /proc/PID/root, in the pod's process namespace.
+# The view container flux-view copies the view while this container starts.
 exchange='/opt/my flux/.view-container'
 namespace=$(readlink "/proc/$$/ns/pid" 2>/dev/null) || namespace=unknown
 { mkdir -p "$exchange" && echo "$$ $namespace" >"$exchange/broker"; } || die "cannot write $exchange/broker"
+copied='' copied_message=''
 deadline=$((SECONDS + 600))
-until [ -s "$exchange/view" ]; do
-  [ "$SECONDS" -lt "$deadline" ] || die 'the view container flux-view did not serve the view in 600s'
-  sleep 0.1 2>/dev/null || sleep 1
+until read -r copied copied_message 2>/dev/null <"$exchange/copied" && [ -n "$copied" ]; do
+  if [ "$SECONDS" -ge "$deadline" ]; then
+    die 'the view container flux-view did not copy the view in 600s'
+  fi
+  sleep 0.05 2>/dev/null || sleep 1
 done
-read -r view_pid view_namespace view_source <"$exchange/view" || die "cannot read $exchange/view"
-[ "$view_pid" != error ] || die "the view container flux-view: $view_namespace $view_source"
-view_root=/proc/$view_pid/root
-# In place when both share a process namespace and the kernel lets this container
-# read the other's root (the same user, no capability it lacks).
-if [ "$view_namespace" = "$namespace" ] && [ "$namespace" != unknown ] && [ -d "$view_root$view_source/bin" ]; then
-  [ -e "$view" ] || ln -sfn "$view_root$view_source" "$view" || die "cannot link $view"
-  mkdir -p /opt/software || die 'cannot create /opt/software'
-  for entry in "$view_root"/opt/software/*; do
-    link=/opt/software/${entry##*/}
-    [ ! -e "$entry" ] || [ -e "$link" ] || ln -sfn "$entry" "$link" || die "cannot link $link"
-  done
-else
-  echo "flux-operator: the view container flux-view's files are not readable here (another process namespace, another user, or more capabilities): it copies the view"
-  { [ -p "$exchange/requests" ] && printf 'copy\n' 1<>"$exchange/requests"; } || die 'cannot ask the view container for a copy'
-  until [ -s "$exchange/copied" ]; do
-    [ "$SECONDS" -lt "$deadline" ] || die 'the view container flux-view did not copy the view in 600s'
-    sleep 0.2 2>/dev/null || sleep 1
-  done
-  read -r copied copied_message <"$exchange/copied" || die "cannot read $exchange/copied"
-  [ "$copied" = ok ] || die "the view container flux-view: $copied_message"
-fi
-touch "$exchange/ready"
+[ "$copied" = ok ] || die "the view container flux-view: $copied_message"
 if [ "${HOME:-/}" = / ] && [ -d /home/flux-operator ]; then
   export HOME=/home/flux-operator
 fi

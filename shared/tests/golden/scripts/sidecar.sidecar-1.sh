@@ -19,12 +19,20 @@ if [ -n "$python_path" ]; then
 fi
 export LD_LIBRARY_PATH="${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}$view/lib"
 # The view's symlinks point into /opt/software.
-# The broker sets the view up (read in place from the view container).
+# The view container copies the view while this container starts.
+exchange=/mnt/flux/.view-container
+copied='' copied_message=''
 deadline=$((SECONDS + 600))
-until [ -e /mnt/flux/.view-container/ready ] || [ "$SECONDS" -ge "$deadline" ]; do
-  sleep 0.2 2>/dev/null || sleep 1
+until read -r copied copied_message 2>/dev/null <"$exchange/copied" && [ -n "$copied" ]; do
+  if [ "$SECONDS" -ge "$deadline" ]; then
+    echo 'the view container flux-view did not copy the view in 600s' >&2
+    break
+  fi
+  sleep 0.05 2>/dev/null || sleep 1
 done
-[ -e /mnt/flux/.view-container/ready ] || echo 'flux-operator: warning: the broker did not set the flux view up in 600s' >&2
+if [ "$copied" != ok ]; then
+  echo "flux-operator: warning: no flux view: ${copied_message:-not copied}" >&2
+fi
 if [ "${HOME:-/}" = / ] && [ -d /home/flux-operator ]; then
   export HOME=/home/flux-operator
 fi
