@@ -174,7 +174,9 @@ started=$SECONDS
 for cluster in "$root_name $root_offset" "$burst_name $burst_offset" "$burst2_name $burst2_offset"; do
   read -r name offset <<<"$cluster"
   fresh "$name"
-  NODE_EXTERNAL_IP_PREFIX=10.250.$offset "$testbed/k8s/start.sh" "$name" "$offset" 2 &
+  # `9>&-`: the cluster's daemons must not hold the run's lock (one left by a run killed
+  # mid-cleanup would keep every later run out).
+  NODE_EXTERNAL_IP_PREFIX=10.250.$offset "$testbed/k8s/start.sh" "$name" "$offset" 2 9>&- &
   starting+=($!)
 done
 started_all "a testbed cluster"
@@ -228,11 +230,11 @@ hollow_suites() {
 real_cluster_up() { # NAME OFFSET NODES
   local name=$1 offset=$2 nodes=$3 node
   fresh "$name"
-  "$testbed/k8s/start.sh" "$name" "$offset" 0 >/dev/null
+  "$testbed/k8s/start.sh" "$name" "$offset" 0 >/dev/null 9>&-
   for ((node = 0; node < nodes; node++)); do
     "$(dirname "$0")/real-node.sh" up "$name" "$offset" "$node" \
       "$images/pause-testbed.oci.tar" "$images/flux-app-bookworm.oci.tar" "$images/flux-view-bookworm.oci.tar" \
-      "$images/flux-hub-e2e.oci.tar"
+      "$images/flux-hub-e2e.oci.tar" 9>&-
   done
 }
 real_clusters_up() {
