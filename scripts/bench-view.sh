@@ -5,21 +5,26 @@
 # last pod's application container has a working view (`flux --version` run through it),
 # read from the runtime's timestamp of the line it then prints:
 #
-#   copy    the pod both controllers render today: an init container of the view image
-#           copies the view and /opt/software into emptyDirs, then the application
-#           container copies the software back to /opt/software
-#   partial the copy of only what a broker runs: the init container copies the view's bin,
-#           lib and libexec (not include or share) and the software tree
-#   shared  no copy, one kubelet pass: the view image's container sleeps beside the
-#           application container in a pod with shareProcessNamespace; the application
-#           container links /mnt/flux/view and each entry of /opt/software to the view
-#           container's files through /proc/PID/root of its process
-#   sidecar the same, the view container a native sidecar (an init container with
-#           `restartPolicy: Always`, Kubernetes 1.29 and later): started before the
-#           application container, and stopped by the kubelet once the pod's other
-#           containers have ended, so a pod that runs to completion completes
-#   none    the floor without any view: the application container alone, which prints at
-#           once
+#   copy      the reference operator's pod (flux.container.initContainer): an init
+#             container of the view image copies the view and /opt/software into
+#             emptyDirs, then the application container copies the software back to
+#             /opt/software
+#   partial   the same, copying only what a broker runs: the view's bin, lib and libexec
+#             (not include or share)
+#   alongside flux-hub's pod: no init container (one kubelet pass); the view image's
+#             container, first in the pod, copies the view, and /opt/software straight
+#             into the application container's /opt/software volume, while the
+#             application container starts and waits for it (then it sleeps)
+#   sidecar   the same copy in a native sidecar (an init container with `restartPolicy:
+#             Always`, Kubernetes 1.29 and later), which the kubelet starts before the
+#             application container
+#   in-place  no copy at all: the view image's container sleeps beside the application
+#             container (shareProcessNamespace), which links /mnt/flux/view and each entry
+#             of /opt/software to its files through /proc/PID/root of its process. Enough
+#             for `flux --version`, not for a broker: Flux canonicalizes its module paths
+#             (realpath), which leaves the other container's root
+#   none      the floor without any view: the application container alone, which prints
+#             at once
 #
 #   scripts/bench-view.sh [--sizes 2,4,8] [--runs 3] [--out DIR]
 #
@@ -54,7 +59,7 @@ name=bench-view offset=72
 images=$target_dir/images
 app_image=localhost/flux-app-debian:bookworm
 view_image=localhost/flux-view-debian:bookworm
-variants=(copy partial shared sidecar none)
+variants=(copy partial alongside sidecar in-place none)
 
 log() { printf '[bench-view %s] %s\n' "$(date +%T)" "$*" >&2; }
 die() { log "error: $*"; exit 1; }
@@ -88,10 +93,12 @@ until "$kubectl" -n bench get serviceaccount default >/dev/null 2>&1; do sleep 0
 ready='LD_LIBRARY_PATH=/mnt/flux/view/lib /mnt/flux/view/bin/flux --version >/dev/null && echo VIEW READY; exec sleep infinity'
 
 job() { # VARIANT NAME SIZE
-  local init='' share=false app
+  local init='' main='' share=false app
+  # Texts of commands run in the pod (expanded there, not here).
+  # shellcheck disable=SC2016
+  local find='views=(/opt/views/._view/*/)'
   case $1 in
     copy | partial)
-      # Text of the init container's command (expanded there, not here).
       # shellcheck disable=SC2016
       local what='cp -a "${views[0]}." /mnt/flux/view/'
       if [ "$1" = partial ]; then
@@ -102,22 +109,37 @@ job() { # VARIANT NAME SIZE
       - name: view
         image: $view_image
         imagePullPolicy: IfNotPresent
-        command: [/bin/bash, -c, 'set -e; views=(/opt/views/._view/*/); mkdir -p /mnt/flux/view /mnt/flux/software; $what; cp -a /opt/software/. /mnt/flux/software/']
+        command: [/bin/bash, -c, 'set -e; $find; mkdir -p /mnt/flux/view /mnt/flux/software; $what; cp -a /opt/software/. /mnt/flux/software/']
         volumeMounts: [{name: flux, mountPath: /mnt/flux}]"
       app="cp -a /mnt/flux/software/. /opt/software/ && $ready"
       ;;
-    shared | sidecar)
-      share=true
-      if [ "$1" = sidecar ]; then
-        # `$$$$`: Kubernetes reads `$$` in a command as an escaped `$`.
-        init="      initContainers:
-      - name: view
+    alongside | sidecar)
+      # The copy (the tree's entries straight into the software volume), its marker, then
+      # sleep; the application container waits for the marker.
+      # shellcheck disable=SC2016
+      local copy='set -e; shopt -s nullglob dotglob; '"$find"'; tree=(/opt/software/*); mkdir -p /mnt/flux/view; cp -a "${views[0]}." /mnt/flux/view/; [ ${#tree[@]} -eq 0 ] || cp -a "${tree[@]}" /mnt/flux/software/; touch /mnt/flux/copied; exec sleep infinity'
+      local container="      - name: view
         image: $view_image
         imagePullPolicy: IfNotPresent
-        restartPolicy: Always
+        command: [/bin/bash, -c, '$copy']
+        volumeMounts: [{name: flux, mountPath: /mnt/flux}, {name: software, mountPath: /mnt/flux/software}]"
+      if [ "$1" = sidecar ]; then
+        init="      initContainers:
+$container
+        restartPolicy: Always"
+      else
+        main=$container
+      fi
+      app="until [ -e /mnt/flux/copied ]; do sleep 0.05; done; $ready"
+      ;;
+    in-place)
+      share=true
+      # `$$$$`: Kubernetes reads `$$` in a command as an escaped `$`.
+      main="      - name: view
+        image: $view_image
+        imagePullPolicy: IfNotPresent
         command: [/bin/sh, -c, 'echo \$\$\$\$ >/mnt/flux/view.pid && exec sleep infinity']
         volumeMounts: [{name: flux, mountPath: /mnt/flux}]"
-      fi
       # The view container's process is found by the PID it wrote; the application
       # container reaches its files through /proc/PID/root (same user, no capabilities
       # beyond its own: what the kernel asks of a reader of another process's root).
@@ -145,16 +167,7 @@ spec:
 $init
       containers:
 EOF
-  if [ "$1" = shared ]; then
-    # `$$$$`: Kubernetes reads `$$` in a command as an escaped `$`.
-    cat <<EOF
-      - name: view
-        image: $view_image
-        imagePullPolicy: IfNotPresent
-        command: [/bin/sh, -c, 'echo \$\$\$\$ >/mnt/flux/view.pid && exec sleep infinity']
-        volumeMounts: [{name: flux, mountPath: /mnt/flux}]
-EOF
-  fi
+  [ -z "$main" ] || printf '%s\n' "$main"
   cat <<EOF
       - name: app
         image: $app_image
