@@ -147,7 +147,9 @@ impl Ctx<'_> {
             word(self.layout.view_exchange())
         ));
         sh.line("namespace=$(readlink \"/proc/$$/ns/pid\" 2>/dev/null) || namespace=unknown");
-        sh.line("{ mkdir -p \"$exchange\" && echo \"$$ $namespace\" >\"$exchange/broker\"; } || die \"cannot write $exchange/broker\"");
+        sh.line("# Open to every user of the pod, whoever comes first (see the view container's).");
+        sh.line("mkdir -p \"$exchange\" && { [ ! -O \"$exchange\" ] || chmod 1777 \"$exchange\"; } || die \"cannot create $exchange\"");
+        sh.line("echo \"$$ $namespace\" >\"$exchange/broker\" || die \"cannot write $exchange/broker\"");
         self.copy_wait(sh, |sh, what| {
             sh.linef(format_args!("die {what}"));
         });

@@ -33,7 +33,9 @@ export LD_LIBRARY_PATH="${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}$view/lib"
 # The view container flux-view copies the view while this container starts.
 exchange=/mnt/flux/.view-container
 namespace=$(readlink "/proc/$$/ns/pid" 2>/dev/null) || namespace=unknown
-{ mkdir -p "$exchange" && echo "$$ $namespace" >"$exchange/broker"; } || die "cannot write $exchange/broker"
+# Open to every user of the pod, whoever comes first (see the view container's).
+mkdir -p "$exchange" && { [ ! -O "$exchange" ] || chmod 1777 "$exchange"; } || die "cannot create $exchange"
+echo "$$ $namespace" >"$exchange/broker" || die "cannot write $exchange/broker"
 copied='' copied_message=''
 deadline=$((SECONDS + 600))
 until read -r copied copied_message 2>/dev/null <"$exchange/copied" && [ -n "$copied" ]; do

@@ -23,7 +23,9 @@ publish() { # FILE TEXT
 # A deleted pod: the view is copied, nothing here needs to outlive the broker.
 trap 'exit 0' TERM
 
-mkdir -p "$exchange" || exit 1
+# Open to every user of the pod (sticky: each keeps its own files), whoever comes first:
+# the brokers may run as another user than this container.
+mkdir -p "$exchange" && { [ ! -O "$exchange" ] || chmod 1777 "$exchange"; } || exit 1
 # The broker's last word (`exit STATUS`) comes through this FIFO, held open for reading
 # and writing: a writer never blocks, and there is no EOF between writers.
 if [ ! -p "$exchange/requests" ]; then
@@ -35,7 +37,7 @@ exec 3<>"$exchange/requests"
 # The copy, once per pod (this container may be started again: a failed copy is tried
 # again).
 copied=
-read -r copied _ <"$exchange/copied" 2>/dev/null || true
+read -r copied _ 2>/dev/null <"$exchange/copied" || true
 if [ "$copied" != ok ]; then
   shopt -s nullglob dotglob
   views=(/opt/views/._view/*/)
@@ -78,8 +80,10 @@ while :; do
   request=
   read -r -t 1 -u 3 request || true
   case $request in
-    'exit 0') exit 0 ;;
-    exit\ *) $restarted || exit 0 ;;
+    exit\ *)
+      say "the broker ended with status ${request#exit }"
+      [ "$request" != 'exit 0' ] && $restarted || exit 0
+      ;;
   esac
   # A broker that ran and is not started again (killed; restartPolicy Never) leaves
   # nothing to wait for.
