@@ -148,7 +148,8 @@ impl Ctx<'_> {
         ));
         sh.line("namespace=$(readlink \"/proc/$$/ns/pid\" 2>/dev/null) || namespace=unknown");
         sh.line("# Open to every user of the pod, whoever comes first (see the view container's).");
-        sh.line("mkdir -p \"$exchange\" && { [ ! -O \"$exchange\" ] || chmod 1777 \"$exchange\"; } || die \"cannot create $exchange\"");
+        sh.line("mkdir -p \"$exchange\" || die \"cannot create $exchange\"");
+        sh.line("[ ! -O \"$exchange\" ] || chmod 1777 \"$exchange\" || die \"cannot open $exchange to the pod\"");
         sh.line("echo \"$$ $namespace\" >\"$exchange/broker\" || die \"cannot write $exchange/broker\"");
         self.copy_wait(sh, |sh, what| {
             sh.linef(format_args!("die {what}"));

@@ -34,7 +34,8 @@ export LD_LIBRARY_PATH="${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}$view/lib"
 exchange=/mnt/flux/.view-container
 namespace=$(readlink "/proc/$$/ns/pid" 2>/dev/null) || namespace=unknown
 # Open to every user of the pod, whoever comes first (see the view container's).
-mkdir -p "$exchange" && { [ ! -O "$exchange" ] || chmod 1777 "$exchange"; } || die "cannot create $exchange"
+mkdir -p "$exchange" || die "cannot create $exchange"
+[ ! -O "$exchange" ] || chmod 1777 "$exchange" || die "cannot open $exchange to the pod"
 echo "$$ $namespace" >"$exchange/broker" || die "cannot write $exchange/broker"
 copied='' copied_message=''
 deadline=$((SECONDS + 600))

@@ -25,7 +25,8 @@ trap 'exit 0' TERM
 
 # Open to every user of the pod (sticky: each keeps its own files), whoever comes first:
 # the brokers may run as another user than this container.
-mkdir -p "$exchange" && { [ ! -O "$exchange" ] || chmod 1777 "$exchange"; } || exit 1
+mkdir -p "$exchange" || exit 1
+[ ! -O "$exchange" ] || chmod 1777 "$exchange" || exit 1
 # The broker's last word (`exit STATUS`) comes through this FIFO, held open for reading
 # and writing: a writer never blocks, and there is no EOF between writers.
 if [ ! -p "$exchange/requests" ]; then
