@@ -84,9 +84,9 @@ impl Layout {
         &self.software
     }
     /// Where the view container and the pod's other containers meet: the files `copied`
-    /// (the copy's outcome: `ok`, or `error` and why) and `broker` (the broker
-    /// entrypoint's PID and process namespace), and the FIFO `requests` (the broker's
-    /// `exit STATUS`).
+    /// (the copy's outcome: `ok`, or `error` and why), `broker` (the broker entrypoint's
+    /// PID and process namespace) and `exit` (its exit status), and the FIFO `requests`
+    /// (the broker's wake-up once `exit` is written).
     pub fn view_exchange(&self) -> &str {
         &self.view_exchange
     }

@@ -334,3 +334,21 @@ fn a_sidecar_waits_for_the_view_container_s_copy() {
     std::io::Read::read_to_string(&mut sidecar.0.stdout.take().unwrap(), &mut out).unwrap();
     assert!(out.contains("0.70"), "{out}");
 }
+
+#[test]
+fn a_lost_wake_up_still_ends_the_view_container() {
+    // What the view container goes by is the broker's exit file; the FIFO only wakes it.
+    let sb = Sandbox::new();
+    image(&sb, &["abc123"]);
+    let plan = plan(&sb, "", "hostname");
+    let mut view = start_view(&sb, &view_script(&sb, &plan));
+    let copied = exchange(&sb).join("copied");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !copied.exists() {
+        assert!(Instant::now() < deadline, "never copied");
+        thread::sleep(Duration::from_millis(20));
+    }
+    fs::write(exchange(&sb).join("exit"), "0\n").unwrap();
+    let status = view.ends_within(Duration::from_secs(3)).expect("it goes");
+    assert!(status.success());
+}

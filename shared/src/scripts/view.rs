@@ -150,7 +150,11 @@ impl Ctx<'_> {
         sh.line("# Open to every user of the pod, whoever comes first (see the view container's).");
         sh.line("mkdir -p \"$exchange\" || die \"cannot create $exchange\"");
         sh.line("[ ! -O \"$exchange\" ] || chmod 1777 \"$exchange\" || die \"cannot open $exchange to the pod\"");
-        sh.line("echo \"$$ $namespace\" >\"$exchange/broker\" || die \"cannot write $exchange/broker\"");
+        sh.line(
+            "echo \"$$ $namespace\" >\"$exchange/broker\" || die \"cannot write $exchange/broker\"",
+        );
+        sh.line("# A broker started again: the view container waits for its end anew.");
+        sh.line("rm -f \"$exchange/exit\"");
         self.copy_wait(sh, |sh, what| {
             sh.linef(format_args!("die {what}"));
         });
@@ -196,16 +200,23 @@ impl Ctx<'_> {
         sh.close("done");
     }
 
-    /// The broker's last word to the view container beside it: its exit status, so
-    /// that the view container ends with it unless the kubelet starts the broker again.
+    /// The broker's last word to the view container beside it: its exit status (in a
+    /// file, then a wake-up on the FIFO), so that the view container ends with it unless
+    /// the kubelet starts the broker again.
     pub(super) fn view_end(&self, sh: &mut Sh) {
         if self.view_mode != ViewMode::Alongside {
             return;
         }
-        let requests = word(&format!("{}/requests", self.layout.view_exchange()));
+        let exchange = self.layout.view_exchange();
+        let exit = word(&format!("{exchange}/exit"));
+        let tmp = word(&format!("{exchange}/exit.tmp"));
+        let requests = word(&format!("{exchange}/requests"));
         sh.line("# The view container stays until the broker has ended for good.");
         sh.linef(format_args!(
-            "[ ! -p {requests} ] || printf 'exit %s\\n' \"$flux_status\" 1<>{requests} || true"
+            "{{ printf '%s\\n' \"$flux_status\" >{tmp} && mv -f {tmp} {exit}; }} 2>/dev/null || true"
+        ));
+        sh.linef(format_args!(
+            "[ ! -p {requests} ] || printf '\\n' 1<>{requests} || true"
         ));
     }
 }

@@ -24,10 +24,11 @@ const VIEW_CONTAINER_SH: &str = include_str!("view_container.sh");
 /// when no copy succeeded before.
 ///
 /// It stays until the broker has ended for good, so that the pod stays Ready while the
-/// broker runs and completes with it: the broker's `exit 0` on the FIFO
-/// `<exchange>/requests` (any exit when the kubelet does not restart a failed
-/// container), or, with restartPolicy `Never`, the broker's process gone (its PID in
-/// `<exchange>/broker`, in the pod's process namespace). On SIGTERM it goes at once.
+/// broker runs and completes with it: the broker's exit status 0 in `<exchange>/exit`
+/// (any status when the kubelet does not restart a failed container), which it reads
+/// when the broker wakes it on the FIFO `<exchange>/requests` and every second; or, with
+/// restartPolicy `Never`, the broker's process gone (its PID in `<exchange>/broker`, in
+/// the pod's process namespace). On SIGTERM it goes at once.
 pub fn view_container_script(plan: &Plan, target: &Target) -> String {
     let l = &plan.layout;
     let policy = plan.spec.pod().restart_policy.as_deref();

@@ -37,6 +37,8 @@ namespace=$(readlink "/proc/$$/ns/pid" 2>/dev/null) || namespace=unknown
 mkdir -p "$exchange" || die "cannot create $exchange"
 [ ! -O "$exchange" ] || chmod 1777 "$exchange" || die "cannot open $exchange to the pod"
 echo "$$ $namespace" >"$exchange/broker" || die "cannot write $exchange/broker"
+# A broker started again: the view container waits for its end anew.
+rm -f "$exchange/exit"
 copied='' copied_message=''
 deadline=$((SECONDS + 600))
 until read -r copied copied_message 2>/dev/null <"$exchange/copied" && [ -n "$copied" ]; do
@@ -164,5 +166,6 @@ if $terminating; then
 fi
 echo "flux-operator: flux exited with status $flux_status"
 # The view container stays until the broker has ended for good.
-[ ! -p /mnt/flux/.view-container/requests ] || printf 'exit %s\n' "$flux_status" 1<>/mnt/flux/.view-container/requests || true
+{ printf '%s\n' "$flux_status" >/mnt/flux/.view-container/exit.tmp && mv -f /mnt/flux/.view-container/exit.tmp /mnt/flux/.view-container/exit; } 2>/dev/null || true
+[ ! -p /mnt/flux/.view-container/requests ] || printf '\n' 1<>/mnt/flux/.view-container/requests || true
 exit "$flux_status"

@@ -27,8 +27,8 @@ trap 'exit 0' TERM
 # the brokers may run as another user than this container.
 mkdir -p "$exchange" || exit 1
 [ ! -O "$exchange" ] || chmod 1777 "$exchange" || exit 1
-# The broker's last word (`exit STATUS`) comes through this FIFO, held open for reading
-# and writing: a writer never blocks, and there is no EOF between writers.
+# The broker writes its exit status to `exit` and wakes this container through this
+# FIFO, held open for reading and writing: a writer never blocks.
 if [ ! -p "$exchange/requests" ]; then
   rm -f "$exchange/requests"
   mkfifo -m 0666 "$exchange/requests" || exit 1
@@ -78,14 +78,14 @@ broker_runs() {
 }
 
 while :; do
-  request=
-  read -r -t 1 -u 3 request || true
-  case $request in
-    exit\ *)
-      say "the broker ended with status ${request#exit }"
-      [ "$request" != 'exit 0' ] && $restarted || exit 0
-      ;;
-  esac
+  # Woken by the broker's word on the FIFO, or a second later: what counts is the file.
+  read -r -t 1 -u 3 _ || true
+  status=
+  read -r status 2>/dev/null <"$exchange/exit" || true
+  if [ -n "$status" ] && { [ "$status" = 0 ] || ! $restarted; }; then
+    say "the broker ended with status $status"
+    exit 0
+  fi
   # A broker that ran and is not started again (killed; restartPolicy Never) leaves
   # nothing to wait for.
   if ! $restarted; then
