@@ -134,6 +134,8 @@ pub struct Context<'a> {
     pub namespaces: &'a BTreeMap<String, NamespaceState>,
     /// Brokers each key's Job runs now (its parallelism, 0 when suspended), by key.
     pub running: &'a BTreeMap<String, i32>,
+    /// Keys whose live Job was made with the view's init container: rendered as made.
+    pub init_container_views: &'a BTreeSet<String>,
 }
 
 /// Whether a refusal's reason is the policy's (re-examined whenever the snapshot is
@@ -191,7 +193,10 @@ pub fn plan_snapshot(
     let mut examined: Vec<(&Assignment, Result<Checked, Decision>)> = Vec::new();
     for a in &snapshot.assignments {
         if seen.insert(a.key.as_str()) {
-            let result = examine(a, memory, &mut plans).and_then(|prepared| {
+            let result = examine(a, memory, &mut plans).and_then(|mut prepared| {
+                if cx.init_container_views.contains(&a.key) {
+                    prepared.keep_init_container_view();
+                }
                 // Checked every time, applied content too: the policy's exceptions may
                 // have changed. A running burst that is no longer safe is held, not grown.
                 let exceptions = match cx.policy {
@@ -438,6 +443,7 @@ mod tests {
             policy,
             namespaces: &BTreeMap::new(),
             running: &running,
+            init_container_views: &BTreeSet::new(),
         };
         super::plan_snapshot(snapshot, owned, memory, &me(), &cx)
     }
@@ -518,6 +524,7 @@ mod tests {
             policy: &policy,
             namespaces: &BTreeMap::new(),
             running: &running,
+            init_container_views: &BTreeSet::new(),
         };
         let retained = snapshot(vec![new.clone()], &["hpc/old/r"]);
         let plan = super::plan_snapshot(&retained, &[], &Memory::default(), &me(), &cx);
@@ -534,6 +541,64 @@ mod tests {
             "{:?}",
             plan.assignments[0].decision
         );
+    }
+
+    /// A burst whose live Job was made with the view's init container (by an earlier
+    /// spoke) is rendered as made: its pod template cannot change, and its ConfigMap must
+    /// keep the init container's script. Another burst of the same MiniCluster, and a new
+    /// Job, have the view container.
+    #[test]
+    fn a_burst_whose_job_has_the_view_init_container_is_rendered_as_made() {
+        let policy = permissive();
+        let assignments = sample_assignments("hpc", "mc", &[("a", 2), ("b", 2)]);
+        let keys: Vec<String> = assignments.iter().map(|a| a.key.clone()).collect();
+        let running = BTreeMap::new();
+        let made_before = BTreeSet::from([keys[0].clone()]);
+        let cx = Context {
+            spoke_namespace: DEFAULT_SPOKE_NAMESPACE,
+            policy: &policy,
+            namespaces: &BTreeMap::new(),
+            running: &running,
+            init_container_views: &made_before,
+        };
+        let plan = super::plan_snapshot(
+            &snapshot(assignments, &[]),
+            &[],
+            &Memory::default(),
+            &me(),
+            &cx,
+        );
+        let pods: Vec<(String, k8s_openapi::api::core::v1::PodSpec)> = plan
+            .assignments
+            .iter()
+            .map(|p| {
+                let Decision::Apply(realized) = &p.decision else {
+                    panic!("{:?}", p.decision)
+                };
+                let job = realized
+                    .objects
+                    .iter()
+                    .find_map(|o| match o {
+                        flux_shared::render::Object::Job(j) => Some(j.clone()),
+                        _ => None,
+                    })
+                    .expect("a Job");
+                (
+                    realized.key.clone(),
+                    job.spec.and_then(|s| s.template.spec).expect("a pod"),
+                )
+            })
+            .collect();
+        for (key, pod) in pods {
+            let inits = pod.init_containers.as_ref().map_or(0, Vec::len);
+            if key == keys[0] {
+                assert_eq!(inits, 1, "{key}: the init container, as made");
+                assert_eq!(pod.containers.len(), 1, "{key}");
+            } else {
+                assert_eq!(inits, 0, "{key}");
+                assert_eq!(pod.containers[0].name, "flux-view", "{key}");
+            }
+        }
     }
 
     #[test]

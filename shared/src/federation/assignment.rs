@@ -257,6 +257,15 @@ impl Prepared {
         &self.plan.spec
     }
 
+    /// Renders the burst as its live Job was made, with the view's init container (see
+    /// [`Plan::keep_view_of`]): the plan this burst shares with its MiniCluster's other
+    /// bursts is copied for it.
+    pub fn keep_init_container_view(&mut self) {
+        if self.plan.view_mode != crate::api::ViewMode::InitContainer {
+            Arc::make_mut(&mut self.plan).view_mode = crate::api::ViewMode::InitContainer;
+        }
+    }
+
     /// The pod the burst's Job runs, as rendered.
     pub fn pod(&self) -> Option<k8s_openapi::api::core::v1::PodSpec> {
         render::render_job(&self.plan, &self.role)?

@@ -177,6 +177,28 @@ pub(super) fn refused(
     }
 }
 
+/// The assignment keys of the spoke's own Jobs made with the view's init container (no
+/// [`flux_shared::render::labels::VIEW`] annotation: by an earlier release, or with
+/// `flux.container.initContainer`), which keep their pods as made.
+pub(super) fn init_container_views(
+    jobs: &[Job],
+    me: &SpokeIdentity,
+) -> std::collections::BTreeSet<String> {
+    jobs.iter()
+        .filter_map(|j| match ownership(&j.metadata, me) {
+            Ownership::Ours { key, .. } => {
+                let marked = j
+                    .metadata
+                    .annotations
+                    .as_ref()
+                    .is_some_and(|a| a.contains_key(flux_shared::render::labels::VIEW));
+                (!marked).then(|| key.to_string())
+            }
+            _ => None,
+        })
+        .collect()
+}
+
 /// Brokers each of the spoke's own Jobs runs (its parallelism; 0 when suspended: a burst
 /// scaled to 0), by assignment key.
 pub(super) fn running_sizes(jobs: &[Job], me: &SpokeIdentity) -> BTreeMap<String, i32> {

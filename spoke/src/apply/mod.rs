@@ -57,7 +57,9 @@ use crate::burst_status::{Outcome, Tracked};
 use crate::cluster::{Cluster, Kind, ObjectRef, OwnedObject, Taken};
 use crate::metrics::Metrics;
 use crate::state::{AppliedSnapshot, State};
-use bookkeeping::{begin, listed, probe_leads, refused, running_sizes, settle, unapplied};
+use bookkeeping::{
+    begin, init_container_views, listed, probe_leads, refused, running_sizes, settle, unapplied,
+};
 pub(crate) use error::ApplyError;
 use error::{NameCheck, Read, name_taken_message};
 use writes::Written;
@@ -100,6 +102,7 @@ struct Observed {
     policy: PolicyState,
     namespaces: BTreeMap<String, NamespaceState>,
     running: BTreeMap<String, i32>,
+    init_container_views: std::collections::BTreeSet<String>,
 }
 
 /// What realizing the assignments came to.
@@ -160,6 +163,7 @@ impl<C: Cluster> Applier<C> {
             policy: &observed.policy,
             namespaces: &observed.namespaces,
             running: &observed.running,
+            init_container_views: &observed.init_container_views,
         };
         let plan = plan_snapshot(
             &snapshot,
@@ -242,6 +246,7 @@ impl<C: Cluster> Applier<C> {
             policy,
             namespaces,
             running: running_sizes(&jobs, &self.identity),
+            init_container_views: init_container_views(&jobs, &self.identity),
         })
     }
 
