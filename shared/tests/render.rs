@@ -109,10 +109,10 @@ fn root_job_is_an_indexed_job_of_size_pods() {
             [0]["matchExpressions"][0]["values"],
         serde_json::json!(["a", "b"])
     );
-    // The view container first, one process namespace, no init container (the kubelet
-    // starts every container in one pass).
+    // The view container first, no init container (the kubelet starts every container
+    // in one pass); the kubelet restarts a killed broker, so no shared process namespace.
     assert!(pod.get("initContainers").is_none());
-    assert_eq!(pod["shareProcessNamespace"], true);
+    assert!(pod.get("shareProcessNamespace").is_none());
     let view = &pod["containers"][0];
     assert_eq!(view["name"], "flux-view");
     assert_eq!(
@@ -469,12 +469,16 @@ fn the_view_container_runs_as_the_broker_unless_told_otherwise() {
 }
 
 #[test]
-fn init_container_keeps_the_reference_pod_and_so_does_a_pod_that_may_not_share_processes() {
-    for extra in [
-        "  flux: {container: {initContainer: true}}\n",
-        "  shareProcessNamespace: false\n",
+fn init_container_keeps_the_reference_pod_and_so_does_an_unwatched_pod_that_restarts_nothing() {
+    let never = SPEC.replace(
+        "    nodeSelector: {pool: hpc}\n",
+        "    nodeSelector: {pool: hpc}\n    restartPolicy: Never\n",
+    );
+    for (spec, extra) in [
+        (SPEC, "  flux: {container: {initContainer: true}}\n"),
+        (never.as_str(), "  shareProcessNamespace: false\n"),
     ] {
-        let pod = root_pod(&SPEC.replace(
+        let pod = root_pod(&spec.replace(
             "  deadlineSeconds: 600\n",
             &format!("  deadlineSeconds: 600\n{extra}"),
         ));
@@ -517,10 +521,23 @@ fn flux_from_the_application_image_needs_no_view_container_at_all() {
 }
 
 #[test]
-fn a_host_pid_pod_has_its_view_container_without_its_own_process_namespace() {
-    let pod = root_pod(&SPEC.replace(
+fn a_pod_that_restarts_nothing_shares_its_process_namespace_unless_it_has_the_host_s() {
+    // The view container then sees a killed broker go.
+    let never = SPEC.replace(
         "    nodeSelector: {pool: hpc}\n",
-        "    nodeSelector: {pool: hpc}\n    hostPID: true\n",
+        "    nodeSelector: {pool: hpc}\n    restartPolicy: Never\n",
+    );
+    let pod = root_pod(&never);
+    assert_eq!(
+        container_names(&pod["containers"]),
+        ["flux-view", "flux-sample"]
+    );
+    assert_eq!(pod["shareProcessNamespace"], true);
+    // hostPID: the node's namespace, which its containers see (and Kubernetes refuses
+    // both at once).
+    let pod = root_pod(&never.replace(
+        "    restartPolicy: Never\n",
+        "    restartPolicy: Never\n    hostPID: true\n",
     ));
     assert_eq!(
         container_names(&pod["containers"]),
@@ -528,4 +545,14 @@ fn a_host_pid_pod_has_its_view_container_without_its_own_process_namespace() {
     );
     assert!(pod.get("shareProcessNamespace").is_none());
     assert_eq!(pod["hostPID"], true);
+    // Restarted containers: the spec's own choice stands.
+    let pod = root_pod(&SPEC.replace(
+        "  deadlineSeconds: 600\n",
+        "  deadlineSeconds: 600\n  shareProcessNamespace: false\n",
+    ));
+    assert_eq!(
+        container_names(&pod["containers"]),
+        ["flux-view", "flux-sample"]
+    );
+    assert_eq!(pod["shareProcessNamespace"], false);
 }

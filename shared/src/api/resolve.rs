@@ -275,25 +275,39 @@ pub enum ViewMode {
     /// container: the kubelet starts every container in one pass. The default.
     Alongside,
     /// An init container copies the view before the brokers start, and the broker copies
-    /// the software tree back (the reference operator's pod): `flux.container.initContainer`,
-    /// or `shareProcessNamespace: false`.
+    /// the software tree back (the reference operator's pod): `flux.container.initContainer`
+    /// (see [`MiniClusterSpec::view_mode`]).
     InitContainer,
     /// Flux comes from the application image (`flux.container.disable`): no view container.
     Image,
 }
 
 impl MiniClusterSpec {
-    /// How broker pods get the Flux view. `initContainer` (or a pod that may not share its
-    /// process namespace) keeps the init container, even with the view disabled.
+    /// How broker pods get the Flux view. `initContainer` keeps the init container, even
+    /// with the view disabled; so does a pod whose containers are never restarted
+    /// (`restartPolicy: Never`) that may not share its process namespace, where the view
+    /// container could not see a killed broker go.
     pub fn view_mode(&self) -> ViewMode {
         let view = self.flux().view();
-        if view.init_container == Some(true) || self.share_process_namespace == Some(false) {
+        let unwatched = !self.restarts_containers() && self.share_process_namespace == Some(false);
+        if view.init_container == Some(true) || unwatched {
             ViewMode::InitContainer
         } else if view.disabled() {
             ViewMode::Image
         } else {
             ViewMode::Alongside
         }
+    }
+
+    /// Whether the kubelet starts a failed container of a broker pod again: its restart
+    /// policy (default `OnFailure`) is not `Never`.
+    pub fn restarts_containers(&self) -> bool {
+        self.pod()
+            .restart_policy
+            .as_deref()
+            .filter(|p| !p.is_empty())
+            .unwrap_or(defaults::RESTART_POLICY)
+            != "Never"
     }
 }
 

@@ -126,9 +126,9 @@ pub struct MiniClusterSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub archive: Option<Archive>,
 
-    /// Share one process namespace between the containers of a pod. Broker pods share one
-    /// unless this is `false` (which also brings back the view's init container,
-    /// `flux.container.initContainer`).
+    /// Share one process namespace between the containers of a pod. Broker pods whose
+    /// containers are never restarted (`restartPolicy: Never`) share one unless this is
+    /// `false`, which then brings back the view's init container.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub share_process_namespace: Option<bool>,
 
@@ -295,8 +295,7 @@ pub struct FluxContainer {
 
     /// Copy the view with an init container before the brokers start, as the reference
     /// operator's pod does (and the broker copies the software tree back), instead of a
-    /// view container copying it while they start. Also the layout when
-    /// `shareProcessNamespace` is `false`. Applies to Jobs created from then on.
+    /// view container copying it while they start. Applies to Jobs created from then on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub init_container: Option<bool>,
 

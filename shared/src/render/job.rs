@@ -136,9 +136,11 @@ impl Renderer<'_> {
                     .map(|(i, c)| self.container(i, c)),
             )
             .collect();
-        // One process namespace, so that the view container sees the broker's process go
-        // (a pod with hostPID may not also have its own, and is in the node's).
-        let share_process_namespace = if mode == ViewMode::Alongside && pod.host_pid != Some(true) {
+        // Where the kubelet restarts no container, one process namespace, so that the view
+        // container sees a killed broker go (a pod with hostPID may not also have its own,
+        // and is in the node's).
+        let watched = mode == ViewMode::Alongside && !spec.restarts_containers();
+        let share_process_namespace = if watched && pod.host_pid != Some(true) {
             Some(true)
         } else {
             spec.share_process_namespace

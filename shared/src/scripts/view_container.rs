@@ -3,7 +3,6 @@
 //! script shellcheck reads as it is; only its `__NAME__`-style placeholders are filled in
 //! here.
 
-use crate::api::defaults;
 use crate::plan::{Plan, Target};
 
 use super::VIEW_SOURCE;
@@ -31,11 +30,7 @@ const VIEW_CONTAINER_SH: &str = include_str!("view_container.sh");
 /// the pod's process namespace). On SIGTERM it goes at once.
 pub fn view_container_script(plan: &Plan, target: &Target) -> String {
     let l = &plan.layout;
-    let policy = plan.spec.pod().restart_policy.as_deref();
-    let restarted = policy
-        .filter(|p| !p.is_empty())
-        .unwrap_or(defaults::RESTART_POLICY)
-        != "Never";
+    let restarted = plan.spec.restarts_containers();
     fill(
         VIEW_CONTAINER_SH,
         &[
