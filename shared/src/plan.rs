@@ -70,7 +70,8 @@ pub struct Plan {
     /// Paths inside the broker pods.
     pub layout: Layout,
     /// How the broker pods get the Flux view: the spec's ([`MiniClusterSpec::view_mode`]),
-    /// unless the live Job was made with the view's init container ([`Plan::keep_view_of`]).
+    /// or [`ViewMode::InitContainer`] where the live Job was made so (see
+    /// [`crate::render::made_with_view_init_container`]).
     pub view_mode: ViewMode,
 }
 
@@ -133,24 +134,6 @@ impl Plan {
             hosts,
             runner,
         })
-    }
-
-    /// Renders pods as the live Job `job` (its metadata) was made, when it was made with
-    /// the view's init container: by an earlier release, before the view container, or
-    /// with `flux.container.initContainer`. A Job's pod template cannot change, and the ConfigMap its
-    /// pods mount must keep what they run (the init container's script). Such a Job has
-    /// no [`crate::render::labels::VIEW`] annotation. A new Job takes the spec's mode.
-    pub fn keep_view_of(
-        &mut self,
-        job: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
-    ) {
-        let marked = job
-            .annotations
-            .as_ref()
-            .is_some_and(|a| a.contains_key(crate::render::labels::VIEW));
-        if !marked {
-            self.view_mode = ViewMode::InitContainer;
-        }
     }
 
     /// Mark the bursts named in `removed` as retired: kept in the rank order (at size 0) so

@@ -21,8 +21,9 @@
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use flux_shared::api::{MiniCluster, MiniClusterPhase, MiniClusterStatus};
+use flux_shared::api::{MiniCluster, MiniClusterPhase, MiniClusterStatus, ViewMode};
 use flux_shared::elasticity;
+use flux_shared::render;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::DeleteParams;
 use kube::runtime::controller::Action;
@@ -171,8 +172,11 @@ async fn stages(
         Err(refused) => return Ok(not_applied(refused.declared_max, refused.problem)),
     };
     // A running Job's pods get the view as they were made to (its template cannot change).
-    if let Some(job) = &live_job {
-        plan.keep_view_of(&job.metadata);
+    if live_job
+        .as_ref()
+        .is_some_and(|job| render::made_with_view_init_container(&job.metadata))
+    {
+        plan.view_mode = ViewMode::InitContainer;
     }
     let cert = certificate(ctx, ns, name, uid);
     let key = mc_key(mc);

@@ -258,8 +258,8 @@ impl Prepared {
     }
 
     /// Renders the burst as its live Job was made, with the view's init container (see
-    /// [`Plan::keep_view_of`]): the plan this burst shares with its MiniCluster's other
-    /// bursts is copied for it.
+    /// [`render::made_with_view_init_container`]): the plan this burst shares with its
+    /// MiniCluster's other bursts is copied for it.
     pub fn keep_init_container_view(&mut self) {
         if self.plan.view_mode != crate::api::ViewMode::InitContainer {
             Arc::make_mut(&mut self.plan).view_mode = crate::api::ViewMode::InitContainer;

@@ -39,7 +39,7 @@ pub const LEAD_PATH_DIRECT: &str = "direct";
 pub const DEFAULT_CONTAINER: &str = "kubectl.kubernetes.io/default-container";
 /// Job annotation: how its pods get the Flux view, [`VIEW_ALONGSIDE`] or [`VIEW_IMAGE`]. A
 /// Job without it has the view's init container (it was made so, or by a release before
-/// the view container): [`crate::plan::Plan::keep_view_of`] keeps its pods as they are.
+/// the view container): see [`super::made_with_view_init_container`].
 pub const VIEW: &str = "flux-framework.org/view";
 /// [`VIEW`] of a Job whose pods have a view container beside the brokers.
 pub const VIEW_ALONGSIDE: &str = "alongside";

@@ -69,6 +69,17 @@ pub fn config_map_name(job: &str) -> String {
     format!("{job}-flux-config")
 }
 
+/// Whether the live Job of metadata `job` was made with the view's init container: by a
+/// release before the view container, or with `flux.container.initContainer` (it has no
+/// [`labels::VIEW`] annotation). Its pod template cannot change, and the ConfigMap its
+/// pods mount must keep the init container's script: such a Job is rendered as it was
+/// made (its plan's `view_mode` set to [`crate::api::ViewMode::InitContainer`]).
+pub fn made_with_view_init_container(job: &ObjectMeta) -> bool {
+    !job.annotations
+        .as_ref()
+        .is_some_and(|a| a.contains_key(labels::VIEW))
+}
+
 /// Label selector of a root Job's broker pods (`status.selector`).
 pub fn selector(plan: &Plan) -> String {
     format!("{}={}", labels::JOB, plan.name)

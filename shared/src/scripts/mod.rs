@@ -51,7 +51,7 @@
 //! `view_container.sh`: the view container beside the brokers), `init_container.rs` (the
 //! copying init container), `broker.rs` (the flux-running container and its `-S`
 //! attributes), `drain.rs` (with `drain.sh`), `reporter.rs` (with `reporter.py`) and
-//! `sidecar.rs` are the scripts; `steps.rs` and `view.rs` hold what they share,
+//! `sidecar.rs` are the scripts; `steps.rs` and `view_steps.rs` hold what they share,
 //! `program.rs` what rank 0 runs, and `shell.rs` the emitting and quoting layer that the
 //! safety argument above rests on.
 
@@ -65,8 +65,8 @@ mod sidecar;
 mod steps;
 #[cfg(test)]
 mod tests;
-mod view;
 mod view_container;
+mod view_steps;
 
 pub use broker::{broker_attributes, broker_script};
 pub use drain::drain_script;

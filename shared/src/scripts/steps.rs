@@ -1,6 +1,6 @@
 //! The steps the scripts share ([`Ctx`]): progress messages, strict mode, the hooks, the
 //! helper files, the flux user, the CURVE certificate, and the broker's signal forwarding
-//! (the view's steps are in `view.rs`).
+//! (the view's steps are in `view_steps.rs`).
 
 use crate::api::{Commands, MiniClusterContainer, MiniClusterSpec, ViewMode};
 use crate::layout::{self, Layout};

@@ -177,9 +177,9 @@ pub(super) fn refused(
     }
 }
 
-/// The assignment keys of the spoke's own Jobs made with the view's init container (no
-/// [`flux_shared::render::labels::VIEW`] annotation: by an earlier release, or with
-/// `flux.container.initContainer`), which keep their pods as made.
+/// The assignment keys of the spoke's own Jobs made with the view's init container (by an
+/// earlier release, or with `flux.container.initContainer`:
+/// [`flux_shared::render::made_with_view_init_container`]), which keep their pods as made.
 pub(super) fn init_container_views(
     jobs: &[Job],
     me: &SpokeIdentity,
@@ -187,12 +187,8 @@ pub(super) fn init_container_views(
     jobs.iter()
         .filter_map(|j| match ownership(&j.metadata, me) {
             Ownership::Ours { key, .. } => {
-                let marked = j
-                    .metadata
-                    .annotations
-                    .as_ref()
-                    .is_some_and(|a| a.contains_key(flux_shared::render::labels::VIEW));
-                (!marked).then(|| key.to_string())
+                flux_shared::render::made_with_view_init_container(&j.metadata)
+                    .then(|| key.to_string())
             }
             _ => None,
         })
