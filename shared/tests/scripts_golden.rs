@@ -421,7 +421,17 @@ fn scripts_match_goldens() {
     let dir = golden_dir();
     let update = std::env::var_os("UPDATE_GOLDEN").is_some_and(|v| v == "1");
     let mut failures = Vec::new();
-    for (file, script) in all_scripts() {
+    let scripts = all_scripts();
+    // A golden no case renders any more is a stale one (a renamed case's, say).
+    let rendered: std::collections::BTreeSet<&str> =
+        scripts.iter().map(|(file, _)| file.as_str()).collect();
+    for entry in fs::read_dir(&dir).expect("golden directory").flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if !rendered.contains(name.as_str()) {
+            failures.push(format!("{name}: no case renders it (remove it)"));
+        }
+    }
+    for (file, script) in scripts {
         let path = dir.join(&file);
         if update {
             fs::create_dir_all(&dir).expect("create golden directory");
