@@ -443,7 +443,7 @@ pub fn start_late(o: &mut Value, name: &str, skip: &str, seconds: u32) -> Result
     if o["kind"] == "Job" {
         let pod = &mut o["spec"]["template"]["spec"];
         ensure!(pod.is_object(), "the Job has no pod template");
-        // The view is read in place: the pod may have no init container yet.
+        // With the view container beside the brokers, the pod has no init container.
         if pod["initContainers"].is_null() {
             pod["initContainers"] = serde_json::json!([]);
         }
