@@ -23,10 +23,16 @@
 #             of /opt/software to its files through /proc/PID/root of its process. Enough
 #             for `flux --version`, not for a broker: Flux canonicalizes its module paths
 #             (realpath), which leaves the other container's root
+#   image-volume  no copy and no view container: the view image is an image volume of the
+#             pod (Kubernetes' ImageVolume, containerd 2.1+), the application container
+#             links /mnt/flux/view and each entry of /opt/software to its files. Only with
+#             --containerd DIR (the node runs that containerd, the kubelet and the API server
+#             the ImageVolume feature gate)
 #   none      the floor without any view: the application container alone, which prints
 #             at once
 #
-#   scripts/bench-view.sh [--sizes 2,4,8] [--runs 3] [--out DIR]
+#   scripts/bench-view.sh [--sizes 2,4,8] [--runs 3] [--out DIR] [--variants a,b,...]
+#                         [--containerd DIR]
 #
 # Cluster bench-view (port offset 72) with one real node, created fresh and torn down on
 # exit. Needs root, the testbed's `install --real-nodes` and the images in target/images
@@ -35,7 +41,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-sizes=2,4,8 runs=3
+sizes=2,4,8 runs=3 containerd=
+variants=(copy partial alongside sidecar in-place none)
 target_dir=${CARGO_TARGET_DIR:-target}
 out=$target_dir/bench-view
 while [ $# -gt 0 ]; do
@@ -43,11 +50,16 @@ while [ $# -gt 0 ]; do
     --sizes) sizes=${2:?--sizes needs a value}; shift 2 ;;
     --runs) runs=${2:?--runs needs a value}; shift 2 ;;
     --out) out=${2:?--out needs a value}; shift 2 ;;
+    --variants) IFS=, read -r -a variants <<<"${2:?--variants needs a value}"; shift 2 ;;
+    --containerd) containerd=${2:?--containerd needs a value}; shift 2 ;;
     -h | --help) sed -n '2,/^set -euo/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "bench-view: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
 done
 IFS=, read -r -a size_list <<<"$sizes"
+if [ -z "$containerd" ] && [[ " ${variants[*]} " == *" image-volume "* ]]; then
+  echo "bench-view: the image-volume variant needs --containerd DIR (containerd 2.1+)" >&2; exit 2
+fi
 for v in "${size_list[@]}" "$runs"; do
   [[ $v =~ ^[0-9]+$ ]] && [ "$v" -ge 1 ] || { echo "bench-view: not a positive number: $v" >&2; exit 2; }
 done
@@ -59,7 +71,6 @@ name=bench-view offset=72
 images=$target_dir/images
 app_image=localhost/flux-app-debian:bookworm
 view_image=localhost/flux-view-debian:bookworm
-variants=(copy partial alongside sidecar in-place none)
 
 log() { printf '[bench-view %s] %s\n' "$(date +%T)" "$*" >&2; }
 die() { log "error: $*"; exit 1; }
@@ -83,6 +94,10 @@ mkdir -p "$out"
 : >"$out/runs.jsonl"
 fresh
 "$testbed/k8s/start.sh" "$name" "$offset" 0 >/dev/null
+if [ -n "$containerd" ]; then
+  export REAL_NODE_CONTAINERD_DIR=$containerd REAL_NODE_FEATURE_GATES=ImageVolume=true
+  scripts/api-feature-gates.sh "$name" ImageVolume=true
+fi
 scripts/real-node.sh up "$name" "$offset" 0 "$images/pause-testbed.oci.tar" \
   "$images/flux-app-bookworm.oci.tar" "$images/flux-view-bookworm.oci.tar" >/dev/null
 export KUBECONFIG=$state/kubeconfig-$name
@@ -93,7 +108,7 @@ until "$kubectl" -n bench get serviceaccount default >/dev/null 2>&1; do sleep 0
 ready='LD_LIBRARY_PATH=/mnt/flux/view/lib /mnt/flux/view/bin/flux --version >/dev/null && echo VIEW READY; exec sleep infinity'
 
 job() { # VARIANT NAME SIZE
-  local init='' main='' share=false app
+  local init='' main='' share=false app volume='' mounts=''
   # Texts of commands run in the pod (expanded there, not here).
   # shellcheck disable=SC2016
   local find='views=(/opt/views/._view/*/)'
@@ -148,6 +163,12 @@ $container
       app+=" ln -s \"\${views[0]%/}\" /mnt/flux/view;"
       app+=" for d in \"\$root\"/opt/software/*; do ln -s \"\$d\" /opt/software/; done; $ready"
       ;;
+    image-volume)
+      volume="      - {name: view-image, image: {reference: \"$view_image\", pullPolicy: IfNotPresent}}"
+      mounts=", {name: view-image, mountPath: /mnt/view-image, readOnly: true}"
+      app="views=(/mnt/view-image/opt/views/._view/*/); ln -s \"\${views[0]%/}\" /mnt/flux/view;"
+      app+=" for d in /mnt/view-image/opt/software/*; do [ ! -e \"\$d\" ] || ln -s \"\$d\" /opt/software/; done; $ready"
+      ;;
     none) app="echo VIEW READY; exec sleep infinity" ;;
   esac
   cat <<EOF
@@ -177,11 +198,12 @@ EOF
         - -c
         - |
           $app
-        volumeMounts: [{name: flux, mountPath: /mnt/flux}, {name: software, mountPath: /opt/software}]
+        volumeMounts: [{name: flux, mountPath: /mnt/flux}, {name: software, mountPath: /opt/software}$mounts]
       volumes:
       - {name: flux, emptyDir: {}}
       - {name: software, emptyDir: {}}
 EOF
+  [ -z "$volume" ] || printf '%s\n' "$volume"
 }
 
 measure() { # VARIANT SIZE RUN: prints the seconds, or fails

@@ -25,13 +25,22 @@
 # The testbed's API server listens on 127.0.0.1 only, which a node's own namespace cannot
 # reach: a socat forwarder on the bridge address carries it (TLS is end to end, the
 # kubeconfig names the certificate's 127.0.0.1).
+#
+# Environment: REAL_NODE_CONTAINERD_DIR, a directory with another containerd (containerd,
+# containerd-shim-runc-v2, ctr: e.g. Debian's containerd 2.1 package unpacked) to run
+# instead of the one on PATH; REAL_NODE_FEATURE_GATES, the kubelet's feature gates
+# (`Name=true,...`).
 set -euo pipefail
 
 testbed=${FLUX_E2E_TESTBED:-$(cd "$(dirname "$0")/../.." && pwd)/shared/testbed}
 k8s=/opt/testbed/k8s
 state_root=/opt/testbed/real-nodes
 
-usage() { sed -n '2,27p' "$0" >&2; exit 2; }
+usage() { sed -n '2,32p' "$0" >&2; exit 2; }
+if [ -n "${REAL_NODE_CONTAINERD_DIR:-}" ]; then
+  [ -x "$REAL_NODE_CONTAINERD_DIR/containerd" ] || { echo "real-node: no containerd in $REAL_NODE_CONTAINERD_DIR" >&2; exit 2; }
+  PATH=$REAL_NODE_CONTAINERD_DIR:$PATH
+fi
 [ $# -ge 4 ] || usage
 cmd=$1 name=$2 offset=$3 index=$4
 shift 4
@@ -229,6 +238,13 @@ enforceNodeAllocatable: []
 cgroupRoot: /$netns
 podLogsDir: $state/pod-logs
 EOF
+  local gate
+  if [ -n "${REAL_NODE_FEATURE_GATES:-}" ]; then
+    echo "featureGates:" >>"$state/kubelet.yaml"
+    for gate in ${REAL_NODE_FEATURE_GATES//,/ }; do
+      echo "  ${gate%%=*}: ${gate#*=}" >>"$state/kubelet.yaml"
+    done
+  fi
   # The nodes share the machine's disk with the build: a percentage of a large disk (1 %
   # of 250 GB) is gigabytes a build may use up for a moment, which would evict the test's
   # pods and refuse new ones (DiskPressure). Only a nearly full disk counts.
