@@ -227,18 +227,26 @@ hollow_suites() {
 # kube-proxy), the images built offline loaded into every node. The clusters come up at
 # once (real-node.sh shares only /etc/hosts between them, and locks it), a cluster's nodes
 # one after the other.
+# The root's nodes run containerd 2 (scripts/containerd-2.sh) with Kubernetes' ImageVolume
+# gate on in their kubelets and the API server: pods there may mount the view image as a
+# volume. The burst clusters' nodes keep Debian's containerd 1.6, which cannot.
 real_cluster_up() { # NAME OFFSET NODES
-  local name=$1 offset=$2 nodes=$3 node
+  local name=$1 offset=$2 nodes=$3 node runtime=()
   fresh "$name"
   "$testbed/k8s/start.sh" "$name" "$offset" 0 >/dev/null 9>&-
+  if [ "$name" = "$real_name" ]; then
+    "$(dirname "$0")/api-feature-gates.sh" "$name" ImageVolume=true 9>&-
+    runtime=(REAL_NODE_CONTAINERD_DIR="$containerd_2" REAL_NODE_FEATURE_GATES=ImageVolume=true)
+  fi
   for ((node = 0; node < nodes; node++)); do
-    "$(dirname "$0")/real-node.sh" up "$name" "$offset" "$node" \
+    env "${runtime[@]}" "$(dirname "$0")/real-node.sh" up "$name" "$offset" "$node" \
       "$images/pause-testbed.oci.tar" "$images/flux-app-bookworm.oci.tar" "$images/flux-view-bookworm.oci.tar" \
       "$images/flux-hub-e2e.oci.tar" 9>&-
   done
 }
 real_clusters_up() {
   local started=$SECONDS
+  containerd_2=$("$(dirname "$0")/containerd-2.sh")
   for cluster in "${real_clusters[@]}"; do
     # shellcheck disable=SC2086 # NAME OFFSET NODES, split on purpose
     real_cluster_up $cluster &

@@ -444,6 +444,105 @@ async fn a_broker_of_another_user_than_its_view_container_runs() {
     .await;
 }
 
+/// The view image mounted as an image volume (`flux.container.imageVolume: true`) on the
+/// root's nodes, which mount images as volumes (containerd 2, the ImageVolume gate on):
+/// no view container, no copy; non-root brokers at Pod Security `restricted` run Flux from
+/// it. Left unset, the hub gives a new MiniCluster the view container here: this
+/// cluster's versions (a Kubernetes 1.35 pre-release, whose gate is off by default) do
+/// not say that the gate is on, and the hub does not assume it.
+#[tokio::test]
+#[ignore = "needs a cluster with real nodes: KUBECONFIG (scripts/e2e.sh on the testbed)"]
+async fn restricted_brokers_run_flux_from_the_view_image_mounted_as_a_volume() {
+    support::run("real-image-volume", true, async |env: &TestEnv| {
+        const NAME: &str = "image-volume";
+        let labels = json!({"metadata": {"labels": {
+            "pod-security.kubernetes.io/enforce": "restricted",
+        }}});
+        kube::Api::<k8s_openapi::api::core::v1::Namespace>::all(env.client.clone())
+            .patch(
+                &env.ns,
+                &kube::api::PatchParams::default(),
+                &kube::api::Patch::Merge(&labels),
+            )
+            .await?;
+        let mut doc = minicluster(NAME, 3, "id -u");
+        restricted(&mut doc);
+        doc["spec"]["flux"]["container"]["imageVolume"] = json!(true);
+        let started = Instant::now();
+        env.apply_minicluster(&doc).await?;
+        succeeded(env, NAME).await?;
+        eprintln!(
+            "{}: 3 restricted brokers on the view image volume Succeeded {:?} after apply",
+            env.ns,
+            started.elapsed()
+        );
+        let job = env
+            .api::<k8s_openapi::api::batch::v1::Job>()
+            .get(NAME)
+            .await?;
+        let view = job
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get("flux-framework.org/view"))
+            .cloned();
+        ensure!(
+            view.as_deref() == Some("image-volume"),
+            "the Job's view: {view:?}"
+        );
+        let pod = job
+            .spec
+            .and_then(|s| s.template.spec)
+            .ok_or_else(|| anyhow::anyhow!("a Job without a pod template"))?;
+        ensure!(
+            pod.init_containers.is_none() && pod.containers.len() == 1,
+            "one container, the broker's: {:?}",
+            pod.containers.iter().map(|c| &c.name).collect::<Vec<_>>()
+        );
+        ensure!(
+            pod.volumes.iter().flatten().any(|v| v
+                .image
+                .as_ref()
+                .and_then(|i| i.reference.as_deref())
+                == Some(&format!("{}:bookworm", images::VIEW_IMAGE))),
+            "the view image is a volume of the pod"
+        );
+        let logs = broker_logs(env, NAME).await?;
+        let lead = lead_log(&logs, NAME);
+        ensure!(
+            lead.contains("online: image-volume-[0-2] (ranks 0-2)"),
+            "every broker joined the lead broker's instance:\n{lead}"
+        );
+        ensure!(
+            lead.lines().any(|l| l.trim() == "1000"),
+            "the job ran as the non-root user:\n{lead}"
+        );
+
+        // Unset: what this cluster's versions say.
+        const AUTO: &str = "auto-view";
+        env.apply_minicluster(&minicluster(AUTO, 1, "true")).await?;
+        let jobs = env.api::<k8s_openapi::api::batch::v1::Job>();
+        let view = env
+            .eventually("the hub to create the Job", secs(30), async || {
+                Ok(match jobs.get_opt(AUTO).await? {
+                    Some(job) => Probe::Done(
+                        job.metadata
+                            .annotations
+                            .and_then(|mut a| a.remove("flux-framework.org/view")),
+                    ),
+                    None => Probe::Waiting("no Job yet".to_string()),
+                })
+            })
+            .await?;
+        ensure!(
+            view.as_deref() == Some("alongside"),
+            "a 1.35 pre-release's versions say nothing of the gate: {view:?}"
+        );
+        Ok(())
+    })
+    .await;
+}
+
 /// Waits (bounded) for MiniCluster `name` to succeed; fails at once when it fails.
 async fn succeeded(env: &TestEnv, name: &str) -> Result<()> {
     let mcs = env.api::<MiniCluster>();

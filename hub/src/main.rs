@@ -38,6 +38,11 @@ enum Command {
         /// Lead broker NodePort burst brokers connect to (previewing only, see above).
         #[arg(long, default_value_t = 30050)]
         lead_port: i32,
+        /// Render as for clusters that mount images as volumes (the controllers tell at run
+        /// time, per cluster: Kubernetes 1.35+, containerd 2.1+ or CRI-O 1.31+ on every
+        /// node): the view image as a volume of the pods, unless the spec says otherwise.
+        #[arg(long)]
+        image_volumes: bool,
     },
     /// Convert v1alpha1 MiniCluster documents to v1alpha2 (exit 0: lossless, 3: something
     /// had no v1alpha2 equivalent, reported on stderr; 1: invalid input).
@@ -105,6 +110,7 @@ fn main() -> ExitCode {
             output,
             lead_address,
             lead_port,
+            image_volumes,
         } => render::run(
             &file,
             cluster.as_deref(),
@@ -113,6 +119,7 @@ fn main() -> ExitCode {
                 address: lead_address,
                 port: lead_port,
             },
+            image_volumes,
         ),
         Command::Convert { file, output } => {
             return flux_hub::commands::convert::run(&file, output);

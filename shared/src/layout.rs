@@ -23,6 +23,11 @@ pub const INIT_SCRIPT_KEY: &str = "flux-init.sh";
 pub const VIEW_SCRIPT_KEY: &str = "flux-view-container.sh";
 /// Fallback home directory (an emptyDir) for images whose HOME is `/`.
 pub const HOME_MOUNT: &str = "/home/flux-operator";
+/// Name of the pod's image volume of the view image.
+pub const VIEW_IMAGE_VOLUME: &str = "flux-view-image";
+/// Mount path of the view image as an image volume (read-only), which the containers link
+/// the view and its software tree to.
+pub const VIEW_IMAGE_MOUNT: &str = "/flux_operator_view";
 /// Where the view's spack install tree must sit for its symlinks to resolve.
 pub const SOFTWARE_MOUNT: &str = "/opt/software";
 

@@ -23,6 +23,7 @@ pub mod curve;
 pub mod elasticity;
 pub mod federation;
 pub mod hostlist;
+pub mod image_volumes;
 pub mod layout;
 pub mod managed_fields;
 #[cfg(feature = "ops")]

@@ -69,9 +69,10 @@ pub struct Plan {
     pub runner: usize,
     /// Paths inside the broker pods.
     pub layout: Layout,
-    /// How the broker pods get the Flux view: the spec's ([`MiniClusterSpec::view_mode`]),
-    /// or [`ViewMode::InitContainer`] where the live Job was made so (see
-    /// [`crate::render::made_with_view_init_container`]).
+    /// How the broker pods get the Flux view: the spec's on a cluster without image volumes
+    /// ([`MiniClusterSpec::view_mode`]); the controller that applies the plan sets it for
+    /// its cluster ([`MiniClusterSpec::view_mode_on`]), or as the live Job was made (see
+    /// [`crate::render::live_view_mode`]).
     pub view_mode: ViewMode,
 }
 

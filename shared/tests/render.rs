@@ -520,6 +520,118 @@ fn flux_from_the_application_image_needs_no_view_container_at_all() {
     assert!(!items.contains("flux-init.sh") && !items.contains("flux-view-container.sh"));
 }
 
+/// The view image as an image volume: no view container, no init container, no shared
+/// process namespace (nothing watches the broker), the volume mounted read-only in every
+/// container that uses the view, with the view's pull policy; the Job says so.
+#[test]
+fn an_image_volume_view_has_no_view_container_and_mounts_the_view_image() {
+    let never = SPEC.replace(
+        "    nodeSelector: {pool: hpc}\n",
+        "    nodeSelector: {pool: hpc}\n    restartPolicy: Never\n",
+    );
+    for spec in [SPEC, never.as_str()] {
+        let yaml = spec.replace(
+            "  deadlineSeconds: 600\n",
+            "  deadlineSeconds: 600\n  flux: {container: {imageVolume: true, pullAlways: true}}\n",
+        );
+        let objects = objects(&plan(&yaml), &Role::Root);
+        let job = find(&objects, "Job", "flux-sample");
+        assert_eq!(
+            job["metadata"]["annotations"]["flux-framework.org/view"],
+            "image-volume"
+        );
+        let pod = &job["spec"]["template"]["spec"];
+        assert!(pod.get("initContainers").is_none());
+        assert!(pod.get("shareProcessNamespace").is_none());
+        assert_eq!(container_names(&pod["containers"]), ["flux-sample"]);
+        let volume = pod["volumes"]
+            .as_array()
+            .and_then(|v| v.iter().find(|v| v["name"] == "flux-view-image"))
+            .expect("the view image volume");
+        assert_eq!(
+            volume["image"],
+            serde_json::json!({
+                "reference": "ghcr.io/converged-computing/flux-view-ubuntu:tag-noble",
+                "pullPolicy": "Always"
+            })
+        );
+        let mount = pod["containers"][0]["volumeMounts"]
+            .as_array()
+            .and_then(|m| m.iter().find(|m| m["name"] == "flux-view-image"))
+            .expect("mounted");
+        assert_eq!(mount["mountPath"], "/flux_operator_view");
+        assert_eq!(mount["readOnly"], true);
+        let items = mounted_keys(pod);
+        assert!(!items.contains("flux-init.sh") && !items.contains("flux-view-container.sh"));
+        // kubectl needs no default container: there is one.
+        assert!(
+            job["spec"]["template"]["metadata"]["annotations"]
+                .get("kubectl.kubernetes.io/default-container")
+                .is_none()
+        );
+    }
+}
+
+/// Unset, `imageVolume` follows the cluster; `false` never mounts the view image, `true`
+/// always does; `initContainer` and `disable` win over a cluster's image volumes.
+#[test]
+fn the_view_mode_follows_the_cluster_unless_the_spec_says() {
+    use flux_shared::api::ViewMode;
+    let mode = |extra: &str, image_volumes: bool| {
+        let yaml = SPEC.replace(
+            "  deadlineSeconds: 600\n",
+            &format!("  deadlineSeconds: 600\n{extra}"),
+        );
+        plan(&yaml).spec.view_mode_on(image_volumes)
+    };
+    assert_eq!(mode("", true), ViewMode::ImageVolume);
+    assert_eq!(mode("", false), ViewMode::Alongside);
+    let off = "  flux: {container: {imageVolume: false}}\n";
+    assert_eq!(mode(off, true), ViewMode::Alongside);
+    let on = "  flux: {container: {imageVolume: true}}\n";
+    assert_eq!(mode(on, false), ViewMode::ImageVolume);
+    let init = "  flux: {container: {initContainer: true}}\n";
+    assert_eq!(mode(init, true), ViewMode::InitContainer);
+    let disabled = "  flux: {container: {disable: true}}\n";
+    assert_eq!(mode(disabled, true), ViewMode::Image);
+    // Nothing to watch with an image volume: an unwatched pod may have one.
+    let unwatched = "  shareProcessNamespace: false\n";
+    let never = |extra: &str, image_volumes: bool| {
+        let yaml = SPEC
+            .replace(
+                "    nodeSelector: {pool: hpc}\n",
+                "    nodeSelector: {pool: hpc}\n    restartPolicy: Never\n",
+            )
+            .replace(
+                "  deadlineSeconds: 600\n",
+                &format!("  deadlineSeconds: 600\n{extra}"),
+            );
+        plan(&yaml).spec.view_mode_on(image_volumes)
+    };
+    assert_eq!(never(unwatched, true), ViewMode::ImageVolume);
+    assert_eq!(never(unwatched, false), ViewMode::InitContainer);
+}
+
+/// `imageVolume: true` cannot go with a view that comes from elsewhere.
+#[test]
+fn an_image_volume_with_an_init_container_or_no_view_is_refused() {
+    for (extra, rule) in [
+        ("{imageVolume: true, initContainer: true}", "initContainer"),
+        ("{imageVolume: true, disable: true}", "disable"),
+    ] {
+        let yaml = SPEC.replace(
+            "  deadlineSeconds: 600\n",
+            &format!("  deadlineSeconds: 600\n  flux: {{container: {extra}}}\n"),
+        );
+        let mc: MiniCluster = serde_yaml_ng::from_str(&yaml).expect("yaml");
+        let error = Plan::new(&mc).expect_err(extra).to_string();
+        assert!(
+            error.contains("spec.flux.container.imageVolume") && error.contains(rule),
+            "{error}"
+        );
+    }
+}
+
 #[test]
 fn a_pod_that_restarts_nothing_shares_its_process_namespace_unless_it_has_the_host_s() {
     // The view container then sees a killed broker go.
@@ -555,4 +667,34 @@ fn a_pod_that_restarts_nothing_shares_its_process_namespace_unless_it_has_the_ho
         ["flux-view", "flux-sample"]
     );
     assert_eq!(pod["shareProcessNamespace"], false);
+}
+
+/// A Job tells how its pods got the view, for every mode; a value of a later release is
+/// not read as any of them.
+#[test]
+fn a_job_says_how_its_pods_get_the_view() {
+    use flux_shared::api::ViewMode;
+    use flux_shared::render::live_view_mode;
+    for mode in [
+        ViewMode::Alongside,
+        ViewMode::InitContainer,
+        ViewMode::Image,
+        ViewMode::ImageVolume,
+    ] {
+        let mut plan = plan(SPEC);
+        plan.view_mode = mode;
+        let Some(Object::Job(job)) = render(&plan, &Role::Root, CERT)
+            .expect("root")
+            .into_iter()
+            .find(|o| matches!(o, Object::Job(_)))
+        else {
+            panic!("no Job")
+        };
+        assert_eq!(live_view_mode(&job.metadata), Some(mode), "{mode:?}");
+    }
+    let later = k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+        annotations: Some([(labels::VIEW.to_string(), "teleported".to_string())].into()),
+        ..Default::default()
+    };
+    assert_eq!(live_view_mode(&later), None);
 }

@@ -72,6 +72,24 @@ spec:
         burst: false,
     },
     Case {
+        name: "image-volume",
+        yaml: r#"
+metadata: {name: flux-sample, namespace: default}
+spec:
+  size: 4
+  flux: {container: {imageVolume: true}}
+  containers:
+    - image: rockylinux:9
+      name: broker
+      runFlux: true
+      command: echo hello world
+    - image: rockylinux:9
+      name: monitor
+      command: sleep infinity
+"#,
+        burst: false,
+    },
+    Case {
         name: "size4-tasks4",
         yaml: r#"
 metadata: {name: lammps, namespace: hpc}
@@ -369,7 +387,7 @@ fn render(case: &Case) -> Vec<(String, String)> {
             format!("{}.init.sh", case.name),
             scripts::init_script(&plan, &target),
         )],
-        ViewMode::Image => Vec::new(),
+        ViewMode::Image | ViewMode::ImageVolume => Vec::new(),
     };
     out.push((
         format!("{}.broker.sh", case.name),

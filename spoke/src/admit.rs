@@ -9,6 +9,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use flux_shared::api::ViewMode;
 use flux_shared::federation::assignment::{PlanCache, Prepared, RealizeError, Realized, prepare};
 use flux_shared::federation::ownership::SpokeIdentity;
 use flux_shared::federation::policy::{self, Candidate, Level, NamespaceState, PolicyState};
@@ -134,8 +135,11 @@ pub struct Context<'a> {
     pub namespaces: &'a BTreeMap<String, NamespaceState>,
     /// Brokers each key's Job runs now (its parallelism, 0 when suspended), by key.
     pub running: &'a BTreeMap<String, i32>,
-    /// Keys whose live Job was made with the view's init container: rendered as made.
-    pub init_container_views: &'a BTreeSet<String>,
+    /// How the pods of each key's live Job get the view: rendered as made.
+    pub view_modes: &'a BTreeMap<String, ViewMode>,
+    /// Whether the cluster mounts images as volumes: a new burst Job then mounts the view
+    /// image (unless its spec says otherwise).
+    pub image_volumes: bool,
 }
 
 /// Whether a refusal's reason is the policy's (re-examined whenever the snapshot is
@@ -194,9 +198,11 @@ pub fn plan_snapshot(
     for a in &snapshot.assignments {
         if seen.insert(a.key.as_str()) {
             let result = examine(a, memory, &mut plans).and_then(|mut prepared| {
-                if cx.init_container_views.contains(&a.key) {
-                    prepared.keep_init_container_view();
-                }
+                let mode = match cx.view_modes.get(&a.key) {
+                    Some(mode) => *mode,
+                    None => prepared.spec().view_mode_on(cx.image_volumes),
+                };
+                prepared.render_view(mode);
                 // Checked every time, applied content too: the policy's exceptions may
                 // have changed. A running burst that is no longer safe is held, not grown.
                 let exceptions = match cx.policy {
@@ -443,7 +449,8 @@ mod tests {
             policy,
             namespaces: &BTreeMap::new(),
             running: &running,
-            init_container_views: &BTreeSet::new(),
+            view_modes: &BTreeMap::new(),
+            image_volumes: false,
         };
         super::plan_snapshot(snapshot, owned, memory, &me(), &cx)
     }
@@ -524,7 +531,8 @@ mod tests {
             policy: &policy,
             namespaces: &BTreeMap::new(),
             running: &running,
-            init_container_views: &BTreeSet::new(),
+            view_modes: &BTreeMap::new(),
+            image_volumes: false,
         };
         let retained = snapshot(vec![new.clone()], &["hpc/old/r"]);
         let plan = super::plan_snapshot(&retained, &[], &Memory::default(), &me(), &cx);
@@ -544,22 +552,26 @@ mod tests {
     }
 
     /// A burst whose live Job was made with the view's init container (by an earlier
-    /// spoke) is rendered as made: its pod template cannot change, and its ConfigMap must
-    /// keep the init container's script. Another burst of the same MiniCluster, and a new
-    /// Job, have the view container.
+    /// spoke), or with the view container beside the brokers, is rendered as made: its pod
+    /// template cannot change, and its ConfigMap must keep its scripts. A new Job of the
+    /// same MiniCluster, on a cluster that mounts images as volumes, mounts the view image.
     #[test]
-    fn a_burst_whose_job_has_the_view_init_container_is_rendered_as_made() {
+    fn a_burst_job_keeps_its_view_as_made_and_a_new_one_mounts_the_view_image() {
         let policy = permissive();
-        let assignments = sample_assignments("hpc", "mc", &[("a", 2), ("b", 2)]);
+        let assignments = sample_assignments("hpc", "mc", &[("a", 2), ("b", 2), ("c", 2)]);
         let keys: Vec<String> = assignments.iter().map(|a| a.key.clone()).collect();
         let running = BTreeMap::new();
-        let made_before = BTreeSet::from([keys[0].clone()]);
+        let made_before = BTreeMap::from([
+            (keys[0].clone(), ViewMode::InitContainer),
+            (keys[1].clone(), ViewMode::Alongside),
+        ]);
         let cx = Context {
             spoke_namespace: DEFAULT_SPOKE_NAMESPACE,
             policy: &policy,
             namespaces: &BTreeMap::new(),
             running: &running,
-            init_container_views: &made_before,
+            view_modes: &made_before,
+            image_volumes: true,
         };
         let plan = super::plan_snapshot(
             &snapshot(assignments, &[]),
@@ -589,14 +601,27 @@ mod tests {
                 )
             })
             .collect();
+        assert_eq!(pods.len(), 3);
         for (key, pod) in pods {
             let inits = pod.init_containers.as_ref().map_or(0, Vec::len);
+            let image_volumes = pod
+                .volumes
+                .iter()
+                .flatten()
+                .filter(|v| v.image.is_some())
+                .count();
             if key == keys[0] {
                 assert_eq!(inits, 1, "{key}: the init container, as made");
                 assert_eq!(pod.containers.len(), 1, "{key}");
+                assert_eq!(image_volumes, 0, "{key}");
+            } else if key == keys[1] {
+                assert_eq!(inits, 0, "{key}");
+                assert_eq!(pod.containers[0].name, "flux-view", "{key}: as made");
+                assert_eq!(image_volumes, 0, "{key}");
             } else {
                 assert_eq!(inits, 0, "{key}");
-                assert_eq!(pod.containers[0].name, "flux-view", "{key}");
+                assert_eq!(pod.containers.len(), 1, "{key}: no view container");
+                assert_eq!(image_volumes, 1, "{key}: the view image, mounted");
             }
         }
     }

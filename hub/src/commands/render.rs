@@ -191,12 +191,14 @@ pub fn parse_documents(file: &str, text: &str) -> Result<Vec<MiniCluster>, Vec<S
     }
 }
 
-/// Plan and render every MiniCluster of `text`, for every cluster (or only `cluster`).
+/// Plan and render every MiniCluster of `text`, for every cluster (or only `cluster`), as
+/// on clusters that mount images as volumes (`image_volumes`) or not.
 pub fn render_documents(
     file: &str,
     text: &str,
     cluster: Option<&str>,
     lead: &Endpoint,
+    image_volumes: bool,
     cert_for: impl Fn(&str) -> String,
 ) -> Result<Vec<ClusterObjects>, Vec<String>> {
     let miniclusters = parse_documents(file, text)?;
@@ -204,7 +206,10 @@ pub fn render_documents(
     let mut plans = Vec::new();
     for mc in &miniclusters {
         match Plan::new(mc) {
-            Ok(plan) => plans.push(Rc::new(plan)),
+            Ok(mut plan) => {
+                plan.view_mode = plan.spec.view_mode_on(image_volumes);
+                plans.push(Rc::new(plan))
+            }
             Err(e) => errors.extend(e.0.iter().map(|fe| format!("{file}: {fe}"))),
         }
     }
@@ -277,10 +282,16 @@ pub fn format_output(groups: &[ClusterObjects], format: Format) -> Result<String
 }
 
 /// The `render` command.
-pub fn run(file: &Path, cluster: Option<&str>, format: Format, lead: &Endpoint) -> Result<String> {
+pub fn run(
+    file: &Path,
+    cluster: Option<&str>,
+    format: Format,
+    lead: &Endpoint,
+    image_volumes: bool,
+) -> Result<String> {
     let name = file.display().to_string();
     let text = std::fs::read_to_string(file).with_context(|| format!("{name}: cannot read"))?;
-    match render_documents(&name, &text, cluster, lead, |mc| {
+    match render_documents(&name, &text, cluster, lead, image_volumes, |mc| {
         CurveCert::generate(mc).to_zcert()
     }) {
         Ok(groups) => {
@@ -305,7 +316,7 @@ mod tests {
             address: "192.0.2.1".into(),
             port: 30050,
         };
-        render_documents("m.yaml", &text, None, &lead, |_| String::new())
+        render_documents("m.yaml", &text, None, &lead, false, |_| String::new())
             .unwrap_or_else(|e| panic!("{e:?}"))
             .into_iter()
             .skip(1)

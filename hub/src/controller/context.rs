@@ -53,6 +53,9 @@ pub struct Context {
     pub spec_budget: super::spec_budget::SpecBudget,
     /// How long the placement of a burst with candidates waits before it moves it on.
     pub placement: crate::federation::placement::Timeouts,
+    /// Whether this cluster mounts images as volumes: new root Jobs then mount the view
+    /// image (unless their spec says otherwise). Never started in tests: no image volumes.
+    pub image_volumes: flux_shared::ops::ImageVolumeWatch,
 }
 
 impl Context {
@@ -73,6 +76,7 @@ impl Context {
             lead_address: None,
             deletion_timeout: DEFAULT_DELETION_TIMEOUT,
             placement: Default::default(),
+            image_volumes: Default::default(),
         }
     }
 
@@ -109,6 +113,12 @@ impl Context {
     /// (`--lost-cluster-grace-seconds`).
     pub fn with_lost_cluster_grace(mut self, grace: Duration) -> Self {
         self.placement.lost = grace;
+        self
+    }
+
+    /// Whether this cluster mounts images as volumes, as `watch` follows it.
+    pub fn with_image_volumes(mut self, watch: flux_shared::ops::ImageVolumeWatch) -> Self {
+        self.image_volumes = watch;
         self
     }
 }

@@ -72,7 +72,9 @@ pub const REQUIRED: &[Permission] = &[
         "pods",
         &["get", "list", "watch", "create", "patch", "delete"],
     ),
-    cluster("", "nodes", &["get"]),
+    // A lead broker's node (its address), and every node's versions: whether the
+    // cluster mounts the view image as a volume.
+    cluster("", "nodes", &["get", "list", "watch"]),
     cluster("events.k8s.io", "events", &["create", "patch"]),
     // At start-up, whether the MiniCluster CRD is flux-hub's or another controller's
     // (`controller::coexist`): that one CRD, by name.

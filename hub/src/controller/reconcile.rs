@@ -21,7 +21,7 @@
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use flux_shared::api::{MiniCluster, MiniClusterPhase, MiniClusterStatus, ViewMode};
+use flux_shared::api::{MiniCluster, MiniClusterPhase, MiniClusterStatus};
 use flux_shared::elasticity;
 use flux_shared::render;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -171,12 +171,15 @@ async fn stages(
         Ok(plan) => plan,
         Err(refused) => return Ok(not_applied(refused.declared_max, refused.problem)),
     };
-    // A running Job's pods get the view as they were made to (its template cannot change).
-    if live_job
-        .as_ref()
-        .is_some_and(|job| render::made_with_view_init_container(&job.metadata))
-    {
-        plan.view_mode = ViewMode::InitContainer;
+    // A running Job's pods get the view as they were made to (its template cannot change);
+    // a new one's, as this cluster allows.
+    match live_job.as_ref() {
+        Some(job) => {
+            if let Some(mode) = render::live_view_mode(&job.metadata) {
+                plan.view_mode = mode;
+            }
+        }
+        None => plan.view_mode = plan.spec.view_mode_on(ctx.image_volumes.available()),
     }
     let cert = certificate(ctx, ns, name, uid);
     let key = mc_key(mc);

@@ -99,7 +99,8 @@ pub async fn run(opts: RunOptions) -> anyhow::Result<()> {
             Duration::from_secs(opts.burst_deletion_timeout_seconds),
         )
         .with_placement_timeout(Duration::from_secs(opts.placement_timeout_seconds))
-        .with_lost_cluster_grace(Duration::from_secs(opts.lost_cluster_grace_seconds)),
+        .with_lost_cluster_grace(Duration::from_secs(opts.lost_cluster_grace_seconds))
+        .with_image_volumes(flux_shared::ops::ImageVolumeWatch::start(&client)),
     );
     let grpc = serve_federation(&opts, grpc_security, &client, &registry, &ops).await?;
     let miniclusters: Api<Partial<MiniCluster>> = match ns {

@@ -280,20 +280,38 @@ pub enum ViewMode {
     InitContainer,
     /// Flux comes from the application image (`flux.container.disable`): no view container.
     Image,
+    /// The view image is an image volume of the pod, which the containers link the view and
+    /// its software tree to: no view container, no copy (`flux.container.imageVolume`, or
+    /// a cluster that has image volumes: see [`MiniClusterSpec::view_mode_on`]).
+    ImageVolume,
 }
 
 impl MiniClusterSpec {
-    /// How broker pods get the Flux view. `initContainer` keeps the init container, even
-    /// with the view disabled; so does a pod whose containers are never restarted
-    /// (`restartPolicy: Never`) that may not share its process namespace, where the view
-    /// container could not see a killed broker go.
+    /// How broker pods get the Flux view on a cluster without image volumes (see
+    /// [`MiniClusterSpec::view_mode_on`]).
     pub fn view_mode(&self) -> ViewMode {
+        self.view_mode_on(false)
+    }
+
+    /// How broker pods get the Flux view on a cluster that has image volumes
+    /// (`image_volumes`) or not. `initContainer` keeps the init container, even with the
+    /// view disabled. `imageVolume: true` asks for the image volume on any cluster,
+    /// `false` never. Otherwise a pod whose containers are never restarted
+    /// (`restartPolicy: Never`) that may not share its process namespace keeps the init
+    /// container where there is no image volume: a view container could not see a killed
+    /// broker go.
+    pub fn view_mode_on(&self, image_volumes: bool) -> ViewMode {
         let view = self.flux().view();
         let unwatched = !self.restarts_containers() && self.share_process_namespace == Some(false);
-        if view.init_container == Some(true) || unwatched {
+        let image_volume = view.image_volume.unwrap_or(image_volumes);
+        if view.init_container == Some(true) {
             ViewMode::InitContainer
         } else if view.disabled() {
             ViewMode::Image
+        } else if image_volume {
+            ViewMode::ImageVolume
+        } else if unwatched {
+            ViewMode::InitContainer
         } else {
             ViewMode::Alongside
         }

@@ -283,9 +283,10 @@ pub struct FluxSpec {
     pub environment: BTreeMap<String, String>,
 }
 
-/// The flux view container: by default a container of the view image beside the brokers
-/// that copies the view into the pod while they start; with `initContainer`, an init
-/// container that copies it before they start.
+/// The flux view: by default the view image mounted as an image volume where the cluster
+/// has them, else a container of the view image beside the brokers that copies the view
+/// into the pod while they start; with `initContainer`, an init container that copies it
+/// before they start.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, KubeSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct FluxContainer {
@@ -298,6 +299,15 @@ pub struct FluxContainer {
     /// view container copying it while they start. Applies to Jobs created from then on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub init_container: Option<bool>,
+
+    /// Mount the view image as an image volume (Kubernetes' ImageVolume: Kubernetes 1.35+,
+    /// or the feature gate, and containerd 2.1+ or CRI-O 1.31+ on the nodes): no view
+    /// container and no copy. Unset: where the cluster has them, known from the versions
+    /// of its API server and of every node the brokers may run on. `true`: always (a
+    /// cluster without them refuses the Job, or its pods do not start). `false`: never.
+    /// Applies to Jobs created from then on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image_volume: Option<bool>,
 
     /// View container name (default `flux-view`).
     #[serde(default, skip_serializing_if = "Option::is_none")]

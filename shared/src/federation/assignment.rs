@@ -257,12 +257,13 @@ impl Prepared {
         &self.plan.spec
     }
 
-    /// Renders the burst as its live Job was made, with the view's init container (see
-    /// [`render::made_with_view_init_container`]): the plan this burst shares with its
-    /// MiniCluster's other bursts is copied for it.
-    pub fn keep_init_container_view(&mut self) {
-        if self.plan.view_mode != crate::api::ViewMode::InitContainer {
-            Arc::make_mut(&mut self.plan).view_mode = crate::api::ViewMode::InitContainer;
+    /// Renders the burst's pods with the view as `mode` says: as its live Job was made
+    /// ([`render::live_view_mode`]), or as the spoke's cluster allows a new one
+    /// ([`crate::api::MiniClusterSpec::view_mode_on`]). The plan this burst shares with its
+    /// MiniCluster's other bursts is copied for it when that changes it.
+    pub fn render_view(&mut self, mode: crate::api::ViewMode) {
+        if self.plan.view_mode != mode {
+            Arc::make_mut(&mut self.plan).view_mode = mode;
         }
     }
 

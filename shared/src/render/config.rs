@@ -32,7 +32,7 @@ impl Renderer<'_> {
                     scripts::init_script(self.plan, self.target),
                 );
             }
-            ViewMode::Image => {}
+            ViewMode::Image | ViewMode::ImageVolume => {}
         }
         if let Some(drain) = scripts::drain_script(self.plan, self.target) {
             data.insert(layout::DRAIN_SCRIPT_KEY.to_string(), drain);

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::batch::v1::{Job, JobSpec};
 use k8s_openapi::api::core::v1::{
-    Affinity, ConfigMapVolumeSource, Container, NodeAffinity, NodeSelector,
+    Affinity, ConfigMapVolumeSource, Container, ImageVolumeSource, NodeAffinity, NodeSelector,
     NodeSelectorRequirement, NodeSelectorTerm, PodAffinity, PodAffinityTerm, PodAntiAffinity,
     PodSpec, PodTemplateSpec, SecretVolumeSource, Volume, VolumeMount, WeightedPodAffinityTerm,
 };
@@ -69,6 +69,7 @@ impl Renderer<'_> {
         };
         let view = match self.plan.view_mode {
             ViewMode::Alongside => Some(labels::VIEW_ALONGSIDE),
+            ViewMode::ImageVolume => Some(labels::VIEW_IMAGE_VOLUME),
             ViewMode::Image => Some(labels::VIEW_IMAGE),
             // As a copying Job has always been rendered, annotations included.
             ViewMode::InitContainer => None,
@@ -272,18 +273,36 @@ impl Renderer<'_> {
                 ..Default::default()
             },
         ];
+        if self.plan.view_mode == ViewMode::ImageVolume {
+            volumes.push(Volume {
+                name: layout::VIEW_IMAGE_VOLUME.into(),
+                image: Some(ImageVolumeSource {
+                    reference: Some(self.plan.spec.flux().view_image().into()),
+                    pull_policy: Some(view.pull_policy().into()),
+                }),
+                ..Default::default()
+            });
+        }
         volumes.extend(user_volumes(&self.plan.spec.containers));
         volumes
     }
 
     fn flux_mounts(&self) -> Vec<VolumeMount> {
         let view = self.plan.spec.flux().view();
-        vec![
+        let mut mounts = vec![
             mount(view.name(), view.mount_path(), false),
             mount("flux-config", layout::CONFIG_MOUNT, true),
             mount("flux-curve", layout::CURVE_MOUNT, true),
             mount("flux-home", layout::HOME_MOUNT, false),
-        ]
+        ];
+        if self.plan.view_mode == ViewMode::ImageVolume {
+            mounts.push(mount(
+                layout::VIEW_IMAGE_VOLUME,
+                layout::VIEW_IMAGE_MOUNT,
+                true,
+            ));
+        }
+        mounts
     }
 
     /// The view container: it copies the view while the brokers' containers start, then
@@ -395,6 +414,6 @@ fn view_script_key(mode: ViewMode) -> Option<&'static str> {
     match mode {
         ViewMode::Alongside => Some(layout::VIEW_SCRIPT_KEY),
         ViewMode::InitContainer => Some(layout::INIT_SCRIPT_KEY),
-        ViewMode::Image => None,
+        ViewMode::Image | ViewMode::ImageVolume => None,
     }
 }

@@ -37,11 +37,13 @@ pub const LEAD_PATH_DIRECT: &str = "direct";
 /// Pod annotation naming the container `kubectl logs` and `kubectl exec` use when none is
 /// given: the broker's, since the view container comes first.
 pub const DEFAULT_CONTAINER: &str = "kubectl.kubernetes.io/default-container";
-/// Job annotation: how its pods get the Flux view, [`VIEW_ALONGSIDE`] or [`VIEW_IMAGE`]. A
-/// Job without it has the view's init container (it was made so, or by a release before
-/// the view container): see [`super::made_with_view_init_container`].
+/// Job annotation: how its pods get the Flux view, [`VIEW_ALONGSIDE`], [`VIEW_IMAGE_VOLUME`]
+/// or [`VIEW_IMAGE`]. A Job without it has the view's init container (it was made so, or by
+/// a release before the view container): see [`super::live_view_mode`].
 pub const VIEW: &str = "flux-framework.org/view";
 /// [`VIEW`] of a Job whose pods have a view container beside the brokers.
 pub const VIEW_ALONGSIDE: &str = "alongside";
+/// [`VIEW`] of a Job whose pods mount the view image as an image volume.
+pub const VIEW_IMAGE_VOLUME: &str = "image-volume";
 /// [`VIEW`] of a Job whose pods take Flux from the application image.
 pub const VIEW_IMAGE: &str = "image";

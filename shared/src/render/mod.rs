@@ -10,7 +10,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Pod, PodSpec, Secret, Service};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use serde::Serialize;
 
-use crate::api::defaults;
+use crate::api::{ViewMode, defaults};
 use crate::plan::{Plan, Role, Target};
 
 mod config;
@@ -69,15 +69,20 @@ pub fn config_map_name(job: &str) -> String {
     format!("{job}-flux-config")
 }
 
-/// Whether the live Job of metadata `job` was made with the view's init container: by a
-/// release before the view container, or with `flux.container.initContainer` (it has no
-/// [`labels::VIEW`] annotation). Its pod template cannot change, and the ConfigMap its
-/// pods mount must keep the init container's script: such a Job is rendered as it was
-/// made (its plan's `view_mode` set to [`crate::api::ViewMode::InitContainer`]).
-pub fn made_with_view_init_container(job: &ObjectMeta) -> bool {
-    !job.annotations
-        .as_ref()
-        .is_some_and(|a| a.contains_key(labels::VIEW))
+/// How the pods of the live Job of metadata `job` get the view, as it was made: its pod
+/// template cannot change, and the ConfigMap its pods mount must keep their scripts, so
+/// the Job is rendered so (its plan's `view_mode`). A Job without the [`labels::VIEW`]
+/// annotation has the view's init container (made by a release before the view
+/// container, or with `flux.container.initContainer`). `None` for a value this release
+/// does not know (a later release's).
+pub fn live_view_mode(job: &ObjectMeta) -> Option<ViewMode> {
+    match job.annotations.as_ref().and_then(|a| a.get(labels::VIEW)) {
+        None => Some(ViewMode::InitContainer),
+        Some(v) if v == labels::VIEW_ALONGSIDE => Some(ViewMode::Alongside),
+        Some(v) if v == labels::VIEW_IMAGE_VOLUME => Some(ViewMode::ImageVolume),
+        Some(v) if v == labels::VIEW_IMAGE => Some(ViewMode::Image),
+        Some(_) => None,
+    }
 }
 
 /// Label selector of a root Job's broker pods (`status.selector`).

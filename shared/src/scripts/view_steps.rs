@@ -1,14 +1,14 @@
 //! The view's steps of the entrypoints: Flux's configuration tree, Flux from the view on
-//! the search paths, and how a container gets the view: copied by the view container
-//! beside it while it starts (a wait), or by the init container before it (the software
-//! tree copied back).
+//! the search paths, and how a container gets the view: linked to the view image's image
+//! volume, copied by the view container beside it while it starts (a wait), or by the init
+//! container before it (the software tree copied back).
 
 use crate::api::ViewMode;
 use crate::layout;
 
 use super::shell::{Sh, dq_text, parent, sq, word};
 use super::steps::Ctx;
-use super::{CONFIG_DIR_ENV, VIEW_WAIT_SECONDS};
+use super::{CONFIG_DIR_ENV, VIEW_SOURCE, VIEW_WAIT_SECONDS};
 
 impl Ctx<'_> {
     /// Flux's configuration tree under the mount, broker.toml and R copied from the
@@ -101,6 +101,7 @@ impl Ctx<'_> {
             match (self.view_mode, broker) {
                 (ViewMode::Alongside, true) => self.wait_for_copy(sh),
                 (ViewMode::Alongside, false) => self.wait_for_view(sh),
+                (ViewMode::ImageVolume, _) => self.link_view(sh, broker),
                 _ => self.copy_software(sh, broker),
             }
         }
@@ -131,6 +132,52 @@ impl Ctx<'_> {
             from = word(&format!("{}/.", l.software())),
             to = word(&format!("{}/", layout::SOFTWARE_MOUNT)),
         ));
+    }
+
+    /// The view and the entries of its software tree linked to the view image's image
+    /// volume (no copy). Every container that uses the view links them, whichever comes
+    /// first: a link another one made to the same place will do. `fatal`: the
+    /// flux-running container's, which `die`s; a sidecar goes on with a warning.
+    fn link_view(&self, sh: &mut Sh, fatal: bool) {
+        let image = layout::VIEW_IMAGE_MOUNT;
+        let fail = |what: &str| {
+            if fatal {
+                format!("die \"{what}\"")
+            } else {
+                format!("echo \"flux-operator: warning: {what}\" >&2")
+            }
+        };
+        sh.linef(format_args!(
+            "# The view image is mounted at {image} (an image volume): linked, not copied."
+        ));
+        sh.line("shopt -s nullglob dotglob");
+        sh.linef(format_args!(
+            "views=({}/*/)",
+            word(&format!("{image}{VIEW_SOURCE}"))
+        ));
+        sh.linef(format_args!("entries=({image}/opt/software/*)"));
+        sh.line("shopt -u nullglob dotglob");
+        sh.open("if [ \"${#views[@]}\" -ne 1 ]; then");
+        sh.line(&fail(&format!(
+            "expected exactly one directory under {VIEW_SOURCE} in the view image, found ${{#views[@]}}"
+        )));
+        sh.mid("else");
+        sh.line("source=${views[0]%/}");
+        sh.linef(format_args!(
+            "ln -sn \"$source\" \"$view\" 2>/dev/null || [ \"$(readlink \"$view\")\" = \"$source\" ] || {}",
+            fail("cannot link $view to $source")
+        ));
+        sh.open("for entry in \"${entries[@]}\"; do");
+        sh.linef(format_args!(
+            "link={}/${{entry##*/}}",
+            word(layout::SOFTWARE_MOUNT)
+        ));
+        sh.linef(format_args!(
+            "ln -sn \"$entry\" \"$link\" 2>/dev/null || [ \"$(readlink \"$link\")\" = \"$entry\" ] || {}",
+            fail("cannot link $link to $entry")
+        ));
+        sh.close("done");
+        sh.close("fi");
     }
 
     /// The broker's view, copied by the view container while this container started:

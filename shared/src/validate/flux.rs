@@ -29,6 +29,21 @@ impl Validator {
                 "must be an absolute path other than /",
             );
         }
+        if view.image_volume == Some(true) {
+            check!(
+                self,
+                view.init_container != Some(true),
+                "spec.flux.container.imageVolume",
+                "cannot be true with spec.flux.container.initContainer: the view comes either \
+                 from an image volume or from an init container's copy",
+            );
+            check!(
+                self,
+                !view.disabled(),
+                "spec.flux.container.imageVolume",
+                "cannot be true with spec.flux.container.disable: a disabled view has no image",
+            );
+        }
         if let Some(arch) = flux.arch.as_deref().filter(|a| !a.is_empty()) {
             check!(
                 self,

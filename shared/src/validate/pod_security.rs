@@ -543,6 +543,8 @@ pub fn restricted(pod: &PodSpec) -> Vec<String> {
             || v.downward_api.is_some()
             || v.empty_dir.is_some()
             || v.ephemeral.is_some()
+            // Since Kubernetes 1.33.
+            || v.image.is_some()
             || v.persistent_volume_claim.is_some()
             || v.projected.is_some()
             || v.secret.is_some();

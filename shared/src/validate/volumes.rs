@@ -8,7 +8,13 @@ use super::Validator;
 use crate::quantity::is_quantity;
 
 /// Names the renderer gives its own pod volumes; user volumes must not reuse them.
-const RESERVED_VOLUMES: &[&str] = &["flux-config", "flux-curve", "flux-home", "spack-software"];
+const RESERVED_VOLUMES: &[&str] = &[
+    "flux-config",
+    "flux-curve",
+    "flux-home",
+    "spack-software",
+    crate::layout::VIEW_IMAGE_VOLUME,
+];
 
 impl Validator {
     pub(super) fn volumes(&mut self, containers: &[MiniClusterContainer], list: &str) {

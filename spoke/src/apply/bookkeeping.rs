@@ -177,18 +177,16 @@ pub(super) fn refused(
     }
 }
 
-/// The assignment keys of the spoke's own Jobs made with the view's init container (by an
-/// earlier release, or with `flux.container.initContainer`:
-/// [`flux_shared::render::made_with_view_init_container`]), which keep their pods as made.
-pub(super) fn init_container_views(
+/// How the pods of each of the spoke's own Jobs get the view, as they were made
+/// ([`flux_shared::render::live_view_mode`]), by assignment key: they keep their pods.
+pub(super) fn live_view_modes(
     jobs: &[Job],
     me: &SpokeIdentity,
-) -> std::collections::BTreeSet<String> {
+) -> BTreeMap<String, flux_shared::api::ViewMode> {
     jobs.iter()
         .filter_map(|j| match ownership(&j.metadata, me) {
             Ownership::Ours { key, .. } => {
-                flux_shared::render::made_with_view_init_container(&j.metadata)
-                    .then(|| key.to_string())
+                flux_shared::render::live_view_mode(&j.metadata).map(|m| (key.to_string(), m))
             }
             _ => None,
         })

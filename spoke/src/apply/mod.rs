@@ -58,7 +58,7 @@ use crate::cluster::{Cluster, Kind, ObjectRef, OwnedObject, Taken};
 use crate::metrics::Metrics;
 use crate::state::{AppliedSnapshot, State};
 use bookkeeping::{
-    begin, init_container_views, listed, probe_leads, refused, running_sizes, settle, unapplied,
+    begin, listed, live_view_modes, probe_leads, refused, running_sizes, settle, unapplied,
 };
 pub(crate) use error::ApplyError;
 use error::{NameCheck, Read, name_taken_message};
@@ -102,7 +102,8 @@ struct Observed {
     policy: PolicyState,
     namespaces: BTreeMap<String, NamespaceState>,
     running: BTreeMap<String, i32>,
-    init_container_views: std::collections::BTreeSet<String>,
+    view_modes: BTreeMap<String, flux_shared::api::ViewMode>,
+    image_volumes: bool,
 }
 
 /// What realizing the assignments came to.
@@ -163,7 +164,8 @@ impl<C: Cluster> Applier<C> {
             policy: &observed.policy,
             namespaces: &observed.namespaces,
             running: &observed.running,
-            init_container_views: &observed.init_container_views,
+            view_modes: &observed.view_modes,
+            image_volumes: observed.image_volumes,
         };
         let plan = plan_snapshot(
             &snapshot,
@@ -246,7 +248,8 @@ impl<C: Cluster> Applier<C> {
             policy,
             namespaces,
             running: running_sizes(&jobs, &self.identity),
-            init_container_views: init_container_views(&jobs, &self.identity),
+            view_modes: live_view_modes(&jobs, &self.identity),
+            image_volumes: self.cluster.image_volumes(),
         })
     }
 

@@ -50,6 +50,7 @@ pub struct KubeCluster {
     changes: watch::Receiver<u64>,
     policy: Option<PolicyWatch>,
     room: Option<super::room_watch::RoomWatch>,
+    image_volumes: flux_shared::ops::ImageVolumeWatch,
 }
 
 /// The watch on the spoke's policy ConfigMap.
@@ -92,12 +93,16 @@ impl KubeCluster {
             changes: rx,
             policy: None,
             room: None,
+            image_volumes: Default::default(),
         }
     }
 
-    /// This cluster, measuring its room ([`Cluster::room`]) from its nodes and pods.
+    /// This cluster, measuring its room ([`Cluster::room`]) from its nodes and pods, and
+    /// whether it mounts images as volumes ([`Cluster::image_volumes`]) from its nodes'
+    /// versions (the same permissions: `list` and `watch` on nodes).
     pub fn with_room(mut self) -> KubeCluster {
         self.room = Some(super::room_watch::RoomWatch::start(&self.client));
+        self.image_volumes = flux_shared::ops::ImageVolumeWatch::start(&self.client);
         self
     }
 
@@ -582,6 +587,10 @@ impl Cluster for KubeCluster {
                     .clone()
             })
             .min_by_key(|(since, _)| *since)
+    }
+
+    fn image_volumes(&self) -> bool {
+        self.image_volumes.available()
     }
 
     fn room(&self) -> NodesRoom {

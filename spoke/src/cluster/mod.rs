@@ -492,4 +492,8 @@ pub trait Cluster: Clone + Send + Sync + 'static {
     /// What the cluster's nodes have room for now (node groups, nodes left out), or why
     /// it is not known ([`flux_shared::federation::room`]).
     fn room(&self) -> NodesRoom;
+
+    /// Whether the cluster mounts images as volumes, as far as known
+    /// ([`flux_shared::image_volumes`]): new burst Jobs then mount the view image.
+    fn image_volumes(&self) -> bool;
 }

@@ -255,4 +255,8 @@ impl Cluster for FakeCluster {
     fn room(&self) -> NodesRoom {
         self.lock().room.clone()
     }
+
+    fn image_volumes(&self) -> bool {
+        self.lock().image_volumes
+    }
 }

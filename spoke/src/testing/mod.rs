@@ -89,6 +89,7 @@ struct State {
     failures: Vec<Failure>,
     unreachable: Option<(SystemTime, String)>,
     room: NodesRoom,
+    image_volumes: bool,
     /// The addresses of each Job's broker pods (namespace, Job), where a test set them.
     brokers: BTreeMap<(String, String), BTreeSet<std::net::IpAddr>>,
     /// Last uid and resourceVersion handed out.
@@ -106,6 +107,7 @@ impl Default for State {
             failures: Vec::new(),
             unreachable: None,
             room: Err("not measured".to_string()),
+            image_volumes: false,
             brokers: BTreeMap::new(),
             serial: 0,
         }
@@ -303,6 +305,12 @@ impl FakeCluster {
     /// What [`Cluster::room`](crate::cluster::Cluster::room) answers from now on.
     pub fn set_room(&self, room: NodesRoom) {
         self.lock().room = room;
+    }
+
+    /// What [`Cluster::image_volumes`](crate::cluster::Cluster::image_volumes) answers from
+    /// now on.
+    pub fn set_image_volumes(&self, available: bool) {
+        self.lock().image_volumes = available;
     }
 
     /// Ends every failure set with [`FakeCluster::fail`].

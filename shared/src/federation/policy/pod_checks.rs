@@ -36,6 +36,21 @@ pub(super) fn pod_violations(
         }
     }
     for v in pod.volumes.iter().flatten() {
+        // An image volume (the view image's) is an image the pods read: allowed as one.
+        if let Some(image) = &v.image {
+            let reference = image.reference.as_deref().unwrap_or("");
+            if !policy.image_allowed(reference) {
+                out.push((
+                    reason::IMAGE_NOT_ALLOWED,
+                    format!(
+                        "volume {:?}: image {reference:?} is not under an allowed prefix ({})",
+                        v.name,
+                        list_or_none(policy.images.iter().flatten().map(String::as_str))
+                    ),
+                ));
+            }
+            continue;
+        }
         // configMap, secret and emptyDir are what every burst renders; a hostPath is the
         // namespace rule's `allow.hostPaths` to admit (the baseline check, which runs
         // first, names it otherwise).
