@@ -41,13 +41,18 @@
 #   scripts/bench-real-node.sh [--sizes 2,4,8] [--runs 3] [--profile release|debug]
 #                              [--hub-bin PATH] [--timeout 300] [--skip-reference]
 #                              [--skip-burst | --only-burst] [--skip-image] [--out DIR]
+#                              [--containerd DIR]
 #
 # --profile: which build of flux-hub is built and run, and whose binaries (flux-hub and
 # flux-spoke under target/PROFILE) go into the image; --hub-bin runs that binary instead,
 # without building it (the image still takes target/PROFILE). --only-burst runs the burst
 # phase alone (no floor, hub or reference phase in bench-real-a); --skip-image does not
 # rebuild the image and takes target/images/flux-hub-bench.oci.tar as it is (the burst
-# phase needs it).
+# phase needs it). --containerd DIR: the nodes run that containerd (2.1+, e.g.
+# scripts/containerd-2.sh) with Kubernetes' ImageVolume gate on in their kubelets and API
+# servers, for every kind alike, and flux-hub's MiniClusters set
+# `flux.container.imageVolume: true` (this testbed's Kubernetes, a 1.35 pre-release, does
+# not say the gate is on: flux-hub would not assume it).
 #
 # Each kind gets a warm-up of size 2 first (in the raw data, not in the figures); then
 # every size --runs times, one at a time, each torn down before the next; every controller
@@ -79,7 +84,7 @@ cd "$(dirname "$0")/.."
 usage() { sed -n '2,/^set -euo/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//'; }
 
 sizes=2,4,8 runs=3 profile=release hub_bin='' timeout_s=300
-skip_reference=false skip_image=false skip_burst=false only_burst=false
+skip_reference=false skip_image=false skip_burst=false only_burst=false containerd=''
 target_dir=${CARGO_TARGET_DIR:-target}
 out=$target_dir/bench-real-node
 while [ $# -gt 0 ]; do
@@ -94,11 +99,19 @@ while [ $# -gt 0 ]; do
     --skip-burst) skip_burst=true; shift ;;
     --only-burst) only_burst=true; shift ;;
     --out) out=${2:?--out needs a value}; shift 2 ;;
+    --containerd) containerd=${2:?--containerd needs a value}; shift 2 ;;
     -h | --help) usage; exit 0 ;;
     *) echo "bench-real-node: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
 done
 IFS=, read -r -a size_list <<<"$sizes"
+# flux-hub's MiniClusters on nodes that mount images as volumes (--containerd).
+image_volume=''
+if [ -n "$containerd" ]; then
+  [ -x "$containerd/containerd" ] || { echo "bench-real-node: no containerd in $containerd" >&2; exit 2; }
+  export REAL_NODE_CONTAINERD_DIR=$containerd REAL_NODE_FEATURE_GATES=ImageVolume=true
+  image_volume=', imageVolume: true'
+fi
 for v in "${size_list[@]}" "$runs" "$timeout_s"; do
   [[ $v =~ ^[0-9]+$ ]] && [ "$v" -ge 1 ] || { echo "bench-real-node: not a positive number: $v" >&2; exit 2; }
 done
@@ -310,6 +323,9 @@ bare_floor_job() { # NAME SIZE
 EOF
 }
 minicluster() { # NAME SIZE [CURVE_CERT_FILE]
+  # The reference operator's (with a certificate) knows no imageVolume.
+  local image_volume=$image_volume
+  [ -z "${3:-}" ] || image_volume=''
   cat <<EOF
 apiVersion: flux-framework.org/v1alpha2
 kind: MiniCluster
@@ -318,7 +334,7 @@ spec:
   size: $2
   interactive: true
   flux:
-    container: {image: $view_image}
+    container: {image: $view_image$image_volume}
 EOF
   if [ -n "${3:-}" ]; then
     echo "    curveCert: |"
@@ -629,7 +645,7 @@ spec:
   size: 2
   interactive: true
   flux:
-    container: {image: $view_image}
+    container: {image: $view_image$image_volume}
     bursting:
       clusters:
       - {name: $burst_name, cluster: burst, size: 0, maxSize: $1}
@@ -825,6 +841,7 @@ burst_phase() {
   cluster_b_started=true
   "$testbed/k8s/start.sh" "$name_b" "$offset_b" 0 >"$out/logs/start-b.log" 2>&1 ||
     { tail -n 20 "$out/logs/start-b.log" >&2; die "cluster $name_b did not start"; }
+  [ -z "$containerd" ] || scripts/api-feature-gates.sh "$name_b" ImageVolume=true
   node_b_started=true
   scripts/real-node.sh up "$name_b" "$offset_b" 0 "$images/pause-testbed.oci.tar" \
     "$images/flux-app-bookworm.oci.tar" "$images/flux-view-bookworm.oci.tar" "$hub_archive" >&2
@@ -906,6 +923,7 @@ fresh "$name"
 cluster_started=true
 "$testbed/k8s/start.sh" "$name" "$offset" 0 >"$out/logs/start.log" 2>&1 ||
   { tail -n 20 "$out/logs/start.log" >&2; die "cluster $name did not start"; }
+[ -z "$containerd" ] || scripts/api-feature-gates.sh "$name" ImageVolume=true
 export KUBECONFIG=$state/kubeconfig-$name
 node_started=true
 scripts/real-node.sh up "$name" "$offset" 0 "$images/pause-testbed.oci.tar" \
