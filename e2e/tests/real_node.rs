@@ -18,7 +18,7 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::events::v1::Event;
 use kube::api::{ListParams, LogParams};
 use serde_json::json;
-use support::{Probe, TestEnv, secs, yaml};
+use support::{Probe, TestEnv, restricted, secs, yaml};
 
 /// A MiniCluster of `size` brokers of the offline images running `command`.
 fn minicluster(name: &str, size: i32, command: &str) -> serde_json::Value {
@@ -362,23 +362,6 @@ async fn a_shrink_drains_the_leaving_broker_and_its_running_job_completes_first(
         Ok(())
     })
     .await;
-}
-
-/// What an author sets so that every pod of the instance meets Pod Security `restricted`
-/// (in the root cluster and in each burst cluster, which render the same spec): one
-/// non-root user for the whole instance, no privilege escalation, every capability
-/// dropped, the runtime's seccomp profile.
-fn restricted(doc: &mut serde_json::Value) {
-    let locked = json!({"allowPrivilegeEscalation": false, "capabilities": {"drop": ["ALL"]}});
-    doc["spec"]["pod"]["securityContext"] = json!({
-        "runAsNonRoot": true,
-        "runAsUser": 1000,
-        "runAsGroup": 1000,
-        "fsGroup": 1000,
-        "seccompProfile": {"type": "RuntimeDefault"},
-    });
-    doc["spec"]["flux"]["container"]["securityContext"] = locked.clone();
-    doc["spec"]["containers"][0]["securityContext"] = locked;
 }
 
 /// Pod Security `restricted` (docs/bursting-policy.md): an instance whose pods meet it is

@@ -14,7 +14,10 @@
 //! 4. the first's spoke is stopped: a new burst goes to the second;
 //! 5. the second's owner claims `tier=gold` in its spoke's own config: a burst selecting
 //!    `tier=gold` is placed nowhere, and a label the root gave (`site=second`) still
-//!    selects that spoke.
+//!    selects that spoke;
+//! 6. the second's owner has the namespace enforce Pod Security `restricted`: a
+//!    MiniCluster whose pods meet it (non-root brokers) bursts there, and a job runs on
+//!    both of its brokers.
 //!
 //! `KUBECONFIG` is the root cluster, `SPOKE_KUBECONFIG` and `SPOKE2_KUBECONFIG` the burst
 //! clusters (`scripts/e2e.sh` starts them with real nodes and the images loaded). A binary
@@ -369,6 +372,30 @@ async fn a_burst_goes_to_the_candidate_with_room_and_stays_where_it_runs() {
         let (cluster, _) = placed(env, "granted").await?;
         ensure!(cluster == "burst2", "a label the root gave still selects the spoke: {cluster}");
         eprintln!("{}: a label the burst cluster's owner claimed selects nothing; the root's still does", env.ns);
+
+        // 6. The namespace enforces `restricted` in the second (its owner labels it; the
+        // pods already there stay): a burst whose pods meet it is admitted by the spoke
+        // and the API server, and its non-root broker joins the instance.
+        let strict = json!({"metadata": {"labels": {"pod-security.kubernetes.io/enforce": "restricted"}}});
+        Api::<k8s_openapi::api::core::v1::Namespace>::all(second.client.clone())
+            .patch(&env.ns, &PatchParams::default(), &Patch::Merge(&strict))
+            .await?;
+        advertise(env, &second.client, 8).await?;
+        let relabelled = now_millis();
+        room_known(env, &hub, &config, "burst2", relabelled).await?;
+        let mut doc = minicluster("strict", json!([{"matchLabels": {"site": "second"}}]));
+        support::restricted(&mut doc);
+        env.apply_minicluster(&doc).await?;
+        let (cluster, _) = placed(env, "strict").await?;
+        ensure!(cluster == "burst2", "placed in the restricted namespace's cluster: {cluster}");
+        job_on_both(env, "strict").await?;
+        let burst_pods = second_pods.list(&ListParams::default().labels("job-name=strict-b")).await?.items;
+        let users: Vec<Option<i64>> = burst_pods
+            .iter()
+            .map(|p| p.spec.as_ref()?.security_context.as_ref()?.run_as_user)
+            .collect();
+        ensure!(users == [Some(1000)], "one non-root burst pod: {users:?}");
+        eprintln!("{}: a burst of non-root brokers ran in a namespace that enforces restricted", env.ns);
 
         for client in [&env.client, &first.client, &second.client] {
             advertise(env, client, 0).await?;

@@ -1,6 +1,6 @@
 //! Real-node clusters (`scripts/real-node.sh` nodes of testbed control planes): their
-//! nodes' addresses, a node cut off from another cluster, and a whole cluster stopped and
-//! started again.
+//! nodes' addresses, a node cut off from another cluster, a whole cluster stopped and
+//! started again, and what makes a MiniCluster's pods meet Pod Security `restricted`.
 
 use std::path::PathBuf;
 
@@ -218,4 +218,22 @@ async fn run(program: PathBuf, args: &[&str]) -> Result<()> {
         String::from_utf8_lossy(&out.stderr)
     );
     Ok(())
+}
+
+/// What an author sets so that every pod of the MiniCluster `doc` meets Pod Security
+/// `restricted` (in the root cluster and in each burst cluster, which render the same
+/// spec): one non-root user for the whole instance, no privilege escalation, every
+/// capability dropped, the runtime's seccomp profile.
+pub fn restricted(doc: &mut serde_json::Value) {
+    let locked =
+        serde_json::json!({"allowPrivilegeEscalation": false, "capabilities": {"drop": ["ALL"]}});
+    doc["spec"]["pod"]["securityContext"] = serde_json::json!({
+        "runAsNonRoot": true,
+        "runAsUser": 1000,
+        "runAsGroup": 1000,
+        "fsGroup": 1000,
+        "seccompProfile": {"type": "RuntimeDefault"},
+    });
+    doc["spec"]["flux"]["container"]["securityContext"] = locked.clone();
+    doc["spec"]["containers"][0]["securityContext"] = locked;
 }

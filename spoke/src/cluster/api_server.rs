@@ -31,6 +31,7 @@ use tokio_stream::wrappers::WatchStream;
 use tokio_util::task::AbortOnDropHandle;
 
 use super::job_watch::{JobWatch, watch_jobs};
+use super::room_watch::RoomWatch;
 use super::{
     Cluster, ClusterError, FIELD_MANAGER, JOB_CACHE_SYNC_TIMEOUT, Kind, ObjectRef, OwnedObject,
     Scope, Taken, relay_endpoint_slice,
@@ -49,8 +50,7 @@ pub struct KubeCluster {
     jobs: Vec<JobWatch>,
     changes: watch::Receiver<u64>,
     policy: Option<PolicyWatch>,
-    room: Option<super::room_watch::RoomWatch>,
-    image_volumes: flux_shared::ops::ImageVolumeWatch,
+    room: Option<RoomWatch>,
 }
 
 /// The watch on the spoke's policy ConfigMap.
@@ -93,7 +93,6 @@ impl KubeCluster {
             changes: rx,
             policy: None,
             room: None,
-            image_volumes: Default::default(),
         }
     }
 
@@ -101,8 +100,7 @@ impl KubeCluster {
     /// whether it mounts images as volumes ([`Cluster::image_volumes`]) from its nodes'
     /// versions (the same permissions: `list` and `watch` on nodes).
     pub fn with_room(mut self) -> KubeCluster {
-        self.room = Some(super::room_watch::RoomWatch::start(&self.client));
-        self.image_volumes = flux_shared::ops::ImageVolumeWatch::start(&self.client);
+        self.room = Some(RoomWatch::start(&self.client));
         self
     }
 
@@ -590,7 +588,7 @@ impl Cluster for KubeCluster {
     }
 
     fn image_volumes(&self) -> bool {
-        self.image_volumes.available()
+        self.room.as_ref().is_some_and(RoomWatch::image_volumes)
     }
 
     fn room(&self) -> NodesRoom {

@@ -4,6 +4,8 @@
 //! requests), not as whole objects. Needs `list` and `watch` on nodes and pods in every
 //! namespace ([`ROOM_PERMISSIONS`](flux_shared::federation::spoke_rbac::ROOM_PERMISSIONS));
 //! without them the room is reported as not measured and the hub places bursts without it.
+//! With the same permissions, whether the cluster mounts images as volumes
+//! ([`flux_shared::ops::ImageVolumeWatch`]): new burst Jobs then mount the view image.
 
 use super::NodesRoom;
 use std::collections::{BTreeMap, HashMap};
@@ -68,6 +70,8 @@ impl<T> Facts<T> {
 pub(super) struct RoomWatch {
     nodes: Arc<Mutex<Facts<NodeFacts>>>,
     pods: Arc<Mutex<Facts<(String, Shape)>>>,
+    /// Whether the nodes (and the API server) mount images as volumes.
+    image_volumes: flux_shared::ops::ImageVolumeWatch,
     _tasks: Arc<[AbortOnDropHandle<()>; 2]>,
 }
 
@@ -148,8 +152,14 @@ impl RoomWatch {
         RoomWatch {
             nodes,
             pods,
+            image_volumes: flux_shared::ops::ImageVolumeWatch::start(client),
             _tasks: Arc::new([node_task, pod_task]),
         }
+    }
+
+    /// Whether the cluster mounts images as volumes, as far as known.
+    pub(super) fn image_volumes(&self) -> bool {
+        self.image_volumes.available()
     }
 
     /// The room now: node groups and nodes left out, or why it is not known.
