@@ -11,6 +11,9 @@
 #                                              binaries, laid out as the Dockerfile does)
 #   install.yaml                               `flux-hub install --print` (names the image)
 #   SHA256SUMS
+#   proto/released/VERSION/                    the protocol as released, in the repository
+#                                              (kept once; a later version must stay
+#                                              compatible with it)
 #
 # The binaries link the C library dynamically (glibc of the build machine or newer): TLS
 # is rustls, so nothing else. The image is named ghcr.io/flux-framework/flux-hub:VERSION
@@ -25,7 +28,7 @@ out=dist
 while [ $# -gt 0 ]; do
   case $1 in
     --out) out=$2; shift 2 ;;
-    -h | --help) sed -n '2,20p' "$0"; exit 0 ;;
+    -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d'; exit 0 ;;
     *) echo "release: unknown argument $1 (--out DIR)" >&2; exit 2 ;;
   esac
 done
@@ -68,3 +71,15 @@ files=("$name.tar.gz" install.yaml)
 if [ -f "$out/flux-hub-$version.oci.tar" ]; then files+=("flux-hub-$version.oci.tar"); fi
 (cd "$out" && sha256sum -- "${files[@]}" >SHA256SUMS)
 echo "release: $out/SHA256SUMS"
+
+# The protocol as released: later versions must stay compatible with it
+# (shared/tests/proto_released.rs). A release that is already kept must not have changed.
+released=proto/released/$version/flux/federation/v1/federation.proto
+if [ -f "$released" ]; then
+  cmp -s proto/flux/federation/v1/federation.proto "$released" ||
+    { echo "release: proto/ differs from $released, the protocol $version was released with" >&2; exit 1; }
+else
+  mkdir -p "$(dirname "$released")"
+  cp proto/flux/federation/v1/federation.proto "$released"
+  echo "release: kept the protocol as $released (commit it)"
+fi
