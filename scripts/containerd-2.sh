@@ -22,18 +22,7 @@ supported() { # a containerd binary of 2.1 or later
 }
 
 if ! supported "$bin/containerd"; then
-  rm -rf "$dir"
-  mkdir -p "$dir/apt/lists/partial" "$dir/apt/cache/archives/partial" "$dir/deb"
-  echo "deb http://deb.debian.org/debian sid main" >"$dir/apt/sources.list"
-  apt_opts=(-q -o "Dir::Etc::SourceList=$dir/apt/sources.list" -o Dir::Etc::SourceParts=/dev/null
-    -o "Dir::State::Lists=$dir/apt/lists" -o "Dir::Cache=$dir/apt/cache")
-  [ "$(id -u)" != 0 ] || apt_opts+=(-o APT::Sandbox::User=root)
-  apt-get "${apt_opts[@]}" update >"$dir/apt.log" 2>&1 ||
-    { echo "containerd-2: apt-get update of Debian unstable failed; see $dir/apt.log" >&2; exit 1; }
-  (cd "$dir/deb" && apt-get "${apt_opts[@]}" download containerd) >>"$dir/apt.log" 2>&1 ||
-    { echo "containerd-2: apt-get download containerd failed; see $dir/apt.log" >&2; exit 1; }
-  dpkg-deb -x "$dir"/deb/containerd_*.deb "$dir/root"
-  rm -rf "$dir/apt" "$dir/deb"
+  "$(dirname "$0")/debian-package.sh" sid containerd "$dir"
   supported "$bin/containerd" || {
     echo "containerd-2: Debian unstable's containerd is not 2.1 or later here: $("$bin/containerd" --version 2>&1 | head -n 1)" >&2
     exit 1

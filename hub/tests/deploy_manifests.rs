@@ -51,19 +51,24 @@ fn spoke_dir() -> PathBuf {
     deploy_dir().join("spoke")
 }
 
+/// The alerting rules, not part of the install (hub/tests/alert_rules.rs).
+fn prometheus_dir() -> PathBuf {
+    deploy_dir().join("prometheus")
+}
+
 /// `deploy/install.yaml`: everything below in one file, generated (`flux-hub install
 /// --print`), checked on its own.
 fn install_yaml() -> PathBuf {
     deploy_dir().join("install.yaml")
 }
 
-/// Every YAML file under `deploy/` (recursively, but not `deploy/spoke/` nor the
-/// generated `install.yaml`), sorted.
+/// Every YAML file under `deploy/` (recursively, but not `deploy/spoke/`,
+/// `deploy/prometheus/` nor the generated `install.yaml`), sorted.
 fn yaml_files() -> Vec<PathBuf> {
     fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
         for entry in std::fs::read_dir(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {
             let path = entry.expect("directory entry").path();
-            if path == spoke_dir() || path == install_yaml() {
+            if path == spoke_dir() || path == prometheus_dir() || path == install_yaml() {
                 continue;
             }
             if path.is_dir() {

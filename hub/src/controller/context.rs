@@ -86,6 +86,7 @@ impl Context {
         self.blockers.clear(key);
         self.registry.forget(key);
         self.lead_views.forget(key);
+        self.metrics.fleet.forget_minicluster(&key.to_string());
     }
 
     /// Use `registry` for assignments, `lead_address` (`--lead-broker-address`) and

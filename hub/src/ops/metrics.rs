@@ -20,6 +20,8 @@
 //! | `flux_hub_spokes_connected` | gauge | |
 //! | `flux_hub_certificate_expiry_timestamp_seconds` | gauge (Unix seconds) | `certificate` (`hub`, `spoke/<name>`) |
 //! | `flux_hub_assignments` | gauge | |
+//!
+//! And the fleet's, per spoke and per burst phase ([`FleetMetrics`]).
 
 use std::time::Instant;
 
@@ -30,6 +32,8 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets_range};
 use prometheus_client::registry::{Registry, Unit};
+
+use super::fleet_metrics::FleetMetrics;
 
 /// Smallest bucket of the reconcile duration histogram, in seconds.
 const DURATION_MIN_SECONDS: f64 = 0.001;
@@ -118,6 +122,8 @@ pub struct Metrics {
     autoscale_decisions: Family<OutcomeLabels, Counter>,
     autoscale_changes: Family<ChangeLabels, Counter>,
     autoscale_pending_to_online: Histogram,
+    /// The fleet's: per spoke, and bursts by phase.
+    pub fleet: FleetMetrics,
 }
 
 impl Metrics {
@@ -256,8 +262,10 @@ impl Metrics {
             Unit::Seconds,
             autoscale_pending_to_online.clone(),
         );
+        let fleet = FleetMetrics::register(&mut registry);
 
         Metrics {
+            fleet,
             registry,
             reconciles,
             reconcile_errors,

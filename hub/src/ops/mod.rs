@@ -4,6 +4,7 @@
 //! Health flags, logging setup and the shutdown signal are the shared ones
 //! ([`flux_shared::ops`]), used from there.
 
+pub mod fleet_metrics;
 pub mod leader;
 pub mod leader_pod;
 pub mod metrics;

@@ -319,6 +319,13 @@ pub(in crate::controller) fn publish(
     ctx.registry.record(&mc_key(mc), info, bursts, disposition);
     let (connected, assignments) = ctx.registry.counts();
     ctx.metrics.set_federation(connected, assignments);
+    ctx.metrics.fleet.set_bursts(
+        &mc_key(mc).to_string(),
+        status
+            .bursts
+            .iter()
+            .map(|b| (b.phase.as_str(), !b.cluster.is_empty())),
+    );
     summary
 }
 

@@ -169,6 +169,12 @@ impl Spoke for Services {
                 .set_certificate_expiry(&format!("spoke/{spoke}"), not_after);
         }
         let Subscription { versions, guard } = subscription;
+        self.metrics.fleet.set_spoke_connected(&spoke, true);
+        // Marked gone before the registry lets another stream of the spoke in.
+        let guard = Held {
+            _connected: Connected(self.metrics.clone(), spoke.clone()),
+            _registry: guard,
+        };
         let (metrics, registry) = (self.metrics.clone(), self.registry.clone());
         let (accepts_parts, accepts_shared) = (req.accepts_parts, req.accepts_shared_specs);
         let stream = WatchStream::new(versions)
@@ -215,7 +221,27 @@ impl Spoke for Services {
             )));
         }
         self.metrics.report_received();
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX));
+        self.metrics.fleet.spoke_reported(&spoke, now);
         self.registry.report(&spoke, req);
         Ok(Response::new(ReportResponse {}))
+    }
+}
+
+/// A spoke's Watch stream held: fields drop in order, so the spoke is marked gone in the
+/// metrics before the registry's guard lets a new stream of it in.
+struct Held {
+    _connected: Connected,
+    _registry: Box<dyn Send + Sync>,
+}
+
+/// Sets `flux_hub_spoke_connected` to 0 when the stream ends.
+struct Connected(std::sync::Arc<crate::ops::metrics::Metrics>, String);
+
+impl Drop for Connected {
+    fn drop(&mut self) {
+        self.0.fleet.set_spoke_connected(&self.1, false);
     }
 }
