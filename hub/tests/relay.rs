@@ -2,6 +2,7 @@
 //! as the lead broker: a spoke's relayed connection carries bytes both ways; a burst that is
 //! not the caller's, not relayed or at its bound is refused; and the connection ends when
 //! the burst stops being relayed to that spoke (after a grace when it was scaled to 0).
+//! On the same services, the fleet metrics follow a spoke's Watch stream.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -782,4 +783,45 @@ async fn a_spokes_relayed_bytes_are_bounded_per_second() {
         took >= least - Duration::from_millis(100) && took < LIMIT,
         "took {took:?}, at least {least:?}"
     );
+}
+
+/// `flux_hub_spoke_connected{spoke}` follows the spoke's Watch stream on the hub's real
+/// services: 1 while it holds one, 0 once it ends, 1 again when the spoke comes back (the
+/// stream's end is marked before the registry lets the next one in).
+#[tokio::test]
+async fn the_fleet_metrics_follow_a_spokes_watch_stream() {
+    let pki = Pki::new();
+    let registry = Registry::new();
+    registry.set_primed();
+    let metrics = Arc::new(Metrics::new());
+    let addr = serve(&pki, registry.clone(), metrics.clone()).await;
+    let connected = |v: u8| format!("flux_hub_spoke_connected{{spoke=\"a\"}} {v}");
+    let shows = async |text: String| {
+        let deadline = tokio::time::Instant::now() + LIMIT;
+        while !metrics.encode().contains(&text) {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "never {text}:\n{}",
+                metrics.encode()
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    };
+    for _ in 0..2 {
+        let mut client = spoke_client(&pki, addr, "a").await;
+        let mut stream = client
+            .watch(flux_shared::federation::proto::WatchRequest::default())
+            .await
+            .expect("a Watch stream")
+            .into_inner();
+        let first = tokio::time::timeout(LIMIT, stream.next()).await;
+        assert!(
+            matches!(first, Ok(Some(Ok(_)))),
+            "a first snapshot: {first:?}"
+        );
+        shows(connected(1)).await;
+        drop(stream);
+        drop(client);
+        shows(connected(0)).await;
+    }
 }
