@@ -369,6 +369,50 @@ async fn an_invalid_spec_gets_a_status_and_an_event_but_no_objects() {
     );
 }
 
+/// A Job whose pods mount the view image keeps them when a restarted hub does not (yet)
+/// know that its cluster has image volumes, and when the spec leaves `imageVolume` unset
+/// by then: the live Job's annotation decides, so nothing is written to the Job or the
+/// ConfigMap its pods mount.
+#[tokio::test]
+async fn a_job_made_with_the_view_image_volume_keeps_its_pods_after_a_restart() {
+    let (client, server) = ApiServer::start(ok_responder());
+    let (earlier, _) = context(client.clone());
+    let mounted = SPEC.replace(
+        "  maxSize: 4\n",
+        "  maxSize: 4\n  flux: {container: {imageVolume: true}}\n",
+    );
+    run(&earlier, minicluster(&mounted))
+        .await
+        .expect("reconcile");
+    let first = server.calls();
+    let job = first
+        .iter()
+        .find(|c| writes_object(c, "jobs", "flux-sample"))
+        .expect("the Job was created");
+    assert_eq!(
+        job.body["metadata"]["annotations"]["flux-framework.org/view"],
+        "image-volume"
+    );
+    let pod = &job.body["spec"]["template"]["spec"];
+    assert_eq!(pod["containers"][0]["name"], "flux-sample");
+    assert!(pod.get("initContainers").is_none());
+
+    // A restarted hub that knows of no image volumes, the field now unset.
+    let (restarted, mut writers) = context(client);
+    let applied_status = observe(&first, &mut writers).expect("status");
+    let mut mc = minicluster(SPEC);
+    mc.status = Some(serde_json::from_value(applied_status).expect("status"));
+    let before = server.calls().len();
+    run(&restarted, mc).await.expect("reconcile");
+    let writes: Vec<String> = server.calls()[before..].iter().map(Call::short).collect();
+    assert!(
+        writes
+            .iter()
+            .all(|w| !w.contains("/jobs") && !w.contains("/configmaps")),
+        "the Job and its ConfigMap were rewritten: {writes:?}"
+    );
+}
+
 /// A Job made with the view's init container (by a release before the view container:
 /// the same objects as `flux.container.initContainer` renders, byte for byte) keeps its
 /// pods after an upgrade: a restarted hub whose caches list it writes nothing to it, and
