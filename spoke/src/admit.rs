@@ -193,16 +193,15 @@ pub fn plan_snapshot(
 
     // Check and plan (or refuse) each assignment once; nothing large is rendered before the
     // policy admits it, and the bursts of one MiniCluster share one plan of their spec.
-    let mut plans = PlanCache::default();
+    let mut plans = PlanCache::for_cluster(cx.image_volumes);
     let mut examined: Vec<(&Assignment, Result<Checked, Decision>)> = Vec::new();
     for a in &snapshot.assignments {
         if seen.insert(a.key.as_str()) {
             let result = examine(a, memory, &mut plans).and_then(|mut prepared| {
-                let mode = match cx.view_modes.get(&a.key) {
-                    Some(mode) => *mode,
-                    None => prepared.spec().view_mode_on(cx.image_volumes),
-                };
-                prepared.render_view(mode);
+                // A new Job's view is the plan's, as this cluster gives it (shared).
+                if let Some(mode) = cx.view_modes.get(&a.key) {
+                    prepared.render_view(*mode);
+                }
                 // Checked every time, applied content too: the policy's exceptions may
                 // have changed. A running burst that is no longer safe is held, not grown.
                 let exceptions = match cx.policy {

@@ -185,14 +185,27 @@ pub fn realize(a: &proto::Assignment, me: &SpokeIdentity) -> Result<Realized, Re
 }
 
 /// Plans shared by the bursts of one MiniCluster: the spec they carry (one buffer, which
-/// the spoke's assembler shares between them) is parsed, validated and planned once.
+/// the spoke's assembler shares between them) is parsed, validated and planned once, with
+/// the view as the spoke's cluster gives a new Job's pods.
 #[derive(Default)]
 pub struct PlanCache {
     /// By MiniCluster (namespace, name, uid): the spec it was planned from, and the plan.
     plans: HashMap<(String, String, String), (Bytes, Arc<Plan>)>,
+    /// Whether the cluster mounts images as volumes.
+    image_volumes: bool,
 }
 
 impl PlanCache {
+    /// Plans for a cluster that mounts images as volumes (`image_volumes`) or not
+    /// ([`crate::api::MiniClusterSpec::view_mode_on`]): a burst whose live Job was made
+    /// otherwise copies its plan ([`Prepared::render_view`]), the others share one.
+    pub fn for_cluster(image_volumes: bool) -> PlanCache {
+        PlanCache {
+            plans: HashMap::new(),
+            image_volumes,
+        }
+    }
+
     fn plan(
         &mut self,
         mc: &proto::MiniClusterRef,
@@ -217,8 +230,9 @@ impl PlanCache {
             spec,
             status: None,
         };
-        let plan =
-            Arc::new(Plan::new(&minicluster).map_err(|e| PlanError::Invalid(e.to_string()))?);
+        let mut plan = Plan::new(&minicluster).map_err(|e| PlanError::Invalid(e.to_string()))?;
+        plan.view_mode = plan.spec.view_mode_on(self.image_volumes);
+        let plan = Arc::new(plan);
         self.plans.insert(id, (spec_json.clone(), plan.clone()));
         Ok(plan)
     }
@@ -257,10 +271,10 @@ impl Prepared {
         &self.plan.spec
     }
 
-    /// Renders the burst's pods with the view as `mode` says: as its live Job was made
-    /// ([`render::live_view_mode`]), or as the spoke's cluster allows a new one
-    /// ([`crate::api::MiniClusterSpec::view_mode_on`]). The plan this burst shares with its
-    /// MiniCluster's other bursts is copied for it when that changes it.
+    /// Renders the burst's pods with the view as its live Job was made (`mode`:
+    /// [`render::live_view_mode`]). The plan this burst shares with its MiniCluster's
+    /// other bursts is copied for it only when that changes it (a Job made by an earlier
+    /// release, or before the cluster's image volumes were known).
     pub fn render_view(&mut self, mode: crate::api::ViewMode) {
         if self.plan.view_mode != mode {
             Arc::make_mut(&mut self.plan).view_mode = mode;
@@ -506,6 +520,25 @@ spec:
                 .and_then(|c| c.image.as_deref()),
             Some("ghcr.io/example/other:1")
         );
+    }
+
+    /// On a cluster that mounts images as volumes, new bursts of one MiniCluster still
+    /// share one plan, which mounts the view image; only a burst whose live Job was made
+    /// otherwise gets a copy.
+    #[test]
+    fn bursts_share_a_plan_with_the_view_their_cluster_gives() {
+        let plan = bursting();
+        let out = build(&plan, "CERT", Some(&lead())).unwrap();
+        let mut cache = PlanCache::for_cluster(true);
+        let a = prepare(&out[0].assignment, &mut cache).unwrap();
+        let mut b = prepare(&out[1].assignment, &mut cache).unwrap();
+        assert!(Arc::ptr_eq(&a.plan, &b.plan), "one plan for both bursts");
+        assert_eq!(a.plan.view_mode, crate::api::ViewMode::ImageVolume);
+        b.render_view(crate::api::ViewMode::ImageVolume);
+        assert!(Arc::ptr_eq(&a.plan, &b.plan), "the same view: no copy");
+        b.render_view(crate::api::ViewMode::Alongside);
+        assert!(!Arc::ptr_eq(&a.plan, &b.plan), "a view as made: its own copy");
+        assert_eq!(a.plan.view_mode, crate::api::ViewMode::ImageVolume);
     }
 
     #[test]
