@@ -537,7 +537,10 @@ spec:
         b.render_view(crate::api::ViewMode::ImageVolume);
         assert!(Arc::ptr_eq(&a.plan, &b.plan), "the same view: no copy");
         b.render_view(crate::api::ViewMode::Alongside);
-        assert!(!Arc::ptr_eq(&a.plan, &b.plan), "a view as made: its own copy");
+        assert!(
+            !Arc::ptr_eq(&a.plan, &b.plan),
+            "a view as made: its own copy"
+        );
         assert_eq!(a.plan.view_mode, crate::api::ViewMode::ImageVolume);
     }
 
