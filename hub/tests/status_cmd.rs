@@ -200,6 +200,8 @@ fn spokes() -> ListSpokesResponse {
     ListSpokesResponse {
         hub_epoch: "epoch-1".into(),
         hub_version: "0.1.0".into(),
+        // As a hub of release 0.1.0 answers: no protocol revision (1).
+        hub_protocol_revision: 0,
         spokes: vec![
             SpokeInfo {
                 name: "gke".into(),
@@ -578,9 +580,9 @@ hpc        bursty       -           -      -          Running     1      -      
 hpc        bursty       burst-gke   gke    yes        Joining     3      0       4     6    Relay  192.0.2.7:30093  3/4      1h         2h   3 of 4 brokers ready
 hpc        bursty       burst-kind  kind   no         Unreported  0      -       2     2    -      192.0.2.7:30093  0/0      never      2h
 
-NAME  CONNECTED  LAST SEEN  VERSION  ASSIGNMENTS  SPOKE VERSION  CERT EXPIRES  CLUSTER
-gke   yes        1h         3/4      1            0.1.0          -             ok
-kind  no         never      0/1      1            -              -             -
+NAME  CONNECTED  LAST SEEN  VERSION  ASSIGNMENTS  SPOKE VERSION  PROTOCOL  CERT EXPIRES  HEALTH
+gke   yes        1h         3/4      1            0.1.0          -         -             ok
+kind  no         never      0/1      1            -              -         -             -
 ";
     assert_eq!(stdout(&out), expected);
 }
@@ -976,7 +978,11 @@ async fn version_shows_the_client_and_the_hubs() {
             .expect("flux-hub version did not finish")
             .expect("run flux-hub version")
     };
-    let client = format!("client: flux-hub {}\n", env!("CARGO_PKG_VERSION"));
+    let client = format!(
+        "client: flux-hub {}, protocol {}\n",
+        env!("CARGO_PKG_VERSION"),
+        flux_shared::federation::protocol::REVISION
+    );
     let out = run(&[]).await;
     assert_success(&out);
     assert_eq!(stdout(&out), client);
@@ -996,7 +1002,7 @@ async fn version_shows_the_client_and_the_hubs() {
     assert_eq!(
         stdout(&out),
         format!(
-            "{client}hub:    flux-hub 0.1.0\nspoke gke: flux-spoke 0.1.0\nspoke kind: flux-spoke unknown (not connected)\n"
+            "{client}hub:    flux-hub 0.1.0, protocol 1\nspoke gke: flux-spoke 0.1.0\nspoke kind: flux-spoke unknown (not connected)\n"
         )
     );
     let mut yaml = a.clone();

@@ -283,6 +283,7 @@ impl Admin for TestHub {
         Ok(Response::new(ListSpokesResponse {
             hub_epoch: "test-epoch".into(),
             hub_version: String::new(),
+            hub_protocol_revision: 0,
             spokes: self
                 .by_spoke
                 .iter()

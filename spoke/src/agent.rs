@@ -106,6 +106,9 @@ enum SessionError {
     Connect(tonic::transport::Error),
     /// The Watch call was refused.
     Open(Status),
+    /// The hub speaks a protocol revision this spoke does not serve: nothing it sends is
+    /// read.
+    HubRevision(String),
     /// The Watch call did not answer within the unary deadline.
     OpenTimeout,
     /// The stream failed.
@@ -261,6 +264,13 @@ impl<C: Cluster> Agent<C> {
                         error!(%hub, error = %text, "TLS with the hub failed (certificate refused?): check --ca, --cert/--key and --hub-domain; retrying slowly");
                         (Some(ErrorKind::Auth), Retry::Slow)
                     }
+                    Code::FailedPrecondition
+                        if matches!(error, SessionError::Open(_))
+                            && text.contains("protocol revision") =>
+                    {
+                        error!(%hub, error = %text, "the hub refuses this spoke's protocol revision; retrying slowly (docs/operations.md, Upgrading)");
+                        (Some(ErrorKind::Protocol), Retry::Slow)
+                    }
                     Code::AlreadyExists if matches!(error, SessionError::Open(_)) => {
                         warn!(%hub, error = %text, "the hub already serves a stream under this spoke's name: another process may be using this certificate (if this spoke just reconnected, the retry succeeds once the hub sees the old connection end)");
                         (Some(ErrorKind::Stream), Retry::Backoff)
@@ -274,6 +284,10 @@ impl<C: Cluster> Agent<C> {
                         (Some(ErrorKind::Stream), Retry::Backoff)
                     }
                 }
+            }
+            SessionError::HubRevision(text) => {
+                error!(%hub, error = %text, "not reading the hub's snapshots: its protocol revision is outside this spoke's window; retrying slowly (docs/operations.md, Upgrading)");
+                (Some(ErrorKind::Protocol), Retry::Slow)
             }
             SessionError::OpenTimeout => {
                 warn!(%hub, deadline = ?self.config.settings.unary_deadline, "the hub did not answer Watch in time; reconnecting");
@@ -401,6 +415,12 @@ impl<C: Cluster> Agent<C> {
         let mut stream =
             match tokio::time::timeout(settings.unary_deadline, client.watch(request)).await {
                 Ok(Ok(response)) => {
+                    // Before any snapshot is read: a hub outside this spoke's window is
+                    // not misread.
+                    let hub = flux_shared::federation::protocol::check_peer(response.metadata());
+                    if let Err(e) = hub {
+                        return fail(SessionError::HubRevision(e.explain("the hub", "spoke")));
+                    }
                     state.fencing.heard_hub(std::time::Instant::now());
                     response.into_inner()
                 }

@@ -31,6 +31,9 @@ pub enum ErrorKind {
     Auth,
     /// Session: the hub is not serving assignments yet (`UNAVAILABLE` on Watch).
     NotReady,
+    /// Session: the hub and this spoke speak protocol revisions more than one apart (either
+    /// side refused the other).
+    Protocol,
     /// Session: the Watch call or stream failed or ended.
     Stream,
     /// Apply, `observe`: reading the spoke's objects, policy, a burst's namespace or the
@@ -60,10 +63,11 @@ pub enum ErrorKind {
 
 impl ErrorKind {
     /// Every kind, in the order of the steps.
-    pub const ALL: [ErrorKind; 14] = [
+    pub const ALL: [ErrorKind; 15] = [
         ErrorKind::Connect,
         ErrorKind::Auth,
         ErrorKind::NotReady,
+        ErrorKind::Protocol,
         ErrorKind::Stream,
         ErrorKind::Observe,
         ErrorKind::Plan,
@@ -83,6 +87,7 @@ impl ErrorKind {
             ErrorKind::Connect => "connect",
             ErrorKind::Auth => "auth",
             ErrorKind::NotReady => "not_ready",
+            ErrorKind::Protocol => "protocol",
             ErrorKind::Stream => "stream",
             ErrorKind::Observe => "observe",
             ErrorKind::Plan => "plan",
@@ -308,6 +313,7 @@ mod tests {
                 ErrorKind::Connect
                 | ErrorKind::Auth
                 | ErrorKind::NotReady
+                | ErrorKind::Protocol
                 | ErrorKind::Stream
                 | ErrorKind::Observe
                 | ErrorKind::Plan

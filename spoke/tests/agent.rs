@@ -105,6 +105,63 @@ async fn first_snapshot_is_applied_and_acknowledged_and_heartbeats_are_noops() {
     server.stop().await;
 }
 
+/// The spoke declares its protocol revision on Watch, and reads nothing from a hub more
+/// than one revision away: no object is written, the error is counted as `protocol`, and
+/// it is not marked connected. A hub one revision away, or one that declares none (release
+/// 0.1.0), is served.
+#[tokio::test]
+async fn a_hub_outside_the_protocol_window_is_not_read() {
+    use flux_shared::federation::protocol::REVISION;
+    let pki = Pki::new();
+    let hub = HubState::new(snapshot("e1", 1, vec![assignment("m1", "x", 2)]));
+    let too_new = (REVISION + 2).to_string();
+    hub.answer_revision(Some(&too_new));
+    let server = RunningHub::start(&pki, &hub, any_port()).await;
+    let cluster = FakeCluster::new();
+    let agent = RunningAgent::start_configured(&pki, &pki.spoke, server.addr, &cluster, |c| {
+        c.max_reconnect_delay = Duration::from_millis(200);
+    });
+    eventually("the hub's revision refused twice", || {
+        (agent.metric("flux_spoke_errors_total{kind=\"protocol\"}") >= 2.0).then_some(())
+    })
+    .await;
+    assert!(
+        cluster.ops().is_empty(),
+        "nothing written: {:?}",
+        cluster.ops()
+    );
+    assert!(hub.reports().is_empty(), "nothing reported");
+    assert_eq!(agent.metric("flux_spoke_connected"), 0.0);
+    let declared = hub.watch_revisions.lock().unwrap().clone();
+    assert!(
+        declared
+            .iter()
+            .all(|r| r.as_deref() == Some(REVISION.to_string().as_str())),
+        "{declared:?}"
+    );
+
+    hub.answer_revision(Some(&(REVISION + 1).to_string()));
+    hub.ack("e1", 1).await;
+    assert!(!cluster.applied().is_empty());
+    let refused = agent.metric("flux_spoke_errors_total{kind=\"protocol\"}");
+    // A hub of release 0.1.0, which says nothing of its revision.
+    hub.answer_revision(None);
+    let watches = hub.watch_revisions.lock().unwrap().len();
+    hub.break_streams();
+    eventually("connected again to a hub that declares no revision", || {
+        (hub.watch_revisions.lock().unwrap().len() > watches
+            && agent.metric("flux_spoke_connected") == 1.0)
+            .then_some(())
+    })
+    .await;
+    assert_eq!(
+        agent.metric("flux_spoke_errors_total{kind=\"protocol\"}"),
+        refused
+    );
+    agent.stop().await;
+    server.stop().await;
+}
+
 #[tokio::test]
 async fn an_updated_assignment_is_applied_again_and_an_unchanged_one_is_not() {
     let pki = Pki::new();

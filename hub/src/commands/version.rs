@@ -36,6 +36,8 @@ pub struct VersionOptions {
 pub struct VersionView {
     /// This client's version.
     pub client: String,
+    /// The federation protocol revision this build speaks.
+    pub protocol_revision: u32,
     /// The hub's, when one was asked.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub hub: Option<HubVersion>,
@@ -47,6 +49,8 @@ pub struct VersionView {
 pub struct HubVersion {
     /// The hub's software version (empty from a hub older than the field).
     pub version: String,
+    /// The protocol revision it speaks (1 from a hub older than the field).
+    pub protocol_revision: u32,
     /// Every spoke the hub knows, by name.
     pub spokes: Vec<SpokeVersion>,
 }
@@ -59,6 +63,9 @@ pub struct SpokeVersion {
     pub name: String,
     /// Its software version (empty when it never connected since the hub started).
     pub version: String,
+    /// The protocol revision it declared; `null` when it has not connected since the hub
+    /// started.
+    pub protocol_revision: Option<u32>,
     /// Whether it is connected now.
     pub connected: bool,
 }
@@ -67,12 +74,16 @@ pub struct SpokeVersion {
 pub fn hub_version(answer: &ListSpokesResponse) -> HubVersion {
     HubVersion {
         version: answer.hub_version.clone(),
+        protocol_revision: answer
+            .hub_protocol_revision
+            .max(flux_shared::federation::protocol::UNDECLARED),
         spokes: answer
             .spokes
             .iter()
             .map(|s| SpokeVersion {
                 name: s.name.clone(),
                 version: s.spoke_version.clone(),
+                protocol_revision: (s.protocol_revision > 0).then_some(s.protocol_revision),
                 connected: s.connected,
             })
             .collect(),
@@ -82,12 +93,23 @@ pub fn hub_version(answer: &ListSpokesResponse) -> HubVersion {
 /// The lines `-o table` prints.
 pub fn text(v: &VersionView) -> String {
     let unknown = |s: &str| if s.is_empty() { "unknown" } else { s }.to_string();
-    let mut out = format!("client: flux-hub {}\n", v.client);
+    let mut out = format!(
+        "client: flux-hub {}, protocol {}\n",
+        v.client, v.protocol_revision
+    );
     if let Some(hub) = &v.hub {
-        out.push_str(&format!("hub:    flux-hub {}\n", unknown(&hub.version)));
+        out.push_str(&format!(
+            "hub:    flux-hub {}, protocol {}\n",
+            unknown(&hub.version),
+            hub.protocol_revision
+        ));
         for s in &hub.spokes {
+            let protocol = s
+                .protocol_revision
+                .map(|r| format!(", protocol {r}"))
+                .unwrap_or_default();
             out.push_str(&format!(
-                "spoke {}: flux-spoke {}{}\n",
+                "spoke {}: flux-spoke {}{protocol}{}\n",
                 s.name,
                 unknown(&s.version),
                 if s.connected { "" } else { " (not connected)" }
@@ -112,6 +134,7 @@ pub async fn run(opts: &VersionOptions, out: &mut dyn Write) -> Result<(), Admin
     let ask_hub = !opts.client && hub_configured(&opts.connection);
     let mut view = VersionView {
         client: CLIENT_VERSION.to_string(),
+        protocol_revision: flux_shared::federation::protocol::REVISION,
         hub: None,
     };
     if ask_hub {
@@ -159,11 +182,13 @@ mod tests {
         let answer = ListSpokesResponse {
             hub_epoch: "e".into(),
             hub_version: "0.2.0".into(),
+            hub_protocol_revision: 2,
             spokes: vec![
                 SpokeInfo {
                     name: "burst".into(),
                     connected: true,
                     spoke_version: "0.1.0".into(),
+                    protocol_revision: 1,
                     ..Default::default()
                 },
                 SpokeInfo {
@@ -174,25 +199,33 @@ mod tests {
         };
         let view = VersionView {
             client: "0.1.0".into(),
+            protocol_revision: 1,
             hub: Some(hub_version(&answer)),
         };
         assert_eq!(
             text(&view),
-            "client: flux-hub 0.1.0\nhub:    flux-hub 0.2.0\nspoke burst: flux-spoke 0.1.0\nspoke gke: flux-spoke unknown (not connected)\n"
+            "client: flux-hub 0.1.0, protocol 1\nhub:    flux-hub 0.2.0, protocol 2\nspoke burst: flux-spoke 0.1.0, protocol 1\nspoke gke: flux-spoke unknown (not connected)\n"
         );
+        // A hub older than the field speaks revision 1.
+        let old = ListSpokesResponse {
+            hub_protocol_revision: 0,
+            ..answer.clone()
+        };
+        assert_eq!(hub_version(&old).protocol_revision, 1);
         let json = serde_json::to_value(&view).expect("json");
         assert_eq!(json["hub"]["version"], "0.2.0");
         assert_eq!(json["hub"]["spokes"][1]["connected"], false);
         let client_only = VersionView {
             client: "0.1.0".into(),
+            protocol_revision: 2,
             hub: None,
         };
-        assert_eq!(text(&client_only), "client: flux-hub 0.1.0\n");
+        assert_eq!(text(&client_only), "client: flux-hub 0.1.0, protocol 2\n");
         assert_eq!(
             crate::commands::document(Format::Yaml, &client_only)
                 .expect("yaml")
                 .as_deref(),
-            Some("client: 0.1.0\n")
+            Some("client: 0.1.0\nprotocolRevision: 2\n")
         );
     }
 }

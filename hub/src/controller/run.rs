@@ -102,7 +102,7 @@ pub async fn run(opts: RunOptions) -> anyhow::Result<()> {
         .with_lost_cluster_grace(Duration::from_secs(opts.lost_cluster_grace_seconds))
         .with_image_volumes(flux_shared::ops::ImageVolumeWatch::start(&client)),
     );
-    let grpc = serve_federation(&opts, grpc_security, &client, &registry, &ops).await?;
+    let grpc = serve_federation(&opts, grpc_security, &client, &registry, &ops, &identity).await?;
     let miniclusters: Api<Partial<MiniCluster>> = match ns {
         Some(ns) => Api::namespaced(client.clone(), ns),
         None => Api::all(client.clone()),
@@ -341,21 +341,28 @@ async fn serve_federation(
     client: &Client,
     registry: &Arc<Registry>,
     ops: &OpsServer,
+    identity: &str,
 ) -> anyhow::Result<Option<GrpcTask>> {
     let (Some(addr), Some(setup)) = (opts.grpc_addr, setup) else {
         return Ok(None);
     };
-    let (pins, revocations, grants) = if opts.insecure {
+    let (pins, revocations, grants, spoke_events) = if opts.insecure {
         (
             crate::server::pin_store::PinStore::off(),
             crate::server::revocations::Revocations::off(),
             crate::server::label_grants::GrantStore::off(),
+            None,
         )
     } else {
         let (namespace, name) = opts.spoke_pins()?;
         info!(pins = %format!("{namespace}/{name}"), "spoke certificates are checked against their pins");
         let pins = crate::server::pin_store::PinStore::watch(client.clone(), &namespace, &name)
             .requiring(!opts.allow_unpinned_spokes);
+        let spoke_events = crate::server::spoke_events::SpokeEvents::on_config_map(
+            recorder(client, identity),
+            &namespace,
+            &name,
+        );
         let (namespace, name) = opts.revoked_admins()?;
         info!(revoked = %format!("{namespace}/{name}"), "admin certificates are checked against their revocations");
         let revoked =
@@ -364,7 +371,7 @@ async fn serve_federation(
         info!(grants = %format!("{namespace}/{name}"), "spokes are selected by the labels granted them there");
         let grants =
             crate::server::label_grants::GrantStore::watch(client.clone(), &namespace, &name);
-        (pins, revoked, grants)
+        (pins, revoked, grants, Some(spoke_events))
     };
     // No spoke is let in before the registry knows whose word its labels are.
     registry.set_label_grants(grants.current());
@@ -390,21 +397,25 @@ async fn serve_federation(
                     );
                 }
             }
-            let services = crate::server::service::Services::new(
+            let mut services = crate::server::service::Services::new(
                 registry,
                 security.authenticator(),
                 metrics,
                 client,
-            )
-            .in_namespace(namespace)
-            .with_stop(stop)
-            .with_pins(pins)
-            .with_label_grants(grants)
-            .with_revocations(revocations)
-            .with_relay_timeouts(crate::server::relay::Timeouts {
-                rates: crate::server::relay::Rates::default().with_mib_per_second(relay_mib),
-                ..Default::default()
-            });
+            );
+            if let Some(events) = spoke_events.clone() {
+                services = services.with_spoke_events(events);
+            }
+            let services = services
+                .in_namespace(namespace)
+                .with_stop(stop)
+                .with_pins(pins)
+                .with_label_grants(grants)
+                .with_revocations(revocations)
+                .with_relay_timeouts(crate::server::relay::Timeouts {
+                    rates: crate::server::relay::Rates::default().with_mib_per_second(relay_mib),
+                    ..Default::default()
+                });
             crate::server::service::serve(
                 listener,
                 security,

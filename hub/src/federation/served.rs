@@ -32,6 +32,14 @@ pub trait Served: Send + Sync + 'static {
     /// The spoke's current snapshot: every assignment (ordered by key) and retained key.
     fn snapshot(&self, spoke: &str) -> Snapshot;
 
+    /// The protocol revision `spoke` declared on the Watch it holds.
+    fn set_protocol_revision(&self, spoke: &str, revision: u32);
+
+    /// The hub refused `spoke`'s call for what it speaks (`reason`, shown to admins until it
+    /// connects); `true` when the reason is new (not the one last recorded), so that an
+    /// Event is published once, not on every retry.
+    fn refuse(&self, spoke: &str, reason: &str) -> bool;
+
     /// A spoke's report on its bursts and its cluster.
     fn report(&self, spoke: &str, report: ReportRequest);
 

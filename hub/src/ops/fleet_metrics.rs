@@ -6,9 +6,11 @@
 //! | `flux_hub_spoke_last_report_timestamp_seconds` | gauge (Unix seconds) | `spoke` |
 //! | `flux_hub_bursts` | gauge | `phase` (`status.bursts[].phase`) |
 //! | `flux_hub_bursts_unplaced` | gauge | |
+//! | `flux_hub_spoke_refusals_total` | counter | `spoke`, `reason` |
 //!
-//! Label values are bounded: spokes are those that connected to this process (each holds
-//! a pinned certificate), phases are the status's few words. No MiniCluster name is a
+//! Label values are bounded: spokes are those that called this process with a pinned
+//! certificate, phases are the status's few words, reasons the few of
+//! [`FleetMetrics::spoke_refused`]. No MiniCluster name is a
 //! label: the burst counts are totals, kept per MiniCluster only to subtract what a
 //! MiniCluster counted before (one small map each, dropped with it).
 
@@ -16,6 +18,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Mutex, PoisonError};
 
 use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
@@ -23,6 +26,12 @@ use prometheus_client::registry::Registry;
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct SpokeLabels {
     spoke: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RefusalLabels {
+    spoke: String,
+    reason: &'static str,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -42,6 +51,7 @@ struct Counted {
 pub struct FleetMetrics {
     spoke_connected: Family<SpokeLabels, Gauge>,
     spoke_last_report: Family<SpokeLabels, Gauge>,
+    spoke_refusals: Family<RefusalLabels, Counter>,
     bursts: Family<PhaseLabels, Gauge>,
     bursts_unplaced: Gauge,
     by_minicluster: Mutex<HashMap<String, Counted>>,
@@ -53,6 +63,7 @@ impl FleetMetrics {
         let fleet = FleetMetrics {
             spoke_connected: Family::default(),
             spoke_last_report: Family::default(),
+            spoke_refusals: Family::default(),
             bursts: Family::default(),
             bursts_unplaced: Gauge::default(),
             by_minicluster: Mutex::new(HashMap::new()),
@@ -66,6 +77,11 @@ impl FleetMetrics {
             "flux_hub_spoke_last_report_timestamp_seconds",
             "When the spoke's last status report reached this hub (Unix seconds)",
             fleet.spoke_last_report.clone(),
+        );
+        registry.register(
+            "flux_hub_spoke_refusals",
+            "Calls of a pinned spoke this hub refused, by reason: protocol-too-old, protocol-too-new, protocol-unreadable (its protocol revision), second-stream (it held a Watch already), report-rate (it reported too often)",
+            fleet.spoke_refusals.clone(),
         );
         registry.register(
             "flux_hub_bursts",
@@ -87,6 +103,17 @@ impl FleetMetrics {
                 spoke: spoke.to_string(),
             })
             .set(i64::from(connected));
+    }
+
+    /// The hub refused a call of `spoke` for `reason` (one of the fixed words the metric's
+    /// help lists).
+    pub fn spoke_refused(&self, spoke: &str, reason: &'static str) {
+        self.spoke_refusals
+            .get_or_create(&RefusalLabels {
+                spoke: spoke.to_string(),
+                reason,
+            })
+            .inc();
     }
 
     /// `spoke`'s report reached the hub at `unix_seconds`.

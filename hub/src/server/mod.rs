@@ -12,5 +12,6 @@ pub mod relay;
 pub mod report_limits;
 pub mod revocations;
 pub mod service;
+pub mod spoke_events;
 pub mod tls_accept;
 pub mod watched_data;

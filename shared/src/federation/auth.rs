@@ -159,8 +159,9 @@ fn header_identity(metadata: &MetadataMap) -> Result<Identity, Status> {
     }
 }
 
-/// Client-side interceptor that attaches the insecure-development identity header (or does
-/// nothing, for mTLS clients). Use with the generated `XxxClient::with_interceptor`; build
+/// Client-side interceptor that attaches this build's protocol revision
+/// ([`super::protocol::REVISION_HEADER`]) and, in insecure development, the identity header
+/// (mTLS clients are named by their certificate). Use with the generated `XxxClient::with_interceptor`; build
 /// it with [`super::tls::ClientSecurity::interceptor`].
 #[derive(Clone, Debug, Default)]
 pub struct IdentityInterceptor {
@@ -189,6 +190,11 @@ impl IdentityInterceptor {
 
 impl tonic::service::Interceptor for IdentityInterceptor {
     fn call(&mut self, mut request: Request<()>) -> Result<Request<()>, Status> {
+        // Every call says which protocol revision it speaks (super::protocol).
+        request.metadata_mut().insert(
+            super::protocol::REVISION_HEADER,
+            super::protocol::revision_value(),
+        );
         if let Some((name, value)) = &self.header {
             request.metadata_mut().insert(*name, value.clone());
         }
@@ -287,7 +293,13 @@ mod tests {
     fn client_interceptor_sets_the_header_only_in_insecure_mode() {
         use tonic::service::Interceptor;
         let mut none = IdentityInterceptor::none();
-        assert!(none.call(Request::new(())).unwrap().metadata().is_empty());
+        let request = none.call(Request::new(())).unwrap();
+        assert!(request.metadata().get(SPOKE_HEADER).is_none());
+        assert!(request.metadata().get(ADMIN_HEADER).is_none());
+        assert_eq!(
+            super::super::protocol::peer_revision(request.metadata()),
+            Ok(super::super::protocol::REVISION)
+        );
         let mut dev = IdentityInterceptor::insecure_development(&Identity::Admin("ops".into()));
         let request = dev.call(Request::new(())).unwrap();
         assert_eq!(request.metadata().get(ADMIN_HEADER).unwrap(), "ops");

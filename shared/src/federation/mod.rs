@@ -17,6 +17,8 @@
 //! * [`root_reach`]: how a spoke's brokers reach the root's nodes, as its owner declares it
 //!   (the hub chooses each burst's path from it and from what the spoke measures).
 //! * [`McKey`] and [`BurstKey`]: what a MiniCluster and a burst are named by.
+//! * [`protocol`]: which protocol revision each side speaks, declared on every call, and
+//!   which peers it serves (one revision either way).
 //! * [`auth`]: who is calling — the verified client certificate mapped to an
 //!   [`Identity`] — and the per-call checks `require_spoke` / `require_admin`.
 //!
@@ -36,6 +38,7 @@ pub mod parts;
 pub mod pins;
 pub mod pki;
 pub mod policy;
+pub mod protocol;
 pub mod room;
 pub mod root_reach;
 pub mod scope;

@@ -103,6 +103,10 @@ pub struct HubState {
     pub relays: Arc<Mutex<Vec<(String, String)>>>,
     /// While true, a Watch stream opens but sends no snapshot before it is false again.
     pub held: Arc<watch::Sender<bool>>,
+    /// The protocol revision each Watch declared (`None`: no header).
+    pub watch_revisions: Arc<Mutex<Vec<Option<String>>>>,
+    /// The revision this hub answers with (`None`: no header, as release 0.1.0).
+    pub revision: Arc<Mutex<Option<String>>>,
 }
 
 impl HubState {
@@ -115,7 +119,16 @@ impl HubState {
             reports: Arc::default(),
             relays: Arc::default(),
             held: Arc::new(watch::channel(false).0),
+            watch_revisions: Arc::default(),
+            revision: Arc::new(Mutex::new(Some(
+                flux_shared::federation::protocol::REVISION.to_string(),
+            ))),
         }
+    }
+
+    /// The revision the hub answers Watch with from now on (`None`: no header).
+    pub fn answer_revision(&self, revision: Option<&str>) {
+        *self.revision.lock().unwrap() = revision.map(str::to_string);
     }
 
     /// Whether Watch streams opened from now on wait before their first snapshot.
@@ -215,6 +228,13 @@ impl Spoke for HubService {
         request: Request<WatchRequest>,
     ) -> Result<Response<Self::WatchStream>, Status> {
         let spoke = self.auth.require_spoke(&request)?;
+        self.state.watch_revisions.lock().unwrap().push(
+            request
+                .metadata()
+                .get(flux_shared::federation::protocol::REVISION_HEADER)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_string),
+        );
         if let Some(leaf) = request.peer_certs().and_then(|c| c.first().cloned()) {
             self.state
                 .watch_certs
@@ -240,9 +260,16 @@ impl Spoke for HubService {
         let stopped = async move {
             let _ = stop.wait_for(|s| *s).await;
         };
-        Ok(Response::new(Box::pin(
+        let mut response = Response::new(Box::pin(
             futures::stream::select(snapshots, breaks).take_until(stopped),
-        )))
+        ) as Self::WatchStream);
+        if let Some(r) = self.state.revision.lock().unwrap().as_deref() {
+            response.metadata_mut().insert(
+                flux_shared::federation::protocol::REVISION_HEADER,
+                r.parse().unwrap(),
+            );
+        }
+        Ok(response)
     }
 
     async fn report(

@@ -58,6 +58,39 @@ pub fn expires(not_after_millis: i64, now_millis: i64) -> String {
     format!("in {}", age(2 * now_millis - not_after_millis, now_millis))
 }
 
+/// How soon before its certificate expires a spoke's health says so (the hub and the
+/// spoke warn in their logs from then on too).
+pub const CERTIFICATE_WARNING_MILLIS: i64 = 30 * 86_400_000;
+
+/// A spoke's health at a glance: the first of what is wrong, most serious first, or `ok`
+/// (`-` for a spoke never heard from).
+pub fn health(s: &proto::SpokeInfo, now_millis: i64) -> String {
+    let cert = s.certificate_not_after_unix_millis;
+    if !s.connected && !s.refusal.is_empty() {
+        format!("refused: {}", s.refusal)
+    } else if s.cluster_unreachable_since_unix_millis > 0 {
+        format!(
+            "cluster unreachable for {}: {}",
+            age(s.cluster_unreachable_since_unix_millis, now_millis),
+            s.cluster_error
+        )
+    } else if !s.connected {
+        if s.last_seen_unix_millis > 0 {
+            "disconnected".into()
+        } else {
+            "-".into()
+        }
+    } else if cert > 0 && cert <= now_millis {
+        format!("certificate {}", expires(cert, now_millis))
+    } else if cert > 0 && cert - now_millis < CERTIFICATE_WARNING_MILLIS {
+        format!("certificate expires {}", expires(cert, now_millis))
+    } else if !s.room_error.is_empty() {
+        format!("room not measured: {}", s.room_error)
+    } else {
+        "ok".into()
+    }
+}
+
 /// `address:port`, with brackets around an IPv6 address.
 fn endpoint(e: &proto::Endpoint) -> String {
     if e.address.contains(':') {
@@ -226,24 +259,14 @@ pub fn table(
                 "VERSION",
                 "ASSIGNMENTS",
                 "SPOKE VERSION",
+                "PROTOCOL",
                 "CERT EXPIRES",
-                "CLUSTER",
+                "HEALTH",
             ]
             .map(String::from)
             .to_vec(),
         ];
         for s in &spokes.spokes {
-            let cluster = if s.cluster_unreachable_since_unix_millis > 0 {
-                format!(
-                    "unreachable for {}: {}",
-                    age(s.cluster_unreachable_since_unix_millis, now_millis),
-                    s.cluster_error
-                )
-            } else if s.connected {
-                "ok".to_string()
-            } else {
-                "-".to_string()
-            };
             rows.push(vec![
                 cell(&s.name),
                 yes_no(s.connected),
@@ -251,8 +274,12 @@ pub fn table(
                 format!("{}/{}", s.acknowledged_version, s.current_version),
                 s.assignments.to_string(),
                 cell(&s.spoke_version),
+                match s.protocol_revision {
+                    0 => "-".to_string(),
+                    r => r.to_string(),
+                },
                 expires(s.certificate_not_after_unix_millis, now_millis),
-                cluster,
+                cell(&health(s, now_millis)),
             ]);
         }
         out.push_str(&align(&rows));
@@ -354,12 +381,64 @@ hpc        bursty       burst-gke   gke         yes        Running     4      4 
 hpc        bursty       burst-kind  kind-spoke  no         Unreported  0      -       2     2    -       192.0.2.1:30093  0/1      never      3h   spoke never connected
 default    hello-world  -           -           -          Pending     1      -       4     -    -       -                -        -          -
 
-NAME        CONNECTED  LAST SEEN  VERSION  ASSIGNMENTS  SPOKE VERSION  CERT EXPIRES    CLUSTER
-gke         yes        3s         3/3      1            0.1.0          in 364d         ok
-kind-spoke  no         never      0/1      1            -              -               -
-onprem      yes        1s         2/2      0            0.1.0          EXPIRED 1h ago  unreachable for 42s: connection refused
+NAME        CONNECTED  LAST SEEN  VERSION  ASSIGNMENTS  SPOKE VERSION  PROTOCOL  CERT EXPIRES    HEALTH
+gke         yes        3s         3/3      1            0.1.0          2         in 364d         ok
+kind-spoke  no         never      0/1      1            -              -         -               -
+onprem      yes        1s         2/2      0            0.1.0          1         EXPIRED 1h ago  cluster unreachable for 42s: connection refused
+west        no         never      0/0      0            -              -         -               refused: spoke west speaks protocol revision 4; this hub speaks 2 and serves 1 to 3: upgrade this hub
 ";
         assert_eq!(table(&snapshot, &spokes, NOW), expected);
+    }
+
+    #[test]
+    fn health_names_the_most_serious_first() {
+        use flux_shared::federation::proto::SpokeInfo;
+        let ok = SpokeInfo {
+            connected: true,
+            last_seen_unix_millis: NOW,
+            certificate_not_after_unix_millis: NOW + 90 * 86_400_000,
+            ..Default::default()
+        };
+        assert_eq!(health(&ok, NOW), "ok");
+        let soon = SpokeInfo {
+            certificate_not_after_unix_millis: NOW + 12 * 86_400_000,
+            ..ok.clone()
+        };
+        assert_eq!(health(&soon, NOW), "certificate expires in 12d");
+        let expired = SpokeInfo {
+            certificate_not_after_unix_millis: NOW - 3_600_000,
+            ..ok.clone()
+        };
+        assert_eq!(health(&expired, NOW), "certificate EXPIRED 1h ago");
+        let room = SpokeInfo {
+            room_error: "nodes: forbidden".into(),
+            ..ok.clone()
+        };
+        assert_eq!(health(&room, NOW), "room not measured: nodes: forbidden");
+        let gone = SpokeInfo {
+            connected: false,
+            ..ok.clone()
+        };
+        assert_eq!(health(&gone, NOW), "disconnected");
+        // A refusal shows only while it keeps the spoke out.
+        let refused = SpokeInfo {
+            refusal: "spoke a speaks protocol revision 9".into(),
+            ..gone.clone()
+        };
+        assert_eq!(
+            health(&refused, NOW),
+            "refused: spoke a speaks protocol revision 9"
+        );
+        assert_eq!(
+            health(
+                &SpokeInfo {
+                    connected: true,
+                    ..refused
+                },
+                NOW
+            ),
+            "ok"
+        );
     }
 
     #[test]
@@ -513,7 +592,10 @@ onprem      yes        1s         2/2      0            0.1.0          EXPIRED 1
                     "roomObservedUnixMillis": null,
                     "roomError": "",
                     "labels": {},
-                    "ignoredLabels": {}
+                    "ignoredLabels": {},
+                    "protocolRevision": 2,
+                    "refusal": "",
+                    "refusedUnixMillis": null
                 },
                 {
                     "name": "kind-spoke",
@@ -530,7 +612,10 @@ onprem      yes        1s         2/2      0            0.1.0          EXPIRED 1
                     "roomObservedUnixMillis": null,
                     "roomError": "",
                     "labels": {},
-                    "ignoredLabels": {}
+                    "ignoredLabels": {},
+                    "protocolRevision": null,
+                    "refusal": "",
+                    "refusedUnixMillis": null
                 },
                 {
                     "name": "onprem",
@@ -547,7 +632,30 @@ onprem      yes        1s         2/2      0            0.1.0          EXPIRED 1
                     "roomObservedUnixMillis": null,
                     "roomError": "",
                     "labels": {},
-                    "ignoredLabels": {}
+                    "ignoredLabels": {},
+                    "protocolRevision": 1,
+                    "refusal": "",
+                    "refusedUnixMillis": null
+                },
+                {
+                    "name": "west",
+                    "connected": false,
+                    "lastSeenUnixMillis": null,
+                    "currentVersion": 0,
+                    "acknowledgedVersion": 0,
+                    "assignments": 0,
+                    "spokeVersion": "",
+                    "refusedStreams": 0,
+                    "certificateNotAfterUnixMillis": null,
+                    "clusterUnreachableSinceUnixMillis": null,
+                    "clusterError": "",
+                    "roomObservedUnixMillis": null,
+                    "roomError": "",
+                    "labels": {},
+                    "ignoredLabels": {},
+                    "protocolRevision": null,
+                    "refusal": "spoke west speaks protocol revision 4; this hub speaks 2 and serves 1 to 3: upgrade this hub",
+                    "refusedUnixMillis": NOW - 5_000
                 }
             ]
         });

@@ -100,6 +100,7 @@ pub(super) fn sample() -> (MiniClusterSnapshot, ListSpokesResponse) {
     let spokes = ListSpokesResponse {
         hub_epoch: "e1".into(),
         hub_version: "0.1.0".into(),
+        hub_protocol_revision: 2,
         spokes: vec![
             SpokeInfo {
                 name: "gke".into(),
@@ -109,6 +110,7 @@ pub(super) fn sample() -> (MiniClusterSnapshot, ListSpokesResponse) {
                 acknowledged_version: 3,
                 assignments: 1,
                 spoke_version: "0.1.0".into(),
+                protocol_revision: 2,
                 certificate_not_after_unix_millis: NOW + 364 * 86_400_000 + 3_600_000,
                 ..Default::default()
             },
@@ -133,7 +135,16 @@ pub(super) fn sample() -> (MiniClusterSnapshot, ListSpokesResponse) {
                 cluster_unreachable_since_unix_millis: NOW - 42_000,
                 cluster_error: "connection refused".into(),
                 refused_streams: 2,
+                protocol_revision: 1,
                 certificate_not_after_unix_millis: NOW - 3_600_000,
+                ..Default::default()
+            },
+            SpokeInfo {
+                name: "west".into(),
+                connected: false,
+                last_seen_unix_millis: 0,
+                refusal: "spoke west speaks protocol revision 4; this hub speaks 2 and serves 1 to 3: upgrade this hub".into(),
+                refused_unix_millis: NOW - 5_000,
                 ..Default::default()
             },
         ],

@@ -184,6 +184,14 @@ pub struct SpokeView {
     pub labels: std::collections::BTreeMap<String, String>,
     /// Labels it announced that the root did not grant it: ignored.
     pub ignored_labels: std::collections::BTreeMap<String, String>,
+    /// The protocol revision it declared when it last connected; `null` if it has not
+    /// connected since the hub started.
+    pub protocol_revision: Option<u32>,
+    /// Why the hub refused it for what it speaks (empty if it did not, or it connected
+    /// since).
+    pub refusal: String,
+    /// When that refusal was last made, Unix milliseconds; `null` without one.
+    pub refused_unix_millis: Option<i64>,
 }
 
 fn millis(value: i64) -> Option<i64> {
@@ -235,6 +243,9 @@ pub fn view(snapshot: &MiniClusterSnapshot, spokes: &ListSpokesResponse) -> Stat
                 room_error: s.room_error.clone(),
                 labels: s.labels.clone().into_iter().collect(),
                 ignored_labels: s.ignored_labels.clone().into_iter().collect(),
+                protocol_revision: (s.protocol_revision > 0).then_some(s.protocol_revision),
+                refusal: s.refusal.clone(),
+                refused_unix_millis: millis(s.refused_unix_millis),
             })
             .collect(),
     }

@@ -217,6 +217,11 @@ struct SpokeState {
     connected_at: Option<SystemTime>,
     acknowledged: u64,
     spoke_version: String,
+    /// The protocol revision it declared when it last connected (0: not since the start).
+    protocol_revision: u32,
+    /// Why its calls were last refused for what it speaks, and when; cleared when it
+    /// connects.
+    refusal: Option<(SystemTime, String)>,
     reports: HashMap<BurstKey, (AssignmentStatus, SystemTime)>,
     /// Its last report's `cluster_access`, while it says it cannot reach its cluster.
     cluster_unreachable: Option<(SystemTime, String)>,
@@ -253,6 +258,8 @@ impl SpokeState {
             connected_at: None,
             acknowledged: 0,
             spoke_version: String::new(),
+            protocol_revision: 0,
+            refusal: None,
             reports: HashMap::new(),
             cluster_unreachable: None,
             exceptions: None,

@@ -49,6 +49,7 @@ impl Served for Registry {
         state.last_seen = Some(SystemTime::now());
         state.connected_at = state.last_seen;
         state.spoke_version = spoke_version.to_string();
+        state.refusal = None;
         state.exceptions = Some(exceptions);
         state.labels = labels;
         let versions = state.tx.subscribe();
@@ -119,6 +120,32 @@ impl Served for Registry {
             state.certificate_not_after = Some(not_after);
             self.bump_admin(&mut inner);
         }
+    }
+
+    fn set_protocol_revision(&self, spoke: &str, revision: u32) {
+        let mut inner = self.lock();
+        if let Some(state) = inner.spokes.get_mut(spoke)
+            && state.protocol_revision != revision
+        {
+            state.protocol_revision = revision;
+            self.bump_admin(&mut inner);
+        }
+    }
+
+    fn refuse(&self, spoke: &str, reason: &str) -> bool {
+        let mut inner = self.lock();
+        // Only pinned spokes get here (their certificate is checked first), so the
+        // entries a refusal makes are bounded by the pins, as a Watch's are.
+        let state = inner
+            .spokes
+            .entry(spoke.to_string())
+            .or_insert_with(|| SpokeState::new(&self.epoch));
+        let new = state.refusal.as_ref().is_none_or(|(_, r)| r != reason);
+        state.refusal = Some((SystemTime::now(), reason.to_string()));
+        if new {
+            self.bump_admin(&mut inner);
+        }
+        new
     }
 
     fn report(&self, spoke: &str, request: proto::ReportRequest) {
@@ -303,6 +330,7 @@ impl Served for Registry {
         proto::ListSpokesResponse {
             hub_epoch: self.epoch.clone(),
             hub_version: env!("CARGO_PKG_VERSION").to_string(),
+            hub_protocol_revision: flux_shared::federation::protocol::REVISION,
             spokes: inner
                 .spokes
                 .iter()
@@ -348,6 +376,13 @@ impl Served for Registry {
                         .into_iter()
                         .collect(),
                     ignored_labels: inner.ignored_labels(name, s).into_iter().collect(),
+                    protocol_revision: s.protocol_revision,
+                    refusal: s
+                        .refusal
+                        .as_ref()
+                        .map(|(_, r)| r.clone())
+                        .unwrap_or_default(),
+                    refused_unix_millis: unix_millis(s.refusal.as_ref().map(|(at, _)| *at)),
                 })
                 .collect(),
         }

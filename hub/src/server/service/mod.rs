@@ -62,6 +62,8 @@ pub struct Services {
     relays: Arc<super::relay::OpenRelays>,
     /// How long relayed connections last idle, and while their burst leaves.
     relay_timeouts: super::relay::Timeouts,
+    /// Where Events about refused spokes go (none in insecure development).
+    spoke_events: Option<super::spoke_events::SpokeEvents>,
 }
 
 /// The most `WatchMiniClusters` streams one admin identity may hold open at once.
@@ -90,7 +92,32 @@ impl Services {
             admin_watches: super::connection_limits::Connections::new(ADMIN_WATCHES_PER_IDENTITY),
             relays: Arc::default(),
             relay_timeouts: super::relay::Timeouts::default(),
+            spoke_events: None,
         }
+    }
+
+    /// Publish Events about refused spokes with `events`.
+    pub fn with_spoke_events(mut self, events: super::spoke_events::SpokeEvents) -> Self {
+        self.spoke_events = Some(events);
+        self
+    }
+
+    /// The calling spoke's protocol revision, if this hub serves it (one either way of its
+    /// own). A refusal is counted, shown to admins and, the first time for its reason, put
+    /// in an Event; the spoke is told which side to upgrade.
+    fn spoke_revision<T>(&self, spoke: &str, request: &Request<T>) -> Result<u32, Status> {
+        use flux_shared::federation::protocol;
+        protocol::check_peer(request.metadata()).map_err(|e| {
+            let reason = e.explain(&format!("spoke {spoke}"), "hub");
+            self.metrics.fleet.spoke_refused(spoke, e.reason());
+            if self.registry.refuse(spoke, &reason) {
+                warn!(%spoke, refusal = e.reason(), "{reason}");
+                if let Some(events) = &self.spoke_events {
+                    events.refused(reason.clone());
+                }
+            }
+            Status::failed_precondition(reason)
+        })
     }
 
     /// Relayed connections idle and leaving for these times (tests shorten them).

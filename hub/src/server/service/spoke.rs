@@ -26,6 +26,7 @@ impl Spoke for Services {
         request: Request<Streaming<RelayFrame>>,
     ) -> Result<Response<Self::RelayStream>, Status> {
         let (spoke, leaf) = self.pinned_spoke(&request)?;
+        self.spoke_revision(&spoke, &request)?;
         let key = request
             .metadata()
             .get(flux_shared::federation::RELAY_KEY)
@@ -122,6 +123,7 @@ impl Spoke for Services {
         request: Request<WatchRequest>,
     ) -> Result<Response<Self::WatchStream>, Status> {
         let (spoke, leaf) = self.pinned_spoke(&request)?;
+        let revision = self.spoke_revision(&spoke, &request)?;
         let not_after = leaf
             .as_deref()
             .and_then(flux_shared::federation::pki::not_after_unix);
@@ -129,7 +131,7 @@ impl Spoke for Services {
         let req = request.into_inner();
         super::report_limits::check_spoke_version(&req.spoke_version)
             .map_err(|e| Status::invalid_argument(format!("spoke {spoke}: {e}")))?;
-        let span = info_span!("watch", %spoke, spoke_version = %req.spoke_version);
+        let span = info_span!("watch", %spoke, spoke_version = %req.spoke_version, revision);
         // What crosses the trust line is checked before it is kept.
         let exceptions = flux_shared::federation::policy::Announced::from_proto(&req.exceptions)
             .map_err(|e| {
@@ -148,6 +150,7 @@ impl Spoke for Services {
             Err(SubscribeError::NotReady) => return Err(not_ready()),
             Err(SubscribeError::AlreadyConnected) => {
                 self.metrics.spoke_stream_refused();
+                self.metrics.fleet.spoke_refused(&spoke, "second-stream");
                 span.in_scope(|| {
                     warn!("refusing a second Watch stream under a connected spoke's name")
                 });
@@ -163,6 +166,7 @@ impl Spoke for Services {
                 "spoke connected"
             )
         });
+        self.registry.set_protocol_revision(&spoke, revision);
         if let Some(not_after) = not_after {
             self.registry.set_certificate_expiry(&spoke, not_after);
             self.metrics
@@ -201,7 +205,13 @@ impl Spoke for Services {
             // A certificate unpinned while its stream is open loses the stream; the
             // spoke's next Watch is refused.
             .take_until(revoked);
-        Ok(Response::new(Box::pin(stream)))
+        let mut response = Response::new(Box::pin(stream) as Self::WatchStream);
+        // The spoke checks the hub's revision before it reads a snapshot.
+        response.metadata_mut().insert(
+            flux_shared::federation::protocol::REVISION_HEADER,
+            flux_shared::federation::protocol::revision_value(),
+        );
+        Ok(response)
     }
 
     async fn report(
@@ -209,12 +219,14 @@ impl Spoke for Services {
         request: Request<ReportRequest>,
     ) -> Result<Response<ReportResponse>, Status> {
         let (spoke, _) = self.pinned_spoke(&request)?;
+        self.spoke_revision(&spoke, &request)?;
         let req = request.into_inner();
         let _span = info_span!("report", %spoke, applied_version = req.applied_version).entered();
         if !self.reports.allow(&spoke, std::time::Instant::now()) {
             // Not recorded: the spoke keeps it unsent and reports again later (every
             // report carries its whole state, so none is lost for good).
             warn!("spoke reports too often; report refused");
+            self.metrics.fleet.spoke_refused(&spoke, "report-rate");
             return Err(Status::resource_exhausted(format!(
                 "spoke {spoke} reports more often than {} per second; report again later",
                 report_limits::REPORTS_PER_SECOND
@@ -226,7 +238,12 @@ impl Spoke for Services {
             .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX));
         self.metrics.fleet.spoke_reported(&spoke, now);
         self.registry.report(&spoke, req);
-        Ok(Response::new(ReportResponse {}))
+        let mut response = Response::new(ReportResponse {});
+        response.metadata_mut().insert(
+            flux_shared::federation::protocol::REVISION_HEADER,
+            flux_shared::federation::protocol::revision_value(),
+        );
+        Ok(response)
     }
 }
 
