@@ -14,7 +14,9 @@
 #                       planes with real nodes (scripts/real-node.sh: kubelet, containerd,
 #                       kube-proxy, the images built offline; two in the root) for the
 #                       real-node suites (tests/real_node*.rs), the recovery suite last (its
-#                       benchmark); and always stops what it started.
+#                       benchmark); and always stops what it started. The last release's
+#                       controller image (scripts/released.sh: its commit's binaries) is
+#                       loaded too, for the placement suite's version-skew and upgrade steps.
 #   else                says how to run it on kind and exits 0, having run nothing.
 #
 # Extra arguments go to the test binaries (e.g. a test name filter).
@@ -190,6 +192,9 @@ all_suites=(--test hub --test bursting --test flux --test images --test real_nod
   --test real_node_install --test real_node_bursting --test real_node_placement
   --test real_node_recovery)
 built=$SECONDS
+# The last release's flux-hub and flux-spoke, first (they pass through target/debug), for
+# the version-skew steps of the real-node placement suite.
+released=$("$(dirname "$0")/released.sh")
 cargo test --workspace --no-run "${all_suites[@]}"
 cargo build -q --workspace --bin flux-images --bin flux-hub --bin flux-spoke --test hub
 images=target/images
@@ -198,6 +203,9 @@ for image in pause app view; do
   "$flux_images" "$image" --out "$images" >/dev/null
 done
 "$flux_images" controller --profile debug --tag e2e --out "$images" >/dev/null
+"$flux_images" controller --bin-dir "${CARGO_TARGET_DIR:-target}/released/$released" \
+  --tag "released-$released" --out "$images" >/dev/null
+export FLUX_E2E_RELEASED=$released
 echo "e2e: tests and images built in $((SECONDS - built)) s"
 
 export FLUX_E2E_TESTBED=$testbed
@@ -241,7 +249,7 @@ real_cluster_up() { # NAME OFFSET NODES
   for ((node = 0; node < nodes; node++)); do
     env "${runtime[@]}" "$(dirname "$0")/real-node.sh" up "$name" "$offset" "$node" \
       "$images/pause-testbed.oci.tar" "$images/flux-app-bookworm.oci.tar" "$images/flux-view-bookworm.oci.tar" \
-      "$images/flux-hub-e2e.oci.tar" 9>&-
+      "$images/flux-hub-e2e.oci.tar" "$images/flux-hub-released-$released.oci.tar" 9>&-
   done
 }
 real_clusters_up() {

@@ -11,9 +11,10 @@
 #                                              binaries, laid out as the Dockerfile does)
 #   install.yaml                               `flux-hub install --print` (names the image)
 #   SHA256SUMS
-#   proto/released/VERSION/                    the protocol as released, in the repository
-#                                              (kept once; a later version must stay
-#                                              compatible with it)
+#   proto/released/VERSION/                    the protocol as released and the commit it
+#                                              was released from, in the repository (kept
+#                                              once; a later version must stay compatible
+#                                              with it, and is tested against its binaries)
 #
 # The binaries link the C library dynamically (glibc of the build machine or newer): TLS
 # is rustls, so nothing else. The image is named ghcr.io/flux-framework/flux-hub:VERSION
@@ -81,5 +82,7 @@ if [ -f "$released" ]; then
 else
   mkdir -p "$(dirname "$released")"
   cp proto/flux/federation/v1/federation.proto "$released"
-  echo "release: kept the protocol as $released (commit it)"
+  # The commit released: scripts/released.sh builds its binaries for the version-skew tests.
+  git rev-parse HEAD >"proto/released/$version/commit"
+  echo "release: kept the protocol as $released, and its commit (commit both)"
 fi

@@ -19,6 +19,20 @@
 //!    MiniCluster whose pods meet it (non-root brokers) bursts there, and a job runs on
 //!    both of its brokers.
 //!
+//! The second spoke runs the last release's controller image (`FLUX_E2E_RELEASED`,
+//! `scripts/released.sh`) until step 7, so every burst above is placed by today's hub on
+//! a spoke one protocol revision older. Then, with nothing deleted in between (version
+//! skew both ways, and upgrades that lose nothing):
+//! 7. the second spoke upgraded (`flux-hub join` again with today's image);
+//! 8. the hub replaced by the last release's (`flux-hub init` again with its image): today's
+//!    spokes with a hub one revision older, which places a new MiniCluster with a direct
+//!    and a relayed burst on the second;
+//! 9. the hub upgraded again (`flux-hub init` with today's image: both replicas replaced).
+//!
+//! After each of 7 to 9 every Job in the three clusters keeps its uid, no burst moves, the
+//! hub's view of each spoke names the revision it speaks, and jobs run across the
+//! clusters; the time until a relayed broker is up again is printed.
+//!
 //! `KUBECONFIG` is the root cluster, `SPOKE_KUBECONFIG` and `SPOKE2_KUBECONFIG` the burst
 //! clusters (`scripts/e2e.sh` starts them with real nodes and the images loaded). A binary
 //! of its own, after the other real-node ones: `flux-hub init` installs a hub that watches
@@ -202,6 +216,10 @@ async fn a_burst_goes_to_the_candidate_with_room_and_stays_where_it_runs() {
         std::fs::create_dir_all(&dir)?;
         let config = dir.join("flux-hub-config.yaml");
         let image = format!("{}:e2e", images::CONTROLLER_IMAGE);
+        let released = std::env::var("FLUX_E2E_RELEASED").context(
+            "FLUX_E2E_RELEASED: the last release's version, whose controller image (tag released-VERSION) scripts/e2e.sh builds and loads",
+        )?;
+        let released_image = format!("{}:released-{released}", images::CONTROLLER_IMAGE);
         let root_kubeconfig = std::env::var("KUBECONFIG").context("KUBECONFIG")?;
 
         // Slots: 4 on each root node, none in the first burst cluster, 2 in the second.
@@ -234,9 +252,13 @@ async fn a_burst_goes_to_the_candidate_with_room_and_stays_where_it_runs() {
             )
         };
         std::fs::write(&policy, policy_text(8))?;
-        for (name, cluster, site) in [("burst", &first, "site=first"), ("burst2", &second, "site=second")] {
+        // The second spoke of the last release: one protocol revision older than the hub.
+        for (name, cluster, site, image) in [
+            ("burst", &first, "site=first", &image),
+            ("burst2", &second, "site=second", &released_image),
+        ] {
             flux_hub(&hub, &config, &[
-                "join", name, "--kubeconfig", path_str(&cluster.kubeconfig)?, "--image", &image,
+                "join", name, "--kubeconfig", path_str(&cluster.kubeconfig)?, "--image", image,
                 "--policy", path_str(&policy)?, "--label", "tier=spot", "--label", site, "--force",
                 "--timeout-seconds", "180",
             ])
@@ -245,6 +267,8 @@ async fn a_burst_goes_to_the_candidate_with_room_and_stays_where_it_runs() {
         let joined = now_millis();
         room_known(env, &hub, &config, "burst", joined).await?;
         room_known(env, &hub, &config, "burst2", joined).await?;
+        let revision = flux_shared::federation::protocol::REVISION;
+        speaks(env, &hub, &config, &[("burst", json!(revision)), ("burst2", json!(1))]).await?;
         let candidates = json!([{"cluster": "burst"}, {"matchLabels": {"tier": "spot"}}]);
 
         // 1. No slot in the first: the burst runs in the second, and a job runs on it.
@@ -397,10 +421,208 @@ async fn a_burst_goes_to_the_candidate_with_room_and_stays_where_it_runs() {
         ensure!(users == [Some(1000)], "one non-root burst pod: {users:?}");
         eprintln!("{}: a burst of non-root brokers ran in a namespace that enforces restricted", env.ns);
 
-        for client in [&env.client, &first.client, &second.client] {
+        let clusters = [&env.client, &first.client, &second.client];
+        let upgrade = Upgrade { env, hub: &hub, config: &config, clusters };
+        // 7. The second spoke upgraded to today's.
+        let before = upgrade.jobs().await?;
+        flux_hub(&hub, &config, &[
+            "join", "burst2", "--kubeconfig", path_str(&second.kubeconfig)?, "--image", &image,
+            "--policy", path_str(&policy)?, "--label", "tier=spot", "--label", "site=second", "--force",
+            "--timeout-seconds", "180",
+        ])
+        .await?;
+        speaks(env, &hub, &config, &[("burst", json!(revision)), ("burst2", json!(revision))]).await?;
+        upgrade.nothing_lost("the second spoke upgraded", &before, &["spill", "strict"]).await?;
+
+        // 8. The hub of the last release: today's spokes one revision newer than it. It
+        // places a new MiniCluster with a relayed and a direct burst on the second.
+        advertise(env, &env.client, 8).await?;
+        let before = upgrade.jobs().await?;
+        flux_hub(&hub, &config, &[
+            "init", "--kubeconfig", &root_kubeconfig, "--certs", path_str(&certs)?,
+            "--hub-ip", &root_ip, "--image", &released_image, "--timeout-seconds", "180",
+        ])
+        .await?;
+        // A hub of the last release does not show revisions.
+        speaks(env, &hub, &config, &[("burst", Value::Null), ("burst2", Value::Null)]).await?;
+        upgrade.nothing_lost("the hub replaced by the last release's", &before, &["spill", "strict"]).await?;
+        let mut skewed = minicluster("skewed", json!([{"matchLabels": {"site": "second"}}]));
+        // The second's namespace enforces `restricted` since step 6.
+        support::restricted(&mut skewed);
+        skewed["spec"]["flux"]["bursting"]["clusters"]
+            .as_array_mut()
+            .context("bursts")?
+            .push(json!({"name": "skewed-d", "size": 1, "cluster": "burst2"}));
+        env.apply_minicluster(&skewed).await?;
+        let (cluster, _) = placed(env, "skewed").await?;
+        ensure!(cluster == "burst2", "placed by the older hub on the newer spoke: {cluster}");
+        job_on(env, "skewed", &["skewed-0", "skewed-b-0", "skewed-d-0"]).await?;
+        eprintln!("{}: a hub of release {released} placed a relayed and a direct burst on today's spoke", env.ns);
+
+        // 9. The hub upgraded to today's again: both replicas replaced.
+        let before = upgrade.jobs().await?;
+        flux_hub(&hub, &config, &[
+            "init", "--kubeconfig", &root_kubeconfig, "--certs", path_str(&certs)?,
+            "--hub-ip", &root_ip, "--image", &image, "--timeout-seconds", "180",
+        ])
+        .await?;
+        speaks(env, &hub, &config, &[("burst", json!(revision)), ("burst2", json!(revision))]).await?;
+        upgrade.nothing_lost("the hub upgraded", &before, &["spill", "strict"]).await?;
+        job_on(env, "skewed", &["skewed-0", "skewed-b-0", "skewed-d-0"]).await?;
+
+        for client in clusters {
             advertise(env, client, 0).await?;
         }
         Ok(())
     })
     .await;
+}
+
+/// A job on every broker of `name` (`hosts`, in rank order), once all are up.
+async fn job_on(env: &TestEnv, name: &str, hosts: &[&str]) -> Result<()> {
+    let lead = lead_pod(env, name).await?;
+    let n = hosts.len();
+    support::flux_in(
+        env,
+        &lead,
+        name,
+        UP_NODES,
+        &format!("{n} brokers up"),
+        |o| o.trim() == n.to_string(),
+    )
+    .await?;
+    let ran = support::flux_in(
+        env,
+        &lead,
+        name,
+        &format!("flux run -N {n} hostname | sort"),
+        "a job on every broker",
+        |_| true,
+    )
+    .await?;
+    let mut expected: Vec<&str> = hosts.to_vec();
+    expected.sort_unstable();
+    let ran: Vec<&str> = ran.lines().map(str::trim).collect();
+    ensure!(
+        ran == expected,
+        "the job ran on every broker of {name}: {ran:?}"
+    );
+    Ok(())
+}
+
+/// Waits until the hub shows each spoke connected and speaking the revision given
+/// (`null`: a hub that does not show revisions).
+async fn speaks(env: &TestEnv, hub: &Path, config: &Path, want: &[(&str, Value)]) -> Result<()> {
+    env.eventually(
+        "the spokes connected, speaking their revisions",
+        secs(180),
+        async || {
+            let all = spokes(hub, config).await?;
+            let seen: Vec<(String, Value, Value)> = all
+                .iter()
+                .map(|s| {
+                    let revision = s.get("protocolRevision").cloned().unwrap_or(Value::Null);
+                    (
+                        s["name"].as_str().unwrap_or_default().to_string(),
+                        s["connected"].clone(),
+                        revision,
+                    )
+                })
+                .collect();
+            let ok = want.iter().all(|(name, revision)| {
+                seen.iter()
+                    .any(|(n, c, r)| n == name && *c == json!(true) && r == revision)
+            });
+            Ok(if ok {
+                Probe::Done(())
+            } else {
+                Probe::Waiting(format!("{seen:?}"))
+            })
+        },
+    )
+    .await
+}
+
+/// The clusters of an upgrade, and what must hold across it.
+struct Upgrade<'a> {
+    env: &'a TestEnv,
+    hub: &'a Path,
+    config: &'a Path,
+    clusters: [&'a kube::Client; 3],
+}
+
+impl Upgrade<'_> {
+    /// Every Job of the test's namespace in the three clusters, by cluster and name, with
+    /// its uid; and where each MiniCluster's bursts are placed.
+    async fn jobs(&self) -> Result<std::collections::BTreeMap<String, String>> {
+        let mut all = std::collections::BTreeMap::new();
+        for (i, client) in self.clusters.iter().enumerate() {
+            let jobs: Api<k8s_openapi::api::batch::v1::Job> =
+                Api::namespaced((*client).clone(), &self.env.ns);
+            for job in jobs.list(&ListParams::default()).await?.items {
+                let name = job.metadata.name.unwrap_or_default();
+                all.insert(
+                    format!("job {i}/{name}"),
+                    job.metadata.uid.unwrap_or_default(),
+                );
+            }
+        }
+        for mc in self
+            .env
+            .api::<MiniCluster>()
+            .list(&ListParams::default())
+            .await?
+            .items
+        {
+            let name = mc.metadata.name.unwrap_or_default();
+            for b in mc.status.unwrap_or_default().bursts {
+                all.insert(format!("burst {name}/{}", b.name), b.cluster);
+            }
+        }
+        Ok(all)
+    }
+
+    /// After `what`: every Job has its uid still and every burst its cluster, the hub's
+    /// spokes are connected, and each MiniCluster of `running` has every broker up and
+    /// runs a job on them (the time until then printed: a relayed broker reconnects
+    /// through the new hub or spoke).
+    async fn nothing_lost(
+        &self,
+        what: &str,
+        before: &std::collections::BTreeMap<String, String>,
+        running: &[&str],
+    ) -> Result<()> {
+        let started = Instant::now();
+        for name in running {
+            job_on(
+                self.env,
+                name,
+                &[&format!("{name}-0"), &format!("{name}-b-0")],
+            )
+            .await?;
+        }
+        let up = started.elapsed();
+        let after = self.jobs().await?;
+        let changed: Vec<String> = before
+            .iter()
+            .filter(|(k, v)| after.get(*k) != Some(*v))
+            .map(|(k, v)| format!("{k}: {v} -> {:?}", after.get(k)))
+            .collect();
+        ensure!(
+            changed.is_empty(),
+            "{what}: Jobs re-created or bursts moved: {changed:?}"
+        );
+        let all = spokes(self.hub, self.config).await?;
+        ensure!(
+            all.iter().all(|s| s["connected"] == true),
+            "{what}: every spoke connected: {all:?}"
+        );
+        eprintln!(
+            "{}: {what}: {} Jobs and bursts as they were; relayed brokers up and a job run in {:.1} s",
+            self.env.ns,
+            before.len(),
+            up.as_secs_f64()
+        );
+        Ok(())
+    }
 }

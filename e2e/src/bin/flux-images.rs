@@ -1,7 +1,7 @@
 //! Builds the images the real-node tests run, offline: no registry, no Docker.
 //!
 //! ```text
-//! flux-images controller --out target/images [--profile release] [--tag 0.1.0]
+//! flux-images controller --out target/images [--profile release | --bin-dir DIR] [--tag 0.1.0]
 //! flux-images app --out target/images [--tag bookworm]
 //! flux-images view --out target/images --view /opt/testbed/flux/view [--tag bookworm]
 //! ```
@@ -34,6 +34,10 @@ enum Image {
         /// Which build of the binaries: `release` or `debug` (under target/).
         #[arg(long, default_value = "release")]
         profile: String,
+        /// The folder of the binaries instead (e.g. the last release's,
+        /// `target/released/VERSION`, from scripts/released.sh).
+        #[arg(long, conflicts_with = "profile")]
+        bin_dir: Option<PathBuf>,
         /// The image tag.
         #[arg(long, default_value = env!("CARGO_PKG_VERSION"))]
         tag: String,
@@ -92,12 +96,17 @@ fn write(
 
 fn main() -> Result<()> {
     match Cli::parse().image {
-        Image::Controller { out, profile, tag } => {
+        Image::Controller {
+            out,
+            profile,
+            bin_dir,
+            tag,
+        } => {
             let target = std::env::var_os("CARGO_TARGET_DIR")
                 .map(PathBuf::from)
                 .unwrap_or_else(|| PathBuf::from("target"));
-            let built =
-                images::controller_archive(&out.join("cache"), &target.join(&profile), &tag)?;
+            let bin_dir = bin_dir.unwrap_or_else(|| target.join(&profile));
+            let built = images::controller_archive(&out.join("cache"), &bin_dir, &tag)?;
             write(&out, "flux-hub", images::CONTROLLER_IMAGE, &tag, built)
         }
         Image::App { out, tag } => {
