@@ -206,6 +206,8 @@ done
 "$flux_images" controller --bin-dir "${CARGO_TARGET_DIR:-target}/released/$released" \
   --tag "released-$released" --out "$images" >/dev/null
 export FLUX_E2E_RELEASED=$released
+FLUX_E2E_RELEASED_BIN=$(cd "${CARGO_TARGET_DIR:-target}/released/$released" && pwd)
+export FLUX_E2E_RELEASED_BIN
 echo "e2e: tests and images built in $((SECONDS - built)) s"
 
 export FLUX_E2E_TESTBED=$testbed

@@ -21,6 +21,8 @@ mod support;
 
 #[path = "bursting/admission_refusals.rs"]
 mod admission_refusals;
+#[path = "bursting/alerting.rs"]
+mod alerting;
 #[path = "bursting/autoscaled.rs"]
 mod autoscaled;
 #[path = "bursting/brokers_joined.rs"]

@@ -944,14 +944,14 @@ fn the_quickstart_parses_into_the_commands_a_user_types() {
     );
 }
 
-/// What the hub pods' `/metrics` say of `flux_hub_relay_refused_total{reason}`, summed
-/// over the replicas (read through the API server's pod proxy).
+/// What the hub pods' `/metrics` say of `flux_hub_relay_refused_total{spoke,reason}`,
+/// summed over the spokes and the replicas (read through the API server's pod proxy).
 async fn hub_relay_refused(env: &TestEnv, reason: &str) -> Result<u64> {
     let hubs: Api<Pod> = Api::namespaced(env.client.clone(), HUB_NAMESPACE);
     let pods = hubs
         .list(&ListParams::default().labels("app.kubernetes.io/name=flux-hub"))
         .await?;
-    let wanted = format!("flux_hub_relay_refused_total{{reason=\"{reason}\"}} ");
+    let wanted = format!("reason=\"{reason}\"}} ");
     let mut total = 0;
     for pod in pods.items.iter().filter_map(|p| p.metadata.name.as_deref()) {
         let request = http::Request::get(format!(
@@ -964,7 +964,8 @@ async fn hub_relay_refused(env: &TestEnv, reason: &str) -> Result<u64> {
         };
         total += text
             .lines()
-            .filter_map(|l| l.strip_prefix(&wanted))
+            .filter(|l| l.starts_with("flux_hub_relay_refused_total{"))
+            .filter_map(|l| l.split_once(&wanted).map(|(_, v)| v))
             .filter_map(|v| v.trim().parse::<f64>().ok())
             .map(|v| v as u64)
             .sum::<u64>();

@@ -24,10 +24,11 @@
 //! a spoke one protocol revision older. Then, with nothing deleted in between (version
 //! skew both ways, and upgrades that lose nothing):
 //! 7. the second spoke upgraded (`flux-hub join` again with today's image);
-//! 8. the hub replaced by the last release's (`flux-hub init` again with its image): today's
-//!    spokes with a hub one revision older, which places a new MiniCluster with a direct
-//!    and a relayed burst on the second;
-//! 9. the hub upgraded again (`flux-hub init` with today's image: both replicas replaced).
+//! 8. the hub replaced by the last release's (its own `flux-hub init`, with its image, CRD
+//!    and manifests): today's spokes with a hub one revision older, which places a new
+//!    MiniCluster with a direct and a relayed burst on the second;
+//! 9. the hub upgraded again (today's `flux-hub init`: today's CRD applied over the live
+//!    MiniClusters, both replicas replaced).
 //!
 //! After each of 7 to 9 every Job in the three clusters keeps its uid, no burst moves, the
 //! hub's view of each spoke names the revision it speaks, and jobs run across the
@@ -434,11 +435,16 @@ async fn a_burst_goes_to_the_candidate_with_room_and_stays_where_it_runs() {
         speaks(env, &hub, &config, &[("burst", json!(revision)), ("burst2", json!(revision))]).await?;
         upgrade.nothing_lost("the second spoke upgraded", &before, &["spill", "strict"]).await?;
 
-        // 8. The hub of the last release: today's spokes one revision newer than it. It
-        // places a new MiniCluster with a relayed and a direct burst on the second.
+        // 8. The hub of the last release, installed by its own `flux-hub init` (its CRD and
+        // manifests over the live MiniClusters): today's spokes one revision newer than
+        // it. It places a new MiniCluster with a relayed and a direct burst on the second.
         advertise(env, &env.client, 8).await?;
         let before = upgrade.jobs().await?;
-        flux_hub(&hub, &config, &[
+        let released_hub = std::path::Path::new(&std::env::var("FLUX_E2E_RELEASED_BIN").context(
+            "FLUX_E2E_RELEASED_BIN: the folder of the last release's binaries (scripts/released.sh)",
+        )?)
+        .join("flux-hub");
+        flux_hub(&released_hub, &config, &[
             "init", "--kubeconfig", &root_kubeconfig, "--certs", path_str(&certs)?,
             "--hub-ip", &root_ip, "--image", &released_image, "--timeout-seconds", "180",
         ])
@@ -459,7 +465,8 @@ async fn a_burst_goes_to_the_candidate_with_room_and_stays_where_it_runs() {
         job_on(env, "skewed", &["skewed-0", "skewed-b-0", "skewed-d-0"]).await?;
         eprintln!("{}: a hub of release {released} placed a relayed and a direct burst on today's spoke", env.ns);
 
-        // 9. The hub upgraded to today's again: both replicas replaced.
+        // 9. The hub upgraded to today's again by today's `flux-hub init` (its CRD applied
+        // over the live MiniClusters): both replicas replaced.
         let before = upgrade.jobs().await?;
         flux_hub(&hub, &config, &[
             "init", "--kubeconfig", &root_kubeconfig, "--certs", path_str(&certs)?,

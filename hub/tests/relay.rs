@@ -297,7 +297,7 @@ async fn a_relayed_connection_carries_bytes_only_for_the_callers_relayed_burst()
     let lead = echo_lead().await;
     let registry = Registry::new();
     registry.set_primed();
-    let metrics = Arc::new(Metrics::new());
+    let metrics = Arc::new(Metrics::new().with_minicluster_labels(true));
     let addr = serve(&pki, registry.clone(), metrics.clone()).await;
     let mut a = spoke_client(&pki, addr, "a").await;
     let mut other = spoke_client(&pki, addr, "other").await;
@@ -369,9 +369,10 @@ async fn a_relayed_connection_carries_bytes_only_for_the_callers_relayed_burst()
 
     let text = metrics.encode();
     for line in [
-        "flux_hub_relay_refused_total{reason=\"not_relayed\"}",
-        "flux_hub_relay_refused_total{reason=\"not_assigned\"} 2",
-        "flux_hub_relay_refused_total{reason=\"too_many\"} 1",
+        "flux_hub_relay_refused_total{spoke=\"a\",reason=\"not_relayed\"}",
+        "flux_hub_relay_refused_total{spoke=\"other\",reason=\"not_assigned\"} 1",
+        "flux_hub_relay_refused_total{spoke=\"a\",reason=\"not_assigned\"} 1",
+        "flux_hub_relay_refused_total{spoke=\"a\",reason=\"too_many\"} 1",
         "flux_hub_relay_bytes_total{spoke=\"a\",minicluster=\"hpc/mc\",direction=\"to_lead\"}",
     ] {
         assert!(text.contains(line), "{line} missing in\n{text}");
@@ -740,7 +741,7 @@ async fn a_spokes_new_relayed_connections_are_bounded_per_second() {
     assert!(
         metrics
             .encode()
-            .contains("flux_hub_relay_refused_total{reason=\"call_rate\"} 1"),
+            .contains("flux_hub_relay_refused_total{spoke=\"a\",reason=\"call_rate\"} 1"),
         "{}",
         metrics.encode()
     );

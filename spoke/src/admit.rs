@@ -73,6 +73,11 @@ impl AssignmentRefusal {
 pub struct Memory {
     /// Assignments applied completely, by key.
     pub applied: BTreeMap<String, Applied>,
+    /// Relayed bursts held (their objects run, the policy does not admit them as sent)
+    /// that this process did not apply, as rendered from the assignment held: what their
+    /// relay is served from (the names and hosts are those of the live objects, which the
+    /// burst's name and `maxSize` fix). By key.
+    pub held: BTreeMap<String, Applied>,
     /// Assignments refused, by key.
     pub refused: BTreeMap<String, AssignmentRefusal>,
 }

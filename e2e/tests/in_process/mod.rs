@@ -181,7 +181,10 @@ impl Hub {
         };
         let addr = listener.local_addr().expect("addr");
         let (stop, _) = watch::channel(false);
-        let metrics = Arc::new(flux_hub::ops::metrics::Metrics::new());
+        // The tests tell MiniClusters' relays apart by their series (the hub's
+        // `--metrics-minicluster-labels`).
+        let metrics =
+            Arc::new(flux_hub::ops::metrics::Metrics::new().with_minicluster_labels(true));
         let services = Services::new(
             registry.clone(),
             pki.server().authenticator(),

@@ -217,6 +217,11 @@ impl TestEnv {
         self.start_hub().await
     }
 
+    /// Where the current hub serves `/metrics`, once one started.
+    pub fn hub_metrics_addr(&self) -> Option<SocketAddr> {
+        *lock(&self.hub_metrics)
+    }
+
     /// Kills the hub (SIGKILL, as in a crash), if one runs.
     pub fn stop_hub(&self) {
         let old = lock(&self.hub).take();
@@ -291,6 +296,7 @@ impl TestEnv {
         }
         let child = self.spawn_logged(cmd, "hub", "info,kube=warn,flux_hub=debug", addr, &log)?;
         lock(&self.hub_logs).push(log.clone());
+        *lock(&self.hub_metrics) = Some(addr);
         *lock(&self.hub) = Some(Proc { child });
         self.wait_ready("hub", addr, "/readyz", &log).await
     }

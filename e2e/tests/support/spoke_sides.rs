@@ -33,6 +33,8 @@ pub(super) struct SpokeSide {
     pub(super) policy: Option<String>,
     pub(super) process: Option<Proc>,
     pub(super) logs: Vec<PathBuf>,
+    /// Where its current process serves `/metrics` (`--metrics-addr`).
+    pub(super) metrics: Option<SocketAddr>,
 }
 
 /// Deletes the test namespace in the burst cluster (created there by the spoke), if it
@@ -177,6 +179,7 @@ impl TestEnv {
             policy: None,
             process: None,
             logs: Vec::new(),
+            metrics: None,
         });
         Ok(())
     }
@@ -318,8 +321,14 @@ impl TestEnv {
         self.with_spoke(Some(&spoke), |s| {
             s.logs.push(log.clone());
             s.process = Some(Proc { child });
+            s.metrics = Some(addr);
         })?;
         self.wait_ready(&what, addr, "/healthz", &log).await
+    }
+
+    /// Where the spoke `name`'s current process serves `/metrics`, once one started.
+    pub fn spoke_metrics_addr_of(&self, name: &str) -> Result<Option<SocketAddr>> {
+        self.with_spoke(Some(name), |s| s.metrics)
     }
 
     /// Kills the spoke of a one-spoke test (SIGKILL, as in a crash), if it runs.

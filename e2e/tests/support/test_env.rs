@@ -84,6 +84,8 @@ pub struct TestEnv {
     pub(super) config: Config,
     pub(super) hub: Mutex<Option<Proc>>,
     pub(super) hub_logs: Mutex<Vec<PathBuf>>,
+    /// Where the current hub serves `/metrics` (`--metrics-addr`).
+    pub(super) hub_metrics: Mutex<Option<std::net::SocketAddr>>,
     /// Arguments of `flux-hub run` besides `--namespace` and `--metrics-addr`.
     pub(super) hub_args: Mutex<Vec<String>>,
     /// The burst clusters and their spoke processes, in two-cluster tests (one per spoke,
@@ -180,6 +182,7 @@ impl TestEnv {
             config,
             hub: Mutex::new(None),
             hub_logs: Mutex::new(Vec::new()),
+            hub_metrics: Mutex::new(None),
             hub_args: Mutex::new(Vec::new()),
             spokes: Mutex::new(Vec::new()),
             fake_leads: Mutex::default(),

@@ -75,6 +75,11 @@ pub struct RunOptions {
     /// connections"). More waits; nothing is refused.
     #[arg(long, default_value_t = crate::server::relay::MIB_PER_SECOND, value_name = "MIB", value_parser = clap::value_parser!(u32).range(1..=i64::from(crate::server::relay::MAX_MIB_PER_SECOND)))]
     pub relay_mib_per_second: u32,
+    /// Name each MiniCluster in the relay's metric series (`flux_hub_relay_connections`,
+    /// `flux_hub_relay_bytes_total`): a series per MiniCluster that relays, where by
+    /// default there is one per spoke.
+    #[arg(long)]
+    pub metrics_minicluster_labels: bool,
     /// Honour the `flux-framework.org/queue-reporter` annotation: read a bursting
     /// MiniCluster's lead reporter (its queue, and which brokers joined) at the `host:port`
     /// it names (e.g. a `kubectl port-forward`, for a

@@ -160,7 +160,8 @@ struct OpsServer {
 
 impl OpsServer {
     fn start(opts: &RunOptions) -> Self {
-        let metrics = Arc::new(Metrics::new());
+        let metrics =
+            Arc::new(Metrics::new().with_minicluster_labels(opts.metrics_minicluster_labels));
         let health = Arc::new(Health::new());
         let (stop, mut stopped) = watch::channel(false);
         let task = tokio::spawn(ops::routes::serve(

@@ -40,8 +40,8 @@ pub trait Served: Send + Sync + 'static {
     /// Event is published once, not on every retry.
     fn refuse(&self, spoke: &str, reason: &str) -> bool;
 
-    /// A spoke's report on its bursts and its cluster.
-    fn report(&self, spoke: &str, report: ReportRequest);
+    /// A spoke's report on its bursts and its cluster; what it measured (for metrics).
+    fn report(&self, spoke: &str, report: ReportRequest) -> ReportOutcome;
 
     /// When the certificate `spoke` connected with expires (Unix seconds).
     fn set_certificate_expiry(&self, spoke: &str, not_after: i64);
@@ -73,6 +73,15 @@ pub struct Subscription {
     pub versions: watch::Receiver<u64>,
     /// Keeps the spoke marked connected while alive.
     pub guard: Box<dyn Send + Sync>,
+}
+
+/// What a spoke's report completed, timed by this process's clock.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ReportOutcome {
+    /// It acknowledged versions of its snapshot: how long the oldest of them waited.
+    pub applied_after: Option<std::time::Duration>,
+    /// The first broker of these bursts is ready: how long after each was dispatched.
+    pub first_ready: Vec<std::time::Duration>,
 }
 
 /// Why a spoke's Watch is refused.

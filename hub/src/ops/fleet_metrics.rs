@@ -7,6 +7,8 @@
 //! | `flux_hub_bursts` | gauge | `phase` (`status.bursts[].phase`) |
 //! | `flux_hub_bursts_unplaced` | gauge | |
 //! | `flux_hub_spoke_refusals_total` | counter | `spoke`, `reason` |
+//! | `flux_hub_snapshot_apply_seconds` | histogram (10 ms to 1 h) | `spoke` |
+//! | `flux_hub_burst_first_broker_ready_seconds` | histogram (100 ms to 1 h) | |
 //!
 //! Label values are bounded: spokes are those that called this process with a pinned
 //! certificate, phases are the status's few words, reasons the few of
@@ -21,7 +23,13 @@ use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
-use prometheus_client::registry::Registry;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets_range};
+use prometheus_client::registry::{Registry, Unit};
+
+/// Buckets of `flux_hub_snapshot_apply_seconds`: 10 ms to an hour.
+fn apply_buckets() -> impl Iterator<Item = f64> {
+    exponential_buckets_range(0.01, 3600.0, 20)
+}
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct SpokeLabels {
@@ -52,6 +60,8 @@ pub struct FleetMetrics {
     spoke_connected: Family<SpokeLabels, Gauge>,
     spoke_last_report: Family<SpokeLabels, Gauge>,
     spoke_refusals: Family<RefusalLabels, Counter>,
+    snapshot_apply: Family<SpokeLabels, Histogram>,
+    first_broker_ready: Histogram,
     bursts: Family<PhaseLabels, Gauge>,
     bursts_unplaced: Gauge,
     by_minicluster: Mutex<HashMap<String, Counted>>,
@@ -64,6 +74,8 @@ impl FleetMetrics {
             spoke_connected: Family::default(),
             spoke_last_report: Family::default(),
             spoke_refusals: Family::default(),
+            snapshot_apply: Family::new_with_constructor(|| Histogram::new(apply_buckets())),
+            first_broker_ready: Histogram::new(exponential_buckets_range(0.1, 3600.0, 18)),
             bursts: Family::default(),
             bursts_unplaced: Gauge::default(),
             by_minicluster: Mutex::new(HashMap::new()),
@@ -82,6 +94,18 @@ impl FleetMetrics {
             "flux_hub_spoke_refusals",
             "Calls of a pinned spoke this hub refused, by reason: protocol-too-old, protocol-too-new, protocol-unreadable (its protocol revision), second-stream (it held a Watch already), report-rate (it reported too often)",
             fleet.spoke_refusals.clone(),
+        );
+        registry.register_with_unit(
+            "flux_hub_snapshot_apply",
+            "From a change of a spoke's assignments at the hub to the spoke's report that it applied it (including any time the spoke was away)",
+            Unit::Seconds,
+            fleet.snapshot_apply.clone(),
+        );
+        registry.register_with_unit(
+            "flux_hub_burst_first_broker_ready",
+            "From a burst's first snapshot with brokers to its spoke's first report of a ready broker (bursts this process dispatched)",
+            Unit::Seconds,
+            fleet.first_broker_ready.clone(),
         );
         registry.register(
             "flux_hub_bursts",
@@ -114,6 +138,20 @@ impl FleetMetrics {
                 reason,
             })
             .inc();
+    }
+
+    /// `spoke` reported applying a change the hub made `seconds` before.
+    pub fn snapshot_applied(&self, spoke: &str, seconds: f64) {
+        self.snapshot_apply
+            .get_or_create(&SpokeLabels {
+                spoke: spoke.to_string(),
+            })
+            .observe(seconds);
+    }
+
+    /// A burst's first broker was reported ready `seconds` after it was dispatched.
+    pub fn first_broker_ready(&self, seconds: f64) {
+        self.first_broker_ready.observe(seconds);
     }
 
     /// `spoke`'s report reached the hub at `unix_seconds`.

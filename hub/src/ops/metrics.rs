@@ -14,14 +14,18 @@
 //! | `flux_hub_spoke_certificates_refused_total` | counter | |
 //! | `flux_hub_admin_certificates_refused_total` | counter | |
 //! | `flux_hub_federation_connections_refused_total` | counter | `reason` |
-//! | `flux_hub_relay_connections` | gauge | `spoke`, `minicluster` |
-//! | `flux_hub_relay_bytes_total` | counter | `spoke`, `minicluster`, `direction` (`to_lead`, `from_lead`) |
-//! | `flux_hub_relay_refused_total` | counter | `reason` |
+//! | `flux_hub_relay_connections` | gauge | `spoke`, `minicluster` (empty unless asked for) |
+//! | `flux_hub_relay_bytes_total` | counter | `spoke`, `minicluster` (empty unless asked for), `direction` (`to_lead`, `from_lead`) |
+//! | `flux_hub_relay_refused_total` | counter | `spoke`, `reason` |
 //! | `flux_hub_spokes_connected` | gauge | |
 //! | `flux_hub_certificate_expiry_timestamp_seconds` | gauge (Unix seconds) | `certificate` (`hub`, `spoke/<name>`) |
 //! | `flux_hub_assignments` | gauge | |
 //!
 //! And the fleet's, per spoke and per burst phase ([`FleetMetrics`]).
+//!
+//! No MiniCluster name is a label value unless the operator asks for it (`flux-hub run
+//! --metrics-minicluster-labels`, [`Metrics::with_minicluster_labels`]): the series stay
+//! as many as the spokes, not as the tenants' MiniClusters.
 
 use std::time::Instant;
 
@@ -71,6 +75,13 @@ struct RelayBytesLabels {
     direction: String,
 }
 
+/// Labels of `flux_hub_relay_refused_total`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RelayRefusedLabels {
+    spoke: String,
+    reason: String,
+}
+
 /// Labels of `flux_hub_federation_connections_refused_total`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ReasonLabels {
@@ -115,7 +126,9 @@ pub struct Metrics {
     connections_refused: Family<ReasonLabels, Counter>,
     relay_connections: Family<RelayLabels, Gauge>,
     relay_bytes: Family<RelayBytesLabels, Counter>,
-    relay_refused: Family<ReasonLabels, Counter>,
+    relay_refused: Family<RelayRefusedLabels, Counter>,
+    /// Whether the relay's series name their MiniCluster.
+    minicluster_labels: bool,
     spokes_connected: Gauge,
     certificate_expiry: Family<CertificateLabels, Gauge>,
     assignments: Gauge,
@@ -143,7 +156,7 @@ impl Metrics {
         let connections_refused = Family::<ReasonLabels, Counter>::default();
         let relay_connections = Family::<RelayLabels, Gauge>::default();
         let relay_bytes = Family::<RelayBytesLabels, Counter>::default();
-        let relay_refused = Family::<ReasonLabels, Counter>::default();
+        let relay_refused = Family::<RelayRefusedLabels, Counter>::default();
         let spokes_connected = Gauge::default();
         let certificate_expiry = Family::<CertificateLabels, Gauge>::default();
         let assignments = Gauge::default();
@@ -282,6 +295,7 @@ impl Metrics {
             relay_connections,
             relay_bytes,
             relay_refused,
+            minicluster_labels: false,
             spokes_connected,
             certificate_expiry,
             assignments,
@@ -353,14 +367,14 @@ impl Metrics {
         self.relay_connections
             .get_or_create(&RelayLabels {
                 spoke: spoke.to_owned(),
-                minicluster: minicluster.to_owned(),
+                minicluster: self.minicluster_label(minicluster),
             })
             .inc();
         let bytes = |direction: &str| {
             self.relay_bytes
                 .get_or_create(&RelayBytesLabels {
                     spoke: spoke.to_owned(),
-                    minicluster: minicluster.to_owned(),
+                    minicluster: self.minicluster_label(minicluster),
                     direction: direction.to_owned(),
                 })
                 .clone()
@@ -373,18 +387,35 @@ impl Metrics {
         self.relay_connections
             .get_or_create(&RelayLabels {
                 spoke: spoke.to_owned(),
-                minicluster: minicluster.to_owned(),
+                minicluster: self.minicluster_label(minicluster),
             })
             .dec();
     }
 
-    /// Counts a relayed connection refused, and why.
-    pub fn relay_refused(&self, reason: &str) {
+    /// Counts a relayed connection of `spoke` refused, and why.
+    pub fn relay_refused(&self, spoke: &str, reason: &str) {
         self.relay_refused
-            .get_or_create(&ReasonLabels {
+            .get_or_create(&RelayRefusedLabels {
+                spoke: spoke.to_owned(),
                 reason: reason.to_owned(),
             })
             .inc();
+    }
+
+    /// Name each MiniCluster in the relay's series (`--metrics-minicluster-labels`): one
+    /// series per MiniCluster that relays, rather than per spoke.
+    pub fn with_minicluster_labels(mut self, on: bool) -> Self {
+        self.minicluster_labels = on;
+        self
+    }
+
+    /// The `minicluster` label's value: the name when asked for, else empty.
+    fn minicluster_label(&self, minicluster: &str) -> String {
+        if self.minicluster_labels {
+            minicluster.to_owned()
+        } else {
+            String::new()
+        }
     }
 
     /// Counts a federation connection closed before its first call, and why.

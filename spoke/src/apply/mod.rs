@@ -44,7 +44,7 @@ use std::time::Duration;
 
 use flux_shared::federation::ownership::SpokeIdentity;
 use flux_shared::federation::policy::{Level, NamespaceState, PolicyState};
-use flux_shared::federation::proto::Snapshot;
+use flux_shared::federation::proto::{Assignment, Snapshot};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use tokio::sync::watch;
 use tracing::{debug, info, warn};
@@ -469,6 +469,7 @@ impl<C: Cluster> Applier<C> {
             Decision::Hold(refusal) => {
                 warn!(%key, reason = refusal.reason, error = %refusal.message, "assignment not admitted by the policy; its running objects are kept as they are");
                 let a = &refusal.assignment;
+                self.remember_held(state, &key, a);
                 let job = match state.memory.applied.get(&key) {
                     Some(applied) => (
                         applied.realized.namespace.clone(),
@@ -497,6 +498,38 @@ impl<C: Cluster> Applier<C> {
         }
     }
 
+    /// A held burst this process did not apply (it restarted since) keeps its relay: its
+    /// relay Service is learnt by rendering the assignment held, once per content.
+    fn remember_held(&self, state: &mut State, key: &str, a: &Assignment) {
+        if state.memory.applied.contains_key(key)
+            || state
+                .memory
+                .held
+                .get(key)
+                .is_some_and(|h| h.assignment == *a)
+        {
+            return;
+        }
+        match flux_shared::federation::assignment::realize(a, &self.identity) {
+            Ok(realized) if realized.relay_service.is_some() => {
+                state.memory.held.insert(
+                    key.to_string(),
+                    Applied {
+                        assignment: a.clone(),
+                        realized,
+                    },
+                );
+            }
+            Ok(_) => {
+                state.memory.held.remove(key);
+            }
+            Err(e) => {
+                debug!(%key, error = %e, "a held burst does not render: no relay served for it");
+                state.memory.held.remove(key);
+            }
+        }
+    }
+
     /// Step `relay`: a relay listener for every relayed burst that runs, its Service pointed
     /// at it (written again when the Service was, or the port changed); the listeners of
     /// bursts the snapshot no longer lists, or that now connect directly, are closed. A
@@ -517,10 +550,18 @@ impl<C: Cluster> Applier<C> {
             .cloned()
             .collect();
         state.relays.retain(&keep);
+        // Held bursts this process did not apply keep theirs; a held burst applied since,
+        // or no longer listed, is forgotten here.
+        let applied = &state.memory.applied;
+        state
+            .memory
+            .held
+            .retain(|key, _| listed.contains(key) && !applied.contains_key(key));
         let relayed: Vec<(String, ObjectMeta, i32, String)> = state
             .memory
             .applied
             .iter()
+            .chain(state.memory.held.iter())
             .filter(|(key, _)| listed.contains(*key))
             .filter_map(|(key, a)| {
                 let r = &a.realized;

@@ -311,3 +311,49 @@ async fn a_fenced_burst_is_created_anew_by_a_snapshot_once_its_job_is_gone() {
     assert_eq!(fenced(&state).as_deref(), Some("False"));
     assert_eq!(state.fencing.watched(), std::slice::from_ref(&direct.key));
 }
+
+/// A relayed burst the policy no longer admits as sent keeps running, and keeps its relay
+/// after the spoke restarts: the new process, which never applied it, serves its relay
+/// Service from the assignment held (seen lost in an upgrade of the spoke, whose brokers
+/// could reach their lead no more).
+#[tokio::test]
+async fn a_held_relayed_burst_keeps_its_relay_after_a_restart() {
+    let cluster = FakeCluster::new();
+    let relayed = burst(2, true);
+    applier(&cluster)
+        .apply(&mut State::default(), snapshot(1, &relayed))
+        .await;
+    assert!(
+        cluster
+            .ops()
+            .iter()
+            .any(|op| matches!(op, Op::ServeRelay(s, _) if s == "hpc/x-relay"))
+    );
+    // The owner now admits one broker only, and the spoke restarts (nothing remembered).
+    cluster.set_policy(Some(
+        "namespaces: [{name: '*', podSecurity: privileged}]\nmaxBrokers: 1\n",
+    ));
+    cluster.clear_ops();
+    let mut state = State::default();
+    applier(&cluster)
+        .apply(&mut state, snapshot(1, &relayed))
+        .await;
+    let tracked = state.tracked.iter().find(|t| t.key == relayed.key);
+    assert!(
+        matches!(tracked.map(|t| &t.outcome), Some(Outcome::Held { .. })),
+        "{tracked:?}"
+    );
+    assert!(deletes(&cluster).is_empty(), "{:?}", cluster.ops());
+    assert!(
+        cluster
+            .ops()
+            .iter()
+            .any(|op| matches!(op, Op::ServeRelay(s, _) if s == "hpc/x-relay")),
+        "the held burst's relay is served: {:?}",
+        cluster.ops()
+    );
+    assert!(
+        !cluster.applied().contains(&r(Kind::Job, "x")),
+        "its Job is not written"
+    );
+}

@@ -19,9 +19,9 @@
 //!
 //! [`Served`]: crate::federation::served::Served
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use flux_shared::api::SkippedCandidate;
 use flux_shared::federation::assignment::SpokeAssignment;
@@ -194,7 +194,28 @@ struct Slot {
     /// When a snapshot with this burst was first built for the spoke's stream (kept when
     /// the assignment changes): the placement deadline counts from then.
     sent_at: Option<SystemTime>,
+    /// When a snapshot first carried it with brokers (kept when the assignment changes),
+    /// until its first broker is reported ready (`flux_hub_burst_first_broker_ready`).
+    dispatched: Dispatched,
 }
+
+/// Where a burst is on its way to its first ready broker, as this process saw it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+enum Dispatched {
+    /// Not yet sent with brokers.
+    #[default]
+    NotYet,
+    /// Sent with brokers at this instant; none reported ready since.
+    At(Instant),
+    /// A broker was reported ready (or the burst was running before this process knew
+    /// it): nothing more to measure.
+    Done,
+}
+
+/// The most snapshot versions of one spoke whose apply time is kept while it has not
+/// acknowledged them: beyond, the newest entry stands for the versions after it (its time
+/// is theirs, a little early), so a spoke away for long costs a fixed amount.
+const PENDING_VERSIONS: usize = 32;
 
 #[derive(Debug)]
 struct SpokeState {
@@ -238,6 +259,9 @@ struct SpokeState {
     /// The newest snapshot version built for its stream: assignments of this version or
     /// older may have reached it.
     sent: u64,
+    /// Versions it has not acknowledged yet, oldest first, with when each was made (at
+    /// most [`PENDING_VERSIONS`]).
+    pending: VecDeque<(u64, Instant)>,
 }
 
 impl SpokeState {
@@ -267,7 +291,27 @@ impl SpokeState {
             room: None,
             reach: None,
             sent: 0,
+            pending: VecDeque::new(),
         }
+    }
+
+    /// Version `version` was made now: kept until acknowledged.
+    fn made(&mut self, version: u64) {
+        if self.pending.len() < PENDING_VERSIONS {
+            self.pending.push_back((version, Instant::now()));
+        } else if let Some(newest) = self.pending.back_mut() {
+            newest.0 = version;
+        }
+    }
+
+    /// The spoke acknowledged every version up to `version`: how long the oldest of them
+    /// waited, if any did.
+    fn acknowledged_up_to(&mut self, version: u64) -> Option<std::time::Duration> {
+        let oldest = self.pending.front().filter(|(v, _)| *v <= version)?.1;
+        while self.pending.front().is_some_and(|(v, _)| *v <= version) {
+            self.pending.pop_front();
+        }
+        Some(oldest.elapsed())
     }
 
     fn confirmed_gone(&self, key: &BurstKey) -> bool {
@@ -548,13 +592,19 @@ impl Registry {
                     .get(&key)
                     .is_some_and(|slot| slot.assignment == assignment);
                 if !same {
-                    let sent_at = state.assignments.get(&key).and_then(|slot| slot.sent_at);
+                    let (sent_at, dispatched) = state
+                        .assignments
+                        .get(&key)
+                        .map_or((None, Dispatched::NotYet), |slot| {
+                            (slot.sent_at, slot.dispatched)
+                        });
                     state.assignments.insert(
                         key,
                         Slot {
                             assignment,
                             version: next,
                             sent_at,
+                            dispatched,
                         },
                     );
                     changed = true;
@@ -670,6 +720,7 @@ impl Registry {
 
     fn publish(&self, state: &mut SpokeState, version: u64) {
         state.version = version;
+        state.made(version);
         state.tx.send_replace(version);
     }
 
@@ -1146,6 +1197,87 @@ mod tests {
         );
         assert_eq!(*a.versions.borrow(), 3);
         assert_eq!(*b.versions.borrow(), 2);
+    }
+
+    /// A report of `version` applied, with `ready` brokers of burst ns/m/x.
+    fn applied(version: u64, ready: i32) -> proto::ReportRequest {
+        proto::ReportRequest {
+            hub_epoch: "e1".into(),
+            applied_version: version,
+            statuses: vec![AssignmentStatus {
+                key: "ns/m/x".into(),
+                brokers_ready: ready,
+                ..Default::default()
+            }],
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn reports_say_how_long_a_change_took_to_apply_and_a_burst_to_get_a_broker() {
+        let wait = std::time::Duration::from_millis(20);
+        let r = primed();
+        let _a = subscribe(&r, "a", "v").unwrap();
+        let mut x = sa("a", "ns/m/x", "1");
+        x.assignment.burst_size = 2;
+        r.set(
+            &mc(),
+            McInfo::default(),
+            vec![burst("ns/m/x", "a")],
+            vec![x.clone()],
+        );
+        let version = r.snapshot("a").version;
+        std::thread::sleep(wait);
+        let first = r.report("a", applied(version, 0));
+        assert!(first.applied_after.is_some_and(|d| d >= wait), "{first:?}");
+        assert!(first.first_ready.is_empty(), "no broker ready yet");
+        let ready = r.report("a", applied(version, 1));
+        assert_eq!(ready.applied_after, None, "nothing new acknowledged");
+        assert!(
+            matches!(ready.first_ready.as_slice(), [d] if *d >= wait),
+            "{ready:?}"
+        );
+        // Down to none and up again (a restart, a scale from 0): measured once only.
+        r.report("a", applied(version, 0));
+        assert!(r.report("a", applied(version, 2)).first_ready.is_empty());
+
+        // Many changes while the spoke is away: a bounded record, the oldest time kept.
+        for spec in 2..50 {
+            let mut x = sa("a", "ns/m/x", &spec.to_string());
+            x.assignment.burst_size = 2;
+            r.set(
+                &mc(),
+                McInfo::default(),
+                vec![burst("ns/m/x", "a")],
+                vec![x],
+            );
+        }
+        let kept = r.lock().spokes["a"].pending.len();
+        assert_eq!(kept, PENDING_VERSIONS);
+        std::thread::sleep(wait);
+        let latest = r.snapshot("a").version;
+        let caught_up = r.report("a", applied(latest, 2));
+        assert!(caught_up.applied_after.is_some_and(|d| d >= wait));
+        assert!(r.lock().spokes["a"].pending.is_empty());
+    }
+
+    #[test]
+    fn a_burst_running_when_this_process_learnt_of_it_was_not_dispatched_by_it() {
+        let r = primed();
+        let _a = subscribe(&r, "a", "v").unwrap();
+        let mut x = sa("a", "ns/m/x", "1");
+        x.assignment.burst_size = 2;
+        r.set(
+            &mc(),
+            McInfo::default(),
+            vec![burst("ns/m/x", "a")],
+            vec![x],
+        );
+        let version = r.snapshot("a").version;
+        // Its first report already has brokers ready (a hub restarted under it).
+        assert!(r.report("a", applied(version, 2)).first_ready.is_empty());
+        r.report("a", applied(version, 0));
+        assert!(r.report("a", applied(version, 2)).first_ready.is_empty());
     }
 
     #[test]

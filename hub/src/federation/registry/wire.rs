@@ -15,7 +15,7 @@ use tracing::warn;
 
 use super::{ConnectionGuard, McKey, Registry, SpokeState, affected_by_spoke, unix_millis};
 use crate::federation::served::{RelayRefusal, RelayTarget};
-use crate::federation::served::{Served, SubscribeError, Subscription};
+use crate::federation::served::{ReportOutcome, Served, SubscribeError, Subscription};
 
 impl Served for Registry {
     fn admin_changes(&self) -> watch::Receiver<u64> {
@@ -96,6 +96,11 @@ impl Served for Registry {
                 let now = SystemTime::now();
                 for slot in state.assignments.values_mut() {
                     slot.sent_at.get_or_insert(now);
+                    if slot.dispatched == super::Dispatched::NotYet
+                        && slot.assignment.burst_size > 0
+                    {
+                        slot.dispatched = super::Dispatched::At(std::time::Instant::now());
+                    }
                 }
                 Snapshot {
                     hub_epoch: self.epoch.clone(),
@@ -148,12 +153,13 @@ impl Served for Registry {
         new
     }
 
-    fn report(&self, spoke: &str, request: proto::ReportRequest) {
+    fn report(&self, spoke: &str, request: proto::ReportRequest) -> ReportOutcome {
         // Its text is cut to report_bounds' limits first: it ends up in status and Events.
         // Statuses for keys it is not assigned (and has not been withdrawn from), and
         // versions from another epoch, are ignored.
         let request = super::report_bounds::bound_report(request);
         let now = SystemTime::now();
+        let mut outcome = ReportOutcome::default();
         let mut inner = self.lock();
         let current_epoch = request.hub_epoch == self.epoch;
         let state = inner
@@ -188,6 +194,7 @@ impl Served for Registry {
                 .map(|k| state.confirmed_gone(k))
                 .collect();
             state.acknowledged = request.applied_version.min(state.version);
+            outcome.applied_after = state.acknowledged_up_to(state.acknowledged);
             for ((key, _), before) in state.withdrawn.iter().zip(confirmed_before) {
                 if !before && state.confirmed_gone(key) {
                     notify.insert(key.minicluster());
@@ -221,6 +228,22 @@ impl Served for Registry {
             if significant {
                 notify.insert(key.minicluster());
             }
+            // The first ready broker of a burst this process dispatched: measured only
+            // when it saw the burst with none ready first (a burst adopted running is not
+            // a dispatch).
+            if let Some(slot) = state.assignments.get_mut(&key)
+                && status.brokers_ready > 0
+                && slot.dispatched != super::Dispatched::Done
+            {
+                let saw_none = state
+                    .reports
+                    .get(&key)
+                    .is_some_and(|(old, _)| old.brokers_ready == 0);
+                if let (super::Dispatched::At(at), true) = (slot.dispatched, saw_none) {
+                    outcome.first_ready.push(at.elapsed());
+                }
+                slot.dispatched = super::Dispatched::Done;
+            }
             state.reports.insert(key, (status, now));
         }
         // A confirmed withdrawal is over (the spoke no longer has the burst): forgotten,
@@ -250,6 +273,7 @@ impl Served for Registry {
         for mc in notify {
             let _ = self.changes.send(mc);
         }
+        outcome
     }
 
     fn admin_snapshot(&self, namespace: &str) -> proto::MiniClusterSnapshot {

@@ -35,7 +35,7 @@ impl Spoke for Services {
             .to_string();
         let span = info_span!("relay", %spoke, %key);
         let refused = |refusal: RelayRefusal| {
-            self.metrics.relay_refused(refusal.reason());
+            self.metrics.relay_refused(&spoke, refusal.reason());
             // A broker's ZeroMQ retries several times a second: only what may be an attack
             // is logged at info; the metric counts every refusal.
             span.in_scope(|| match refusal {
@@ -237,7 +237,15 @@ impl Spoke for Services {
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX));
         self.metrics.fleet.spoke_reported(&spoke, now);
-        self.registry.report(&spoke, req);
+        let outcome = self.registry.report(&spoke, req);
+        if let Some(waited) = outcome.applied_after {
+            self.metrics
+                .fleet
+                .snapshot_applied(&spoke, waited.as_secs_f64());
+        }
+        for waited in outcome.first_ready {
+            self.metrics.fleet.first_broker_ready(waited.as_secs_f64());
+        }
         let mut response = Response::new(ReportResponse {});
         response.metadata_mut().insert(
             flux_shared::federation::protocol::REVISION_HEADER,
