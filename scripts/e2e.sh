@@ -289,7 +289,8 @@ suite --test real_node -- --include-ignored "$@" || status=$?
 suite --test real_node_install -- --include-ignored "$@" || status=$?
 suite --test real_node_bursting -- --include-ignored "$@" || status=$?
 # After it: its own hub install and both spokes joined again with its certificates.
-suite --test real_node_placement -- --include-ignored "$@" || status=$?
+# --nocapture: the time relayed brokers took to run a job again after each upgrade step.
+suite --test real_node_placement -- --include-ignored --nocapture "$@" || status=$?
 
 # Last: it crashes and stops the first real burst cluster (node and control plane) and
 # starts it again. --nocapture: its BENCH line (the time from a cluster lost

@@ -5,9 +5,11 @@
 # target/released/VERSION/. Prints VERSION. Kept once built (a stamp names the commit).
 #
 # It builds with this checkout's target directory, so the dependencies (the same
-# Cargo.lock) are not compiled again; the workspace's own crates are, and the released
-# binaries pass through target/debug/: run it before building this checkout's (as
-# scripts/e2e.sh does), not between that build and its use.
+# Cargo.lock) are not compiled again. The workspace's own crates are built with a profile
+# override of their own (codegen-units), which gives their artifacts other names than this
+# checkout's: neither build replaces the other's (the released binaries pass through
+# target/debug/, which this checkout's next cargo build links again, in well under a
+# second).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -28,11 +30,17 @@ git cat-file -e "$commit^{commit}" 2>/dev/null || {
 tree=$target/released/src-$version
 git worktree remove --force "$tree" >/dev/null 2>&1 || rm -rf "$tree"
 git worktree prune
-git worktree add --detach "$tree" "$commit" >/dev/null
+git worktree add --quiet --detach "$tree" "$commit"
 # shellcheck disable=SC2064 # $tree is fixed now
 trap "git worktree remove --force '$tree' >/dev/null 2>&1 || true" EXIT
+# The workspace's packages, each with an override that names its artifacts apart.
+overrides=()
+for manifest in "$tree"/*/Cargo.toml; do
+  package=$(sed -n '/^\[package\]/,/^\[/s/^name = "\(.*\)"/\1/p' "$manifest")
+  [ -z "$package" ] || overrides+=(--config "profile.dev.package.\"$package\".codegen-units=255")
+done
 # The selection scripts/e2e.sh builds with: the same features, so the same dependency builds.
-(cd "$tree" && CARGO_TARGET_DIR=$target cargo build -q --locked --workspace --bin flux-hub --bin flux-spoke --test hub)
+(cd "$tree" && CARGO_TARGET_DIR=$target cargo build -q --locked "${overrides[@]}" --workspace --bin flux-hub --bin flux-spoke --test hub)
 mkdir -p "$out"
 cp "$target/debug/flux-hub" "$target/debug/flux-spoke" "$out/"
 echo "$commit" >"$out/commit"
