@@ -124,6 +124,21 @@ enum SessionError {
     Fenced,
 }
 
+/// Why the hub and this spoke do not speak to each other, when that is what ended a
+/// session: this spoke refused the hub's revision, or the hub refused this spoke's.
+fn protocol_refusal(error: &SessionError) -> Option<String> {
+    match error {
+        SessionError::HubRevision(text) => Some(text.clone()),
+        SessionError::Open(status)
+            if status.code() == Code::FailedPrecondition
+                && status.message().contains("protocol revision") =>
+        {
+            Some(format!("the hub refused this spoke: {}", status.message()))
+        }
+        _ => None,
+    }
+}
+
 struct SessionEnd {
     got_snapshot: bool,
     error: SessionError,
@@ -188,11 +203,22 @@ impl<C: Cluster> Agent<C> {
         if matches!(self.config.security, ClientSecurity::InsecureDevelopment(_)) {
             warn!(hub = %self.config.hub_uri, "INSECURE development mode: plaintext, no certificates");
         }
+        // The last protocol refusal put in an Event: one per new reason, not one per retry.
+        let mut skew_said: Option<String> = None;
         loop {
             let end = tokio::select! {
                 end = self.session(&mut state, &mut changes) => end,
                 () = &mut shutdown => break,
             };
+            match protocol_refusal(&end.error) {
+                Some(text) if skew_said.as_deref() != Some(text.as_str()) => {
+                    self.cluster.warn_about_spoke("ProtocolSkew", text.clone());
+                    skew_said = Some(text);
+                }
+                Some(_) => {}
+                None if end.got_snapshot => skew_said = None,
+                None => {}
+            }
             // Relayed connections need the hub: new ones are closed until it is back.
             state.relays.use_client(None);
             self.metrics.set_connected(false);

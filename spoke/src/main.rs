@@ -255,6 +255,16 @@ async fn run(args: RunArgs) -> Result<()> {
     if !args.no_room {
         cluster = cluster.with_room();
     }
+    // Events about the spoke go on its own Pod: `POD_NAME` (the Deployment sets it), else
+    // the host name, which is the pod's name in Kubernetes.
+    match std::env::var("POD_NAME")
+        .ok()
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .filter(|n| !n.is_empty())
+    {
+        Some(pod) => cluster = cluster.with_pod_events(&namespace, &pod),
+        None => tracing::info!("no POD_NAME or HOSTNAME: no Events about the spoke"),
+    }
 
     let metrics = Arc::new(Metrics::new());
     if let ClientSecurity::Mtls { tls, .. } = &security

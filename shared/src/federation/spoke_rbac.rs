@@ -66,9 +66,13 @@ pub const ROOM_PERMISSIONS: &[Permission] = &[
 /// `resourceNames` to its own: read their Pod Security labels.
 pub const NAMESPACE_READ: Permission = ("", "namespaces", &["get"]);
 
-/// What the spoke's policy watch needs besides [`REQUIRED`], in the spoke's own
-/// namespace only: read and watch its policy ConfigMap.
-pub const POLICY_PERMISSIONS: &[Permission] = &[("", "configmaps", &["get", "list", "watch"])];
+/// What the spoke needs besides [`REQUIRED`] in its own namespace only: read and watch
+/// its policy ConfigMap, and write Events about itself on its Pod (a hub whose protocol
+/// revision it does not serve).
+pub const POLICY_PERMISSIONS: &[Permission] = &[
+    ("", "configmaps", &["get", "list", "watch"]),
+    ("events.k8s.io", "events", &["create", "patch"]),
+];
 
 /// The labels of a namespace the spoke creates: Pod Security `level` enforced, warned and
 /// audited.

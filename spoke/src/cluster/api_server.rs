@@ -1,5 +1,9 @@
 //! [`super::Cluster`] on a real API server ([`KubeCluster`]): the Job and policy watches,
 //! reads, POST-only creates and server-side applies, uid-guarded deletes.
+//!
+//! Size: the one implementation of the trait on a real API server, a few lines of API
+//! calls per method; the scope check and the ownership guards every write shares stay
+//! beside the writes.
 
 use super::NodesRoom;
 use std::fmt;
@@ -51,6 +55,7 @@ pub struct KubeCluster {
     changes: watch::Receiver<u64>,
     policy: Option<PolicyWatch>,
     room: Option<RoomWatch>,
+    events: Option<super::PodEvents>,
 }
 
 /// The watch on the spoke's policy ConfigMap.
@@ -93,6 +98,7 @@ impl KubeCluster {
             changes: rx,
             policy: None,
             room: None,
+            events: None,
         }
     }
 
@@ -101,6 +107,16 @@ impl KubeCluster {
     /// versions (the same permissions: `list` and `watch` on nodes).
     pub fn with_room(mut self) -> KubeCluster {
         self.room = Some(RoomWatch::start(&self.client));
+        self
+    }
+
+    /// Events about the spoke on its own Pod `namespace/name`.
+    pub fn with_pod_events(mut self, namespace: &str, name: &str) -> KubeCluster {
+        self.events = Some(super::PodEvents::of_pod(
+            self.client.clone(),
+            namespace,
+            name,
+        ));
         self
     }
 
@@ -589,6 +605,12 @@ impl Cluster for KubeCluster {
 
     fn image_volumes(&self) -> bool {
         self.room.as_ref().is_some_and(RoomWatch::image_volumes)
+    }
+
+    fn warn_about_spoke(&self, reason: &'static str, note: String) {
+        if let Some(events) = &self.events {
+            events.warn(reason, note);
+        }
     }
 
     fn room(&self) -> NodesRoom {

@@ -37,10 +37,12 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference}
 mod api_server;
 mod broker_pods;
 mod job_watch;
+mod pod_events;
 mod room_watch;
 
 pub use api_server::KubeCluster;
 pub use broker_pods::{broker_addresses, from_a_broker};
+pub use pod_events::PodEvents;
 
 /// Field manager of the spoke's server-side applies.
 pub const FIELD_MANAGER: &str = "flux-spoke";
@@ -496,4 +498,8 @@ pub trait Cluster: Clone + Send + Sync + 'static {
     /// Whether the cluster mounts images as volumes, as far as known
     /// ([`flux_shared::image_volumes`]): new burst Jobs then mount the view image.
     fn image_volumes(&self) -> bool;
+
+    /// A Warning Event about the spoke itself (`reason`, `note`), on its own Pod where it
+    /// knows it; written in the background, never failing the caller.
+    fn warn_about_spoke(&self, reason: &'static str, note: String);
 }

@@ -259,4 +259,8 @@ impl Cluster for FakeCluster {
     fn image_volumes(&self) -> bool {
         self.lock().image_volumes
     }
+
+    fn warn_about_spoke(&self, reason: &'static str, note: String) {
+        self.lock().ops.push(Op::Warning(reason, note));
+    }
 }

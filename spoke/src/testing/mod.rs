@@ -41,6 +41,8 @@ pub enum Op {
     /// `serve_relay(service, address, port)` that succeeded: `namespace/name`, and where
     /// it points.
     ServeRelay(String, std::net::SocketAddr),
+    /// `warn_about_spoke(reason, note)`.
+    Warning(&'static str, String),
 }
 
 /// The operations of [`Cluster`](crate::cluster::Cluster), to select which ones fail.
