@@ -4,7 +4,7 @@
 //! |------|------|--------|
 //! | `flux_hub_spoke_connected` | gauge (0 or 1) | `spoke` |
 //! | `flux_hub_spoke_last_report_timestamp_seconds` | gauge (Unix seconds) | `spoke` |
-//! | `flux_hub_bursts` | gauge | `phase` (`status.bursts[].phase`) |
+//! | `flux_hub_bursts` | gauge | `spoke` (`status.bursts[].cluster`, empty while placed nowhere), `phase` (`status.bursts[].phase`) |
 //! | `flux_hub_bursts_unplaced` | gauge | |
 //! | `flux_hub_spoke_refusals_total` | counter | `spoke`, `reason` |
 //! | `flux_hub_snapshot_apply_seconds` | histogram (10 ms to 1 h) | `spoke` |
@@ -44,13 +44,15 @@ struct RefusalLabels {
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct PhaseLabels {
+    spoke: String,
     phase: String,
 }
 
-/// What one MiniCluster's bursts count: by phase, and how many are placed nowhere.
+/// What one MiniCluster's bursts count: by spoke and phase, and how many are placed
+/// nowhere.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 struct Counted {
-    phases: BTreeMap<String, i64>,
+    phases: BTreeMap<(String, String), i64>,
     unplaced: i64,
 }
 
@@ -163,13 +165,15 @@ impl FleetMetrics {
             .set(unix_seconds);
     }
 
-    /// The bursts of MiniCluster `key` now, each as its status phase and whether it is
-    /// placed on a cluster: what it counted before is replaced.
-    pub fn set_bursts<'a>(&self, key: &str, bursts: impl IntoIterator<Item = (&'a str, bool)>) {
+    /// The bursts of MiniCluster `key` now, each as the spoke it is placed on (empty:
+    /// none) and its status phase: what it counted before is replaced.
+    pub fn set_bursts<'a>(&self, key: &str, bursts: impl IntoIterator<Item = (&'a str, &'a str)>) {
         let mut now = Counted::default();
-        for (phase, placed) in bursts {
-            *now.phases.entry(phase.to_string()).or_default() += 1;
-            now.unplaced += i64::from(!placed);
+        for (spoke, phase) in bursts {
+            *now.phases
+                .entry((spoke.to_string(), phase.to_string()))
+                .or_default() += 1;
+            now.unplaced += i64::from(spoke.is_empty());
         }
         let mut by = self
             .by_minicluster
@@ -192,9 +196,10 @@ impl FleetMetrics {
 
     /// Adds `counted` (`sign` 1) or takes it away (-1).
     fn apply(&self, counted: &Counted, sign: i64) {
-        for (phase, n) in &counted.phases {
+        for ((spoke, phase), n) in &counted.phases {
             self.bursts
                 .get_or_create(&PhaseLabels {
+                    spoke: spoke.clone(),
                     phase: phase.clone(),
                 })
                 .inc_by(sign * n);
@@ -223,27 +228,31 @@ mod tests {
     #[test]
     fn burst_counts_are_totals_that_follow_each_minicluster() {
         let (registry, fleet) = fleet();
-        fleet.set_bursts("a/x", [("Running", true), ("Running", true)]);
-        fleet.set_bursts("b/y", [("Unreachable", true), ("Pending", false)]);
+        fleet.set_bursts("a/x", [("gke", "Running"), ("gke", "Running")]);
+        fleet.set_bursts("b/y", [("kind", "Unreachable"), ("", "Pending")]);
         let out = text(&registry);
         assert!(
-            out.contains("flux_hub_bursts{phase=\"Running\"} 2"),
+            out.contains("flux_hub_bursts{spoke=\"gke\",phase=\"Running\"} 2"),
             "{out}"
         );
         assert!(
-            out.contains("flux_hub_bursts{phase=\"Unreachable\"} 1"),
+            out.contains("flux_hub_bursts{spoke=\"kind\",phase=\"Unreachable\"} 1"),
+            "{out}"
+        );
+        assert!(
+            out.contains("flux_hub_bursts{spoke=\"\",phase=\"Pending\"} 1"),
             "{out}"
         );
         assert!(out.contains("flux_hub_bursts_unplaced 1"), "{out}");
         // A MiniCluster's bursts change: its old counts go.
-        fleet.set_bursts("b/y", [("Running", true), ("Running", true)]);
+        fleet.set_bursts("b/y", [("gke", "Running"), ("gke", "Running")]);
         let out = text(&registry);
         assert!(
-            out.contains("flux_hub_bursts{phase=\"Running\"} 4"),
+            out.contains("flux_hub_bursts{spoke=\"gke\",phase=\"Running\"} 4"),
             "{out}"
         );
         assert!(
-            out.contains("flux_hub_bursts{phase=\"Unreachable\"} 0"),
+            out.contains("flux_hub_bursts{spoke=\"kind\",phase=\"Unreachable\"} 0"),
             "{out}"
         );
         assert!(out.contains("flux_hub_bursts_unplaced 0"), "{out}");
@@ -251,7 +260,7 @@ mod tests {
         fleet.forget_minicluster("never/seen");
         let out = text(&registry);
         assert!(
-            out.contains("flux_hub_bursts{phase=\"Running\"} 2"),
+            out.contains("flux_hub_bursts{spoke=\"gke\",phase=\"Running\"} 2"),
             "{out}"
         );
         assert!(

@@ -324,7 +324,7 @@ pub(in crate::controller) fn publish(
         status
             .bursts
             .iter()
-            .map(|b| (b.phase.as_str(), !b.cluster.is_empty())),
+            .map(|b| (b.cluster.as_str(), b.phase.as_str())),
     );
     summary
 }
