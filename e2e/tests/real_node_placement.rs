@@ -426,6 +426,7 @@ async fn a_burst_goes_to_the_candidate_with_room_and_stays_where_it_runs() {
         let upgrade = Upgrade { env, hub: &hub, config: &config, clusters };
         // 7. The second spoke upgraded to today's.
         let before = upgrade.jobs().await?;
+        let (restarted, _) = upgrade.restarts().await?;
         flux_hub(&hub, &config, &[
             "join", "burst2", "--kubeconfig", path_str(&second.kubeconfig)?, "--image", &image,
             "--policy", path_str(&policy)?, "--label", "tier=spot", "--label", "site=second", "--force",
@@ -433,13 +434,14 @@ async fn a_burst_goes_to_the_candidate_with_room_and_stays_where_it_runs() {
         ])
         .await?;
         speaks(env, &hub, &config, &[("burst", json!(revision)), ("burst2", json!(revision))]).await?;
-        upgrade.nothing_lost("the second spoke upgraded", &before, &["spill", "strict"]).await?;
+        upgrade.nothing_lost("the second spoke upgraded", &before, &["spill", "strict"], restarted).await?;
 
         // 8. The hub of the last release, installed by its own `flux-hub init` (its CRD and
         // manifests over the live MiniClusters): today's spokes one revision newer than
         // it. It places a new MiniCluster with a relayed and a direct burst on the second.
         advertise(env, &env.client, 8).await?;
         let before = upgrade.jobs().await?;
+        let (restarted, _) = upgrade.restarts().await?;
         let released_hub = std::path::Path::new(&std::env::var("FLUX_E2E_RELEASED_BIN").context(
             "FLUX_E2E_RELEASED_BIN: the folder of the last release's binaries (scripts/released.sh)",
         )?)
@@ -451,7 +453,7 @@ async fn a_burst_goes_to_the_candidate_with_room_and_stays_where_it_runs() {
         .await?;
         // A hub of the last release does not show revisions.
         speaks(env, &hub, &config, &[("burst", Value::Null), ("burst2", Value::Null)]).await?;
-        upgrade.nothing_lost("the hub replaced by the last release's", &before, &["spill", "strict"]).await?;
+        upgrade.nothing_lost("the hub replaced by the last release's", &before, &["spill", "strict"], restarted).await?;
         let mut skewed = minicluster("skewed", json!([{"matchLabels": {"site": "second"}}]));
         // The second's namespace enforces `restricted` since step 6.
         support::restricted(&mut skewed);
@@ -468,13 +470,14 @@ async fn a_burst_goes_to_the_candidate_with_room_and_stays_where_it_runs() {
         // 9. The hub upgraded to today's again by today's `flux-hub init` (its CRD applied
         // over the live MiniClusters): both replicas replaced.
         let before = upgrade.jobs().await?;
+        let (restarted, _) = upgrade.restarts().await?;
         flux_hub(&hub, &config, &[
             "init", "--kubeconfig", &root_kubeconfig, "--certs", path_str(&certs)?,
             "--hub-ip", &root_ip, "--image", &image, "--timeout-seconds", "180",
         ])
         .await?;
         speaks(env, &hub, &config, &[("burst", json!(revision)), ("burst2", json!(revision))]).await?;
-        upgrade.nothing_lost("the hub upgraded", &before, &["spill", "strict"]).await?;
+        upgrade.nothing_lost("the hub upgraded", &before, &["spill", "strict"], restarted).await?;
         job_on(env, "skewed", &["skewed-0", "skewed-b-0", "skewed-d-0"]).await?;
 
         for client in clusters {
@@ -589,6 +592,26 @@ impl Upgrade<'_> {
         Ok(all)
     }
 
+    /// Container restarts of every pod of the test's namespace in the three clusters, and
+    /// how many pods there are.
+    async fn restarts(&self) -> Result<(i32, usize)> {
+        let (mut restarts, mut pods) = (0, 0);
+        for client in self.clusters {
+            let all: Api<Pod> = Api::namespaced(client.clone(), &self.env.ns);
+            for pod in all.list(&ListParams::default()).await?.items {
+                pods += 1;
+                restarts += pod
+                    .status
+                    .and_then(|s| s.container_statuses)
+                    .unwrap_or_default()
+                    .iter()
+                    .map(|c| c.restart_count)
+                    .sum::<i32>();
+            }
+        }
+        Ok((restarts, pods))
+    }
+
     /// After `what`: every Job has its uid still and every burst its cluster, the hub's
     /// spokes are connected, and each MiniCluster of `running` has every broker up and
     /// runs a job on them (the time until then printed: a relayed broker reconnects
@@ -598,6 +621,7 @@ impl Upgrade<'_> {
         what: &str,
         before: &std::collections::BTreeMap<String, String>,
         running: &[&str],
+        restarted_before: i32,
     ) -> Result<()> {
         let started = Instant::now();
         for name in running {
@@ -624,11 +648,13 @@ impl Upgrade<'_> {
             all.iter().all(|s| s["connected"] == true),
             "{what}: every spoke connected: {all:?}"
         );
+        let (restarted, pods) = self.restarts().await?;
         eprintln!(
-            "{}: {what}: {} Jobs and bursts as they were; relayed brokers up and a job run in {:.1} s",
+            "{}: {what}: {} Jobs and bursts as they were; relayed brokers up and a job run in {:.1} s; {} container restarts among {pods} pods",
             self.env.ns,
             before.len(),
-            up.as_secs_f64()
+            up.as_secs_f64(),
+            restarted - restarted_before
         );
         Ok(())
     }
