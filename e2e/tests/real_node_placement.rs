@@ -32,7 +32,10 @@
 //!
 //! After each of 7 to 9 every Job in the three clusters keeps its uid, no burst moves, the
 //! hub's view of each spoke names the revision it speaks, and jobs run across the
-//! clusters; the time until a relayed broker is up again is printed.
+//! clusters; the time until a relayed broker is up again, and how many containers
+//! restarted, is printed. During each, no burst's status goes backwards (read twice a
+//! second: a Running burst is never Pending or Dispatched again, and keeps its cluster and
+//! when it was placed).
 //!
 //! `KUBECONFIG` is the root cluster, `SPOKE_KUBECONFIG` and `SPOKE2_KUBECONFIG` the burst
 //! clusters (`scripts/e2e.sh` starts them with real nodes and the images loaded). A binary
@@ -427,6 +430,7 @@ async fn a_burst_goes_to_the_candidate_with_room_and_stays_where_it_runs() {
         // 7. The second spoke upgraded to today's.
         let before = upgrade.jobs().await?;
         let (restarted, _) = upgrade.restarts().await?;
+        let watch = StatusWatch::start(env.api::<MiniCluster>());
         flux_hub(&hub, &config, &[
             "join", "burst2", "--kubeconfig", path_str(&second.kubeconfig)?, "--image", &image,
             "--policy", path_str(&policy)?, "--label", "tier=spot", "--label", "site=second", "--force",
@@ -435,6 +439,7 @@ async fn a_burst_goes_to_the_candidate_with_room_and_stays_where_it_runs() {
         .await?;
         speaks(env, &hub, &config, &[("burst", json!(revision)), ("burst2", json!(revision))]).await?;
         upgrade.nothing_lost("the second spoke upgraded", &before, &["spill", "strict"], restarted).await?;
+        watch.finish("the second spoke upgraded").await?;
 
         // 8. The hub of the last release, installed by its own `flux-hub init` (its CRD and
         // manifests over the live MiniClusters): today's spokes one revision newer than
@@ -442,6 +447,7 @@ async fn a_burst_goes_to_the_candidate_with_room_and_stays_where_it_runs() {
         advertise(env, &env.client, 8).await?;
         let before = upgrade.jobs().await?;
         let (restarted, _) = upgrade.restarts().await?;
+        let watch = StatusWatch::start(env.api::<MiniCluster>());
         let released_hub = std::path::Path::new(&std::env::var("FLUX_E2E_RELEASED_BIN").context(
             "FLUX_E2E_RELEASED_BIN: the folder of the last release's binaries (scripts/released.sh)",
         )?)
@@ -454,6 +460,7 @@ async fn a_burst_goes_to_the_candidate_with_room_and_stays_where_it_runs() {
         // A hub of the last release does not show revisions.
         speaks(env, &hub, &config, &[("burst", Value::Null), ("burst2", Value::Null)]).await?;
         upgrade.nothing_lost("the hub replaced by the last release's", &before, &["spill", "strict"], restarted).await?;
+        watch.finish("the hub replaced by the last release's").await?;
         let mut skewed = minicluster("skewed", json!([{"matchLabels": {"site": "second"}}]));
         // The second's namespace enforces `restricted` since step 6.
         support::restricted(&mut skewed);
@@ -471,6 +478,7 @@ async fn a_burst_goes_to_the_candidate_with_room_and_stays_where_it_runs() {
         // over the live MiniClusters): both replicas replaced.
         let before = upgrade.jobs().await?;
         let (restarted, _) = upgrade.restarts().await?;
+        let watch = StatusWatch::start(env.api::<MiniCluster>());
         flux_hub(&hub, &config, &[
             "init", "--kubeconfig", &root_kubeconfig, "--certs", path_str(&certs)?,
             "--hub-ip", &root_ip, "--image", &image, "--timeout-seconds", "180",
@@ -478,6 +486,7 @@ async fn a_burst_goes_to_the_candidate_with_room_and_stays_where_it_runs() {
         .await?;
         speaks(env, &hub, &config, &[("burst", json!(revision)), ("burst2", json!(revision))]).await?;
         upgrade.nothing_lost("the hub upgraded", &before, &["spill", "strict"], restarted).await?;
+        watch.finish("the hub upgraded").await?;
         job_on(env, "skewed", &["skewed-0", "skewed-b-0", "skewed-d-0"]).await?;
 
         for client in clusters {
@@ -551,6 +560,69 @@ async fn speaks(env: &TestEnv, hub: &Path, config: &Path, want: &[(&str, Value)]
         },
     )
     .await
+}
+
+/// The bursts' statuses, read twice a second while an upgrade step runs: none goes
+/// backwards. A burst keeps its cluster and when it was placed, and one that was Running
+/// is only ever Running, Joining (a relayed broker reconnecting) or Unreachable (its spoke
+/// restarting), never Pending or Dispatched again, nor anything else.
+struct StatusWatch {
+    stop: tokio::sync::watch::Sender<bool>,
+    task: tokio::task::JoinHandle<std::collections::BTreeSet<String>>,
+}
+
+impl StatusWatch {
+    fn start(api: Api<MiniCluster>) -> StatusWatch {
+        let (stop, mut stopped) = tokio::sync::watch::channel(false);
+        let task = tokio::spawn(async move {
+            type Seen = (String, String, Option<String>);
+            let mut first: std::collections::BTreeMap<String, Seen> = Default::default();
+            let mut backwards = std::collections::BTreeSet::new();
+            loop {
+                // A failed read is no sample (the API server is not what is under test).
+                if let Ok(list) = api.list(&ListParams::default()).await {
+                    for mc in list.items {
+                        let name = mc.metadata.name.clone().unwrap_or_default();
+                        for b in mc.status.unwrap_or_default().bursts {
+                            let key = format!("{name}/{}", b.name);
+                            let placed_at = b
+                                .placement
+                                .as_ref()
+                                .and_then(|p| p.placed_at.as_ref())
+                                .map(|t| t.0.to_string());
+                            let now: Seen = (b.phase.clone(), b.cluster.clone(), placed_at);
+                            let Some(was) = first.get(&key) else {
+                                first.insert(key, now);
+                                continue;
+                            };
+                            let fell = was.0 == "Running"
+                                && !["Running", "Joining", "Unreachable"].contains(&now.0.as_str());
+                            if fell || now.1 != was.1 || now.2 != was.2 {
+                                backwards.insert(format!("{key}: {was:?} -> {now:?}"));
+                            }
+                        }
+                    }
+                }
+                tokio::select! {
+                    () = tokio::time::sleep(std::time::Duration::from_millis(500)) => {}
+                    _ = stopped.changed() => break,
+                }
+            }
+            backwards
+        });
+        StatusWatch { stop, task }
+    }
+
+    /// Stops reading; fails if any status went backwards during `what`.
+    async fn finish(self, what: &str) -> Result<()> {
+        let _ = self.stop.send(true);
+        let backwards = self.task.await?;
+        ensure!(
+            backwards.is_empty(),
+            "{what}: statuses went backwards: {backwards:?}"
+        );
+        Ok(())
+    }
 }
 
 /// The clusters of an upgrade, and what must hold across it.
