@@ -124,6 +124,31 @@ enum SessionError {
     Fenced,
 }
 
+/// How long a spoke waits for its policy's first read before it announces what it knows.
+const POLICY_READ_WAIT: Duration = Duration::from_secs(30);
+
+impl<C: Cluster> Agent<C> {
+    /// Waits until the policy has been read (its watch's first listing), at most
+    /// [`POLICY_READ_WAIT`].
+    async fn policy_read(&self, changes: &mut Changes) {
+        if self.cluster.policy_known() {
+            return;
+        }
+        let deadline = Instant::now() + POLICY_READ_WAIT;
+        while !self.cluster.policy_known() {
+            tokio::select! {
+                // An ended stream disables this branch; the timer still polls.
+                Some(()) = changes.next() => {}
+                () = tokio::time::sleep(Duration::from_millis(200)) => {}
+                () = tokio::time::sleep_until(deadline) => {
+                    warn!(waited = ?POLICY_READ_WAIT, "the spoke policy is not read yet; announcing none");
+                    return;
+                }
+            }
+        }
+    }
+}
+
 /// Why the hub and this spoke do not speak to each other, when that is what ended a
 /// session: this spoke refused the hub's revision, or the hub refused this spoke's.
 fn protocol_refusal(error: &SessionError) -> Option<String> {
@@ -420,6 +445,10 @@ impl<C: Cluster> Agent<C> {
         let mut client = SpokeClient::with_interceptor(channel, security.interceptor())
             .max_decoding_message_size(settings.max_decoding_message_size)
             .max_encoding_message_size(settings.max_decoding_message_size);
+        // The policy's exceptions are announced with the Watch: not before the policy is
+        // read, or the hub would take them for none and refuse the running bursts that
+        // need them (seen as Running bursts turned Invalid while a spoke restarted).
+        self.policy_read(changes).await;
         // The policy text the announcement was made from: it is parsed again only when
         // that text changes, not on every Job change.
         let mut announced_from = self.cluster.policy().ok().flatten();

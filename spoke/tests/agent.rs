@@ -1392,3 +1392,35 @@ async fn a_certificate_renewed_in_its_files_is_used_without_a_restart() {
     server.stop().await;
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A spoke whose policy is not read yet does not announce its exceptions as none: the hub
+/// would refuse the running bursts that need them. It opens its Watch once the policy is
+/// read.
+#[tokio::test]
+async fn the_watch_waits_for_the_policy_to_be_read() {
+    let pki = Pki::new();
+    let hub = HubState::new(snapshot("e1", 1, vec![]));
+    let server = RunningHub::start(&pki, &hub, any_port()).await;
+    let cluster = FakeCluster::new();
+    cluster.set_policy(Some(
+        "namespaces: [{name: hpc, podSecurity: privileged, allow: {privileged: true}}]\nmaxBrokers: 8\n",
+    ));
+    cluster.set_policy_known(false);
+    let agent = RunningAgent::start(&pki, &pki.spoke, server.addr, &cluster, LONG);
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    assert!(
+        hub.watches().is_empty(),
+        "no Watch before the policy is read"
+    );
+    cluster.set_policy_known(true);
+    let watch = eventually("a Watch once the policy is read", || {
+        hub.watches().into_iter().next()
+    })
+    .await;
+    assert!(
+        !watch.exceptions.is_empty(),
+        "the policy's exceptions announced: {watch:?}"
+    );
+    agent.stop().await;
+    server.stop().await;
+}

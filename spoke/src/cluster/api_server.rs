@@ -552,6 +552,12 @@ impl Cluster for KubeCluster {
         }
     }
 
+    fn policy_known(&self) -> bool {
+        self.policy
+            .as_ref()
+            .is_none_or(|p| p.ready.load(Ordering::Acquire))
+    }
+
     fn policy(&self) -> Result<Option<String>, ClusterError> {
         let Some(p) = &self.policy else {
             return Err(ClusterError::new(

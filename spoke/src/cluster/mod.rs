@@ -413,6 +413,10 @@ pub trait Cluster: Clone + Send + Sync + 'static {
     /// [`flux_shared::federation::policy::POLICY_KEY`]; an error while it cannot be read.
     fn policy(&self) -> Result<Option<String>, ClusterError>;
 
+    /// Whether [`Cluster::policy`] says what the policy is: it has been read (or there is
+    /// no policy source, so nothing to wait for).
+    fn policy_known(&self) -> bool;
+
     /// Writes `object` (which carries the spoke's claim: labels and assignment annotation)
     /// in its namespace, never onto an object someone else made.
     ///

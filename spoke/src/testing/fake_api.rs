@@ -260,6 +260,10 @@ impl Cluster for FakeCluster {
         self.lock().image_volumes
     }
 
+    fn policy_known(&self) -> bool {
+        self.lock().policy_known
+    }
+
     fn warn_about_spoke(&self, reason: &'static str, note: String) {
         self.lock().ops.push(Op::Warning(reason, note));
     }

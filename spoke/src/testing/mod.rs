@@ -92,6 +92,8 @@ struct State {
     unreachable: Option<(SystemTime, String)>,
     room: NodesRoom,
     image_volumes: bool,
+    /// Whether the policy has been read ([`FakeCluster::set_policy_known`]).
+    policy_known: bool,
     /// The addresses of each Job's broker pods (namespace, Job), where a test set them.
     brokers: BTreeMap<(String, String), BTreeSet<std::net::IpAddr>>,
     /// Last uid and resourceVersion handed out.
@@ -110,6 +112,7 @@ impl Default for State {
             unreachable: None,
             room: Err("not measured".to_string()),
             image_volumes: false,
+            policy_known: true,
             brokers: BTreeMap::new(),
             serial: 0,
         }
@@ -313,6 +316,13 @@ impl FakeCluster {
     /// now on.
     pub fn set_image_volumes(&self, available: bool) {
         self.lock().image_volumes = available;
+    }
+
+    /// Whether the policy has been read yet (it has, by default); notifies
+    /// [`Cluster::changes`](crate::cluster::Cluster::changes), as a first listing would.
+    pub fn set_policy_known(&self, known: bool) {
+        self.lock().policy_known = known;
+        self.notify();
     }
 
     /// Ends every failure set with [`FakeCluster::fail`].
