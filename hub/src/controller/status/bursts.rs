@@ -224,6 +224,23 @@ pub fn statuses(
             let report = v.report.as_ref();
             let reported = report.map(|(r, _)| r);
             let old = previous.iter().find(|p| p.name == b.name);
+            // A running burst whose spoke has not reported to this hub yet (it restarted,
+            // or was replaced) shows what it last showed, not Dispatched: nothing was sent
+            // that it does not run already, as far as anyone knows.
+            if let Some(o) = old.filter(|o| {
+                reported.is_none()
+                    && v.assigned
+                    && v.connected
+                    && !v.deleting
+                    && o.cluster == b.spoke
+                    && (o.phase == BurstStatusPhase::Running
+                        || o.phase == BurstStatusPhase::Joining)
+            }) {
+                return BurstStatus {
+                    assigned_version: i64::try_from(v.assigned_version).unwrap_or(i64::MAX),
+                    ..o.clone()
+                };
+            }
             let joined = seen.joined.get(&b.name).copied().or_else(|| {
                 old.filter(|o| o.cluster == b.spoke && o.phase == BurstStatusPhase::Running)
                     .and_then(|o| o.brokers_joined)
@@ -818,6 +835,36 @@ mod tests {
             (restarted.phase.as_str(), restarted.brokers_joined),
             ("Joining", None)
         );
+        // Before its spoke reports to the restarted hub, a running burst stays as it was
+        // shown (not Dispatched again), with the snapshot version it is sent now.
+        let unreported = statuses(
+            std::slice::from_ref(&view()),
+            None,
+            &LeadSeen::default(),
+            std::slice::from_ref(&joined),
+            t,
+        )
+        .remove(0);
+        assert_eq!(
+            (
+                unreported.phase.as_str(),
+                unreported.brokers_ready,
+                unreported.brokers_joined,
+                unreported.assigned_version
+            ),
+            ("Running", 3, Some(2), 4)
+        );
+        // A burst that was only sent is still only sent.
+        let sent = one(view());
+        let unreported = statuses(
+            std::slice::from_ref(&view()),
+            None,
+            &LeadSeen::default(),
+            std::slice::from_ref(&sent),
+            t,
+        )
+        .remove(0);
+        assert_eq!(unreported.phase, BurstStatusPhase::Dispatched);
         assert_eq!(ready_condition(&[none]).map(|c| c.0), Some(false));
     }
 
