@@ -16,7 +16,7 @@ use flux_shared::federation::pki::{Ca, IssuedCert};
 use flux_shared::federation::proto::spoke_client::SpokeClient;
 use flux_shared::federation::proto::{ReportRequest, WatchRequest};
 use flux_shared::federation::protocol::{REVISION, REVISION_HEADER};
-use flux_shared::federation::tls::{ClientSecurity, ServerSecurity, TransportSettings};
+use flux_shared::federation::tls::{ServerSecurity, TransportSettings};
 use kube::runtime::events::{Recorder, Reporter};
 use tonic::Code;
 
@@ -61,21 +61,7 @@ async fn client(pki: &Pki, addr: SocketAddr, name: &str) -> SpokeClient<tonic::t
         .ca
         .issue_client(&flux_shared::federation::Identity::spoke(name).unwrap(), 1)
         .unwrap();
-    let security = ClientSecurity::Mtls {
-        tls: grpc::pem(&pki.ca, &leaf),
-        domain: "hub.test".into(),
-    };
-    let endpoint = TransportSettings::default()
-        .endpoint(&format!("https://{addr}"), &security)
-        .unwrap();
-    // No interceptor: each call below sets the header itself (or sends none, as a spoke of
-    // release 0.1.0 does).
-    SpokeClient::new(
-        tokio::time::timeout(LIMIT, endpoint.connect())
-            .await
-            .unwrap()
-            .unwrap(),
-    )
+    grpc::spoke_client(&pki.ca, &leaf, addr).await
 }
 
 fn declaring<T>(message: T, revision: Option<&str>) -> tonic::Request<T> {

@@ -16,7 +16,7 @@ use flux_shared::federation::assignment::SpokeAssignment;
 use flux_shared::federation::pki::{Ca, IssuedCert};
 use flux_shared::federation::proto::spoke_client::SpokeClient;
 use flux_shared::federation::proto::{Assignment, RelayFrame};
-use flux_shared::federation::tls::{ClientSecurity, ServerSecurity, TlsPem, TransportSettings};
+use flux_shared::federation::tls::{ServerSecurity, TlsPem, TransportSettings};
 use flux_shared::federation::{BurstKey, McKey, RELAY_KEY, RELAY_MAX_FRAME, RELAY_SLACK};
 use flux_shared::plan::Endpoint;
 use futures::StreamExt;
@@ -233,19 +233,7 @@ async fn spoke_client_with(
     addr: SocketAddr,
     leaf: &IssuedCert,
 ) -> SpokeClient<tonic::transport::Channel> {
-    let security = ClientSecurity::Mtls {
-        tls: pki.pem(leaf),
-        domain: "hub.test".into(),
-    };
-    let endpoint = TransportSettings::default()
-        .endpoint(&format!("https://{addr}"), &security)
-        .unwrap();
-    SpokeClient::new(
-        tokio::time::timeout(LIMIT, endpoint.connect())
-            .await
-            .unwrap()
-            .unwrap(),
-    )
+    grpc::spoke_client(&pki.ca, leaf, addr).await
 }
 
 /// A relayed connection: its sender and the hub's answers, or the refusal's code.

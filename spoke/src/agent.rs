@@ -315,10 +315,7 @@ impl<C: Cluster> Agent<C> {
                         error!(%hub, error = %text, "TLS with the hub failed (certificate refused?): check --ca, --cert/--key and --hub-domain; retrying slowly");
                         (Some(ErrorKind::Auth), Retry::Slow)
                     }
-                    Code::FailedPrecondition
-                        if matches!(error, SessionError::Open(_))
-                            && text.contains("protocol revision") =>
-                    {
+                    Code::FailedPrecondition if protocol_refusal(error).is_some() => {
                         error!(%hub, error = %text, "the hub refuses this spoke's protocol revision; retrying slowly (docs/operations.md, Upgrading)");
                         (Some(ErrorKind::Protocol), Retry::Slow)
                     }

@@ -22,3 +22,27 @@ pub fn no_api_server() -> kube::Client {
     >();
     kube::Client::new(service, "default")
 }
+
+/// A `Spoke` client of the hub at `addr` (whose certificate names `hub.test`), presenting
+/// `leaf` of `ca`, with no interceptor: what it sends is what each call sets.
+// Not every test binary that includes this module dials the Spoke service.
+#[allow(dead_code)]
+pub async fn spoke_client(
+    ca: &Ca,
+    leaf: &IssuedCert,
+    addr: std::net::SocketAddr,
+) -> flux_shared::federation::proto::spoke_client::SpokeClient<tonic::transport::Channel> {
+    use flux_shared::federation::tls::{ClientSecurity, TransportSettings};
+    let security = ClientSecurity::Mtls {
+        tls: pem(ca, leaf),
+        domain: "hub.test".into(),
+    };
+    let endpoint = TransportSettings::default()
+        .endpoint(&format!("https://{addr}"), &security)
+        .expect("an endpoint");
+    let channel = tokio::time::timeout(std::time::Duration::from_secs(10), endpoint.connect())
+        .await
+        .expect("connected in time")
+        .expect("connected");
+    flux_shared::federation::proto::spoke_client::SpokeClient::new(channel)
+}
