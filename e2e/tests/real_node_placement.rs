@@ -30,7 +30,16 @@
 //! 9. the hub upgraded again (today's `flux-hub init`: today's CRD applied over the live
 //!    MiniClusters, both replicas replaced).
 //!
-//! After each of 7 to 9 every Job in the three clusters keeps its uid, no burst moves, the
+//!
+//! Then the federation's certificates are renewed, nothing deleted either:
+//! 10. a new CA (`flux-hub certs --renew-ca`) and the hub's new certificate
+//!     (`flux-hub init`): the hub presents a certificate of the new CA;
+//! 11. both spokes joined again: each spoke's old certificate is refused by the hub, and
+//!     each spoke trusts the new CA alone;
+//! 12. the previous CA dropped (`flux-hub certs --drop-previous-ca`, `flux-hub init`): the
+//!     old admin certificate and the old spoke certificates are refused.
+//!
+//! After each of 7 to 12 every Job in the three clusters keeps its uid, no burst moves, the
 //! hub's view of each spoke names the revision it speaks, and jobs run across the
 //! clusters; the time until a relayed broker is up again, and how many containers
 //! restarted, is printed. During each, no burst's status goes backwards (read twice a
@@ -494,12 +503,209 @@ async fn a_burst_goes_to_the_candidate_with_room_and_stays_where_it_runs() {
         watch.finish("the hub upgraded").await?;
         job_on(env, "skewed", &["skewed-0", "skewed-b-0", "skewed-d-0"]).await?;
 
+        // 10. A new CA, and the hub's certificate from it: both CAs trusted for now.
+        let old = dir.join("old-certs");
+        std::fs::create_dir_all(&old)?;
+        for file in ["ca.crt", "spoke-burst.crt", "spoke-burst.key", "spoke-burst2.crt", "spoke-burst2.key", "admin-flux-hub-admin.crt", "admin-flux-hub-admin.key"] {
+            std::fs::copy(certs.join(file), old.join(file)).with_context(|| format!("keeping the old {file}"))?;
+        }
+        let renewal = Renewal { env, hub: &hub, config: &config, certs: &certs, old: &old, domain: &root_ip };
+        let before = upgrade.jobs().await?;
+        let (restarted, _) = upgrade.restarts().await?;
+        let watch = StatusWatch::start(env.api::<MiniCluster>(), &["Running", "Joining", "Unreachable"]);
+        flux_hub(&hub, &config, &["certs", "--out", path_str(&certs)?, "--renew-ca"]).await?;
+        let init = [
+            "init", "--kubeconfig", &root_kubeconfig, "--certs", path_str(&certs)?,
+            "--hub-ip", &root_ip, "--image", &image, "--timeout-seconds", "180",
+        ];
+        flux_hub(&hub, &config, &init).await?;
+        renewal.hub_presents_the_new_ca().await?;
+        upgrade.nothing_lost("the hub's certificate renewed", &before, &["spill", "strict"], restarted).await?;
+        watch.finish("the hub's certificate renewed").await?;
+        job_on(env, "skewed", &["skewed-0", "skewed-b-0", "skewed-d-0"]).await?;
+
+        // 11. Both spokes joined again: their old certificates are refused, and they trust
+        // the new CA alone.
+        let before = upgrade.jobs().await?;
+        let (restarted, _) = upgrade.restarts().await?;
+        let watch = StatusWatch::start(env.api::<MiniCluster>(), &["Running", "Joining", "Unreachable"]);
+        for (name, cluster, site) in [("burst", &first, "site=first"), ("burst2", &second, "site=second")] {
+            flux_hub(&hub, &config, &[
+                "join", name, "--kubeconfig", path_str(&cluster.kubeconfig)?, "--image", &image,
+                "--policy", path_str(&policy)?, "--label", "tier=spot", "--label", site,
+                "--timeout-seconds", "180",
+            ])
+            .await?;
+            let refused = renewal.as_old_spoke(name).await?;
+            ensure!(refused.contains("PermissionDenied") || refused.contains("pinned"), "spoke {name}'s old certificate refused by its pin: {refused}");
+            renewal.spoke_trusts_the_new_ca_alone(cluster).await?;
+        }
+        upgrade.nothing_lost("the spokes' certificates renewed", &before, &["spill", "strict"], restarted).await?;
+        watch.finish("the spokes' certificates renewed").await?;
+        job_on(env, "skewed", &["skewed-0", "skewed-b-0", "skewed-d-0"]).await?;
+
+        // 12. The previous CA dropped: the hub refuses every certificate it issued.
+        let before = upgrade.jobs().await?;
+        let (restarted, _) = upgrade.restarts().await?;
+        let watch = StatusWatch::start(env.api::<MiniCluster>(), &["Running", "Joining", "Unreachable"]);
+        renewal.as_old_admin().await?;
+        flux_hub(&hub, &config, &["certs", "--out", path_str(&certs)?, "--drop-previous-ca"]).await?;
+        flux_hub(&hub, &config, &init).await?;
+        upgrade.nothing_lost("the previous CA dropped", &before, &["spill", "strict"], restarted).await?;
+        watch.finish("the previous CA dropped").await?;
+        job_on(env, "skewed", &["skewed-0", "skewed-b-0", "skewed-d-0"]).await?;
+        let refused = renewal.as_old_admin().await.err().map(|e| format!("{e:#}"));
+        ensure!(refused.is_some(), "the old admin certificate refused once the previous CA is dropped");
+        for name in ["burst", "burst2"] {
+            let refused = renewal.as_old_spoke(name).await?;
+            ensure!(!refused.contains("PermissionDenied"), "spoke {name}'s old certificate refused at the handshake now: {refused}");
+        }
+        eprintln!("{}: certificates renewed; the old ones refused: {}", env.ns, refused.unwrap_or_default().lines().last().unwrap_or_default());
+
         for client in clusters {
             advertise(env, client, 0).await?;
         }
         Ok(())
     })
     .await;
+}
+
+/// The federation's certificates while they are renewed: the directory, and a copy of the
+/// certificates from before.
+struct Renewal<'a> {
+    env: &'a TestEnv,
+    hub: &'a Path,
+    config: &'a Path,
+    certs: &'a Path,
+    old: &'a Path,
+    /// The name the hub's certificate carries (its IP).
+    domain: &'a str,
+}
+
+impl Renewal<'_> {
+    /// The hub's URL, from the admin context `flux-hub init` wrote.
+    fn hub_url(&self) -> Result<String> {
+        let file: Value = serde_yaml_ng::from_str(&std::fs::read_to_string(self.config)?)?;
+        file["contexts"][0]["hub"]
+            .as_str()
+            .map(str::to_string)
+            .context("the admin context's hub")
+    }
+
+    /// The new CA alone (the last certificate of `ca.crt`).
+    fn new_ca(&self) -> Result<String> {
+        let trusted = std::fs::read_to_string(self.certs.join("ca.crt"))?;
+        flux_shared::federation::pki::certificate_blocks(&trusted)
+            .last()
+            .map(|b| (*b).to_string())
+            .context("no certificate in ca.crt")
+    }
+
+    /// `flux-hub status` with the admin certificate from before the renewal.
+    async fn as_old_admin(&self) -> Result<String> {
+        flux_hub(
+            self.hub,
+            self.config,
+            &[
+                "status",
+                "--ca",
+                path_str(&self.certs.join("ca.crt"))?,
+                "--cert",
+                path_str(&self.old.join("admin-flux-hub-admin.crt"))?,
+                "--key",
+                path_str(&self.old.join("admin-flux-hub-admin.key"))?,
+            ],
+        )
+        .await
+    }
+
+    /// Once the hub's pods serve the new certificate: a client trusting the new CA alone
+    /// lists the spokes.
+    async fn hub_presents_the_new_ca(&self) -> Result<()> {
+        let new_ca = self.certs.join("new-ca-alone.crt");
+        std::fs::write(&new_ca, self.new_ca()?)?;
+        self.env
+            .eventually(
+                "the hub to present a certificate of the new CA",
+                secs(120),
+                async || {
+                    Ok(
+                        match flux_hub(
+                            self.hub,
+                            self.config,
+                            &["status", "--ca", path_str(&new_ca)?],
+                        )
+                        .await
+                        {
+                            Ok(_) => Probe::Done(()),
+                            Err(e) => Probe::Waiting(format!("{e:#}")),
+                        },
+                    )
+                },
+            )
+            .await
+    }
+
+    /// What the hub answers a spoke presenting `name`'s certificate from before the renewal
+    /// (it must refuse: the error, as text).
+    async fn as_old_spoke(&self, name: &str) -> Result<String> {
+        use flux_shared::federation::proto::spoke_client::SpokeClient;
+        use flux_shared::federation::tls::{ClientSecurity, TlsPem, TransportSettings};
+        let read = |file: &str| std::fs::read_to_string(self.old.join(file));
+        let tls = TlsPem::new(
+            std::fs::read_to_string(self.certs.join("ca.crt"))?,
+            read(&format!("spoke-{name}.crt"))?,
+            read(&format!("spoke-{name}.key"))?,
+        )?;
+        let security = ClientSecurity::Mtls {
+            tls,
+            domain: self.domain.to_string(),
+        };
+        let endpoint = TransportSettings::default().endpoint(&self.hub_url()?, &security)?;
+        let answer = match endpoint.connect().await {
+            Err(e) => {
+                return Ok(format!(
+                    "connect: {}",
+                    flux_shared::federation::diagnostics::error_chain(&e)
+                ));
+            }
+            Ok(channel) => {
+                SpokeClient::new(channel)
+                    .report(flux_shared::federation::proto::ReportRequest::default())
+                    .await
+            }
+        };
+        match answer {
+            Ok(_) => anyhow::bail!("the hub accepted spoke {name}'s old certificate"),
+            Err(status) => Ok(format!("{:?}: {}", status.code(), status.message())),
+        }
+    }
+
+    /// The spoke's TLS Secret trusts the new CA alone.
+    async fn spoke_trusts_the_new_ca_alone(&self, cluster: &SpokeCluster) -> Result<()> {
+        let secret = Api::<k8s_openapi::api::core::v1::Secret>::namespaced(
+            cluster.client.clone(),
+            SPOKE_NAMESPACE,
+        )
+        .get("flux-spoke-tls")
+        .await?;
+        let trusted = secret
+            .data
+            .as_ref()
+            .and_then(|d| d.get("ca.crt"))
+            .map(|b| String::from_utf8_lossy(&b.0).to_string())
+            .context("the spoke's ca.crt")?;
+        ensure!(
+            flux_shared::federation::pki::certificate_blocks(&trusted) == [self.new_ca()?.as_str()],
+            "the spoke trusts the new CA alone: {trusted}"
+        );
+        let old = std::fs::read_to_string(self.old.join("ca.crt"))?;
+        ensure!(
+            !trusted.contains(old.trim()),
+            "the previous CA is no longer trusted by the spoke"
+        );
+        Ok(())
+    }
 }
 
 /// A job on every broker of `name` (`hosts`, in rank order), once all are up.

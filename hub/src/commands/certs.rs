@@ -12,8 +12,20 @@
 //!
 //! Existing files are never overwritten without `--force`, and nothing is written unless
 //! every file can be. An existing CA is always reused (also with `--force`), so spokes can
-//! be added later; delete `ca.crt` and `ca.key` to start over with a new CA (which
-//! invalidates every certificate issued before).
+//! be added later; delete `ca.crt` and `ca.key` to start over with a new CA (a new
+//! federation: every certificate issued before is refused, and spokes leave the bursts of
+//! the old one alone).
+//!
+//! # Renewing the CA
+//!
+//! `--renew-ca` replaces the CA without stopping anything ([`pki::renewal`]): a new CA of
+//! the same federation in `ca.key`, `ca.crt` holding the new CA and the previous one (both
+//! trusted), `ca-cross.crt` the new CA signed by the previous one (appended to every
+//! certificate issued while it is there), and every certificate of the directory issued
+//! again from the new CA with a new key (same names, same scopes). `flux-hub init` and
+//! `flux-hub join` then hand them out. `--drop-previous-ca` ends the renewal: `ca.crt`
+//! holds the new CA alone, and the next `init` makes the hub refuse every certificate of
+//! the previous one.
 
 use std::collections::BTreeSet;
 use std::fs;
@@ -25,7 +37,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, bail};
 use flux_shared::federation::Identity;
 use flux_shared::federation::pki::{
-    Ca, DEFAULT_CA_VALIDITY_DAYS, DEFAULT_LEAF_VALIDITY_DAYS, IssuedCert,
+    self, Ca, DEFAULT_CA_VALIDITY_DAYS, DEFAULT_LEAF_VALIDITY_DAYS, IssuedCert,
 };
 use flux_shared::federation::scope::{AdminScope, Permission};
 
@@ -67,6 +79,15 @@ pub struct CertsOptions {
     /// Overwrite existing certificates and keys (the CA is still reused).
     #[arg(long)]
     pub force: bool,
+    /// Replace the CA with a new one of the same federation and issue every certificate of
+    /// the directory again from it; both CAs are trusted until --drop-previous-ca. Then run
+    /// `flux-hub init` and `flux-hub join` for each spoke again.
+    #[arg(long, conflicts_with_all = ["hub_dns", "hub_ip", "spokes", "admins", "force", "drop_previous_ca"])]
+    pub renew_ca: bool,
+    /// End a renewal (--renew-ca): trust the new CA alone. Then run `flux-hub init` again;
+    /// the hub refuses every certificate of the previous CA from then on.
+    #[arg(long, conflicts_with_all = ["hub_dns", "hub_ip", "spokes", "admins", "force"])]
+    pub drop_previous_ca: bool,
 }
 
 impl CertsOptions {
@@ -85,12 +106,16 @@ impl CertsOptions {
             ca_days: DEFAULT_CA_VALIDITY_DAYS,
             ca_name: "flux-federation CA".into(),
             force: false,
+            renew_ca: false,
+            drop_previous_ca: false,
         }
     }
 }
 
 const CA_CERT: &str = "ca.crt";
 const CA_KEY: &str = "ca.key";
+/// The new CA signed by the previous one, while a renewal is under way.
+pub const CA_CROSS: &str = "ca-cross.crt";
 const CERT_MODE: u32 = 0o644;
 const KEY_MODE: u32 = 0o600;
 
@@ -103,6 +128,12 @@ struct Output {
 
 /// Runs `flux-hub certs`; returns the summary to print.
 pub fn run(opts: &CertsOptions) -> anyhow::Result<String> {
+    if opts.renew_ca {
+        return renew_ca(opts);
+    }
+    if opts.drop_previous_ca {
+        return drop_previous_ca(&opts.out);
+    }
     let identities = identities(opts)?;
     let want_hub = !opts.hub_dns.is_empty() || !opts.hub_ip.is_empty();
 
@@ -186,14 +217,160 @@ pub fn run(opts: &CertsOptions) -> anyhow::Result<String> {
     for output in &outputs {
         write_file(dir, output)?;
     }
+    Ok(summarize(dir, summary))
+}
 
+fn summarize(dir: &Path, summary: Vec<String>) -> String {
     let mut out = format!("{}:\n", dir.display());
     for line in summary {
         out.push_str("  ");
         out.push_str(&line);
         out.push('\n');
     }
-    Ok(out)
+    out
+}
+
+/// The CA of `dir` (`ca.crt`, `ca.key`), with the cross-signed copy appended to what it
+/// issues while a renewal is under way (`ca-cross.crt`).
+pub fn load_ca(dir: &Path) -> anyhow::Result<Ca> {
+    let read = |name: &str| {
+        fs::read_to_string(dir.join(name))
+            .with_context(|| format!("reading {}", dir.join(name).display()))
+    };
+    let ca = Ca::from_pem(&read(CA_CERT)?, &read(CA_KEY)?)
+        .with_context(|| format!("loading the CA from {}", dir.display()))?;
+    match dir.join(CA_CROSS).exists() {
+        true => Ok(ca.with_chain(&read(CA_CROSS)?)),
+        false => Ok(ca),
+    }
+}
+
+/// Whether a renewal of the CA in `dir` is under way (`--renew-ca` and no
+/// `--drop-previous-ca` yet).
+pub fn renewal_under_way(dir: &Path) -> bool {
+    dir.join(CA_CROSS).exists()
+}
+
+/// The certificates of `dir` besides the CA's (`hub.crt`, `spoke-*.crt`, `admin-*.crt`
+/// with their keys), by stem, sorted.
+fn leaves(dir: &Path) -> anyhow::Result<Vec<String>> {
+    let mut stems = Vec::new();
+    for entry in fs::read_dir(dir).with_context(|| format!("reading {}", dir.display()))? {
+        let name = entry?.file_name().to_string_lossy().into_owned();
+        let Some(stem) = name.strip_suffix(".crt") else {
+            continue;
+        };
+        let ours = stem == "hub" || stem.starts_with("spoke-") || stem.starts_with("admin-");
+        if ours && dir.join(format!("{stem}.key")).is_file() {
+            stems.push(stem.to_string());
+        }
+    }
+    stems.sort();
+    Ok(stems)
+}
+
+/// `--renew-ca`: a new CA of the same federation, both trusted, every certificate issued
+/// again from the new one.
+fn renew_ca(opts: &CertsOptions) -> anyhow::Result<String> {
+    let dir = &opts.out;
+    if renewal_under_way(dir) {
+        bail!(
+            "{}: a renewal of the CA is under way ({CA_CROSS} exists): finish it with --drop-previous-ca (after flux-hub init and join) before renewing again",
+            dir.display()
+        );
+    }
+    let previous = load_ca(dir)?;
+    let trusted = fs::read_to_string(dir.join(CA_CERT))
+        .with_context(|| format!("reading {}", dir.join(CA_CERT).display()))?;
+    let now = time::OffsetDateTime::now_utc();
+    // A name of its own: the previous CA stays trusted beside it.
+    let name = format!(
+        "{} (renewed {} {:02}:{:02}:{:02} UTC)",
+        opts.ca_name,
+        date(now),
+        now.hour(),
+        now.minute(),
+        now.second()
+    );
+    let renewal = previous.renew(&name, opts.ca_days)?;
+    let ca = &renewal.ca;
+    let mut outputs = vec![
+        cert_output(CA_CERT, pki::renewal::trust_during_renewal(ca, &trusted)),
+        key_output(CA_KEY, ca.key_pem()),
+        cert_output(CA_CROSS, renewal.cross_pem.clone()),
+    ];
+    let mut summary = vec![
+        format!(
+            "{CA_CERT}, {CA_KEY}: new CA {name:?} of federation {}, valid until {}; {CA_CERT} also trusts the previous CA until --drop-previous-ca",
+            ca.federation(),
+            date(ca.not_after())
+        ),
+        format!(
+            "{CA_CROSS}: the new CA signed by the previous one, appended to every certificate it issues"
+        ),
+    ];
+    for stem in leaves(dir)? {
+        let path = dir.join(format!("{stem}.crt"));
+        let pem =
+            fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
+        let cert = ca
+            .reissue(&pem, opts.days)
+            .with_context(|| format!("{}", path.display()))?;
+        summary.push(format!(
+            "{stem}.crt, {stem}.key: issued again from the new CA"
+        ));
+        push_leaf(&mut outputs, &stem, cert);
+    }
+    summary.push(
+        "next: flux-hub init and flux-hub join for each spoke, then flux-hub certs --drop-previous-ca and flux-hub init"
+            .to_string(),
+    );
+    // The CA's files last: a failure part way leaves the previous CA in charge.
+    outputs.rotate_left(3);
+    for output in &outputs {
+        write_file(dir, output)?;
+    }
+    Ok(summarize(dir, summary))
+}
+
+/// `--drop-previous-ca`: trust the current CA alone.
+fn drop_previous_ca(dir: &Path) -> anyhow::Result<String> {
+    if !renewal_under_way(dir) {
+        bail!(
+            "{}: no renewal of the CA is under way (no {CA_CROSS}; flux-hub certs --renew-ca starts one)",
+            dir.display()
+        );
+    }
+    let ca = load_ca(dir)?;
+    let key_id = ca.key_id();
+    let mut outputs = vec![cert_output(CA_CERT, ca.cert_pem().to_string())];
+    let mut summary = vec![format!(
+        "{CA_CERT}: the current CA alone, valid until {}; run flux-hub init: the hub then refuses every certificate of the previous CA",
+        date(ca.not_after())
+    )];
+    for stem in leaves(dir)? {
+        let path = dir.join(format!("{stem}.crt"));
+        let pem =
+            fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
+        if pki::issuer_key_id_of_pem(&pem) != key_id {
+            summary.push(format!(
+                "{stem}.crt: issued by another CA, refused once the hub trusts the current CA alone (issue it again with --force)"
+            ));
+            continue;
+        }
+        // The copy signed by the previous CA is of no use any more.
+        if let Some(leaf) = pki::certificate_blocks(&pem).first()
+            && leaf.len() < pem.len()
+        {
+            outputs.push(cert_output(&format!("{stem}.crt"), (*leaf).to_string()));
+        }
+    }
+    for output in &outputs {
+        write_file(dir, output)?;
+    }
+    fs::remove_file(dir.join(CA_CROSS))
+        .with_context(|| format!("removing {}", dir.join(CA_CROSS).display()))?;
+    Ok(summarize(dir, summary))
 }
 
 /// The scope of the --admin certificates, checked.
@@ -230,15 +407,7 @@ fn identities(opts: &CertsOptions) -> anyhow::Result<Vec<Identity>> {
 fn load_or_create_ca(dir: &Path, opts: &CertsOptions) -> anyhow::Result<(Ca, bool)> {
     let (cert_path, key_path) = (dir.join(CA_CERT), dir.join(CA_KEY));
     match (cert_path.exists(), key_path.exists()) {
-        (true, true) => {
-            let cert = fs::read_to_string(&cert_path)
-                .with_context(|| format!("reading {}", cert_path.display()))?;
-            let key = fs::read_to_string(&key_path)
-                .with_context(|| format!("reading {}", key_path.display()))?;
-            let ca = Ca::from_pem(&cert, &key)
-                .with_context(|| format!("loading the CA from {}", dir.display()))?;
-            Ok((ca, false))
-        }
+        (true, true) => Ok((load_ca(dir)?, false)),
         (false, false) => Ok((
             Ca::generate_with_validity(&opts.ca_name, opts.ca_days)?,
             true,

@@ -124,21 +124,54 @@ impl FederationOptions {
     pub fn spokes_admin_endpoint(&self) -> anyhow::Result<HubEndpoint> {
         use flux_shared::federation::scope::{AdminScope, Permission};
         let (url, domain) = self.hub_url_and_domain()?;
-        let read = |name: &str| {
-            std::fs::read_to_string(self.certs.join(name)).with_context(|| {
-                format!(
-                    "{}: no {name} (the federation CA, from flux-hub init)",
-                    self.certs.display()
-                )
-            })
-        };
-        let (ca_pem, ca_key) = (read("ca.crt")?, read("ca.key")?);
-        let ca = flux_shared::federation::pki::Ca::from_pem(&ca_pem, &ca_key)?;
+        let ca = certs::load_ca(&self.certs).with_context(|| {
+            format!(
+                "{}: the federation CA (from flux-hub init)",
+                self.certs.display()
+            )
+        })?;
+        let ca_pem = std::fs::read_to_string(self.certs.join("ca.crt"))
+            .with_context(|| format!("{}: no ca.crt", self.certs.display()))?;
         let scope = AdminScope::new([Permission::Read, Permission::Spokes], &[])
             .map_err(anyhow::Error::msg)?;
         let cert = ca.issue_admin(JOIN_ADMIN, &scope, 1)?;
         let tls = flux_shared::federation::tls::TlsPem::new(ca_pem, cert.cert_pem, cert.key_pem)?;
         Ok(HubEndpoint::with_tls(&url, &domain, tls))
+    }
+
+    /// What a spoke should trust while a renewal of the CA is under way
+    /// ([`certs::renewal_under_way`]): the current CA alone once the hub presents a
+    /// certificate it issued (asked once, with a throwaway admin certificate and that trust
+    /// alone), so that the previous CA's certificates are refused from the spoke's next
+    /// start; both CAs (`ca.crt`) while the hub still presents the previous one. The second
+    /// value says which.
+    pub async fn spoke_trust(&self) -> anyhow::Result<(String, bool)> {
+        use flux_shared::federation::scope::{AdminScope, Permission};
+        let both = std::fs::read_to_string(self.certs.join("ca.crt"))
+            .with_context(|| format!("{}: no ca.crt", self.certs.display()))?;
+        if !certs::renewal_under_way(&self.certs) {
+            return Ok((both, false));
+        }
+        let (url, domain) = self.hub_url_and_domain()?;
+        let ca = certs::load_ca(&self.certs)?;
+        let scope = AdminScope::new([Permission::Read], &[]).map_err(anyhow::Error::msg)?;
+        let cert = ca.issue_admin(JOIN_ADMIN, &scope, 1)?;
+        let current = ca.cert_pem().to_string();
+        let tls = flux_shared::federation::tls::TlsPem::new(
+            current.clone(),
+            cert.cert_pem,
+            cert.key_pem,
+        )?;
+        let hub = HubEndpoint::with_tls(&url, &domain, tls);
+        let answered = async {
+            let mut client = hub.connect().await?;
+            hub.spokes(&mut client).await
+        }
+        .await;
+        Ok(match answered {
+            Ok(_) => (current, true),
+            Err(_) => (both, false),
+        })
     }
 
     /// The hub's Admin API, as the read-only admin certificate the install commands ask

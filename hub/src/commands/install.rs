@@ -107,7 +107,7 @@ pub fn hub_objects(image: Option<&str>, tls: Option<&HubTls>) -> Result<Vec<Valu
         image.unwrap_or(flux_shared::IMAGE),
     );
     if let Some(tls) = tls {
-        stamp_certificate(&mut objects, "flux-hub", &tls.cert_pem);
+        stamp_certificate(&mut objects, "flux-hub", &tls.cert_pem, &tls.ca_pem);
         let secret = tls_secret(
             HUB_TLS_SECRET,
             HUB_NAMESPACE,
@@ -350,7 +350,7 @@ pub fn spoke_objects(
         "flux-spoke",
         image.unwrap_or(flux_shared::IMAGE),
     );
-    stamp_certificate(&mut objects, "flux-spoke", cert_pem);
+    stamp_certificate(&mut objects, "flux-spoke", cert_pem, ca_pem);
     stamp_config(&mut objects);
     let secret = tls_secret(
         SPOKE_TLS_SECRET,
@@ -447,8 +447,10 @@ pub fn unjoin_mismatch(installed: Option<&InstalledSpoke>, name: &str) -> Option
     }
 }
 
-/// Pod template annotation holding the SHA-256 of the certificate the pods run with: a new
-/// certificate (`join --rotate`) rolls the Deployment, the same one changes nothing.
+/// Pod template annotation holding the SHA-256 of the certificate the pods run with and of
+/// the CAs they trust: a new certificate (`join --rotate`, a renewed CA) or a CA no longer
+/// trusted (`certs --drop-previous-ca`) rolls the Deployment, so that no connection made
+/// with what is replaced outlives it; the same ones change nothing.
 pub const CERTIFICATE_ANNOTATION: &str = "flux-framework.org/certificate-sha256";
 
 /// Puts `object` (a Secret the pods mount) just before the first Deployment, so it is
@@ -510,9 +512,9 @@ fn sha256_hex(text: &str) -> String {
         .collect()
 }
 
-/// Stamps Deployment `name`'s pod template with the digest of `cert_pem`.
-fn stamp_certificate(objects: &mut [Value], name: &str, cert_pem: &str) {
-    let digest = sha256_hex(cert_pem);
+/// Stamps Deployment `name`'s pod template with the digest of `cert_pem` and `ca_pem`.
+fn stamp_certificate(objects: &mut [Value], name: &str, cert_pem: &str, ca_pem: &str) {
+    let digest = sha256_hex(&format!("{cert_pem}{ca_pem}"));
     for o in objects.iter_mut() {
         if o["kind"] == "Deployment" && o["metadata"]["name"] == name {
             o["spec"]["template"]["metadata"]["annotations"][CERTIFICATE_ANNOTATION] =
@@ -767,6 +769,21 @@ mod tests {
             stamped(&hub, "CERT"),
             stamped(&other, "CERT2"),
             "a new certificate rolls the pods"
+        );
+        let fewer_cas = HubTls {
+            ca_pem: "CA2".into(),
+            ..tls("CERT")
+        };
+        let fewer_cas = hub_objects(None, Some(&fewer_cas)).expect("hub");
+        assert_ne!(
+            stamped(&hub, "CERT"),
+            stamped(&fewer_cas, "CERT"),
+            "a CA no longer trusted rolls the pods"
+        );
+        assert_eq!(
+            stamped(&hub, "CERT"),
+            stamped(&hub_objects(None, Some(&tls("CERT"))).expect("hub"), "CERT"),
+            "the same certificate and CAs change nothing"
         );
         let secret = spoke
             .iter()

@@ -446,6 +446,22 @@ pub async fn run(opts: &JoinOptions, out: &mut dyn Write) -> anyhow::Result<()> 
             opts.name
         );
     }
+    let (ca, current_alone) = match fed.spoke_trust().await? {
+        (current, true) if current != ca => {
+            eprintln!(
+                "spoke {}: the hub presents a certificate of the renewed CA: the spoke trusts that CA alone, and refuses the previous one's certificates",
+                opts.name
+            );
+            (current, true)
+        }
+        (_, alone) => (ca, alone),
+    };
+    if crate::commands::certs::renewal_under_way(&fed.certs) && !current_alone {
+        eprintln!(
+            "spoke {}: the hub still presents a certificate of the previous CA: the spoke trusts both CAs until flux-hub init hands the hub its new certificate and join runs again",
+            opts.name
+        );
+    }
     let installed_policy = match &policy {
         Some(_) => None,
         None => installed_policy(&client).await?,

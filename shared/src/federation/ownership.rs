@@ -8,13 +8,12 @@
 //! recognised ([`Ownership::Ours`] with `legacy`), so an upgrade adopts exactly what the
 //! old version managed; they get the labels on the next apply.
 //!
-//! The federation's identity is a digest of its CA certificate ([`federation_id`]): a hub
-//! reinstalled with another CA is another federation, and its spokes leave the old one's
-//! bursts alone.
+//! The federation's identity is a digest of its first CA's certificate, which renewed CAs
+//! name ([`federation_id`]): a hub reinstalled with another CA is another
+//! federation, and its spokes leave the old one's bursts alone, while a renewed CA
+//! ([`super::pki::renewal`]) keeps the federation and everything its spokes made.
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use rustls_pki_types::CertificateDer;
-use rustls_pki_types::pem::PemObject;
 
 use super::tls::ClientSecurity;
 use super::{Identity, identity_from_pem};
@@ -99,19 +98,13 @@ impl SpokeIdentity {
     }
 }
 
-/// The identity of the federation whose CA is the first certificate of `ca_pem`: the first
-/// 128 bits of the SHA-256 of its DER, in lowercase hex (32 characters, a valid label
-/// value).
+/// The identity of the federation whose CAs `ca_pem` holds (one, or the new and the
+/// previous while a renewal is under way): the one they all name
+/// ([`super::pki::renewal::federation_of_trust`]), 32 lowercase hex characters, a valid
+/// label value.
 pub fn federation_id(ca_pem: &str) -> Result<String, SpokeIdentityError> {
-    let der = CertificateDer::pem_slice_iter(ca_pem.as_bytes())
-        .next()
-        .ok_or_else(|| SpokeIdentityError::Ca("no CERTIFICATE block".to_string()))?
-        .map_err(|e| SpokeIdentityError::Ca(e.to_string()))?;
-    let digest = ring::digest::digest(&ring::digest::SHA256, &der);
-    Ok(digest.as_ref()[..16]
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect())
+    super::pki::renewal::federation_of_trust(ca_pem)
+        .map_err(|e| SpokeIdentityError::Ca(e.to_string()))
 }
 
 /// Who made an object, as far as a spoke is concerned.
@@ -371,7 +364,7 @@ mod tests {
     }
 
     #[test]
-    fn the_federation_is_a_digest_of_its_ca() {
+    fn the_federation_is_its_first_cas_digest_and_survives_a_renewal() {
         let a = Ca::generate("a").unwrap();
         let b = Ca::generate("b").unwrap();
         let id = federation_id(a.cert_pem()).unwrap();
@@ -380,13 +373,12 @@ mod tests {
             id.chars()
                 .all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase())
         );
-        let expected: String = ring::digest::digest(&ring::digest::SHA256, a.cert_der()).as_ref()
-            [..16]
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect();
-        assert_eq!(id, expected);
+        assert_eq!(id, a.federation());
         assert_ne!(id, federation_id(b.cert_pem()).unwrap());
+        let renewed = a.renew("a, renewed", 10).unwrap().ca;
+        let both = crate::federation::pki::renewal::trust_during_renewal(&renewed, a.cert_pem());
+        assert_eq!(federation_id(&both).unwrap(), id);
+        assert_eq!(federation_id(renewed.cert_pem()).unwrap(), id);
         assert!(matches!(
             federation_id("not a pem"),
             Err(SpokeIdentityError::Ca(_))

@@ -23,7 +23,18 @@
 //!
 //! All keys are ECDSA P-256 in PKCS#8 PEM.
 //!
+//! # The federation's identity and a renewed CA
+//!
+//! A federation is identified by a digest of its first CA's certificate
+//! ([`federation_of_ca_der`]), as spokes of every release compute it. A renewed CA
+//! ([`renewal`]) names its predecessor's identity in a URI SAN
+//! (`urn:flux-framework.org:federation:<32 hex digits>`, [`federation_of_der`]), so that
+//! spokes keep recognising the objects they made while the federation's trust moves to the
+//! new CA.
+//!
 //! Size: about 260 of its lines are the tests.
+
+pub mod renewal;
 
 use std::fmt;
 use std::net::IpAddr;
@@ -285,6 +296,9 @@ pub enum PkiError {
     /// A client identity's name is invalid.
     #[error(transparent)]
     Identity(#[from] IdentityError),
+    /// A certificate to issue again does not say what to issue.
+    #[error("the certificate to issue again: {0}")]
+    Reissue(String),
 }
 
 fn generate_error(e: rcgen::Error) -> PkiError {
@@ -317,6 +331,10 @@ pub struct Ca {
     cert_der: Vec<u8>,
     not_after: OffsetDateTime,
     issuer: Issuer<'static, KeyPair>,
+    /// Certificates appended to every certificate it issues: while a renewal is under way,
+    /// its certificate signed by the previous CA, so that peers still trusting only the
+    /// previous CA accept what it issues.
+    chain_pem: String,
 }
 
 impl fmt::Debug for Ca {
@@ -338,17 +356,9 @@ impl Ca {
     /// A new self-signed CA valid for `days` days. It may sign only end-entity
     /// certificates (path length 0).
     pub fn generate_with_validity(common_name: &str, days: u32) -> Result<Ca, PkiError> {
-        let (not_before, not_after) = validity(days)?;
-        let mut params = CertificateParams::default();
-        params.distinguished_name = distinguished_name(common_name);
-        params.is_ca = IsCa::Ca(BasicConstraints::Constrained(0));
-        params.key_usages = vec![
-            KeyUsagePurpose::KeyCertSign,
-            KeyUsagePurpose::CrlSign,
-            KeyUsagePurpose::DigitalSignature,
-        ];
-        params.not_before = not_before;
-        params.not_after = not_after;
+        // No federation named: a new federation is known by this certificate's digest.
+        let params = ca_params(common_name, days, None)?;
+        let not_after = params.not_after;
         let key = KeyPair::generate().map_err(generate_error)?;
         let cert = params.self_signed(&key).map_err(generate_error)?;
         Ok(Ca {
@@ -356,43 +366,76 @@ impl Ca {
             cert_der: cert.der().to_vec(),
             not_after,
             issuer: Issuer::new(params, key),
+            chain_pem: String::new(),
         })
     }
 
     /// Loads an existing CA (for example `ca.crt` and `ca.key` written earlier) to issue
-    /// more certificates. The first certificate in `cert_pem` is the CA's; `key_pem` must be
-    /// its PKCS#8 private key. The CA certificate is kept byte for byte.
+    /// more certificates. `cert_pem` holds the CA's certificate, alone or among the other
+    /// CAs the federation trusts (while a renewal is under way): the one whose public key is
+    /// `key_pem`'s (a PKCS#8 private key) is the CA. Its certificate is kept byte for byte.
     pub fn from_pem(cert_pem: &str, key_pem: &str) -> Result<Ca, PkiError> {
-        let cert_der = CertificateDer::pem_slice_iter(cert_pem.as_bytes())
-            .next()
-            .ok_or_else(|| PkiError::CaCertificate("no CERTIFICATE block".to_string()))?
-            .map_err(|e| PkiError::CaCertificate(e.to_string()))?;
-        let (_, cert) = x509_parser::parse_x509_certificate(&cert_der)
-            .map_err(|e| PkiError::CaCertificate(e.to_string()))?;
-        if !cert.is_ca() {
-            return Err(PkiError::NotACa);
-        }
-        let not_after = cert.validity().not_after.to_datetime();
-        if not_after <= OffsetDateTime::now_utc() {
-            return Err(PkiError::CaExpired(not_after));
-        }
         let key = KeyPair::from_pem(key_pem).map_err(|e| PkiError::CaKey(e.to_string()))?;
-        if cert.public_key().subject_public_key.data.as_ref() != key.public_key_raw() {
-            return Err(PkiError::KeyMismatch);
+        let blocks = certificate_blocks(cert_pem);
+        if blocks.is_empty() {
+            return Err(PkiError::CaCertificate("no CERTIFICATE block".to_string()));
         }
-        let issuer = Issuer::from_ca_cert_der(&cert_der, key)
-            .map_err(|e| PkiError::CaCertificate(e.to_string()))?;
-        Ok(Ca {
-            cert_pem: cert_pem.to_string(),
-            cert_der: cert_der.to_vec(),
-            not_after,
-            issuer,
-        })
+        for block in &blocks {
+            let der = CertificateDer::from_pem_slice(block.as_bytes())
+                .map_err(|e| PkiError::CaCertificate(e.to_string()))?;
+            let (_, cert) = x509_parser::parse_x509_certificate(&der)
+                .map_err(|e| PkiError::CaCertificate(e.to_string()))?;
+            if cert.public_key().subject_public_key.data.as_ref() == key.public_key_raw() {
+                if !cert.is_ca() {
+                    return Err(PkiError::NotACa);
+                }
+                let not_after = cert.validity().not_after.to_datetime();
+                if not_after <= OffsetDateTime::now_utc() {
+                    return Err(PkiError::CaExpired(not_after));
+                }
+                let cert_der = der.to_vec();
+                let issuer = Issuer::from_ca_cert_der(&der, key)
+                    .map_err(|e| PkiError::CaCertificate(e.to_string()))?;
+                return Ok(Ca {
+                    cert_pem: (*block).to_string(),
+                    cert_der,
+                    not_after,
+                    issuer,
+                    chain_pem: String::new(),
+                });
+            }
+        }
+        Err(PkiError::KeyMismatch)
+    }
+
+    /// This CA, appending `chain_pem` (certificates, PEM) to every certificate it issues:
+    /// the CA's certificate cross-signed by its predecessor ([`renewal`]) while peers may
+    /// still trust only the predecessor. Empty: nothing appended.
+    pub fn with_chain(mut self, chain_pem: &str) -> Ca {
+        self.chain_pem = chain_pem.to_string();
+        self
+    }
+
+    /// The certificates appended to every certificate it issues ([`Ca::with_chain`]).
+    pub fn chain_pem(&self) -> &str {
+        &self.chain_pem
     }
 
     /// The CA certificate, PEM: what servers and clients trust.
     pub fn cert_pem(&self) -> &str {
         &self.cert_pem
+    }
+
+    /// The identity of the federation this CA serves ([`federation_of_der`], or the digest
+    /// of a CA made before CAs carried one).
+    pub fn federation(&self) -> String {
+        federation_of_ca_der(&self.cert_der)
+    }
+
+    /// The key identifier of the CA's public key: the `authorityKeyIdentifier` of what it
+    /// issues ([`issuer_key_id_of_pem`]), lowercase hex.
+    pub fn key_id(&self) -> Option<String> {
+        subject_key_id(&self.cert_der)
     }
 
     /// The CA certificate, DER.
@@ -514,11 +557,140 @@ impl Ca {
             .signed_by(&key, &self.issuer)
             .map_err(generate_error)?;
         Ok(IssuedCert {
-            cert_pem: cert.pem(),
+            cert_pem: format!("{}{}", cert.pem(), self.chain_pem),
             key_pem: key.serialize_pem(),
             cert_der: cert.der().to_vec(),
         })
     }
+}
+
+/// The parameters of a CA certificate naming the federation `federation` (a renewed CA;
+/// `None`: a new federation's), valid `days` days from now. It may sign only end-entity
+/// certificates (path length 0).
+fn ca_params(
+    common_name: &str,
+    days: u32,
+    federation: Option<&str>,
+) -> Result<CertificateParams, PkiError> {
+    let (not_before, not_after) = validity(days)?;
+    let mut params = CertificateParams::default();
+    params.distinguished_name = distinguished_name(common_name);
+    params.is_ca = IsCa::Ca(BasicConstraints::Constrained(0));
+    params.key_usages = vec![
+        KeyUsagePurpose::KeyCertSign,
+        KeyUsagePurpose::CrlSign,
+        KeyUsagePurpose::DigitalSignature,
+    ];
+    if let Some(federation) = federation {
+        let urn = format!("{FEDERATION_URN_PREFIX}{federation}")
+            .try_into()
+            .map_err(|e: rcgen::Error| PkiError::Generate(e.to_string()))?;
+        params.subject_alt_names = vec![SanType::URI(urn)];
+    }
+    params.not_before = not_before;
+    params.not_after = not_after;
+    Ok(params)
+}
+
+/// Prefix of the URI SAN naming the federation on its CA certificates.
+pub const FEDERATION_URN_PREFIX: &str = "urn:flux-framework.org:federation:";
+
+/// The federation a CA certificate (DER) names in its URI SAN
+/// (`urn:flux-framework.org:federation:<id>`, `<id>` 32 lowercase hex digits); `None` when
+/// it names none (or does not parse).
+pub fn federation_of_der(cert_der: &[u8]) -> Option<String> {
+    let (_, cert) = x509_parser::parse_x509_certificate(cert_der).ok()?;
+    let sans = cert.subject_alternative_name().ok()??;
+    sans.value.general_names.iter().find_map(|name| match name {
+        GeneralName::URI(uri) => uri
+            .strip_prefix(FEDERATION_URN_PREFIX)
+            .filter(|id| {
+                id.len() == 32
+                    && id
+                        .bytes()
+                        .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+            })
+            .map(str::to_string),
+        _ => None,
+    })
+}
+
+/// The federation of a CA certificate (DER): the one it names ([`federation_of_der`]), or
+/// else the first 128 bits of the SHA-256 of the certificate, lowercase hex (how a CA made
+/// before CAs named their federation is known; 32 characters, a valid label value).
+pub fn federation_of_ca_der(cert_der: &[u8]) -> String {
+    federation_of_der(cert_der).unwrap_or_else(|| {
+        hex(&ring::digest::digest(&ring::digest::SHA256, cert_der).as_ref()[..16])
+    })
+}
+
+/// The `authorityKeyIdentifier` (lowercase hex) of the first certificate of a PEM text:
+/// which CA key issued it. `None` when it has none or does not parse.
+pub fn issuer_key_id_of_pem(cert_pem: &str) -> Option<String> {
+    use x509_parser::extensions::ParsedExtension;
+    let der = CertificateDer::pem_slice_iter(cert_pem.as_bytes())
+        .next()?
+        .ok()?;
+    let (_, cert) = x509_parser::parse_x509_certificate(&der).ok()?;
+    cert.extensions()
+        .iter()
+        .find_map(|ext| match ext.parsed_extension() {
+            ParsedExtension::AuthorityKeyIdentifier(aki) => {
+                aki.key_identifier.as_ref().map(|id| hex(id.0))
+            }
+            _ => None,
+        })
+}
+
+/// The `subjectKeyIdentifier` (lowercase hex) of every certificate of a PEM text, in order
+/// (certificates without one are skipped).
+pub fn key_ids_of_pem(certs_pem: &str) -> Vec<String> {
+    CertificateDer::pem_slice_iter(certs_pem.as_bytes())
+        .filter_map(Result::ok)
+        .filter_map(|der| subject_key_id(&der))
+        .collect()
+}
+
+/// The `subjectKeyIdentifier` of a DER certificate, lowercase hex.
+fn subject_key_id(cert_der: &[u8]) -> Option<String> {
+    use x509_parser::extensions::ParsedExtension;
+    let (_, cert) = x509_parser::parse_x509_certificate(cert_der).ok()?;
+    cert.extensions()
+        .iter()
+        .find_map(|ext| match ext.parsed_extension() {
+            ParsedExtension::SubjectKeyIdentifier(id) => Some(hex(id.0)),
+            _ => None,
+        })
+}
+
+/// The `-----BEGIN CERTIFICATE-----` … `-----END CERTIFICATE-----` blocks of a PEM text,
+/// each with its line end, byte for byte (so that a certificate picked from a bundle is
+/// written back unchanged).
+pub fn certificate_blocks(pem: &str) -> Vec<&str> {
+    const BEGIN: &str = "-----BEGIN CERTIFICATE-----";
+    const END: &str = "-----END CERTIFICATE-----";
+    let mut blocks = Vec::new();
+    let mut rest = pem;
+    let mut offset = 0;
+    while let Some(start) = rest.find(BEGIN) {
+        let Some(end) = rest[start..].find(END) else {
+            break;
+        };
+        let mut stop = start + end + END.len();
+        if rest[stop..].starts_with("\r\n") {
+            stop += 2;
+        } else if rest[stop..].starts_with('\n') {
+            stop += 1;
+        }
+        blocks.push(&pem[offset + start..offset + stop]);
+        offset += stop;
+        rest = &pem[offset..];
+    }
+    blocks
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 fn distinguished_name(common_name: &str) -> DistinguishedName {
