@@ -202,6 +202,8 @@ fn spokes() -> ListSpokesResponse {
         hub_version: "0.1.0".into(),
         // As a hub of release 0.1.0 answers: no protocol revision (1).
         hub_protocol_revision: 0,
+        hub_certificate_not_after_unix_millis: 0,
+        ca_not_after_unix_millis: 0,
         spokes: vec![
             SpokeInfo {
                 name: "gke".into(),

@@ -284,6 +284,8 @@ impl Admin for TestHub {
             hub_epoch: "test-epoch".into(),
             hub_version: String::new(),
             hub_protocol_revision: 0,
+            hub_certificate_not_after_unix_millis: 0,
+            ca_not_after_unix_millis: 0,
             spokes: self
                 .by_spoke
                 .iter()

@@ -68,6 +68,11 @@ pub struct InitOptions {
     /// operator) is found in the cluster, replacing its CRD with flux-hub's.
     #[arg(long)]
     pub take_over: bool,
+    /// Make the hub stop trusting a CA (`flux-hub certs --drop-previous-ca`) even while
+    /// connected spokes still present certificates it issued: they are cut off until
+    /// joined again.
+    #[arg(long)]
+    pub force: bool,
     /// Output format.
     #[arg(short = 'o', long, value_enum, default_value = "table")]
     pub output: Format,
@@ -317,6 +322,15 @@ pub async fn run(opts: &InitOptions, out: &mut dyn Write) -> anyhow::Result<()> 
         );
     }
     let tls = hub_certificates(opts)?;
+    if let Some(tls) = &tls {
+        crate::commands::trust_change::refuse_to_cut_off_spokes(
+            &client,
+            &tls.ca_pem,
+            &opts.hub_context,
+            opts.force,
+        )
+        .await?;
+    }
     let objects = install::hub_objects(opts.image.as_deref(), tls.as_ref())?;
     let applied = apply_all(&client, &objects).await?;
     let ready = if opts.wait {

@@ -15,6 +15,7 @@ pub mod render;
 pub mod revoke_admin;
 pub mod spoke_install;
 pub mod status;
+pub mod trust_change;
 pub mod unjoin;
 pub mod version;
 

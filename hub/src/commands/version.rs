@@ -183,6 +183,8 @@ mod tests {
             hub_epoch: "e".into(),
             hub_version: "0.2.0".into(),
             hub_protocol_revision: 2,
+            hub_certificate_not_after_unix_millis: 0,
+            ca_not_after_unix_millis: 0,
             spokes: vec![
                 SpokeInfo {
                     name: "burst".into(),

@@ -385,18 +385,8 @@ async fn serve_federation(
         let (insecure, relay_mib) = (opts.insecure, opts.relay_mib_per_second);
         move |security: ServerSecurity, listener: tokio::net::TcpListener| {
             info!(%addr, insecure, "federation gRPC server listening");
-            if let ServerSecurity::Mtls(pem) = &security
-                && let Some(not_after) =
-                    flux_shared::federation::pki::not_after_of_pem(pem.cert_pem())
-            {
-                metrics.set_certificate_expiry("hub", not_after);
-                let left = not_after - now_unix();
-                if left < 30 * 86_400 {
-                    tracing::warn!(
-                        days_left = left / 86_400,
-                        "the hub's federation certificate expires soon: renew it (flux-hub certs --force, then update its Secret; the hub reloads it)"
-                    );
-                }
+            if let ServerSecurity::Mtls(pem) = &security {
+                crate::server::service::serving_certificates(pem, &metrics, registry.as_ref());
             }
             let mut services = crate::server::service::Services::new(
                 registry,
@@ -636,11 +626,4 @@ fn link_malloc_arena_limit() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: a plain read of an initialized static.
     let _ = unsafe { std::ptr::read_volatile(&raw const LIMIT_MALLOC_ARENAS) };
-}
-
-/// Now, Unix seconds.
-fn now_unix() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
 }

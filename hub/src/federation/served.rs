@@ -43,8 +43,13 @@ pub trait Served: Send + Sync + 'static {
     /// A spoke's report on its bursts and its cluster; what it measured (for metrics).
     fn report(&self, spoke: &str, report: ReportRequest) -> ReportOutcome;
 
-    /// When the certificate `spoke` connected with expires (Unix seconds).
-    fn set_certificate_expiry(&self, spoke: &str, not_after: i64);
+    /// When the certificate `spoke` connected with expires (Unix seconds), and the key
+    /// identifier of the CA that issued it (empty: unknown).
+    fn set_certificate(&self, spoke: &str, not_after: i64, issuer: &str);
+
+    /// When the hub's certificate and the first of the CAs it trusts expire (Unix
+    /// seconds; 0: unknown).
+    fn set_hub_certificates(&self, not_after: i64, ca_not_after: i64);
 
     /// Changes whenever anything an admin sees changes.
     fn admin_changes(&self) -> watch::Receiver<u64>;

@@ -18,7 +18,7 @@
 //! | `flux_hub_relay_bytes_total` | counter | `spoke`, `minicluster` (empty unless asked for), `direction` (`to_lead`, `from_lead`) |
 //! | `flux_hub_relay_refused_total` | counter | `spoke`, `reason` |
 //! | `flux_hub_spokes_connected` | gauge | |
-//! | `flux_hub_certificate_expiry_timestamp_seconds` | gauge (Unix seconds) | `certificate` (`hub`, `spoke/<name>`) |
+//! | `flux_hub_certificate_expiry_timestamp_seconds` | gauge (Unix seconds) | `certificate` (`hub`, `ca`: the first CA it trusts to expire, `spoke/<name>`) |
 //! | `flux_hub_assignments` | gauge | |
 //!
 //! And the fleet's, per spoke and per burst phase ([`FleetMetrics`]).

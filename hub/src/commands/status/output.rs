@@ -248,6 +248,9 @@ pub fn table(
         out.push_str(&align(&rows));
     }
     out.push('\n');
+    if let Some(line) = certificates_line(spokes, now_millis) {
+        out.push_str(&line);
+    }
     if spokes.spokes.is_empty() {
         out.push_str("No spokes.\n");
     } else {
@@ -299,6 +302,33 @@ pub fn table(
         }
     }
     out
+}
+
+/// When the hub's certificate and the first CA it trusts expire, each marked `(renew)`
+/// from [`CERTIFICATE_WARNING_MILLIS`] before; `None` when the hub says neither.
+fn certificates_line(spokes: &ListSpokesResponse, now_millis: i64) -> Option<String> {
+    let parts: Vec<String> = [
+        (
+            "hub certificate",
+            spokes.hub_certificate_not_after_unix_millis,
+        ),
+        ("CA", spokes.ca_not_after_unix_millis),
+    ]
+    .into_iter()
+    .filter(|(_, at)| *at > 0)
+    .map(|(what, at)| {
+        let renew = if at - now_millis < CERTIFICATE_WARNING_MILLIS {
+            " (renew)"
+        } else {
+            ""
+        };
+        match at > now_millis {
+            true => format!("{what} expires {}{renew}", expires(at, now_millis)),
+            false => format!("{what} {}{renew}", expires(at, now_millis)),
+        }
+    })
+    .collect();
+    (!parts.is_empty()).then(|| format!("{}\n", parts.join(", ")))
 }
 
 /// UTC time of Unix milliseconds, RFC 3339 to the second (`2025-01-31T12:00:00Z`).
@@ -442,6 +472,23 @@ west        no         never      0/0      0            -              -        
     }
 
     #[test]
+    fn the_hubs_certificates_show_above_the_spokes_and_say_when_to_renew() {
+        let (snapshot, mut spokes) = sample();
+        spokes.hub_certificate_not_after_unix_millis = NOW + 20 * 86_400_000;
+        spokes.ca_not_after_unix_millis = NOW + 3000 * 86_400_000;
+        let text = table(&snapshot, &spokes, NOW);
+        assert!(
+            text.contains(
+                "\nhub certificate expires in 20d (renew), CA expires in 3000d\nNAME        CONNECTED"
+            ),
+            "{text}"
+        );
+        spokes.hub_certificate_not_after_unix_millis = 0;
+        spokes.ca_not_after_unix_millis = NOW - 1000;
+        assert!(table(&snapshot, &spokes, NOW).contains("\nCA EXPIRED 1s ago (renew)\n"),);
+    }
+
+    #[test]
     fn empty_tables_say_so() {
         let out = table(
             &MiniClusterSnapshot::default(),
@@ -549,6 +596,8 @@ west        no         never      0/0      0            -              -        
         let expected = serde_json::json!({
             "schemaVersion": 1,
             "hubEpoch": "e1",
+            "hubCertificateNotAfterUnixMillis": null,
+            "caNotAfterUnixMillis": null,
             "version": 7,
             "miniClusters": [
                 {
@@ -595,7 +644,8 @@ west        no         never      0/0      0            -              -        
                     "ignoredLabels": {},
                     "protocolRevision": 2,
                     "refusal": "",
-                    "refusedUnixMillis": null
+                    "refusedUnixMillis": null,
+                    "certificateIssuer": ""
                 },
                 {
                     "name": "kind-spoke",
@@ -615,7 +665,8 @@ west        no         never      0/0      0            -              -        
                     "ignoredLabels": {},
                     "protocolRevision": null,
                     "refusal": "",
-                    "refusedUnixMillis": null
+                    "refusedUnixMillis": null,
+                    "certificateIssuer": ""
                 },
                 {
                     "name": "onprem",
@@ -635,7 +686,8 @@ west        no         never      0/0      0            -              -        
                     "ignoredLabels": {},
                     "protocolRevision": 1,
                     "refusal": "",
-                    "refusedUnixMillis": null
+                    "refusedUnixMillis": null,
+                    "certificateIssuer": ""
                 },
                 {
                     "name": "west",
@@ -655,7 +707,8 @@ west        no         never      0/0      0            -              -        
                     "ignoredLabels": {},
                     "protocolRevision": null,
                     "refusal": "spoke west speaks protocol revision 4; this hub speaks 2 and serves 1 to 3: upgrade this hub",
-                    "refusedUnixMillis": NOW - 5_000
+                    "refusedUnixMillis": NOW - 5_000,
+                    "certificateIssuer": ""
                 }
             ]
         });

@@ -101,6 +101,8 @@ pub(super) fn sample() -> (MiniClusterSnapshot, ListSpokesResponse) {
         hub_epoch: "e1".into(),
         hub_version: "0.1.0".into(),
         hub_protocol_revision: 2,
+        hub_certificate_not_after_unix_millis: 0,
+        ca_not_after_unix_millis: 0,
         spokes: vec![
             SpokeInfo {
                 name: "gke".into(),

@@ -22,6 +22,11 @@ pub struct StatusView {
     pub mini_clusters: Vec<MiniClusterView>,
     /// Every spoke the hub knows, ordered by name.
     pub spokes: Vec<SpokeView>,
+    /// When the hub's own certificate expires, Unix milliseconds; `null` if unknown.
+    pub hub_certificate_not_after_unix_millis: Option<i64>,
+    /// When the first of the CAs the hub trusts expires, Unix milliseconds; `null` if
+    /// unknown.
+    pub ca_not_after_unix_millis: Option<i64>,
 }
 
 /// One MiniCluster.
@@ -192,6 +197,10 @@ pub struct SpokeView {
     pub refusal: String,
     /// When that refusal was last made, Unix milliseconds; `null` without one.
     pub refused_unix_millis: Option<i64>,
+    /// The key identifier of the CA that issued the certificate it last connected with
+    /// (empty if unknown): while the CA is renewed, which spokes still hold the previous
+    /// CA's.
+    pub certificate_issuer: String,
 }
 
 fn millis(value: i64) -> Option<i64> {
@@ -246,8 +255,11 @@ pub fn view(snapshot: &MiniClusterSnapshot, spokes: &ListSpokesResponse) -> Stat
                 protocol_revision: (s.protocol_revision > 0).then_some(s.protocol_revision),
                 refusal: s.refusal.clone(),
                 refused_unix_millis: millis(s.refused_unix_millis),
+                certificate_issuer: s.certificate_issuer.clone(),
             })
             .collect(),
+        hub_certificate_not_after_unix_millis: millis(spokes.hub_certificate_not_after_unix_millis),
+        ca_not_after_unix_millis: millis(spokes.ca_not_after_unix_millis),
     }
 }
 

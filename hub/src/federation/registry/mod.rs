@@ -231,6 +231,8 @@ struct SpokeState {
     refused_streams: u64,
     /// When the certificate it last connected with expires, Unix seconds.
     certificate_not_after: Option<i64>,
+    /// The key identifier of the CA that issued that certificate (empty: unknown).
+    certificate_issuer: String,
     last_seen: Option<SystemTime>,
     /// When its last stream ended (`None` while connected or never connected).
     disconnected_at: Option<SystemTime>,
@@ -277,6 +279,7 @@ impl SpokeState {
             connections: 0,
             refused_streams: 0,
             certificate_not_after: None,
+            certificate_issuer: String::new(),
             last_seen: None,
             disconnected_at: None,
             connected_at: None,
@@ -348,6 +351,9 @@ struct Inner {
     waiting: BTreeSet<McKey>,
     /// Whose word the spokes' labels are.
     grants: LabelGrants,
+    /// When the hub's certificate and the first of the CAs it trusts expire, Unix
+    /// milliseconds (0: unknown).
+    hub_certificates: (i64, i64),
 }
 
 impl Inner {
@@ -1702,12 +1708,22 @@ mod tests {
             r.spokes(&|_| true).spokes[0].certificate_not_after_unix_millis,
             0
         );
-        r.set_certificate_expiry("a", 1_800_000_000);
+        r.set_certificate("a", 1_800_000_000, "ab12");
         assert_eq!(
             r.spokes(&|_| true).spokes[0].certificate_not_after_unix_millis,
             1_800_000_000_000
         );
-        r.set_certificate_expiry("nobody", 1);
+        assert_eq!(r.spokes(&|_| true).spokes[0].certificate_issuer, "ab12");
+        r.set_hub_certificates(1_900_000_000, 2_000_000_000);
+        let listing = r.spokes(&|_| true);
+        assert_eq!(
+            (
+                listing.hub_certificate_not_after_unix_millis,
+                listing.ca_not_after_unix_millis
+            ),
+            (1_900_000_000_000, 2_000_000_000_000)
+        );
+        r.set_certificate("nobody", 1, "");
         assert_eq!(
             r.spokes(&|_| true).spokes.len(),
             1,

@@ -117,12 +117,26 @@ impl Served for Registry {
         }
     }
 
-    fn set_certificate_expiry(&self, spoke: &str, not_after: i64) {
+    fn set_certificate(&self, spoke: &str, not_after: i64, issuer: &str) {
         let mut inner = self.lock();
         if let Some(state) = inner.spokes.get_mut(spoke)
-            && state.certificate_not_after != Some(not_after)
+            && (state.certificate_not_after != Some(not_after)
+                || state.certificate_issuer != issuer)
         {
             state.certificate_not_after = Some(not_after);
+            state.certificate_issuer = issuer.to_string();
+            self.bump_admin(&mut inner);
+        }
+    }
+
+    fn set_hub_certificates(&self, not_after: i64, ca_not_after: i64) {
+        let mut inner = self.lock();
+        let millis = (
+            not_after.saturating_mul(1000),
+            ca_not_after.saturating_mul(1000),
+        );
+        if inner.hub_certificates != millis {
+            inner.hub_certificates = millis;
             self.bump_admin(&mut inner);
         }
     }
@@ -355,6 +369,8 @@ impl Served for Registry {
             hub_epoch: self.epoch.clone(),
             hub_version: env!("CARGO_PKG_VERSION").to_string(),
             hub_protocol_revision: flux_shared::federation::protocol::REVISION,
+            hub_certificate_not_after_unix_millis: inner.hub_certificates.0,
+            ca_not_after_unix_millis: inner.hub_certificates.1,
             spokes: inner
                 .spokes
                 .iter()
@@ -384,6 +400,7 @@ impl Served for Registry {
                     certificate_not_after_unix_millis: s
                         .certificate_not_after
                         .map_or(0, |t| t.saturating_mul(1000)),
+                    certificate_issuer: s.certificate_issuer.clone(),
                     room_observed_unix_millis: s
                         .room
                         .as_ref()

@@ -299,15 +299,11 @@ pub async fn serve(
         ServerSecurity::Mtls(pem) => {
             let tls = super::tls_accept::HubTls::new(&pem, services.admit())?;
             if let Some(files) = tls_files {
-                let metrics = services.metrics.clone();
+                let (metrics, registry) = (services.metrics.clone(), services.registry.clone());
                 tokio::spawn(
                     tls.clone()
                         .reload_from(files, TLS_RELOAD_INTERVAL, move |pem| {
-                            if let Some(not_after) =
-                                flux_shared::federation::pki::not_after_of_pem(pem.cert_pem())
-                            {
-                                metrics.set_certificate_expiry("hub", not_after);
-                            }
+                            serving_certificates(pem, &metrics, registry.as_ref());
                         }),
                 );
             }
@@ -333,4 +329,48 @@ pub async fn bind(addr: SocketAddr) -> Result<tokio::net::TcpListener, ServeErro
     tokio::net::TcpListener::bind(addr)
         .await
         .map_err(|e| ServeError::Bind(addr, e))
+}
+
+/// Publishes when the certificate the hub serves with and the first of the CAs it trusts
+/// expire (metrics `certificate="hub"` and `certificate="ca"`, and `flux-hub status`), and
+/// warns in the log from 30 days before. Returns the two, Unix seconds.
+pub fn serving_certificates(
+    pem: &flux_shared::federation::tls::TlsPem,
+    metrics: &Metrics,
+    registry: &dyn Served,
+) -> (Option<i64>, Option<i64>) {
+    use flux_shared::federation::pki;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX));
+    let hub = pki::not_after_of_pem(pem.cert_pem());
+    let ca = pki::earliest_not_after_of_pem(pem.ca_pem());
+    for (what, not_after, renew) in [
+        (
+            "hub",
+            hub,
+            "flux-hub certs --force --hub-dns/--hub-ip ..., then flux-hub init",
+        ),
+        (
+            "ca",
+            ca,
+            "flux-hub certs --renew-ca (docs/operations.md, Certificates)",
+        ),
+    ] {
+        let Some(not_after) = not_after else {
+            continue;
+        };
+        metrics.set_certificate_expiry(what, not_after);
+        let left = not_after - now;
+        if left < 30 * 86_400 {
+            warn!(
+                certificate = what,
+                days_left = left / 86_400,
+                renew,
+                "a federation certificate of the hub expires soon"
+            );
+        }
+    }
+    registry.set_hub_certificates(hub.unwrap_or(0), ca.unwrap_or(0));
+    (hub, ca)
 }

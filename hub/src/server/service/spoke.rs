@@ -127,6 +127,10 @@ impl Spoke for Services {
         let not_after = leaf
             .as_deref()
             .and_then(flux_shared::federation::pki::not_after_unix);
+        let issuer = leaf
+            .as_deref()
+            .and_then(flux_shared::federation::pki::issuer_key_id)
+            .unwrap_or_default();
         let revoked = self.pins.revoked(spoke.clone(), leaf);
         let req = request.into_inner();
         super::report_limits::check_spoke_version(&req.spoke_version)
@@ -168,7 +172,7 @@ impl Spoke for Services {
         });
         self.registry.set_protocol_revision(&spoke, revision);
         if let Some(not_after) = not_after {
-            self.registry.set_certificate_expiry(&spoke, not_after);
+            self.registry.set_certificate(&spoke, not_after, &issuer);
             self.metrics
                 .set_certificate_expiry(&format!("spoke/{spoke}"), not_after);
         }

@@ -248,6 +248,15 @@ pub fn not_after_unix(cert_der: &[u8]) -> Option<i64> {
     Some(cert.validity().not_after.timestamp())
 }
 
+/// The earliest [`not_after_unix`] of the certificates of a PEM text (the first of several
+/// CAs to expire); `None` when none parses.
+pub fn earliest_not_after_of_pem(certs_pem: &str) -> Option<i64> {
+    CertificateDer::pem_slice_iter(certs_pem.as_bytes())
+        .filter_map(Result::ok)
+        .filter_map(|der| not_after_unix(&der))
+        .min()
+}
+
 /// [`not_after_unix`] of the first certificate of a PEM text.
 pub fn not_after_of_pem(cert_pem: &str) -> Option<i64> {
     let (_, pem) = x509_parser::pem::parse_x509_pem(cert_pem.as_bytes()).ok()?;
@@ -625,13 +634,18 @@ pub fn federation_of_ca_der(cert_der: &[u8]) -> String {
 }
 
 /// The `authorityKeyIdentifier` (lowercase hex) of the first certificate of a PEM text:
-/// which CA key issued it. `None` when it has none or does not parse.
+/// which CA key issued it ([`Ca::key_id`]). `None` when it has none or does not parse.
 pub fn issuer_key_id_of_pem(cert_pem: &str) -> Option<String> {
-    use x509_parser::extensions::ParsedExtension;
     let der = CertificateDer::pem_slice_iter(cert_pem.as_bytes())
         .next()?
         .ok()?;
-    let (_, cert) = x509_parser::parse_x509_certificate(&der).ok()?;
+    issuer_key_id(&der)
+}
+
+/// The `authorityKeyIdentifier` (lowercase hex) of a DER certificate.
+pub fn issuer_key_id(cert_der: &[u8]) -> Option<String> {
+    use x509_parser::extensions::ParsedExtension;
+    let (_, cert) = x509_parser::parse_x509_certificate(cert_der).ok()?;
     cert.extensions()
         .iter()
         .find_map(|ext| match ext.parsed_extension() {
