@@ -21,7 +21,8 @@
 //!
 //! The second spoke runs the last release's controller image (`FLUX_E2E_RELEASED`,
 //! `scripts/released.sh`) until step 7, so every burst above is placed by today's hub on
-//! a spoke one protocol revision older. Then, with nothing deleted in between (version
+//! a spoke one protocol revision older. An autoscaled MiniCluster (its relayed burst on the
+//! second at its floor of one) joins them. Then, with nothing deleted in between (version
 //! skew both ways, and upgrades that lose nothing):
 //! 7. the second spoke upgraded (`flux-hub join` again with today's image);
 //! 8. the hub replaced by the last release's (its own `flux-hub init`, with its image, CRD
@@ -44,7 +45,7 @@
 //! clusters; the time until a relayed broker is up again, and how many containers
 //! restarted, is printed. During each, no burst's status goes backwards (read twice a
 //! second: a Running burst is never Pending or Dispatched again, and keeps its cluster and
-//! when it was placed).
+//! when it was placed). The autoscaled burst keeps its size throughout.
 //!
 //! `KUBECONFIG` is the root cluster, `SPOKE_KUBECONFIG` and `SPOKE2_KUBECONFIG` the burst
 //! clusters (`scripts/e2e.sh` starts them with real nodes and the images loaded). A binary
@@ -434,6 +435,21 @@ async fn a_burst_goes_to_the_candidate_with_room_and_stays_where_it_runs() {
         ensure!(users == [Some(1000)], "one non-root burst pod: {users:?}");
         eprintln!("{}: a burst of non-root brokers ran in a namespace that enforces restricted", env.ns);
 
+        // An autoscaled MiniCluster runs through what follows too: its burst (relayed, on
+        // the second) at its floor of one, which no queue grows.
+        advertise(env, &env.client, 8).await?;
+        advertise(env, &second.client, 10).await?;
+        let mut elastic = minicluster("elastic", json!([{"matchLabels": {"site": "second"}}]));
+        support::restricted(&mut elastic);
+        elastic["spec"]["flux"]["bursting"]["autoscale"] =
+            json!({"scaleUpAfterSeconds": 600, "scaleDownAfterSeconds": 3600, "maxStep": 1});
+        elastic["spec"]["flux"]["bursting"]["clusters"][0]["minSize"] = json!(1);
+        elastic["spec"]["flux"]["bursting"]["clusters"][0]["maxSize"] = json!(2);
+        env.apply_minicluster(&elastic).await?;
+        let (cluster, _) = placed(env, "elastic").await?;
+        ensure!(cluster == "burst2", "the autoscaled burst on the second: {cluster}");
+        job_on_both(env, "elastic").await?;
+
         let clusters = [&env.client, &first.client, &second.client];
         let upgrade = Upgrade { env, hub: &hub, config: &config, clusters };
         // 7. The second spoke upgraded to today's.
@@ -447,7 +463,7 @@ async fn a_burst_goes_to_the_candidate_with_room_and_stays_where_it_runs() {
         ])
         .await?;
         speaks(env, &hub, &config, &[("burst", json!(revision)), ("burst2", json!(revision))]).await?;
-        upgrade.nothing_lost("the second spoke upgraded", &before, &["spill", "strict"], restarted).await?;
+        upgrade.nothing_lost("the second spoke upgraded", &before, RUNNING, restarted).await?;
         watch.finish("the second spoke upgraded").await?;
 
         // 8. The hub of the last release, installed by its own `flux-hub init` (its CRD and
@@ -473,7 +489,7 @@ async fn a_burst_goes_to_the_candidate_with_room_and_stays_where_it_runs() {
         .await?;
         // A hub of the last release does not show revisions.
         speaks(env, &hub, &config, &[("burst", Value::Null), ("burst2", Value::Null)]).await?;
-        upgrade.nothing_lost("the hub replaced by the last release's", &before, &["spill", "strict"], restarted).await?;
+        upgrade.nothing_lost("the hub replaced by the last release's", &before, RUNNING, restarted).await?;
         watch.finish("the hub replaced by the last release's").await?;
         let mut skewed = minicluster("skewed", json!([{"matchLabels": {"site": "second"}}]));
         // The second's namespace enforces `restricted` since step 6.
@@ -499,7 +515,7 @@ async fn a_burst_goes_to_the_candidate_with_room_and_stays_where_it_runs() {
         ])
         .await?;
         speaks(env, &hub, &config, &[("burst", json!(revision)), ("burst2", json!(revision))]).await?;
-        upgrade.nothing_lost("the hub upgraded", &before, &["spill", "strict"], restarted).await?;
+        upgrade.nothing_lost("the hub upgraded", &before, RUNNING, restarted).await?;
         watch.finish("the hub upgraded").await?;
         job_on(env, "skewed", &["skewed-0", "skewed-b-0", "skewed-d-0"]).await?;
 
@@ -520,7 +536,7 @@ async fn a_burst_goes_to_the_candidate_with_room_and_stays_where_it_runs() {
         ];
         flux_hub(&hub, &config, &init).await?;
         renewal.hub_presents_the_new_ca().await?;
-        upgrade.nothing_lost("the hub's certificate renewed", &before, &["spill", "strict"], restarted).await?;
+        upgrade.nothing_lost("the hub's certificate renewed", &before, RUNNING, restarted).await?;
         watch.finish("the hub's certificate renewed").await?;
         job_on(env, "skewed", &["skewed-0", "skewed-b-0", "skewed-d-0"]).await?;
 
@@ -541,7 +557,7 @@ async fn a_burst_goes_to_the_candidate_with_room_and_stays_where_it_runs() {
             eprintln!("{}: spoke {name} joined again; its old certificate refused ({refused})", env.ns);
             renewal.spoke_trusts_the_new_ca_alone(cluster).await?;
         }
-        upgrade.nothing_lost("the spokes' certificates renewed", &before, &["spill", "strict"], restarted).await?;
+        upgrade.nothing_lost("the spokes' certificates renewed", &before, RUNNING, restarted).await?;
         watch.finish("the spokes' certificates renewed").await?;
         job_on(env, "skewed", &["skewed-0", "skewed-b-0", "skewed-d-0"]).await?;
 
@@ -552,7 +568,7 @@ async fn a_burst_goes_to_the_candidate_with_room_and_stays_where_it_runs() {
         renewal.as_old_admin().await?;
         flux_hub(&hub, &config, &["certs", "--out", path_str(&certs)?, "--drop-previous-ca"]).await?;
         flux_hub(&hub, &config, &init).await?;
-        upgrade.nothing_lost("the previous CA dropped", &before, &["spill", "strict"], restarted).await?;
+        upgrade.nothing_lost("the previous CA dropped", &before, RUNNING, restarted).await?;
         watch.finish("the previous CA dropped").await?;
         job_on(env, "skewed", &["skewed-0", "skewed-b-0", "skewed-d-0"]).await?;
         let refused = renewal.as_old_admin().await.err().map(|e| format!("{e:#}"));
@@ -561,6 +577,11 @@ async fn a_burst_goes_to_the_candidate_with_room_and_stays_where_it_runs() {
             renewal.as_old_spoke(name).await?;
         }
         eprintln!("{}: certificates renewed; the old ones refused: {}", env.ns, refused.unwrap_or_default().lines().last().unwrap_or_default());
+
+        // The autoscaled burst kept its size throughout.
+        let elastic = env.api::<MiniCluster>().get("elastic").await?;
+        let size = elastic.spec.flux.as_ref().and_then(|f| f.bursting.as_ref()).and_then(|b| b.clusters.first()).map(|c| c.size);
+        ensure!(size == Some(Some(1)), "the autoscaled burst still of one: {size:?}");
 
         for client in clusters {
             advertise(env, client, 0).await?;
@@ -707,6 +728,10 @@ impl Renewal<'_> {
         Ok(())
     }
 }
+
+/// The MiniClusters whose relayed bursts run through every upgrade step, a job run on all
+/// their brokers after each (`elastic` autoscaled).
+const RUNNING: &[&str] = &["spill", "strict", "elastic"];
 
 /// A job on every broker of `name` (`hosts`, in rank order), once all are up.
 async fn job_on(env: &TestEnv, name: &str, hosts: &[&str]) -> Result<()> {

@@ -113,7 +113,10 @@ mod tests {
         let both = trust_during_renewal(&new, old.cert_pem());
         let old_id = old.key_id().unwrap();
         let new_id = new.key_id().unwrap();
-        assert_eq!(dropped_cas(&both, new.cert_pem()), std::slice::from_ref(&old_id));
+        assert_eq!(
+            dropped_cas(&both, new.cert_pem()),
+            std::slice::from_ref(&old_id)
+        );
         assert!(dropped_cas(old.cert_pem(), &both).is_empty());
         assert!(dropped_cas(&both, &both).is_empty());
 
