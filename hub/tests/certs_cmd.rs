@@ -326,3 +326,137 @@ fn admin_certificates_carry_their_scope_and_bad_scopes_write_nothing() {
         assert_eq!(snapshot(&dir), before, "nothing written");
     }
 }
+
+#[test]
+fn renewing_the_ca_issues_everything_again_and_dropping_the_previous_one_ends_it() {
+    use flux_shared::federation::ownership::federation_id;
+    use flux_shared::federation::pki::{certificate_blocks, issuer_key_id_of_pem, key_ids_of_pem};
+    use flux_shared::federation::scope::admin_scope_from_der;
+    let dir = scratch("renew");
+    let d = dir.to_str().unwrap();
+    let out = flux_hub(&[
+        "certs",
+        "--out",
+        d,
+        "--hub-dns",
+        "hub.example.org",
+        "--hub-ip",
+        "192.0.2.7",
+        "--spoke",
+        "gke",
+        "--admin",
+        "ops",
+        "--admin-permission",
+        "read",
+        "--admin-namespace",
+        "hpc",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let before = snapshot(&dir);
+    let old_ca = read(&dir, "ca.crt");
+    let federation = federation_id(&old_ca).unwrap();
+    let der = |pem: &str| parse_x509_pem(pem.as_bytes()).unwrap().1.contents;
+    let old_scope = admin_scope_from_der(&der(&read(&dir, "admin-ops.crt"))).unwrap();
+
+    // Not under way: nothing to drop.
+    let out = flux_hub(&["certs", "--out", d, "--drop-previous-ca"]);
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("no renewal of the CA is under way"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(snapshot(&dir), before);
+    // Renewing names nothing else.
+    assert!(
+        !flux_hub(&["certs", "--out", d, "--renew-ca", "--spoke", "x"])
+            .status
+            .success()
+    );
+
+    let out = flux_hub(&["certs", "--out", d, "--renew-ca"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let trusted = read(&dir, "ca.crt");
+    let blocks = certificate_blocks(&trusted);
+    assert_eq!(
+        blocks.len(),
+        2,
+        "the previous CA and the new one: {trusted}"
+    );
+    assert_eq!(blocks[0], old_ca, "the previous CA first, byte for byte");
+    assert_eq!(
+        federation_id(&trusted).unwrap(),
+        federation,
+        "the same federation"
+    );
+    let new_id = key_ids_of_pem(blocks[1])[0].clone();
+    let new_key = read(&dir, "ca.key");
+    Ca::from_pem(&trusted, &new_key).expect("ca.key is the new CA's");
+    assert_eq!(mode(&dir.join("ca.key")), 0o600);
+    for (stem, identity) in [
+        ("hub", None),
+        ("spoke-gke", Some(Identity::spoke("gke").unwrap())),
+        ("admin-ops", Some(Identity::admin("ops").unwrap())),
+    ] {
+        let cert = read(&dir, &format!("{stem}.crt"));
+        assert_eq!(
+            certificate_blocks(&cert).len(),
+            2,
+            "{stem}: with the cross-signed copy"
+        );
+        assert_eq!(issuer_key_id_of_pem(&cert), Some(new_id.clone()), "{stem}");
+        let old_key = &before
+            .iter()
+            .find(|(n, _)| *n == format!("{stem}.key"))
+            .unwrap()
+            .1;
+        assert_ne!(
+            &read(&dir, &format!("{stem}.key")),
+            old_key,
+            "{stem}: a new key"
+        );
+        assert_eq!(mode(&dir.join(format!("{stem}.key"))), 0o600);
+        if let Some(identity) = identity {
+            assert_eq!(identity_from_pem(&cert), Ok(identity));
+        }
+    }
+    let hub = der(&read(&dir, "hub.crt"));
+    let (_, hub) = x509_parser::parse_x509_certificate(&hub).unwrap();
+    let sans = &hub
+        .subject_alternative_name()
+        .unwrap()
+        .unwrap()
+        .value
+        .general_names;
+    assert!(
+        sans.contains(&GeneralName::DNSName("hub.example.org")),
+        "{sans:?}"
+    );
+    assert_eq!(sans.len(), 2, "{sans:?}");
+    assert_eq!(
+        admin_scope_from_der(&der(&read(&dir, "admin-ops.crt"))).unwrap(),
+        old_scope
+    );
+    // A certificate issued while the renewal is under way carries the copy too.
+    let out = flux_hub(&["certs", "--out", d, "--spoke", "later"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(certificate_blocks(&read(&dir, "spoke-later.crt")).len(), 2);
+    // One renewal at a time.
+    let out = flux_hub(&["certs", "--out", d, "--renew-ca"]);
+    assert!(stderr(&out).contains("under way"), "{}", stderr(&out));
+
+    let out = flux_hub(&["certs", "--out", d, "--drop-previous-ca"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(read(&dir, "ca.crt"), blocks[1], "the new CA alone");
+    assert!(!dir.join("ca-cross.crt").exists());
+    assert_eq!(federation_id(&read(&dir, "ca.crt")).unwrap(), federation);
+    for stem in ["hub", "spoke-gke", "admin-ops", "spoke-later"] {
+        let cert = read(&dir, &format!("{stem}.crt"));
+        assert_eq!(
+            certificate_blocks(&cert).len(),
+            1,
+            "{stem}: the copy dropped"
+        );
+        assert_signed_by_ca(&dir, &format!("{stem}.crt"));
+    }
+}

@@ -435,3 +435,62 @@ async fn an_identity_holds_at_most_its_bound_of_connections() {
     }
     again.expect("a closed connection makes room");
 }
+
+/// A CA renewed while everything runs: a hub and clients of either CA meet through the
+/// new CA's certificate signed by the previous one, whichever side moved first, and once
+/// the hub trusts the new CA alone, the previous one's certificates are refused.
+#[tokio::test]
+async fn a_renewed_ca_meets_the_previous_one_until_it_is_dropped() {
+    use flux_shared::federation::pki::renewal::trust_during_renewal;
+    let old = Ca::generate("previous CA").unwrap();
+    let new = old.renew("renewed CA", 10).unwrap().ca;
+    let both = trust_during_renewal(&new, old.cert_pem());
+    let names = ["localhost".to_string()];
+    let ip = ["127.0.0.1".parse().unwrap()];
+    let serve_as = |ca: &Ca, trust: &str| {
+        let hub = ca.issue_server(&names, &ip, 1).unwrap();
+        let pem = TlsPem::new(trust.into(), hub.cert_pem, hub.key_pem).unwrap();
+        serve(HubTls::new(&pem, admit(Arc::default())).unwrap())
+    };
+    let client = |ca: &Ca, trust: &str, name: &str| {
+        let cert = ca.issue_client(&Identity::spoke(name).unwrap(), 1).unwrap();
+        TlsPem::new(trust.into(), cert.cert_pem, cert.key_pem).unwrap()
+    };
+
+    // The hub not renewed yet (previous certificate, previous CA alone): a spoke already
+    // on the new CA's certificate, still trusting the previous CA, gets in.
+    let addr = serve_as(&old, old.cert_pem()).await;
+    check(addr, client(&new, old.cert_pem(), "early"), "localhost")
+        .await
+        .expect("a new certificate reaches a hub that trusts only the previous CA");
+    check(addr, client(&old, old.cert_pem(), "late"), "localhost")
+        .await
+        .expect("the previous one too");
+
+    // The hub renewed, trusting both: spokes of either, trusting either, get in.
+    let addr = serve_as(&new, &both).await;
+    for (ca, trust) in [
+        (&old, old.cert_pem()),
+        (&new, old.cert_pem()),
+        (&new, new.cert_pem()),
+        (&old, both.as_str()),
+    ] {
+        check(addr, client(ca, trust, "spoke"), "localhost")
+            .await
+            .expect("both CAs meet while the renewal is under way");
+    }
+    // A spoke trusting the new CA alone refuses a hub still on the previous one's.
+    let stale = serve_as(&old, &both).await;
+    check(stale, client(&new, new.cert_pem(), "spoke"), "localhost")
+        .await
+        .expect_err("the previous CA's hub certificate refused by a spoke that dropped it");
+
+    // The previous CA dropped: its certificates are refused, the new ones still get in.
+    let addr = serve_as(&new, new.cert_pem()).await;
+    check(addr, client(&new, new.cert_pem(), "renewed"), "localhost")
+        .await
+        .expect("the new CA's certificate");
+    check(addr, client(&old, &both, "stale"), "localhost")
+        .await
+        .expect_err("the previous CA's certificate refused once it is dropped");
+}

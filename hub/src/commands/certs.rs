@@ -6,6 +6,7 @@
 //! | file | what |
 //! |---|---|
 //! | `ca.crt`, `ca.key` | the CA (created when absent, reused when both exist) |
+//! | `ca-cross.crt` | while a renewal of the CA is under way: the new CA signed by the previous one |
 //! | `hub.crt`, `hub.key` | the hub's server certificate (with `--hub-dns` / `--hub-ip`) |
 //! | `spoke-<name>.crt`, `spoke-<name>.key` | per `--spoke`: `spiffe://flux-framework.org/spoke/<name>` |
 //! | `admin-<name>.crt`, `admin-<name>.key` | per `--admin`: `spiffe://flux-framework.org/admin/<name>` |
