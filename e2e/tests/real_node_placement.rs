@@ -34,11 +34,12 @@
 //!
 //! Then the federation's certificates are renewed, nothing deleted either:
 //! 10. a new CA (`flux-hub certs --renew-ca`) and the hub's new certificate
-//!     (`flux-hub init`): the hub presents a certificate of the new CA;
+//!     (`flux-hub init`): the hub presents a certificate of the new CA, and refuses the old
+//!     admin certificate;
 //! 11. both spokes joined again: each spoke's old certificate is refused by the hub, and
 //!     each spoke trusts the new CA alone;
 //! 12. the previous CA dropped (`flux-hub certs --drop-previous-ca`, `flux-hub init`): the
-//!     old admin certificate and the old spoke certificates are refused.
+//!     old admin and spoke certificates are refused at the chain check.
 //!
 //! After each of 7 to 12 every Job in the three clusters keeps its uid, no burst moves, the
 //! hub's view of each spoke names the revision it speaks, and jobs run across the
@@ -536,6 +537,8 @@ async fn a_burst_goes_to_the_candidate_with_room_and_stays_where_it_runs() {
         ];
         flux_hub(&hub, &config, &init).await?;
         renewal.hub_presents_the_new_ca().await?;
+        let refused = renewal.as_old_admin().await.err().map(|e| format!("{e:#}"));
+        ensure!(refused.is_some(), "the old admin certificate refused once the hub serves the new CA's");
         upgrade.nothing_lost("the hub's certificate renewed", &before, RUNNING, restarted).await?;
         watch.finish("the hub's certificate renewed").await?;
         job_on(env, "skewed", &["skewed-0", "skewed-b-0", "skewed-d-0"]).await?;
@@ -565,7 +568,6 @@ async fn a_burst_goes_to_the_candidate_with_room_and_stays_where_it_runs() {
         let before = upgrade.jobs().await?;
         let (restarted, _) = upgrade.restarts().await?;
         let watch = StatusWatch::start(env.api::<MiniCluster>(), &["Running", "Joining", "Unreachable"]);
-        renewal.as_old_admin().await?;
         flux_hub(&hub, &config, &["certs", "--out", path_str(&certs)?, "--drop-previous-ca"]).await?;
         flux_hub(&hub, &config, &init).await?;
         upgrade.nothing_lost("the previous CA dropped", &before, RUNNING, restarted).await?;

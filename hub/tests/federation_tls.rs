@@ -479,6 +479,27 @@ async fn a_renewed_ca_meets_the_previous_one_until_it_is_dropped() {
             .await
             .expect("both CAs meet while the renewal is under way");
     }
+    // Admin certificates only from the CA of the hub's own: the previous CA's are refused
+    // from the moment the hub serves the new one.
+    let admin = |ca: &Ca, trust: &str| {
+        let scope = flux_shared::federation::scope::AdminScope::unscoped();
+        let cert = ca.issue_admin("ops", &scope, 1).unwrap();
+        TlsPem::new(trust.into(), cert.cert_pem, cert.key_pem).unwrap()
+    };
+    check(addr, admin(&new, &both), "localhost")
+        .await
+        .expect("an admin certificate of the new CA");
+    let refused = check(addr, admin(&old, &both), "localhost")
+        .await
+        .expect_err(
+            "an admin certificate of the previous CA is refused once the hub serves the new one",
+        );
+    assert!(refused.contains("AccessDenied"), "{refused}");
+    let early = serve_as(&old, &both).await;
+    check(early, admin(&old, &both), "localhost")
+        .await
+        .expect("before, the previous CA's admins");
+
     // A spoke trusting the new CA alone refuses a hub still on the previous one's.
     let stale = serve_as(&old, &both).await;
     check(stale, client(&new, new.cert_pem(), "spoke"), "localhost")

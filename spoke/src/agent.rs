@@ -30,8 +30,9 @@
 //!   agent then reconnects, and only a snapshot that still lists the burst creates it anew.
 //! * Reconnects forever: exponential backoff with jitter (`backon`), from
 //!   [`AgentConfig::min_reconnect_delay`] to [`AgentConfig::max_reconnect_delay`] (jitter
-//!   adds up to 100 %), reset after a connection that delivered a snapshot. A refused
-//!   certificate is retried at the maximum delay.
+//!   adds up to 100 %), reset after a connection that delivered a snapshot. A refusal (a
+//!   certificate, a protocol revision) is retried after
+//!   [`AgentConfig::refused_retry_delay`].
 //!
 //! The agent keeps the connection and hands each snapshot to its
 //! [`Applier`](crate::apply::Applier) (named steps around the decisions) and each report
@@ -259,7 +260,7 @@ impl<C: Cluster> Agent<C> {
                 Retry::Backoff => backoff.next().unwrap_or(self.config.max_reconnect_delay),
                 Retry::Slow => self
                     .config
-                    .max_reconnect_delay
+                    .refused_retry_delay
                     .mul_f32(1.0 + rand::random::<f32>()),
             };
             debug!(?delay, "reconnecting after a delay");

@@ -27,8 +27,13 @@ pub struct AgentConfig {
     pub spoke_version: String,
     /// First reconnect delay (before jitter).
     pub min_reconnect_delay: Duration,
-    /// Largest reconnect delay (before jitter).
+    /// Largest reconnect delay (before jitter) while the hub cannot be reached: short, so
+    /// that a hub replaced by a rollout is found again within seconds (relayed brokers wait
+    /// for it).
     pub max_reconnect_delay: Duration,
+    /// Delay (before jitter) before retrying a hub that refused this spoke (its certificate,
+    /// its protocol revision): what only an operator fixes is not hammered.
+    pub refused_retry_delay: Duration,
     /// After a Job change, how long to wait for more before reporting.
     pub report_debounce: Duration,
     /// Where the mTLS material in `security` was read from: re-read at every connection,
@@ -75,7 +80,9 @@ impl AgentConfig {
     /// Default [`AgentConfig::min_reconnect_delay`].
     pub const DEFAULT_MIN_RECONNECT_DELAY: Duration = Duration::from_millis(200);
     /// Default [`AgentConfig::max_reconnect_delay`].
-    pub const DEFAULT_MAX_RECONNECT_DELAY: Duration = Duration::from_secs(30);
+    pub const DEFAULT_MAX_RECONNECT_DELAY: Duration = Duration::from_secs(4);
+    /// Default [`AgentConfig::refused_retry_delay`].
+    pub const DEFAULT_REFUSED_RETRY_DELAY: Duration = Duration::from_secs(30);
     /// Default [`AgentConfig::lead_unreachable_after`]: as long as a worker broker waits
     /// for its lead before it starts anyway.
     pub const DEFAULT_LEAD_UNREACHABLE_AFTER: Duration = Duration::from_secs(60);
@@ -88,7 +95,8 @@ impl AgentConfig {
     pub const DEFAULT_REPORT_DEBOUNCE: Duration = Duration::from_millis(250);
 
     /// A configuration for `hub_uri` with `security` and every default: recommended
-    /// transport settings, reports every 30 s, reconnects after 200 ms up to 30 s, this
+    /// transport settings, reports every 30 s, reconnects after 200 ms up to 4 s (30 s after
+    /// a refusal), this
     /// crate's version. Fails when `security` does not name a spoke (an admin identity or
     /// certificate) or its CA is unreadable.
     pub fn new(
@@ -105,6 +113,7 @@ impl AgentConfig {
             spoke_version: env!("CARGO_PKG_VERSION").to_string(),
             min_reconnect_delay: Self::DEFAULT_MIN_RECONNECT_DELAY,
             max_reconnect_delay: Self::DEFAULT_MAX_RECONNECT_DELAY,
+            refused_retry_delay: Self::DEFAULT_REFUSED_RETRY_DELAY,
             report_debounce: Self::DEFAULT_REPORT_DEBOUNCE,
             namespace: flux_shared::validate::DEFAULT_SPOKE_NAMESPACE.to_string(),
             tls_files: None,

@@ -119,7 +119,7 @@ async fn a_hub_outside_the_protocol_window_is_not_read() {
     let server = RunningHub::start(&pki, &hub, any_port()).await;
     let cluster = FakeCluster::new();
     let agent = RunningAgent::start_configured(&pki, &pki.spoke, server.addr, &cluster, |c| {
-        c.max_reconnect_delay = Duration::from_millis(200);
+        c.refused_retry_delay = Duration::from_millis(200);
     });
     eventually("the hub's revision refused twice", || {
         (agent.metric("flux_spoke_errors_total{kind=\"protocol\"}") >= 2.0).then_some(())

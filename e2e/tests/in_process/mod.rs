@@ -406,6 +406,7 @@ impl SpokeAgent {
             // Reconnect quickly: tests restart hubs.
             min_reconnect_delay: Duration::from_millis(20),
             max_reconnect_delay: Duration::from_millis(500),
+            refused_retry_delay: Duration::from_millis(500),
             report_debounce: Duration::from_millis(10),
             ..AgentConfig::new(hub_uri, pki.spoke(name)).unwrap()
         };

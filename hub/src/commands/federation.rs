@@ -139,18 +139,17 @@ impl FederationOptions {
         Ok(HubEndpoint::with_tls(&url, &domain, tls))
     }
 
-    /// What a spoke should trust while a renewal of the CA is under way
-    /// ([`certs::renewal_under_way`]): the current CA alone once the hub presents a
-    /// certificate it issued (asked once, with a throwaway admin certificate and that trust
-    /// alone), so that the previous CA's certificates are refused from the spoke's next
-    /// start; both CAs (`ca.crt`) while the hub still presents the previous one. The second
-    /// value says which.
-    pub async fn spoke_trust(&self) -> anyhow::Result<(String, bool)> {
+    /// What a spoke is given to trust: `ca.crt`; while a renewal of the CA is under way
+    /// ([`certs::renewal_under_way`]), the new CA alone, so that the spoke refuses the
+    /// previous CA's certificates from its next start. That needs the hub to present a
+    /// certificate of the new CA already (asked once, with a throwaway admin certificate and
+    /// that trust alone): until `flux-hub init` has handed it one, this is an error saying
+    /// so.
+    pub async fn spoke_trust(&self) -> anyhow::Result<String> {
         use flux_shared::federation::scope::{AdminScope, Permission};
-        let both = std::fs::read_to_string(self.certs.join("ca.crt"))
-            .with_context(|| format!("{}: no ca.crt", self.certs.display()))?;
         if !certs::renewal_under_way(&self.certs) {
-            return Ok((both, false));
+            return std::fs::read_to_string(self.certs.join("ca.crt"))
+                .with_context(|| format!("{}: no ca.crt", self.certs.display()));
         }
         let (url, domain) = self.hub_url_and_domain()?;
         let ca = certs::load_ca(&self.certs)?;
@@ -168,10 +167,13 @@ impl FederationOptions {
             hub.spokes(&mut client).await
         }
         .await;
-        Ok(match answered {
-            Ok(_) => (current, true),
-            Err(_) => (both, false),
-        })
+        match answered {
+            Ok(_) => Ok(current),
+            Err(e) => bail!(
+                "a renewal of the CA in {} is under way, and the hub at {url} does not present a certificate of the new CA ({e}): run flux-hub init first, then join",
+                self.certs.display()
+            ),
+        }
     }
 
     /// The hub's Admin API, as the read-only admin certificate the install commands ask

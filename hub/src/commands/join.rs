@@ -169,17 +169,16 @@ fn write_join_context(
     Ok(Some((name, path.display().to_string())))
 }
 
-/// The spoke's certificate and key (issued when missing or with `--rotate`), and the CA.
+/// The spoke's certificate and key (issued when missing or with `--rotate`).
 fn spoke_certificates(
     opts: &JoinOptions,
     fed: &FederationOptions,
-) -> anyhow::Result<(String, String, String)> {
+) -> anyhow::Result<(String, String)> {
     let dir = &fed.certs;
     let read = |name: &str| {
         std::fs::read_to_string(dir.join(name))
             .with_context(|| format!("{}: no {name} (run flux-hub init first)", dir.display()))
     };
-    let ca = read("ca.crt")?;
     let (cert_file, key_file) = (
         format!("spoke-{}.crt", opts.name),
         format!("spoke-{}.key", opts.name),
@@ -199,7 +198,7 @@ fn spoke_certificates(
             opts.name
         );
     }
-    Ok((ca, read(&cert_file)?, read(&key_file)?))
+    Ok((read(&cert_file)?, read(&key_file)?))
 }
 
 /// Pins `fingerprint` for the spoke at the hub and grants it its `--label`s there, retrying while the hub cannot be reached
@@ -434,7 +433,15 @@ pub async fn run(opts: &JoinOptions, out: &mut dyn Write) -> anyhow::Result<()> 
         .map_err(|e| anyhow::anyhow!("--label: {e}"))?;
     // Before issuing anything: the wrong cluster is a refusal, not a new certificate.
     refuse_to_change_another_spoke(&client, opts, &settings).await?;
-    let (ca, cert, key) = spoke_certificates(opts, &fed)?;
+    // Before issuing anything too: while the CA is renewed, the hub must serve the new one.
+    let ca = fed.spoke_trust().await?;
+    if crate::commands::certs::renewal_under_way(&fed.certs) {
+        eprintln!(
+            "spoke {}: the CA is being renewed: the spoke trusts the new CA alone, and refuses the previous one's certificates",
+            opts.name
+        );
+    }
+    let (cert, key) = spoke_certificates(opts, &fed)?;
     // Pinned before the spoke runs with it: the hub then serves this name to this
     // certificate only, and a replaced one (--rotate) is refused from now on.
     let fingerprint = flux_shared::federation::pins::fingerprint_of_pem(&cert)
@@ -443,22 +450,6 @@ pub async fn run(opts: &JoinOptions, out: &mut dyn Write) -> anyhow::Result<()> 
     if !replaced.is_empty() && replaced != fingerprint {
         eprintln!(
             "spoke {}: certificate {fingerprint} pinned; the one it replaces ({replaced}) is refused from now on",
-            opts.name
-        );
-    }
-    let (ca, current_alone) = match fed.spoke_trust().await? {
-        (current, true) if current != ca => {
-            eprintln!(
-                "spoke {}: the hub presents a certificate of the renewed CA: the spoke trusts that CA alone, and refuses the previous one's certificates",
-                opts.name
-            );
-            (current, true)
-        }
-        (_, alone) => (ca, alone),
-    };
-    if crate::commands::certs::renewal_under_way(&fed.certs) && !current_alone {
-        eprintln!(
-            "spoke {}: the hub still presents a certificate of the previous CA: the spoke trusts both CAs until flux-hub init hands the hub its new certificate and join runs again",
             opts.name
         );
     }

@@ -2,7 +2,8 @@
 //! (`flux-hub certs --drop-previous-ca`) makes the hub refuse every certificate of the
 //! previous CA, so a spoke still connected with one would be cut off, and with it the
 //! relays of its bursts, until it is joined again. Init asks the hub which CA issued each
-//! connected spoke's certificate and refuses, naming the spokes, unless `--force`.
+//! connected spoke's certificate and refuses, naming the spokes, unless `--force`. A hub
+//! installed again with a CA of another federation is not a renewal, and is not checked.
 
 use anyhow::bail;
 use flux_shared::federation::pki::key_ids_of_pem;
@@ -22,6 +23,15 @@ pub fn dropped_cas(installed: &str, next: &str) -> Vec<String> {
         .into_iter()
         .filter(|id| !kept.contains(id))
         .collect()
+}
+
+/// Whether two trusts are of one federation (a renewal's), both readable.
+pub fn same_federation(installed: &str, next: &str) -> bool {
+    use flux_shared::federation::pki::renewal::federation_of_trust;
+    matches!(
+        (federation_of_trust(installed), federation_of_trust(next)),
+        (Ok(a), Ok(b)) if a == b
+    )
 }
 
 /// The connected spokes that a hub no longer trusting `dropped` would cut off: those whose
@@ -56,7 +66,9 @@ pub async fn refuse_to_cut_off_spokes(
         return Ok(());
     };
     let dropped = dropped_cas(&installed, next_ca_pem);
-    if dropped.is_empty() {
+    if dropped.is_empty() || !same_federation(&installed, next_ca_pem) {
+        // Nothing dropped, or another federation altogether (a hub installed again with a
+        // new CA): not the end of a renewal.
         return Ok(());
     }
     if force {
@@ -119,6 +131,10 @@ mod tests {
         );
         assert!(dropped_cas(old.cert_pem(), &both).is_empty());
         assert!(dropped_cas(&both, &both).is_empty());
+        assert!(same_federation(&both, new.cert_pem()));
+        let stranger = Ca::generate("another federation").unwrap();
+        assert!(!dropped_cas(&both, stranger.cert_pem()).is_empty());
+        assert!(!same_federation(&both, stranger.cert_pem()));
 
         let spoke = |name: &str, connected: bool, issuer: &str| SpokeInfo {
             name: name.into(),

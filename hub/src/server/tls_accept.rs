@@ -3,7 +3,10 @@
 //!
 //! - **Refusal in the handshake.** After the usual chain check against the CA, a spoke
 //!   certificate must also pass `admit` (the hub's pins): a rotated-out or unjoined
-//!   certificate ends in a TLS `access_denied` alert, before any gRPC call.
+//!   certificate ends in a TLS `access_denied` alert, before any gRPC call. An admin
+//!   certificate must come from the CA that issued the hub's own: while the CA is renewed
+//!   the hub trusts the previous CA for its spokes (each pinned) until they are joined
+//!   again, but no admin certificate the previous CA issued.
 //! - **Certificates reloaded while serving.** [`HubTls::reload_from`] re-reads the CA,
 //!   certificate and key files (a renewed Secret volume) and swaps the configuration for
 //!   new connections; open connections keep theirs.
@@ -58,6 +61,9 @@ pub enum TlsAcceptError {
 struct AdmittingVerifier {
     inner: Arc<dyn ClientCertVerifier>,
     admit: Admit,
+    /// The key identifier of the CA that issued the hub's own certificate, when the hub
+    /// trusts it: the only CA whose admin certificates are accepted.
+    admin_issuer: Option<String>,
 }
 
 impl fmt::Debug for AdmittingVerifier {
@@ -88,6 +94,12 @@ impl ClientCertVerifier for AdmittingVerifier {
         let verified = self
             .inner
             .verify_client_cert(end_entity, intermediates, now)?;
+        if let Some(refusal) = admin_of_another_ca(self.admin_issuer.as_deref(), end_entity) {
+            warn!(reason = %refusal, "client certificate refused in the TLS handshake");
+            return Err(rustls::Error::InvalidCertificate(
+                CertificateError::ApplicationVerificationFailure,
+            ));
+        }
         match (self.admit)(end_entity.as_ref()) {
             Ok(()) => Ok(verified),
             Err(reason) => {
@@ -123,8 +135,26 @@ impl ClientCertVerifier for AdmittingVerifier {
     }
 }
 
+/// Why an admin certificate is refused for its issuer: `admin_issuer` (the CA of the hub's
+/// own certificate) did not issue it. `None`: not an admin certificate, or no rule.
+fn admin_of_another_ca(admin_issuer: Option<&str>, leaf: &CertificateDer<'_>) -> Option<String> {
+    use flux_shared::federation::pki::{Identity, identity_from_der, issuer_key_id};
+    let wanted = admin_issuer?;
+    let Ok(Identity::Admin(admin)) = identity_from_der(leaf.as_ref()) else {
+        return None;
+    };
+    let issuer = issuer_key_id(leaf.as_ref());
+    (issuer.as_deref() != Some(wanted)).then(|| {
+        format!(
+            "admin {admin}: its certificate was issued by CA {}, not by the CA of the hub's own certificate ({wanted}); issue it again (flux-hub certs --admin {admin} --force)",
+            issuer.as_deref().unwrap_or("unknown")
+        )
+    })
+}
+
 /// The server configuration for `pem`: the hub's certificate and key, client certificates
-/// required, issued by the CA and admitted by `admit`, HTTP/2 only.
+/// required, issued by the CA and admitted by `admit` (admin certificates only from the CA
+/// of the hub's own certificate, when it trusts that one), HTTP/2 only.
 pub fn server_config(pem: &TlsPem, admit: Admit) -> Result<ServerConfig, TlsAcceptError> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let mut roots = RootCertStore::empty();
@@ -141,9 +171,16 @@ pub fn server_config(pem: &TlsPem, admit: Admit) -> Result<ServerConfig, TlsAcce
         .map_err(|e| TlsAcceptError::Pem("certificate", e.to_string()))?;
     let key = PrivateKeyDer::from_pem_slice(pem.key_pem().as_bytes())
         .map_err(|e| TlsAcceptError::Pem("private key", e.to_string()))?;
+    let admin_issuer = flux_shared::federation::pki::issuer_key_id_of_pem(pem.cert_pem())
+        .filter(|id| flux_shared::federation::pki::key_ids_of_pem(pem.ca_pem()).contains(id));
+    let verifier = AdmittingVerifier {
+        inner,
+        admit,
+        admin_issuer,
+    };
     let mut config = ServerConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()?
-        .with_client_cert_verifier(Arc::new(AdmittingVerifier { inner, admit }))
+        .with_client_cert_verifier(Arc::new(verifier))
         .with_single_cert(chain, key)?;
     config.alpn_protocols = vec![b"h2".to_vec()];
     Ok(config)
