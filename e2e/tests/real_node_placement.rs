@@ -29,19 +29,15 @@
 //!    and manifests): today's spokes with a hub one revision older, which places a new
 //!    MiniCluster with a direct and a relayed burst on the second;
 //! 9. the hub upgraded again (today's `flux-hub init`: today's CRD applied over the live
-//!    MiniClusters, both replicas replaced).
-//!
-//!
-//! Then the federation's certificates are renewed, nothing deleted either:
-//! 10. a new CA (`flux-hub certs --renew-ca`) and the hub's new certificate
-//!     (`flux-hub init`): the hub presents a certificate of the new CA, and refuses the old
-//!     admin certificate;
-//! 11. both spokes joined again: each spoke's old certificate is refused by the hub, and
+//!    MiniClusters, both replicas replaced) with the federation's CA renewed first
+//!    (`flux-hub certs --renew-ca`): the hub presents a certificate of the new CA, and
+//!    refuses the old admin certificate;
+//! 10. both spokes joined again: each spoke's old certificate is refused by the hub, and
 //!     each spoke trusts the new CA alone;
-//! 12. the previous CA dropped (`flux-hub certs --drop-previous-ca`, `flux-hub init`): the
+//! 11. the previous CA dropped (`flux-hub certs --drop-previous-ca`, `flux-hub init`): the
 //!     old admin and spoke certificates are refused at the chain check.
 //!
-//! After each of 7 to 12 every Job in the three clusters keeps its uid, no burst moves, the
+//! After each of 7 to 11 every Job in the three clusters keeps its uid, no burst moves, the
 //! hub's view of each spoke names the revision it speaks, and jobs run across the
 //! clusters; the time until a relayed broker is up again, and how many containers
 //! restarted, is printed. During each, no burst's status goes backwards (read twice a
@@ -506,21 +502,9 @@ async fn a_burst_goes_to_the_candidate_with_room_and_stays_where_it_runs() {
         eprintln!("{}: a hub of release {released} placed a relayed and a direct burst on today's spoke", env.ns);
 
         // 9. The hub upgraded to today's again by today's `flux-hub init` (its CRD applied
-        // over the live MiniClusters): both replicas replaced.
-        let before = upgrade.jobs().await?;
-        let (restarted, _) = upgrade.restarts().await?;
-        let watch = StatusWatch::start(env.api::<MiniCluster>(), &["Running", "Joining", "Unreachable"]);
-        flux_hub(&hub, &config, &[
-            "init", "--kubeconfig", &root_kubeconfig, "--certs", path_str(&certs)?,
-            "--hub-ip", &root_ip, "--image", &image, "--timeout-seconds", "180",
-        ])
-        .await?;
-        speaks(env, &hub, &config, &[("burst", json!(revision)), ("burst2", json!(revision))]).await?;
-        upgrade.nothing_lost("the hub upgraded", &before, RUNNING, restarted).await?;
-        watch.finish("the hub upgraded").await?;
-        job_on(env, "skewed", &["skewed-0", "skewed-b-0", "skewed-d-0"]).await?;
-
-        // 10. A new CA, and the hub's certificate from it: both CAs trusted for now.
+        // over the live MiniClusters), both replicas replaced, and with a certificate of a
+        // new CA (`certs --renew-ca` first): both CAs trusted for the spokes now, admin
+        // certificates of the new CA only.
         let old = dir.join("old-certs");
         std::fs::create_dir_all(&old)?;
         for file in ["ca.crt", "spoke-burst.crt", "spoke-burst.key", "spoke-burst2.crt", "spoke-burst2.key", "admin-flux-hub-admin.crt", "admin-flux-hub-admin.key"] {
@@ -539,16 +523,17 @@ async fn a_burst_goes_to_the_candidate_with_room_and_stays_where_it_runs() {
         renewal.hub_presents_the_new_ca().await?;
         let refused = renewal.as_old_admin().await.err().map(|e| format!("{e:#}"));
         ensure!(refused.is_some(), "the old admin certificate refused once the hub serves the new CA's");
-        upgrade.nothing_lost("the hub's certificate renewed", &before, RUNNING, restarted).await?;
-        watch.finish("the hub's certificate renewed").await?;
+        speaks(env, &hub, &config, &[("burst", json!(revision)), ("burst2", json!(revision))]).await?;
+        upgrade.nothing_lost("the hub upgraded, its certificate renewed", &before, RUNNING, restarted).await?;
+        watch.finish("the hub upgraded, its certificate renewed").await?;
         job_on(env, "skewed", &["skewed-0", "skewed-b-0", "skewed-d-0"]).await?;
 
-        // 11. Both spokes joined again: their old certificates are refused, and they trust
-        // the new CA alone.
+        // 10. Both spokes joined again, at once: their old certificates are refused, and
+        // they trust the new CA alone.
         let before = upgrade.jobs().await?;
         let (restarted, _) = upgrade.restarts().await?;
         let watch = StatusWatch::start(env.api::<MiniCluster>(), &["Running", "Joining", "Unreachable"]);
-        for (name, cluster, site) in [("burst", &first, "site=first"), ("burst2", &second, "site=second")] {
+        let rejoin = async |name: &str, cluster: &SpokeCluster, site: &str| -> Result<()> {
             flux_hub(&hub, &config, &[
                 "join", name, "--kubeconfig", path_str(&cluster.kubeconfig)?, "--image", &image,
                 "--policy", path_str(&policy)?, "--label", "tier=spot", "--label", site,
@@ -558,13 +543,16 @@ async fn a_burst_goes_to_the_candidate_with_room_and_stays_where_it_runs() {
             // Refused by its pin: the hub still trusts the previous CA.
             let refused = renewal.as_old_spoke(name).await?;
             eprintln!("{}: spoke {name} joined again; its old certificate refused ({refused})", env.ns);
-            renewal.spoke_trusts_the_new_ca_alone(cluster).await?;
-        }
+            renewal.spoke_trusts_the_new_ca_alone(cluster).await
+        };
+        let (a, b) = tokio::join!(rejoin("burst", &first, "site=first"), rejoin("burst2", &second, "site=second"));
+        a?;
+        b?;
         upgrade.nothing_lost("the spokes' certificates renewed", &before, RUNNING, restarted).await?;
         watch.finish("the spokes' certificates renewed").await?;
         job_on(env, "skewed", &["skewed-0", "skewed-b-0", "skewed-d-0"]).await?;
 
-        // 12. The previous CA dropped: the hub refuses every certificate it issued.
+        // 11. The previous CA dropped: the hub refuses every certificate it issued.
         let before = upgrade.jobs().await?;
         let (restarted, _) = upgrade.restarts().await?;
         let watch = StatusWatch::start(env.api::<MiniCluster>(), &["Running", "Joining", "Unreachable"]);
