@@ -450,44 +450,38 @@ async fn a_burst_goes_to_the_candidate_with_room_and_stays_where_it_runs() {
         let clusters = [&env.client, &first.client, &second.client];
         let upgrade = Upgrade { env, hub: &hub, config: &config, clusters };
         // 7. The second spoke upgraded to today's.
-        let before = upgrade.jobs().await?;
-        let (restarted, _) = upgrade.restarts().await?;
-        let watch = StatusWatch::start(env.api::<MiniCluster>(), &["Running", "Joining", "Unreachable"]);
-        flux_hub(&hub, &config, &[
-            "join", "burst2", "--kubeconfig", path_str(&second.kubeconfig)?, "--image", &image,
-            "--policy", path_str(&policy)?, "--label", "tier=spot", "--label", "site=second", "--force",
-            "--timeout-seconds", "180",
-        ])
+        upgrade.step("the second spoke upgraded", STEADY, async || {
+            flux_hub(&hub, &config, &[
+                "join", "burst2", "--kubeconfig", path_str(&second.kubeconfig)?, "--image", &image,
+                "--policy", path_str(&policy)?, "--label", "tier=spot", "--label", "site=second", "--force",
+                "--timeout-seconds", "180",
+            ])
+            .await?;
+            speaks(env, &hub, &config, &[("burst", json!(revision)), ("burst2", json!(revision))]).await
+        })
         .await?;
-        speaks(env, &hub, &config, &[("burst", json!(revision)), ("burst2", json!(revision))]).await?;
-        upgrade.nothing_lost("the second spoke upgraded", &before, RUNNING, restarted).await?;
-        watch.finish("the second spoke upgraded").await?;
 
         // 8. The hub of the last release, installed by its own `flux-hub init` (its CRD and
         // manifests over the live MiniClusters): today's spokes one revision newer than
         // it. It places a new MiniCluster with a relayed and a direct burst on the second.
         advertise(env, &env.client, 8).await?;
-        let before = upgrade.jobs().await?;
-        let (restarted, _) = upgrade.restarts().await?;
-        let watch = StatusWatch::start(
-            env.api::<MiniCluster>(),
-            // Release 0.1.0's hub shows a running burst Dispatched again until its spoke
-            // reports to it (fixed since: the last status stands until then).
-            &["Running", "Joining", "Unreachable", "Dispatched"],
-        );
         let released_hub = std::path::Path::new(&std::env::var("FLUX_E2E_RELEASED_BIN").context(
             "FLUX_E2E_RELEASED_BIN: the folder of the last release's binaries (scripts/released.sh)",
         )?)
         .join("flux-hub");
-        flux_hub(&released_hub, &config, &[
-            "init", "--kubeconfig", &root_kubeconfig, "--certs", path_str(&certs)?,
-            "--hub-ip", &root_ip, "--image", &released_image, "--timeout-seconds", "180",
-        ])
+        // Release 0.1.0's hub shows a running burst Dispatched again until its spoke reports
+        // to it (fixed since: the last status stands until then).
+        let allowed = &["Running", "Joining", "Unreachable", "Dispatched"];
+        upgrade.step("the hub replaced by the last release's", allowed, async || {
+            flux_hub(&released_hub, &config, &[
+                "init", "--kubeconfig", &root_kubeconfig, "--certs", path_str(&certs)?,
+                "--hub-ip", &root_ip, "--image", &released_image, "--timeout-seconds", "180",
+            ])
+            .await?;
+            // A hub of the last release does not show revisions.
+            speaks(env, &hub, &config, &[("burst", Value::Null), ("burst2", Value::Null)]).await
+        })
         .await?;
-        // A hub of the last release does not show revisions.
-        speaks(env, &hub, &config, &[("burst", Value::Null), ("burst2", Value::Null)]).await?;
-        upgrade.nothing_lost("the hub replaced by the last release's", &before, RUNNING, restarted).await?;
-        watch.finish("the hub replaced by the last release's").await?;
         let mut skewed = minicluster("skewed", json!([{"matchLabels": {"site": "second"}}]));
         // The second's namespace enforces `restricted` since step 6.
         support::restricted(&mut skewed);
@@ -511,28 +505,23 @@ async fn a_burst_goes_to_the_candidate_with_room_and_stays_where_it_runs() {
             std::fs::copy(certs.join(file), old.join(file)).with_context(|| format!("keeping the old {file}"))?;
         }
         let renewal = Renewal { env, hub: &hub, config: &config, certs: &certs, old: &old, domain: &root_ip };
-        let before = upgrade.jobs().await?;
-        let (restarted, _) = upgrade.restarts().await?;
-        let watch = StatusWatch::start(env.api::<MiniCluster>(), &["Running", "Joining", "Unreachable"]);
-        flux_hub(&hub, &config, &["certs", "--out", path_str(&certs)?, "--renew-ca"]).await?;
         let init = [
             "init", "--kubeconfig", &root_kubeconfig, "--certs", path_str(&certs)?,
             "--hub-ip", &root_ip, "--image", &image, "--timeout-seconds", "180",
         ];
-        flux_hub(&hub, &config, &init).await?;
-        renewal.hub_presents_the_new_ca().await?;
-        let refused = renewal.as_old_admin().await.err().map(|e| format!("{e:#}"));
-        ensure!(refused.is_some(), "the old admin certificate refused once the hub serves the new CA's");
-        speaks(env, &hub, &config, &[("burst", json!(revision)), ("burst2", json!(revision))]).await?;
-        upgrade.nothing_lost("the hub upgraded, its certificate renewed", &before, RUNNING, restarted).await?;
-        watch.finish("the hub upgraded, its certificate renewed").await?;
+        upgrade.step("the hub upgraded, its certificate renewed", STEADY, async || {
+            flux_hub(&hub, &config, &["certs", "--out", path_str(&certs)?, "--renew-ca"]).await?;
+            flux_hub(&hub, &config, &init).await?;
+            renewal.hub_presents_the_new_ca().await?;
+            let refused = renewal.as_old_admin().await.err().map(|e| format!("{e:#}"));
+            ensure!(refused.is_some(), "the old admin certificate refused once the hub serves the new CA's");
+            speaks(env, &hub, &config, &[("burst", json!(revision)), ("burst2", json!(revision))]).await
+        })
+        .await?;
         job_on(env, "skewed", &["skewed-0", "skewed-b-0", "skewed-d-0"]).await?;
 
         // 10. Both spokes joined again, at once: their old certificates are refused, and
         // they trust the new CA alone.
-        let before = upgrade.jobs().await?;
-        let (restarted, _) = upgrade.restarts().await?;
-        let watch = StatusWatch::start(env.api::<MiniCluster>(), &["Running", "Joining", "Unreachable"]);
         let rejoin = async |name: &str, cluster: &SpokeCluster, site: &str| -> Result<()> {
             flux_hub(&hub, &config, &[
                 "join", name, "--kubeconfig", path_str(&cluster.kubeconfig)?, "--image", &image,
@@ -545,21 +534,19 @@ async fn a_burst_goes_to_the_candidate_with_room_and_stays_where_it_runs() {
             eprintln!("{}: spoke {name} joined again; its old certificate refused ({refused})", env.ns);
             renewal.spoke_trusts_the_new_ca_alone(cluster).await
         };
-        let (a, b) = tokio::join!(rejoin("burst", &first, "site=first"), rejoin("burst2", &second, "site=second"));
-        a?;
-        b?;
-        upgrade.nothing_lost("the spokes' certificates renewed", &before, RUNNING, restarted).await?;
-        watch.finish("the spokes' certificates renewed").await?;
+        upgrade.step("the spokes' certificates renewed", STEADY, async || {
+            let (a, b) = tokio::join!(rejoin("burst", &first, "site=first"), rejoin("burst2", &second, "site=second"));
+            a.and(b)
+        })
+        .await?;
         job_on(env, "skewed", &["skewed-0", "skewed-b-0", "skewed-d-0"]).await?;
 
         // 11. The previous CA dropped: the hub refuses every certificate it issued.
-        let before = upgrade.jobs().await?;
-        let (restarted, _) = upgrade.restarts().await?;
-        let watch = StatusWatch::start(env.api::<MiniCluster>(), &["Running", "Joining", "Unreachable"]);
-        flux_hub(&hub, &config, &["certs", "--out", path_str(&certs)?, "--drop-previous-ca"]).await?;
-        flux_hub(&hub, &config, &init).await?;
-        upgrade.nothing_lost("the previous CA dropped", &before, RUNNING, restarted).await?;
-        watch.finish("the previous CA dropped").await?;
+        upgrade.step("the previous CA dropped", STEADY, async || {
+            flux_hub(&hub, &config, &["certs", "--out", path_str(&certs)?, "--drop-previous-ca"]).await?;
+            flux_hub(&hub, &config, &init).await.map(drop)
+        })
+        .await?;
         job_on(env, "skewed", &["skewed-0", "skewed-b-0", "skewed-d-0"]).await?;
         let refused = renewal.as_old_admin().await.err().map(|e| format!("{e:#}"));
         ensure!(refused.is_some(), "the old admin certificate refused once the previous CA is dropped");
@@ -718,6 +705,9 @@ impl Renewal<'_> {
         Ok(())
     }
 }
+
+/// What a running burst's phase may be during an upgrade step.
+const STEADY: &[&str] = &["Running", "Joining", "Unreachable"];
 
 /// The MiniClusters whose relayed bursts run through every upgrade step, a job run on all
 /// their brokers after each (`elastic` autoscaled).
@@ -912,20 +902,36 @@ impl Upgrade<'_> {
         Ok((restarts, pods))
     }
 
+    /// One upgrade step: `action`, with no burst's status going backwards meanwhile (only
+    /// `allowed` phases for a running burst), then [`Upgrade::nothing_lost`] for the
+    /// MiniClusters of [`RUNNING`].
+    async fn step(
+        &self,
+        what: &str,
+        allowed: &'static [&'static str],
+        action: impl AsyncFnOnce() -> Result<()>,
+    ) -> Result<()> {
+        let before = self.jobs().await?;
+        let (restarted, _) = self.restarts().await?;
+        let watch = StatusWatch::start(self.env.api::<MiniCluster>(), allowed);
+        action().await?;
+        self.nothing_lost(what, &before, restarted).await?;
+        watch.finish(what).await
+    }
+
     /// After `what`: every Job has its uid still and every burst its cluster, the hub's
-    /// spokes are connected, and each MiniCluster of `running` has every broker up and
+    /// spokes are connected, and each MiniCluster of [`RUNNING`] has every broker up and
     /// runs a job on them (the time until then printed: a relayed broker reconnects
     /// through the new hub or spoke).
     async fn nothing_lost(
         &self,
         what: &str,
         before: &std::collections::BTreeMap<String, String>,
-        running: &[&str],
         restarted_before: i32,
     ) -> Result<()> {
         let started = Instant::now();
         // All at once: the time printed is the slowest MiniCluster's.
-        futures::future::try_join_all(running.iter().map(|name| async move {
+        futures::future::try_join_all(RUNNING.iter().map(|name| async move {
             let hosts = [format!("{name}-0"), format!("{name}-b-0")];
             job_on(self.env, name, &[&hosts[0], &hosts[1]]).await
         }))

@@ -122,7 +122,22 @@ impl FederationOptions {
     /// issued from the CA in `--certs` for this command only (kept in memory, valid one
     /// day), so that no file on disk carries that permission.
     pub fn spokes_admin_endpoint(&self) -> anyhow::Result<HubEndpoint> {
-        use flux_shared::federation::scope::{AdminScope, Permission};
+        use flux_shared::federation::scope::Permission;
+        let ca_pem = std::fs::read_to_string(self.certs.join("ca.crt"))
+            .with_context(|| format!("{}: no ca.crt", self.certs.display()))?;
+        let (endpoint, _) =
+            self.throwaway_admin(&[Permission::Read, Permission::Spokes], Some(ca_pem))?;
+        Ok(endpoint)
+    }
+
+    /// The hub's Admin API as an admin certificate with `permissions`, issued from the CA in
+    /// `--certs` for this command only (in memory, valid one day), trusting `trust` (default:
+    /// that CA alone, returned too).
+    fn throwaway_admin(
+        &self,
+        permissions: &[flux_shared::federation::scope::Permission],
+        trust: Option<String>,
+    ) -> anyhow::Result<(HubEndpoint, String)> {
         let (url, domain) = self.hub_url_and_domain()?;
         let ca = certs::load_ca(&self.certs).with_context(|| {
             format!(
@@ -130,13 +145,14 @@ impl FederationOptions {
                 self.certs.display()
             )
         })?;
-        let ca_pem = std::fs::read_to_string(self.certs.join("ca.crt"))
-            .with_context(|| format!("{}: no ca.crt", self.certs.display()))?;
-        let scope = AdminScope::new([Permission::Read, Permission::Spokes], &[])
-            .map_err(anyhow::Error::msg)?;
+        let scope =
+            flux_shared::federation::scope::AdminScope::new(permissions.iter().copied(), &[])
+                .map_err(anyhow::Error::msg)?;
         let cert = ca.issue_admin(JOIN_ADMIN, &scope, 1)?;
-        let tls = flux_shared::federation::tls::TlsPem::new(ca_pem, cert.cert_pem, cert.key_pem)?;
-        Ok(HubEndpoint::with_tls(&url, &domain, tls))
+        let current = ca.cert_pem().to_string();
+        let trust = trust.unwrap_or_else(|| current.clone());
+        let tls = flux_shared::federation::tls::TlsPem::new(trust, cert.cert_pem, cert.key_pem)?;
+        Ok((HubEndpoint::with_tls(&url, &domain, tls), current))
     }
 
     /// What a spoke is given to trust: `ca.crt`; while a renewal of the CA is under way
@@ -146,22 +162,12 @@ impl FederationOptions {
     /// that trust alone): until `flux-hub init` has handed it one, this is an error saying
     /// so.
     pub async fn spoke_trust(&self) -> anyhow::Result<String> {
-        use flux_shared::federation::scope::{AdminScope, Permission};
+        use flux_shared::federation::scope::Permission;
         if !certs::renewal_under_way(&self.certs) {
             return std::fs::read_to_string(self.certs.join("ca.crt"))
                 .with_context(|| format!("{}: no ca.crt", self.certs.display()));
         }
-        let (url, domain) = self.hub_url_and_domain()?;
-        let ca = certs::load_ca(&self.certs)?;
-        let scope = AdminScope::new([Permission::Read], &[]).map_err(anyhow::Error::msg)?;
-        let cert = ca.issue_admin(JOIN_ADMIN, &scope, 1)?;
-        let current = ca.cert_pem().to_string();
-        let tls = flux_shared::federation::tls::TlsPem::new(
-            current.clone(),
-            cert.cert_pem,
-            cert.key_pem,
-        )?;
-        let hub = HubEndpoint::with_tls(&url, &domain, tls);
+        let (hub, current) = self.throwaway_admin(&[Permission::Read], None)?;
         let answered = async {
             let mut client = hub.connect().await?;
             hub.spokes(&mut client).await
@@ -170,8 +176,9 @@ impl FederationOptions {
         match answered {
             Ok(_) => Ok(current),
             Err(e) => bail!(
-                "a renewal of the CA in {} is under way, and the hub at {url} does not present a certificate of the new CA ({e}): run flux-hub init first, then join",
-                self.certs.display()
+                "a renewal of the CA in {} is under way, and the hub at {} does not present a certificate of the new CA ({e}): run flux-hub init first, then join",
+                self.certs.display(),
+                self.hub
             ),
         }
     }

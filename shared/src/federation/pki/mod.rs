@@ -425,11 +425,6 @@ impl Ca {
         self
     }
 
-    /// The certificates appended to every certificate it issues ([`Ca::with_chain`]).
-    pub fn chain_pem(&self) -> &str {
-        &self.chain_pem
-    }
-
     /// The CA certificate, PEM: what servers and clients trust.
     pub fn cert_pem(&self) -> &str {
         &self.cert_pem
